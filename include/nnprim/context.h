@@ -1,0 +1,228 @@
+/*
+ * nnprim: library version, build features, devices, settings and the context.
+ *
+ * A context (nn_ctx) is what every op call takes. It holds one device ordinal (or the CPU),
+ * one CUDA stream, the cuDNN and cuBLAS handles (created on first use), the settings below and
+ * a reference to the device's memory pool. Use one context per (device, stream) user; a
+ * context must not be used by two threads at the same time (distinct contexts may).
+ *
+ * Settings are filled by nn_default_settings(), which also applies the NNPRIM_* environment
+ * variables, and may then be changed by the caller before nn_ctx_create():
+ *
+ *   NNPRIM_BACKEND            auto | ref | cudnn
+ *   NNPRIM_DEVICE             CUDA device ordinal, an integer >= 0
+ *   NNPRIM_MATH               strict | tf32
+ *   NNPRIM_DETERMINISTIC      0 | 1
+ *   NNPRIM_WORKSPACE_CAP      bytes, with an optional K, M or G suffix (powers of 1024); 0 = no cap
+ *   NNPRIM_TUNING             heuristic | autotune
+ *   NNPRIM_AUTOTUNE_CANDIDATES  how many plans autotune times, an integer >= 1
+ *   NNPRIM_PLAN_CACHE         path of the plan cache file ("" = none)
+ *   NNPRIM_PLAN_CACHE_CAPACITY  plans kept in memory per context, an integer >= 1
+ *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
+ */
+#ifndef NNPRIM_CONTEXT_H
+#define NNPRIM_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version and build
+ */
+
+/** @return the library version as "MAJOR.MINOR.PATCH"; a static string owned by the library. */
+NN_API const char *nn_version(void);
+
+/** @return the library version as MAJOR * 10000 + MINOR * 100 + PATCH. */
+NN_API int nn_version_number(void);
+
+/** Features compiled into this build (a bit set returned by nn_build_features()). */
+enum nn_feature {
+    NN_FEATURE_CUDA = 1 << 0,     /**< CUDA runtime: device memory, streams, copies */
+    NN_FEATURE_CUDNN = 1 << 1,    /**< the cuDNN backend (with cuBLAS) */
+    NN_FEATURE_JEMALLOC = 1 << 2, /**< host allocations from a private jemalloc arena */
+};
+
+/** @return the OR of the nn_feature bits compiled into this build. */
+NN_API unsigned nn_build_features(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Devices
+ */
+
+/** What nnprim knows of one CUDA device. */
+typedef struct nn_device_info {
+    int ordinal;
+    int cc_major, cc_minor; /**< compute capability */
+    int sm_count;           /**< multiprocessors */
+    size_t total_memory;    /**< bytes */
+    char name[256];
+    uint64_t reserved[4];
+} nn_device_info;
+
+/**
+ * Count the CUDA devices this process can use.
+ *
+ * @param count out: the number of devices; 0 where the build has no CUDA, no driver is installed
+ *              or no device is visible (those are not errors).
+ * @return NN_OK; NN_E_INVALID_ARG if count is NULL.
+ */
+NN_API nn_status nn_device_count(int *count);
+
+/**
+ * Describe one CUDA device.
+ *
+ * @param ordinal the device, 0 <= ordinal < nn_device_count().
+ * @param info    out: filled on success, untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG if info is NULL or ordinal is out of range;
+ *         NN_E_NO_DEVICE if there is no usable device; NN_E_NOT_BUILT without CUDA.
+ */
+NN_API nn_status nn_device_get_info(int ordinal, nn_device_info *info);
+
+/**
+ * The version of the cuDNN library loaded at run time (cudnnGetVersion(), e.g. 91400 for 9.14.0).
+ *
+ * @return the version, or 0 where the build has no cuDNN.
+ */
+NN_API size_t nn_cudnn_runtime_version(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Settings
+ */
+
+/** Which implementation runs the ops. */
+typedef enum nn_backend {
+    NN_BACKEND_AUTO = 0, /**< cuDNN when a GPU is usable, else the reference (with a log line) */
+    NN_BACKEND_REF = 1,  /**< the plain-C reference on host memory */
+    NN_BACKEND_CUDNN = 2 /**< cuDNN on the context's device; fails if there is none */
+} nn_backend;
+
+/** How f32 convolutions and matrix products may round. */
+typedef enum nn_math_mode {
+    NN_MATH_STRICT_FP32 = 0, /**< full f32 arithmetic, no tensor-core down-conversion */
+    NN_MATH_TF32 = 1         /**< f32 inputs may be rounded to TF32 on tensor cores */
+} nn_math_mode;
+
+/** How the cuDNN backend picks a plan on a plan-cache miss. */
+typedef enum nn_tuning_mode {
+    NN_TUNING_HEURISTIC = 0, /**< the first heuristic plan that finalizes */
+    NN_TUNING_AUTOTUNE = 1   /**< time the top candidates on the context's stream, keep the fastest */
+} nn_tuning_mode;
+
+/** Context settings; fill with nn_default_settings(), then change what you need. */
+typedef struct nn_settings {
+    nn_backend backend;
+    int device;                  /**< CUDA device ordinal; ignored by the reference backend */
+    void *stream;                /**< a cudaStream_t to run on; NULL = the context creates its own */
+    nn_math_mode math_mode;
+    int deterministic;           /**< nonzero: refuse plans cuDNN marks nondeterministic */
+    size_t workspace_cap;        /**< largest cuDNN workspace in bytes; 0 = no cap */
+    nn_tuning_mode tuning;
+    int autotune_candidates;     /**< plans timed per shape in autotune mode, >= 1 */
+    const char *plan_cache_file; /**< NULL or "" = none; copied by nn_ctx_create() */
+    int plan_cache_capacity;     /**< plans kept in memory (LRU), >= 1 */
+    int verbose;                 /**< 0, 1 or 2; see NNPRIM_VERBOSE above */
+    uint64_t reserved[8];        /**< zero; room for the ABI to grow */
+} nn_settings;
+
+/**
+ * Fill settings with the library defaults, then apply the NNPRIM_* environment variables.
+ *
+ * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
+ * cap, heuristic tuning with 8 autotune candidates, no plan cache file, 256 cached plans,
+ * verbose 0.
+ *
+ * @param s out: always filled completely (with the default for any variable that is malformed).
+ * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
+ *         names the variable, the accepted values and what it held).
+ */
+NN_API nn_status nn_default_settings(nn_settings *s);
+
+/* ---------------------------------------------------------------------------------------------
+ * Context
+ */
+
+typedef struct nn_ctx nn_ctx;
+
+/**
+ * Create a context.
+ *
+ * With backend AUTO and no usable GPU (no CUDA in the build, no driver, no device, or the ordinal
+ * out of range), the context runs the reference backend and says so once on stderr.
+ * When settings->plan_cache_file names a file, it is loaded here (a missing file is not an
+ * error; a corrupted one is reported on stderr and the cache starts empty) and saved at
+ * nn_ctx_destroy().
+ *
+ * @param out      out: the new context; set to NULL on failure.
+ * @param settings NULL for nn_default_settings(); otherwise read, not kept (strings are copied).
+ * @return NN_OK;
+ *         NN_E_INVALID_ARG for a NULL out or a setting out of range (named in the message);
+ *         NN_E_ENV if settings is NULL and the environment is malformed;
+ *         NN_E_NO_DEVICE if backend is CUDNN and the device cannot be used;
+ *         NN_E_NOT_BUILT if backend is CUDNN and this build has no cuDNN;
+ *         NN_E_CUDA if creating the stream fails; NN_E_OOM_HOST.
+ * Ownership: the caller owns the context and releases it with nn_ctx_destroy(). A stream passed
+ * in settings stays the caller's and must outlive the context.
+ */
+NN_API nn_status nn_ctx_create(nn_ctx **out, const nn_settings *settings);
+
+/**
+ * Destroy a context: wait for its stream, save the plan cache file if one is set (a failure to
+ * save is reported on stderr), release the handles, the stream it created and its plans.
+ *
+ * @param ctx NULL is allowed and does nothing.
+ */
+NN_API void nn_ctx_destroy(nn_ctx *ctx);
+
+/**
+ * The settings in force (after environment and AUTO resolution: backend is REF or CUDNN).
+ *
+ * @param ctx a context.
+ * @param out out: a copy; plan_cache_file points into the context and lives as long as it.
+ * @return NN_OK; NN_E_INVALID_ARG if ctx or out is NULL.
+ */
+NN_API nn_status nn_ctx_get_settings(const nn_ctx *ctx, nn_settings *out);
+
+/**
+ * The backend that runs this context's ops: NN_BACKEND_REF or NN_BACKEND_CUDNN (never AUTO).
+ *
+ * @param ctx a context, not NULL.
+ */
+NN_API nn_backend nn_ctx_backend(const nn_ctx *ctx);
+
+/**
+ * The context's CUDA stream (a cudaStream_t), or NULL for a reference-backend context.
+ *
+ * @param ctx a context, not NULL. The stream is owned by the context unless it came in settings.
+ */
+NN_API void *nn_ctx_stream(const nn_ctx *ctx);
+
+/**
+ * Wait until all work queued on the context's stream has finished.
+ *
+ * @param ctx a context.
+ * @return NN_OK (at once for the reference backend); NN_E_INVALID_ARG if ctx is NULL;
+ *         NN_E_CUDA if the stream reports an error (possibly from an earlier asynchronous call).
+ */
+NN_API nn_status nn_ctx_synchronize(nn_ctx *ctx);
+
+/**
+ * The last failure of a call made with this context (see nn_last_error() for the thread's).
+ *
+ * @param ctx a context.
+ * @param out out: a copy of the record; status NN_OK if the context has had no failure.
+ * @return NN_OK; NN_E_INVALID_ARG if ctx or out is NULL.
+ */
+NN_API nn_status nn_ctx_last_error(const nn_ctx *ctx, nn_error_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_CONTEXT_H */

@@ -1,0 +1,16 @@
+/*
+ * nnprim: neural-network primitives for NVIDIA GPUs, with a plain-C reference backend.
+ *
+ * Include this header for the whole API. Each subject has its own header:
+ *   status.h   status codes, nn_strerror(), the last-error record
+ *   context.h  version, build features, devices, settings, nn_ctx
+ *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
+ */
+#ifndef NNPRIM_NNPRIM_H
+#define NNPRIM_NNPRIM_H
+
+#include "status.h"
+#include "context.h"
+#include "tensor.h"
+
+#endif /* NNPRIM_NNPRIM_H */

@@ -1,0 +1,196 @@
+/*
+ * nnprim: tensor views.
+ *
+ * An nn_tensor is a small public struct that *describes* memory: data pointer, dtype, rank,
+ * dims, strides (in elements, not bytes) and the memory space the data lives in. It never owns
+ * the memory. Storage comes either from nnprim (nn_tensor_empty(), released with
+ * nn_tensor_free()) or from the caller (nn_tensor_wrap(), which checks once where the pointer
+ * really lives, so a host pointer never reaches cuDNN as device memory or the reverse).
+ *
+ * Layout: dims[0] is the outermost dimension; NCHW / NCDHW order for activations and
+ * KCRS / KCTRS for filters. The default strides are row-major contiguous. Strides must be >= 0
+ * (a stride of 0 broadcasts); ops say which strided layouts they accept.
+ *
+ * A valid tensor has 1 <= rank <= NN_MAX_RANK, every dim >= 1, every stride >= 0, a non-NULL
+ * data pointer, and a byte extent that fits in size_t.
+ */
+#ifndef NNPRIM_TENSOR_H
+#define NNPRIM_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NN_MAX_RANK 8
+
+/** Element types. f16 and bf16 are stored as their 16-bit IEEE / bfloat16 bit patterns. */
+typedef enum nn_dtype {
+    NN_DTYPE_F32 = 1,
+    NN_DTYPE_F64 = 2,
+    NN_DTYPE_F16 = 3,
+    NN_DTYPE_BF16 = 4
+} nn_dtype;
+
+/** Where a tensor's data lives. */
+typedef enum nn_space {
+    NN_SPACE_HOST = 0,  /**< ordinary or pinned host memory */
+    NN_SPACE_DEVICE = 1 /**< device memory of CUDA device nn_tensor.device */
+} nn_space;
+
+/** A view of memory; see the top of this header. Fill with the functions below. */
+typedef struct nn_tensor {
+    void *data;
+    nn_dtype dtype;
+    int rank;
+    int64_t dims[NN_MAX_RANK];
+    int64_t strides[NN_MAX_RANK]; /**< in elements */
+    nn_space space;
+    int device;           /**< CUDA ordinal when space is NN_SPACE_DEVICE, else -1 */
+    uint64_t reserved[2]; /**< zero */
+} nn_tensor;
+
+/** @return bytes per element of dtype, or 0 for a value that is not an nn_dtype. */
+NN_API size_t nn_dtype_size(nn_dtype dtype);
+
+/** @return "f32", "f64", "f16", "bf16", or "invalid"; a static string. */
+NN_API const char *nn_dtype_name(nn_dtype dtype);
+
+/**
+ * Check that a tensor view is well formed (see the top of this header).
+ *
+ * @param t    the view.
+ * @param name how the message names it ("x", "dw"); NULL gives "tensor".
+ * @return NN_OK; NN_E_INVALID_ARG (NULL t or data, rank, dims, strides, space), NN_E_DTYPE,
+ *         NN_E_OVERFLOW (extent does not fit in size_t); the message names the field.
+ */
+NN_API nn_status nn_tensor_validate(const nn_tensor *t, const char *name);
+
+/** @return the number of elements (product of dims), or 0 for an invalid rank. */
+NN_API int64_t nn_tensor_numel(const nn_tensor *t);
+
+/**
+ * Bytes spanned by the tensor's elements: (1 + sum of (dims[i] - 1) * strides[i]) * element size.
+ *
+ * @param t   a view with valid rank, dims and strides.
+ * @param out out: the byte extent.
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_OVERFLOW if the extent does not fit in size_t.
+ */
+NN_API nn_status nn_tensor_extent_bytes(const nn_tensor *t, size_t *out);
+
+/** @return nonzero if t's strides are the row-major contiguous strides of its dims. */
+NN_API int nn_tensor_is_contiguous(const nn_tensor *t);
+
+/**
+ * Compute row-major contiguous strides.
+ *
+ * @param rank    1..NN_MAX_RANK.
+ * @param dims    rank dims, each >= 1.
+ * @param strides out: rank strides.
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_OVERFLOW if the element count overflows int64_t.
+ */
+NN_API nn_status nn_contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
+
+/**
+ * Allocate a contiguous tensor in the context's memory: device memory from the device's pool
+ * for a cuDNN context, host memory for a reference context. The contents are undefined.
+ *
+ * @param ctx   the context whose memory and stream are used.
+ * @param dtype element type.
+ * @param rank  1..NN_MAX_RANK.
+ * @param dims  rank dims, each >= 1.
+ * @param out   out: the view; zeroed on failure.
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_DTYPE; NN_E_OVERFLOW; NN_E_OOM_HOST; NN_E_OOM_DEVICE
+ *         (the message gives requested, in use, reserved and limit); NN_E_CUDA.
+ * Ownership: the storage belongs to nnprim until nn_tensor_free() is called with the same
+ * context (or another context of the same device).
+ */
+NN_API nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const int64_t *dims,
+                                 nn_tensor *out);
+
+/**
+ * Release storage obtained from nn_tensor_empty(). On a device, stream order makes the release
+ * safe without a host synchronisation: the memory is reused only after the work queued on the
+ * context's stream so far.
+ *
+ * @param ctx a context of the same device (or the host, for host tensors).
+ * @param t   the view; its data is set to NULL on success. A view with NULL data is a no-op.
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_BAD_POINTER if the data was not allocated by
+ *         nn_tensor_empty() or was already freed (nothing is changed then).
+ */
+NN_API nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t);
+
+/**
+ * Describe caller-owned memory as a tensor. The pointer's memory space is looked up once
+ * (cudaPointerGetAttributes): device memory gets NN_SPACE_DEVICE and its ordinal, anything else
+ * NN_SPACE_HOST. A reference context refuses device memory and a cuDNN context refuses host
+ * memory (and device memory of another device).
+ *
+ * @param ctx     the context the tensor will be used with.
+ * @param data    the memory, not NULL; must hold the tensor's extent (see
+ *                nn_tensor_extent_bytes()).
+ * @param dtype   element type.
+ * @param rank    1..NN_MAX_RANK.
+ * @param dims    rank dims, each >= 1.
+ * @param strides rank strides in elements, each >= 0; NULL = row-major contiguous.
+ * @param out     out: the view; zeroed on failure.
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE (the message says
+ *         where the pointer lives and where the context needs it).
+ * Ownership: the memory stays the caller's; it must outlive every use of the view.
+ */
+NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int rank,
+                                const int64_t *dims, const int64_t *strides, nn_tensor *out);
+
+/**
+ * Copy elements between two tensors of the same dtype and dims, in any memory spaces.
+ * Host-to-host copies take any strides; a copy that touches device memory needs both views
+ * contiguous. Copies that end in host memory have completed when the call returns; copies to
+ * device memory are queued on the context's stream.
+ *
+ * @param ctx a context (its stream orders device copies).
+ * @param dst destination view; must not overlap src.
+ * @param src source view.
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_SHAPE (dims differ); NN_E_DTYPE (dtypes differ);
+ *         NN_E_UNSUPPORTED (strided device copy); NN_E_CUDA; NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_tensor_copy(nn_ctx *ctx, nn_tensor *dst, const nn_tensor *src);
+
+/**
+ * Set every element to value (rounded to the dtype). Device tensors are filled through a host
+ * staging copy on the context's stream.
+ *
+ * @return NN_OK; NN_E_INVALID_ARG; NN_E_UNSUPPORTED (strided device tensor); NN_E_CUDA;
+ *         NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_tensor_fill_constant(nn_ctx *ctx, nn_tensor *t, double value);
+
+/**
+ * Fill with independent uniform values in [lo, hi), reproducible from seed: the same seed, dims
+ * and dtype give the same values on every backend and machine (elements are drawn in row-major
+ * order of the dims).
+ *
+ * @return NN_OK; NN_E_INVALID_ARG (also for lo > hi or non-finite bounds); NN_E_UNSUPPORTED;
+ *         NN_E_CUDA; NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, double hi,
+                                        uint64_t seed);
+
+/**
+ * Fill with uniform integers in [lo, hi], reproducible from seed. Small integers make sums exact
+ * in floating point, so results can be compared with zero tolerance.
+ *
+ * @return NN_OK; NN_E_INVALID_ARG (also for lo > hi); NN_E_UNSUPPORTED; NN_E_CUDA;
+ *         NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_tensor_fill_ints(nn_ctx *ctx, nn_tensor *t, int lo, int hi, uint64_t seed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_TENSOR_H */

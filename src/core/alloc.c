@@ -1,0 +1,109 @@
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_config.h"
+
+#include "core/alloc.h"
+
+#if NN_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#include <pthread.h>
+
+/* A private arena: nnprim's host memory never mixes with the application's heap, and the
+ * application's malloc is not replaced. The thread cache is bypassed because a tcache is
+ * bound to one arena per thread, and the application's threads use theirs. */
+static unsigned nn__arena;
+static int nn__arena_ok;
+static pthread_once_t nn__arena_once = PTHREAD_ONCE_INIT;
+
+static void create_arena(void)
+{
+    size_t sz = sizeof nn__arena;
+    nn__arena_ok = mallctl("arenas.create", &nn__arena, &sz, NULL, 0) == 0;
+}
+
+static int arena_flags(void)
+{
+    pthread_once(&nn__arena_once, create_arena);
+    return nn__arena_ok ? (int)(MALLOCX_ARENA(nn__arena) | MALLOCX_TCACHE_NONE) : 0;
+}
+
+static void *raw_alloc(size_t size)
+{
+    return mallocx(size ? size : 1, arena_flags());
+}
+static void *raw_realloc(void *p, size_t size)
+{
+    return rallocx(p, size ? size : 1, arena_flags());
+}
+static void raw_free(void *p)
+{
+    dallocx(p, arena_flags());
+}
+#else
+static void *raw_alloc(size_t size)
+{
+    return malloc(size ? size : 1);
+}
+static void *raw_realloc(void *p, size_t size)
+{
+    return realloc(p, size ? size : 1);
+}
+static void raw_free(void *p)
+{
+    free(p);
+}
+#endif
+
+static atomic_long nn__alloc_count;
+static atomic_long nn__fail_at; /* allocation number (from the last reset) that fails; 0 none */
+
+long nn__host_alloc_fail_at(long n)
+{
+    long made = atomic_exchange(&nn__alloc_count, 0);
+    atomic_store(&nn__fail_at, n);
+    return made;
+}
+
+static int injected_failure(void)
+{
+    long k = atomic_fetch_add(&nn__alloc_count, 1) + 1;
+    long at = atomic_load(&nn__fail_at);
+    return at > 0 && k == at;
+}
+
+void *nn__host_alloc(size_t size)
+{
+    if (injected_failure()) return NULL;
+    return raw_alloc(size);
+}
+
+void *nn__host_calloc(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size) return NULL;
+    void *p = nn__host_alloc(count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+
+void *nn__host_realloc(void *p, size_t size)
+{
+    if (!p) return nn__host_alloc(size);
+    if (injected_failure()) return NULL;
+    return raw_realloc(p, size);
+}
+
+void nn__host_free(void *p)
+{
+    if (p) raw_free(p);
+}
+
+char *nn__host_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = nn__host_alloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}

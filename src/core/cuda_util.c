@@ -1,0 +1,51 @@
+#include <pthread.h>
+
+#include "core/cuda_util.h"
+#include "core/error.h"
+
+#if NN_HAVE_CUDA
+nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, const char *file,
+                        int line)
+{
+    nn_status st = NN_E_CUDA;
+    if (err == cudaErrorMemoryAllocation) st = NN_E_OOM_DEVICE;
+    else if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
+             err == cudaErrorInvalidDevice)
+        st = NN_E_NO_DEVICE;
+    /* Clear the non-sticky error so the next call does not report it again. */
+    (void)cudaGetLastError();
+    char fn[NN_ERROR_NAME_MAX];
+    size_t n = 0;
+    while (call[n] && call[n] != '(' && n + 1 < sizeof fn) {
+        fn[n] = call[n];
+        n++;
+    }
+    fn[n] = 0;
+    return nn__record_error(ctx, st, fn, (int)err, cudaGetErrorName(err), file, line, "%s: %s",
+                            fn, cudaGetErrorString(err));
+}
+
+static int nn__devices;
+static pthread_once_t nn__devices_once = PTHREAD_ONCE_INIT;
+
+static void count_devices(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    nn__devices = n;
+}
+
+int nn__cuda_device_count(void)
+{
+    pthread_once(&nn__devices_once, count_devices);
+    return nn__devices;
+}
+#else
+int nn__cuda_device_count(void)
+{
+    return 0;
+}
+#endif

@@ -1,0 +1,30 @@
+/* Recording failures: per thread and per context (see include/nnprim/status.h). */
+#ifndef NN_CORE_ERROR_H
+#define NN_CORE_ERROR_H
+
+#include "nnprim/status.h"
+
+struct nn_ctx;
+
+/* Record a failure and return its status. ctx may be NULL (thread record only).
+ * call/raw_name may be NULL. The message is printf-formatted. */
+nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *call, int raw_status,
+                           const char *raw_name, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+
+/* The usual case: a check of nnprim's own failed. Evaluates to the status. */
+#define NN__FAIL(ctx, status, ...)                                                                 \
+    nn__record_error((ctx), (status), NULL, 0, NULL, __FILE__, __LINE__, __VA_ARGS__)
+
+/* The thread's last failure, recorded again with "prefix: " in front of its message (prefix may be
+ * NULL) and copied to ctx. For checks that fail before a context is known. Returns its status. */
+nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix);
+
+/* Propagate a failure that is already recorded. */
+#define NN__TRY(expr)                                                                              \
+    do {                                                                                           \
+        nn_status nn__st = (expr);                                                                 \
+        if (nn__st != NN_OK) return nn__st;                                                        \
+    } while (0)
+
+#endif

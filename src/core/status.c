@@ -1,0 +1,83 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/ctx.h"
+#include "core/error.h"
+
+static _Thread_local nn_error_info nn__thread_error;
+
+const char *nn_strerror(nn_status status)
+{
+    switch (status) {
+#define NN__CASE(name, value, text)                                                                \
+    case name: return text;
+        NN_STATUS_LIST(NN__CASE)
+#undef NN__CASE
+    }
+    return "unknown status";
+}
+
+const char *nn_status_name(nn_status status)
+{
+    switch (status) {
+#define NN__CASE(name, value, text)                                                                \
+    case name: return #name;
+        NN_STATUS_LIST(NN__CASE)
+#undef NN__CASE
+    }
+    return "NN_UNKNOWN";
+}
+
+const nn_error_info *nn_last_error(void)
+{
+    return &nn__thread_error;
+}
+
+void nn_clear_last_error(void)
+{
+    memset(&nn__thread_error, 0, sizeof nn__thread_error);
+}
+
+static void copy_field(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *call, int raw_status,
+                           const char *raw_name, const char *file, int line, const char *fmt, ...)
+{
+    nn_error_info *e = &nn__thread_error;
+    e->status = status;
+    e->raw_status = raw_status;
+    e->line = line;
+    copy_field(e->call, sizeof e->call, call);
+    copy_field(e->raw_name, sizeof e->raw_name, raw_name);
+    copy_field(e->file, sizeof e->file, file ? base_name(file) : NULL);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    if (ctx) ctx->last_error = *e;
+    return status;
+}
+
+nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix)
+{
+    nn_error_info *e = &nn__thread_error;
+    if (prefix) {
+        /* Truncation of a long message is acceptable; overlap is not, hence the copy. */
+        char msg[NN_ERROR_MESSAGE_MAX];
+        size_t n = (size_t)snprintf(msg, sizeof msg, "%s: ", prefix);
+        if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, "%s", e->message);
+        memcpy(e->message, msg, sizeof msg);
+    }
+    if (ctx) ctx->last_error = *e;
+    return e->status;
+}

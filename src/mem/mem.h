@@ -1,0 +1,24 @@
+/* Device memory for the whole library: tensors, cuDNN workspaces, pullback buffers.
+ * Allocation and release are ordered on the context's stream. */
+#ifndef NN_MEM_MEM_H
+#define NN_MEM_MEM_H
+
+#include <stddef.h>
+
+#include "nnprim/status.h"
+
+struct nn_ctx;
+
+/* Attach the device's pool to a new GPU context / detach it at destroy. */
+nn_status nn__mem_ctx_init(struct nn_ctx *ctx);
+void nn__mem_ctx_fini(struct nn_ctx *ctx);
+
+/* bytes > 0. On failure *out is NULL and the status is NN_E_OOM_DEVICE (message with requested,
+ * in use, reserved and limit) or NN_E_CUDA. */
+nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);
+
+/* NULL is a no-op. A pointer the pool did not hand out, or one already freed, gives
+ * NN_E_BAD_POINTER and changes nothing. */
+nn_status nn__dev_free(struct nn_ctx *ctx, void *p);
+
+#endif

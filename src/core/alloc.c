@@ -58,6 +58,7 @@ static void raw_free(void *p)
 #endif
 
 static atomic_long nn__alloc_count;
+static atomic_long nn__live;
 static atomic_long nn__fail_at; /* allocation number (from the last reset) that fails; 0 none */
 
 long nn__host_alloc_fail_at(long n)
@@ -74,10 +75,17 @@ static int injected_failure(void)
     return at > 0 && k == at;
 }
 
+long nn__host_alloc_live(void)
+{
+    return atomic_load(&nn__live);
+}
+
 void *nn__host_alloc(size_t size)
 {
     if (injected_failure()) return NULL;
-    return raw_alloc(size);
+    void *p = raw_alloc(size);
+    if (p) atomic_fetch_add(&nn__live, 1);
+    return p;
 }
 
 void *nn__host_calloc(size_t count, size_t size)
@@ -97,7 +105,9 @@ void *nn__host_realloc(void *p, size_t size)
 
 void nn__host_free(void *p)
 {
-    if (p) raw_free(p);
+    if (!p) return;
+    atomic_fetch_sub(&nn__live, 1);
+    raw_free(p);
 }
 
 char *nn__host_strdup(const char *s)

@@ -18,4 +18,7 @@ char *nn__host_strdup(const char *s);
  * call, so a test can learn how many a call makes. */
 long nn__host_alloc_fail_at(long n);
 
+/* Test hook: host blocks allocated and not yet freed (a leak check for tests). */
+long nn__host_alloc_live(void);
+
 #endif

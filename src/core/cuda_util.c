@@ -1,4 +1,5 @@
 #include <pthread.h>
+#include <stdio.h>
 
 #include "core/cuda_util.h"
 #include "core/error.h"
@@ -23,6 +24,16 @@ nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, c
     fn[n] = 0;
     return nn__record_error(ctx, st, fn, (int)err, cudaGetErrorName(err), file, line, "%s: %s",
                             fn, cudaGetErrorString(err));
+}
+
+_Thread_local uint64_t nn__cuda_t0;
+
+nn_status nn__cuda_traced(struct nn_ctx *ctx, cudaError_t err, const char *call, const char *file,
+                          int line)
+{
+    double us = (double)(nn__now_ns() - nn__cuda_t0) / 1e3;
+    fprintf(stderr, "nnprim_trace,cuda,%s,%s,%.2f us\n", call, cudaGetErrorName(err), us);
+    return nn__cuda_check(ctx, err, call, file, line);
 }
 
 static int nn__devices;

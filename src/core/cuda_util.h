@@ -9,15 +9,24 @@
 #include <cuda_runtime_api.h>
 
 #include "error.h"
+#include "log.h"
 
 struct nn_ctx;
 
 nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, const char *file,
                         int line);
 
-/* Evaluates to NN_OK or the recorded status. cudaErrorMemoryAllocation maps to NN_E_OOM_DEVICE. */
+/* Evaluates to NN_OK or the recorded status. cudaErrorMemoryAllocation maps to NN_E_OOM_DEVICE.
+ * At verbose level 2 the call is traced with its duration (the comma operator takes the start
+ * time before the call is evaluated). */
 #define NN__CUDA(ctx, call)                                                                        \
-    nn__cuda_check((ctx), (call), #call, __FILE__, __LINE__)
+    (nn__verbose(ctx) >= 2                                                                         \
+         ? (nn__cuda_t0 = nn__now_ns(), nn__cuda_traced((ctx), (call), #call, __FILE__, __LINE__))  \
+         : nn__cuda_check((ctx), (call), #call, __FILE__, __LINE__))
+
+extern _Thread_local uint64_t nn__cuda_t0;
+nn_status nn__cuda_traced(struct nn_ctx *ctx, cudaError_t err, const char *call, const char *file,
+                          int line);
 
 static inline nn_status nn__cuda_check(struct nn_ctx *ctx, cudaError_t err, const char *call,
                                        const char *file, int line)

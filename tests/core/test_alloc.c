@@ -1,0 +1,88 @@
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "nnprim/nnprim.h"
+#include "oom.h"
+
+Test(alloc, host_allocator_basics)
+{
+    long live = nn__host_alloc_live();
+    char *p = nn__host_alloc(100);
+    cr_assert_not_null(p);
+    memset(p, 7, 100);
+    p = nn__host_realloc(p, 100000);
+    cr_assert_not_null(p);
+    cr_expect_eq(p[99], 7, "realloc keeps contents");
+    cr_expect_eq(nn__host_alloc_live(), live + 1);
+    nn__host_free(p);
+    nn__host_free(NULL);
+    cr_expect_eq(nn__host_alloc_live(), live);
+    cr_expect_null(nn__host_calloc(SIZE_MAX / 2, 4), "count * size overflow");
+    char *z = nn__host_calloc(10, 10);
+    for (int i = 0; i < 100; i++) cr_expect_eq(z[i], 0);
+    nn__host_free(z);
+    char *d = nn__host_strdup("nnprim");
+    cr_expect_str_eq(d, "nnprim");
+    nn__host_free(d);
+}
+
+Test(alloc, injected_failure_hits_exactly_the_nth_allocation)
+{
+    nn__host_alloc_fail_at(3);
+    void *a = nn__host_alloc(8), *b = nn__host_alloc(8), *c = nn__host_alloc(8),
+         *d = nn__host_alloc(8);
+    cr_expect_eq(nn__host_alloc_fail_at(0), 4);
+    cr_expect_not_null(a);
+    cr_expect_not_null(b);
+    cr_expect_null(c);
+    cr_expect_not_null(d);
+    nn__host_free(a), nn__host_free(b), nn__host_free(d);
+}
+
+static nn_status make_ref_context(void *arg)
+{
+    (void)arg;
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    s.plan_cache_file = "/tmp/nnprim-test-plans.bin";
+    nn_ctx *ctx;
+    nn_status st = nn_ctx_create(&ctx, &s);
+    if (st == NN_OK) nn_ctx_destroy(ctx);
+    return st;
+}
+
+Test(alloc, context_creation_survives_every_host_allocation_failure)
+{
+    cr_expect_geq(nn_test_every_host_alloc_failure(make_ref_context, NULL, "nn_ctx_create"), 2);
+}
+
+static nn_status tensor_round_trip(void *arg)
+{
+    nn_ctx *ctx = arg;
+    int64_t dims[3] = {2, 3, 4};
+    nn_tensor t, h;
+    nn_status st = nn_tensor_empty(ctx, NN_DTYPE_F16, 3, dims, &t);
+    if (st != NN_OK) return st;
+    st = nn_tensor_fill_uniform(ctx, &t, -1, 1, 5);
+    if (st == NN_OK) st = nn_tensor_empty(ctx, NN_DTYPE_F16, 3, dims, &h);
+    if (st == NN_OK) {
+        st = nn_tensor_copy(ctx, &h, &t);
+        nn_tensor_free(ctx, &h);
+    }
+    nn_tensor_free(ctx, &t);
+    return st;
+}
+
+Test(alloc, tensors_survive_every_host_allocation_failure)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
+    cr_expect_geq(nn_test_every_host_alloc_failure(tensor_round_trip, ctx, "tensor round trip"), 2);
+    nn_ctx_destroy(ctx);
+}

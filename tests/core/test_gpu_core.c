@@ -1,0 +1,121 @@
+/* The core layer on a real device. Every test skips, saying why, where there is no GPU. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "nnprim/nnprim.h"
+
+static nn_ctx *make_ctx(nn_backend backend, int verbose)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = backend;
+    s.verbose = verbose;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    return ctx;
+}
+
+Test(gpu_core, device_info)
+{
+    NN_REQUIRE_GPU();
+    nn_device_info d;
+    cr_assert_eq(nn_device_get_info(0, &d), NN_OK);
+    cr_expect_gt(strlen(d.name), 0);
+    cr_expect_geq(d.cc_major, 7);
+    cr_expect_gt(d.sm_count, 0);
+    cr_expect_gt(d.total_memory, (size_t)1 << 30);
+    cr_expect_geq(nn_cudnn_runtime_version(), 90000);
+}
+
+Test(gpu_core, device_tensor_round_trip_matches_host_fill)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 0);
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, 0);
+    cr_assert_not_null(nn_ctx_stream(gpu));
+    int64_t dims[4] = {3, 5, 7, 11};
+    nn_dtype types[4] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16, NN_DTYPE_BF16};
+    for (int k = 0; k < 4; k++) {
+        nn_tensor d, h, expect;
+        cr_assert_eq(nn_tensor_empty(gpu, types[k], 4, dims, &d), NN_OK);
+        cr_expect_eq(d.space, NN_SPACE_DEVICE);
+        cr_expect_eq(d.device, 0);
+        cr_assert_eq(nn_tensor_fill_uniform(gpu, &d, -1, 1, 99), NN_OK);
+        cr_assert_eq(nn_tensor_empty(ref, types[k], 4, dims, &h), NN_OK);
+        cr_assert_eq(nn_tensor_empty(ref, types[k], 4, dims, &expect), NN_OK);
+        cr_assert_eq(nn_tensor_fill_uniform(ref, &expect, -1, 1, 99), NN_OK);
+        cr_assert_eq(nn_tensor_copy(gpu, &h, &d), NN_OK, "%s", nn_last_error()->message);
+        size_t bytes = (size_t)nn_tensor_numel(&h) * nn_dtype_size(types[k]);
+        cr_expect_eq(memcmp(h.data, expect.data, bytes), 0, "dtype %s", nn_dtype_name(types[k]));
+        cr_expect_eq(nn_tensor_free(gpu, &d), NN_OK);
+        nn_tensor_free(ref, &h);
+        nn_tensor_free(ref, &expect);
+    }
+    nn_ctx_destroy(ref);
+    nn_ctx_destroy(gpu);
+}
+
+Test(gpu_core, wrap_refuses_the_wrong_memory_space)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 0);
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, 0);
+    int64_t dims[1] = {64};
+    nn_tensor d, t;
+    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 1, dims, &d), NN_OK);
+    /* Device memory handed to a reference context. */
+    cr_expect_eq(nn_tensor_wrap(ref, d.data, NN_DTYPE_F32, 1, dims, NULL, &t), NN_E_MEMSPACE);
+    cr_expect(strstr(nn_last_error()->message, "must be in host memory"), "%s",
+              nn_last_error()->message);
+    /* The same memory is accepted by the GPU context, and recognised as device memory. */
+    cr_assert_eq(nn_tensor_wrap(gpu, d.data, NN_DTYPE_F32, 1, dims, NULL, &t), NN_OK);
+    cr_expect_eq(t.space, NN_SPACE_DEVICE);
+    /* Host memory handed to a GPU context. */
+    float host[64];
+    cr_expect_eq(nn_tensor_wrap(gpu, host, NN_DTYPE_F32, 1, dims, NULL, &t), NN_E_MEMSPACE);
+    cr_expect(strstr(nn_last_error()->message, "must be in device memory of device 0"), "%s",
+              nn_last_error()->message);
+    /* A device tensor cannot be freed through a reference context. */
+    cr_expect_eq(nn_tensor_free(ref, &d), NN_E_MEMSPACE);
+    cr_expect_eq(nn_tensor_free(gpu, &d), NN_OK);
+    nn_ctx_destroy(ref);
+    nn_ctx_destroy(gpu);
+}
+
+Test(gpu_core, strided_device_copy_is_refused)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 0);
+    int64_t dims[2] = {4, 4};
+    nn_tensor d, h;
+    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 2, dims, &d), NN_OK);
+    float host[32];
+    int64_t strides[2] = {8, 1};
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, 0);
+    cr_assert_eq(nn_tensor_wrap(ref, host, NN_DTYPE_F32, 2, dims, strides, &h), NN_OK);
+    cr_expect_eq(nn_tensor_copy(gpu, &h, &d), NN_E_UNSUPPORTED);
+    nn_tensor_free(gpu, &d);
+    nn_ctx_destroy(ref);
+    nn_ctx_destroy(gpu);
+}
+
+Test(gpu_core, verbose_two_traces_cuda_calls, .init = cr_redirect_stderr)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 2);
+    int64_t dims[1] = {16};
+    nn_tensor d;
+    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 1, dims, &d), NN_OK);
+    cr_assert_eq(nn_tensor_fill_constant(gpu, &d, 2), NN_OK);
+    nn_tensor_free(gpu, &d);
+    nn_ctx_destroy(gpu);
+    fflush(stderr);
+    FILE *f = cr_get_redirected_stderr();
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    cr_expect(strstr(buf, "nnprim_trace,cuda,cudaMemcpyAsync"), "stderr was: %s", buf);
+}

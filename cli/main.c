@@ -31,8 +31,10 @@ static int cmd_info(int argc, char **argv)
     printf("build features: cuda=%s cudnn=%s jemalloc=%s\n", f & NN_FEATURE_CUDA ? "yes" : "no",
            f & NN_FEATURE_CUDNN ? "yes" : "no", f & NN_FEATURE_JEMALLOC ? "yes" : "no");
     size_t v = nn_cudnn_runtime_version();
-    if (v) printf("cuDNN runtime:  %zu.%zu.%zu\n", v / 10000, (v % 10000) / 100, v % 100);
-    else printf("cuDNN runtime:  none\n");
+    if (v)
+        printf("cuDNN runtime:  %zu.%zu.%zu\n", v / 10000, (v % 10000) / 100, v % 100);
+    else
+        printf("cuDNN runtime:  none\n");
     print_devices();
 
     nn_settings s;

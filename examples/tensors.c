@@ -5,7 +5,7 @@
 int main(void)
 {
     nn_ctx *ctx;
-    if (nn_ctx_create(&ctx, NULL) != NN_OK) {          /* settings from NNPRIM_* variables */
+    if (nn_ctx_create(&ctx, NULL) != NN_OK) { /* settings from NNPRIM_* variables */
         fprintf(stderr, "%s\n", nn_last_error()->message);
         return 1;
     }
@@ -13,8 +13,7 @@ int main(void)
     nn_tensor x;
     nn_status st = nn_tensor_empty(ctx, NN_DTYPE_F32, 4, dims, &x); /* device memory on a GPU */
     if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, &x, -1, 1, 42);
-    if (st != NN_OK)
-        fprintf(stderr, "%s: %s\n", nn_status_name(st), nn_last_error()->message);
+    if (st != NN_OK) fprintf(stderr, "%s: %s\n", nn_status_name(st), nn_last_error()->message);
     nn_tensor_free(ctx, &x);
     nn_ctx_destroy(ctx);
     return st == NN_OK ? 0 : 1;

@@ -97,8 +97,10 @@ nn_status nn_ctx_create(nn_ctx **out, const nn_settings *settings)
     if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_create: out must not be NULL");
     *out = NULL;
     nn_settings s;
-    if (settings) s = *settings;
-    else NN__TRY(nn_default_settings(&s));
+    if (settings)
+        s = *settings;
+    else
+        NN__TRY(nn_default_settings(&s));
     NN__TRY(nn__settings_check(&s));
     NN__TRY(resolve_backend(&s));
 
@@ -134,10 +136,13 @@ void nn_ctx_destroy(nn_ctx *ctx)
 nn_status nn_ctx_get_settings(const nn_ctx *ctx, nn_settings *out)
 {
     if (!ctx || !out)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_get_settings: ctx and out must not be NULL");
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_get_settings: ctx and out must not be NULL");
     *out = ctx->settings;
-    if (!nn__ctx_on_gpu(ctx)) out->stream = NULL;
-    else out->stream = ctx->stream;
+    if (!nn__ctx_on_gpu(ctx))
+        out->stream = NULL;
+    else
+        out->stream = ctx->stream;
     return NN_OK;
 }
 

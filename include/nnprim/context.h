@@ -112,17 +112,17 @@ typedef enum nn_math_mode {
 /** How the cuDNN backend picks a plan on a plan-cache miss. */
 typedef enum nn_tuning_mode {
     NN_TUNING_HEURISTIC = 0, /**< the first heuristic plan that finalizes */
-    NN_TUNING_AUTOTUNE = 1   /**< time the top candidates on the context's stream, keep the fastest */
+    NN_TUNING_AUTOTUNE = 1 /**< time the top candidates on the context's stream, keep the fastest */
 } nn_tuning_mode;
 
 /** Context settings; fill with nn_default_settings(), then change what you need. */
 typedef struct nn_settings {
     nn_backend backend;
-    int device;                  /**< CUDA device ordinal; ignored by the reference backend */
-    void *stream;                /**< a cudaStream_t to run on; NULL = the context creates its own */
+    int device;   /**< CUDA device ordinal; ignored by the reference backend */
+    void *stream; /**< a cudaStream_t to run on; NULL = the context creates its own */
     nn_math_mode math_mode;
-    int deterministic;           /**< nonzero: refuse plans cuDNN marks nondeterministic */
-    size_t workspace_cap;        /**< largest cuDNN workspace in bytes; 0 = no cap */
+    int deterministic;    /**< nonzero: refuse plans cuDNN marks nondeterministic */
+    size_t workspace_cap; /**< largest cuDNN workspace in bytes; 0 = no cap */
     nn_tuning_mode tuning;
     int autotune_candidates;     /**< plans timed per shape in autotune mode, >= 1 */
     const char *plan_cache_file; /**< NULL or "" = none; copied by nn_ctx_create() */

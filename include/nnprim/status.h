@@ -72,7 +72,7 @@ NN_API const char *nn_status_name(nn_status status);
 
 /** Sizes of the text fields of nn_error_info (including the terminating NUL). */
 #define NN_ERROR_MESSAGE_MAX 512
-#define NN_ERROR_NAME_MAX 64
+#define NN_ERROR_NAME_MAX    64
 
 /**
  * The detail of one failure.

@@ -9,7 +9,8 @@ nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, c
                         int line)
 {
     nn_status st = NN_E_CUDA;
-    if (err == cudaErrorMemoryAllocation) st = NN_E_OOM_DEVICE;
+    if (err == cudaErrorMemoryAllocation)
+        st = NN_E_OOM_DEVICE;
     else if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
              err == cudaErrorInvalidDevice)
         st = NN_E_NO_DEVICE;
@@ -22,8 +23,8 @@ nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, c
         n++;
     }
     fn[n] = 0;
-    return nn__record_error(ctx, st, fn, (int)err, cudaGetErrorName(err), file, line, "%s: %s",
-                            fn, cudaGetErrorString(err));
+    return nn__record_error(ctx, st, fn, (int)err, cudaGetErrorName(err), file, line, "%s: %s", fn,
+                            cudaGetErrorString(err));
 }
 
 _Thread_local uint64_t nn__cuda_t0;

@@ -21,7 +21,7 @@ nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, c
  * time before the call is evaluated). */
 #define NN__CUDA(ctx, call)                                                                        \
     (nn__verbose(ctx) >= 2                                                                         \
-         ? (nn__cuda_t0 = nn__now_ns(), nn__cuda_traced((ctx), (call), #call, __FILE__, __LINE__))  \
+         ? (nn__cuda_t0 = nn__now_ns(), nn__cuda_traced((ctx), (call), #call, __FILE__, __LINE__)) \
          : nn__cuda_check((ctx), (call), #call, __FILE__, __LINE__))
 
 extern _Thread_local uint64_t nn__cuda_t0;

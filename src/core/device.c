@@ -32,8 +32,7 @@ nn_status nn_device_count(int *count)
 
 nn_status nn_device_get_info(int ordinal, nn_device_info *info)
 {
-    if (!info)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_device_get_info: info must not be NULL");
+    if (!info) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_device_get_info: info must not be NULL");
 #if NN_HAVE_CUDA
     int n = nn__cuda_device_count();
     if (n == 0)

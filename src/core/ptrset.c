@@ -15,7 +15,8 @@ static size_t slot_of(const void *p, size_t cap)
 static void insert_slot(void **slots, size_t cap, void *p)
 {
     size_t i = slot_of(p, cap);
-    while (slots[i] && slots[i] != NN__PTRSET_GONE) i = (i + 1) & (cap - 1);
+    while (slots[i] && slots[i] != NN__PTRSET_GONE)
+        i = (i + 1) & (cap - 1);
     slots[i] = p;
 }
 
@@ -23,7 +24,8 @@ static void insert_slot(void **slots, size_t cap, void *p)
 static int grow(struct nn__ptrset *s)
 {
     size_t cap = s->cap ? s->cap : 64;
-    while (cap < 4 * (s->live + 1)) cap *= 2;
+    while (cap < 4 * (s->live + 1))
+        cap *= 2;
     void **slots = nn__host_calloc(cap, sizeof *slots);
     if (!slots) return -1;
     for (size_t i = 0; i < s->cap; i++)

@@ -12,7 +12,10 @@ struct nn__ptrset {
     size_t cap, used, live;
 };
 
-#define NN__PTRSET_INIT {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0}
+#define NN__PTRSET_INIT                                                                            \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0                                                   \
+    }
 
 int nn__ptrset_add(struct nn__ptrset *s, void *p);    /* 0 ok, -1 out of memory */
 int nn__ptrset_remove(struct nn__ptrset *s, void *p); /* 1 removed, 0 absent */

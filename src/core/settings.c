@@ -59,8 +59,8 @@ static nn_status env_fail(const char *var, const char *accepted, const char *got
     return NN__FAIL(NULL, NN_E_ENV, "%s must be %s, got \"%s\"", var, accepted, got);
 }
 
-static nn_status env_word(const char *var, const struct word *words, size_t n,
-                          const char *accepted, int *out)
+static nn_status env_word(const char *var, const struct word *words, size_t n, const char *accepted,
+                          int *out)
 {
     const char *v = getenv(var);
     if (!v) return NN_OK;
@@ -97,10 +97,14 @@ static nn_status env_bytes(const char *var, size_t *out)
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     unsigned shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (errno || end == v || *end || v[0] == '-' || (x << shift >> shift) != x || x << shift > SIZE_MAX)
+    if (*end == 'K' || *end == 'k')
+        shift = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30, end++;
+    if (errno || end == v || *end || v[0] == '-' || (x << shift >> shift) != x ||
+        x << shift > SIZE_MAX)
         return env_fail(var, "a byte count with an optional K, M or G suffix", v);
     *out = (size_t)(x << shift);
     return NN_OK;

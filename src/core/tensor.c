@@ -110,7 +110,8 @@ int64_t nn_tensor_numel(const nn_tensor *t)
 {
     if (!t || t->rank < 1 || t->rank > NN_MAX_RANK) return 0;
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+    for (int i = 0; i < t->rank; i++)
+        n *= t->dims[i];
     return n;
 }
 
@@ -242,7 +243,8 @@ static nn_status locate(nn_ctx *ctx, const void *data, nn_space *space, int *dev
         (void)cudaGetLastError(); /* unknown to CUDA: ordinary host memory */
         return NN_OK;
     }
-    if (a.type == cudaMemoryTypeDevice || (a.type == cudaMemoryTypeManaged && nn__ctx_on_gpu(ctx))) {
+    if (a.type == cudaMemoryTypeDevice ||
+        (a.type == cudaMemoryTypeManaged && nn__ctx_on_gpu(ctx))) {
         *space = NN_SPACE_DEVICE;
         *device = a.device;
     }
@@ -283,7 +285,8 @@ static nn_status same_shape(nn_ctx *ctx, const nn_tensor *dst, const nn_tensor *
         return NN__FAIL(ctx, NN_E_DTYPE, "nn_tensor_copy: dst.dtype (%s) must equal src.dtype (%s)",
                         nn_dtype_name(dst->dtype), nn_dtype_name(src->dtype));
     int same = dst->rank == src->rank;
-    for (int i = 0; same && i < dst->rank; i++) same = dst->dims[i] == src->dims[i];
+    for (int i = 0; same && i < dst->rank; i++)
+        same = dst->dims[i] == src->dims[i];
     if (!same) {
         char a[128], b[128];
         nn__dims_text(dst, a, sizeof a);
@@ -370,11 +373,11 @@ static double draw(struct fill *f)
 static nn_status fill(nn_ctx *ctx, const char *fn, nn_tensor *t, struct fill *f)
 {
     NN__TRY(check_ctx(ctx, fn));
-    if (nn_tensor_validate(t, "t") != NN_OK)
-        return nn__error_rethrow(ctx, fn);
+    if (nn_tensor_validate(t, "t") != NN_OK) return nn__error_rethrow(ctx, fn);
     int64_t n = nn_tensor_numel(t);
     if (t->space == NN_SPACE_HOST) {
-        for (int64_t i = 0; i < n; i++) nn__store(t->data, t->dtype, nn__offset_of(t, i), draw(f));
+        for (int64_t i = 0; i < n; i++)
+            nn__store(t->data, t->dtype, nn__offset_of(t, i), draw(f));
         return NN_OK;
     }
     if (!nn_tensor_is_contiguous(t))
@@ -384,8 +387,10 @@ static nn_status fill(nn_ctx *ctx, const char *fn, nn_tensor *t, struct fill *f)
     staging.space = NN_SPACE_HOST;
     staging.device = -1;
     staging.data = nn__host_alloc((size_t)n * nn_dtype_size(t->dtype));
-    if (!staging.data) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for staging", fn);
-    for (int64_t i = 0; i < n; i++) nn__store(staging.data, t->dtype, i, draw(f));
+    if (!staging.data)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for staging", fn);
+    for (int64_t i = 0; i < n; i++)
+        nn__store(staging.data, t->dtype, i, draw(f));
     nn_status st = nn_tensor_copy(ctx, t, &staging);
     nn__host_free(staging.data);
     return st;
@@ -409,8 +414,8 @@ nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, double hi
 nn_status nn_tensor_fill_ints(nn_ctx *ctx, nn_tensor *t, int lo, int hi, uint64_t seed)
 {
     if (lo > hi)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_tensor_fill_ints: need lo <= hi, got lo=%d hi=%d",
-                        lo, hi);
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "nn_tensor_fill_ints: need lo <= hi, got lo=%d hi=%d", lo, hi);
     struct fill f = {FILL_INTS, lo, hi, seed};
     return fill(ctx, "nn_tensor_fill_ints", t, &f);
 }

@@ -12,8 +12,10 @@ long nn_test_every_host_alloc_failure(nn_test_op op, void *arg, const char *what
         nn__host_alloc_fail_at(n);
         nn_status st = op(arg);
         long made = nn__host_alloc_fail_at(0);
-        cr_assert_eq(nn__host_alloc_live(), live, "%s: %ld host block(s) leaked with allocation %ld "
-                     "failing", what, nn__host_alloc_live() - live, n);
+        cr_assert_eq(nn__host_alloc_live(), live,
+                     "%s: %ld host block(s) leaked with allocation %ld "
+                     "failing",
+                     what, nn__host_alloc_live() - live, n);
         if (made < n) {
             cr_assert_eq(st, NN_OK, "%s failed (%s) with no allocation failing", what,
                          nn_status_name(st));

@@ -6,7 +6,8 @@
 
 #include "nnprim/status.h"
 
-/* The operation runs once without failures first. It does its work and releases everything it made when it succeeds. */
+/* The operation runs once without failures first. It does its work and releases everything it made
+ * when it succeeds. */
 typedef nn_status (*nn_test_op)(void *arg);
 
 /* Returns how many allocations the operation makes when nothing fails (asserts inside). */

@@ -21,7 +21,8 @@ Test(alloc, host_allocator_basics)
     cr_expect_eq(nn__host_alloc_live(), live);
     cr_expect_null(nn__host_calloc(SIZE_MAX / 2, 4), "count * size overflow");
     char *z = nn__host_calloc(10, 10);
-    for (int i = 0; i < 100; i++) cr_expect_eq(z[i], 0);
+    for (int i = 0; i < 100; i++)
+        cr_expect_eq(z[i], 0);
     nn__host_free(z);
     char *d = nn__host_strdup("nnprim");
     cr_expect_str_eq(d, "nnprim");

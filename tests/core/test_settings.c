@@ -190,8 +190,10 @@ Test(version, version_and_features)
     cr_expect((f & ~(unsigned)(NN_FEATURE_CUDA | NN_FEATURE_CUDNN | NN_FEATURE_JEMALLOC)) == 0);
     if (f & NN_FEATURE_CUDNN) cr_expect(f & NN_FEATURE_CUDA);
     size_t v = nn_cudnn_runtime_version();
-    if (f & NN_FEATURE_CUDNN) cr_expect_geq(v, 90000, "cuDNN %zu", v);
-    else cr_expect_eq(v, 0);
+    if (f & NN_FEATURE_CUDNN)
+        cr_expect_geq(v, 90000, "cuDNN %zu", v);
+    else
+        cr_expect_eq(v, 0);
 }
 
 Test(device, query_without_gpu_is_not_an_error)

@@ -180,7 +180,8 @@ Test(tensor, host_copy_with_strides_and_mismatches)
 {
     nn_ctx *ctx = ref_ctx();
     float src[12], dst[24];
-    for (int i = 0; i < 12; i++) src[i] = (float)i;
+    for (int i = 0; i < 12; i++)
+        src[i] = (float)i;
     memset(dst, 0, sizeof dst);
     int64_t dims[2] = {3, 4};
     int64_t padded[2] = {8, 2}; /* every other column of 8-wide rows */
@@ -232,7 +233,8 @@ Test(tensor, fills_are_reproducible_and_in_range)
         cr_assert(v == floor(v) && v >= -3 && v <= 3, "value %g", v);
         seen[(int)v + 3]++;
     }
-    for (int k = 0; k < 7; k++) cr_expect_gt(seen[k], 50, "value %d drawn %d times", k - 3, seen[k]);
+    for (int k = 0; k < 7; k++)
+        cr_expect_gt(seen[k], 50, "value %d drawn %d times", k - 3, seen[k]);
     cr_expect_eq(nn_tensor_fill_ints(ctx, &a, 3, 2, 1), NN_E_INVALID_ARG);
     cr_expect_eq(nn_tensor_fill_uniform(ctx, &a, 1, 0, 1), NN_E_INVALID_ARG);
     cr_expect_eq(nn_tensor_fill_uniform(ctx, &a, 0, INFINITY, 1), NN_E_INVALID_ARG);

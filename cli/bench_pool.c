@@ -23,7 +23,6 @@ struct shape {
     int64_t window, stride;
 };
 
-static const struct shape gpu_shapes[] = {{{32, 64, 112, 112}, 3, 2}, {{32, 256, 56, 56}, 2, 2}};
 static const struct shape cpu_shapes[] = {{{2, 8, 56, 56}, 3, 2}, {{2, 16, 28, 28}, 2, 2}};
 
 struct opts {
@@ -196,6 +195,8 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
 }
 
 #if NN_HAVE_CUDNN
+static const struct shape gpu_shapes[] = {{{32, 64, 112, 112}, 3, 2}, {{32, 256, 56, 56}, 2, 2}};
+
 static int cuda_ok(cudaError_t e, const char *what)
 {
     if (e == cudaSuccess) return 0;

@@ -94,11 +94,12 @@ NN_API nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank,
  *                     holds a copy of y in device memory from the context's pool, so y may be
  *                     reused at once.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, params, x or y, bad parameters as in
- *         nn_pool_output_shape(), malformed tensors); NN_E_SHAPE (x's rank or size does not fit
- *         params, as in nn_pool_output_shape(), or y's dims are not the output shape);
- *         NN_E_OVERFLOW; NN_E_DTYPE (x and y differ, or f64 on the cuDNN backend); NN_E_MEMSPACE (a
- * tensor is not where the context computes); NN_E_UNSUPPORTED (cuDNN backend: pad_lo != pad_hi, or
- *         a size beyond int); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ *         nn_pool_output_shape(), malformed tensors); NN_E_SHAPE (x's rank or size does not
+ *         fit params, as in nn_pool_output_shape(), or y's dims are not the output shape);
+ *         NN_E_OVERFLOW; NN_E_DTYPE (x and y differ, or f64 on the cuDNN backend);
+ *         NN_E_MEMSPACE (a tensor is not where the context computes); NN_E_UNSUPPORTED (cuDNN
+ *         backend: pad_lo != pad_hi, a size beyond int, or a configuration cuDNN reports as not
+ *         supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
  * Ownership: a returned pullback is the caller's until passed to nn_pool_backward() (which
  * consumes it) or nn_pool_pullback_free(). On failure nothing is allocated and y's contents are
  * unspecified.
@@ -118,8 +119,9 @@ NN_API nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, cons
  *                 overlap dy.
  * @return NN_OK; NN_E_INVALID_ARG (NULL arguments, malformed tensors); NN_E_PULLBACK (*pullback
  *         is NULL, i.e. already consumed, or was created with another context); NN_E_SHAPE (dy or
- *         dx has the wrong dims); NN_E_DTYPE; NN_E_MEMSPACE; NN_E_OOM_HOST; NN_E_CUDA;
- *         NN_E_CUDNN.
+ *         dx has the wrong dims); NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN backend: a
+ *         size beyond int, or a configuration cuDNN reports as not supported); NN_E_OOM_HOST;
+ *         NN_E_CUDA; NN_E_CUDNN.
  * A second copy of a consumed pullback pointer is a dangling pointer; keep only the one that
  * nn_pool_backward() sets to NULL.
  */

@@ -20,12 +20,16 @@ static nn_status cudnn_fail(struct nn_ctx *ctx, cudnnStatus_t st, const char *ca
 {
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof detail);
-    return nn__record_error(ctx, NN_E_CUDNN, call, (int)st, cudnnGetErrorString(st), file, line,
+    /* cuDNN 9 groups statuses by thousands: 3xxx are the NOT_SUPPORTED family */
+    nn_status ours =
+        (int)st / 1000 == (int)CUDNN_STATUS_NOT_SUPPORTED / 1000 ? NN_E_UNSUPPORTED : NN_E_CUDNN;
+    return nn__record_error(ctx, ours, call, (int)st, cudnnGetErrorString(st), file, line,
                             "%s failed: %s%s%s", call, cudnnGetErrorString(st),
                             detail[0] ? ": " : "", detail);
 }
 
-/* Evaluates to NN_OK or the recorded NN_E_CUDNN; fn is the bare function name. */
+/* Evaluates to NN_OK or the recorded NN_E_CUDNN (NN_E_UNSUPPORTED for cuDNN's NOT_SUPPORTED
+ * family); fn is the bare function name. */
 #define POOL_CUDNN(ctx, fn, args) pool_cudnn_check((ctx), fn args, #fn, __FILE__, __LINE__)
 
 static inline nn_status pool_cudnn_check(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,
@@ -94,9 +98,10 @@ static int cudnn_shape(const nn_tensor *t, const int64_t *strides, int dims[5], 
     int nd = t->rank == 3 ? 4 : t->rank;
     for (int i = 0, j = 0; i < t->rank; i++, j++) {
         if (t->rank == 3 && i == 2) {
+            /* a size-1 dim is never stepped over; any consistent stride will do */
+            int64_t packed = t->dims[2] * strides[2];
             dims[j] = 1;
-            str[j] = (int)(t->dims[2] * strides[2]);
-            if (str[j] == 0) str[j] = 1;
+            str[j] = packed >= 1 && packed <= INT_MAX ? (int)packed : 1;
             j++;
         }
         dims[j] = (int)t->dims[i];

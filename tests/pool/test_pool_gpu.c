@@ -2,6 +2,8 @@
  * window/stride/padding choices. Max pooling is compared exactly (distinct inputs: no ties;
  * integer gradients: exact sums); means to a tolerance of the dtype. Skipped without a GPU. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu.h"
@@ -189,5 +191,32 @@ Test(pool_gpu, refuses_what_legacy_cudnn_cannot_do)
     nn_tensor *ts[] = {&x, &y, &x64, &y64};
     for (size_t i = 0; i < 4; i++)
         nn_tensor_free(g, ts[i]);
+    nn_ctx_destroy(g);
+}
+
+Test(pool_gpu, verbose_line_says_cudnn_legacy, .init = cr_redirect_stderr)
+{
+    NN_REQUIRE_GPU();
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_CUDNN;
+    s.verbose = 1;
+    nn_ctx *g;
+    cr_assert_eq(nn_ctx_create(&g, &s), NN_OK, "%s", nn_last_error()->message);
+    nn_pool_params p = pc_params(1, NN_POOL_MAX, 2, 2, 0, 0);
+    nn_tensor x = pc_empty(g, NN_DTYPE_F16, 3, (int64_t[]){1, 2, 8});
+    nn_tensor y = pc_empty(g, NN_DTYPE_F16, 3, (int64_t[]){1, 2, 4});
+    cr_assert_eq(nn_tensor_fill_constant(g, &x, 1), NN_OK);
+    cr_assert_eq(nn_pool_forward(g, &p, &x, &y, NULL), NN_OK, "%s", nn_last_error()->message);
+    fflush(stderr);
+    char line[512] = "";
+    FILE *f = cr_get_redirected_stderr();
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        found |= strstr(line, "nnprim_verbose,pool_forward,cudnn,cudnn-legacy,-,mode=max x=1x2x8 "
+                              "f16 window=2 stride=2 pad_lo=0 pad_hi=0,") != NULL;
+    cr_expect(found, "no cudnn-legacy verbose line; last line: %s", line);
+    nn_tensor_free(g, &x);
+    nn_tensor_free(g, &y);
     nn_ctx_destroy(g);
 }

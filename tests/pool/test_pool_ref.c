@@ -1,7 +1,9 @@
 /* The reference backend: hand-computed cases, every mode x rank x window/stride/padding against
  * an independent naive formulation, gradients against central finite differences, ties. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -413,4 +415,30 @@ Test(pool_ref, narrow_dtypes_round_once)
     }
     nn_tensor_free(ctx, &x64);
     nn_tensor_free(ctx, &y64);
+}
+
+/* NNPRIM_VERBOSE=1: one line per call naming the op and the path that ran. */
+Test(pool_verbose, line_names_op_and_path, .init = cr_redirect_stderr)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    s.verbose = 1;
+    nn_ctx *v;
+    cr_assert_eq(nn_ctx_create(&v, &s), NN_OK);
+    nn_pool_params p = pc_params(2, NN_POOL_MEAN_EXCLUDE_PAD, 3, 2, 1, 0);
+    nn_tensor x = pc_empty(v, NN_DTYPE_F32, 4, (int64_t[]){1, 2, 6, 6});
+    nn_tensor y = pc_empty(v, NN_DTYPE_F32, 4, (int64_t[]){1, 2, 3, 3});
+    cr_assert_eq(nn_tensor_fill_constant(v, &x, 1), NN_OK);
+    cr_assert_eq(nn_pool_forward(v, &p, &x, &y, NULL), NN_OK);
+    fflush(stderr);
+    char line[512] = "";
+    FILE *f = cr_get_redirected_stderr();
+    cr_assert(fgets(line, sizeof line, f));
+    cr_expect(strstr(line, "nnprim_verbose,pool_forward,ref,ref,-,mode=mean_exclude_pad "
+                           "x=1x2x6x6 f32 window=3x3 stride=2x2 pad_lo=1x1 pad_hi=0x0,"),
+              "line: %s", line);
+    nn_tensor_free(v, &x);
+    nn_tensor_free(v, &y);
+    nn_ctx_destroy(v);
 }

@@ -223,6 +223,41 @@ nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, co
     return NN_OK;
 }
 
+/* A contiguous device copy of t (described by td; the copy by cd), from the device pool. */
+static nn_status pack(struct nn_ctx *ctx, cudnnHandle_t h, const nn_tensor *t,
+                      cudnnTensorDescriptor_t td, cudnnTensorDescriptor_t cd, void **out)
+{
+    NN__TRY(nn__dev_alloc(ctx, (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype), out));
+    float one = 1.0f, zero = 0.0f;
+    nn_status st = POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, td, t->data, &zero, cd, *out));
+    if (st != NN_OK) {
+        nn__dev_free(ctx, *out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Scratch of one backward call for layouts cuDNN's backward does not take directly. */
+struct scratch {
+    cudnnTensorDescriptor_t dyd, xcd, dxd; /* dy's own, x/dx contiguous, dx's own */
+    void *dy, *x, *dx;                     /* contiguous copies, from the device pool */
+};
+
+static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
+{
+    cudnnTensorDescriptor_t d[3] = {k->dyd, k->xcd, k->dxd};
+    void *m[3] = {k->dy, k->x, k->dx};
+    for (int i = 0; i < 3; i++) {
+        if (d[i]) cudnnDestroyTensorDescriptor(d[i]);
+        if (m[i]) nn__dev_free(ctx, m[i]);
+    }
+}
+
+/* cuDNN's legacy backward is given y and dy in one layout, and x and dx in one layout: its API
+ * reference (as we recall it; not checked on a GPU here) lists differing strides among the
+ * BAD_PARAM cases. The saved y is contiguous; a strided dy is packed, and
+ * when dx's strides differ from x's both go through contiguous scratch. The usual case (all
+ * contiguous) reuses forward's descriptors and copies nothing. */
 nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
                                   struct nn__pool_cudnn_saved *s, const nn_tensor *x,
                                   const nn_tensor *dy, nn_tensor *dx)
@@ -232,26 +267,39 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     NN__TRY(check_supported(ctx, op, p, dx, "dx"));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    /* Reuse forward's descriptors when the layouts agree (the usual case). */
-    cudnnTensorDescriptor_t dyd = s->yd, dxd = s->xd, own_dy = NULL, own_dx = NULL;
+    struct scratch k = {0};
+    const void *dyv = dy->data, *xv = x->data;
+    void *dxv = dx->data;
+    cudnnTensorDescriptor_t xd = s->xd;
     nn_status st = NN_OK;
     if (!nn_tensor_is_contiguous(dy)) {
-        st = tensor_desc(ctx, dy, 0, &own_dy);
-        dyd = own_dy;
+        st = tensor_desc(ctx, dy, 0, &k.dyd);
+        if (st == NN_OK) st = pack(ctx, h, dy, k.dyd, s->yd, &k.dy);
+        dyv = k.dy;
     }
     if (st == NN_OK && !same_strides(dx, x)) {
-        st = tensor_desc(ctx, dx, 0, &own_dx);
-        dxd = own_dx;
+        st = tensor_desc(ctx, x, 1, &k.xcd);
+        xd = k.xcd;
+        if (st == NN_OK && !nn_tensor_is_contiguous(x)) {
+            st = pack(ctx, h, x, s->xd, k.xcd, &k.x);
+            xv = k.x;
+        }
+        if (st == NN_OK && !nn_tensor_is_contiguous(dx)) {
+            st = tensor_desc(ctx, dx, 0, &k.dxd);
+            if (st == NN_OK)
+                st = nn__dev_alloc(ctx, (size_t)nn_tensor_numel(dx) * nn_dtype_size(dx->dtype),
+                                   &k.dx);
+            dxv = k.dx;
+        }
     }
     /* Mean-pooling backward reads only dy; cuDNN still takes a y, so dy stands in for it. */
-    const void *yv = s->y ? s->y : dy->data;
-    cudnnTensorDescriptor_t yvd = s->y ? s->yd : dyd;
+    const void *yv = s->y ? s->y : dyv;
     float one = 1.0f, zero = 0.0f;
     if (st == NN_OK)
-        st = POOL_CUDNN(
-            ctx, cudnnPoolingBackward,
-            (h, s->pool, &one, yvd, yv, dyd, dy->data, s->xd, x->data, &zero, dxd, dx->data));
-    if (own_dy) cudnnDestroyTensorDescriptor(own_dy);
-    if (own_dx) cudnnDestroyTensorDescriptor(own_dx);
+        st = POOL_CUDNN(ctx, cudnnPoolingBackward,
+                        (h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv, &zero, xd, dxv));
+    if (st == NN_OK && k.dx)
+        st = POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, k.xcd, k.dx, &zero, k.dxd, dx->data));
+    scratch_free(ctx, &k);
     return st;
 }

@@ -1,0 +1,144 @@
+/*
+ * nnprim: max and mean pooling, forward and backward, with pullbacks.
+ *
+ * Layout: x is N x C x S1 [x S2 [x S3]] (NCW, NCHW or NCDHW) with spatial rank 1, 2 or 3; y has
+ * the same N and C and the spatial sizes of nn_pool_output_shape(). Any non-negative strides
+ * are accepted (cuDNN takes strided tensor descriptors).
+ *
+ * Semantics (docs/POOL.md has the full text):
+ *   - output size per spatial dim i: floor((in_i + pad_lo_i + pad_hi_i - window_i) / stride_i) + 1;
+ *   - output position o covers inputs o * stride - pad_lo ... o * stride - pad_lo + window - 1;
+ *     positions outside the input are padding;
+ *   - MAX ignores padding; MEAN_INCLUDE_PAD divides by the window volume (padding counts as 0);
+ *     MEAN_EXCLUDE_PAD divides by the number of real inputs in the window (always >= 1, because
+ *     padding is smaller than the window);
+ *   - max-pooling backward gives each output's gradient to one input of its window: the maximum
+ *     that comes first in window order (row-major over the window's positions) on the reference
+ *     backend. Which tied input cuDNN picks is not documented by NVIDIA, so compare backends on
+ *     inputs without ties within a window.
+ *
+ * Backends: the reference runs f32, f64, f16 and bf16 in double precision. The cuDNN backend runs
+ * f32, f16 and bf16 through the legacy pooling calls (the verbose line says "cudnn-legacy"); 1-D
+ * pooling runs as 2-D. cuDNN's legacy pooling has one padding per dim, so the cuDNN backend
+ * refuses pad_lo != pad_hi with NN_E_UNSUPPORTED.
+ */
+#ifndef NNPRIM_POOL_H
+#define NNPRIM_POOL_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Largest spatial rank of pooling. */
+#define NN_POOL_MAX_SPATIAL 3
+
+/** What a pooling window computes. */
+typedef enum nn_pool_mode {
+    NN_POOL_MAX = 0,              /**< the largest input in the window; padding never wins */
+    NN_POOL_MEAN_INCLUDE_PAD = 1, /**< sum of the inputs / window volume (padding counts as 0) */
+    NN_POOL_MEAN_EXCLUDE_PAD = 2  /**< sum of the inputs / number of real inputs in the window */
+} nn_pool_mode;
+
+/**
+ * Pooling parameters. Index i of each array is spatial dim i (H before W); entries at and above
+ * spatial_rank are ignored. Fill every field: zero-initialise, then set what you need.
+ */
+typedef struct nn_pool_params {
+    int spatial_rank; /**< 1, 2 or 3; x.rank must be spatial_rank + 2 */
+    nn_pool_mode mode;
+    int64_t window[NN_POOL_MAX_SPATIAL]; /**< >= 1 */
+    int64_t stride[NN_POOL_MAX_SPATIAL]; /**< >= 1 */
+    int64_t pad_lo[NN_POOL_MAX_SPATIAL]; /**< padding before the first input, 0 <= pad < window */
+    int64_t pad_hi[NN_POOL_MAX_SPATIAL]; /**< padding after the last input, 0 <= pad < window */
+    uint64_t reserved[4];                /**< zero; room for the ABI to grow */
+} nn_pool_params;
+
+/** Opaque: what backward needs from forward. Created by nn_pool_forward() in training mode. */
+typedef struct nn_pool_pullback nn_pool_pullback;
+
+/**
+ * The dims of y for an input of dims x_dims.
+ *
+ * @param params pooling parameters (checked as by nn_pool_forward()).
+ * @param x_rank rank of x; must be params->spatial_rank + 2.
+ * @param x_dims x_rank dims of x, each >= 1.
+ * @param y_dims out: x_rank dims of y (N and C copied, spatial sizes with floor rounding).
+ * @return NN_OK; NN_E_INVALID_ARG for NULL pointers, a spatial rank outside 1..3, an unknown
+ *         mode, a window or stride < 1, padding < 0 or >= window, or a dim < 1; NN_E_SHAPE for
+ *         x_rank != spatial_rank + 2 or a window larger than the padded input; NN_E_OVERFLOW if
+ *         a dim plus its padding overflows. Each message names the field, the expected and the
+ *         actual value.
+ */
+NN_API nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank,
+                                      const int64_t *x_dims, int64_t *y_dims);
+
+/**
+ * Pool x into y; in training mode also return the pullback that nn_pool_backward() consumes.
+ *
+ * @param ctx          the context; its backend runs the op, on its stream (cuDNN work is queued,
+ *                     not waited for).
+ * @param params       pooling parameters, read and copied (not kept).
+ * @param x            input, rank params->spatial_rank + 2.
+ * @param y            output, dims from nn_pool_output_shape(), same dtype and memory space as x;
+ *                     overwritten. Must not overlap x.
+ * @param pullback_out NULL for inference; otherwise out: a new pullback on success, NULL on
+ *                     failure. The pullback keeps a *view* of x (not a copy): the caller must keep
+ *                     x's storage alive and unchanged until nn_pool_backward() or
+ *                     nn_pool_pullback_free(). On the cuDNN backend with mode NN_POOL_MAX it also
+ *                     holds a copy of y in device memory from the context's pool, so y may be
+ *                     reused at once.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, params, x or y, bad parameters as in
+ *         nn_pool_output_shape(), malformed tensors); NN_E_SHAPE (x's rank or size does not
+ *         fit params, as in nn_pool_output_shape(), or y's dims are not the output shape);
+ *         NN_E_OVERFLOW; NN_E_DTYPE (x and y differ, or f64 on the cuDNN backend);
+ *         NN_E_MEMSPACE (a tensor is not where the context computes); NN_E_UNSUPPORTED (cuDNN
+ *         backend: pad_lo != pad_hi, a size beyond int, or a configuration cuDNN reports as not
+ *         supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ * Ownership: a returned pullback is the caller's until passed to nn_pool_backward() (which
+ * consumes it) or nn_pool_pullback_free(). On failure nothing is allocated and y's contents are
+ * unspecified.
+ */
+NN_API nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                                 nn_tensor *y, nn_pool_pullback **pullback_out);
+
+/**
+ * The gradient of pooling: dx from dy, using what forward kept.
+ *
+ * @param ctx      the context the pullback was created with.
+ * @param pullback in/out: *pullback from nn_pool_forward(). On success it is consumed (freed) and
+ *                 *pullback is set to NULL; on failure it stays with the caller unchanged (free
+ *                 it, or retry with correct arguments).
+ * @param dy       gradient of y: y's dims and x's dtype, in the context's memory space.
+ * @param dx       out: gradient of x, x's dims and dtype; overwritten (not accumulated). Must not
+ *                 overlap dy.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL arguments, malformed tensors); NN_E_PULLBACK (*pullback
+ *         is NULL, i.e. already consumed, or was created with another context); NN_E_SHAPE (dy or
+ *         dx has the wrong dims); NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN backend: a
+ *         size beyond int, or a configuration cuDNN reports as not supported); NN_E_OOM_HOST;
+ *         NN_E_CUDA; NN_E_CUDNN.
+ * A second copy of a consumed pullback pointer is a dangling pointer; keep only the one that
+ * nn_pool_backward() sets to NULL.
+ */
+NN_API nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
+                                  nn_tensor *dx);
+
+/**
+ * Drop a pullback without running backward, releasing what it holds (device memory goes back to
+ * the pool of the context it was created with, ordered on that context's stream).
+ *
+ * @param pullback NULL is allowed and does nothing. Must not be used afterwards. The context it
+ *                 was created with must still exist.
+ */
+NN_API void nn_pool_pullback_free(nn_pool_pullback *pullback);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_POOL_H */

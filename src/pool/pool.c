@@ -1,0 +1,244 @@
+/* Pooling: argument checks, backend dispatch, the pullback and the verbose line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/tensor_util.h"
+#include "pool/pool_internal.h"
+
+static const char *mode_name(nn_pool_mode m)
+{
+    switch (m) {
+    case NN_POOL_MAX: return "max";
+    case NN_POOL_MEAN_INCLUDE_PAD: return "mean_include_pad";
+    case NN_POOL_MEAN_EXCLUDE_PAD: return "mean_exclude_pad";
+    }
+    return "invalid";
+}
+
+static nn_status check_params(nn_ctx *ctx, const char *op, const nn_pool_params *p)
+{
+    if (!p) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params must not be NULL", op);
+    if (p->spatial_rank < 1 || p->spatial_rank > NN_POOL_MAX_SPATIAL)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params.spatial_rank must be 1, 2 or 3, got %d",
+                        op, p->spatial_rank);
+    if (strcmp(mode_name(p->mode), "invalid") == 0)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: params.mode must be NN_POOL_MAX, NN_POOL_MEAN_INCLUDE_PAD or "
+                        "NN_POOL_MEAN_EXCLUDE_PAD, got %d",
+                        op, (int)p->mode);
+    for (int i = 0; i < p->spatial_rank; i++) {
+        if (p->window[i] < 1)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params.window[%d] must be >= 1, got %lld",
+                            op, i, (long long)p->window[i]);
+        if (p->stride[i] < 1)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params.stride[%d] must be >= 1, got %lld",
+                            op, i, (long long)p->stride[i]);
+        const int64_t *pads[2] = {p->pad_lo, p->pad_hi};
+        for (int s = 0; s < 2; s++)
+            if (pads[s][i] < 0 || pads[s][i] >= p->window[i])
+                return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                                "%s: params.%s[%d] must be in [0, window[%d] - 1] = [0, %lld], "
+                                "got %lld",
+                                op, s ? "pad_hi" : "pad_lo", i, i, (long long)p->window[i] - 1,
+                                (long long)pads[s][i]);
+    }
+    return NN_OK;
+}
+
+/* Output dims for validated params; NN_E_SHAPE when x's rank or size does not fit them. */
+static nn_status output_dims(nn_ctx *ctx, const char *op, const nn_pool_params *p, int x_rank,
+                             const int64_t *x_dims, int64_t *y_dims)
+{
+    if (x_rank != p->spatial_rank + 2)
+        return NN__FAIL(ctx, NN_E_SHAPE,
+                        "%s: x.rank must be params.spatial_rank + 2 = %d (N, C and the spatial "
+                        "dims), got %d",
+                        op, p->spatial_rank + 2, x_rank);
+    for (int i = 0; i < x_rank; i++)
+        if (x_dims[i] < 1)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x.dims[%d] must be >= 1, got %lld", op, i,
+                            (long long)x_dims[i]);
+    y_dims[0] = x_dims[0];
+    y_dims[1] = x_dims[1];
+    for (int i = 0; i < p->spatial_rank; i++) {
+        int64_t padded;
+        if (__builtin_add_overflow(x_dims[2 + i], p->pad_lo[i], &padded) ||
+            __builtin_add_overflow(padded, p->pad_hi[i], &padded))
+            return NN__FAIL(ctx, NN_E_OVERFLOW, "%s: x.dims[%d] + padding overflows int64", op,
+                            2 + i);
+        if (padded < p->window[i])
+            return NN__FAIL(ctx, NN_E_SHAPE,
+                            "%s: params.window[%d] = %lld is larger than the padded input "
+                            "x.dims[%d] + pad_lo[%d] + pad_hi[%d] = %lld",
+                            op, i, (long long)p->window[i], 2 + i, i, i, (long long)padded);
+        y_dims[2 + i] = (padded - p->window[i]) / p->stride[i] + 1;
+    }
+    return NN_OK;
+}
+
+nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank, const int64_t *x_dims,
+                               int64_t *y_dims)
+{
+    const char *op = "nn_pool_output_shape";
+    NN__TRY(check_params(NULL, op, params));
+    if (!x_dims || !y_dims)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: x_dims and y_dims must not be NULL", op);
+    return output_dims(NULL, op, params, x_rank, x_dims, y_dims);
+}
+
+static nn_status check_dims(nn_ctx *ctx, const char *op, const char *name, const nn_tensor *t,
+                            const int64_t *want, int rank)
+{
+    int same = t->rank == rank;
+    for (int i = 0; same && i < rank; i++)
+        same = t->dims[i] == want[i];
+    if (same) return NN_OK;
+    nn_tensor w = {.rank = rank};
+    memcpy(w.dims, want, (size_t)rank * sizeof *want);
+    char a[128], b[128];
+    nn__dims_text(&w, a, sizeof a);
+    nn__dims_text(t, b, sizeof b);
+    return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s dims must be %s, got %s (rank %d)", op, name, a, b,
+                    t->rank);
+}
+
+static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, const nn_tensor *t,
+                             nn_dtype want)
+{
+    if (t->dtype != want)
+        return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal x.dtype (%s), got %s", op, name,
+                        nn_dtype_name(want), nn_dtype_name(t->dtype));
+    if (nn__ctx_on_gpu(ctx) && want == NN_DTYPE_F64)
+        return NN__FAIL(ctx, NN_E_DTYPE,
+                        "%s: %s.dtype f64 is supported on the reference backend only; the cuDNN "
+                        "backend takes f32, f16 or bf16",
+                        op, name);
+    return NN_OK;
+}
+
+static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
+{
+    char xd[128];
+    nn__dims_text(x, xd, sizeof xd);
+    int n = snprintf(buf, cap, "mode=%s x=%s %s", mode_name(p->mode), xd, nn_dtype_name(x->dtype));
+    const char *keys[4] = {" window=", " stride=", " pad_lo=", " pad_hi="};
+    const int64_t *vals[4] = {p->window, p->stride, p->pad_lo, p->pad_hi};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < p->spatial_rank && n > 0 && (size_t)n < cap; i++)
+            n += snprintf(buf + n, cap - (size_t)n, "%s%lld", i ? "x" : keys[k],
+                          (long long)vals[k][i]);
+}
+
+static void verbose(nn_ctx *ctx, const char *op, const nn_pool_params *p, const nn_tensor *x,
+                    uint64_t start)
+{
+    char shape[512];
+    shape_text(p, x, shape, sizeof shape);
+    nn__verbose_op(ctx, op, nn__ctx_on_gpu(ctx) ? "cudnn-legacy" : "ref", "-", shape, start);
+}
+
+nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                          nn_tensor *y, nn_pool_pullback **pullback_out)
+{
+    const char *op = "pool_forward";
+    uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
+    if (pullback_out) *pullback_out = NULL;
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    NN__TRY(check_params(ctx, op, params));
+    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
+    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
+    int64_t y_dims[NN_MAX_RANK];
+    NN__TRY(output_dims(ctx, op, params, x->rank, x->dims, y_dims));
+    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
+    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
+    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+
+    nn_pool_pullback *pb = NULL;
+    if (pullback_out) {
+        pb = nn__host_calloc(1, sizeof *pb);
+        if (!pb) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", op);
+        pb->ctx = ctx;
+        pb->params = *params;
+        pb->x = *x;
+        memcpy(pb->y_dims, y_dims, sizeof y_dims);
+    }
+    nn_status st;
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx))
+        st = nn__pool_forward_cudnn(ctx, params, x, y, pb ? &pb->cudnn : NULL);
+    else
+#endif
+        st = nn__pool_forward_ref(ctx, params, x, y);
+    if (st != NN_OK) {
+        nn__host_free(pb);
+        return st;
+    }
+    if (pb) {
+        pb->magic = NN__POOL_PULLBACK_MAGIC;
+        *pullback_out = pb;
+    }
+    if (nn__verbose(ctx)) verbose(ctx, op, params, x, start);
+    return NN_OK;
+}
+
+static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **pullback)
+{
+    if (!pullback)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: pullback must not be NULL (pass &pb)", op);
+    const nn_pool_pullback *pb = *pullback;
+    if (!pb)
+        return NN__FAIL(ctx, NN_E_PULLBACK,
+                        "%s: *pullback is NULL: it was already consumed by an earlier backward "
+                        "call, or forward ran without one",
+                        op);
+    if (pb->magic != NN__POOL_PULLBACK_MAGIC)
+        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: *pullback is not a live pooling pullback", op);
+    if (pb->ctx != ctx)
+        return NN__FAIL(ctx, NN_E_PULLBACK,
+                        "%s: the pullback was created with context %p, but backward was called "
+                        "with context %p",
+                        op, (void *)pb->ctx, (void *)ctx);
+    return NN_OK;
+}
+
+nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
+                           nn_tensor *dx)
+{
+    const char *op = "pool_backward";
+    uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    NN__TRY(check_pullback(ctx, op, pullback));
+    nn_pool_pullback *pb = *pullback;
+    NN__TRY(nn__check_tensor(ctx, op, dy, "dy"));
+    NN__TRY(nn__check_tensor(ctx, op, dx, "dx"));
+    NN__TRY(check_dims(ctx, op, "dy", dy, pb->y_dims, pb->x.rank));
+    NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
+    NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
+    NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
+    nn_status st;
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx))
+        st = nn__pool_backward_cudnn(ctx, &pb->params, pb->cudnn, &pb->x, dy, dx);
+    else
+#endif
+        st = nn__pool_backward_ref(ctx, &pb->params, &pb->x, dy, dx);
+    if (st != NN_OK) return st;
+    if (nn__verbose(ctx)) verbose(ctx, op, &pb->params, &pb->x, start);
+    nn_pool_pullback_free(pb);
+    *pullback = NULL;
+    return NN_OK;
+}
+
+void nn_pool_pullback_free(nn_pool_pullback *pullback)
+{
+    if (!pullback) return;
+#if NN_HAVE_CUDNN
+    if (pullback->cudnn) nn__pool_cudnn_saved_free(pullback->ctx, pullback->cudnn);
+#endif
+    pullback->magic = 0;
+    nn__host_free(pullback);
+}

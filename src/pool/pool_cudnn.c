@@ -1,0 +1,305 @@
+/* Pooling through cuDNN's legacy calls (cudnnPoolingForward / cudnnPoolingBackward; deprecated
+ * in cuDNN 9, still present). 1-D pooling runs as 2-D with a leading spatial dim of size 1.
+ * Checked calls use the small macro below: the generated bindings (src/cudnn/bindings_cudnn.h)
+ * did not exist when this was written. */
+#include <limits.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/cuda_util.h"
+#include "core/error.h"
+#include "cudnn/cudnn_ctx.h"
+#include "mem/mem.h"
+#include "pool/pool_internal.h"
+
+static nn_status cudnn_fail(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,
+                            const char *file, int line)
+{
+    char detail[256] = "";
+    cudnnGetLastErrorString(detail, sizeof detail);
+    /* cuDNN 9 groups statuses by thousands: 3xxx are the NOT_SUPPORTED family */
+    nn_status ours =
+        (int)st / 1000 == (int)CUDNN_STATUS_NOT_SUPPORTED / 1000 ? NN_E_UNSUPPORTED : NN_E_CUDNN;
+    return nn__record_error(ctx, ours, call, (int)st, cudnnGetErrorString(st), file, line,
+                            "%s failed: %s%s%s", call, cudnnGetErrorString(st),
+                            detail[0] ? ": " : "", detail);
+}
+
+/* Evaluates to NN_OK or the recorded NN_E_CUDNN (NN_E_UNSUPPORTED for cuDNN's NOT_SUPPORTED
+ * family); fn is the bare function name. */
+#define POOL_CUDNN(ctx, fn, args) pool_cudnn_check((ctx), fn args, #fn, __FILE__, __LINE__)
+
+static inline nn_status pool_cudnn_check(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,
+                                         const char *file, int line)
+{
+    return st == CUDNN_STATUS_SUCCESS ? NN_OK : cudnn_fail(ctx, st, call, file, line);
+}
+
+/* What backward needs: the descriptors of forward (made once) and, for max, a copy of y. */
+struct nn__pool_cudnn_saved {
+    cudnnPoolingDescriptor_t pool;
+    cudnnTensorDescriptor_t xd; /* x's dims and strides */
+    cudnnTensorDescriptor_t yd; /* y's dims, contiguous: the saved copy and a contiguous dy */
+    void *y;                    /* saved y (max only), from the device pool */
+};
+
+static cudnnDataType_t data_type(nn_dtype t)
+{
+    switch (t) {
+    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
+    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
+    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
+    case NN_DTYPE_F32: break;
+    }
+    return CUDNN_DATA_FLOAT;
+}
+
+static cudnnPoolingMode_t pool_mode(nn_pool_mode m)
+{
+    switch (m) {
+    case NN_POOL_MEAN_INCLUDE_PAD: return CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    case NN_POOL_MEAN_EXCLUDE_PAD: return CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    case NN_POOL_MAX: break;
+    }
+    return CUDNN_POOLING_MAX_DETERMINISTIC;
+}
+
+/* cuDNN takes int sizes; everything else was checked by pool.c. */
+static nn_status check_supported(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                                 const nn_tensor *t, const char *name)
+{
+    for (int i = 0; i < p->spatial_rank; i++)
+        if (p->pad_lo[i] != p->pad_hi[i])
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: cuDNN's pooling pads both sides of a dim equally, but "
+                            "params.pad_lo[%d] = %lld and pad_hi[%d] = %lld; use symmetric "
+                            "padding, or pad x yourself, or use the reference backend",
+                            op, i, (long long)p->pad_lo[i], i, (long long)p->pad_hi[i]);
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] > INT_MAX || t->strides[i] > INT_MAX)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: cuDNN takes int sizes, but %s.dims[%d] = %lld, strides[%d] = %lld",
+                            op, name, i, (long long)t->dims[i], i, (long long)t->strides[i]);
+    for (int i = 0; i < p->spatial_rank; i++)
+        if (p->window[i] > INT_MAX || p->stride[i] > INT_MAX)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: cuDNN takes int sizes, but params.window[%d] = %lld, stride[%d] = "
+                            "%lld",
+                            op, i, (long long)p->window[i], i, (long long)p->stride[i]);
+    return NN_OK;
+}
+
+/* Dims and strides as cuDNN sees them: rank-3 (1-D) tensors get a size-1 H before W. */
+static int cudnn_shape(const nn_tensor *t, const int64_t *strides, int dims[5], int str[5])
+{
+    int nd = t->rank == 3 ? 4 : t->rank;
+    for (int i = 0, j = 0; i < t->rank; i++, j++) {
+        if (t->rank == 3 && i == 2) {
+            /* a size-1 dim is never stepped over; any consistent stride will do */
+            int64_t packed = t->dims[2] * strides[2];
+            dims[j] = 1;
+            str[j] = packed >= 1 && packed <= INT_MAX ? (int)packed : 1;
+            j++;
+        }
+        dims[j] = (int)t->dims[i];
+        str[j] = (int)strides[i];
+    }
+    return nd;
+}
+
+static nn_status tensor_desc(struct nn_ctx *ctx, const nn_tensor *t, int contiguous,
+                             cudnnTensorDescriptor_t *out)
+{
+    int64_t cs[NN_MAX_RANK];
+    if (contiguous) nn_contiguous_strides(t->rank, t->dims, cs);
+    int dims[5], str[5];
+    int nd = cudnn_shape(t, contiguous ? cs : t->strides, dims, str);
+    cudnnTensorDescriptor_t d;
+    NN__TRY(POOL_CUDNN(ctx, cudnnCreateTensorDescriptor, (&d)));
+    nn_status st =
+        POOL_CUDNN(ctx, cudnnSetTensorNdDescriptor, (d, data_type(t->dtype), nd, dims, str));
+    if (st != NN_OK) {
+        cudnnDestroyTensorDescriptor(d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
+                           cudnnPoolingDescriptor_t *out)
+{
+    int win[3], pad[3], str[3], nd = p->spatial_rank == 1 ? 2 : p->spatial_rank;
+    for (int i = 0, j = 0; i < p->spatial_rank; i++, j++) {
+        if (p->spatial_rank == 1) {
+            win[j] = 1;
+            pad[j] = 0;
+            str[j] = 1;
+            j++;
+        }
+        win[j] = (int)p->window[i];
+        pad[j] = (int)p->pad_lo[i];
+        str[j] = (int)p->stride[i];
+    }
+    cudnnPoolingDescriptor_t d;
+    NN__TRY(POOL_CUDNN(ctx, cudnnCreatePoolingDescriptor, (&d)));
+    nn_status st = POOL_CUDNN(ctx, cudnnSetPoolingNdDescriptor,
+                              (d, pool_mode(p->mode), CUDNN_PROPAGATE_NAN, nd, win, pad, str));
+    if (st != NN_OK) {
+        cudnnDestroyPoolingDescriptor(d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+static int same_strides(const nn_tensor *a, const nn_tensor *b)
+{
+    return memcmp(a->strides, b->strides, (size_t)a->rank * sizeof a->strides[0]) == 0;
+}
+
+void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *s)
+{
+    if (!s) return;
+    if (s->pool) cudnnDestroyPoolingDescriptor(s->pool);
+    if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
+    if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
+    if (s->y && nn__dev_free(ctx, s->y) != NN_OK)
+        nn__record_error(ctx, NN_E_INTERNAL, "nn__dev_free", 0, NULL, __FILE__, __LINE__,
+                         "pool pullback: the saved y was not returned to the device pool");
+    nn__host_free(s);
+}
+
+/* Keep a contiguous copy of y for max-pooling backward (cuDNN finds the argmax by comparing x
+ * with y). A strided y is packed by cudnnTransformTensor. */
+static nn_status save_y(struct nn_ctx *ctx, cudnnHandle_t h, struct nn__pool_cudnn_saved *s,
+                        const nn_tensor *y, cudnnTensorDescriptor_t yd_user)
+{
+    size_t bytes = (size_t)nn_tensor_numel(y) * nn_dtype_size(y->dtype);
+    NN__TRY(nn__dev_alloc(ctx, bytes, &s->y));
+    if (nn_tensor_is_contiguous(y))
+        return NN__CUDA(ctx, cudaMemcpyAsync(s->y, y->data, bytes, cudaMemcpyDeviceToDevice,
+                                             (cudaStream_t)ctx->stream));
+    float one = 1.0f, zero = 0.0f;
+    return POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, yd_user, y->data, &zero, s->yd, s->y));
+}
+
+nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                                 nn_tensor *y, struct nn__pool_cudnn_saved **saved_out)
+{
+    const char *op = "pool_forward";
+    NN__TRY(check_supported(ctx, op, p, x, "x"));
+    NN__TRY(check_supported(ctx, op, p, y, "y"));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct nn__pool_cudnn_saved *s = nn__host_calloc(1, sizeof *s);
+    if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for descriptors", op);
+    cudnnTensorDescriptor_t yd_user = NULL;
+    float one = 1.0f, zero = 0.0f;
+    nn_status st = pool_desc(ctx, p, &s->pool);
+    if (st == NN_OK) st = tensor_desc(ctx, x, 0, &s->xd);
+    if (st == NN_OK) st = tensor_desc(ctx, y, 0, &yd_user);
+    if (st == NN_OK)
+        st = POOL_CUDNN(ctx, cudnnPoolingForward,
+                        (h, s->pool, &one, s->xd, x->data, &zero, yd_user, y->data));
+    if (st == NN_OK && saved_out) {
+        if (nn_tensor_is_contiguous(y)) {
+            s->yd = yd_user;
+            yd_user = NULL;
+        } else {
+            st = tensor_desc(ctx, y, 1, &s->yd);
+        }
+        if (st == NN_OK && p->mode == NN_POOL_MAX) st = save_y(ctx, h, s, y, yd_user);
+    }
+    if (yd_user) cudnnDestroyTensorDescriptor(yd_user);
+    if (st != NN_OK || !saved_out) {
+        nn__pool_cudnn_saved_free(ctx, s);
+        return st;
+    }
+    *saved_out = s;
+    return NN_OK;
+}
+
+/* A contiguous device copy of t (described by td; the copy by cd), from the device pool. */
+static nn_status pack(struct nn_ctx *ctx, cudnnHandle_t h, const nn_tensor *t,
+                      cudnnTensorDescriptor_t td, cudnnTensorDescriptor_t cd, void **out)
+{
+    NN__TRY(nn__dev_alloc(ctx, (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype), out));
+    float one = 1.0f, zero = 0.0f;
+    nn_status st = POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, td, t->data, &zero, cd, *out));
+    if (st != NN_OK) {
+        nn__dev_free(ctx, *out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Scratch of one backward call for layouts cuDNN's backward does not take directly. */
+struct scratch {
+    cudnnTensorDescriptor_t dyd, xcd, dxd; /* dy's own, x/dx contiguous, dx's own */
+    void *dy, *x, *dx;                     /* contiguous copies, from the device pool */
+};
+
+static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
+{
+    cudnnTensorDescriptor_t d[3] = {k->dyd, k->xcd, k->dxd};
+    void *m[3] = {k->dy, k->x, k->dx};
+    for (int i = 0; i < 3; i++) {
+        if (d[i]) cudnnDestroyTensorDescriptor(d[i]);
+        if (m[i]) nn__dev_free(ctx, m[i]);
+    }
+}
+
+/* cuDNN's legacy backward is given y and dy in one layout, and x and dx in one layout: its API
+ * reference (as we recall it; not checked on a GPU here) lists differing strides among the
+ * BAD_PARAM cases. The saved y is contiguous; a strided dy is packed, and
+ * when dx's strides differ from x's both go through contiguous scratch. The usual case (all
+ * contiguous) reuses forward's descriptors and copies nothing. */
+nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
+                                  struct nn__pool_cudnn_saved *s, const nn_tensor *x,
+                                  const nn_tensor *dy, nn_tensor *dx)
+{
+    const char *op = "pool_backward";
+    NN__TRY(check_supported(ctx, op, p, dy, "dy"));
+    NN__TRY(check_supported(ctx, op, p, dx, "dx"));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct scratch k = {0};
+    const void *dyv = dy->data, *xv = x->data;
+    void *dxv = dx->data;
+    cudnnTensorDescriptor_t xd = s->xd;
+    nn_status st = NN_OK;
+    if (!nn_tensor_is_contiguous(dy)) {
+        st = tensor_desc(ctx, dy, 0, &k.dyd);
+        if (st == NN_OK) st = pack(ctx, h, dy, k.dyd, s->yd, &k.dy);
+        dyv = k.dy;
+    }
+    if (st == NN_OK && !same_strides(dx, x)) {
+        st = tensor_desc(ctx, x, 1, &k.xcd);
+        xd = k.xcd;
+        if (st == NN_OK && !nn_tensor_is_contiguous(x)) {
+            st = pack(ctx, h, x, s->xd, k.xcd, &k.x);
+            xv = k.x;
+        }
+        if (st == NN_OK && !nn_tensor_is_contiguous(dx)) {
+            st = tensor_desc(ctx, dx, 0, &k.dxd);
+            if (st == NN_OK)
+                st = nn__dev_alloc(ctx, (size_t)nn_tensor_numel(dx) * nn_dtype_size(dx->dtype),
+                                   &k.dx);
+            dxv = k.dx;
+        }
+    }
+    /* Mean-pooling backward reads only dy; cuDNN still takes a y, so dy stands in for it. */
+    const void *yv = s->y ? s->y : dyv;
+    float one = 1.0f, zero = 0.0f;
+    if (st == NN_OK)
+        st = POOL_CUDNN(ctx, cudnnPoolingBackward,
+                        (h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv, &zero, xd, dxv));
+    if (st == NN_OK && k.dx)
+        st = POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, k.xcd, k.dx, &zero, k.dxd, dx->data));
+    scratch_free(ctx, &k);
+    return st;
+}

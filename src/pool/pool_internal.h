@@ -1,0 +1,41 @@
+/* Pooling internals shared by pool.c (validation, dispatch) and the backends. */
+#ifndef NN_POOL_POOL_INTERNAL_H
+#define NN_POOL_POOL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "nn_config.h"
+#include "nnprim/pool.h"
+
+struct nn_ctx;
+struct nn__pool_cudnn_saved; /* pool_cudnn.c: descriptors and the saved y */
+
+struct nn_pool_pullback {
+    uint32_t magic; /* NN__POOL_PULLBACK_MAGIC while alive; cleared when freed */
+    struct nn_ctx *ctx;
+    nn_pool_params params;
+    nn_tensor x; /* the caller's view; the caller keeps the storage alive */
+    int64_t y_dims[NN_MAX_RANK];
+    struct nn__pool_cudnn_saved *cudnn; /* NULL on the reference backend */
+};
+
+#define NN__POOL_PULLBACK_MAGIC 0x706f6f6cu /* "pool" */
+
+/* Reference backend. Arguments are validated; y and dy have the output dims. */
+nn_status nn__pool_forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                               nn_tensor *y);
+nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                                const nn_tensor *dy, nn_tensor *dx);
+
+#if NN_HAVE_CUDNN
+/* cuDNN legacy pooling. saved_out NULL = inference; otherwise *saved_out receives what backward
+ * needs (freed with nn__pool_cudnn_saved_free). */
+nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                                 nn_tensor *y, struct nn__pool_cudnn_saved **saved_out);
+nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
+                                  struct nn__pool_cudnn_saved *saved, const nn_tensor *x,
+                                  const nn_tensor *dy, nn_tensor *dx);
+void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *saved);
+#endif
+
+#endif

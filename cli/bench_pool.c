@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/cli.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
 
@@ -15,8 +16,6 @@
 #include <cudnn.h>
 #endif
 
-/* Called by cli/main.c as "nnprim bench pool [options]" with argv[0] = "pool". */
-int nn_cli_bench_pool(int argc, char **argv);
 
 struct shape {
     int64_t x[4];

@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
+#include "nn_config.h"
 #include "nnprim/nnprim.h"
 
 static const char *backend_name(nn_backend b)
@@ -63,6 +65,27 @@ static int cmd_info(int argc, char **argv)
     return 0;
 }
 
+#if NN_CLI_BENCH
+static const struct command_area {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} bench_areas[] = {
+    {"pool", nn_cli_bench_pool},
+};
+
+static int cmd_bench(int argc, char **argv)
+{
+    size_t n = sizeof bench_areas / sizeof bench_areas[0];
+    if (argc >= 2)
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(argv[1], bench_areas[i].name)) return bench_areas[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "usage: nnprim bench <area> [options]; areas:");
+    for (size_t i = 0; i < n; i++) fprintf(stderr, " %s", bench_areas[i].name);
+    fprintf(stderr, "\n(\"nnprim bench <area> --help\" lists an area's options)\n");
+    return 2;
+}
+#endif
+
 struct command {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -71,6 +94,9 @@ struct command {
 
 static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
+#if NN_CLI_BENCH
+    {"bench", cmd_bench, "time ops against raw cuDNN (areas: pool)"},
+#endif
 };
 
 static int usage(FILE *to)

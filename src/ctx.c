@@ -54,7 +54,7 @@ static nn_status resolve_backend(nn_settings *s)
     return NN_OK;
 }
 
-#if NN_HAVE_CUDA
+#if NN_HAVE_CUDNN
 static nn_status open_stream(nn_ctx *ctx, void *given)
 {
     NN__TRY(NN__CUDA(ctx, cudaSetDevice(ctx->device)));

@@ -1,0 +1,8 @@
+/* The subcommands of the nnprim tool that live in their own files. Each is called with argv[0]
+ * set to its own name ("pool" for "nnprim bench pool ...") and returns the process exit code. */
+#ifndef NN_CLI_CLI_H
+#define NN_CLI_CLI_H
+
+int nn_cli_bench_pool(int argc, char **argv);
+
+#endif

@@ -231,8 +231,9 @@ static int raw_init(struct raw *r, cudaStream_t stream, const struct problem *pr
     memset(r, 0, sizeof *r);
     int win[2] = {(int)pr->p.window[0], (int)pr->p.window[1]}, pad[2] = {0, 0};
     int str[2] = {(int)pr->p.stride[0], (int)pr->p.stride[1]};
+    /* The mode nnprim picks for a context that is not deterministic (the bench's). */
     cudnnPoolingMode_t mode = pr->p.mode == NN_POOL_MAX
-                                  ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                  ? CUDNN_POOLING_MAX
                                   : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     int xd[4], xs[4], yd[4], ys[4];
     for (int i = 0; i < 4; i++) {
@@ -355,6 +356,7 @@ int nn_cli_bench_pool(int argc, char **argv)
     if (parse(argc, argv, &o)) return 2;
     nn_settings s;
     nn_default_settings(&s);
+    s.deterministic = 0; /* raw cuDNN runs the non-deterministic max mode too */
     if (o.cpu) s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     if (nn_ctx_create(&ctx, &s) != NN_OK) return fail("nn_ctx_create");

@@ -57,14 +57,16 @@ static cudnnDataType_t data_type(nn_dtype t)
     return CUDNN_DATA_FLOAT;
 }
 
-static cudnnPoolingMode_t pool_mode(nn_pool_mode m)
+/* Max pooling's plain mode is the fast one; its backward may add overlapping windows' gradients
+ * in any order, so a deterministic context gets the deterministic algorithm. */
+static cudnnPoolingMode_t pool_mode(nn_pool_mode m, int deterministic)
 {
     switch (m) {
     case NN_POOL_MEAN_INCLUDE_PAD: return CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     case NN_POOL_MEAN_EXCLUDE_PAD: return CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     case NN_POOL_MAX: break;
     }
-    return CUDNN_POOLING_MAX_DETERMINISTIC;
+    return deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
 }
 
 /* cuDNN takes int sizes; everything else was checked by pool.c. */
@@ -147,7 +149,7 @@ static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
     cudnnPoolingDescriptor_t d;
     NN__TRY(POOL_CUDNN(ctx, cudnnCreatePoolingDescriptor, (&d)));
     nn_status st = POOL_CUDNN(ctx, cudnnSetPoolingNdDescriptor,
-                              (d, pool_mode(p->mode), CUDNN_PROPAGATE_NAN, nd, win, pad, str));
+                              (d, pool_mode(p->mode, ctx->settings.deterministic), CUDNN_PROPAGATE_NAN, nd, win, pad, str));
     if (st != NN_OK) {
         cudnnDestroyPoolingDescriptor(d);
         return st;

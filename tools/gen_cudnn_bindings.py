@@ -43,7 +43,7 @@ def strip_c(text):
 
 
 def parse_headers(incdir):
-    protos, enums, handles = {}, set(), set()
+    protos, enums, handles = {}, {}, set()
     version = None
     vpath = os.path.join(incdir, "cudnn_version_v9.h")
     if not os.path.exists(vpath):
@@ -66,8 +66,8 @@ def parse_headers(incdir):
                 text = strip_c(f.read())
         except OSError as e:
             raise GenError("cannot read %s: %s" % (path, e.strerror))
-        for m in re.finditer(r"typedef\s+enum\s*\w*\s*\{[^}]*\}\s*(\w+)", text):
-            enums.add(m.group(1))
+        for m in re.finditer(r"typedef\s+enum\s*\w*\s*\{([^}]*)\}\s*(\w+)", text):
+            enums[m.group(2)] = m.group(1)
         for m in re.finditer(r"typedef\s+(?:struct\s+\w+|void)\s*\*\s*(\w+)", text):
             handles.add(m.group(1))
         for stmt in text.split(";"):
@@ -101,8 +101,39 @@ def parse_param(text, fname):
     return {"decl": decl, "name": name, "base": base, "depth": depth, "const": const}
 
 
+def enum_values(tname, body):
+    """[(NAME, value)] of an enum body, first name per value, deprecated names and aliases left
+    out (implicit values still count them)."""
+    out, seen, nxt = [], set(), 0
+    for item in body.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.match(r"^(\w+)(\s+CUDNN_DEPRECATED_ENUM)?\s*(?:=\s*(.+))?$", item, flags=re.S)
+        if not m:
+            raise GenError("%s: cannot parse enumerator '%s'" % (tname, item))
+        expr = m.group(3)
+        if expr is None:
+            value = nxt
+        elif re.match(r"^-?(0x[0-9a-fA-F]+|\d+)$", expr.strip()):
+            value = int(expr.strip(), 0)
+        else:
+            continue  # an alias of another enumerator
+        nxt = value + 1
+        if m.group(2) or value in seen:
+            continue
+        seen.add(value)
+        out.append((m.group(1), value))
+    return out
+
+
+def name_fn(tname):
+    short = tname[len("cudnn"):] if tname.startswith("cudnn") else tname
+    return "nn__cudnn_%s_name" % (short[:-2] if short.endswith("_t") else short)
+
+
 def parse_spec(path):
-    funcs, uses = [], []
+    funcs, uses, names = [], [], []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
@@ -114,6 +145,9 @@ def parse_spec(path):
                     raise GenError("%s:%d: 'uses NAME RETURN-TYPE'" % (path, lineno))
                 uses.append((words[1], " ".join(words[2:]), lineno))
                 continue
+            if words[0] == "names":
+                names += [(w, lineno) for w in words[1:]]
+                continue
             kinds = {}
             for w in words[1:]:
                 m = re.match(r"^(\w+):(dev|in|out|in\[(\w+)\])$", w)
@@ -121,7 +155,7 @@ def parse_spec(path):
                     raise GenError("%s:%d: bad argument entry '%s'" % (path, lineno, w))
                 kinds[m.group(1)] = ("in", m.group(3)) if m.group(3) else (m.group(2), None)
             funcs.append((words[0], kinds, lineno))
-    return funcs, uses
+    return funcs, uses, names
 
 
 def classify(p, fname, enums, handles):
@@ -175,8 +209,11 @@ def gen_function(fname, kinds, lineno, protos, enums, handles):
     return {"name": fname, "short": short, "params": params}
 
 
-def trace_lines(p):
+def trace_lines(p, named):
     n, cls = p["name"], p["cls"]
+    if cls == "enum" and p["base"] in named:
+        return ["trace_enum(&t, \"%s\", (long long)%s, %s((int)%s));"
+                % (n, n, name_fn(p["base"]), n)]
     if cls == "enum":
         return ["trace_int(&t, \"%s\", (long long)%s);" % (n, n)]
     if cls == "sint":
@@ -205,7 +242,7 @@ def trace_lines(p):
     return ["trace_ptr(&t, \"%s\", (const void *)%s);" % (n, n)]
 
 
-def emit_header(funcs, version):
+def emit_header(funcs, version, named, enums):
     v = version[0] * 10000 + version[1] * 100 + version[2]
     out = []
     w = out.append
@@ -233,6 +270,7 @@ def emit_header(funcs, version):
     w(" * the thread's and ctx's last error (ctx may be NULL); returns the mapped status. */")
     w("nn_status nn__cudnn_fail(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,")
     w("                         const char *file, int line);")
+    out += emit_names(named, enums, True)
     for f in funcs:
         w("")
         decls = ", ".join(p["decl"] for p in f["params"])
@@ -342,6 +380,13 @@ static void trace_int(struct trace *t, const char *name, long long v)
     trace_add(t, "%lld", v);
 }
 
+static void trace_enum(struct trace *t, const char *name, long long v, const char *vname)
+{
+    trace_name(t, name);
+    if (vname) trace_add(t, "%s", vname);
+    else trace_add(t, "%lld", v);
+}
+
 static void trace_uint(struct trace *t, const char *name, unsigned long long v)
 {
     trace_name(t, name);
@@ -404,7 +449,29 @@ static void trace_end(struct trace *t, cudnnStatus_t st, uint64_t start_ns)
 '''
 
 
-def emit_source(funcs, version, need_i64):
+def emit_names(named, enums, header):
+    out = []
+    for tname in named:
+        if header:
+            out.append("")
+            out.append("/* The enumerator's name of a %s value, or NULL for a value the headers do"
+                       % tname)
+            out.append(" * not name. */")
+            out.append("const char *%s(int v);" % name_fn(tname))
+            continue
+        out.append("")
+        out.append("const char *%s(int v)" % name_fn(tname))
+        out.append("{")
+        out.append("    switch (v) {")
+        for name, value in enum_values(tname, enums[tname]):
+            out.append("    case %d: return \"%s\";" % (value, name))
+        out.append("    default: return NULL;")
+        out.append("    }")
+        out.append("}")
+    return out
+
+
+def emit_source(funcs, version, need_i64, named, enums):
     out = []
     w = out.append
     w("/* Generated by tools/gen_cudnn_bindings.py from tools/cudnn_spec.txt and the cuDNN %d.%d.%d"
@@ -428,6 +495,7 @@ static void trace_i64s(struct trace *t, const char *name, const int64_t *a, long
 }
 '''
     w(support.rstrip("\n"))
+    out += emit_names(named, enums, False)
     for f in funcs:
         params = f["params"]
         decls = ", ".join(p["decl"] for p in params)
@@ -449,7 +517,7 @@ static void trace_i64s(struct trace *t, const char *name, const int64_t *a, long
         w("        struct trace t;")
         w("        trace_begin(&t, \"%s\");" % f["name"])
         for p in params:
-            for line in trace_lines(p):
+            for line in trace_lines(p, named):
                 w("        " + line)
         w("        trace_end(&t, st, start);")
         w("    }")
@@ -469,7 +537,12 @@ def main(argv):
     a = ap.parse_args(argv)
     try:
         version, protos, enums, handles = parse_headers(a.include)
-        spec, uses = parse_spec(a.spec)
+        spec, uses, names = parse_spec(a.spec)
+        named = []
+        for tname, lineno in names:
+            if tname not in enums:
+                raise GenError("spec line %d: %s is not an enum of the headers" % (lineno, tname))
+            named.append(tname)
         for name, ret, lineno in uses:
             if name not in protos:
                 raise GenError("spec line %d: %s is not declared in the headers" % (lineno, name))
@@ -480,8 +553,8 @@ def main(argv):
         need_i64 = any(p["cls"] == "pointer" and p["count"] is not None
                        and ARRAY_ELEMS[p["base"]] == "i64" for f in funcs for p in f["params"])
         os.makedirs(a.out, exist_ok=True)
-        for fname, text in (("bindings_cudnn.h", emit_header(funcs, version)),
-                            ("bindings_cudnn.c", emit_source(funcs, version, need_i64))):
+        for fname, text in (("bindings_cudnn.h", emit_header(funcs, version, named, enums)),
+                            ("bindings_cudnn.c", emit_source(funcs, version, need_i64, named, enums))):
             with open(os.path.join(a.out, fname), "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
     except GenError as e:

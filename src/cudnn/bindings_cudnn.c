@@ -94,6 +94,13 @@ static void trace_int(struct trace *t, const char *name, long long v)
     trace_add(t, "%lld", v);
 }
 
+static void trace_enum(struct trace *t, const char *name, long long v, const char *vname)
+{
+    trace_name(t, name);
+    if (vname) trace_add(t, "%s", vname);
+    else trace_add(t, "%lld", v);
+}
+
 static void trace_uint(struct trace *t, const char *name, unsigned long long v)
 {
     trace_name(t, name);
@@ -154,6 +161,617 @@ static void trace_end(struct trace *t, cudnnStatus_t st, uint64_t start_ns)
     fprintf(stderr, "%.*s\n", (int)t->n, t->buf);
 }
 
+const char *nn__cudnn_Status_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_STATUS_SUCCESS";
+    case 1001: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case 1002: return "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH";
+    case 1003: return "CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH";
+    case 1004: return "CUDNN_STATUS_DEPRECATED";
+    case 1005: return "CUDNN_STATUS_LICENSE_ERROR";
+    case 1006: return "CUDNN_STATUS_RUNTIME_IN_PROGRESS";
+    case 1007: return "CUDNN_STATUS_RUNTIME_FP_OVERFLOW";
+    case 1008: return "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED";
+    case 2000: return "CUDNN_STATUS_BAD_PARAM";
+    case 2002: return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
+    case 2003: return "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER";
+    case 2004: return "CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED";
+    case 2005: return "CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND";
+    case 2006: return "CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT";
+    case 2007: return "CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH";
+    case 2008: return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
+    case 2009: return "CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES";
+    case 2010: return "CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE";
+    case 2011: return "CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH";
+    case 2012: return "CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE";
+    case 3000: return "CUDNN_STATUS_NOT_SUPPORTED";
+    case 3001: return "CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN";
+    case 3002: return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
+    case 3003: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
+    case 3004: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
+    case 3005: return "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER";
+    case 3006: return "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART";
+    case 3007: return "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH";
+    case 3008: return "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING";
+    case 3009: return "CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE";
+    case 3010: return "CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT";
+    case 3011: return "CUDNN_STATUS_NOT_SUPPORTED_PADDING";
+    case 3012: return "CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM";
+    case 3013: return "CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API";
+    case 3014: return "CUDNN_STATUS_NOT_SUPPORTED_INVALID_DYNAMIC_SHAPE";
+    case 4000: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case 4001: return "CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED";
+    case 4002: return "CUDNN_STATUS_INTERNAL_ERROR_UNEXPECTED_VALUE";
+    case 4003: return "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED";
+    case 4004: return "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED";
+    case 4005: return "CUDNN_STATUS_INTERNAL_ERROR_BAD_LAUNCH_PARAM";
+    case 4006: return "CUDNN_STATUS_INTERNAL_ERROR_TEXTURE_CREATION_FAILED";
+    case 5000: return "CUDNN_STATUS_EXECUTION_FAILED";
+    case 5001: return "CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER";
+    case 5002: return "CUDNN_STATUS_EXECUTION_FAILED_CUBLAS";
+    case 5003: return "CUDNN_STATUS_EXECUTION_FAILED_CUDART";
+    case 5004: return "CUDNN_STATUS_EXECUTION_FAILED_CURAND";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_DataType_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_DATA_FLOAT";
+    case 1: return "CUDNN_DATA_DOUBLE";
+    case 2: return "CUDNN_DATA_HALF";
+    case 3: return "CUDNN_DATA_INT8";
+    case 4: return "CUDNN_DATA_INT32";
+    case 6: return "CUDNN_DATA_UINT8";
+    case 9: return "CUDNN_DATA_BFLOAT16";
+    case 10: return "CUDNN_DATA_INT64";
+    case 11: return "CUDNN_DATA_BOOLEAN";
+    case 12: return "CUDNN_DATA_FP8_E4M3";
+    case 13: return "CUDNN_DATA_FP8_E5M2";
+    case 14: return "CUDNN_DATA_FAST_FLOAT_FOR_FP8";
+    case 15: return "CUDNN_DATA_FP8_E8M0";
+    case 16: return "CUDNN_DATA_FP4_E2M1";
+    case 17: return "CUDNN_DATA_INT4";
+    case 18: return "CUDNN_DATA_UINT4";
+    case 19: return "CUDNN_DATA_UINT32";
+    case 20: return "CUDNN_DATA_COMPLEX_FP32";
+    case 21: return "CUDNN_DATA_COMPLEX_FP64";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendDescriptorType_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_BACKEND_POINTWISE_DESCRIPTOR";
+    case 1: return "CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR";
+    case 2: return "CUDNN_BACKEND_ENGINE_DESCRIPTOR";
+    case 3: return "CUDNN_BACKEND_ENGINECFG_DESCRIPTOR";
+    case 4: return "CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR";
+    case 5: return "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR";
+    case 6: return "CUDNN_BACKEND_INTERMEDIATE_INFO_DESCRIPTOR";
+    case 7: return "CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR";
+    case 8: return "CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR";
+    case 9: return "CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR";
+    case 10: return "CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR";
+    case 11: return "CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR";
+    case 12: return "CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR";
+    case 13: return "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR";
+    case 14: return "CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR";
+    case 15: return "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR";
+    case 16: return "CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR";
+    case 17: return "CUDNN_BACKEND_TENSOR_DESCRIPTOR";
+    case 18: return "CUDNN_BACKEND_MATMUL_DESCRIPTOR";
+    case 19: return "CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR";
+    case 20: return "CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR";
+    case 21: return "CUDNN_BACKEND_REDUCTION_DESCRIPTOR";
+    case 22: return "CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR";
+    case 23: return "CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR";
+    case 24: return "CUDNN_BACKEND_RESAMPLE_DESCRIPTOR";
+    case 25: return "CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR";
+    case 26: return "CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR";
+    case 27: return "CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR";
+    case 28: return "CUDNN_BACKEND_OPERATION_SIGNAL_DESCRIPTOR";
+    case 29: return "CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR";
+    case 30: return "CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR";
+    case 31: return "CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR";
+    case 32: return "CUDNN_BACKEND_RNG_DESCRIPTOR";
+    case 33: return "CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR";
+    case 34: return "CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR";
+    case 35: return "CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR";
+    case 36: return "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR";
+    case 37: return "CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR";
+    case 38: return "CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR";
+    case 39: return "CUDNN_BACKEND_OPERATION_EXPAND_BAND_MATRIX_DESCRIPTOR";
+    case 40: return "CUDNN_BACKEND_OPERATION_CONTRACT_BAND_MATRIX_DESCRIPTOR";
+    case 41: return "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR";
+    case 42: return "CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR";
+    case 43: return "CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendAttributeName_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_ATTR_POINTWISE_MODE";
+    case 1: return "CUDNN_ATTR_POINTWISE_MATH_PREC";
+    case 3: return "CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP";
+    case 4: return "CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP";
+    case 5: return "CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE";
+    case 6: return "CUDNN_ATTR_POINTWISE_ELU_ALPHA";
+    case 7: return "CUDNN_ATTR_POINTWISE_SOFTPLUS_BETA";
+    case 8: return "CUDNN_ATTR_POINTWISE_SWISH_BETA";
+    case 9: return "CUDNN_ATTR_POINTWISE_AXIS";
+    case 100: return "CUDNN_ATTR_CONVOLUTION_COMP_TYPE";
+    case 101: return "CUDNN_ATTR_CONVOLUTION_CONV_MODE";
+    case 102: return "CUDNN_ATTR_CONVOLUTION_DILATIONS";
+    case 103: return "CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES";
+    case 104: return "CUDNN_ATTR_CONVOLUTION_POST_PADDINGS";
+    case 105: return "CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS";
+    case 106: return "CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS";
+    case 200: return "CUDNN_ATTR_ENGINEHEUR_MODE";
+    case 201: return "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH";
+    case 202: return "CUDNN_ATTR_ENGINEHEUR_RESULTS";
+    case 203: return "CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET";
+    case 204: return "CUDNN_ATTR_ENGINEHEUR_DEVICEPROP";
+    case 300: return "CUDNN_ATTR_ENGINECFG_ENGINE";
+    case 301: return "CUDNN_ATTR_ENGINECFG_INTERMEDIATE_INFO";
+    case 302: return "CUDNN_ATTR_ENGINECFG_KNOB_CHOICES";
+    case 303: return "CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE";
+    case 304: return "CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED";
+    case 401: return "CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG";
+    case 402: return "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE";
+    case 403: return "CUDNN_ATTR_EXECUTION_PLAN_COMPUTED_INTERMEDIATE_UIDS";
+    case 404: return "CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS";
+    case 405: return "CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION";
+    case 406: return "CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE";
+    case 407: return "CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP";
+    case 500: return "CUDNN_ATTR_INTERMEDIATE_INFO_UNIQUE_ID";
+    case 501: return "CUDNN_ATTR_INTERMEDIATE_INFO_SIZE";
+    case 502: return "CUDNN_ATTR_INTERMEDIATE_INFO_DEPENDENT_DATA_UIDS";
+    case 503: return "CUDNN_ATTR_INTERMEDIATE_INFO_DEPENDENT_ATTRIBUTES";
+    case 600: return "CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE";
+    case 601: return "CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE";
+    case 700: return "CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA";
+    case 701: return "CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA";
+    case 702: return "CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC";
+    case 703: return "CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W";
+    case 704: return "CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X";
+    case 705: return "CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y";
+    case 706: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA";
+    case 707: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA";
+    case 708: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC";
+    case 709: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W";
+    case 710: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX";
+    case 711: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY";
+    case 712: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA";
+    case 713: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA";
+    case 714: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC";
+    case 715: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW";
+    case 716: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X";
+    case 717: return "CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY";
+    case 750: return "CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR";
+    case 751: return "CUDNN_ATTR_OPERATION_POINTWISE_XDESC";
+    case 752: return "CUDNN_ATTR_OPERATION_POINTWISE_BDESC";
+    case 753: return "CUDNN_ATTR_OPERATION_POINTWISE_YDESC";
+    case 754: return "CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1";
+    case 755: return "CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2";
+    case 756: return "CUDNN_ATTR_OPERATION_POINTWISE_DXDESC";
+    case 757: return "CUDNN_ATTR_OPERATION_POINTWISE_DYDESC";
+    case 758: return "CUDNN_ATTR_OPERATION_POINTWISE_TDESC";
+    case 770: return "CUDNN_ATTR_OPERATION_GENSTATS_MODE";
+    case 771: return "CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC";
+    case 772: return "CUDNN_ATTR_OPERATION_GENSTATS_XDESC";
+    case 773: return "CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC";
+    case 774: return "CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC";
+    case 780: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_STATS_MODE";
+    case 781: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_MATH_PREC";
+    case 782: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SUM_DESC";
+    case 783: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SQ_SUM_DESC";
+    case 784: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_SCALE_DESC";
+    case 785: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_BIAS_DESC";
+    case 786: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_MEAN_DESC";
+    case 787: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_VAR_DESC";
+    case 788: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_MEAN_DESC";
+    case 789: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_VAR_DESC";
+    case 790: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_MEAN_DESC";
+    case 791: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_INV_STD_DESC";
+    case 792: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC";
+    case 793: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC";
+    case 794: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC";
+    case 795: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_EPSILON_DESC";
+    case 796: return "CUDNN_ATTR_OPERATION_BN_FINALIZE_EXP_AVERATE_FACTOR_DESC";
+    case 801: return "CUDNN_ATTR_OPERATIONGRAPH_OPS";
+    case 802: return "CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT";
+    case 803: return "CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED";
+    case 804: return "CUDNN_ATTR_OPERATIONGRAPH_IS_SAME_TOPOLOGY";
+    case 900: return "CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT";
+    case 901: return "CUDNN_ATTR_TENSOR_DATA_TYPE";
+    case 902: return "CUDNN_ATTR_TENSOR_DIMENSIONS";
+    case 903: return "CUDNN_ATTR_TENSOR_STRIDES";
+    case 904: return "CUDNN_ATTR_TENSOR_VECTOR_COUNT";
+    case 905: return "CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION";
+    case 906: return "CUDNN_ATTR_TENSOR_UNIQUE_ID";
+    case 907: return "CUDNN_ATTR_TENSOR_IS_VIRTUAL";
+    case 908: return "CUDNN_ATTR_TENSOR_IS_BY_VALUE";
+    case 909: return "CUDNN_ATTR_TENSOR_REORDERING_MODE";
+    case 913: return "CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC";
+    case 1000: return "CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS";
+    case 1001: return "CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS";
+    case 1002: return "CUDNN_ATTR_VARIANT_PACK_INTERMEDIATES";
+    case 1003: return "CUDNN_ATTR_VARIANT_PACK_WORKSPACE";
+    case 1010: return "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_UNIQUE_IDS";
+    case 1011: return "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES";
+    case 1012: return "CUDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES";
+    case 1100: return "CUDNN_ATTR_LAYOUT_INFO_TENSOR_UID";
+    case 1101: return "CUDNN_ATTR_LAYOUT_INFO_TYPES";
+    case 1200: return "CUDNN_ATTR_KNOB_INFO_TYPE";
+    case 1201: return "CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE";
+    case 1202: return "CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE";
+    case 1203: return "CUDNN_ATTR_KNOB_INFO_STRIDE";
+    case 1300: return "CUDNN_ATTR_ENGINE_OPERATION_GRAPH";
+    case 1301: return "CUDNN_ATTR_ENGINE_GLOBAL_INDEX";
+    case 1302: return "CUDNN_ATTR_ENGINE_KNOB_INFO";
+    case 1303: return "CUDNN_ATTR_ENGINE_NUMERICAL_NOTE";
+    case 1304: return "CUDNN_ATTR_ENGINE_LAYOUT_INFO";
+    case 1305: return "CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE";
+    case 1306: return "CUDNN_ATTR_ENGINE_SM_COUNT_TARGET";
+    case 1307: return "CUDNN_ATTR_ENGINE_DEVICEPROP";
+    case 1308: return "CUDNN_ATTR_ENGINE_DISABLE_CLUSTER_COOPERATIVE";
+    case 1500: return "CUDNN_ATTR_MATMUL_COMP_TYPE";
+    case 1503: return "CUDNN_ATTR_MATMUL_PADDING_VALUE";
+    case 1520: return "CUDNN_ATTR_OPERATION_MATMUL_ADESC";
+    case 1521: return "CUDNN_ATTR_OPERATION_MATMUL_BDESC";
+    case 1522: return "CUDNN_ATTR_OPERATION_MATMUL_CDESC";
+    case 1523: return "CUDNN_ATTR_OPERATION_MATMUL_DESC";
+    case 1525: return "CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC";
+    case 1526: return "CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC";
+    case 1527: return "CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC";
+    case 1600: return "CUDNN_ATTR_REDUCTION_OPERATOR";
+    case 1601: return "CUDNN_ATTR_REDUCTION_COMP_TYPE";
+    case 1602: return "CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC";
+    case 1610: return "CUDNN_ATTR_OPERATION_REDUCTION_XDESC";
+    case 1611: return "CUDNN_ATTR_OPERATION_REDUCTION_YDESC";
+    case 1612: return "CUDNN_ATTR_OPERATION_REDUCTION_DESC";
+    case 1620: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC";
+    case 1621: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC";
+    case 1622: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC";
+    case 1623: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC";
+    case 1624: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC";
+    case 1625: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC";
+    case 1626: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC";
+    case 1627: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC";
+    case 1628: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC";
+    case 1629: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC";
+    case 1630: return "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS";
+    case 1700: return "CUDNN_ATTR_RESAMPLE_MODE";
+    case 1701: return "CUDNN_ATTR_RESAMPLE_COMP_TYPE";
+    case 1702: return "CUDNN_ATTR_RESAMPLE_SPATIAL_DIMS";
+    case 1703: return "CUDNN_ATTR_RESAMPLE_POST_PADDINGS";
+    case 1704: return "CUDNN_ATTR_RESAMPLE_PRE_PADDINGS";
+    case 1705: return "CUDNN_ATTR_RESAMPLE_STRIDES";
+    case 1706: return "CUDNN_ATTR_RESAMPLE_WINDOW_DIMS";
+    case 1707: return "CUDNN_ATTR_RESAMPLE_NAN_PROPAGATION";
+    case 1708: return "CUDNN_ATTR_RESAMPLE_PADDING_MODE";
+    case 1710: return "CUDNN_ATTR_OPERATION_RESAMPLE_FWD_XDESC";
+    case 1711: return "CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC";
+    case 1712: return "CUDNN_ATTR_OPERATION_RESAMPLE_FWD_IDXDESC";
+    case 1716: return "CUDNN_ATTR_OPERATION_RESAMPLE_FWD_DESC";
+    case 1720: return "CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC";
+    case 1721: return "CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC";
+    case 1722: return "CUDNN_ATTR_OPERATION_RESAMPLE_BWD_IDXDESC";
+    case 1725: return "CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC";
+    case 1726: return "CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC";
+    case 1727: return "CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC";
+    case 1800: return "CUDNN_ATTR_OPERATION_CONCAT_AXIS";
+    case 1801: return "CUDNN_ATTR_OPERATION_CONCAT_INPUT_DESCS";
+    case 1802: return "CUDNN_ATTR_OPERATION_CONCAT_INPLACE_INDEX";
+    case 1803: return "CUDNN_ATTR_OPERATION_CONCAT_OUTPUT_DESC";
+    case 1900: return "CUDNN_ATTR_OPERATION_SIGNAL_MODE";
+    case 1901: return "CUDNN_ATTR_OPERATION_SIGNAL_FLAGDESC";
+    case 1902: return "CUDNN_ATTR_OPERATION_SIGNAL_VALUE";
+    case 1903: return "CUDNN_ATTR_OPERATION_SIGNAL_XDESC";
+    case 1904: return "CUDNN_ATTR_OPERATION_SIGNAL_YDESC";
+    case 1950: return "CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC";
+    case 1951: return "CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_YDESC";
+    case 1952: return "CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC";
+    case 1953: return "CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC";
+    case 2000: return "CUDNN_ATTR_OPERATION_NORM_FWD_MODE";
+    case 2001: return "CUDNN_ATTR_OPERATION_NORM_FWD_PHASE";
+    case 2002: return "CUDNN_ATTR_OPERATION_NORM_FWD_XDESC";
+    case 2003: return "CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC";
+    case 2004: return "CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC";
+    case 2005: return "CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC";
+    case 2006: return "CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC";
+    case 2007: return "CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC";
+    case 2008: return "CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC";
+    case 2009: return "CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC";
+    case 2010: return "CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC";
+    case 2011: return "CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC";
+    case 2012: return "CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC";
+    case 2013: return "CUDNN_ATTR_OPERATION_NORM_FWD_YDESC";
+    case 2014: return "CUDNN_ATTR_OPERATION_NORM_FWD_PEER_STAT_DESCS";
+    case 2100: return "CUDNN_ATTR_OPERATION_NORM_BWD_MODE";
+    case 2101: return "CUDNN_ATTR_OPERATION_NORM_BWD_XDESC";
+    case 2102: return "CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC";
+    case 2103: return "CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC";
+    case 2104: return "CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC";
+    case 2105: return "CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC";
+    case 2106: return "CUDNN_ATTR_OPERATION_NORM_BWD_EPSILON_DESC";
+    case 2107: return "CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC";
+    case 2108: return "CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC";
+    case 2109: return "CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC";
+    case 2110: return "CUDNN_ATTR_OPERATION_NORM_BWD_PEER_STAT_DESCS";
+    case 2200: return "CUDNN_ATTR_OPERATION_RESHAPE_XDESC";
+    case 2201: return "CUDNN_ATTR_OPERATION_RESHAPE_YDESC";
+    case 2250: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_XDESC";
+    case 2251: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_YDESC";
+    case 2252: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_LOWER_BANDWIDTH";
+    case 2253: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_UPPER_BANDWIDTH";
+    case 2254: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_AXIS";
+    case 2255: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_PAD_VALUE";
+    case 2256: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_KV_TOKEN_OFFSET_DESC";
+    case 2257: return "CUDNN_ATTR_OPERATION_EXPAND_BAND_MATRIX_SPECULATIVE_MASK_DESC";
+    case 2270: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MATRIX_XDESC";
+    case 2271: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MATRIX_YDESC";
+    case 2272: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MATRIX_LOWER_BANDWIDTH";
+    case 2273: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MATRIX_UPPER_BANDWIDTH";
+    case 2274: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MATRIX_AXIS";
+    case 2275: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MATRIX_PAD_VALUE";
+    case 2276: return "CUDNN_ATTR_OPERATION_CONTRACT_BAND_MAX_TOKEN_VALUE";
+    case 2300: return "CUDNN_ATTR_RNG_DISTRIBUTION";
+    case 2301: return "CUDNN_ATTR_RNG_NORMAL_DIST_MEAN";
+    case 2302: return "CUDNN_ATTR_RNG_NORMAL_DIST_STANDARD_DEVIATION";
+    case 2303: return "CUDNN_ATTR_RNG_UNIFORM_DIST_MAXIMUM";
+    case 2304: return "CUDNN_ATTR_RNG_UNIFORM_DIST_MINIMUM";
+    case 2305: return "CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY";
+    case 2310: return "CUDNN_ATTR_OPERATION_RNG_YDESC";
+    case 2311: return "CUDNN_ATTR_OPERATION_RNG_SEED";
+    case 2312: return "CUDNN_ATTR_OPERATION_RNG_DESC";
+    case 2313: return "CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC";
+    case 2400: return "CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH";
+    case 2401: return "CUDNN_ATTR_KERNEL_CACHE_IS_ENGINECFG_KERNEL_CACHED";
+    case 2402: return "CUDNN_ATTR_KERNEL_CACHE_JSON_REPRESENTATION";
+    case 2500: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_QUANTIZE_XDESC";
+    case 2501: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_QUANTIZE_YDESC";
+    case 2502: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC";
+    case 2503: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC";
+    case 2504: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE";
+    case 2600: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC";
+    case 2601: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC";
+    case 2602: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC";
+    case 2603: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC";
+    case 2604: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE";
+    case 2605: return "CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE";
+    case 2700: return "CUDNN_ATTR_DEVICEPROP_DEVICE_ID";
+    case 2701: return "CUDNN_ATTR_DEVICEPROP_HANDLE";
+    case 2702: return "CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION";
+    case 2800: return "CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC";
+    case 2801: return "CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC";
+    case 2802: return "CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC";
+    case 2803: return "CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC";
+    case 2804: return "CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC";
+    case 2805: return "CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC";
+    case 2806: return "CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC";
+    case 2807: return "CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC";
+    case 2808: return "CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_VDESC";
+    case 2809: return "CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC";
+    case 2810: return "CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC";
+    case 2851: return "CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC";
+    case 2852: return "CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC";
+    case 2853: return "CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC";
+    case 2854: return "CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC";
+    case 2855: return "CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC";
+    case 2856: return "CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC";
+    case 2857: return "CUDNN_ATTR_OPERATION_SDPA_BWD_SEQ_LEN_QDESC";
+    case 2858: return "CUDNN_ATTR_OPERATION_SDPA_BWD_SEQ_LEN_KVDESC";
+    case 2859: return "CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC";
+    case 2860: return "CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC";
+    case 2861: return "CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC";
+    case 2862: return "CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC";
+    case 2900: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_MODE";
+    case 2901: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_MATH_PREC";
+    case 2902: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_TOKEN_DESC";
+    case 2903: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_WEIGHT_DESC";
+    case 2904: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_FIRST_TOKEN_OFFSET_DESC";
+    case 2905: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_OUTPUT_DESC";
+    case 2906: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_TOKEN_INDEX_DESC";
+    case 2907: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_TOKEN_KS_DESC";
+    case 2908: return "CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_TOP_K";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendAttributeType_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_TYPE_HANDLE";
+    case 1: return "CUDNN_TYPE_DATA_TYPE";
+    case 2: return "CUDNN_TYPE_BOOLEAN";
+    case 3: return "CUDNN_TYPE_INT64";
+    case 4: return "CUDNN_TYPE_FLOAT";
+    case 5: return "CUDNN_TYPE_DOUBLE";
+    case 6: return "CUDNN_TYPE_VOID_PTR";
+    case 7: return "CUDNN_TYPE_CONVOLUTION_MODE";
+    case 8: return "CUDNN_TYPE_HEUR_MODE";
+    case 9: return "CUDNN_TYPE_KNOB_TYPE";
+    case 11: return "CUDNN_TYPE_NUMERICAL_NOTE";
+    case 12: return "CUDNN_TYPE_LAYOUT_TYPE";
+    case 13: return "CUDNN_TYPE_ATTRIB_NAME";
+    case 14: return "CUDNN_TYPE_POINTWISE_MODE";
+    case 15: return "CUDNN_TYPE_BACKEND_DESCRIPTOR";
+    case 16: return "CUDNN_TYPE_GENSTATS_MODE";
+    case 17: return "CUDNN_TYPE_BN_FINALIZE_STATS_MODE";
+    case 18: return "CUDNN_TYPE_REDUCTION_OPERATOR_TYPE";
+    case 19: return "CUDNN_TYPE_BEHAVIOR_NOTE";
+    case 20: return "CUDNN_TYPE_TENSOR_REORDERING_MODE";
+    case 21: return "CUDNN_TYPE_RESAMPLE_MODE";
+    case 22: return "CUDNN_TYPE_PADDING_MODE";
+    case 23: return "CUDNN_TYPE_INT32";
+    case 24: return "CUDNN_TYPE_CHAR";
+    case 25: return "CUDNN_TYPE_SIGNAL_MODE";
+    case 26: return "CUDNN_TYPE_FRACTION";
+    case 27: return "CUDNN_TYPE_NORM_MODE";
+    case 28: return "CUDNN_TYPE_NORM_FWD_PHASE";
+    case 29: return "CUDNN_TYPE_RNG_DISTRIBUTION";
+    case 30: return "CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendKnobType_name(int v)
+{
+    switch (v) {
+    case 1: return "CUDNN_KNOB_TYPE_SWIZZLE";
+    case 2: return "CUDNN_KNOB_TYPE_TILE_SIZE";
+    case 4: return "CUDNN_KNOB_TYPE_EDGE";
+    case 11: return "CUDNN_KNOB_TYPE_MULTIPLY";
+    case 12: return "CUDNN_KNOB_TYPE_SPLIT_K_BUF";
+    case 13: return "CUDNN_KNOB_TYPE_TILEK";
+    case 14: return "CUDNN_KNOB_TYPE_STAGES";
+    case 15: return "CUDNN_KNOB_TYPE_REDUCTION_MODE";
+    case 17: return "CUDNN_KNOB_TYPE_SPLIT_K_SLC";
+    case 18: return "CUDNN_KNOB_TYPE_IDX_MODE";
+    case 23: return "CUDNN_KNOB_TYPE_SPECFILT";
+    case 24: return "CUDNN_KNOB_TYPE_KERNEL_CFG";
+    case 25: return "CUDNN_KNOB_TYPE_WORKSPACE";
+    case 27: return "CUDNN_KNOB_TYPE_TILE_CGA_M";
+    case 28: return "CUDNN_KNOB_TYPE_TILE_CGA_N";
+    case 29: return "CUDNN_KNOB_TYPE_BLOCK_SIZE";
+    case 30: return "CUDNN_KNOB_TYPE_OCCUPANCY";
+    case 31: return "CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD";
+    case 33: return "CUDNN_KNOB_TYPE_SPLIT_COLS";
+    case 34: return "CUDNN_KNOB_TYPE_TILE_ROWS";
+    case 35: return "CUDNN_KNOB_TYPE_TILE_COLS";
+    case 36: return "CUDNN_KNOB_TYPE_LOAD_SIZE";
+    case 37: return "CUDNN_KNOB_TYPE_CTA_COUNT";
+    case 38: return "CUDNN_KNOB_TYPE_STREAM_K";
+    case 39: return "CUDNN_KNOB_TYPE_SPLIT_P_SLC";
+    case 40: return "CUDNN_KNOB_TYPE_TILE_M";
+    case 41: return "CUDNN_KNOB_TYPE_TILE_N";
+    case 42: return "CUDNN_KNOB_TYPE_WARP_SPEC_CFG";
+    case 43: return "CUDNN_KNOB_TYPE_SWAP_AB";
+    case 44: return "CUDNN_KNOB_TYPE_COUNTS";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendNumericalNote_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_NUMERICAL_NOTE_TENSOR_CORE";
+    case 1: return "CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS";
+    case 2: return "CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION";
+    case 3: return "CUDNN_NUMERICAL_NOTE_FFT";
+    case 4: return "CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC";
+    case 5: return "CUDNN_NUMERICAL_NOTE_WINOGRAD";
+    case 6: return "CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4";
+    case 7: return "CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6";
+    case 8: return "CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13";
+    case 9: return "CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP";
+    case 10: return "CUDNN_NUMERICAL_NOTE_TYPE_COUNT";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendBehaviorNote_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION";
+    case 1: return "CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER";
+    case 2: return "CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER";
+    case 3: return "CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API";
+    case 4: return "CUDNN_BEHAVIOR_NOTE_CUBLASLT_DEPENDENCY";
+    case 5: return "CUDNN_BEHAVIOR_NOTE_TYPE_COUNT";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_BackendHeurMode_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_HEUR_MODE_INSTANT";
+    case 1: return "CUDNN_HEUR_MODE_B";
+    case 2: return "CUDNN_HEUR_MODE_FALLBACK";
+    case 3: return "CUDNN_HEUR_MODE_A";
+    case 4: return "CUDNN_HEUR_MODES_COUNT";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_PointwiseMode_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_POINTWISE_ADD";
+    case 5: return "CUDNN_POINTWISE_ADD_SQUARE";
+    case 6: return "CUDNN_POINTWISE_DIV";
+    case 3: return "CUDNN_POINTWISE_MAX";
+    case 2: return "CUDNN_POINTWISE_MIN";
+    case 7: return "CUDNN_POINTWISE_MOD";
+    case 1: return "CUDNN_POINTWISE_MUL";
+    case 8: return "CUDNN_POINTWISE_POW";
+    case 9: return "CUDNN_POINTWISE_SUB";
+    case 10: return "CUDNN_POINTWISE_ABS";
+    case 11: return "CUDNN_POINTWISE_CEIL";
+    case 12: return "CUDNN_POINTWISE_COS";
+    case 13: return "CUDNN_POINTWISE_EXP";
+    case 14: return "CUDNN_POINTWISE_FLOOR";
+    case 15: return "CUDNN_POINTWISE_LOG";
+    case 16: return "CUDNN_POINTWISE_NEG";
+    case 17: return "CUDNN_POINTWISE_RSQRT";
+    case 18: return "CUDNN_POINTWISE_SIN";
+    case 4: return "CUDNN_POINTWISE_SQRT";
+    case 19: return "CUDNN_POINTWISE_TAN";
+    case 20: return "CUDNN_POINTWISE_ERF";
+    case 21: return "CUDNN_POINTWISE_IDENTITY";
+    case 22: return "CUDNN_POINTWISE_RECIPROCAL";
+    case 23: return "CUDNN_POINTWISE_ATAN2";
+    case 100: return "CUDNN_POINTWISE_RELU_FWD";
+    case 101: return "CUDNN_POINTWISE_TANH_FWD";
+    case 102: return "CUDNN_POINTWISE_SIGMOID_FWD";
+    case 103: return "CUDNN_POINTWISE_ELU_FWD";
+    case 104: return "CUDNN_POINTWISE_GELU_FWD";
+    case 105: return "CUDNN_POINTWISE_SOFTPLUS_FWD";
+    case 106: return "CUDNN_POINTWISE_SWISH_FWD";
+    case 107: return "CUDNN_POINTWISE_GELU_APPROX_TANH_FWD";
+    case 200: return "CUDNN_POINTWISE_RELU_BWD";
+    case 201: return "CUDNN_POINTWISE_TANH_BWD";
+    case 202: return "CUDNN_POINTWISE_SIGMOID_BWD";
+    case 203: return "CUDNN_POINTWISE_ELU_BWD";
+    case 204: return "CUDNN_POINTWISE_GELU_BWD";
+    case 205: return "CUDNN_POINTWISE_SOFTPLUS_BWD";
+    case 206: return "CUDNN_POINTWISE_SWISH_BWD";
+    case 207: return "CUDNN_POINTWISE_GELU_APPROX_TANH_BWD";
+    case 300: return "CUDNN_POINTWISE_CMP_EQ";
+    case 301: return "CUDNN_POINTWISE_CMP_NEQ";
+    case 302: return "CUDNN_POINTWISE_CMP_GT";
+    case 303: return "CUDNN_POINTWISE_CMP_GE";
+    case 304: return "CUDNN_POINTWISE_CMP_LT";
+    case 305: return "CUDNN_POINTWISE_CMP_LE";
+    case 400: return "CUDNN_POINTWISE_LOGICAL_AND";
+    case 401: return "CUDNN_POINTWISE_LOGICAL_OR";
+    case 402: return "CUDNN_POINTWISE_LOGICAL_NOT";
+    case 501: return "CUDNN_POINTWISE_GEN_INDEX";
+    case 601: return "CUDNN_POINTWISE_BINARY_SELECT";
+    default: return NULL;
+    }
+}
+
+const char *nn__cudnn_ResampleMode_name(int v)
+{
+    switch (v) {
+    case 0: return "CUDNN_RESAMPLE_NEAREST";
+    case 1: return "CUDNN_RESAMPLE_BILINEAR";
+    case 2: return "CUDNN_RESAMPLE_AVGPOOL";
+    case 4: return "CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING";
+    case 3: return "CUDNN_RESAMPLE_MAXPOOL";
+    default: return NULL;
+    }
+}
+
 nn_status nn__cudnn_BackendCreateDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor)
 {
     int traced = nn__verbose(ctx) >= 2;
@@ -162,7 +780,7 @@ nn_status nn__cudnn_BackendCreateDescriptor_at(struct nn_ctx *ctx, const char *f
     if (traced) {
         struct trace t;
         trace_begin(&t, "cudnnBackendCreateDescriptor");
-        trace_int(&t, "descriptorType", (long long)descriptorType);
+        trace_enum(&t, "descriptorType", (long long)descriptorType, nn__cudnn_BackendDescriptorType_name((int)descriptorType));
         trace_out_ptr(&t, "descriptor", descriptor, descriptor ? (const void *)*descriptor : NULL);
         trace_end(&t, st, start);
     }
@@ -194,8 +812,8 @@ nn_status nn__cudnn_BackendSetAttribute_at(struct nn_ctx *ctx, const char *file,
         struct trace t;
         trace_begin(&t, "cudnnBackendSetAttribute");
         trace_ptr(&t, "descriptor", (const void *)descriptor);
-        trace_int(&t, "attributeName", (long long)attributeName);
-        trace_int(&t, "attributeType", (long long)attributeType);
+        trace_enum(&t, "attributeName", (long long)attributeName, nn__cudnn_BackendAttributeName_name((int)attributeName));
+        trace_enum(&t, "attributeType", (long long)attributeType, nn__cudnn_BackendAttributeType_name((int)attributeType));
         trace_int(&t, "elementCount", (long long)elementCount);
         trace_ptr(&t, "arrayOfElements", (const void *)arrayOfElements);
         trace_end(&t, st, start);
@@ -213,8 +831,8 @@ nn_status nn__cudnn_BackendGetAttribute_at(struct nn_ctx *ctx, const char *file,
         struct trace t;
         trace_begin(&t, "cudnnBackendGetAttribute");
         trace_ptr(&t, "descriptor", (const void *)descriptor);
-        trace_int(&t, "attributeName", (long long)attributeName);
-        trace_int(&t, "attributeType", (long long)attributeType);
+        trace_enum(&t, "attributeName", (long long)attributeName, nn__cudnn_BackendAttributeName_name((int)attributeName));
+        trace_enum(&t, "attributeType", (long long)attributeType, nn__cudnn_BackendAttributeType_name((int)attributeType));
         trace_int(&t, "requestedElementCount", (long long)requestedElementCount);
         trace_out_int(&t, "elementCount", elementCount, elementCount ? (long long)*elementCount : 0);
         trace_ptr(&t, "arrayOfElements", (const void *)arrayOfElements);
@@ -280,7 +898,7 @@ nn_status nn__cudnn_SetTensorNdDescriptor_at(struct nn_ctx *ctx, const char *fil
         struct trace t;
         trace_begin(&t, "cudnnSetTensorNdDescriptor");
         trace_ptr(&t, "tensorDesc", (const void *)tensorDesc);
-        trace_int(&t, "dataType", (long long)dataType);
+        trace_enum(&t, "dataType", (long long)dataType, nn__cudnn_DataType_name((int)dataType));
         trace_int(&t, "nbDims", (long long)nbDims);
         trace_ints(&t, "dimA", dimA, (long long)nbDims);
         trace_ints(&t, "strideA", strideA, (long long)nbDims);
@@ -527,8 +1145,8 @@ nn_status nn__cudnn_SetRNNDescriptor_v8_at(struct nn_ctx *ctx, const char *file,
         trace_int(&t, "biasMode", (long long)biasMode);
         trace_int(&t, "dirMode", (long long)dirMode);
         trace_int(&t, "inputMode", (long long)inputMode);
-        trace_int(&t, "dataType", (long long)dataType);
-        trace_int(&t, "mathPrec", (long long)mathPrec);
+        trace_enum(&t, "dataType", (long long)dataType, nn__cudnn_DataType_name((int)dataType));
+        trace_enum(&t, "mathPrec", (long long)mathPrec, nn__cudnn_DataType_name((int)mathPrec));
         trace_int(&t, "mathType", (long long)mathType);
         trace_int(&t, "inputSize", (long long)inputSize);
         trace_int(&t, "hiddenSize", (long long)hiddenSize);
@@ -581,7 +1199,7 @@ nn_status nn__cudnn_SetRNNDataDescriptor_at(struct nn_ctx *ctx, const char *file
         struct trace t;
         trace_begin(&t, "cudnnSetRNNDataDescriptor");
         trace_ptr(&t, "rnnDataDesc", (const void *)rnnDataDesc);
-        trace_int(&t, "dataType", (long long)dataType);
+        trace_enum(&t, "dataType", (long long)dataType, nn__cudnn_DataType_name((int)dataType));
         trace_int(&t, "layout", (long long)layout);
         trace_int(&t, "maxSeqLength", (long long)maxSeqLength);
         trace_int(&t, "batchSize", (long long)batchSize);

@@ -22,6 +22,50 @@ nn_status nn__cudnn_status_to_nn(cudnnStatus_t st);
 nn_status nn__cudnn_fail(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,
                          const char *file, int line);
 
+/* The enumerator's name of a cudnnStatus_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_Status_name(int v);
+
+/* The enumerator's name of a cudnnDataType_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_DataType_name(int v);
+
+/* The enumerator's name of a cudnnBackendDescriptorType_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendDescriptorType_name(int v);
+
+/* The enumerator's name of a cudnnBackendAttributeName_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendAttributeName_name(int v);
+
+/* The enumerator's name of a cudnnBackendAttributeType_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendAttributeType_name(int v);
+
+/* The enumerator's name of a cudnnBackendKnobType_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendKnobType_name(int v);
+
+/* The enumerator's name of a cudnnBackendNumericalNote_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendNumericalNote_name(int v);
+
+/* The enumerator's name of a cudnnBackendBehaviorNote_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendBehaviorNote_name(int v);
+
+/* The enumerator's name of a cudnnBackendHeurMode_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_BackendHeurMode_name(int v);
+
+/* The enumerator's name of a cudnnPointwiseMode_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_PointwiseMode_name(int v);
+
+/* The enumerator's name of a cudnnResampleMode_t value, or NULL for a value the headers do
+ * not name. */
+const char *nn__cudnn_ResampleMode_name(int v);
+
 nn_status nn__cudnn_BackendCreateDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor);
 #define nn__cudnn_BackendCreateDescriptor(ctx, ...) nn__cudnn_BackendCreateDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 

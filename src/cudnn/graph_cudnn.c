@@ -806,6 +806,24 @@ static nn_status heuristics(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
     return NN_OK;
 }
 
+/* Verbose level 2: one line per engine config the search looks at, and what became of it. */
+static void log_candidate(const struct nn_ctx *ctx, cudnnBackendHeurMode_t mode,
+                          const struct nn__cudnn_engine_info *info, int64_t workspace,
+                          const char *refused)
+{
+    if (nn__verbose(ctx) < 2) return;
+    char choice[NN__CUDNN_DESCRIBE_MAX], notes[256];
+    nn__cudnn_describe_choice(choice, sizeof choice, &info->choice);
+    nn__cudnn_describe_notes(notes, sizeof notes, info->notes, info->n_notes);
+    if (refused)
+        nn__log("plan search (%s): %s notes=%s: refused: %s",
+                mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback", choice, notes, refused);
+    else
+        nn__log("plan search (%s): %s notes=%s: finalized, workspace %lld bytes",
+                mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback", choice, notes,
+                (long long)workspace);
+}
+
 nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
                                     const struct nn__cudnn_filter *f, int max,
                                     struct nn__cudnn_plan **plans, int *n,
@@ -844,11 +862,14 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
             if (seen) continue;
             if (!nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &last_why)) {
                 stats->rejected_notes++;
+                log_candidate(ctx, modes[m], &info, -1, last_why);
                 continue;
             }
             int ws_refused;
             st = finalize_plan(ctx, g, f, cfgs[i], &info.choice, &plans[*n], &ws_refused);
             if (st == NN_OK || ws_refused) stats->plans_built++;
+            log_candidate(ctx, modes[m], &info, st == NN_OK ? plans[*n]->workspace : -1,
+                          st == NN_OK ? NULL : nn_last_error()->message);
             if (st == NN_OK) {
                 (*n)++;
             } else if (st == NN_E_OOM_HOST) {

@@ -420,12 +420,12 @@ static void ref_conv_bwd_filter(const struct shape *q, const float *x, const flo
     FOR_TAPS(*q) if (INSIDE(*q)) dw[WI(*q)] += x[XI(*q)] * dy[YI(*q)];
 }
 
-static nn_ctx *gpu_ctx(void)
+static nn_ctx *gpu_ctx(nn_math_mode math)
 {
     nn_settings s;
     cr_assert_eq(nn_default_settings(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
-    s.math_mode = NN_MATH_STRICT_FP32;
+    s.math_mode = math;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
     return ctx;
@@ -517,7 +517,7 @@ static void conv_case_fini(struct conv_case *cc)
 Test(cudnn_graph, gpu_conv_forward_matches_host_and_rebuilds_bit_identical)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = gpu_ctx(NN_MATH_STRICT_FP32);
     struct conv_case cc;
     conv_case_init(&cc, make_shape(2, 3, 7, 6, 4, 3, 3, 1, 1, 1));
     const struct shape *q = &cc.q;
@@ -617,51 +617,87 @@ Test(cudnn_graph, gpu_conv_forward_matches_host_and_rebuilds_bit_identical)
     nn_ctx_destroy(ctx);
 }
 
+/* NCHW <-> NHWC for the channels-last test (runtime fusion engines want channels last). */
+static float *to_nhwc(const float *a, int64_t n, int64_t c, int64_t hw)
+{
+    float *b = malloc((size_t)(n * c * hw) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t p = 0; p < hw; p++)
+                b[(i * hw + p) * c + j] = a[(i * c + j) * hw + p];
+    return b;
+}
+
+static struct nn__cudnn_tensor tensor_nhwc(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    return (struct nn__cudnn_tensor){.dtype = NN_DTYPE_F32,
+                                     .rank = 4,
+                                     .dims = {n, c, h, w},
+                                     .strides = {h * w * c, 1, w * c, c},
+                                     .alignment = 16};
+}
+
+/* conv + bias + relu as one graph, channels last, TF32 allowed (small integers stay exact). */
 Test(cudnn_graph, gpu_conv_forward_bias_relu_fused)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
-    struct conv_case cc;
-    conv_case_init(&cc, make_shape(2, 4, 6, 6, 8, 3, 3, 1, 1, 1));
-    const struct shape *q = &cc.q;
-    size_t ny = (size_t)(q->n * q->k * q->oh * q->ow), hw = (size_t)(q->oh * q->ow);
-    float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), bias[8];
-    fill_ints(bias, 8, 4, -4, 4);
-    ref_conv_fwd(q, cc.x, cc.w, want);
+    nn_ctx *ctx = gpu_ctx(NN_MATH_TF32);
+    struct shape q = make_shape(2, 8, 6, 6, 16, 3, 3, 1, 1, 1);
+    size_t nx = (size_t)(q.n * q.c * q.h * q.w), nw = (size_t)(q.k * q.c * q.r * q.s),
+           hw = (size_t)(q.oh * q.ow), ny = (size_t)q.n * (size_t)q.k * hw;
+    float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)),
+          *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), bias[16];
+    fill_ints(x, nx, 1, -3, 3);
+    fill_ints(w, nw, 2, -2, 2);
+    fill_ints(bias, 16, 4, -4, 4);
+    ref_conv_fwd(&q, x, w, want);
     for (size_t i = 0; i < ny; i++) {
-        float v = want[i] + bias[(i / hw) % (size_t)q->k];
+        float v = want[i] + bias[(i / hw) % (size_t)q.k];
         want[i] = v > 0 ? v : 0;
     }
-    void *y = dev_copy(NULL, ny), *b = dev_copy(bias, 8);
-    struct nn__cudnn_tensor tb = tensor(NN_DTYPE_F32, 4, (int64_t[]){1, q->k, 1, 1});
+    float *xl = to_nhwc(x, q.n, q.c, q.h * q.w), *wl = to_nhwc(w, q.k, q.c, q.r * q.s),
+          *wantl = to_nhwc(want, q.n, q.k, (int64_t)hw);
+    void *dx = dev_copy(xl, nx), *dw = dev_copy(wl, nw), *y = dev_copy(NULL, ny),
+         *b = dev_copy(bias, 16);
+    struct nn__cudnn_tensor tx = tensor_nhwc(q.n, q.c, q.h, q.w);
+    struct nn__cudnn_tensor tw = tensor_nhwc(q.k, q.c, q.r, q.s);
+    struct nn__cudnn_tensor ty = tensor_nhwc(q.n, q.k, q.oh, q.ow);
+    struct nn__cudnn_tensor tb = tensor_nhwc(1, q.k, 1, 1);
+    struct nn__cudnn_conv c = conv2d(1, 1, 1);
     struct nn__cudnn_graph_desc d;
-    nn__cudnn_desc_conv_fwd(&d, &cc.tx, &cc.tw, &tb, &cc.ty, &cc.c, 1);
+    nn__cudnn_desc_conv_fwd(&d, &tx, &tw, &tb, &ty, &c, 1);
     struct nn__cudnn_graph *g;
     cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     struct nn__cudnn_args args = {0};
-    args.p[NN__UID_X] = cc.dx;
-    args.p[NN__UID_W] = cc.dw;
+    args.p[NN__UID_X] = dx;
+    args.p[NN__UID_W] = dw;
     args.p[NN__UID_B] = b;
     args.p[NN__UID_Y] = y;
     void *ws;
     struct nn__cudnn_plan *p = run_graph(ctx, g, &args, &ws);
     host_copy(got, y, ny);
-    expect_equal(got, want, ny, "relu(conv + b)");
+    expect_equal(got, wantl, ny, "relu(conv + b) (NHWC)");
     nn__cudnn_plan_destroy(p);
     nn__cudnn_graph_destroy(g);
     cudaFree(ws);
+    cudaFree(dx);
+    cudaFree(dw);
     cudaFree(y);
     cudaFree(b);
+    free(x);
+    free(w);
+    free(xl);
+    free(wl);
+    free(wantl);
     free(want);
     free(got);
-    conv_case_fini(&cc);
     nn_ctx_destroy(ctx);
 }
 
 Test(cudnn_graph, gpu_conv_backward_data_filter_and_bias_grad)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = gpu_ctx(NN_MATH_STRICT_FP32);
     struct conv_case cc;
     conv_case_init(&cc, make_shape(2, 3, 9, 8, 5, 3, 2, 2, 1, 1));
     const struct shape *q = &cc.q;
@@ -726,7 +762,7 @@ Test(cudnn_graph, gpu_conv_backward_data_filter_and_bias_grad)
 Test(cudnn_graph, gpu_conv1d_through_the_2d_mapping)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = gpu_ctx(NN_MATH_STRICT_FP32);
     struct {
         int64_t n, c, k;
     } q = {2, 3, 4};
@@ -787,7 +823,7 @@ Test(cudnn_graph, gpu_conv1d_through_the_2d_mapping)
 Test(cudnn_graph, gpu_max_pool_forward)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = gpu_ctx(NN_MATH_STRICT_FP32);
     int64_t N = 2, C = 3, H = 6, W = 8, OH = 3, OW = 4;
     size_t nx = (size_t)(N * C * H * W), ny = (size_t)(N * C * OH * OW);
     float *x = malloc(nx * sizeof(float)), *want = malloc(ny * sizeof(float)),
@@ -827,6 +863,66 @@ Test(cudnn_graph, gpu_max_pool_forward)
     cudaFree(dx);
     cudaFree(dy);
     free(x);
+    free(want);
+    free(got);
+    nn_ctx_destroy(ctx);
+}
+
+/* Average pooling backward, padding counted: each dy spreads dy / 4 over its 2x2 window. */
+Test(cudnn_graph, gpu_avg_pool_backward)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *ctx = gpu_ctx(NN_MATH_STRICT_FP32);
+    int64_t N = 2, C = 3, H = 6, W = 8, OH = 3, OW = 4;
+    size_t nx = (size_t)(N * C * H * W), ny = (size_t)(N * C * OH * OW);
+    float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float)),
+          *dyh = malloc(ny * sizeof(float)), *want = calloc(nx, sizeof(float)),
+          *got = malloc(nx * sizeof(float));
+    fill_ints(x, nx, 8, -8, 8);
+    fill_ints(dyh, ny, 9, -8, 8);
+    for (int64_t p = 0; p < N * C; p++)
+        for (int64_t i = 0; i < OH; i++)
+            for (int64_t j = 0; j < OW; j++) {
+                float sum = 0, g = dyh[(p * OH + i) * OW + j] / 4;
+                for (int64_t r = 0; r < 2; r++)
+                    for (int64_t s = 0; s < 2; s++) {
+                        sum += x[(p * H + 2 * i + r) * W + 2 * j + s];
+                        want[(p * H + 2 * i + r) * W + 2 * j + s] += g;
+                    }
+                y[(p * OH + i) * OW + j] = sum / 4;
+            }
+    void *dx = dev_copy(x, nx), *dy = dev_copy(y, ny), *ddy = dev_copy(dyh, ny),
+         *ddx = dev_copy(NULL, nx);
+    struct nn__cudnn_tensor tx = tensor(NN_DTYPE_F32, 4, (int64_t[]){N, C, H, W});
+    struct nn__cudnn_tensor ty = tensor(NN_DTYPE_F32, 4, (int64_t[]){N, C, OH, OW});
+    struct nn__cudnn_pool pool = {.spatial_rank = 2,
+                                  .window = {2, 2},
+                                  .stride = {2, 2},
+                                  .mode = NN__CUDNN_POOL_AVG_INCLUDE_PAD,
+                                  .compute = NN_DTYPE_F32};
+    struct nn__cudnn_graph_desc d;
+    nn__cudnn_desc_pool_bwd(&d, &tx, &ty, &ty, &tx, &pool);
+    struct nn__cudnn_graph *g;
+    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    struct nn__cudnn_args args = {0};
+    args.p[NN__UID_X] = dx;
+    args.p[NN__UID_Y] = dy;
+    args.p[NN__UID_DY] = ddy;
+    args.p[NN__UID_DX] = ddx;
+    void *ws;
+    struct nn__cudnn_plan *p = run_graph(ctx, g, &args, &ws);
+    host_copy(got, ddx, nx);
+    expect_equal(got, want, nx, "avgpool dx");
+    nn__cudnn_plan_destroy(p);
+    nn__cudnn_graph_destroy(g);
+    cudaFree(ws);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(ddx);
+    cudaFree(ddy);
+    free(x);
+    free(y);
+    free(dyh);
     free(want);
     free(got);
     nn_ctx_destroy(ctx);

@@ -222,7 +222,9 @@ struct nn__cudnn_search_stats {
 };
 
 /* Up to max finalized plans for g that pass f, in heuristic order: mode A's list, then the
- * fallback list (engines already taken are not repeated). stats may be NULL.
+ * fallback list (engines already taken are not repeated), written to plans (room for max).
+ * stats may be NULL. Engine configs that fail on the way leave their failure in the context's
+ * last error even when the search succeeds; verbose level 2 logs each one.
  * Returns NN_OK with *n >= 1; NN_E_UNSUPPORTED when no engine config passes (the message gives
  * the counts of each reason); NN_E_INVALID_ARG (max < 1); NN_E_CUDNN; NN_E_OOM_HOST.
  * On failure nothing is returned to free. */

@@ -297,3 +297,25 @@ Test(cudnn_bindings, verbose_2_traces_every_call_with_arguments)
     capture_stderr(make_tensor_desc, &ctx, out, sizeof out);
     cr_expect_null(strstr(out, "nnprim_trace"), "level 1 traced: %s", out);
 }
+
+/* Debug builds check device-pointer arguments before calling cuDNN: a host pointer is refused
+ * with the function and argument named (on a machine without a GPU, the check itself fails and
+ * says so: the pointer is refused either way). NULL is left to cuDNN. */
+Test(cudnn_bindings, debug_builds_refuse_host_pointers_as_device_memory)
+{
+#if NN_DEBUG_CHECKS
+    struct nn_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    float alpha = 1, beta = 0, host_x[4] = {0}, host_y[4] = {0};
+    nn_status st =
+        nn__cudnn_PoolingForward(&ctx, NULL, NULL, &alpha, NULL, host_x, &beta, NULL, host_y);
+    cr_expect_eq(st, NN_E_MEMSPACE, "got %s", nn_status_name(st));
+    cr_expect_str_eq(ctx.last_error.call, "cudnnPoolingForward");
+    cr_expect(strstr(ctx.last_error.message, "argument x = "), "message: %s",
+              ctx.last_error.message);
+    st = nn__cudnn_PoolingForward(&ctx, NULL, NULL, &alpha, NULL, NULL, &beta, NULL, NULL);
+    cr_expect_eq(st, NN_E_CUDNN, "NULL device pointers reach cuDNN, got %s", nn_status_name(st));
+#else
+    cr_skip_test("device-pointer checks are compiled only in debug builds (NN_DEBUG_CHECKS)");
+#endif
+}

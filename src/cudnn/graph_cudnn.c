@@ -332,7 +332,7 @@ static nn_status make_resample(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
 }
 
 /* Which tensors each kind uses (the rest must have rank 0). */
-static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
+static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias, int max_pool)
 {
     switch (k) {
     case NN__CUDNN_GRAPH_CONV_FWD:
@@ -345,7 +345,9 @@ static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
     case NN__CUDNN_GRAPH_BIAS_GRAD: return uid == NN__UID_DY || uid == NN__UID_DB;
     case NN__CUDNN_GRAPH_POOL_FWD: return uid == NN__UID_X || uid == NN__UID_Y;
     case NN__CUDNN_GRAPH_POOL_BWD:
-        return uid == NN__UID_X || uid == NN__UID_Y || uid == NN__UID_DY || uid == NN__UID_DX;
+        /* Max pooling routes dy to the argmax, found from x and y; averaging needs neither. */
+        return uid == NN__UID_DY || uid == NN__UID_DX ||
+               (max_pool && (uid == NN__UID_X || uid == NN__UID_Y));
     }
     return 0;
 }
@@ -381,7 +383,7 @@ static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_des
     int fused_bias = d->kind == NN__CUDNN_GRAPH_CONV_FWD && d->t[NN__UID_B].rank > 0;
     for (int u = 1; u < NN__UID_IO_END; u++) {
         const struct nn__cudnn_tensor *t = &d->t[u];
-        int used = kind_uses(d->kind, u, fused_bias);
+        int used = kind_uses(d->kind, u, fused_bias, d->pool.mode == NN__CUDNN_POOL_MAX);
         if (!used) {
             if (t->rank != 0)
                 return NN__FAIL(ctx, NN_E_INVALID_ARG,
@@ -511,10 +513,12 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
                     1, &t[NN__UID_DX]));
         NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &t[NN__UID_DY]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_X]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_Y]));
+        if (t[NN__UID_X]) {
+            NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[NN__UID_X]));
+            NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[NN__UID_Y]));
+        }
         NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &rd));
         NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
@@ -659,8 +663,10 @@ void nn__cudnn_desc_pool_bwd(struct nn__cudnn_graph_desc *d, const struct nn__cu
                              const struct nn__cudnn_tensor *dx, const struct nn__cudnn_pool *p)
 {
     desc_init(d, NN__CUDNN_GRAPH_POOL_BWD);
-    d->t[NN__UID_X] = *x;
-    d->t[NN__UID_Y] = *y;
+    if (p->mode == NN__CUDNN_POOL_MAX) {
+        d->t[NN__UID_X] = *x;
+        d->t[NN__UID_Y] = *y;
+    }
     d->t[NN__UID_DY] = *dy;
     d->t[NN__UID_DX] = *dx;
     d->pool = *p;

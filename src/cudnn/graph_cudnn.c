@@ -866,9 +866,11 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
             for (int k = 0; k < *n && !seen; k++)
                 seen = same_choice(&plans[k]->choice, &info.choice);
             if (seen) continue;
-            if (!nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &last_why)) {
+            const char *why;
+            if (!nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &why)) {
+                last_why = why;
                 stats->rejected_notes++;
-                log_candidate(ctx, modes[m], &info, -1, last_why);
+                log_candidate(ctx, modes[m], &info, -1, why);
                 continue;
             }
             int ws_refused;

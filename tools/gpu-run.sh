@@ -1,0 +1,31 @@
+#!/bin/bash
+# The GPU machine's job (see ../shared/device/README.md): build, run every test, then the
+# benchmarks and their PyTorch counterparts. Full logs go to $OUT (or ./gpu-out); a short
+# summary is printed last.
+#   tools/gpu-run.sh [tests|bench|all]     (default all)
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+what=${1:-all}
+build=build-gpu
+summary=()
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  tools/test.sh "$build" > "$out/tests.log" 2>&1
+  summary+=("tests: $(tail -n 1 "$out/tests.log")")
+  grep -E "^\[----\]|FAIL|suite .*: no results" "$out/tests.log" | head -60
+fi
+[ -f "$build/build.ninja" ] || { meson setup "$build" >/dev/null && ninja -C "$build" >/dev/null; }
+
+bench() { # name, command...
+  local name=$1; shift
+  "$@" > "$out/$name.txt" 2>&1
+  summary+=("$name: exit $?")
+  cat "$out/$name.txt"
+}
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  bench bench_pool "$build/cli/nnprim" bench pool
+  bench torch_pool python3 bench/torch_pool.py
+fi
+printf '%s\n' "${summary[@]}"

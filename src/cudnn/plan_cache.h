@@ -105,6 +105,7 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k);
 
 #define NN__PLAN_KNOBS_MAX 64           /* knob choices per engine config */
 #define NN__PLAN_JSON_MAX  (256 * 1024) /* bytes of the plan's JSON form, without a NUL */
+#define NN__PLAN_KNOWN_MAX (1 << 20)    /* known records kept (and records in a file) */
 
 struct nn__plan_knob {
     int64_t type;  /* cudnnBackendKnobType_t */
@@ -178,6 +179,15 @@ void nn__plan_cache_clear(struct nn__plan_cache *c);
 nn_status nn__plan_cache_add_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
                                    const struct nn__plan_key *key,
                                    const struct nn__plan_record *rec);
+
+/* Move every known record of src into dst's known records (replacing equal keys; a record whose
+ * key is live in dst is discarded, the live plan wins) and count them as loaded in dst. src ends
+ * with no known records. On NN_E_OOM_HOST neither cache changes. */
+nn_status nn__plan_cache_take_known(struct nn_ctx *ctx, struct nn__plan_cache *dst,
+                                    struct nn__plan_cache *src);
+
+/* Count records of a file that were skipped (another cuDNN version or GPU). */
+void nn__plan_cache_count_skipped(struct nn__plan_cache *c, uint64_t n);
 
 /* Number of live plans / known records, and the capacity. */
 size_t nn__plan_cache_size(const struct nn__plan_cache *c);

@@ -66,8 +66,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (!sealed) abort();
     memcpy(sealed, data, size);
     uint64_t h = 0xcbf29ce484222325u; /* FNV-1a 64, as the file format specifies */
-    for (size_t i = 0; i < size - 8; i++) h = (h ^ sealed[i]) * 0x100000001b3u;
-    for (int i = 0; i < 8; i++) sealed[size - 8 + (size_t)i] = (unsigned char)(h >> (8 * i));
+    for (size_t i = 0; i < size - 8; i++)
+        h = (h ^ sealed[i]) * 0x100000001b3u;
+    for (int i = 0; i < 8; i++)
+        sealed[size - 8 + (size_t)i] = (unsigned char)(h >> (8 * i));
     decode_and_check(sealed, size);
     free(sealed);
     return 0;

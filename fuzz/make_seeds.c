@@ -13,13 +13,14 @@ static struct nn__plan_key seed_key(int s)
     struct nn__plan_key k;
     nn__plan_key_init(&k);
     k.op = 1 + s % (NN__OP_KIND_COUNT - 1);
-    k.dtype = 1 + s % 4;
+    k.compute = s % 4 == 1 ? NN_DTYPE_F64 : NN_DTYPE_F32;
     k.math_mode = s % 2;
     k.deterministic = (s / 2) % 2;
     k.workspace_cap = (uint64_t)s << 20;
     int operands = k.op == NN__OP_CONV_BIAS_GRAD ? 2 : 3;
     for (int i = 0; i < operands; i++) {
         k.t[i].rank = 3 + s % 3;
+        k.t[i].dtype = 1 + s % 4;
         k.t[i].alignment = 16;
         int64_t stride = 1;
         for (int d = k.t[i].rank - 1; d >= 0; d--) {
@@ -37,6 +38,8 @@ static struct nn__plan_key seed_key(int s)
     }
     k.p.groups = 1;
     k.p.pool_mode = k.op >= NN__OP_POOL_FWD ? s % 3 : 0;
+    k.p.alpha = 1.0;
+    k.p.beta = s % 5 == 0 ? 1.0 : 0.0;
     return k;
 }
 

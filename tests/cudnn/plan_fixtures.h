@@ -7,13 +7,14 @@
 
 #include "cudnn/plan_cache.h"
 
-/* A 2-D convolution key whose batch size is the seed, so seeds give distinct keys. */
+/* A 2-D convolution key whose batch size is the seed, so seeds give distinct keys; seeds that
+ * are multiples of 5 also have a bias operand. */
 static inline struct nn__plan_key fx_key(int seed)
 {
     struct nn__plan_key k;
     nn__plan_key_init(&k);
     k.op = NN__OP_CONV_FWD + seed % 3;
-    k.dtype = NN_DTYPE_F32;
+    k.compute = NN_DTYPE_F32;
     k.math_mode = NN_MATH_TF32;
     k.deterministic = seed % 2;
     k.workspace_cap = (uint64_t)1 << 30;
@@ -21,6 +22,7 @@ static inline struct nn__plan_key fx_key(int seed)
     const int64_t *dims[3] = {x, w, y};
     for (int i = 0; i < 3; i++) {
         k.t[i].rank = 4;
+        k.t[i].dtype = NN_DTYPE_F32;
         k.t[i].alignment = 16;
         int64_t s = 1;
         for (int d = 3; d >= 0; d--) {
@@ -35,6 +37,16 @@ static inline struct nn__plan_key fx_key(int seed)
         k.p.dilation[i] = 1;
     }
     k.p.groups = 1;
+    k.p.alpha = 1.0;
+    if (seed % 5 == 0) {
+        struct nn__key_tensor *b = &k.t[NN__KEY_B];
+        b->rank = 4;
+        b->dtype = NN_DTYPE_F32;
+        b->alignment = 16;
+        const int64_t bd[4] = {1, 8, 1, 1}, bs[4] = {8, 1, 1, 1};
+        memcpy(b->dims, bd, sizeof bd);
+        memcpy(b->strides, bs, sizeof bs);
+    }
     return k;
 }
 

@@ -78,12 +78,14 @@ Test(plan_key, ignored_entries_and_padding_do_not_matter)
     struct nn__plan_key a = fx_key(5), b;
     memset(&b, 0xAB, sizeof b); /* garbage in padding and in entries beyond the ranks */
     b.op = a.op;
-    b.dtype = a.dtype;
+    b.compute = a.compute;
     b.math_mode = a.math_mode;
     b.deterministic = a.deterministic;
     b.workspace_cap = a.workspace_cap;
     for (int i = 0; i < NN__KEY_OPERANDS; i++) {
         b.t[i].rank = a.t[i].rank;
+        if (!a.t[i].rank) continue; /* absent: the rest stays garbage */
+        b.t[i].dtype = a.t[i].dtype;
         b.t[i].alignment = a.t[i].alignment;
         for (int d = 0; d < a.t[i].rank; d++) {
             b.t[i].dims[d] = a.t[i].dims[d];
@@ -103,12 +105,15 @@ Test(plan_key, ignored_entries_and_padding_do_not_matter)
     b.p.activation = a.p.activation;
     b.p.pool_mode = a.p.pool_mode;
     b.p.flags = a.p.flags;
+    b.p.alpha = a.p.alpha;
+    b.p.beta = a.p.beta;
     cr_expect(nn__plan_key_equal(&a, &b));
     cr_expect_eq(nn__plan_key_hash(&a), nn__plan_key_hash(&b));
 
     /* An absent operand's alignment and dims are ignored too. */
     struct nn__plan_key c = fx_key(5), d = fx_key(5);
     c.t[2].rank = d.t[2].rank = 0;
+    d.t[2].dtype = NN_DTYPE_F64;
     d.t[2].alignment = 256;
     d.t[2].dims[0] = 99;
     cr_expect(nn__plan_key_equal(&c, &d));
@@ -132,13 +137,14 @@ Test(plan_key, any_field_change_breaks_equality)
         changes++;                                                                                 \
     } while (0)
     CHANGE(k.op = NN__OP_POOL_FWD);
-    CHANGE(k.dtype = NN_DTYPE_F16);
+    CHANGE(k.compute = NN_DTYPE_F64);
     CHANGE(k.math_mode = NN_MATH_STRICT_FP32);
     CHANGE(k.deterministic = !k.deterministic);
     CHANGE(k.workspace_cap = 0);
-    for (int i = 0; i < NN__KEY_OPERANDS; i++) {
+    for (int i = NN__KEY_X; i <= NN__KEY_Y; i++) { /* the present operands */
         CHANGE(k.t[i].rank = 3);
         CHANGE(k.t[i].rank = 0);
+        CHANGE(k.t[i].dtype = NN_DTYPE_F16);
         CHANGE(k.t[i].alignment = 4);
         for (int d = 0; d < 4; d++) {
             CHANGE(k.t[i].dims[d] += 1);
@@ -159,8 +165,13 @@ Test(plan_key, any_field_change_breaks_equality)
     CHANGE(k.p.activation = 1);
     CHANGE(k.p.pool_mode = 1);
     CHANGE(k.p.flags = 1);
+    CHANGE(k.p.alpha = 2.0);
+    CHANGE(k.p.beta = 1.0);
+    CHANGE(k.p.beta = -0.0);
+    for (int i = NN__KEY_B; i < NN__KEY_OPERANDS; i++)
+        CHANGE(k.t[i] = k.t[NN__KEY_X]); /* an absent operand becomes present */
 #undef CHANGE
-    cr_expect_eq(changes, 5 + 3 * 11 + 2 + 2 * 5 + 5);
+    cr_expect_eq(changes, 5 + 3 * 12 + 2 + 2 * 5 + 8 + 5);
 }
 
 Test(plan_key, distinct_seeds_spread_over_hash_values)

@@ -379,29 +379,34 @@ Test(plan_file, hostile_lengths_and_values)
     expect_field_rejected(51, 3, 4, "body length"); /* shorter than its fields */
     expect_field_rejected(REC + 0, 0, 4, "key op");
     expect_field_rejected(REC + 0, NN__OP_KIND_COUNT, 4, "key op");
-    expect_field_rejected(REC + 4, 9, 4, "key dtype");
+    expect_field_rejected(REC + 4, 9, 4, "key compute");
     expect_field_rejected(REC + 8, 2, 4, "key math_mode");
     expect_field_rejected(REC + 12, 2, 4, "key deterministic");
     expect_field_rejected(REC + 24, 9, 4, "key operand rank");
     expect_field_rejected(REC + 24, 0xFFFFFFFFu, 4, "key operand rank");
-    expect_field_rejected(REC + 28, 0x80000000u, 4, "key operand alignment");
-    expect_field_rejected(REC + 32, 0, 8, "key operand dim");
-    expect_field_rejected(REC + 40, (uint64_t)-1, 8, "key operand stride");
-    /* 3 operands of rank 4: 3 * (8 + 64) = 216 bytes, so spatial_rank is at REC + 240. */
-    expect_field_rejected(REC + 240, 4, 4, "key spatial_rank");
-    expect_field_rejected(REC + 244, (uint64_t)-1, 4, "key stride");
-    /* 2 x 5 spatial fields = 40 bytes, then groups at REC + 284 */
-    expect_field_rejected(REC + 284, 0xFFFFFFFFu, 4, "key groups");
-    /* groups..flags = 20 bytes: engine at REC + 304, workspace +312, time +320, knobs +328 */
-    expect_field_rejected(REC + 304, (uint64_t)-5, 8, "engine");
-    expect_field_rejected(REC + 320, 0x7ff8000000000000u, 8, "time_us"); /* NaN */
-    expect_field_rejected(REC + 320, 0xc000000000000000u, 8, "time_us"); /* -2.0 */
-    expect_field_rejected(REC + 328, NN__PLAN_KNOBS_MAX + 1, 4, "knob_count");
-    expect_field_rejected(REC + 328, 0xFFFFFFFFu, 4, "knob_count");
-    /* seed 1 has 1 knob (16 bytes): json_len at REC + 348 */
-    expect_field_rejected(REC + 348, NN__PLAN_JSON_MAX + 1, 4, "json_len");
-    expect_field_rejected(REC + 348, 0xFFFFFFF0u, 4, "json_len");
-    expect_field_rejected(REC + 348, 1000, 4, "json");
+    expect_field_rejected(REC + 28, 0, 4, "key operand dtype");
+    expect_field_rejected(REC + 32, (uint64_t)-16, 8, "key operand alignment");
+    expect_field_rejected(REC + 40, 0, 8, "key operand dim");
+    expect_field_rejected(REC + 48, (uint64_t)-1, 8, "key operand stride");
+    /* x, w, y of rank 4: 3 * (16 + 64) = 240 bytes; then 5 absent operands of 16 bytes. */
+    expect_field_rejected(REC + 268, 1, 4, "key operand dtype"); /* b absent, dtype set */
+    expect_field_rejected(REC + 272, 16, 8, "key operand alignment");
+    expect_field_rejected(REC + 344, 4, 4, "key spatial_rank");
+    expect_field_rejected(REC + 348, 0xFFFFFFFFu, 4, "key groups");
+    expect_field_rejected(REC + 352, (uint64_t)-1, 8, "key stride");
+    /* 2 x 5 spatial fields of 8 bytes; mode, activation, pool_mode, flags; alpha at REC + 448 */
+    expect_field_rejected(REC + 448, 0x7ff0000000000000u, 8, "key alpha"); /* +inf */
+    expect_field_rejected(REC + 456, 0x7ff8000000000000u, 8, "key beta");  /* NaN */
+    /* engine at REC + 464, workspace +472, time +480, knob_count +488 */
+    expect_field_rejected(REC + 464, (uint64_t)-5, 8, "engine");
+    expect_field_rejected(REC + 480, 0x7ff8000000000000u, 8, "time_us"); /* NaN */
+    expect_field_rejected(REC + 480, 0xc000000000000000u, 8, "time_us"); /* -2.0 */
+    expect_field_rejected(REC + 488, NN__PLAN_KNOBS_MAX + 1, 4, "knob_count");
+    expect_field_rejected(REC + 488, 0xFFFFFFFFu, 4, "knob_count");
+    /* seed 1 has 1 knob (16 bytes): json_len at REC + 508 */
+    expect_field_rejected(REC + 508, NN__PLAN_JSON_MAX + 1, 4, "json_len");
+    expect_field_rejected(REC + 508, 0xFFFFFFF0u, 4, "json_len");
+    expect_field_rejected(REC + 508, 1000, 4, "json");
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -521,12 +521,37 @@ static void seg_release(struct nn__pool *pool, struct shard *sh, struct seg *s)
     meta_free(s);
 }
 
-/* Release every segment that is one free block; the caller has quiesced the upstream. */
-static size_t shard_trim(struct nn__pool *pool, struct shard *sh)
+/* After a quiesce, a free block owned by a stream can be shared when its stream is idle: known
+ * when the upstream says every stream is, else asked through an event. */
+static void share_if_idle(struct nn__pool *pool, struct shard *sh, struct blk *b, int all_idle)
+{
+    if (b->state != B_FREE || b->any_stream) return;
+    if (!all_idle) {
+        if (!b->event) {
+            void *ev;
+            if (event_get(pool, sh, &ev, NULL) != NN_OK) return;
+            if (pool->up.ops->event_record(pool->up.st, ev, b->stream, NULL) != NN_OK) {
+                event_put(pool, sh, ev);
+                return;
+            }
+            b->event = ev;
+        }
+        if (pool->up.ops->event_query(pool->up.st, b->event) != 1) return;
+    }
+    if (b->event) event_put(pool, sh, b->event);
+    b->event = NULL;
+    b->any_stream = 1;
+}
+
+/* Release every segment that is one free block once shared blocks are merged. */
+static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
 {
     size_t released = 0;
     pthread_mutex_lock(&sh->lock);
     poll_pending(pool, sh);
+    for (struct seg *s = sh->segs; s; s = s->next)
+        for (struct blk *b = s->first; b; b = b->next)
+            share_if_idle(pool, sh, b, all_idle);
     sh->merge_hint[0] = sh->merge_hint[1] = 1;
     coalesce(sh, F_SMALL);
     coalesce(sh, F_LARGE);
@@ -545,11 +570,11 @@ static size_t shard_trim(struct nn__pool *pool, struct shard *sh)
 
 size_t nn__pool_trim(struct nn__pool *pool)
 {
-    pool->up.ops->quiesce(pool->up.st);
+    int all_idle = pool->up.ops->quiesce(pool->up.st);
     size_t released = 0;
     for (int i = 0; i < NSHARD; i++)
         if (atomic_load_explicit(&pool->shards[i].nsegs, memory_order_relaxed))
-            released += shard_trim(pool, &pool->shards[i]);
+            released += shard_trim(pool, &pool->shards[i], all_idle);
     return released;
 }
 

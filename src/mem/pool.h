@@ -20,8 +20,10 @@ struct nn__upstream_ops {
     /* A segment for use on stream. Out of memory must give NN_E_OOM_DEVICE. */
     nn_status (*seg_alloc)(void *st, size_t bytes, void *stream, void **out, struct nn_ctx *ectx);
     void (*seg_free)(void *st, void *p);
-    /* Before a batch of seg_free: make sure no queued work still uses pool memory. */
-    void (*quiesce)(void *st);
+    /* Before a batch of seg_free: wait until no queued work still uses pool memory. Returns 1
+     * when every stream is then idle, 0 when it cannot tell (the pool then asks each stream
+     * through an event). */
+    int (*quiesce)(void *st);
     /* Direct allocation for the bypass mode (cudaMalloc / cudaFree). */
     nn_status (*raw_alloc)(void *st, size_t bytes, void **out, struct nn_ctx *ectx);
     void (*raw_free)(void *st, void *p);

@@ -69,13 +69,17 @@ static void cuda_seg_free(void *st, void *p)
     leave(u->device, prev);
 }
 
-static void cuda_quiesce(void *st)
+static int cuda_quiesce(void *st)
 {
     struct cuda_up *u = st;
-    int prev;
-    if (enter(u->device, &prev, NULL) != NN_OK) return;
-    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    int prev, idle = 0;
+    if (enter(u->device, &prev, NULL) != NN_OK) return 0;
+    if (cudaDeviceSynchronize() == cudaSuccess)
+        idle = 1;
+    else
+        (void)cudaGetLastError();
     leave(u->device, prev);
+    return idle;
 }
 
 static nn_status cuda_raw_alloc(void *st, size_t bytes, void **out, struct nn_ctx *ectx)

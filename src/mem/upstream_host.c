@@ -73,9 +73,10 @@ static void host_seg_free(void *st, void *p)
     nn__host_free(p);
 }
 
-static void host_quiesce(void *st)
+static int host_quiesce(void *st)
 {
     (void)st;
+    return 0;
 }
 
 static nn_status host_raw_alloc(void *st, size_t bytes, void **out, struct nn_ctx *ectx)

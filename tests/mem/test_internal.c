@@ -6,6 +6,7 @@
 #include "core/alloc.h"
 #include "mem/pool.h"
 #include "mem_test.h"
+#include "stress.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -134,92 +135,16 @@ Test(mem_inject, every_host_allocation_failure_is_an_oom_status_and_leaks_nothin
 
 /* ---- many threads ---- */
 
-#define THREADS 8
-#define ROUNDS  4000
-#define SLOTS   32
-
-struct worker {
-    int device, index;
-    struct tstream *own;
-    /* A pointer handed to the next thread, freed by it on its own stream. */
-    pthread_mutex_t *lock;
-    void **mailbox;
-    int errors;
-};
-
-static uint64_t rng(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static void *work(void *arg)
-{
-    struct worker *w = arg;
-    void *slot[SLOTS] = {0};
-    size_t size[SLOTS] = {0};
-    uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(w->index + 1);
-    int host = w->device == NN_MEM_HOST;
-    for (int r = 0; r < ROUNDS; r++) {
-        int k = (int)(rng(&seed) % SLOTS);
-        if (slot[k]) {
-            /* The block must still hold this thread's pattern: no one else was given it. */
-            if (host && ((unsigned char *)slot[k])[0] != (unsigned char)w->index) w->errors++;
-            if (host && ((unsigned char *)slot[k])[size[k] - 1] != (unsigned char)w->index)
-                w->errors++;
-            if (r % 5 == 0) {
-                pthread_mutex_lock(w->lock);
-                void *prev = *w->mailbox;
-                *w->mailbox = slot[k];
-                pthread_mutex_unlock(w->lock);
-                if (prev && nn_mem_stream_free(w->own->h, prev) != NN_OK) w->errors++;
-            } else if (nn_mem_stream_free(w->own->h, slot[k]) != NN_OK) {
-                w->errors++;
-            }
-            slot[k] = NULL;
-        } else {
-            uint64_t x = rng(&seed);
-            size[k] =
-                x % 8 == 0 ? (size_t)(x >> 40) % (12 * MiB) + 1 : (size_t)(x >> 40) % 70000 + 1;
-            if (nn_mem_stream_alloc(w->own->h, size[k], &slot[k]) != NN_OK) {
-                w->errors++;
-                continue;
-            }
-            if (host) {
-                ((unsigned char *)slot[k])[0] = (unsigned char)w->index;
-                ((unsigned char *)slot[k])[size[k] - 1] = (unsigned char)w->index;
-            }
-        }
-    }
-    for (int k = 0; k < SLOTS; k++)
-        if (slot[k] && nn_mem_stream_free(w->own->h, slot[k]) != NN_OK) w->errors++;
-    return NULL;
-}
-
 MEM_TEST(threads_on_their_own_streams)
 {
+    enum { THREADS = 8 };
     struct tstream st[THREADS];
-    struct worker w[THREADS];
-    pthread_t th[THREADS];
-    pthread_mutex_t locks[THREADS];
-    void *mail[THREADS] = {0};
+    nn_mem_stream *h[THREADS];
     for (int i = 0; i < THREADS; i++) {
         ts_open(&st[i], device);
-        pthread_mutex_init(&locks[i], NULL);
+        h[i] = st[i].h;
     }
-    for (int i = 0; i < THREADS; i++) {
-        int next = (i + 1) % THREADS;
-        w[i] = (struct worker){device, i, &st[i], &locks[next], &mail[next], 0};
-        cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < THREADS; i++) {
-        cr_expect_eq(w[i].errors, 0, "thread %d saw %d errors", i, w[i].errors);
-        if (mail[i]) ts_free(&st[i], mail[i]);
-    }
+    cr_expect_eq(mem_stress_run(device, h, THREADS, 4000), 0);
     nn_mem_stats s = ts_stats(device);
     cr_expect_eq(s.allocated_bytes, 0);
     cr_expect_eq(s.alloc_count, 0);

@@ -30,6 +30,8 @@
 #define FIT_SCAN        32 /* blocks looked at per bin: best fit within that window */
 #define STEAL_RECORDS   4  /* events recorded on other streams per shard and attempt */
 #define EVENT_CACHE     16
+#define GROWTH_SLACK    1.10
+#define GROWTH_FLOOR    ((size_t)64 << 20)
 #define NWORDS          ((NN__MEM_CLASSES + 63) / 64)
 
 enum { B_LIVE = 1, B_FREE = 2, B_PENDING = 3 };
@@ -72,6 +74,7 @@ struct shard {
     struct blk *pending;
     struct seg *segs;
     atomic_long nsegs; /* read without the lock to skip empty shards */
+    atomic_int hint;   /* the shard where this shard's streams last found cached memory */
     struct blk *spare;
     void *events[EVENT_CACHE];
     int n_events;
@@ -559,7 +562,7 @@ static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
     for (; s; s = next) {
         next = s->next;
         struct blk *b = s->first;
-        if (b->state == B_FREE && !b->next) {
+        if (b->state == B_FREE && !b->next && (all_idle || b->any_stream)) {
             released += s->size;
             seg_release(pool, sh, s);
         }
@@ -702,6 +705,35 @@ static nn_status oom_message(struct nn__pool *pool, size_t requested, struct nn_
                     pool->up.name, requested, in_use, reserved, lim);
 }
 
+/* Take the segment of b (its only block, FREE) out of sh. */
+static void seg_detach(struct nn__pool *pool, struct shard *sh, struct blk *b)
+{
+    struct seg *s = b->seg;
+    bin_remove(sh, b);
+    if (b->event) event_put(pool, sh, b->event);
+    b->event = NULL;
+    map_del(&sh->map, (uintptr_t)b->ptr);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        sh->segs = s->next;
+    if (s->next) s->next->prev = s->prev;
+    atomic_fetch_sub(&sh->nsegs, 1);
+}
+
+/* Put a detached segment into sh; the caller reserved a table slot. */
+static void seg_attach(struct shard *sh, struct blk *b)
+{
+    struct seg *s = b->seg;
+    s->prev = NULL;
+    s->next = sh->segs;
+    if (sh->segs) sh->segs->prev = s;
+    sh->segs = s;
+    atomic_fetch_add(&sh->nsegs, 1);
+    map_put(&sh->map, (uintptr_t)b->ptr, b);
+    bin_push(sh, b);
+}
+
 /* Look through every shard, own first: complete cross-stream frees, merge, fit, and try to take
  * blocks cached by other streams. */
 static int alloc_from_cache(struct nn__pool *pool, int f, size_t size, size_t requested,
@@ -716,10 +748,31 @@ static int alloc_from_cache(struct nn__pool *pool, int f, size_t size, size_t re
         coalesce(sh, f);
         struct blk *b = find_fit(sh, f, size, sid);
         if (!b && steal_one(pool, sh, f, size, sid, ectx)) b = find_fit(sh, f, size, sid);
+        if (b && i && !b->prev && !b->next) {
+            /* A whole free segment moves to the requester's shard, so that threads on their own
+             * streams end up on their own locks. */
+            seg_detach(pool, sh, b);
+            pthread_mutex_unlock(&sh->lock);
+            struct shard *to = &pool->shards[own];
+            pthread_mutex_lock(&to->lock);
+            if (map_reserve(&to->map, 1) != 0) {
+                pthread_mutex_unlock(&to->lock);
+                to = sh; /* room is left where it came from */
+                pthread_mutex_lock(&to->lock);
+            }
+            seg_attach(to, b);
+            take(pool, to, b, size, requested, stream, sid);
+            to->hits++;
+            pthread_mutex_unlock(&to->lock);
+            *out = b->ptr;
+            return 1;
+        }
         if (b) {
             take(pool, sh, b, size, requested, stream, sid);
             sh->hits++;
             pthread_mutex_unlock(&sh->lock);
+            atomic_store_explicit(&pool->shards[own].hint, (int)((own + i) % NSHARD),
+                                  memory_order_relaxed);
             *out = b->ptr;
             return 1;
         }
@@ -769,6 +822,45 @@ static nn_status alloc_bypass(struct nn__pool *pool, size_t size, size_t request
     return NN_OK;
 }
 
+/* The fast path: a fit in one shard, no bookkeeping beyond the block itself. */
+static int try_shard(struct nn__pool *pool, struct shard *sh, int f, size_t size, size_t requested,
+                     void *stream, uint64_t sid, void **out)
+{
+    pthread_mutex_lock(&sh->lock);
+    struct blk *b = find_fit(sh, f, size, sid);
+    if (b) {
+        take(pool, sh, b, size, requested, stream, sid);
+        sh->hits++;
+    }
+    pthread_mutex_unlock(&sh->lock);
+    if (b) *out = b->ptr;
+    return b != NULL;
+}
+
+/* Before taking a new segment: when reserved memory would pass GROWTH_SLACK times the peak in
+ * use (plus GROWTH_FLOOR), give the segments that are entirely free back first, so that reserved
+ * memory follows the peak in use instead of the sum of every size ever asked for. Measuring
+ * against the peak keeps a repeating workload from releasing and re-taking the same segments at
+ * every round. */
+static void release_for_growth(struct nn__pool *pool, int f, size_t size)
+{
+    size_t seg = segment_size(f, size), in_use, req;
+    allocated_now(pool, &in_use, &req);
+    size_t peak = (size_t)atomic_load(&pool->published_peak);
+    for (int i = 0; i < NSHARD; i++) {
+        struct shard *sh = &pool->shards[i];
+        pthread_mutex_lock(&sh->lock);
+        if (sh->alloc_peak > peak) peak = sh->alloc_peak;
+        pthread_mutex_unlock(&sh->lock);
+    }
+    if (in_use + seg > peak) peak = in_use + seg;
+    pthread_mutex_lock(&pool->lock);
+    size_t reserved = pool->reserved;
+    pthread_mutex_unlock(&pool->lock);
+    if ((double)(reserved + seg) <= GROWTH_SLACK * (double)peak + (double)GROWTH_FLOOR) return;
+    nn__pool_trim(pool);
+}
+
 nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id, size_t bytes,
                          void **out, struct nn_ctx *ectx)
 {
@@ -782,18 +874,15 @@ nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id
     int f = family_of_size(size);
     struct shard *sh = shard_of(pool, stream_id);
 
-    pthread_mutex_lock(&sh->lock);
-    struct blk *b = find_fit(sh, f, size, stream_id);
-    if (b) {
-        take(pool, sh, b, size, bytes, stream, stream_id);
-        sh->hits++;
-        pthread_mutex_unlock(&sh->lock);
-        *out = b->ptr;
+    if (try_shard(pool, sh, f, size, bytes, stream, stream_id, out)) return NN_OK;
+    /* Memory this stream took over from others lives in their shards; look where it last was. */
+    int hint = atomic_load_explicit(&sh->hint, memory_order_relaxed);
+    if (&pool->shards[hint] != sh &&
+        try_shard(pool, &pool->shards[hint], f, size, bytes, stream, stream_id, out))
         return NN_OK;
-    }
-    pthread_mutex_unlock(&sh->lock);
 
     if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, out, ectx)) return NN_OK;
+    release_for_growth(pool, f, size);
     nn_status st = grow(pool, sh, f, size, bytes, stream, stream_id, out, ectx);
     if (st != NN_E_OOM_DEVICE) return st;
     /* The ladder: give cached segments back to the driver and try once more. */
@@ -852,8 +941,13 @@ nn_status nn__pool_free(struct nn__pool *pool, void *stream, uint64_t stream_id,
 {
     if (!p) return NN_OK;
     size_t own = stream_id % NSHARD;
-    for (size_t i = 0; i < NSHARD; i++) {
-        struct shard *sh = &pool->shards[(own + i) % NSHARD];
+    size_t hint = (size_t)atomic_load_explicit(&pool->shards[own].hint, memory_order_relaxed);
+    /* Own shard, then the hint, then the others. */
+    for (size_t i = 0; i <= NSHARD; i++) {
+        size_t k = i == 0 ? own : i == 1 ? hint : (own + i - 1) % NSHARD;
+        if (i > 1 && (k == hint || k == own)) continue;
+        if (i == 1 && k == own) continue;
+        struct shard *sh = &pool->shards[k];
         pthread_mutex_lock(&sh->lock);
         struct blk *b = map_get(&sh->map, (uintptr_t)p);
         if (b) {

@@ -132,19 +132,45 @@ MEM_TEST(double_and_foreign_free_change_nothing)
     ts_close(&a);
 }
 
+MEM_TEST(cached_segments_go_before_growth)
+{
+    struct tstream a;
+    ts_open(&a, device);
+    void *p = ts_alloc(&a, 100 * MiB);
+    ts_free(&a, p);
+    void *small = ts_alloc(&a, 512 * KiB);
+    nn_mem_stats s = ts_stats(device);
+    cr_expect_eq(s.segment_free_total, 0, "a small segment more is within the slack");
+    cr_expect_eq(s.reserved_bytes, 102 * MiB);
+    void *big = ts_alloc(&a, 200 * MiB);
+    s = ts_stats(device);
+    cr_expect_eq(s.segment_free_total, 1, "the idle 100 MiB went before taking 200 MiB more");
+    cr_expect_eq(s.reserved_bytes, 202 * MiB);
+    cr_expect_eq(s.oom_retries, 0);
+    ts_free(&a, big);
+    p = ts_alloc(&a, 100 * MiB);
+    cr_expect_eq(ts_stats(device).segment_alloc_total, 3, "the 200 MiB block serves 100 MiB");
+    ts_free(&a, p);
+    ts_free(&a, small);
+    ts_close(&a);
+}
+
 MEM_TEST(limit_and_oom_ladder)
 {
     struct tstream a;
     ts_open(&a, device);
     cr_assert_eq(nn_mem_set_limit(device, 7 * MiB), NN_OK);
-    void *six = ts_alloc(&a, 6 * MiB);
-    ts_free(&a, six);
-    cr_expect_eq(ts_stats(device).reserved_bytes, 6 * MiB, "cached, not released");
+    void *four = ts_alloc(&a, 4 * MiB);
     void *small = ts_alloc(&a, 512 * KiB);
+    ts_free(&a, small);
+    cr_expect_eq(ts_stats(device).reserved_bytes, 6 * MiB);
+    /* 1.5 MiB needs a segment of its own (2 MiB): 6 + 2 passes the limit, so the cached small
+     * segment must go first. */
+    void *mid = ts_alloc(&a, 1536 * KiB);
     nn_mem_stats s = ts_stats(device);
-    cr_expect_eq(s.oom_retries, 1, "the cached 6 MiB segment had to go");
+    cr_expect_eq(s.oom_retries, 1);
     cr_expect_eq(s.segment_free_total, 1);
-    cr_expect_eq(s.reserved_bytes, 2 * MiB);
+    cr_expect_eq(s.reserved_bytes, 6 * MiB);
     cr_expect_eq(s.oom_failures, 0);
 
     void *p = (void *)1;
@@ -153,19 +179,20 @@ MEM_TEST(limit_and_oom_ladder)
     cr_expect_null(p);
     const char *m = nn_last_error()->message;
     cr_expect(strstr(m, "requested 6291456 bytes"), "%s", m);
-    cr_expect(strstr(m, "in use 524288"), "%s", m);
-    cr_expect(strstr(m, "reserved 2097152"), "%s", m);
+    cr_expect(strstr(m, "in use 6291456"), "%s", m);
+    cr_expect(strstr(m, "reserved 6291456"), "%s", m);
     cr_expect(strstr(m, "limit 7340032"), "%s", m);
     s = ts_stats(device);
     cr_expect_eq(s.oom_retries, 2);
     cr_expect_eq(s.oom_failures, 1);
-    cr_expect_eq(s.allocated_bytes, 512 * KiB);
+    cr_expect_eq(s.allocated_bytes, 6 * MiB);
     cr_expect_eq(s.limit, 7 * MiB);
 
     cr_assert_eq(nn_mem_set_limit(device, 0), NN_OK);
     void *ok = ts_alloc(&a, 6 * MiB);
     ts_free(&a, ok);
-    ts_free(&a, small);
+    ts_free(&a, mid);
+    ts_free(&a, four);
     ts_close(&a);
 }
 

@@ -386,6 +386,7 @@ static int save_trace(const char *path, const struct trace *t, const char *what)
 
 struct replay_result {
     size_t peak_reserved, peak_allocated, peak_requested;
+    unsigned long long segments; /* taken from the driver during the replay */
     double seconds;
 };
 
@@ -405,6 +406,8 @@ static int replay(int device, const struct trace *t, int times, struct replay_re
     }
     nn_mem_trim(device, NULL);
     nn_mem_reset_peak_stats(device);
+    nn_mem_stats s0;
+    if (nn_mem_get_stats(device, &s0) != NN_OK) memset(&s0, 0, sizeof s0);
     size_t live = 0, peak = 0;
     int err = 0;
     double t0 = now_us();
@@ -431,6 +434,7 @@ static int replay(int device, const struct trace *t, int times, struct replay_re
         r->peak_reserved = s.reserved_bytes_peak;
         r->peak_allocated = s.allocated_bytes_peak;
         r->peak_requested = peak;
+        r->segments = (unsigned long long)(s.segment_alloc_total - s0.segment_alloc_total);
     } else {
         fail("trace replay");
     }
@@ -443,11 +447,12 @@ static int replay(int device, const struct trace *t, int times, struct replay_re
 
 static void print_replay(const char *name, const struct replay_result *r, size_t ops)
 {
-    printf("%-26s %9.2f %9.2f %9.2f %7.3f %7.3f %8.1f\n", name, (double)r->peak_reserved / GiB,
-           (double)r->peak_allocated / GiB, (double)r->peak_requested / GiB,
+    printf("%-26s %9.2f %9.2f %9.2f %7.3f %7.3f %8.1f %7llu\n", name,
+           (double)r->peak_reserved / GiB, (double)r->peak_allocated / GiB,
+           (double)r->peak_requested / GiB,
            (double)r->peak_reserved / (double)(r->peak_allocated ? r->peak_allocated : 1),
            (double)r->peak_reserved / (double)(r->peak_requested ? r->peak_requested : 1),
-           (double)ops / (r->seconds > 0 ? r->seconds : 1e-9) * 1e-6);
+           (double)ops / (r->seconds > 0 ? r->seconds : 1e-9) * 1e-6, r->segments);
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -557,21 +562,30 @@ int nn_cli_bench_mem(int argc, char **argv)
     if (save_file && save_trace(save_file, &step, "one training step of a small CNN")) return 1;
 
     printf("\ntraces on one stream: peaks in GiB, ratio = peak reserved / peak in use\n"
-           "%-26s %9s %9s %9s %7s %7s %8s\n",
-           "trace", "reserved", "alloc'd", "asked", "/alloc", "/asked", "Mops/s");
+           "%-26s %9s %9s %9s %7s %7s %8s %7s\n",
+           "trace", "reserved", "alloc'd", "asked", "/alloc", "/asked", "Mops/s", "segs");
     struct replay_result r;
     char name[64];
-    snprintf(name, sizeof name, "random %zu (seed %llu)", allocs, (unsigned long long)seed);
-    if (replay(pool, &rnd, 1, &r)) return 1;
-    print_replay(name, &r, rnd.n);
-    if (replay(pool, &step, 10, &r)) return 1;
-    print_replay("training step x10", &r, step.n * 10);
-    if (replay_file) {
-        if (replay(pool, &file, 1, &r)) return 1;
-        print_replay(replay_file, &r, file.n);
+    nn_mem_settings set;
+    if (nn_mem_default_settings(&set) != NN_OK) return fail("nn_mem_default_settings");
+    double slacks[2] = {set.growth_slack, 0.0};
+    for (int k = 0; k < 2; k++) {
+        set.growth_slack = slacks[k];
+        if (nn_mem_configure(pool, &set) != NN_OK) return fail("nn_mem_configure");
+        printf("growth_slack %.2f%s\n", slacks[k], k ? " (never release while growing)" : "");
+        snprintf(name, sizeof name, "  random %zu (seed %llu)", allocs, (unsigned long long)seed);
+        if (replay(pool, &rnd, 1, &r)) return 1;
+        print_replay(name, &r, rnd.n);
+        if (replay(pool, &step, 10, &r)) return 1;
+        print_replay("  training step x10", &r, step.n * 10);
+        if (replay_file) {
+            if (replay(pool, &file, 1, &r)) return 1;
+            print_replay(replay_file, &r, file.n);
+        }
     }
-    printf("(random: %.0f%% allocate, sizes 1 B..64 MiB, live bytes capped at %.1f GiB)\n", 73.0,
-           (double)max_usage / GiB);
+    printf("(random: %.0f%% allocate, sizes 1 B..64 MiB, live bytes capped at %.1f GiB; segs = "
+           "segments taken from the driver during the replay)\n",
+           73.0, (double)max_usage / GiB);
 
     nn_mem_stats s;
     char text[1024];

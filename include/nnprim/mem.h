@@ -25,6 +25,7 @@
  *   NNPRIM_MEM_UPSTREAM   malloc | async: where segments come from (cudaMalloc, or
  *                         cudaMallocAsync from the device's default pool with its release
  *                         threshold raised so the driver keeps what it gets back)
+ *   NNPRIM_MEM_GROWTH_SLACK  0 or a number >= 1.0 (see nn_mem_settings.growth_slack)
  *
  * Functions that take a device accept a CUDA ordinal or NN_MEM_HOST, a pool over host memory that
  * runs the same code with simulated streams (for tests and benchmarks without a GPU).
@@ -54,9 +55,16 @@ typedef enum nn_mem_upstream {
 /** Pool settings; fill with nn_mem_default_settings(). */
 typedef struct nn_mem_settings {
     nn_mem_upstream upstream;
-    size_t limit;         /**< most bytes the pool may reserve; 0 = no limit */
-    int bypass;           /**< nonzero: no caching, every call goes to cudaMalloc/cudaFree */
-    int log_events;       /**< nonzero: keep the event log (see nn_mem_log_read()) from the start */
+    size_t limit;   /**< most bytes the pool may reserve; 0 = no limit */
+    int bypass;     /**< nonzero: no caching, every call goes to cudaMalloc/cudaFree */
+    int log_events; /**< nonzero: keep the event log (see nn_mem_log_read()) from the start */
+    /** Before taking a new segment, when reserved memory would pass growth_slack times the peak
+     *  in use (plus 8 MiB), entirely free segments are released first, least recently used
+     *  first (this synchronises the device). 0 = never (reserved memory only grows until trim
+     *  or the limit); otherwise >= 1.0. A workload whose rounds need more than this margin
+     *  releases and re-takes segments every round: raise it or set 0 when segment churn shows
+     *  (nn_mem_stats.segment_alloc_total keeps rising). */
+    double growth_slack;
     uint64_t reserved[8]; /**< zero */
 } nn_mem_settings;
 
@@ -106,7 +114,7 @@ typedef struct nn_mem_event {
 
 /**
  * Fill pool settings with the defaults, then apply the NNPRIM_MEM_* environment variables.
- * Defaults: cudaMalloc upstream, no limit, no bypass, no event log.
+ * Defaults: cudaMalloc upstream, no limit, no bypass, no event log, growth_slack 1.10.
  *
  * @param s out: always filled completely (a malformed variable leaves its default).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
@@ -122,7 +130,8 @@ NN_API nn_status nn_mem_default_settings(nn_mem_settings *s);
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
  * @param s      the settings; read, not kept.
- * @return NN_OK; NN_E_INVALID_ARG for a NULL s, an unknown upstream, or an upstream/bypass change
+ * @return NN_OK; NN_E_INVALID_ARG for a NULL s, an unknown upstream, a growth_slack that is
+ *         neither 0 nor >= 1.0 (nor a number), or an upstream/bypass change
  *         while the pool holds memory; NN_E_NO_DEVICE for an ordinal without a device;
  *         NN_E_NOT_BUILT for a CUDA ordinal in a build without CUDA; NN_E_CUDA; NN_E_OOM_HOST.
  */

@@ -117,6 +117,7 @@ nn_status nn_mem_default_settings(nn_mem_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
     memset(s, 0, sizeof *s);
+    s->growth_slack = 1.10;
     nn_status first = NN_OK, st;
     const char *v = getenv("NNPRIM_MEM_BYPASS");
     if (v) {
@@ -136,6 +137,16 @@ nn_status nn_mem_default_settings(nn_mem_settings *s)
             first = NN__FAIL(NULL, NN_E_ENV,
                              "NNPRIM_MEM_UPSTREAM must be malloc or async, got \"%s\"", v);
     }
+    v = getenv("NNPRIM_MEM_GROWTH_SLACK");
+    if (v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end != v && !*end && (x == 0.0 || x >= 1.0))
+            s->growth_slack = x;
+        else if (first == NN_OK)
+            first = NN__FAIL(NULL, NN_E_ENV,
+                             "NNPRIM_MEM_GROWTH_SLACK must be 0 or a number >= 1.0, got \"%s\"", v);
+    }
     return first;
 }
 
@@ -147,6 +158,10 @@ nn_status nn_mem_configure(int device, const nn_mem_settings *s)
                         "nn_mem_configure: s.upstream must be NN_MEM_UPSTREAM_MALLOC or "
                         "NN_MEM_UPSTREAM_MALLOC_ASYNC, got %d",
                         (int)s->upstream);
+    if (!(s->growth_slack == 0.0 || s->growth_slack >= 1.0))
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_mem_configure: s.growth_slack must be 0 or >= 1.0, got %g",
+                        s->growth_slack);
     struct nn__pool *p;
     int created;
     NN__TRY(pool_get(device, s, "nn_mem_configure", &p, &created));

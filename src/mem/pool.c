@@ -30,8 +30,8 @@
 #define FIT_SCAN        32 /* blocks looked at per bin: best fit within that window */
 #define STEAL_RECORDS   4  /* events recorded on other streams per shard and attempt */
 #define EVENT_CACHE     16
-#define GROWTH_SLACK    1.10
-#define GROWTH_FLOOR    ((size_t)64 << 20)
+#define OVERSIZE_DIV    8 /* an own-segment request takes blocks up to 1/8 larger (+2 MiB) */
+#define GROWTH_FLOOR    ((size_t)8 << 20)
 #define NWORDS          ((NN__MEM_CLASSES + 63) / 64)
 
 enum { B_LIVE = 1, B_FREE = 2, B_PENDING = 3 };
@@ -57,6 +57,7 @@ struct seg {
     int family;
     struct blk *first;
     struct seg *prev, *next;
+    uint64_t last_use; /* the owning shard's allocation count when a block was last taken */
 };
 
 /* Open addressing (linear probing, backward-shift deletion): block start -> block. */
@@ -95,6 +96,7 @@ struct nn__pool {
     atomic_int log_on;
     pthread_mutex_t lock; /* everything below up to the log */
     nn_mem_upstream upstream_kind;
+    double growth_slack;
     size_t limit, reserved, reserved_peak;
     uint64_t reserved_total, segs, segs_peak, seg_allocs, seg_frees, oom_retries, oom_failures;
     struct stream_ref *streams;
@@ -335,21 +337,31 @@ static int eligible(const struct blk *b, uint64_t sid)
 }
 
 /* Smallest eligible block of at least size in one bin (within the scan window). */
-static struct blk *bin_best(struct blk *b, size_t size, uint64_t sid)
+static struct blk *bin_best(struct blk *b, size_t size, size_t most, uint64_t sid)
 {
     struct blk *best = NULL;
     for (int n = 0; b && n < FIT_SCAN; b = b->lnext, n++) {
-        if (b->size < size || !eligible(b, sid)) continue;
+        if (b->size < size || b->size > most || !eligible(b, sid)) continue;
         if (!best || b->size < best->size) best = b;
         if (b->size == size) break;
     }
     return best;
 }
 
+/* The largest block a request may be cut from. Requests that get their own segment are not cut
+ * from much larger blocks: a small live piece would pin a big segment that could otherwise go
+ * back to the driver when the pool has to grow. */
+static size_t most_for(int f, size_t size)
+{
+    if (f == F_SMALL || size <= MEDIUM_MAX) return SIZE_MAX;
+    return size + size / OVERSIZE_DIV + LARGE_ROUND;
+}
+
 static struct blk *find_fit(struct shard *sh, int f, size_t size, uint64_t sid)
 {
     int c = nn__class_of(size);
-    struct blk *b = bin_best(sh->bins[f][c], size, sid);
+    size_t most = most_for(f, size);
+    struct blk *b = bin_best(sh->bins[f][c], size, most, sid);
     if (b) return b;
     /* Every block of a higher class is large enough. */
     for (int w = (c + 1) >> 6; w < NWORDS; w++) {
@@ -358,7 +370,8 @@ static struct blk *find_fit(struct shard *sh, int f, size_t size, uint64_t sid)
         while (bits) {
             int k = w * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
-            if ((b = bin_best(sh->bins[f][k], 0, sid))) return b;
+            if (nn__class_lo(k) > most) return NULL;
+            if ((b = bin_best(sh->bins[f][k], 0, most, sid))) return b;
         }
     }
     return NULL;
@@ -405,6 +418,7 @@ static void take(struct nn__pool *pool, struct shard *sh, struct blk *b, size_t 
     b->any_stream = 0;
     b->requested = requested;
     count_alloc(pool, sh, b);
+    if (b->seg) b->seg->last_use = sh->alloc_total;
 }
 
 static int mergeable(const struct blk *a, const struct blk *b)
@@ -476,7 +490,7 @@ static int steal_one(struct nn__pool *pool, struct shard *sh, int f, size_t size
     for (int c = nn__class_of(size); c < NN__MEM_CLASSES; c++) {
         if (!(sh->mask[f][c >> 6] & (1ull << (c & 63)))) continue;
         for (struct blk *b = sh->bins[f][c]; b; b = b->lnext) {
-            if (b->size < size || eligible(b, sid)) continue;
+            if (b->size < size || b->size > most_for(f, size) || eligible(b, sid)) continue;
             if (!b->event) {
                 if (records == STEAL_RECORDS) return 0;
                 void *ev;
@@ -546,11 +560,9 @@ static void share_if_idle(struct nn__pool *pool, struct shard *sh, struct blk *b
     b->any_stream = 1;
 }
 
-/* Release every segment that is one free block once shared blocks are merged. */
-static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
+/* Make what can be shared shareable and merge, so that entirely free segments show. */
+static void shard_settle(struct nn__pool *pool, struct shard *sh, int all_idle)
 {
-    size_t released = 0;
-    pthread_mutex_lock(&sh->lock);
     poll_pending(pool, sh);
     for (struct seg *s = sh->segs; s; s = s->next)
         for (struct blk *b = s->first; b; b = b->next)
@@ -558,11 +570,24 @@ static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
     sh->merge_hint[0] = sh->merge_hint[1] = 1;
     coalesce(sh, F_SMALL);
     coalesce(sh, F_LARGE);
+}
+
+static int releasable(const struct seg *s, int all_idle)
+{
+    const struct blk *b = s->first;
+    return b->state == B_FREE && !b->next && (all_idle || b->any_stream);
+}
+
+/* Release every segment that is one free block once shared blocks are merged. */
+static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
+{
+    size_t released = 0;
+    pthread_mutex_lock(&sh->lock);
+    shard_settle(pool, sh, all_idle);
     struct seg *s = sh->segs, *next;
     for (; s; s = next) {
         next = s->next;
-        struct blk *b = s->first;
-        if (b->state == B_FREE && !b->next && (all_idle || b->any_stream)) {
+        if (releasable(s, all_idle)) {
             released += s->size;
             seg_release(pool, sh, s);
         }
@@ -579,6 +604,71 @@ size_t nn__pool_trim(struct nn__pool *pool)
         if (atomic_load_explicit(&pool->shards[i].nsegs, memory_order_relaxed))
             released += shard_trim(pool, &pool->shards[i], all_idle);
     return released;
+}
+
+struct candidate {
+    uint64_t last_use;
+    struct seg *seg;
+    int shard;
+};
+
+static int by_last_use(const void *a, const void *b)
+{
+    uint64_t x = ((const struct candidate *)a)->last_use;
+    uint64_t y = ((const struct candidate *)b)->last_use;
+    return x < y ? -1 : x > y;
+}
+
+/* Release entirely free segments, least recently used first, until at least want bytes went.
+ * Falls back to releasing all of them when the candidate list cannot be allocated. */
+static void release_lru(struct nn__pool *pool, size_t want)
+{
+    int all_idle = pool->up.ops->quiesce(pool->up.st);
+    struct candidate *c = NULL;
+    size_t n = 0, cap = 0;
+    int oom = 0;
+    for (int i = 0; i < NSHARD && !oom; i++) {
+        struct shard *sh = &pool->shards[i];
+        if (!atomic_load_explicit(&sh->nsegs, memory_order_relaxed)) continue;
+        pthread_mutex_lock(&sh->lock);
+        shard_settle(pool, sh, all_idle);
+        for (struct seg *s = sh->segs; s && !oom; s = s->next) {
+            if (!releasable(s, all_idle)) continue;
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                struct candidate *g = nn__host_realloc(c, ncap * sizeof *g);
+                if (!g) {
+                    oom = 1;
+                    break;
+                }
+                c = g;
+                cap = ncap;
+            }
+            c[n++] = (struct candidate){s->last_use, s, i};
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    if (oom) {
+        nn__host_free(c);
+        nn__pool_trim(pool);
+        return;
+    }
+    qsort(c, n, sizeof *c, by_last_use);
+    size_t released = 0;
+    for (size_t k = 0; k < n && released < want; k++) {
+        struct shard *sh = &pool->shards[c[k].shard];
+        pthread_mutex_lock(&sh->lock);
+        /* Still there and still free? Another thread may have used or released it. */
+        struct seg *s = sh->segs;
+        while (s && s != c[k].seg)
+            s = s->next;
+        if (s && releasable(s, all_idle)) {
+            released += s->size;
+            seg_release(pool, sh, s);
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    nn__host_free(c);
 }
 
 static size_t segment_size(int f, size_t size)
@@ -837,13 +927,17 @@ static int try_shard(struct nn__pool *pool, struct shard *sh, int f, size_t size
     return b != NULL;
 }
 
-/* Before taking a new segment: when reserved memory would pass GROWTH_SLACK times the peak in
+/* Before taking a new segment: when reserved memory would pass growth_slack times the peak in
  * use (plus GROWTH_FLOOR), give the segments that are entirely free back first, so that reserved
  * memory follows the peak in use instead of the sum of every size ever asked for. Measuring
  * against the peak keeps a repeating workload from releasing and re-taking the same segments at
  * every round. */
 static void release_for_growth(struct nn__pool *pool, int f, size_t size)
 {
+    pthread_mutex_lock(&pool->lock);
+    double slack = pool->growth_slack;
+    pthread_mutex_unlock(&pool->lock);
+    if (slack == 0.0) return;
     size_t seg = segment_size(f, size), in_use, req;
     allocated_now(pool, &in_use, &req);
     size_t peak = (size_t)atomic_load(&pool->published_peak);
@@ -857,8 +951,9 @@ static void release_for_growth(struct nn__pool *pool, int f, size_t size)
     pthread_mutex_lock(&pool->lock);
     size_t reserved = pool->reserved;
     pthread_mutex_unlock(&pool->lock);
-    if ((double)(reserved + seg) <= GROWTH_SLACK * (double)peak + (double)GROWTH_FLOOR) return;
-    nn__pool_trim(pool);
+    double allowed = slack * (double)peak + (double)GROWTH_FLOOR;
+    if ((double)(reserved + seg) <= allowed) return;
+    release_lru(pool, (size_t)((double)(reserved + seg) - allowed));
 }
 
 nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id, size_t bytes,
@@ -1042,6 +1137,7 @@ nn_status nn__pool_create(struct nn__upstream up, const nn_mem_settings *s, stru
     for (int i = 0; i < NSHARD; i++)
         pthread_mutex_init(&pool->shards[i].lock, NULL);
     pool->limit = s->limit;
+    pool->growth_slack = s->growth_slack;
     pool->upstream_kind = s->upstream;
     atomic_store(&pool->bypass, s->bypass != 0);
     atomic_store(&pool->log_on, s->log_events != 0);
@@ -1108,6 +1204,7 @@ nn_status nn__pool_configure(struct nn__pool *pool, const nn_mem_settings *s, st
         atomic_store(&pool->bypass, s->bypass != 0);
         pool->upstream_kind = s->upstream;
         pool->limit = s->limit;
+        pool->growth_slack = s->growth_slack;
     }
     pthread_mutex_unlock(&pool->lock);
     if (st == NN_OK) nn__pool_log_enable(pool, s->log_events);

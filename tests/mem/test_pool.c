@@ -148,10 +148,33 @@ MEM_TEST(cached_segments_go_before_growth)
     cr_expect_eq(s.reserved_bytes, 202 * MiB);
     cr_expect_eq(s.oom_retries, 0);
     ts_free(&a, big);
+    p = ts_alloc(&a, 190 * MiB);
+    cr_expect_eq(p, big, "a request within 1/8 of a cached block is cut from it");
+    cr_expect_eq(ts_stats(device).segment_alloc_total, 3);
+    ts_free(&a, p);
     p = ts_alloc(&a, 100 * MiB);
-    cr_expect_eq(ts_stats(device).segment_alloc_total, 3, "the 200 MiB block serves 100 MiB");
+    cr_expect_eq(ts_stats(device).segment_alloc_total, 4,
+                 "but a much smaller one does not pin the 200 MiB segment");
     ts_free(&a, p);
     ts_free(&a, small);
+    ts_close(&a);
+}
+
+MEM_TEST(growth_slack_zero_never_releases)
+{
+    nn_mem_settings set;
+    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    set.growth_slack = 0;
+    cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
+    struct tstream a;
+    ts_open(&a, device);
+    void *p = ts_alloc(&a, 100 * MiB);
+    ts_free(&a, p);
+    void *big = ts_alloc(&a, 200 * MiB);
+    nn_mem_stats s = ts_stats(device);
+    cr_expect_eq(s.segment_free_total, 0);
+    cr_expect_eq(s.reserved_bytes, 300 * MiB);
+    ts_free(&a, big);
     ts_close(&a);
 }
 
@@ -367,6 +390,17 @@ Test(mem_host, environment_settings)
     setenv("NNPRIM_MEM_UPSTREAM", "cuda", 1);
     cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
     unsetenv("NNPRIM_MEM_UPSTREAM");
+    cr_expect_float_eq(s.growth_slack, 1.10, 1e-12);
+    setenv("NNPRIM_MEM_GROWTH_SLACK", "0", 1);
+    cr_assert_eq(nn_mem_default_settings(&s), NN_OK);
+    cr_expect_float_eq(s.growth_slack, 0.0, 1e-12);
+    setenv("NNPRIM_MEM_GROWTH_SLACK", "0.5", 1);
+    cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
+    unsetenv("NNPRIM_MEM_GROWTH_SLACK");
+    s.growth_slack = 0.9;
+    cr_expect_eq(nn_mem_configure(NN_MEM_HOST, &s), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "growth_slack must be 0 or >= 1.0, got 0.9"), "%s",
+              nn_last_error()->message);
 }
 
 Test(mem_host, bypass_from_environment)

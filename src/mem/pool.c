@@ -337,11 +337,17 @@ static int eligible(const struct blk *b, uint64_t sid)
 }
 
 /* Smallest eligible block of at least size in one bin (within the scan window). */
-static struct blk *bin_best(struct blk *b, size_t size, size_t most, uint64_t sid)
+static int whole(const struct blk *b)
+{
+    return !b->prev && !b->next;
+}
+
+static struct blk *bin_best(struct blk *b, size_t size, size_t most, uint64_t sid, int whole_only)
 {
     struct blk *best = NULL;
     for (int n = 0; b && n < FIT_SCAN; b = b->lnext, n++) {
         if (b->size < size || b->size > most || !eligible(b, sid)) continue;
+        if (whole_only && !whole(b)) continue;
         if (!best || b->size < best->size) best = b;
         if (b->size == size) break;
     }
@@ -357,11 +363,12 @@ static size_t most_for(int f, size_t size)
     return size + size / OVERSIZE_DIV + LARGE_ROUND;
 }
 
-static struct blk *find_fit(struct shard *sh, int f, size_t size, uint64_t sid)
+/* Best fit among the blocks sid may use; whole_only: only blocks that are a whole segment. */
+static struct blk *find_fit_in(struct shard *sh, int f, size_t size, uint64_t sid, int whole_only)
 {
     int c = nn__class_of(size);
     size_t most = most_for(f, size);
-    struct blk *b = bin_best(sh->bins[f][c], size, most, sid);
+    struct blk *b = bin_best(sh->bins[f][c], size, most, sid, whole_only);
     if (b) return b;
     /* Every block of a higher class is large enough. */
     for (int w = (c + 1) >> 6; w < NWORDS; w++) {
@@ -371,10 +378,15 @@ static struct blk *find_fit(struct shard *sh, int f, size_t size, uint64_t sid)
             int k = w * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
             if (nn__class_lo(k) > most) return NULL;
-            if ((b = bin_best(sh->bins[f][k], 0, most, sid))) return b;
+            if ((b = bin_best(sh->bins[f][k], 0, most, sid, whole_only))) return b;
         }
     }
     return NULL;
+}
+
+static struct blk *find_fit(struct shard *sh, int f, size_t size, uint64_t sid)
+{
+    return find_fit_in(sh, f, size, sid, 0);
 }
 
 static size_t split_min(int family)
@@ -484,13 +496,14 @@ static void poll_pending(struct nn__pool *pool, struct shard *sh)
 /* Try to make a block of another stream usable by sid: record an event on its owner stream
  * (once) and query it. Returns 1 if one became usable. */
 static int steal_one(struct nn__pool *pool, struct shard *sh, int f, size_t size, uint64_t sid,
-                     struct nn_ctx *ectx)
+                     int whole_only, struct nn_ctx *ectx)
 {
     int records = 0;
     for (int c = nn__class_of(size); c < NN__MEM_CLASSES; c++) {
         if (!(sh->mask[f][c >> 6] & (1ull << (c & 63)))) continue;
         for (struct blk *b = sh->bins[f][c]; b; b = b->lnext) {
             if (b->size < size || b->size > most_for(f, size) || eligible(b, sid)) continue;
+            if (whole_only && !whole(b)) continue;
             if (!b->event) {
                 if (records == STEAL_RECORDS) return 0;
                 void *ev;
@@ -825,22 +838,26 @@ static void seg_attach(struct shard *sh, struct blk *b)
 }
 
 /* Look through every shard, own first: complete cross-stream frees, merge, fit, and try to take
- * blocks cached by other streams. */
+ * blocks cached by other streams. From other shards only whole free segments are taken (and
+ * moved to the requester's shard) unless partial_ok: a stream that takes a piece of another
+ * stream's segment works under that stream's lock from then on, which serialises the two. */
 static int alloc_from_cache(struct nn__pool *pool, int f, size_t size, size_t requested,
-                            void *stream, uint64_t sid, void **out, struct nn_ctx *ectx)
+                            void *stream, uint64_t sid, int partial_ok, void **out,
+                            struct nn_ctx *ectx)
 {
     size_t own = sid % NSHARD;
     for (size_t i = 0; i < NSHARD; i++) {
         struct shard *sh = &pool->shards[(own + i) % NSHARD];
         if (i && !atomic_load_explicit(&sh->nsegs, memory_order_relaxed)) continue;
+        int whole_only = i && !partial_ok;
         pthread_mutex_lock(&sh->lock);
         poll_pending(pool, sh);
         coalesce(sh, f);
-        struct blk *b = find_fit(sh, f, size, sid);
-        if (!b && steal_one(pool, sh, f, size, sid, ectx)) b = find_fit(sh, f, size, sid);
-        if (b && i && !b->prev && !b->next) {
-            /* A whole free segment moves to the requester's shard, so that threads on their own
-             * streams end up on their own locks. */
+        struct blk *b = find_fit_in(sh, f, size, sid, whole_only);
+        if (!b && steal_one(pool, sh, f, size, sid, whole_only, ectx))
+            b = find_fit_in(sh, f, size, sid, whole_only);
+        if (b && i && whole(b)) {
+            /* The segment moves to the requester's shard. */
             seg_detach(pool, sh, b);
             pthread_mutex_unlock(&sh->lock);
             struct shard *to = &pool->shards[own];
@@ -976,7 +993,7 @@ nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id
         try_shard(pool, &pool->shards[hint], f, size, bytes, stream, stream_id, out))
         return NN_OK;
 
-    if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, out, ectx)) return NN_OK;
+    if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, 0, out, ectx)) return NN_OK;
     release_for_growth(pool, f, size);
     nn_status st = grow(pool, sh, f, size, bytes, stream, stream_id, out, ectx);
     if (st != NN_E_OOM_DEVICE) return st;
@@ -985,7 +1002,7 @@ nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id
     pool->oom_retries++;
     pthread_mutex_unlock(&pool->lock);
     nn__pool_trim(pool);
-    if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, out, ectx)) return NN_OK;
+    if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, 1, out, ectx)) return NN_OK;
     st = grow(pool, sh, f, size, bytes, stream, stream_id, out, ectx);
     if (st != NN_E_OOM_DEVICE) return st;
     return oom_message(pool, bytes, ectx);

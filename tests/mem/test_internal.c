@@ -121,6 +121,8 @@ Test(mem_inject, every_host_allocation_failure_is_an_oom_status_and_leaks_nothin
         nn__host_alloc_fail_at(n);
         int failed = scripted_run(pool, s1, s2);
         nn__host_alloc_fail_at(0);
+        /* The run's own trim is best effort when its host allocation is the one that fails. */
+        nn__pool_trim(pool);
         nn__pool_get_stats(pool, &s);
         cr_assert_eq(s.allocated_bytes, 0, "run %ld: every successful allocation was freed", n);
         cr_assert_eq(s.alloc_count, 0, "run %ld", n);

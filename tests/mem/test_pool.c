@@ -219,8 +219,19 @@ MEM_TEST(limit_and_oom_ladder)
     ts_close(&a);
 }
 
+/* While a test keeps a stream busy, the pool must not release segments: on a GPU that
+ * synchronises the device, which would wait for the spinning host function for ever. */
+static void no_release_on_growth(int device)
+{
+    nn_mem_settings set;
+    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    set.growth_slack = 0;
+    cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
+}
+
 MEM_TEST(stream_hazard_two_sided)
 {
+    no_release_on_growth(device);
     struct tstream a, b;
     ts_open(&a, device);
     ts_open(&b, device);
@@ -247,6 +258,7 @@ MEM_TEST(stream_hazard_two_sided)
 
 MEM_TEST(free_from_another_stream_waits_for_it)
 {
+    no_release_on_growth(device);
     struct tstream a, b;
     ts_open(&a, device);
     ts_open(&b, device);

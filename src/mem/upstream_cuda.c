@@ -131,7 +131,9 @@ static int cuda_event_query(void *st, void *ev)
     (void)st;
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
     if (e == cudaSuccess) return 1;
-    if (e != cudaErrorNotReady) (void)NN__CUDA(NULL, e);
+    /* Not ready is an answer, not a failure; clear it so that no later check reports it. */
+    if (e == cudaErrorNotReady) (void)cudaGetLastError();
+    else (void)NN__CUDA(NULL, e);
     return 0;
 }
 

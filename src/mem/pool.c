@@ -666,7 +666,7 @@ static void release_lru(struct nn__pool *pool, size_t want)
         nn__pool_trim(pool);
         return;
     }
-    qsort(c, n, sizeof *c, by_last_use);
+    if (n) qsort(c, n, sizeof *c, by_last_use);
     size_t released = 0;
     for (size_t k = 0; k < n && released < want; k++) {
         struct shard *sh = &pool->shards[c[k].shard];

@@ -151,7 +151,7 @@ NN_API nn_status nn_mem_set_limit(int device, size_t limit);
  * allocation is in flight; allocated_bytes_peak may lag by up to 1 MiB per stream.
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
- * @param out    out: the statistics (all zero for a pool never used).
+ * @param out    out: the statistics (counters are zero for a pool never used).
  * @return NN_OK; NN_E_INVALID_ARG if out is NULL; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA;
  *         NN_E_OOM_HOST.
  */

@@ -3,6 +3,7 @@
 #ifndef NN_CLI_CLI_H
 #define NN_CLI_CLI_H
 
+int nn_cli_bench_mem(int argc, char **argv);
 int nn_cli_bench_pool(int argc, char **argv);
 
 #endif

@@ -70,6 +70,7 @@ static const struct command_area {
     const char *name;
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
+    {"mem", nn_cli_bench_mem},
     {"pool", nn_cli_bench_pool},
 };
 
@@ -95,7 +96,7 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
 #if NN_CLI_BENCH
-    {"bench", cmd_bench, "time ops against raw cuDNN (areas: pool)"},
+    {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: mem, pool)"},
 #endif
 };
 

@@ -7,6 +7,7 @@
  *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
  *   pool.h     max and mean pooling, forward and backward
  *   plan_cache.h  the context's plan cache: save, load, clear, statistics
+ *   mem.h      the device memory pool: settings, statistics, trim, event log, raw allocations
  */
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
@@ -16,5 +17,6 @@
 #include "tensor.h"
 #include "pool.h"
 #include "plan_cache.h"
+#include "mem.h"
 
 #endif /* NNPRIM_NNPRIM_H */

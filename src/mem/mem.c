@@ -1,0 +1,384 @@
+/* The per-device pools, the context hooks (mem.h) and the public nn_mem_* functions. A pool is
+ * created on first use of its device and lives as long as the process. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nn_config.h"
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/cuda_util.h"
+#include "core/error.h"
+#include "mem/mem.h"
+#include "mem/pool.h"
+
+#define MAX_DEVICES 64
+
+/* Slot 0 is the host pool, slot d + 1 device d. */
+static struct nn__pool *_Atomic pools[MAX_DEVICES + 1];
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static nn_status check_device(int device, const char *fn)
+{
+    if (device == NN_MEM_HOST) return NN_OK;
+    if (device < 0)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "%s: device must be a CUDA ordinal >= 0 or NN_MEM_HOST (-1), got %d", fn,
+                        device);
+    if (!NN_HAVE_CUDA)
+        return NN__FAIL(NULL, NN_E_NOT_BUILT, "%s: device %d needs a build with CUDA", fn, device);
+    int n = nn__cuda_device_count();
+    if (device >= n || device >= MAX_DEVICES)
+        return NN__FAIL(NULL, NN_E_NO_DEVICE, "%s: device %d, but %d CUDA device(s) are usable", fn,
+                        device, n);
+    return NN_OK;
+}
+
+static nn_status create_pool(int device, const nn_mem_settings *s, struct nn__pool **out)
+{
+    struct nn__upstream up;
+    if (device == NN_MEM_HOST) {
+        NN__TRY(nn__upstream_host(&up));
+    } else {
+#if NN_HAVE_CUDA
+        NN__TRY(nn__upstream_cuda(device, s, &up, NULL));
+#else
+        return NN__FAIL(NULL, NN_E_NOT_BUILT, "nn_mem: device memory needs a build with CUDA");
+#endif
+    }
+    return nn__pool_create(up, s, out);
+}
+
+/* The device's pool, created with settings s (NULL: nn_mem_default_settings()) if it does not
+ * exist yet. *created tells whether this call made it. */
+static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
+                          struct nn__pool **out, int *created)
+{
+    *out = NULL;
+    if (created) *created = 0;
+    NN__TRY(check_device(device, fn));
+    _Atomic(struct nn__pool *) *slot = &pools[device + 1];
+    struct nn__pool *p = atomic_load_explicit(slot, memory_order_acquire);
+    if (p) {
+        *out = p;
+        return NN_OK;
+    }
+    nn_status st = NN_OK;
+    pthread_mutex_lock(&pools_lock);
+    p = atomic_load_explicit(slot, memory_order_acquire);
+    if (!p) {
+        nn_mem_settings d;
+        if (!s) {
+            st = nn_mem_default_settings(&d);
+            s = &d;
+        }
+        if (st == NN_OK) st = create_pool(device, s, &p);
+        if (st == NN_OK) {
+            atomic_store_explicit(slot, p, memory_order_release);
+            if (created) *created = 1;
+        }
+    }
+    pthread_mutex_unlock(&pools_lock);
+    *out = p;
+    return st;
+}
+
+/* ---- settings ---- */
+
+static nn_status env_bytes(const char *var, size_t *out)
+{
+    const char *v = getenv(var);
+    if (!v) return NN_OK;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30, end++;
+    if (errno || end == v || *end || v[0] == '-' || (x << shift >> shift) != x ||
+        (x << shift) > SIZE_MAX)
+        return NN__FAIL(NULL, NN_E_ENV,
+                        "%s must be a byte count with an optional K, M or G suffix, got \"%s\"",
+                        var, v);
+    *out = (size_t)(x << shift);
+    return NN_OK;
+}
+
+nn_status nn_mem_default_settings(nn_mem_settings *s)
+{
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
+    memset(s, 0, sizeof *s);
+    s->growth_slack = 1.10;
+    nn_status first = NN_OK, st;
+    const char *v = getenv("NNPRIM_MEM_BYPASS");
+    if (v) {
+        if (!strcmp(v, "0") || !strcmp(v, "1"))
+            s->bypass = v[0] == '1';
+        else
+            first = NN__FAIL(NULL, NN_E_ENV, "NNPRIM_MEM_BYPASS must be 0 or 1, got \"%s\"", v);
+    }
+    if ((st = env_bytes("NNPRIM_MEM_LIMIT", &s->limit)) != NN_OK && first == NN_OK) first = st;
+    v = getenv("NNPRIM_MEM_UPSTREAM");
+    if (v) {
+        if (!strcasecmp(v, "malloc"))
+            s->upstream = NN_MEM_UPSTREAM_MALLOC;
+        else if (!strcasecmp(v, "async"))
+            s->upstream = NN_MEM_UPSTREAM_MALLOC_ASYNC;
+        else if (first == NN_OK)
+            first = NN__FAIL(NULL, NN_E_ENV,
+                             "NNPRIM_MEM_UPSTREAM must be malloc or async, got \"%s\"", v);
+    }
+    v = getenv("NNPRIM_MEM_GROWTH_SLACK");
+    if (v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end != v && !*end && (x == 0.0 || x >= 1.0))
+            s->growth_slack = x;
+        else if (first == NN_OK)
+            first = NN__FAIL(NULL, NN_E_ENV,
+                             "NNPRIM_MEM_GROWTH_SLACK must be 0 or a number >= 1.0, got \"%s\"", v);
+    }
+    return first;
+}
+
+nn_status nn_mem_configure(int device, const nn_mem_settings *s)
+{
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_configure: s must not be NULL");
+    if (s->upstream != NN_MEM_UPSTREAM_MALLOC && s->upstream != NN_MEM_UPSTREAM_MALLOC_ASYNC)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_mem_configure: s.upstream must be NN_MEM_UPSTREAM_MALLOC or "
+                        "NN_MEM_UPSTREAM_MALLOC_ASYNC, got %d",
+                        (int)s->upstream);
+    if (!(s->growth_slack == 0.0 || s->growth_slack >= 1.0))
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_mem_configure: s.growth_slack must be 0 or >= 1.0, got %g",
+                        s->growth_slack);
+    struct nn__pool *p;
+    int created;
+    NN__TRY(pool_get(device, s, "nn_mem_configure", &p, &created));
+    return created ? NN_OK : nn__pool_configure(p, s, NULL);
+}
+
+nn_status nn_mem_set_limit(int device, size_t limit)
+{
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_set_limit", &p, NULL));
+    nn__pool_set_limit(p, limit);
+    return NN_OK;
+}
+
+/* ---- statistics, trim, log ---- */
+
+nn_status nn_mem_get_stats(int device, nn_mem_stats *out)
+{
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_get_stats: out must not be NULL");
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_get_stats", &p, NULL));
+    nn__pool_get_stats(p, out);
+    return NN_OK;
+}
+
+nn_status nn_mem_reset_peak_stats(int device)
+{
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_reset_peak_stats", &p, NULL));
+    nn__pool_reset_peak(p);
+    return NN_OK;
+}
+
+static double mib(size_t bytes)
+{
+    return (double)bytes / (1024.0 * 1024.0);
+}
+
+nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t cap)
+{
+    if (!s || !buf || !cap)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_mem_stats_format: s and buf must not be NULL and cap must be > 0");
+    char lim[32] = "none";
+    if (s->limit) snprintf(lim, sizeof lim, "%.1f MiB", mib(s->limit));
+    snprintf(buf, cap,
+             "allocated: %.1f MiB now (%llu blocks, %.1f MiB requested), %.1f MiB peak, "
+             "%llu allocations, %llu frees\n"
+             "reserved:  %.1f MiB now in %llu segments, %.1f MiB peak (%llu segments), limit %s\n"
+             "cache:     %llu hits, %llu misses, %.1f MiB cached, largest free %.1f MiB, "
+             "fragmentation %.3f\n"
+             "oom:       %llu retries, %llu failures\n",
+             mib(s->allocated_bytes), (unsigned long long)s->alloc_count, mib(s->requested_bytes),
+             mib(s->allocated_bytes_peak), (unsigned long long)s->alloc_count_total,
+             (unsigned long long)s->free_count_total, mib(s->reserved_bytes),
+             (unsigned long long)s->segment_count, mib(s->reserved_bytes_peak),
+             (unsigned long long)s->segment_count_peak, lim, (unsigned long long)s->cache_hits,
+             (unsigned long long)s->cache_misses, mib(s->cached_bytes), mib(s->largest_free_bytes),
+             s->fragmentation, (unsigned long long)s->oom_retries,
+             (unsigned long long)s->oom_failures);
+    return NN_OK;
+}
+
+nn_status nn_mem_trim(int device, size_t *released)
+{
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_trim", &p, NULL));
+    size_t r = nn__pool_trim(p);
+    if (released) *released = r;
+    return NN_OK;
+}
+
+nn_status nn_mem_log_enable(int device, int on)
+{
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_log_enable", &p, NULL));
+    nn__pool_log_enable(p, on);
+    return NN_OK;
+}
+
+nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size_t *count)
+{
+    if (!out || !count)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: out and count must not be NULL");
+    *count = 0;
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_log_read", &p, NULL));
+    *count = nn__pool_log_read(p, out, cap);
+    return NN_OK;
+}
+
+/* ---- contexts ---- */
+
+nn_status nn__mem_ctx_init(struct nn_ctx *ctx)
+{
+    struct nn__pool *p;
+    nn_status st = pool_get(ctx->device, NULL, "nn_ctx_create", &p, NULL);
+    if (st != NN_OK) return nn__error_rethrow(ctx, NULL);
+    NN__TRY(nn__pool_stream_ref(p, ctx->stream, ctx->stream_id, ctx));
+    ctx->pool = p;
+    return NN_OK;
+}
+
+void nn__mem_ctx_fini(struct nn_ctx *ctx)
+{
+    if (!ctx->pool) return;
+    nn__pool_stream_unref(ctx->pool, ctx->stream_id);
+    ctx->pool = NULL;
+}
+
+nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out)
+{
+    return nn__pool_alloc(ctx->pool, ctx->stream, ctx->stream_id, bytes, out, ctx);
+}
+
+nn_status nn__dev_free(struct nn_ctx *ctx, void *p)
+{
+    return nn__pool_free(ctx->pool, ctx->stream, ctx->stream_id, p, ctx);
+}
+
+static nn_status check_ctx(nn_ctx *ctx, const char *fn)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    if (!ctx->pool)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: ctx runs the reference backend and has no device memory", fn);
+    return NN_OK;
+}
+
+nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out)
+{
+    NN__TRY(check_ctx(ctx, "nn_mem_alloc"));
+    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_mem_alloc: out must not be NULL");
+    return nn__dev_alloc(ctx, bytes, out);
+}
+
+nn_status nn_mem_free(nn_ctx *ctx, void *p)
+{
+    NN__TRY(check_ctx(ctx, "nn_mem_free"));
+    return nn__dev_free(ctx, p);
+}
+
+/* ---- stream handles ---- */
+
+struct nn_mem_stream {
+    struct nn__pool *pool;
+    void *stream; /* cudaStream_t, or the host stream */
+    uint64_t id;
+    struct nn__hstream *host;
+};
+
+nn_status nn_mem_stream_open(int device, void *stream, nn_mem_stream **out)
+{
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_open: out must not be NULL");
+    *out = NULL;
+    if (device == NN_MEM_HOST && stream)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_mem_stream_open: stream must be NULL for NN_MEM_HOST, got %p", stream);
+    struct nn__pool *p;
+    NN__TRY(pool_get(device, NULL, "nn_mem_stream_open", &p, NULL));
+    nn_mem_stream *s = nn__host_calloc(1, sizeof *s);
+    if (!s) return NN__FAIL(NULL, NN_E_OOM_HOST, "nn_mem_stream_open: out of host memory");
+    s->pool = p;
+    nn_status st = NN_OK;
+    if (device == NN_MEM_HOST) {
+        st = nn__hstream_create(&s->host);
+        if (st == NN_OK) {
+            s->stream = s->host;
+            s->id = nn__hstream_id(s->host);
+        }
+    } else {
+#if NN_HAVE_CUDA
+        unsigned long long id = 0;
+        s->stream = stream;
+        st = NN__CUDA(NULL, cudaStreamGetId((cudaStream_t)stream, &id));
+        s->id = id;
+#endif
+    }
+    if (st == NN_OK) st = nn__pool_stream_ref(p, s->stream, s->id, NULL);
+    if (st != NN_OK) {
+        nn__hstream_destroy(s->host);
+        nn__host_free(s);
+        return st;
+    }
+    *out = s;
+    return NN_OK;
+}
+
+void nn_mem_stream_close(nn_mem_stream *s)
+{
+    if (!s) return;
+    if (s->host) {
+        nn__hstream_sync(s->host);
+    } else {
+#if NN_HAVE_CUDA
+        if (cudaStreamSynchronize((cudaStream_t)s->stream) != cudaSuccess) (void)cudaGetLastError();
+#endif
+    }
+    nn__pool_stream_unref(s->pool, s->id);
+    nn__hstream_destroy(s->host);
+    nn__host_free(s);
+}
+
+nn_status nn_mem_stream_alloc(nn_mem_stream *s, size_t bytes, void **out)
+{
+    if (!s || !out)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_alloc: s and out must not be NULL");
+    return nn__pool_alloc(s->pool, s->stream, s->id, bytes, out, NULL);
+}
+
+nn_status nn_mem_stream_free(nn_mem_stream *s, void *p)
+{
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_free: s must not be NULL");
+    return nn__pool_free(s->pool, s->stream, s->id, p, NULL);
+}
+
+struct nn__hstream *nn__mem_stream_host(nn_mem_stream *s)
+{
+    return s->host;
+}

@@ -1,0 +1,120 @@
+/* The caching pool's core, generic over an upstream that provides segments and events.
+ * Two upstreams exist: CUDA (upstream_cuda.c) and host memory (upstream_host.c), so that every
+ * line of bookkeeping runs and is tested on machines without a GPU. */
+#ifndef NN_MEM_POOL_H
+#define NN_MEM_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn_config.h"
+
+#include "nnprim/mem.h"
+#include "nnprim/status.h"
+
+struct nn_ctx;
+
+/* What the pool needs from below. Every call may record an error on ectx (may be NULL).
+ * Streams and events are opaque handles. */
+struct nn__upstream_ops {
+    /* A segment for use on stream. Out of memory must give NN_E_OOM_DEVICE. */
+    nn_status (*seg_alloc)(void *st, size_t bytes, void *stream, void **out, struct nn_ctx *ectx);
+    void (*seg_free)(void *st, void *p);
+    /* Before a batch of seg_free: wait until no queued work still uses pool memory. Returns 1
+     * when every stream is then idle, 0 when it cannot tell (the pool then asks each stream
+     * through an event). */
+    int (*quiesce)(void *st);
+    /* Direct allocation for the bypass mode (cudaMalloc / cudaFree). */
+    nn_status (*raw_alloc)(void *st, size_t bytes, void **out, struct nn_ctx *ectx);
+    void (*raw_free)(void *st, void *p);
+    nn_status (*event_create)(void *st, void **ev, struct nn_ctx *ectx);
+    void (*event_destroy)(void *st, void *ev);
+    nn_status (*event_record)(void *st, void *ev, void *stream, struct nn_ctx *ectx);
+    /* 1 completed, 0 still pending. An error counts as pending (and is recorded). */
+    int (*event_query)(void *st, void *ev);
+    /* Apply the upstream choice of the settings (only called while the pool holds no memory). */
+    nn_status (*configure)(void *st, const nn_mem_settings *s, struct nn_ctx *ectx);
+    void (*destroy)(void *st);
+};
+
+struct nn__upstream {
+    const struct nn__upstream_ops *ops;
+    void *st;
+    const char *name;
+};
+
+struct nn__pool;
+
+/* Size classes: four per doubling from 512 bytes. Class c covers [nn__class_lo(c),
+ * nn__class_lo(c + 1)). Requests are rounded up to NN__MEM_ALIGN. */
+#define NN__MEM_ALIGN   512u
+#define NN__MEM_CLASSES 220
+
+static inline int nn__class_of(size_t size)
+{
+    if (size < 1024) return size < 640 ? 0 : size < 768 ? 1 : size < 896 ? 2 : 3;
+    int e = 63 - __builtin_clzll((unsigned long long)size);
+    return (e - 9) * 4 + (int)((size >> (e - 2)) & 3);
+}
+
+static inline size_t nn__class_lo(int c)
+{
+    return (size_t)(4 + (c & 3)) << (c / 4 + 7);
+}
+
+/* bytes rounded up to the alignment; 0 when that overflows. */
+static inline size_t nn__mem_round(size_t bytes)
+{
+    if (bytes > SIZE_MAX - (NN__MEM_ALIGN - 1)) return 0;
+    size_t r = (bytes + NN__MEM_ALIGN - 1) & ~(size_t)(NN__MEM_ALIGN - 1);
+    return r ? r : NN__MEM_ALIGN;
+}
+
+/* Create a pool over an upstream; the pool owns the upstream afterwards (also on failure). */
+nn_status nn__pool_create(struct nn__upstream up, const nn_mem_settings *s, struct nn__pool **out);
+/* Release every segment and structure. Memory still handed out is released too. */
+void nn__pool_destroy(struct nn__pool *pool);
+
+nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id, size_t bytes,
+                         void **out, struct nn_ctx *ectx);
+nn_status nn__pool_free(struct nn__pool *pool, void *stream, uint64_t stream_id, void *p,
+                        struct nn_ctx *ectx);
+
+/* A stream that allocates from the pool: counted, so that when its last user goes (after its
+ * work has completed) its cached blocks become usable by every stream. */
+nn_status nn__pool_stream_ref(struct nn__pool *pool, void *stream, uint64_t stream_id,
+                              struct nn_ctx *ectx);
+void nn__pool_stream_unref(struct nn__pool *pool, uint64_t stream_id);
+
+nn_status nn__pool_configure(struct nn__pool *pool, const nn_mem_settings *s, struct nn_ctx *ectx);
+void nn__pool_set_limit(struct nn__pool *pool, size_t limit);
+void nn__pool_get_stats(struct nn__pool *pool, nn_mem_stats *out);
+void nn__pool_reset_peak(struct nn__pool *pool);
+size_t nn__pool_trim(struct nn__pool *pool);
+void nn__pool_log_enable(struct nn__pool *pool, int on);
+size_t nn__pool_log_read(struct nn__pool *pool, nn_mem_event *out, size_t cap);
+int nn__pool_bypass(const struct nn__pool *pool);
+
+/* Structures (blocks, segments, table slots) the pools hold from nn__host_alloc, over all
+ * pools of the process: a test's leak check. */
+long nn__pool_meta_live(void);
+
+/* Upstream constructors. */
+nn_status nn__upstream_host(struct nn__upstream *out);
+#if NN_HAVE_CUDA
+nn_status nn__upstream_cuda(int device, const nn_mem_settings *s, struct nn__upstream *out,
+                            struct nn_ctx *ectx);
+#endif
+
+/* Host upstream streams: simulated streams whose work completes only when told. */
+struct nn__hstream;
+nn_status nn__hstream_create(struct nn__hstream **out);
+void nn__hstream_destroy(struct nn__hstream *s);
+uint64_t nn__hstream_id(const struct nn__hstream *s);
+void nn__hstream_busy(struct nn__hstream *s); /* queue work that stays pending */
+void nn__hstream_sync(struct nn__hstream *s); /* complete everything queued */
+
+/* The simulated stream of a host pool's handle (NULL for a CUDA handle). */
+struct nn__hstream *nn__mem_stream_host(nn_mem_stream *s);
+
+#endif

@@ -1,0 +1,14 @@
+/* The many-thread workload, shared by the Criterion suite and the stand-alone driver that runs
+ * under ThreadSanitizer (Criterion itself cannot start under TSan: Snaipe/Criterion#274). */
+#ifndef NN_TESTS_MEM_STRESS_H
+#define NN_TESTS_MEM_STRESS_H
+
+#include "nnprim/mem.h"
+
+/* threads threads, thread i on streams[i], rounds random allocations and frees each (sizes up to
+ * 12 MiB, one free in five handed to the next thread and freed on its stream). On the host pool
+ * every block is tagged and checked, so two threads holding one block is seen. Leaves nothing
+ * allocated. Returns the number of errors. */
+int mem_stress_run(int device, nn_mem_stream **streams, int threads, int rounds);
+
+#endif

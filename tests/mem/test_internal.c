@@ -1,0 +1,189 @@
+/* Size classes, failure injection on host allocations, and the pool under many threads. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "mem/pool.h"
+#include "mem_test.h"
+#include "stress.h"
+
+#define MiB ((size_t)1 << 20)
+
+Test(mem_classes, monotonic_and_bounded)
+{
+    int last = 0;
+    for (size_t s = 1; s < ((size_t)1 << 42); s += s / 61 + 1) {
+        int c = nn__class_of(s);
+        cr_assert_geq(c, last, "class of %zu went down", s);
+        cr_assert_lt(c, NN__MEM_CLASSES);
+        if (s >= 512) {
+            cr_assert_leq(nn__class_lo(c), s, "size %zu below its class %d", s, c);
+            cr_assert_lt(s, nn__class_lo(c + 1), "size %zu above its class %d", s, c);
+        }
+        last = c;
+        size_t r = nn__mem_round(s);
+        cr_assert_eq(r % 512, 0);
+        cr_assert_geq(r, s);
+        cr_assert_lt(r - s, 512, "rounding wastes less than the alignment");
+    }
+    for (int c = 0; c + 1 < NN__MEM_CLASSES; c++) {
+        cr_assert_gt(nn__class_lo(c + 1), nn__class_lo(c));
+        double width = (double)nn__class_lo(c + 1) / (double)nn__class_lo(c);
+        cr_assert_leq(width, 1.25 + 1e-12, "class %d spans more than a quarter", c);
+        cr_assert_eq(nn__class_of(nn__class_lo(c)), c);
+        cr_assert_eq(nn__class_of(nn__class_lo(c + 1) - 1), c);
+    }
+    cr_expect_eq(nn__class_of(SIZE_MAX), NN__MEM_CLASSES - 1);
+    cr_expect_eq(nn__mem_round(0), 512);
+    cr_expect_eq(nn__mem_round(SIZE_MAX), 0, "overflow is reported as 0");
+}
+
+/* A run that exercises every kind of host allocation of the pool: segments, split blocks, table
+ * growth, events of cross-stream frees, the stream table. Returns how many steps failed. */
+static int scripted_run(struct nn__pool *pool, struct nn__hstream *s1, struct nn__hstream *s2)
+{
+    void *p[200] = {0};
+    int failed = 0;
+    nn_status st;
+    uint64_t id1 = nn__hstream_id(s1), id2 = nn__hstream_id(s2);
+#define STEP(expr)                                                                                 \
+    do {                                                                                           \
+        st = (expr);                                                                               \
+        if (st != NN_OK) {                                                                         \
+            cr_assert(st == NN_E_OOM_HOST || st == NN_E_OOM_DEVICE, "status %s: %s",               \
+                      nn_status_name(st), nn_last_error()->message);                               \
+            failed++;                                                                              \
+        }                                                                                          \
+    } while (0)
+/* A failed free changes nothing: the block is still the caller's, so free it again. */
+#define FREE_STEP(expr)                                                                            \
+    do {                                                                                           \
+        STEP(expr);                                                                                \
+        if (st != NN_OK) cr_assert_eq((expr), NN_OK, "%s", nn_last_error()->message);              \
+    } while (0)
+    STEP(nn__pool_stream_ref(pool, s1, id1, NULL));
+    int ref2 = 0;
+    STEP((ref2 = 1, nn__pool_stream_ref(pool, s2, id2, NULL)));
+    if (st != NN_OK) ref2 = 0;
+    for (int i = 0; i < 200; i++) {
+        size_t bytes = (size_t)(i % 7 + 1) * (i % 3 == 0 ? 300 * 1024 : 4000);
+        if (i % 50 == 49) bytes = 12 * MiB;
+        STEP(nn__pool_alloc(pool, s1, id1, bytes, &p[i], NULL));
+        if (st != NN_OK) cr_assert_null(p[i]);
+    }
+    for (int i = 0; i < 200; i += 2)
+        if (p[i]) FREE_STEP(nn__pool_free(pool, i % 4 ? s2 : s1, i % 4 ? id2 : id1, p[i], NULL));
+    void *q[50] = {0};
+    for (int i = 0; i < 50; i++)
+        STEP(nn__pool_alloc(pool, s2, id2, 5000 * (size_t)(i + 1), &q[i], NULL));
+    for (int i = 1; i < 200; i += 2)
+        if (p[i]) FREE_STEP(nn__pool_free(pool, s1, id1, p[i], NULL));
+    for (int i = 0; i < 50; i++)
+        if (q[i]) FREE_STEP(nn__pool_free(pool, s2, id2, q[i], NULL));
+    nn__pool_trim(pool);
+#undef FREE_STEP
+#undef STEP
+    nn__pool_stream_unref(pool, id1);
+    if (ref2) nn__pool_stream_unref(pool, id2);
+    return failed;
+}
+
+Test(mem_inject, every_host_allocation_failure_is_an_oom_status_and_leaks_nothing)
+{
+    nn_mem_settings set;
+    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    struct nn__hstream *s1, *s2;
+    cr_assert_eq(nn__hstream_create(&s1), NN_OK);
+    cr_assert_eq(nn__hstream_create(&s2), NN_OK);
+    long base = nn__pool_meta_live();
+
+    /* How many host allocations does a clean run make? */
+    struct nn__upstream up;
+    struct nn__pool *pool;
+    nn__upstream_host(&up);
+    cr_assert_eq(nn__pool_create(up, &set, &pool), NN_OK);
+    nn__host_alloc_fail_at(0);
+    cr_assert_eq(scripted_run(pool, s1, s2), 0);
+    long made = nn__host_alloc_fail_at(0);
+    nn_mem_stats s;
+    nn__pool_get_stats(pool, &s);
+    cr_assert_eq(s.allocated_bytes, 0);
+    cr_assert_eq(s.reserved_bytes, 0, "trim released every segment: %zu left in %llu",
+                 s.reserved_bytes, (unsigned long long)s.segment_count);
+    nn__pool_destroy(pool);
+    cr_assert_eq(nn__pool_meta_live(), base);
+    cr_assert_gt(made, 20, "the run exercises many allocations (%ld)", made);
+
+    for (long n = 1; n <= made; n++) {
+        nn__upstream_host(&up);
+        cr_assert_eq(nn__pool_create(up, &set, &pool), NN_OK);
+        nn__host_alloc_fail_at(n);
+        int failed = scripted_run(pool, s1, s2);
+        nn__host_alloc_fail_at(0);
+        /* The run's own trim is best effort when its host allocation is the one that fails. */
+        nn__pool_trim(pool);
+        nn__pool_get_stats(pool, &s);
+        cr_assert_eq(s.allocated_bytes, 0, "run %ld: every successful allocation was freed", n);
+        cr_assert_eq(s.alloc_count, 0, "run %ld", n);
+        cr_assert_eq(s.reserved_bytes, 0, "run %ld: nothing reserved after trim", n);
+        cr_assert_leq(failed, 1, "run %ld: one injected failure fails at most one step", n);
+        nn__pool_destroy(pool);
+        cr_assert_eq(nn__pool_meta_live(), base, "run %ld leaked pool structures", n);
+    }
+    nn__hstream_destroy(s1);
+    nn__hstream_destroy(s2);
+}
+
+/* ---- many threads ---- */
+
+MEM_TEST(threads_on_their_own_streams)
+{
+    enum { THREADS = 8 };
+    struct tstream st[THREADS];
+    nn_mem_stream *h[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        ts_open(&st[i], device);
+        h[i] = st[i].h;
+    }
+    cr_expect_eq(mem_stress_run(device, h, THREADS, 4000), 0);
+    nn_mem_stats s = ts_stats(device);
+    cr_expect_eq(s.allocated_bytes, 0);
+    cr_expect_eq(s.alloc_count, 0);
+    cr_expect_eq(s.alloc_count_total, s.free_count_total);
+    cr_expect_gt(s.cache_hits, s.cache_misses, "most requests are served from the cache");
+    for (int i = 0; i < THREADS; i++)
+        ts_close(&st[i]);
+    size_t released;
+    cr_assert_eq(nn_mem_trim(device, &released), NN_OK);
+    cr_expect_eq(ts_stats(device).reserved_bytes, 0);
+}
+
+Test(mem_cuda, tensors_come_from_the_pool)
+{
+    NN_REQUIRE_GPU();
+    nn_settings set;
+    cr_assert_eq(nn_default_settings(&set), NN_OK);
+    set.backend = NN_BACKEND_CUDNN;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &set), NN_OK, "%s", nn_last_error()->message);
+    nn_mem_stats before = ts_stats(set.device);
+    nn_tensor t;
+    int64_t dims[4] = {2, 3, 32, 32};
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, dims, &t), NN_OK);
+    nn_mem_stats during = ts_stats(set.device);
+    cr_expect_eq(during.alloc_count, before.alloc_count + 1);
+    cr_expect_eq(during.requested_bytes, before.requested_bytes + 2 * 3 * 32 * 32 * 4);
+    void *data = t.data;
+    cr_assert_eq(nn_tensor_free(ctx, &t), NN_OK);
+    nn_mem_stats after = ts_stats(set.device);
+    cr_expect_eq(after.alloc_count, before.alloc_count);
+    cr_expect_eq(after.free_count_total, before.free_count_total + 1);
+    t.data = data;
+    cr_expect_eq(nn_tensor_free(ctx, &t), NN_E_BAD_POINTER, "a second free is caught");
+    void *raw;
+    cr_assert_eq(nn_mem_alloc(ctx, 1000, &raw), NN_OK);
+    cr_expect_eq(raw, data, "same-stream reuse");
+    cr_assert_eq(nn_mem_free(ctx, raw), NN_OK);
+    nn_ctx_destroy(ctx);
+}

@@ -5,6 +5,7 @@
  *   status.h   status codes, nn_strerror(), the last-error record
  *   context.h  version, build features, devices, settings, nn_ctx
  *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
+ *   conv.h     convolution forward and backward, pullbacks
  */
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
@@ -12,5 +13,6 @@
 #include "status.h"
 #include "context.h"
 #include "tensor.h"
+#include "conv.h"
 
 #endif /* NNPRIM_NNPRIM_H */

@@ -46,7 +46,8 @@ int nn_conv_check_reference(nn_ctx *ref, const struct nn_conv_case *c, FILE *out
 
 /* The same inputs through dev (a cuDNN context) and ref; y, dx, dw, db compared (exactly when
  * the case is small enough for small-integer inputs, else with nn_h_tolerance()), guards
- * checked on both. Returns the number of failures (a backend error counts as one, printed). */
+ * checked on both. Returns the number of failures (a backend error counts as one, printed;
+ * NN_E_UNSUPPORTED for an f64 case only gives a note line, as conv.h allows it). */
 int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c, FILE *out);
 
 #endif

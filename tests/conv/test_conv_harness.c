@@ -136,6 +136,23 @@ Test(conv_harness, reference_matches_finite_differences_and_respects_guards)
     nn_ctx_destroy(ref);
 }
 
+/* The backend comparison itself, run with a second reference context as the "backend": every
+ * case must compare equal (the reference is deterministic), with guards intact. */
+Test(conv_harness, backend_comparison_runs_on_two_reference_contexts)
+{
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_ctx *other = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    int fails = 0;
+    for (size_t i = 0; i < nn_conv_standard_case_count(); i++) {
+        struct nn_conv_case c;
+        cr_assert_eq(nn_conv_standard_case(i, &c), 0);
+        fails += nn_conv_check_backend(other, ref, &c, stderr);
+    }
+    cr_expect_eq(fails, 0, "%d failures", fails);
+    nn_ctx_destroy(other);
+    nn_ctx_destroy(ref);
+}
+
 /* The harness must catch what it claims to: an output view shifted past its end trips the
  * guard, and an unwritten element stays NaN. */
 Test(conv_harness, guards_catch_overruns_and_unwritten_elements)

@@ -183,6 +183,10 @@ Test(conv_validation, output_shape)
     wd[3] = -1;
     EXPECT_ERROR(nn_conv_output_shape(&p, 4, xd, wd, yd), NN_E_SHAPE, "w.dims[3] must be >= 1");
     EXPECT_ERROR(nn_conv_output_shape(&p, 4, NULL, wd, yd), NN_E_INVALID_ARG, "must not be NULL");
+    wd[3] = 3;
+    p.dilation[1] = INT64_MAX;
+    EXPECT_ERROR(nn_conv_output_shape(&p, 4, xd, wd, yd), NN_E_OVERFLOW, "spatial dim 1",
+                 "overflows int64");
 }
 
 Test(conv_validation, dtypes_layouts_memory)

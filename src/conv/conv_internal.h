@@ -47,6 +47,16 @@ struct nn__conv_problem {
  * f32 problem adds " tf32". Always NUL-terminated; truncated to cap. */
 void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap);
 
+/* What the backend's calls did, for the verbose line of the current op call: conv.c clears it
+ * before dispatching and prints it after. A backend may set impl (e.g. the engine, "eng12") and
+ * cache ("hit" / "miss"); static strings only. Unset fields print as the backend's name and "-".
+ * With several backend calls in one op call (backward), the last one set wins. */
+struct nn__conv_note {
+    const char *impl;
+    const char *cache;
+};
+extern _Thread_local struct nn__conv_note nn__conv_note;
+
 /* Backend entry points. Each returns NN_OK or a recorded failure; all queue their work on the
  * context's stream (the _ref ones finish before returning).
  *

@@ -3,6 +3,8 @@
 #ifndef NN_CLI_CLI_H
 #define NN_CLI_CLI_H
 
+int nn_cli_check(int argc, char **argv);
+int nn_cli_bench_conv(int argc, char **argv);
 int nn_cli_bench_mem(int argc, char **argv);
 int nn_cli_bench_pool(int argc, char **argv);
 

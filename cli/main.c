@@ -70,6 +70,7 @@ static const struct command_area {
     const char *name;
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
+    {"conv", nn_cli_bench_conv},
     {"mem", nn_cli_bench_mem},
     {"pool", nn_cli_bench_pool},
 };
@@ -96,8 +97,9 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
 #if NN_CLI_BENCH
-    {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: mem, pool)"},
+    {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: conv, mem, pool)"},
 #endif
+    {"check", nn_cli_check, "run the correctness harness (GPU against reference); --help for cases"},
 };
 
 static int usage(FILE *to)

@@ -8,6 +8,7 @@
  *   pool.h     max and mean pooling, forward and backward
  *   plan_cache.h  the context's plan cache: save, load, clear, statistics
  *   mem.h      the device memory pool: settings, statistics, trim, event log, raw allocations
+ *   conv.h     convolution forward and backward, pullbacks
  */
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
@@ -18,5 +19,6 @@
 #include "pool.h"
 #include "plan_cache.h"
 #include "mem.h"
+#include "conv.h"
 
 #endif /* NNPRIM_NNPRIM_H */

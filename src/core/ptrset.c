@@ -70,3 +70,14 @@ int nn__ptrset_remove(struct nn__ptrset *s, void *p)
     pthread_mutex_unlock(&s->lock);
     return found;
 }
+
+int nn__ptrset_contains(struct nn__ptrset *s, const void *p)
+{
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->cap)
+        for (size_t i = slot_of(p, s->cap); s->slots[i] && !found; i = (i + 1) & (s->cap - 1))
+            found = s->slots[i] == p;
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}

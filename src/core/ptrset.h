@@ -19,5 +19,6 @@ struct nn__ptrset {
 
 int nn__ptrset_add(struct nn__ptrset *s, void *p);    /* 0 ok, -1 out of memory */
 int nn__ptrset_remove(struct nn__ptrset *s, void *p); /* 1 removed, 0 absent */
+int nn__ptrset_contains(struct nn__ptrset *s, const void *p); /* 1 present, 0 absent */
 
 #endif

@@ -1,0 +1,216 @@
+/*
+ * nnprim: convolution, forward and backward, in the style of NNlib's conv / ∇conv_data /
+ * ∇conv_filter.
+ *
+ * Shapes (spatial rank S = 1, 2 or 3; tensor rank S + 2):
+ *   x   input            N x C x [D x] [H x] W        (NCW, NCHW, NCDHW)
+ *   w   filter           K x C/groups x [T x] [R x] S (KCS, KCRS, KCTRS)
+ *   b   bias             K  (rank 1) or 1 x K x 1 ... x 1 (rank S + 2); optional
+ *   y   output           N x K x [D' x] [H' x] W'     (see nn_conv_output_shape())
+ *   dx, dw, db, dy       the shapes of x, w, b and y
+ * Each output spatial size is floor((in + pad_lo + pad_hi - dilation * (filter - 1) - 1) / stride)
+ * + 1 and must be >= 1.
+ *
+ * Math: y = act(x ⋆ w + b) where ⋆ is cross-correlation (the deep-learning default) or true
+ * convolution (the filter flipped in every spatial dimension), with zero padding. Within a group
+ * g, output channel k = g * K/groups + j reads input channels g * C/groups ... (g+1) * C/groups -
+ * 1; groups == C == K/m is a depthwise convolution.
+ *
+ * Layout: every tensor must be fully packed row-major (nn_tensor_is_contiguous(); a dim of size
+ * 1 may have any stride). Other strides are refused with NN_E_UNSUPPORTED naming the tensor.
+ *
+ * dtypes: all tensors of one call share one dtype. f32 (strict or TF32 by the context's math
+ * mode), f16 and bf16 (computed with f32 accumulation, rounded once at the end) on both backends;
+ * f64 on the reference backend (the cuDNN backend refuses it with NN_E_UNSUPPORTED where cuDNN
+ * has no engine). The reference backend accumulates in double in every case.
+ *
+ * The reference backend runs on host tensors, the cuDNN backend on device tensors of the
+ * context's device; the backend is the context's (nn_ctx_backend()).
+ *
+ * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check` and
+ * `nnprim bench conv` all use it; docs/CONV.md has the grammar):
+ *   n2c4h9w9k6r3s3 g2 stride2x1 dil1x1 padlo1x0 padhi2x1 conv relu bias f32
+ */
+#ifndef NNPRIM_CONV_H
+#define NNPRIM_CONV_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The largest spatial rank (3: D, H, W). */
+#define NN_CONV_MAX_SPATIAL 3
+
+/** Whether the filter is flipped. */
+typedef enum nn_conv_mode {
+    NN_CONV_CROSS_CORRELATION = 0, /**< y[o] = sum x[o * stride + i * dilation - pad] w[i] */
+    NN_CONV_CONVOLUTION = 1        /**< the same with w flipped in every spatial dimension */
+} nn_conv_mode;
+
+/** An activation fused after the bias. */
+typedef enum nn_activation {
+    NN_ACTIVATION_IDENTITY = 0,
+    NN_ACTIVATION_RELU = 1 /**< max(v, 0); its gradient is taken as 0 where y == 0 */
+} nn_activation;
+
+/** Bits of nn_conv_params.flags. */
+enum nn_conv_flag {
+    NN_CONV_ACCUMULATE_DX = 1 << 0, /**< dx += gradient instead of dx = gradient */
+    NN_CONV_ACCUMULATE_DW = 1 << 1, /**< dw += gradient (frameworks summing over micro-batches) */
+    NN_CONV_ACCUMULATE_DB = 1 << 2  /**< db += gradient */
+};
+
+/**
+ * Convolution parameters. Fill with nn_conv_params_default(), then change what you need.
+ * Only the first spatial_rank entries of the per-dimension arrays are read, in D, H, W order
+ * (for spatial_rank 2: [0] = H, [1] = W).
+ */
+typedef struct nn_conv_params {
+    int spatial_rank;                      /**< 1, 2 or 3 */
+    int64_t stride[NN_CONV_MAX_SPATIAL];   /**< >= 1 */
+    int64_t dilation[NN_CONV_MAX_SPATIAL]; /**< >= 1 (1 = dense filter) */
+    int64_t pad_lo[NN_CONV_MAX_SPATIAL];   /**< zero padding before the first element, >= 0 */
+    int64_t pad_hi[NN_CONV_MAX_SPATIAL];   /**< zero padding after the last element, >= 0 */
+    int64_t groups;                        /**< >= 1; divides C and K */
+    nn_conv_mode mode;
+    nn_activation activation; /**< applied by nn_conv_forward() after the bias */
+    unsigned flags;           /**< OR of nn_conv_flag bits; read by the backward calls */
+    uint64_t reserved[4];     /**< zero */
+} nn_conv_params;
+
+/**
+ * Default parameters: stride 1, dilation 1, no padding, one group, cross-correlation, identity
+ * activation, no flags.
+ *
+ * @param p            out: filled completely.
+ * @param spatial_rank 1, 2 or 3.
+ * @return NN_OK; NN_E_INVALID_ARG if p is NULL or spatial_rank is out of range.
+ */
+NN_API nn_status nn_conv_params_default(nn_conv_params *p, int spatial_rank);
+
+/**
+ * The dims of y for given x and w dims (all of rank p->spatial_rank + 2).
+ *
+ * @param p      parameters.
+ * @param rank   p->spatial_rank + 2.
+ * @param x_dims rank dims of x.
+ * @param w_dims rank dims of w.
+ * @param y_dims out: rank dims of y; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL pointer, a parameter out of range: the message names it);
+ *         NN_E_SHAPE (rank mismatch, channels not matching w.dims[1] * groups, K not divisible by
+ *         groups, an output size < 1); NN_E_OVERFLOW (padded or dilated sizes overflow int64).
+ */
+NN_API nn_status nn_conv_output_shape(const nn_conv_params *p, int rank, const int64_t *x_dims,
+                                      const int64_t *w_dims, int64_t *y_dims);
+
+/** State kept from a training-mode forward call for the matching backward call. Opaque. */
+typedef struct nn_conv_pullback nn_conv_pullback;
+
+/**
+ * Forward convolution: y = act(x ⋆ w + b).
+ *
+ * @param ctx          the context; its backend runs the op.
+ * @param p            parameters (flags are not read here).
+ * @param x            input.
+ * @param w            filter.
+ * @param b            bias, or NULL for none.
+ * @param y            output, overwritten; must not overlap x, w or b.
+ * @param pullback_out NULL for inference; otherwise out: a new pullback for nn_conv_backward()
+ *                     (set to NULL on failure).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range); NN_E_SHAPE (dims
+ *         that do not agree: the message names the tensor and dim, the expected and actual
+ *         value); NN_E_OVERFLOW; NN_E_DTYPE (dtypes differ, or f64 where the backend cannot);
+ *         NN_E_MEMSPACE;
+ *         NN_E_UNSUPPORTED (strided layout, or a configuration the backend cannot run);
+ *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ * Ownership: the pullback belongs to the caller until nn_conv_backward() consumes it or
+ * nn_conv_pullback_free() drops it. It holds copies of the *views* of x and w (and of y when
+ * p->activation is RELU: the gradient is masked where y == 0), not their data: the caller keeps
+ * that storage alive and unchanged until the backward call.
+ */
+NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                 const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                                 nn_conv_pullback **pullback_out);
+
+/**
+ * Backward through a training-mode forward call: any of the gradients.
+ *
+ * With a fused relu, the incoming gradient is first masked with y > 0 (y from the forward call).
+ * The flags of the forward call's parameters decide which gradients accumulate.
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success.
+ * @param dy       gradient with respect to y.
+ * @param dx       out: gradient with respect to x, or NULL to skip.
+ * @param dw       out: gradient with respect to w, or NULL to skip.
+ * @param db       out: gradient with respect to b, or NULL to skip (the forward call needs no
+ *                 bias for db to be computed; its dims are K or 1 x K x 1 ... x 1).
+ * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, or
+ *         from a call with another context); the statuses of nn_conv_forward().
+ * Ownership: on success the pullback is freed and *pullback set to NULL; on failure it stays
+ * with the caller (who may retry or free it). Outputs may be partly written on a failure after
+ * validation (for example out of device memory half way).
+ */
+NN_API nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
+                                  nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
+
+/**
+ * Drop a pullback without using it.
+ *
+ * @param pullback in/out: NULL or *pullback NULL is a no-op; set to NULL.
+ * @return NN_OK; NN_E_PULLBACK if *pullback is not a live pullback (already consumed or freed).
+ */
+NN_API nn_status nn_conv_pullback_free(nn_conv_pullback **pullback);
+
+/**
+ * Stand-alone data gradient: dx = dy ⋆ᵀ w (dx += ... with NN_CONV_ACCUMULATE_DX).
+ * p->activation must be IDENTITY: pass dy already masked by the activation's derivative.
+ *
+ * @param ctx the context.
+ * @param p   the forward call's parameters.
+ * @param dy  gradient with respect to y.
+ * @param w   the filter.
+ * @param dx  out: gradient with respect to x; its dims define x's.
+ * @return as nn_conv_forward(); NN_E_INVALID_ARG also for an activation other than IDENTITY.
+ */
+NN_API nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
+                                       const nn_tensor *w, nn_tensor *dx);
+
+/**
+ * Stand-alone filter gradient: dw = x ⋆ᵀ dy (dw += ... with NN_CONV_ACCUMULATE_DW).
+ * p->activation must be IDENTITY (see nn_conv_backward_data()).
+ *
+ * @param ctx the context.
+ * @param p   the forward call's parameters.
+ * @param x   the forward call's input.
+ * @param dy  gradient with respect to y.
+ * @param dw  out: gradient with respect to w; its dims define w's.
+ * @return as nn_conv_backward_data().
+ */
+NN_API nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                         const nn_tensor *dy, nn_tensor *dw);
+
+/**
+ * Stand-alone bias gradient: db[k] = sum of dy over n and every spatial position (db += ... with
+ * NN_CONV_ACCUMULATE_DB). p->activation must be IDENTITY.
+ *
+ * @param ctx the context.
+ * @param p   the forward call's parameters (spatial_rank and flags are read).
+ * @param dy  gradient with respect to y.
+ * @param db  out: K or 1 x K x 1 ... x 1.
+ * @return as nn_conv_backward_data().
+ */
+NN_API nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
+                                       nn_tensor *db);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_CONV_H */

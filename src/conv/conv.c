@@ -1,0 +1,665 @@
+/* Convolution: validation, the problem description, dispatch to a backend, pullbacks and the
+ * verbose line. Everything cuDNN would refuse with BAD_PARAM is refused here first, with the
+ * argument named. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conv/conv_internal.h"
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/ptrset.h"
+#include "core/tensor_util.h"
+
+struct nn_conv_pullback {
+    struct nn_ctx *ctx;
+    struct nn__conv_problem prob;
+    unsigned flags;
+    nn_tensor x, w, y; /* views; y only with a fused relu */
+};
+
+/* Live pullbacks, so that a consumed or foreign one is told apart from a real one. */
+static struct nn__ptrset live_pullbacks = NN__PTRSET_INIT;
+
+/* ---------------------------------------------------------------------------------------------
+ * Backends
+ */
+
+struct conv_backend {
+    const char *name;
+    nn_status (*forward)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
+                         const nn_tensor *, const nn_tensor *, nn_tensor *, double, double);
+    nn_status (*backward_data)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
+                               const nn_tensor *, nn_tensor *, double, double);
+    nn_status (*backward_filter)(struct nn_ctx *, const struct nn__conv_problem *,
+                                 const nn_tensor *, const nn_tensor *, nn_tensor *, double, double);
+    nn_status (*backward_bias)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
+                               nn_tensor *, double, double);
+    nn_status (*relu_backward)(struct nn_ctx *, const nn_tensor *, const nn_tensor *, nn_tensor *);
+};
+
+_Thread_local struct nn__conv_note nn__conv_note;
+
+static const struct conv_backend backend_ref = {
+    "ref",
+    nn__conv_forward_ref,
+    nn__conv_backward_data_ref,
+    nn__conv_backward_filter_ref,
+    nn__conv_backward_bias_ref,
+    nn__conv_relu_backward_ref,
+};
+
+#if NN__CONV_CUDNN_PATH
+static const struct conv_backend backend_cudnn = {
+    "cudnn",
+    nn__conv_forward_cudnn,
+    nn__conv_backward_data_cudnn,
+    nn__conv_backward_filter_cudnn,
+    nn__conv_backward_bias_cudnn,
+    nn__conv_relu_backward_cudnn,
+};
+#endif
+
+/* Also clears the verbose note: every op call picks its backend right before running it. */
+static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct conv_backend **out)
+{
+    nn__conv_note.impl = nn__conv_note.cache = NULL;
+    if (!nn__ctx_on_gpu(ctx)) {
+        *out = &backend_ref;
+        return NN_OK;
+    }
+#if NN__CONV_CUDNN_PATH
+    *out = &backend_cudnn;
+    return NN_OK;
+#else
+    return NN__FAIL(ctx, NN_E_NOT_BUILT,
+                    "%s: the cuDNN convolution path is not built yet (src/conv/conv_cudnn.c); "
+                    "use a reference-backend context (NNPRIM_BACKEND=ref) for convolutions",
+                    op);
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Text form (include/nnprim/conv.h, docs/CONV.md)
+ */
+
+struct textbuf {
+    char *buf;
+    size_t cap, len;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct textbuf *t, const char *fmt, ...)
+{
+    if (t->len >= t->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n;
+}
+
+static void put_list(struct textbuf *t, const char *name, int nsp, const int64_t *v)
+{
+    put(t, " %s", name);
+    for (int i = 0; i < nsp; i++)
+        put(t, i ? "x%lld" : "%lld", (long long)v[i]);
+}
+
+void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap)
+{
+    static const char in_letters[] = "dhw", filt_letters[] = "trs";
+    struct textbuf t = {buf, cap, 0};
+    if (cap) buf[0] = 0;
+    int off = 3 - p->nsp;
+    put(&t, "n%lldc%lld", (long long)p->n, (long long)p->c);
+    for (int i = 0; i < p->nsp; i++)
+        put(&t, "%c%lld", in_letters[off + i], (long long)p->in[i]);
+    put(&t, "k%lld", (long long)p->k);
+    for (int i = 0; i < p->nsp; i++)
+        put(&t, "%c%lld", filt_letters[off + i], (long long)p->filt[i]);
+    put(&t, " g%lld", (long long)p->groups);
+    put_list(&t, "stride", p->nsp, p->stride);
+    put_list(&t, "dil", p->nsp, p->dilation);
+    if (memcmp(p->pad_lo, p->pad_hi, sizeof p->pad_lo) == 0) {
+        put_list(&t, "pad", p->nsp, p->pad_lo);
+    } else {
+        put_list(&t, "padlo", p->nsp, p->pad_lo);
+        put_list(&t, "padhi", p->nsp, p->pad_hi);
+    }
+    put(&t, " %s", p->mode == NN_CONV_CONVOLUTION ? "conv" : "xcorr");
+    if (p->activation == NN_ACTIVATION_RELU) put(&t, " relu");
+    if (p->has_bias) put(&t, " bias");
+    put(&t, " %s", nn_dtype_name(p->dtype));
+    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) put(&t, " tf32");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Validation
+ */
+
+static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_conv_params *p)
+{
+    if (!p) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p (the parameters) must not be NULL", op);
+    if (p->spatial_rank < 1 || p->spatial_rank > NN_CONV_MAX_SPATIAL)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.spatial_rank must be 1, 2 or 3, got %d", op,
+                        p->spatial_rank);
+    for (int i = 0; i < p->spatial_rank; i++) {
+        if (p->stride[i] < 1)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.stride[%d] must be >= 1, got %lld", op, i,
+                            (long long)p->stride[i]);
+        if (p->dilation[i] < 1)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.dilation[%d] must be >= 1, got %lld", op,
+                            i, (long long)p->dilation[i]);
+        if (p->pad_lo[i] < 0)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.pad_lo[%d] must be >= 0, got %lld", op, i,
+                            (long long)p->pad_lo[i]);
+        if (p->pad_hi[i] < 0)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.pad_hi[%d] must be >= 0, got %lld", op, i,
+                            (long long)p->pad_hi[i]);
+    }
+    if (p->groups < 1)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.groups must be >= 1, got %lld", op,
+                        (long long)p->groups);
+    if (p->mode != NN_CONV_CROSS_CORRELATION && p->mode != NN_CONV_CONVOLUTION)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: p.mode must be NN_CONV_CROSS_CORRELATION or NN_CONV_CONVOLUTION, got "
+                        "%d",
+                        op, (int)p->mode);
+    if (p->activation != NN_ACTIVATION_IDENTITY && p->activation != NN_ACTIVATION_RELU)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: p.activation must be NN_ACTIVATION_IDENTITY or NN_ACTIVATION_RELU, "
+                        "got %d",
+                        op, (int)p->activation);
+    unsigned known = NN_CONV_ACCUMULATE_DX | NN_CONV_ACCUMULATE_DW | NN_CONV_ACCUMULATE_DB;
+    if (p->flags & ~known)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.flags has unknown bits 0x%x", op,
+                        p->flags & ~known);
+    return NN_OK;
+}
+
+/* Shape arithmetic shared by nn_conv_output_shape() and the ops; p is already checked. */
+static nn_status resolve(struct nn_ctx *ctx, const char *op, const nn_conv_params *p, int rank,
+                         const int64_t *x_dims, const int64_t *w_dims, const char *xn,
+                         const char *wn, struct nn__conv_problem *out)
+{
+    int nsp = p->spatial_rank;
+    if (rank != nsp + 2)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must be p.spatial_rank + 2 = %d, got %d", op,
+                        xn, nsp + 2, rank);
+    for (int i = 0; i < rank; i++) {
+        if (x_dims[i] < 1)
+            return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.dims[%d] must be >= 1, got %lld", op, xn, i,
+                            (long long)x_dims[i]);
+        if (w_dims[i] < 1)
+            return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.dims[%d] must be >= 1, got %lld", op, wn, i,
+                            (long long)w_dims[i]);
+    }
+    if (x_dims[1] % p->groups)
+        return NN__FAIL(ctx, NN_E_SHAPE,
+                        "%s: %s.dims[1] (channels) must be divisible by p.groups = %lld, got %lld",
+                        op, xn, (long long)p->groups, (long long)x_dims[1]);
+    if (w_dims[0] % p->groups)
+        return NN__FAIL(ctx, NN_E_SHAPE,
+                        "%s: %s.dims[0] (output channels) must be divisible by p.groups = %lld, "
+                        "got %lld",
+                        op, wn, (long long)p->groups, (long long)w_dims[0]);
+    if (w_dims[1] * p->groups != x_dims[1])
+        return NN__FAIL(ctx, NN_E_SHAPE,
+                        "%s: %s.dims[1] (input channels per group) must be %s.dims[1] / p.groups "
+                        "= %lld, got %lld",
+                        op, wn, xn, (long long)(x_dims[1] / p->groups), (long long)w_dims[1]);
+    memset(out, 0, sizeof *out);
+    out->nsp = nsp;
+    out->n = x_dims[0];
+    out->c = x_dims[1];
+    out->k = w_dims[0];
+    out->groups = p->groups;
+    for (int i = 0; i < nsp; i++) {
+        int64_t span, padded;
+        if (__builtin_mul_overflow(p->dilation[i], w_dims[2 + i] - 1, &span) ||
+            __builtin_add_overflow(span, 1, &span) ||
+            __builtin_add_overflow(x_dims[2 + i], p->pad_lo[i], &padded) ||
+            __builtin_add_overflow(padded, p->pad_hi[i], &padded))
+            return NN__FAIL(ctx, NN_E_OVERFLOW,
+                            "%s: spatial dim %d: the padded input or the dilated filter size "
+                            "overflows int64",
+                            op, i);
+        if (padded < span)
+            return NN__FAIL(ctx, NN_E_SHAPE,
+                            "%s: output spatial dim %d would be < 1: the padded input (%s.dims[%d] "
+                            "+ pad = %lld) is smaller than the dilated filter (%lld)",
+                            op, i, xn, 2 + i, (long long)padded, (long long)span);
+        out->in[i] = x_dims[2 + i];
+        out->filt[i] = w_dims[2 + i];
+        out->out[i] = (padded - span) / p->stride[i] + 1;
+        out->stride[i] = p->stride[i];
+        out->dilation[i] = p->dilation[i];
+        out->pad_lo[i] = p->pad_lo[i];
+        out->pad_hi[i] = p->pad_hi[i];
+    }
+    out->mode = p->mode;
+    out->activation = p->activation;
+    return NN_OK;
+}
+
+nn_status nn_conv_params_default(nn_conv_params *p, int spatial_rank)
+{
+    if (!p) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_conv_params_default: p must not be NULL");
+    if (spatial_rank < 1 || spatial_rank > NN_CONV_MAX_SPATIAL)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_conv_params_default: spatial_rank must be 1, 2 or 3, got %d",
+                        spatial_rank);
+    memset(p, 0, sizeof *p);
+    p->spatial_rank = spatial_rank;
+    for (int i = 0; i < NN_CONV_MAX_SPATIAL; i++)
+        p->stride[i] = p->dilation[i] = 1;
+    p->groups = 1;
+    return NN_OK;
+}
+
+nn_status nn_conv_output_shape(const nn_conv_params *p, int rank, const int64_t *x_dims,
+                               const int64_t *w_dims, int64_t *y_dims)
+{
+    const char *op = "nn_conv_output_shape";
+    if (!x_dims || !w_dims || !y_dims)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: x_dims, w_dims and y_dims must not be NULL",
+                        op);
+    NN__TRY(check_params(NULL, op, p));
+    struct nn__conv_problem prob;
+    NN__TRY(resolve(NULL, op, p, rank, x_dims, w_dims, "x", "w", &prob));
+    y_dims[0] = prob.n;
+    y_dims[1] = prob.k;
+    for (int i = 0; i < prob.nsp; i++)
+        y_dims[2 + i] = prob.out[i];
+    return NN_OK;
+}
+
+/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed. */
+static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name,
+                           nn_dtype dtype, const char *dtype_from)
+{
+    if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, name);
+    NN__TRY(nn__check_tensor(ctx, op, t, name));
+    if (t->dtype != dtype)
+        return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal %s.dtype (%s), got %s", op, name,
+                        dtype_from, nn_dtype_name(dtype), nn_dtype_name(t->dtype));
+    if (!nn_tensor_is_contiguous(t))
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: %s must be fully packed row-major (NCHW / NCDHW / KCRS order); other "
+                        "strides are not supported",
+                        op, name);
+    return NN_OK;
+}
+
+static nn_status check_dims(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
+                            const char *name, int rank, const int64_t *want)
+{
+    if (t->rank != rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must be %d, got %d", op, name, rank, t->rank);
+    for (int i = 0; i < rank; i++)
+        if (t->dims[i] != want[i])
+            return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.dims[%d] must be %lld, got %lld", op, name, i,
+                            (long long)want[i], (long long)t->dims[i]);
+    return NN_OK;
+}
+
+static void y_dims_of(const struct nn__conv_problem *p, int64_t *d)
+{
+    d[0] = p->n;
+    d[1] = p->k;
+    for (int i = 0; i < p->nsp; i++)
+        d[2 + i] = p->out[i];
+}
+
+/* Bias and db: K, or 1 x K x 1 ... x 1 at the activations' rank. */
+static nn_status check_bias_dims(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
+                                 const char *name, const struct nn__conv_problem *p)
+{
+    int rank = p->nsp + 2;
+    if (t->rank == 1) {
+        if (t->dims[0] != p->k)
+            return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.dims[0] must be K = %lld, got %lld", op, name,
+                            (long long)p->k, (long long)t->dims[0]);
+        return NN_OK;
+    }
+    if (t->rank != rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must be 1 (K) or %d (1 x K x 1...), got %d",
+                        op, name, rank, t->rank);
+    int64_t want[NN_MAX_RANK];
+    for (int i = 0; i < rank; i++)
+        want[i] = 1;
+    want[1] = p->k;
+    return check_dims(ctx, op, t, name, rank, want);
+}
+
+/* Bytes [lo, hi) a packed tensor covers. */
+static void span_of(const nn_tensor *t, const char **lo, const char **hi)
+{
+    *lo = t->data;
+    *hi = *lo + (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype);
+}
+
+static nn_status check_no_overlap(struct nn_ctx *ctx, const char *op, const nn_tensor *out,
+                                  const char *out_name, const nn_tensor *in, const char *in_name)
+{
+    if (!out || !in || out->space != in->space) return NN_OK;
+    const char *a0, *a1, *b0, *b1;
+    span_of(out, &a0, &a1);
+    span_of(in, &b0, &b1);
+    if (a0 < b1 && b0 < a1)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not overlap %s in memory", op, out_name,
+                        in_name);
+    return NN_OK;
+}
+
+static void fill_ctx_fields(struct nn_ctx *ctx, struct nn__conv_problem *prob, nn_dtype dtype)
+{
+    prob->dtype = dtype;
+    prob->math = ctx->settings.math_mode;
+    prob->deterministic = ctx->settings.deterministic;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward
+ */
+
+static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem *prob,
+                               unsigned flags, const nn_tensor *x, const nn_tensor *w,
+                               const nn_tensor *y, nn_conv_pullback **out)
+{
+    nn_conv_pullback *pb = nn__host_calloc(1, sizeof *pb);
+    if (!pb || nn__ptrset_add(&live_pullbacks, pb) != 0) {
+        nn__host_free(pb);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_forward: out of host memory for the pullback");
+    }
+    pb->ctx = ctx;
+    pb->prob = *prob;
+    pb->flags = flags;
+    pb->x = *x;
+    pb->w = *w;
+    if (prob->activation == NN_ACTIVATION_RELU) pb->y = *y;
+    *out = pb;
+    return NN_OK;
+}
+
+static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
+                         const struct nn__conv_problem *prob, uint64_t t0)
+{
+    char shape[256];
+    nn__conv_problem_text(prob, shape, sizeof shape);
+    nn__verbose_op(ctx, op, nn__conv_note.impl ? nn__conv_note.impl : impl,
+                   nn__conv_note.cache ? nn__conv_note.cache : "-", shape, t0);
+}
+
+nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                          const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                          nn_conv_pullback **pullback_out)
+{
+    const char *op = "conv_forward";
+    if (pullback_out) *pullback_out = NULL;
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    NN__TRY(check_params(ctx, op, p));
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
+    NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x"));
+    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, op, y, "y", x->dtype, "x"));
+    if (w->rank != x->rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
+                        w->rank);
+    struct nn__conv_problem prob;
+    NN__TRY(resolve(ctx, op, p, x->rank, x->dims, w->dims, "x", "w", &prob));
+    fill_ctx_fields(ctx, &prob, x->dtype);
+    prob.has_bias = b != NULL;
+    int64_t yd[NN_MAX_RANK];
+    y_dims_of(&prob, yd);
+    NN__TRY(check_dims(ctx, op, y, "y", x->rank, yd));
+    if (b) NN__TRY(check_bias_dims(ctx, op, b, "b", &prob));
+    NN__TRY(check_no_overlap(ctx, op, y, "y", x, "x"));
+    NN__TRY(check_no_overlap(ctx, op, y, "y", w, "w"));
+    NN__TRY(check_no_overlap(ctx, op, y, "y", b, "b"));
+    const struct conv_backend *be;
+    NN__TRY(pick_backend(ctx, op, &be));
+
+    nn_conv_pullback *pb = NULL;
+    if (pullback_out) NN__TRY(make_pullback(ctx, &prob, p->flags, x, w, y, &pb));
+    nn_status st = be->forward(ctx, &prob, x, w, b, y, 1.0, 0.0);
+    if (st != NN_OK) {
+        nn_conv_pullback_free(&pb);
+        return st;
+    }
+    if (t0) verbose_line(ctx, op, be->name, &prob, t0);
+    if (pullback_out) *pullback_out = pb;
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Backward
+ */
+
+static double beta_for(unsigned flags, unsigned bit)
+{
+    return (flags & bit) ? 1.0 : 0.0;
+}
+
+/* The gradients a backward call asked for, all checked against prob. x and w may be NULL when
+ * the call has no use for them (dx only needs w, dw only x). */
+struct grads {
+    const nn_tensor *x, *w, *dy;
+    nn_tensor *dx, *dw, *db;
+};
+
+static nn_status check_grads(struct nn_ctx *ctx, const char *op,
+                             const struct nn__conv_problem *prob, const struct grads *g,
+                             const char *dtype_from)
+{
+    int rank = prob->nsp + 2;
+    nn_dtype dt = prob->dtype;
+    NN__TRY(check_arg(ctx, op, g->dy, "dy", dt, dtype_from));
+    int64_t d[NN_MAX_RANK];
+    y_dims_of(prob, d);
+    NN__TRY(check_dims(ctx, op, g->dy, "dy", rank, d));
+    if (g->dx) {
+        NN__TRY(check_arg(ctx, op, g->dx, "dx", dt, dtype_from));
+        d[0] = prob->n;
+        d[1] = prob->c;
+        for (int i = 0; i < prob->nsp; i++)
+            d[2 + i] = prob->in[i];
+        NN__TRY(check_dims(ctx, op, g->dx, "dx", rank, d));
+        NN__TRY(check_no_overlap(ctx, op, g->dx, "dx", g->dy, "dy"));
+        NN__TRY(check_no_overlap(ctx, op, g->dx, "dx", g->w, "w"));
+    }
+    if (g->dw) {
+        NN__TRY(check_arg(ctx, op, g->dw, "dw", dt, dtype_from));
+        d[0] = prob->k;
+        d[1] = prob->c / prob->groups;
+        for (int i = 0; i < prob->nsp; i++)
+            d[2 + i] = prob->filt[i];
+        NN__TRY(check_dims(ctx, op, g->dw, "dw", rank, d));
+        NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->dy, "dy"));
+        NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->x, "x"));
+        NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->dx, "dx"));
+    }
+    if (g->db) {
+        NN__TRY(check_arg(ctx, op, g->db, "db", dt, dtype_from));
+        NN__TRY(check_bias_dims(ctx, op, g->db, "db", prob));
+        NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dy, "dy"));
+        NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dx, "dx"));
+        NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dw, "dw"));
+    }
+    return NN_OK;
+}
+
+/* Runs the asked-for gradients with dy already masked; prob->activation is ignored. */
+static nn_status run_grads(struct nn_ctx *ctx, const struct conv_backend *be,
+                           const struct nn__conv_problem *prob, unsigned flags,
+                           const struct grads *g, const nn_tensor *dy)
+{
+    struct nn__conv_problem q = *prob;
+    q.activation = NN_ACTIVATION_IDENTITY;
+    if (g->dx)
+        NN__TRY(be->backward_data(ctx, &q, dy, g->w, g->dx, 1.0,
+                                  beta_for(flags, NN_CONV_ACCUMULATE_DX)));
+    if (g->dw)
+        NN__TRY(be->backward_filter(ctx, &q, g->x, dy, g->dw, 1.0,
+                                    beta_for(flags, NN_CONV_ACCUMULATE_DW)));
+    if (g->db)
+        NN__TRY(be->backward_bias(ctx, &q, dy, g->db, 1.0, beta_for(flags, NN_CONV_ACCUMULATE_DB)));
+    return NN_OK;
+}
+
+/* With a fused relu, the gradients see dy masked by y > 0, in a temporary from the context. */
+static nn_status run_masked(struct nn_ctx *ctx, const struct conv_backend *be,
+                            const nn_conv_pullback *pb, const struct grads *g)
+{
+    nn_tensor dyr;
+    NN__TRY(nn_tensor_empty(ctx, g->dy->dtype, g->dy->rank, g->dy->dims, &dyr));
+    nn_status st = be->relu_backward(ctx, &pb->y, g->dy, &dyr);
+    if (st == NN_OK) st = run_grads(ctx, be, &pb->prob, pb->flags, g, &dyr);
+    nn_status fst = nn_tensor_free(ctx, &dyr);
+    return st != NN_OK ? st : fst;
+}
+
+static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_conv_pullback **pullback)
+{
+    if (!pullback) return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL", op);
+    if (!*pullback)
+        return NN__FAIL(ctx, NN_E_PULLBACK,
+                        "%s: *pullback is NULL: it was already consumed by a backward call, freed, "
+                        "or never made (forward in inference mode)",
+                        op);
+    /* A live pullback stays live until this thread consumes it, so membership is enough. */
+    if (!nn__ptrset_contains(&live_pullbacks, *pullback))
+        return NN__FAIL(ctx, NN_E_PULLBACK,
+                        "%s: *pullback (%p) is not a live pullback: already consumed or freed", op,
+                        (void *)*pullback);
+    if ((*pullback)->ctx != ctx)
+        return NN__FAIL(ctx, NN_E_PULLBACK,
+                        "%s: the pullback was made by a forward call with another context; "
+                        "use that context",
+                        op);
+    return NN_OK;
+}
+
+nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
+                           nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+{
+    const char *op = "conv_backward";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    NN__TRY(check_pullback(ctx, op, pullback));
+    nn_conv_pullback *pb = *pullback;
+    struct grads g = {&pb->x, &pb->w, dy, dx, dw, db};
+    NN__TRY(check_grads(ctx, op, &pb->prob, &g, "x"));
+    const struct conv_backend *be;
+    NN__TRY(pick_backend(ctx, op, &be));
+    if (dx || dw || db) {
+        if (pb->prob.activation == NN_ACTIVATION_RELU)
+            NN__TRY(run_masked(ctx, be, pb, &g));
+        else
+            NN__TRY(run_grads(ctx, be, &pb->prob, pb->flags, &g, dy));
+    }
+    if (t0) verbose_line(ctx, op, be->name, &pb->prob, t0);
+    return nn_conv_pullback_free(pullback);
+}
+
+nn_status nn_conv_pullback_free(nn_conv_pullback **pullback)
+{
+    if (!pullback || !*pullback) return NN_OK;
+    if (!nn__ptrset_remove(&live_pullbacks, *pullback))
+        return NN__FAIL(NULL, NN_E_PULLBACK,
+                        "nn_conv_pullback_free: *pullback (%p) is not a live pullback: already "
+                        "consumed or freed",
+                        (void *)*pullback);
+    nn__host_free(*pullback);
+    *pullback = NULL;
+    return NN_OK;
+}
+
+/* Stand-alone gradients: the same checks, the problem from the shapes at hand. */
+static nn_status standalone_params(struct nn_ctx *ctx, const char *op, const nn_conv_params *p)
+{
+    NN__TRY(check_params(ctx, op, p));
+    if (p->activation != NN_ACTIVATION_IDENTITY)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: p.activation must be NN_ACTIVATION_IDENTITY for a stand-alone "
+                        "gradient (mask dy yourself, or use nn_conv_backward with the pullback), "
+                        "got %d",
+                        op, (int)p->activation);
+    return NN_OK;
+}
+
+static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_params *p,
+                            const nn_tensor *xlike, const char *xn, const nn_tensor *wlike,
+                            const char *wn, struct grads *g)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    NN__TRY(standalone_params(ctx, op, p));
+    if (!xlike) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, xn);
+    NN__TRY(check_arg(ctx, op, xlike, xn, xlike->dtype, xn));
+    NN__TRY(check_arg(ctx, op, wlike, wn, xlike->dtype, xn));
+    if (wlike->rank != xlike->rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must equal %s.rank (%d), got %d", op, wn, xn,
+                        xlike->rank, wlike->rank);
+    struct nn__conv_problem prob;
+    NN__TRY(resolve(ctx, op, p, xlike->rank, xlike->dims, wlike->dims, xn, wn, &prob));
+    fill_ctx_fields(ctx, &prob, xlike->dtype);
+    NN__TRY(check_grads(ctx, op, &prob, g, xn));
+    const struct conv_backend *be;
+    NN__TRY(pick_backend(ctx, op, &be));
+    NN__TRY(run_grads(ctx, be, &prob, p->flags, g, g->dy));
+    if (t0) verbose_line(ctx, op, be->name, &prob, t0);
+    return NN_OK;
+}
+
+nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
+                                const nn_tensor *w, nn_tensor *dx)
+{
+    struct grads g = {NULL, w, dy, dx, NULL, NULL};
+    return standalone(ctx, "conv_backward_data", p, dx, "dx", w, "w", &g);
+}
+
+nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                  const nn_tensor *dy, nn_tensor *dw)
+{
+    struct grads g = {x, NULL, dy, NULL, dw, NULL};
+    return standalone(ctx, "conv_backward_filter", p, x, "x", dw, "dw", &g);
+}
+
+nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
+                                nn_tensor *db)
+{
+    const char *op = "conv_backward_bias";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    NN__TRY(standalone_params(ctx, op, p));
+    if (!dy) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: dy must not be NULL", op);
+    NN__TRY(check_arg(ctx, op, dy, "dy", dy->dtype, "dy"));
+    if (dy->rank != p->spatial_rank + 2)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: dy.rank must be p.spatial_rank + 2 = %d, got %d", op,
+                        p->spatial_rank + 2, dy->rank);
+    NN__TRY(check_arg(ctx, op, db, "db", dy->dtype, "dy"));
+    /* Only N, K and the output sizes matter for the bias: describe dy as a 1x1 convolution. */
+    struct nn__conv_problem prob;
+    memset(&prob, 0, sizeof prob);
+    prob.nsp = p->spatial_rank;
+    prob.n = dy->dims[0];
+    prob.c = prob.k = dy->dims[1];
+    prob.groups = 1;
+    for (int i = 0; i < prob.nsp; i++) {
+        prob.in[i] = prob.out[i] = dy->dims[2 + i];
+        prob.filt[i] = prob.stride[i] = prob.dilation[i] = 1;
+    }
+    fill_ctx_fields(ctx, &prob, dy->dtype);
+    NN__TRY(check_bias_dims(ctx, op, db, "db", &prob));
+    NN__TRY(check_no_overlap(ctx, op, db, "db", dy, "dy"));
+    const struct conv_backend *be;
+    NN__TRY(pick_backend(ctx, op, &be));
+    NN__TRY(be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB)));
+    if (t0) verbose_line(ctx, op, be->name, &prob, t0);
+    return NN_OK;
+}

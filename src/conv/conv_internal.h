@@ -1,0 +1,112 @@
+/* The convolution op's internal interface: the validated problem conv.c hands to a backend, and
+ * the backend entry points (_ref in conv_ref.c, _cudnn in conv_cudnn.c).
+ *
+ * conv.c has checked everything before a backend is called: ranks, dims, dtypes (all tensors of
+ * the call share p->dtype), memory spaces (host for _ref, the context's device for _cudnn),
+ * layouts (every tensor fully packed row-major, so strides can be derived from dims), and that
+ * outputs are distinct from inputs. Tensors keep their caller's rank (p->nsp + 2); the bias and
+ * db views may be rank 1 (K) or rank p->nsp + 2 (1 x K x 1 ...), which address the same K
+ * contiguous elements. A backend that needs rank >= 4 (cuDNN for 1-D) unsqueezes itself. */
+#ifndef NN_CONV_CONV_INTERNAL_H
+#define NN_CONV_CONV_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn_config.h"
+#include "nnprim/conv.h"
+
+struct nn_ctx;
+
+/* One convolution, all of it resolved. Plain values only (no pointers), zeroed before filling
+ * (unused array entries are 0), so it can be hashed or compared with memcmp as a plan-cache key
+ * part. Spatial arrays are in D, H, W order, the first nsp entries used. */
+struct nn__conv_problem {
+    int nsp;                           /* spatial rank, 1..3 */
+    int64_t n;                         /* batch */
+    int64_t c;                         /* input channels (all groups) */
+    int64_t k;                         /* output channels (all groups) */
+    int64_t groups;                    /* divides c and k; filter dims[1] = c / groups */
+    int64_t in[NN_CONV_MAX_SPATIAL];   /* x spatial sizes */
+    int64_t filt[NN_CONV_MAX_SPATIAL]; /* w spatial sizes */
+    int64_t out[NN_CONV_MAX_SPATIAL];  /* y spatial sizes */
+    int64_t stride[NN_CONV_MAX_SPATIAL];
+    int64_t dilation[NN_CONV_MAX_SPATIAL];
+    int64_t pad_lo[NN_CONV_MAX_SPATIAL];
+    int64_t pad_hi[NN_CONV_MAX_SPATIAL];
+    nn_conv_mode mode;
+    nn_activation activation; /* forward: fused after the bias; backward calls see IDENTITY */
+    int has_bias;             /* forward: b is not NULL */
+    nn_dtype dtype;           /* of every tensor of the call */
+    nn_math_mode math;        /* the context's; TF32 only matters for f32 on cuDNN */
+    int deterministic;        /* the context's */
+};
+
+/* The problem as text in the CLI syntax (include/nnprim/conv.h, docs/CONV.md), e.g.
+ * "n2c4h9w9k6r3s3 g2 stride2x1 dil1x1 padlo1x0 padhi2x1 conv relu bias f32"; TF32 math on an
+ * f32 problem adds " tf32". Always NUL-terminated; truncated to cap. */
+void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap);
+
+/* What the backend's calls did, for the verbose line of the current op call: conv.c clears it
+ * before dispatching and prints it after. A backend may set impl (e.g. the engine, "eng12") and
+ * cache ("hit" / "miss"); static strings only. Unset fields print as the backend's name and "-".
+ * With several backend calls in one op call (backward), the last one set wins. */
+struct nn__conv_note {
+    const char *impl;
+    const char *cache;
+};
+extern _Thread_local struct nn__conv_note nn__conv_note;
+
+/* Backend entry points. Each returns NN_OK or a recorded failure; all queue their work on the
+ * context's stream (the _ref ones finish before returning).
+ *
+ * forward:       y = act(alpha * (x ⋆ w) + b) + beta * y      (b NULL: no bias term;
+ *                act from p->activation)
+ * backward_data: dx = alpha * (dy ⋆ᵀ w) + beta * dx
+ * backward_filter: dw = alpha * (x ⋆ᵀ dy) + beta * dw
+ * backward_bias: db[k] = alpha * sum_{n, spatial} dy + beta * db
+ * relu_backward: dyr = (y > 0) ? dy : 0   (dyr has dy's dims; dyr may not alias dy or y)
+ *
+ * conv.c calls them with alpha = 1 and beta = 0, or beta = 1 for an accumulating flag; with
+ * beta = 0 the old contents of the output are never read (they may be NaN). The backward calls
+ * always get p->activation == IDENTITY: conv.c masks dy through relu_backward first. */
+nn_status nn__conv_forward_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                               const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                               nn_tensor *y, double alpha, double beta);
+nn_status nn__conv_backward_data_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                     const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
+                                     double alpha, double beta);
+nn_status nn__conv_backward_filter_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                       double alpha, double beta);
+nn_status nn__conv_backward_bias_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                     const nn_tensor *dy, nn_tensor *db, double alpha, double beta);
+nn_status nn__conv_relu_backward_ref(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
+                                     nn_tensor *dyr);
+
+/* 1 once conv_cudnn.c is in the build (whoever adds it to nn_cudnn_sources sets this to
+ * NN_HAVE_CUDNN); until then a cuDNN context gets NN_E_NOT_BUILT from every conv call. */
+#define NN__CONV_CUDNN_PATH 0
+
+#if NN__CONV_CUDNN_PATH
+/* conv_cudnn.c: the graph API through the cuDNN layer (plan cache keyed by the problem, workspace
+ * from the pool). The same contracts as the _ref functions; f64 may be refused with
+ * NN_E_UNSUPPORTED. A cuDNN plan that fuses the relu into the forward is welcome; the results
+ * must match the reference within the harness tolerances. */
+nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                 const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                                 nn_tensor *y, double alpha, double beta);
+nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
+                                       double alpha, double beta);
+nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                         const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                         double alpha, double beta);
+nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *dy, nn_tensor *db, double alpha,
+                                       double beta);
+nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
+                                       nn_tensor *dyr);
+#endif
+
+#endif

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/settings.h"
 
@@ -48,100 +49,40 @@ static void set_defaults(nn_settings *s)
     s->plan_cache_capacity = 256;
 }
 
-/* One accepted word of an enumerated variable. */
-struct word {
-    const char *text;
-    int value;
-};
-
-static nn_status env_fail(const char *var, const char *accepted, const char *got)
-{
-    return NN__FAIL(NULL, NN_E_ENV, "%s must be %s, got \"%s\"", var, accepted, got);
-}
-
-static nn_status env_word(const char *var, const struct word *words, size_t n, const char *accepted,
-                          int *out)
-{
-    const char *v = getenv(var);
-    if (!v) return NN_OK;
-    for (size_t i = 0; i < n; i++)
-        if (strcasecmp(v, words[i].text) == 0) {
-            *out = words[i].value;
-            return NN_OK;
-        }
-    return env_fail(var, accepted, v);
-}
-
-static nn_status env_int(const char *var, long lo, long hi, int *out)
-{
-    const char *v = getenv(var);
-    if (!v) return NN_OK;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        char accepted[96];
-        snprintf(accepted, sizeof accepted, "an integer in [%ld, %ld]", lo, hi);
-        return env_fail(var, accepted, v);
-    }
-    *out = (int)x;
-    return NN_OK;
-}
-
-/* Bytes with an optional K/M/G suffix (powers of 1024). */
-static nn_status env_bytes(const char *var, size_t *out)
-{
-    const char *v = getenv(var);
-    if (!v) return NN_OK;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30, end++;
-    if (errno || end == v || *end || v[0] == '-' || (x << shift >> shift) != x ||
-        x << shift > SIZE_MAX)
-        return env_fail(var, "a byte count with an optional K, M or G suffix", v);
-    *out = (size_t)(x << shift);
-    return NN_OK;
-}
-
 #define NN__N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Apply every variable; remember the first failure but keep going, so that one bad variable
  * does not hide the others' values. */
 static nn_status apply_env(nn_settings *s)
 {
-    static const struct word backends[] = {
+    static const struct nn__env_word backends[] = {
         {"auto", NN_BACKEND_AUTO}, {"ref", NN_BACKEND_REF}, {"cudnn", NN_BACKEND_CUDNN}};
-    static const struct word maths[] = {{"strict", NN_MATH_STRICT_FP32}, {"tf32", NN_MATH_TF32}};
-    static const struct word tunings[] = {{"heuristic", NN_TUNING_HEURISTIC},
-                                          {"autotune", NN_TUNING_AUTOTUNE}};
-    static const struct word bools[] = {{"0", 0}, {"1", 1}};
+    static const struct nn__env_word maths[] = {{"strict", NN_MATH_STRICT_FP32},
+                                                {"tf32", NN_MATH_TF32}};
+    static const struct nn__env_word tunings[] = {{"heuristic", NN_TUNING_HEURISTIC},
+                                                  {"autotune", NN_TUNING_AUTOTUNE}};
+    static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
     nn_status first = NN_OK, st;
     int v;
 
 #define NN__KEEP(expr)                                                                             \
     if ((st = (expr)) != NN_OK && first == NN_OK) first = st
     v = (int)s->backend;
-    NN__KEEP(env_word("NNPRIM_BACKEND", backends, NN__N(backends), "auto, ref or cudnn", &v));
+    NN__KEEP(nn__env_word("NNPRIM_BACKEND", backends, NN__N(backends), "auto, ref or cudnn", &v));
     s->backend = (nn_backend)v;
-    NN__KEEP(env_int("NNPRIM_DEVICE", 0, INT_MAX, &s->device));
+    NN__KEEP(nn__env_int("NNPRIM_DEVICE", 0, INT_MAX, &s->device));
     v = (int)s->math_mode;
-    NN__KEEP(env_word("NNPRIM_MATH", maths, NN__N(maths), "strict or tf32", &v));
+    NN__KEEP(nn__env_word("NNPRIM_MATH", maths, NN__N(maths), "strict or tf32", &v));
     s->math_mode = (nn_math_mode)v;
-    NN__KEEP(env_word("NNPRIM_DETERMINISTIC", bools, NN__N(bools), "0 or 1", &s->deterministic));
-    NN__KEEP(env_bytes("NNPRIM_WORKSPACE_CAP", &s->workspace_cap));
+    NN__KEEP(
+        nn__env_word("NNPRIM_DETERMINISTIC", bools, NN__N(bools), "0 or 1", &s->deterministic));
+    NN__KEEP(nn__env_bytes("NNPRIM_WORKSPACE_CAP", &s->workspace_cap));
     v = (int)s->tuning;
-    NN__KEEP(env_word("NNPRIM_TUNING", tunings, NN__N(tunings), "heuristic or autotune", &v));
+    NN__KEEP(nn__env_word("NNPRIM_TUNING", tunings, NN__N(tunings), "heuristic or autotune", &v));
     s->tuning = (nn_tuning_mode)v;
-    NN__KEEP(env_int("NNPRIM_AUTOTUNE_CANDIDATES", 1, 1000, &s->autotune_candidates));
-    NN__KEEP(env_int("NNPRIM_PLAN_CACHE_CAPACITY", 1, 1 << 20, &s->plan_cache_capacity));
-    NN__KEEP(env_int("NNPRIM_VERBOSE", 0, 2, &s->verbose));
+    NN__KEEP(nn__env_int("NNPRIM_AUTOTUNE_CANDIDATES", 1, 1000, &s->autotune_candidates));
+    NN__KEEP(nn__env_int("NNPRIM_PLAN_CACHE_CAPACITY", 1, 1 << 20, &s->plan_cache_capacity));
+    NN__KEEP(nn__env_int("NNPRIM_VERBOSE", 0, 2, &s->verbose));
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;

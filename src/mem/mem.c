@@ -13,6 +13,7 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "mem/mem.h"
 #include "mem/pool.h"
@@ -90,54 +91,26 @@ static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
 
 /* ---- settings ---- */
 
-static nn_status env_bytes(const char *var, size_t *out)
-{
-    const char *v = getenv(var);
-    if (!v) return NN_OK;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30, end++;
-    if (errno || end == v || *end || v[0] == '-' || (x << shift >> shift) != x ||
-        (x << shift) > SIZE_MAX)
-        return NN__FAIL(NULL, NN_E_ENV,
-                        "%s must be a byte count with an optional K, M or G suffix, got \"%s\"",
-                        var, v);
-    *out = (size_t)(x << shift);
-    return NN_OK;
-}
-
 nn_status nn_mem_default_settings(nn_mem_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
     memset(s, 0, sizeof *s);
     s->growth_slack = 1.10;
     nn_status first = NN_OK, st;
-    const char *v = getenv("NNPRIM_MEM_BYPASS");
-    if (v) {
-        if (!strcmp(v, "0") || !strcmp(v, "1"))
-            s->bypass = v[0] == '1';
-        else
-            first = NN__FAIL(NULL, NN_E_ENV, "NNPRIM_MEM_BYPASS must be 0 or 1, got \"%s\"", v);
-    }
-    if ((st = env_bytes("NNPRIM_MEM_LIMIT", &s->limit)) != NN_OK && first == NN_OK) first = st;
-    v = getenv("NNPRIM_MEM_UPSTREAM");
-    if (v) {
-        if (!strcasecmp(v, "malloc"))
-            s->upstream = NN_MEM_UPSTREAM_MALLOC;
-        else if (!strcasecmp(v, "async"))
-            s->upstream = NN_MEM_UPSTREAM_MALLOC_ASYNC;
-        else if (first == NN_OK)
-            first = NN__FAIL(NULL, NN_E_ENV,
-                             "NNPRIM_MEM_UPSTREAM must be malloc or async, got \"%s\"", v);
-    }
-    v = getenv("NNPRIM_MEM_GROWTH_SLACK");
+    static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
+    static const struct nn__env_word upstreams[] = {{"malloc", NN_MEM_UPSTREAM_MALLOC},
+                                                    {"async", NN_MEM_UPSTREAM_MALLOC_ASYNC}};
+    int v_int = s->bypass;
+    if ((st = nn__env_word("NNPRIM_MEM_BYPASS", bools, 2, "0 or 1", &v_int)) != NN_OK) first = st;
+    s->bypass = v_int;
+    if ((st = nn__env_bytes("NNPRIM_MEM_LIMIT", &s->limit)) != NN_OK && first == NN_OK) first = st;
+    v_int = (int)s->upstream;
+    if ((st = nn__env_word("NNPRIM_MEM_UPSTREAM", upstreams, 2, "malloc or async", &v_int)) !=
+            NN_OK &&
+        first == NN_OK)
+        first = st;
+    s->upstream = (nn_mem_upstream)v_int;
+    const char *v = getenv("NNPRIM_MEM_GROWTH_SLACK");
     if (v) {
         char *end;
         double x = strtod(v, &end);

@@ -25,7 +25,18 @@ bench() { # name, command...
   cat "$out/$name.txt"
 }
 if [ "$what" = bench ] || [ "$what" = all ]; then
+  bench bench_mem "$build/cli/nnprim" bench mem --device 0
   bench bench_pool "$build/cli/nnprim" bench pool
   bench torch_pool python3 bench/torch_pool.py
+  for math in strict tf32; do
+    bench "bench_conv_resnet50_$math" "$build/cli/nnprim" bench conv --math $math \
+      --shapes bench/shapes_conv_resnet50.txt
+    bench "torch_conv_resnet50_$math" python3 bench/torch_conv.py --math $math \
+      --shapes bench/shapes_conv_resnet50.txt
+  done
+  bench bench_conv_deepbench_strict "$build/cli/nnprim" bench conv --math strict \
+    --shapes bench/shapes_conv_deepbench.txt
+  bench torch_conv_deepbench_strict python3 bench/torch_conv.py --math strict \
+    --shapes bench/shapes_conv_deepbench.txt
 fi
 printf '%s\n' "${summary[@]}"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU machine's job (see ../shared/device/README.md): build, run every test, then the
-# benchmarks and their PyTorch counterparts. Full logs go to $OUT (or ./gpu-out); a short
-# summary is printed last.
+# benchmarks and their PyTorch counterparts. Full logs go to $OUT (or ./gpu-out): tests.log and
+# bench.txt; a short summary is printed last.
 #   tools/gpu-run.sh [tests|bench|all]     (default all)
 set -u
 cd "$(dirname "$0")/.."
@@ -18,11 +18,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 [ -f "$build/build.ninja" ] || { meson setup "$build" >/dev/null && ninja -C "$build" >/dev/null; }
 
+# Every benchmark appends to one file (the device tool brings back only a few files).
 bench() { # name, command...
   local name=$1; shift
-  "$@" > "$out/$name.txt" 2>&1
+  echo "=== $name: $*" >> "$out/bench.txt"
+  "$@" > "$out/$name.tmp" 2>&1
   summary+=("$name: exit $?")
-  cat "$out/$name.txt"
+  cat "$out/$name.tmp" | tee -a "$out/bench.txt"
+  rm -f "$out/$name.tmp"
 }
 if [ "$what" = bench ] || [ "$what" = all ]; then
   bench bench_mem "$build/cli/nnprim" bench mem --device 0

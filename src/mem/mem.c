@@ -95,7 +95,7 @@ nn_status nn_mem_default_settings(nn_mem_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
     memset(s, 0, sizeof *s);
-    s->growth_slack = 1.10;
+    s->growth_slack = 0.0; /* no device synchronisation while a workload repeats: docs/MEMORY.md */
     nn_status first = NN_OK, st;
     static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
     static const struct nn__env_word upstreams[] = {{"malloc", NN_MEM_UPSTREAM_MALLOC},

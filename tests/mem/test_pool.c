@@ -134,6 +134,10 @@ MEM_TEST(double_and_foreign_free_change_nothing)
 
 MEM_TEST(cached_segments_go_before_growth)
 {
+    nn_mem_settings set;
+    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    set.growth_slack = 1.10;
+    cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
     struct tstream a;
     ts_open(&a, device);
     void *p = ts_alloc(&a, 100 * MiB);
@@ -164,7 +168,7 @@ MEM_TEST(growth_slack_zero_never_releases)
 {
     nn_mem_settings set;
     cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
-    set.growth_slack = 0;
+    cr_expect_float_eq(set.growth_slack, 0.0, 1e-12, "the default");
     cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
     struct tstream a;
     ts_open(&a, device);
@@ -402,10 +406,10 @@ Test(mem_host, environment_settings)
     setenv("NNPRIM_MEM_UPSTREAM", "cuda", 1);
     cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
     unsetenv("NNPRIM_MEM_UPSTREAM");
-    cr_expect_float_eq(s.growth_slack, 1.10, 1e-12);
-    setenv("NNPRIM_MEM_GROWTH_SLACK", "0", 1);
-    cr_assert_eq(nn_mem_default_settings(&s), NN_OK);
     cr_expect_float_eq(s.growth_slack, 0.0, 1e-12);
+    setenv("NNPRIM_MEM_GROWTH_SLACK", "1.25", 1);
+    cr_assert_eq(nn_mem_default_settings(&s), NN_OK);
+    cr_expect_float_eq(s.growth_slack, 1.25, 1e-12);
     setenv("NNPRIM_MEM_GROWTH_SLACK", "0.5", 1);
     cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
     unsetenv("NNPRIM_MEM_GROWTH_SLACK");

@@ -135,7 +135,7 @@ static int nnprim_step(nn_ctx *ctx, struct problem *pr, int backward)
     if (nn_pool_forward(ctx, &pr->p, &pr->x, &pr->y, backward ? &pb : NULL) != NN_OK)
         return fail("nn_pool_forward");
     if (backward && nn_pool_backward(ctx, &pb, &pr->dy, &pr->dx) != NN_OK) {
-        nn_pool_pullback_free(pb);
+        nn_pool_pullback_free(&pb);
         return fail("nn_pool_backward");
     }
     return 0;

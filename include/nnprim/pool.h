@@ -132,10 +132,11 @@ NN_API nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, cons
  * Drop a pullback without running backward, releasing what it holds (device memory goes back to
  * the pool of the context it was created with, ordered on that context's stream).
  *
- * @param pullback NULL is allowed and does nothing. Must not be used afterwards. The context it
- *                 was created with must still exist.
+ * @param pullback in/out: NULL or *pullback NULL is a no-op; set to NULL. The context the
+ *                 pullback was created with must still exist.
+ * @return NN_OK; NN_E_PULLBACK if *pullback is not a live pullback (already consumed or freed).
  */
-NN_API void nn_pool_pullback_free(nn_pool_pullback *pullback);
+NN_API nn_status nn_pool_pullback_free(nn_pool_pullback **pullback);
 
 #ifdef __cplusplus
 }

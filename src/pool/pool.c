@@ -6,8 +6,20 @@
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/ptrset.h"
 #include "core/tensor_util.h"
 #include "pool/pool_internal.h"
+
+/* Pullbacks handed out and not yet consumed or freed. */
+static struct nn__ptrset live_pullbacks = NN__PTRSET_INIT;
+
+static void free_pullback(nn_pool_pullback *pb)
+{
+#if NN_HAVE_CUDNN
+    if (pb->cudnn) nn__pool_cudnn_saved_free(pb->ctx, pb->cudnn);
+#endif
+    nn__host_free(pb);
+}
 
 static const char *mode_name(nn_pool_mode m)
 {
@@ -178,7 +190,10 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
         return st;
     }
     if (pb) {
-        pb->magic = NN__POOL_PULLBACK_MAGIC;
+        if (nn__ptrset_add(&live_pullbacks, pb) != 0) {
+            free_pullback(pb);
+            return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", op);
+        }
         *pullback_out = pb;
     }
     if (nn__verbose(ctx)) verbose(ctx, op, params, x, start);
@@ -195,8 +210,13 @@ static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **
                         "%s: *pullback is NULL: it was already consumed by an earlier backward "
                         "call, or forward ran without one",
                         op);
-    if (pb->magic != NN__POOL_PULLBACK_MAGIC)
-        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: *pullback is not a live pooling pullback", op);
+    /* Membership, not a field of *pb: a stale copy of a consumed pullback points at freed memory.
+     */
+    if (!nn__ptrset_contains(&live_pullbacks, *pullback))
+        return NN__FAIL(ctx, NN_E_PULLBACK,
+                        "%s: *pullback (%p) is not a live pooling pullback: already consumed or "
+                        "freed",
+                        op, (void *)*pullback);
     if (pb->ctx != ctx)
         return NN__FAIL(ctx, NN_E_PULLBACK,
                         "%s: the pullback was created with context %p, but backward was called "
@@ -228,17 +248,18 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
         st = nn__pool_backward_ref(ctx, &pb->params, &pb->x, dy, dx);
     if (st != NN_OK) return st;
     if (nn__verbose(ctx)) verbose(ctx, op, &pb->params, &pb->x, start);
-    nn_pool_pullback_free(pb);
-    *pullback = NULL;
-    return NN_OK;
+    return nn_pool_pullback_free(pullback);
 }
 
-void nn_pool_pullback_free(nn_pool_pullback *pullback)
+nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)
 {
-    if (!pullback) return;
-#if NN_HAVE_CUDNN
-    if (pullback->cudnn) nn__pool_cudnn_saved_free(pullback->ctx, pullback->cudnn);
-#endif
-    pullback->magic = 0;
-    nn__host_free(pullback);
+    if (!pullback || !*pullback) return NN_OK;
+    if (!nn__ptrset_remove(&live_pullbacks, *pullback))
+        return NN__FAIL(NULL, NN_E_PULLBACK,
+                        "nn_pool_pullback_free: *pullback (%p) is not a live pullback: already "
+                        "consumed or freed",
+                        (void *)*pullback);
+    free_pullback(*pullback);
+    *pullback = NULL;
+    return NN_OK;
 }

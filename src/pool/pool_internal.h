@@ -11,7 +11,6 @@ struct nn_ctx;
 struct nn__pool_cudnn_saved; /* pool_cudnn.c: descriptors and the saved y */
 
 struct nn_pool_pullback {
-    uint32_t magic; /* NN__POOL_PULLBACK_MAGIC while alive; cleared when freed */
     struct nn_ctx *ctx;
     nn_pool_params params;
     nn_tensor x; /* the caller's view; the caller keeps the storage alive */
@@ -19,7 +18,6 @@ struct nn_pool_pullback {
     struct nn__pool_cudnn_saved *cudnn; /* NULL on the reference backend */
 };
 
-#define NN__POOL_PULLBACK_MAGIC 0x706f6f6cu /* "pool" */
 
 /* Reference backend. Arguments are validated; y and dy have the output dims. */
 nn_status nn__pool_forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,

@@ -164,7 +164,8 @@ Test(pool_errors, pullback_used_twice_or_with_another_context)
     nn_pool_pullback *none = NULL;
     cr_assert_eq(nn_pool_forward(ctx, &p, &x, &y, NULL), NN_OK);
     EXPECT_FAIL(nn_pool_backward(ctx, &none, &dy, &dx), NN_E_PULLBACK, "already consumed");
-    nn_pool_pullback_free(NULL);
+    cr_expect_eq(nn_pool_pullback_free(NULL), NN_OK);
+    cr_expect_eq(nn_pool_pullback_free(&none), NN_OK);
 }
 
 Test(pool_errors, pullback_free_without_backward)
@@ -172,7 +173,12 @@ Test(pool_errors, pullback_free_without_backward)
     nn_pool_pullback *pb;
     cr_assert_eq(nn_pool_forward(ctx, &p, &x, &y, &pb), NN_OK);
     cr_assert_not_null(pb);
-    nn_pool_pullback_free(pb);
+    nn_pool_pullback *stale = pb;
+    cr_expect_eq(nn_pool_pullback_free(&pb), NN_OK);
+    cr_expect_null(pb);
+    /* A stale copy is recognised without touching the freed memory. */
+    EXPECT_FAIL(nn_pool_pullback_free(&stale), NN_E_PULLBACK, "not a live pullback");
+    EXPECT_FAIL(nn_pool_backward(ctx, &stale, &dy, &dx), NN_E_PULLBACK, "not a live pooling");
 }
 
 /* Every host allocation failure comes back as NN_E_OOM_HOST with nothing changed or leaked. */

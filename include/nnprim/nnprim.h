@@ -6,6 +6,7 @@
  *   context.h  version, build features, devices, settings, nn_ctx
  *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
  *   conv.h     convolution forward and backward, pullbacks
+ *   plan_cache.h  the context's plan cache: save, load, clear, statistics
  */
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
@@ -14,5 +15,6 @@
 #include "context.h"
 #include "tensor.h"
 #include "conv.h"
+#include "plan_cache.h"
 
 #endif /* NNPRIM_NNPRIM_H */

@@ -1,5 +1,5 @@
 /* The cuDNN layer's per-context state: handles (created on first use, bound to the context's
- * stream once) and, in later layers, the plan cache. */
+ * stream once), the plan cache with the identity its file records carry (cuDNN version, GPU). */
 #ifndef NN_CUDNN_CUDNN_CTX_H
 #define NN_CUDNN_CUDNN_CTX_H
 
@@ -7,17 +7,31 @@
 #include "nnprim/status.h"
 
 struct nn_ctx;
+struct nn__plan_cache;
 
 #if NN_HAVE_CUDNN
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+/* Create the state and the plan cache, and load settings.plan_cache_file if it names a file (a
+ * missing file is silently skipped; an unreadable or malformed one is logged and the cache starts
+ * empty). Fails only on NN_E_OOM_HOST or when the device cannot be described. */
 nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx);
+
+/* Save settings.plan_cache_file if set (a failure is logged), then release plans and handles. */
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
 
 /* The context's handles, created on first use with the context's stream set once. */
 nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out);
 nn_status nn__cublas_handle(struct nn_ctx *ctx, cublasHandle_t *out);
+
+/* The context's plan cache (never NULL after nn__cudnn_ctx_init). */
+struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
+
+/* nn_plan_cache_save / _load for a cuDNN context: the file carries this process's cuDNN
+ * version (cudnnGetVersion()) and the context's GPU. */
+nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path);
+nn_status nn__cudnn_plan_cache_load(struct nn_ctx *ctx, const char *path);
 #endif
 
 #endif

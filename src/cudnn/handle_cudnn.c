@@ -1,27 +1,92 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_cache.h"
 
 struct nn__cudnn_state {
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
+    struct nn__plan_cache *plans;
+    uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
+    struct nn__gpu_id gpu;
 };
+
+static nn_status describe_gpu(struct nn_ctx *ctx, struct nn__gpu_id *gpu)
+{
+    nn_device_info info;
+    nn_status st = nn_device_get_info(ctx->device, &info);
+    if (st != NN_OK) return nn__error_rethrow(ctx, "nn_ctx_create: describing the GPU");
+    memset(gpu, 0, sizeof *gpu);
+    snprintf(gpu->name, sizeof gpu->name, "%s", info.name);
+    gpu->cc_major = info.cc_major;
+    gpu->cc_minor = info.cc_minor;
+    gpu->sm_count = info.sm_count;
+    return NN_OK;
+}
+
+/* A missing file is the normal first run; anything else wrong with it is said once on stderr and
+ * the context carries on with an empty cache. */
+static void load_settings_file(struct nn_ctx *ctx)
+{
+    const char *path = ctx->settings.plan_cache_file;
+    struct stat sb;
+    if (!path || (stat(path, &sb) != 0 && errno == ENOENT)) return;
+    nn_error_info keep = ctx->last_error;
+    if (nn__cudnn_plan_cache_load(ctx, path) != NN_OK)
+        nn__log("plan cache file not used, starting with an empty cache: %s",
+                ctx->last_error.message);
+    ctx->last_error = keep;
+}
 
 nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx)
 {
-    ctx->cudnn = nn__host_calloc(1, sizeof *ctx->cudnn);
-    if (!ctx->cudnn) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_ctx_create: out of host memory");
+    struct nn__cudnn_state *s = nn__host_calloc(1, sizeof *s);
+    if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_ctx_create: out of host memory");
+    ctx->cudnn = s;
+    s->cudnn_version = cudnnGetVersion();
+    NN__TRY(describe_gpu(ctx, &s->gpu));
+    NN__TRY(nn__plan_cache_create(ctx, ctx->settings.plan_cache_capacity, &s->plans));
+    load_settings_file(ctx);
     return NN_OK;
 }
 
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
 {
-    if (!ctx->cudnn) return;
-    if (ctx->cudnn->cudnn) cudnnDestroy(ctx->cudnn->cudnn);
-    if (ctx->cudnn->cublas) cublasDestroy(ctx->cudnn->cublas);
-    nn__host_free(ctx->cudnn);
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s) return;
+    const char *path = ctx->settings.plan_cache_file;
+    if (s->plans && path && nn__cudnn_plan_cache_save(ctx, path) != NN_OK)
+        nn__log("saving the plan cache failed: %s", ctx->last_error.message);
+    /* Plans are cuDNN objects: they go before the handle. */
+    nn__plan_cache_destroy(s->plans);
+    if (s->cudnn) cudnnDestroy(s->cudnn);
+    if (s->cublas) cublasDestroy(s->cublas);
+    nn__host_free(s);
     ctx->cudnn = NULL;
+}
+
+struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx)
+{
+    return ctx->cudnn->plans;
+}
+
+nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    return nn__plan_file_save(ctx, s->plans, path, s->cudnn_version, &s->gpu);
+}
+
+nn_status nn__cudnn_plan_cache_load(struct nn_ctx *ctx, const char *path)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    return nn__plan_file_load(ctx, s->plans, path, s->cudnn_version, &s->gpu);
 }
 
 nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out)
@@ -35,10 +100,9 @@ nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out)
             if (st != CUDNN_STATUS_SUCCESS) cudnnDestroy(h);
         }
         if (st != CUDNN_STATUS_SUCCESS)
-            return nn__record_error(ctx, NN_E_CUDNN, "cudnnCreate", (int)st,
-                                    cudnnGetErrorString(st), __FILE__, __LINE__,
-                                    "creating the cuDNN handle failed: %s",
-                                    cudnnGetErrorString(st));
+            return nn__record_error(
+                ctx, NN_E_CUDNN, "cudnnCreate", (int)st, cudnnGetErrorString(st), __FILE__,
+                __LINE__, "creating the cuDNN handle failed: %s", cudnnGetErrorString(st));
         s->cudnn = h;
     }
     *out = s->cudnn;
@@ -56,10 +120,9 @@ nn_status nn__cublas_handle(struct nn_ctx *ctx, cublasHandle_t *out)
             if (st != CUBLAS_STATUS_SUCCESS) cublasDestroy(h);
         }
         if (st != CUBLAS_STATUS_SUCCESS)
-            return nn__record_error(ctx, NN_E_CUBLAS, "cublasCreate", (int)st,
-                                    cublasGetStatusName(st), __FILE__, __LINE__,
-                                    "creating the cuBLAS handle failed: %s",
-                                    cublasGetStatusString(st));
+            return nn__record_error(
+                ctx, NN_E_CUBLAS, "cublasCreate", (int)st, cublasGetStatusName(st), __FILE__,
+                __LINE__, "creating the cuBLAS handle failed: %s", cublasGetStatusString(st));
         s->cublas = h;
     }
     *out = s->cublas;

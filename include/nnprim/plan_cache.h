@@ -1,0 +1,108 @@
+/*
+ * nnprim: the plan cache of a context, its file and its statistics.
+ *
+ * A cuDNN context keeps the execution plans it has built, keyed by the op's plain values (op,
+ * dtype, dims, strides, alignment, op parameters, math mode, determinism, workspace cap), in a
+ * bounded LRU cache (settings.plan_cache_capacity plans). A hit reuses the plan without querying
+ * cuDNN's heuristics or rebuilding anything.
+ *
+ * A plan file keeps what is needed to rebuild each plan (the engine's global index and knob
+ * choices, workspace size, measured time, optionally the plan's JSON form) together with the
+ * cuDNN version and the GPU identity (name, compute capability, SM count) of the process that
+ * wrote it. Records loaded from a file are "known records": on a miss, a known record is rebuilt
+ * first, and heuristics or autotuning run only if there is none or it no longer builds (it is
+ * then dropped). Records written by another cuDNN version or GPU are skipped, never trusted.
+ * When settings.plan_cache_file names a file, nn_ctx_create() loads it and nn_ctx_destroy()
+ * saves it.
+ *
+ * File format (version 1, all integers little-endian, fixed width): docs in src/cudnn/plan_file.c.
+ *
+ * Reference-backend contexts have no plans: nn_plan_cache_save() and nn_plan_cache_load() return
+ * NN_E_UNSUPPORTED for them (in every build; a build without cuDNN has only such contexts),
+ * nn_plan_cache_clear() does nothing and nn_plan_cache_get_stats() reports zeros.
+ */
+#ifndef NNPRIM_PLAN_CACHE_H
+#define NNPRIM_PLAN_CACHE_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Counters of one context's plan cache since the context was created. */
+typedef struct nn_plan_cache_stats {
+    uint64_t hits;              /**< lookups answered by a live plan */
+    uint64_t misses;            /**< lookups that found no live plan */
+    uint64_t plans_built;       /**< execution plans finalized (autotune candidates included) */
+    uint64_t plans_rebuilt;     /**< live plans rebuilt from known (loaded or evicted) records */
+    uint64_t heuristic_queries; /**< cuDNN heuristics queries */
+    uint64_t autotune_runs;     /**< keys autotuned (each times several candidates) */
+    uint64_t autotune_ns;       /**< host wall time spent in autotune runs, nanoseconds */
+    uint64_t records_loaded;    /**< records taken from plan files */
+    uint64_t records_skipped;   /**< file records of another cuDNN version or GPU, ignored */
+    uint64_t records_dropped;   /**< known records that no longer built a plan, forgotten */
+    uint64_t evictions;         /**< live plans evicted by the LRU bound */
+    uint64_t entries;           /**< live plans now */
+    uint64_t known_records;     /**< known records now (not counting live plans) */
+    uint64_t reserved[8];       /**< zero; room for the ABI to grow */
+} nn_plan_cache_stats;
+
+/**
+ * Write the context's plan cache to a file: every live plan's record and every known record.
+ * The write is atomic: a temporary file in the same directory is written, flushed to disk and
+ * renamed over path, so readers and concurrent savers always see a complete file (the last
+ * rename wins). The file is created with mode 0644.
+ *
+ * @param ctx  a context.
+ * @param path the file to write; its directory must exist and be writable.
+ * @return NN_OK; NN_E_INVALID_ARG (ctx or path NULL, or path empty); NN_E_UNSUPPORTED
+ *         (reference-backend context: it has no plans); NN_E_IO (creating, writing, syncing or
+ *         renaming failed: the message gives the path and the system's reason);
+ *         NN_E_OVERFLOW (more records than the format holds); NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
+
+/**
+ * Read a plan file and add its records to the context's known records (a record replaces a
+ * known record with the same key; live plans are kept). Records written by another cuDNN version
+ * or GPU are skipped and counted in records_skipped. The whole file is checked before anything is
+ * added: on any failure the cache is unchanged.
+ *
+ * @param ctx  a context.
+ * @param path the file to read.
+ * @return NN_OK; NN_E_INVALID_ARG (ctx or path NULL, or path empty); NN_E_UNSUPPORTED
+ *         (reference-backend context); NN_E_IO (the file cannot be opened or read: path and
+ *         system reason in the message); NN_E_FORMAT (not a plan file, another format version,
+ *         truncated, corrupted or inconsistent: the message names the field and its byte
+ *         offset); NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_plan_cache_load(nn_ctx *ctx, const char *path);
+
+/**
+ * Forget every live plan and known record of the context (statistics are kept). The next call
+ * of each op builds its plan again.
+ *
+ * @param ctx a context.
+ * @return NN_OK (also for a reference-backend context, which has nothing to clear);
+ *         NN_E_INVALID_ARG if ctx is NULL.
+ */
+NN_API nn_status nn_plan_cache_clear(nn_ctx *ctx);
+
+/**
+ * Read the context's plan-cache counters.
+ *
+ * @param ctx   a context.
+ * @param stats out: filled completely (all zeros for a reference-backend context).
+ * @return NN_OK; NN_E_INVALID_ARG if ctx or stats is NULL.
+ */
+NN_API nn_status nn_plan_cache_get_stats(const nn_ctx *ctx, nn_plan_cache_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_PLAN_CACHE_H */

@@ -1,0 +1,260 @@
+/* The plan cache: value keys, the record needed to rebuild a plan, the per-context in-memory LRU
+ * of live plans, the "known records" loaded from a plan file, and the statistics.
+ *
+ * Nothing here calls cuDNN. A live plan is an opaque pointer owned by the cache together with the
+ * destroy callback given at insertion (the graph layer owns the cuDNN objects behind it), so the
+ * cache builds and is tested without cuDNN.
+ *
+ * How the graph layer uses it, per op call:
+ *   1. build a key: nn__plan_key_init(&k), then fill the fields that apply;
+ *   2. nn__plan_cache_lookup(): a hit returns the plan and its record; nothing else is called;
+ *   3. on a miss, nn__plan_cache_lookup_known(): a record from the loaded file (or one evicted
+ *      earlier) to rebuild from engine index + knobs (or the JSON); count it with
+ *      nn__plan_cache_count(c, NN__PC_REBUILT); if the rebuild fails, nn__plan_cache_drop_known()
+ *      (counted as dropped) and fall through;
+ *   4. heuristics / autotune, counting NN__PC_HEURISTIC_QUERY, NN__PC_PLAN_BUILT per finalized
+ *      plan and nn__plan_cache_count_autotune() per autotune run;
+ *   5. nn__plan_cache_insert() the plan with its record.
+ *
+ * Not thread-safe: one cache per context, and a context is used by one thread at a time. */
+#ifndef NN_CUDNN_PLAN_CACHE_H
+#define NN_CUDNN_PLAN_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nnprim/plan_cache.h"
+#include "nnprim/status.h"
+#include "nnprim/tensor.h"
+
+struct nn_ctx;
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys
+ */
+
+/* What the plan computes. Values are written to plan files: append, never renumber. */
+enum nn__op_kind {
+    NN__OP_NONE = 0,
+    NN__OP_CONV_FWD = 1,
+    NN__OP_CONV_BWD_DATA = 2,
+    NN__OP_CONV_BWD_FILTER = 3,
+    NN__OP_CONV_BIAS_GRAD = 4,
+    NN__OP_POOL_FWD = 5,
+    NN__OP_POOL_BWD = 6,
+    NN__OP_KIND_COUNT /* first invalid value */
+};
+
+#define NN__KEY_OPERANDS    3 /* x, w, y (or their gradients); unused operands have rank 0 */
+#define NN__KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D convolution and pooling */
+
+/* One tensor operand of the key. rank 0 = operand absent (all other fields then ignored). */
+struct nn__key_tensor {
+    int32_t rank;                 /* 0..NN_MAX_RANK */
+    int32_t alignment;            /* byte alignment of the data pointer cuDNN is told about */
+    int64_t dims[NN_MAX_RANK];    /* entries >= rank are ignored */
+    int64_t strides[NN_MAX_RANK]; /* in elements; entries >= rank are ignored */
+};
+
+/* Op parameters as plain values. Entries of the spatial arrays >= spatial_rank are ignored;
+ * fields an op does not have stay 0 (as nn__plan_key_init() leaves them). */
+struct nn__key_params {
+    int32_t spatial_rank; /* 0..NN__KEY_SPATIAL_MAX */
+    int32_t stride[NN__KEY_SPATIAL_MAX];
+    int32_t dilation[NN__KEY_SPATIAL_MAX];
+    int32_t pad_lo[NN__KEY_SPATIAL_MAX];
+    int32_t pad_hi[NN__KEY_SPATIAL_MAX];
+    int32_t window[NN__KEY_SPATIAL_MAX]; /* pooling window */
+    int32_t groups;                      /* convolution groups (1 = ordinary) */
+    int32_t mode;                        /* conv: cross-correlation vs convolution (op's enum) */
+    int32_t activation;                  /* fused activation (op's enum), 0 = none */
+    int32_t pool_mode;                   /* max / average with or without padding (op's enum) */
+    int32_t flags;                       /* op-specific extra bits (e.g. accumulate into dw) */
+};
+
+/* The value key. Build with nn__plan_key_init() first: equality and hashing go field by field
+ * (never memcmp), skip the ignored entries named above, and so are stable whatever the padding
+ * bytes hold. Every value is written to plan files. */
+struct nn__plan_key {
+    int32_t op;             /* enum nn__op_kind */
+    int32_t dtype;          /* nn_dtype of the tensors */
+    int32_t math_mode;      /* nn_math_mode */
+    int32_t deterministic;  /* 0 or 1 */
+    uint64_t workspace_cap; /* bytes, 0 = no cap */
+    struct nn__key_tensor t[NN__KEY_OPERANDS];
+    struct nn__key_params p;
+};
+
+/* Zero every field (and padding byte). */
+void nn__plan_key_init(struct nn__plan_key *k);
+
+/* Field-wise equality (see struct nn__plan_key for the ignored entries). */
+int nn__plan_key_equal(const struct nn__plan_key *a, const struct nn__plan_key *b);
+
+/* 64-bit hash over the same fields; equal keys give equal hashes. */
+uint64_t nn__plan_key_hash(const struct nn__plan_key *k);
+
+/* Check that every field is in range (op, dtype, ranks, dims >= 1, strides >= 0, ...).
+ * Returns NULL if valid, else a static description of the first bad field. Used on keys read
+ * from files; the graph layer's keys come from validated tensors. */
+const char *nn__plan_key_invalid(const struct nn__plan_key *k);
+
+/* ---------------------------------------------------------------------------------------------
+ * Records: what is needed to rebuild a plan
+ */
+
+#define NN__PLAN_KNOBS_MAX 64           /* knob choices per engine config */
+#define NN__PLAN_JSON_MAX  (256 * 1024) /* bytes of the plan's JSON form, without a NUL */
+#define NN__PLAN_KNOWN_MAX (1 << 20)    /* known records kept (and records in a file) */
+
+struct nn__plan_knob {
+    int64_t type;  /* cudnnBackendKnobType_t */
+    int64_t value; /* the choice */
+};
+
+struct nn__plan_record {
+    int64_t engine;     /* the engine's global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
+    int32_t knob_count; /* 0..NN__PLAN_KNOBS_MAX */
+    struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
+    uint64_t workspace; /* bytes the plan needs */
+    double time_us;     /* measured median time, or -1 if the plan was not timed */
+    /* The plan's JSON form (optional fast path). json_len 0 = none. On insertion the cache
+     * copies json_len bytes; in records the cache hands out, json is NUL-terminated. */
+    uint32_t json_len; /* 0..NN__PLAN_JSON_MAX */
+    const char *json;
+};
+
+/* Check a record's ranges; NULL if valid, else a static description of the bad field. */
+const char *nn__plan_record_invalid(const struct nn__plan_record *r);
+
+/* ---------------------------------------------------------------------------------------------
+ * The cache
+ */
+
+struct nn__plan_cache;
+
+/* Releases a live plan (the graph layer's cuDNN objects). Called exactly once per inserted plan:
+ * on eviction, replacement, nn__plan_cache_clear() or nn__plan_cache_destroy(). */
+typedef void (*nn__plan_destroy_fn)(void *plan);
+
+/* Create an empty cache holding at most capacity live plans (>= 1).
+ * Returns NN_OK, NN_E_INVALID_ARG (capacity < 1), NN_E_OOM_HOST. */
+nn_status nn__plan_cache_create(struct nn_ctx *ctx, int capacity, struct nn__plan_cache **out);
+
+/* Destroy every live plan (through its callback), the known records and the cache. NULL is ok. */
+void nn__plan_cache_destroy(struct nn__plan_cache *c);
+
+/* The live plan for key, or NULL. A hit moves the entry to the most-recently-used end and counts
+ * a hit; a miss counts a miss. *rec (if rec is not NULL) receives the entry's record, valid until
+ * the entry is evicted or the cache cleared; NULL on a miss. Never allocates, never fails. */
+void *nn__plan_cache_lookup(struct nn__plan_cache *c, const struct nn__plan_key *key,
+                            const struct nn__plan_record **rec);
+
+/* Insert a live plan with its record (copied, JSON included). On success the cache owns plan and
+ * calls destroy(plan) when it lets go of it; an existing entry with an equal key is replaced (its
+ * plan destroyed); the least recently used entry is evicted when the cache is full (its record
+ * is kept as a known record, so a later miss can rebuild it without heuristics). A known record
+ * with an equal key is superseded by the new record.
+ * On failure nothing changes and plan stays the caller's.
+ * Returns NN_OK; NN_E_INVALID_ARG (NULL key/rec/destroy, or a record out of range, named in the
+ * message); NN_E_OOM_HOST. */
+nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                                const struct nn__plan_key *key, const struct nn__plan_record *rec,
+                                void *plan, nn__plan_destroy_fn destroy);
+
+/* The known record for key (loaded from a plan file, or evicted earlier), or NULL. Does not
+ * count a hit or a miss. Valid until the next change of the cache. */
+const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__plan_cache *c,
+                                                          const struct nn__plan_key *key);
+
+/* Forget the known record for key because rebuilding it failed; counts records_dropped.
+ * Returns 1 if there was one, else 0. */
+int nn__plan_cache_drop_known(struct nn__plan_cache *c, const struct nn__plan_key *key);
+
+/* Drop every live plan (through its callback) and every known record. Statistics are kept. */
+void nn__plan_cache_clear(struct nn__plan_cache *c);
+
+/* Add a known record (as the file loader does). Replaces a known record with an equal key.
+ * Returns NN_OK; NN_E_INVALID_ARG (record out of range); NN_E_OOM_HOST (nothing changed). */
+nn_status nn__plan_cache_add_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                                   const struct nn__plan_key *key,
+                                   const struct nn__plan_record *rec);
+
+/* Move every known record of src into dst's known records (replacing equal keys; a record whose
+ * key is live in dst is discarded, the live plan wins) and count them as loaded in dst. src ends
+ * with no known records. On NN_E_OOM_HOST neither cache changes. */
+nn_status nn__plan_cache_take_known(struct nn_ctx *ctx, struct nn__plan_cache *dst,
+                                    struct nn__plan_cache *src);
+
+/* Count records of a file that were skipped (another cuDNN version or GPU). */
+void nn__plan_cache_count_skipped(struct nn__plan_cache *c, uint64_t n);
+
+/* Number of live plans / known records, and the capacity. */
+size_t nn__plan_cache_size(const struct nn__plan_cache *c);
+size_t nn__plan_cache_known_count(const struct nn__plan_cache *c);
+int nn__plan_cache_capacity(const struct nn__plan_cache *c);
+
+/* Visit every record the cache would save: live entries from most to least recently used, then
+ * known records not shadowed by a live entry. Stops early when fn returns nonzero, and returns
+ * that value (0 if it visited all). */
+typedef int (*nn__plan_visit_fn)(void *arg, const struct nn__plan_key *key,
+                                 const struct nn__plan_record *rec);
+int nn__plan_cache_visit(const struct nn__plan_cache *c, nn__plan_visit_fn fn, void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics (the public nn_plan_cache_stats is filled from these)
+ */
+
+/* Events the graph layer reports; hits, misses, evictions, loaded/skipped/dropped records are
+ * counted by the cache and the file loader themselves. */
+enum nn__plan_cache_event {
+    NN__PC_HEURISTIC_QUERY, /* one cudnn heuristics query (mode A or fallback) */
+    NN__PC_PLAN_BUILT,      /* one execution plan finalized (autotune candidates included) */
+    NN__PC_REBUILT,         /* a live plan rebuilt from a known record */
+};
+void nn__plan_cache_count(struct nn__plan_cache *c, enum nn__plan_cache_event e);
+
+/* One autotune run (all candidates of one key) that took ns nanoseconds of host wall time. */
+void nn__plan_cache_count_autotune(struct nn__plan_cache *c, uint64_t ns);
+
+void nn__plan_cache_get_stats(const struct nn__plan_cache *c, nn_plan_cache_stats *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * The plan file (plan_file.c). The cuDNN version and GPU identity are parameters, so tests can
+ * fake them; handle_cudnn.c passes cudnnGetVersion() and the context's device.
+ */
+
+#define NN__GPU_NAME_MAX 256 /* bytes including the NUL */
+
+struct nn__gpu_id {
+    char name[NN__GPU_NAME_MAX]; /* NUL-terminated */
+    int32_t cc_major, cc_minor;
+    int32_t sm_count;
+};
+
+/* Serialize every record nn__plan_cache_visit() yields into a new buffer (nn__host_free it).
+ * Returns NN_OK; NN_E_OOM_HOST; NN_E_OVERFLOW (more than the format holds). */
+nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__plan_cache *c,
+                               uint64_t cudnn_version, const struct nn__gpu_id *gpu,
+                               unsigned char **out, size_t *out_len);
+
+/* Parse a whole file image. If it is well formed, its records are added to c's known records
+ * (records of another cuDNN version or GPU are skipped and counted, not added); otherwise
+ * nothing is added and NN_E_FORMAT names the field and its byte offset. what names the source in
+ * messages (the path). Returns NN_OK; NN_E_FORMAT; NN_E_OOM_HOST (nothing added). */
+nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__plan_cache *c, const char *what,
+                               const unsigned char *buf, size_t len, uint64_t cudnn_version,
+                               const struct nn__gpu_id *gpu);
+
+/* Write the cache to path atomically: a temporary file in the same directory (mkstemp), fsync,
+ * rename over path. Concurrent savers leave one of their files, complete.
+ * Returns NN_OK; NN_E_IO (path and strerror in the message); NN_E_OOM_HOST; NN_E_OVERFLOW. */
+nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__plan_cache *c, const char *path,
+                             uint64_t cudnn_version, const struct nn__gpu_id *gpu);
+
+/* Read path and nn__plan_file_decode() it. Returns NN_OK; NN_E_IO (missing or unreadable file:
+ * path and strerror); NN_E_FORMAT; NN_E_OOM_HOST. On failure nothing is added. */
+nn_status nn__plan_file_load(struct nn_ctx *ctx, struct nn__plan_cache *c, const char *path,
+                             uint64_t cudnn_version, const struct nn__gpu_id *gpu);
+
+#endif

@@ -1,0 +1,569 @@
+/* The plan file: encoding, checked decoding, atomic save, load.
+ *
+ * Format version 1. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
+ * IEEE-754 bit pattern as a u64.
+ *
+ *   header   magic "NNPLANC\n" (8 bytes)
+ *            u32 format version (1)
+ *            u64 cuDNN version of the writer (cudnnGetVersion())
+ *            i32 cc_major, i32 cc_minor, i32 sm_count
+ *            u32 name_len (< 256), name_len bytes of GPU name (no NUL)
+ *            u32 record count (<= NN__PLAN_KNOWN_MAX)
+ *   record   u32 body bytes (what follows, up to the next record)
+ *            key: i32 op, dtype, math_mode, deterministic; u64 workspace_cap;
+ *                 3 operands: i32 rank, i32 alignment, rank x (i64 dim, i64 stride);
+ *                 i32 spatial_rank, spatial_rank x (i32 stride, dilation, pad_lo, pad_hi, window),
+ *                 i32 groups, mode, activation, pool_mode, flags
+ *            i64 engine, u64 workspace, f64 time_us,
+ *            u32 knob_count, knob_count x (i64 type, i64 value),
+ *            u32 json_len, json_len bytes
+ *   trailer  u64 FNV-1a 64 of every byte before it
+ *
+ * The decoder trusts nothing: each read is bounds-checked against the file and each value
+ * range-checked, and any failure names the field and its byte offset. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "cudnn/plan_cache.h"
+
+#define PLAN_FILE_MAGIC    "NNPLANC\n"
+#define PLAN_FILE_VERSION  1u
+#define PLAN_FILE_MAX_SIZE ((size_t)256 << 20)
+
+static uint64_t fnv1a64(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3u;
+    return h;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Encoding: a sizing pass (buf NULL) and a writing pass over the same code.
+ */
+
+struct writer {
+    unsigned char *buf; /* NULL while sizing */
+    size_t pos;
+};
+
+static void put_bytes(struct writer *w, const void *p, size_t n)
+{
+    if (w->buf && n) memcpy(w->buf + w->pos, p, n);
+    w->pos += n;
+}
+
+static void put_u32(struct writer *w, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    put_bytes(w, b, 4);
+}
+
+static void put_u64(struct writer *w, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    put_bytes(w, b, 8);
+}
+
+static void put_i32(struct writer *w, int32_t v)
+{
+    put_u32(w, (uint32_t)v);
+}
+
+static void put_i64(struct writer *w, int64_t v)
+{
+    put_u64(w, (uint64_t)v);
+}
+
+static void put_f64(struct writer *w, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    put_u64(w, u);
+}
+
+static void put_key(struct writer *w, const struct nn__plan_key *k)
+{
+    put_i32(w, k->op);
+    put_i32(w, k->dtype);
+    put_i32(w, k->math_mode);
+    put_i32(w, k->deterministic);
+    put_u64(w, k->workspace_cap);
+    for (int i = 0; i < NN__KEY_OPERANDS; i++) {
+        const struct nn__key_tensor *t = &k->t[i];
+        put_i32(w, t->rank);
+        put_i32(w, t->rank ? t->alignment : 0);
+        for (int d = 0; d < t->rank; d++) {
+            put_i64(w, t->dims[d]);
+            put_i64(w, t->strides[d]);
+        }
+    }
+    const struct nn__key_params *p = &k->p;
+    put_i32(w, p->spatial_rank);
+    for (int i = 0; i < p->spatial_rank; i++) {
+        put_i32(w, p->stride[i]);
+        put_i32(w, p->dilation[i]);
+        put_i32(w, p->pad_lo[i]);
+        put_i32(w, p->pad_hi[i]);
+        put_i32(w, p->window[i]);
+    }
+    put_i32(w, p->groups);
+    put_i32(w, p->mode);
+    put_i32(w, p->activation);
+    put_i32(w, p->pool_mode);
+    put_i32(w, p->flags);
+}
+
+static void put_record_body(struct writer *w, const struct nn__plan_key *k,
+                            const struct nn__plan_record *r)
+{
+    put_key(w, k);
+    put_i64(w, r->engine);
+    put_u64(w, r->workspace);
+    put_f64(w, r->time_us);
+    put_u32(w, (uint32_t)r->knob_count);
+    for (int i = 0; i < r->knob_count; i++) {
+        put_i64(w, r->knobs[i].type);
+        put_i64(w, r->knobs[i].value);
+    }
+    put_u32(w, r->json_len);
+    put_bytes(w, r->json, r->json_len);
+}
+
+struct encode_state {
+    struct writer w;
+    uint32_t count;
+};
+
+static int encode_record(void *arg, const struct nn__plan_key *k, const struct nn__plan_record *r)
+{
+    struct encode_state *s = arg;
+    struct writer sizer = {NULL, 0};
+    put_record_body(&sizer, k, r);
+    put_u32(&s->w, (uint32_t)sizer.pos);
+    put_record_body(&s->w, k, r);
+    s->count++;
+    return 0;
+}
+
+static void encode_all(struct encode_state *s, const struct nn__plan_cache *c,
+                       uint64_t cudnn_version, const struct nn__gpu_id *gpu, uint32_t count)
+{
+    size_t name_len = strnlen(gpu->name, NN__GPU_NAME_MAX - 1);
+    put_bytes(&s->w, PLAN_FILE_MAGIC, 8);
+    put_u32(&s->w, PLAN_FILE_VERSION);
+    put_u64(&s->w, cudnn_version);
+    put_i32(&s->w, gpu->cc_major);
+    put_i32(&s->w, gpu->cc_minor);
+    put_i32(&s->w, gpu->sm_count);
+    put_u32(&s->w, (uint32_t)name_len);
+    put_bytes(&s->w, gpu->name, name_len);
+    put_u32(&s->w, count);
+    nn__plan_cache_visit(c, encode_record, s);
+}
+
+nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__plan_cache *c,
+                               uint64_t cudnn_version, const struct nn__gpu_id *gpu,
+                               unsigned char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    struct encode_state size = {{NULL, 0}, 0};
+    encode_all(&size, c, cudnn_version, gpu, 0);
+    if (size.count > NN__PLAN_KNOWN_MAX)
+        return NN__FAIL(ctx, NN_E_OVERFLOW, "plan file: %u records, the format holds at most %d",
+                        size.count, NN__PLAN_KNOWN_MAX);
+    size_t total = size.w.pos + 8;
+    unsigned char *buf = nn__host_alloc(total);
+    if (!buf) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file: out of host memory");
+    struct encode_state s = {{buf, 0}, 0};
+    encode_all(&s, c, cudnn_version, gpu, size.count);
+    put_u64(&s.w, fnv1a64(buf, s.w.pos));
+    *out = buf;
+    *out_len = total;
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Decoding
+ */
+
+struct reader {
+    struct nn_ctx *ctx;
+    const char *what; /* the path, for messages */
+    const unsigned char *buf;
+    size_t len, pos;
+    long record; /* index of the record being read, -1 in the header */
+    nn_status status;
+};
+
+/* Records NN_E_FORMAT once (the first problem found is the one reported). */
+static int bad(struct reader *r, size_t offset, const char *field, const char *problem)
+{
+    if (r->status != NN_OK) return 0;
+    char where[32] = "";
+    if (r->record >= 0) snprintf(where, sizeof where, "record %ld ", r->record);
+    r->status = NN__FAIL(r->ctx, NN_E_FORMAT, "plan file %s: %s%s at byte offset %zu: %s", r->what,
+                         where, field, offset, problem);
+    return 0;
+}
+
+static int need(struct reader *r, size_t n, const char *field)
+{
+    if (r->status != NN_OK) return 0;
+    if (r->len - r->pos >= n) return 1;
+    char msg[96];
+    snprintf(msg, sizeof msg, "truncated (needs %zu bytes, the file ends at %zu)", n, r->len);
+    return bad(r, r->pos, field, msg);
+}
+
+static int get_u32(struct reader *r, const char *field, uint32_t *v)
+{
+    if (!need(r, 4, field)) return 0;
+    uint32_t x = 0;
+    for (int i = 0; i < 4; i++)
+        x |= (uint32_t)r->buf[r->pos + (size_t)i] << (8 * i);
+    r->pos += 4;
+    *v = x;
+    return 1;
+}
+
+static int get_u64(struct reader *r, const char *field, uint64_t *v)
+{
+    if (!need(r, 8, field)) return 0;
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x |= (uint64_t)r->buf[r->pos + (size_t)i] << (8 * i);
+    r->pos += 8;
+    *v = x;
+    return 1;
+}
+
+static int get_i32(struct reader *r, const char *field, int32_t *v)
+{
+    uint32_t u;
+    if (!get_u32(r, field, &u)) return 0;
+    *v = (int32_t)u;
+    return 1;
+}
+
+static int get_i64(struct reader *r, const char *field, int64_t *v)
+{
+    uint64_t u;
+    if (!get_u64(r, field, &u)) return 0;
+    *v = (int64_t)u;
+    return 1;
+}
+
+/* A signed field that must lie in [lo, hi]. */
+static int get_i32_in(struct reader *r, const char *field, int32_t lo, int32_t hi, int32_t *v)
+{
+    size_t at = r->pos;
+    if (!get_i32(r, field, v)) return 0;
+    if (*v >= lo && *v <= hi) return 1;
+    char msg[96];
+    snprintf(msg, sizeof msg, "value %d is outside %d..%d", *v, lo, hi);
+    return bad(r, at, field, msg);
+}
+
+static int get_key_tensor(struct reader *r, struct nn__key_tensor *t)
+{
+    if (!get_i32_in(r, "key operand rank", 0, NN_MAX_RANK, &t->rank)) return 0;
+    if (!get_i32_in(r, "key operand alignment", 0, INT32_MAX, &t->alignment)) return 0;
+    for (int d = 0; d < t->rank; d++) {
+        size_t at = r->pos;
+        if (!get_i64(r, "key operand dim", &t->dims[d])) return 0;
+        if (t->dims[d] < 1) return bad(r, at, "key operand dim", "dim is < 1");
+        at = r->pos;
+        if (!get_i64(r, "key operand stride", &t->strides[d])) return 0;
+        if (t->strides[d] < 0) return bad(r, at, "key operand stride", "stride is negative");
+    }
+    return 1;
+}
+
+static int get_key(struct reader *r, struct nn__plan_key *k)
+{
+    nn__plan_key_init(k);
+    if (!get_i32_in(r, "key op", NN__OP_NONE + 1, NN__OP_KIND_COUNT - 1, &k->op) ||
+        !get_i32_in(r, "key dtype", NN_DTYPE_F32, NN_DTYPE_BF16, &k->dtype) ||
+        !get_i32_in(r, "key math_mode", NN_MATH_STRICT_FP32, NN_MATH_TF32, &k->math_mode) ||
+        !get_i32_in(r, "key deterministic", 0, 1, &k->deterministic) ||
+        !get_u64(r, "key workspace_cap", &k->workspace_cap))
+        return 0;
+    for (int i = 0; i < NN__KEY_OPERANDS; i++)
+        if (!get_key_tensor(r, &k->t[i])) return 0;
+    struct nn__key_params *p = &k->p;
+    if (!get_i32_in(r, "key spatial_rank", 0, NN__KEY_SPATIAL_MAX, &p->spatial_rank)) return 0;
+    for (int i = 0; i < p->spatial_rank; i++)
+        if (!get_i32_in(r, "key stride", 0, INT32_MAX, &p->stride[i]) ||
+            !get_i32_in(r, "key dilation", 0, INT32_MAX, &p->dilation[i]) ||
+            !get_i32_in(r, "key pad_lo", 0, INT32_MAX, &p->pad_lo[i]) ||
+            !get_i32_in(r, "key pad_hi", 0, INT32_MAX, &p->pad_hi[i]) ||
+            !get_i32_in(r, "key window", 0, INT32_MAX, &p->window[i]))
+            return 0;
+    return get_i32_in(r, "key groups", 0, INT32_MAX, &p->groups) &&
+           get_i32(r, "key mode", &p->mode) && get_i32(r, "key activation", &p->activation) &&
+           get_i32(r, "key pool_mode", &p->pool_mode) && get_i32(r, "key flags", &p->flags);
+}
+
+static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_record *rec)
+{
+    uint32_t body;
+    if (!get_u32(r, "body length", &body)) return 0;
+    size_t start = r->pos;
+    if (!need(r, body, "record body")) return 0;
+    memset(rec, 0, sizeof *rec);
+    if (!get_key(r, k) || !get_i64(r, "engine", &rec->engine) ||
+        !get_u64(r, "workspace", &rec->workspace))
+        return 0;
+    if (rec->engine < 0) return bad(r, r->pos - 16, "engine", "engine index is negative");
+    size_t at = r->pos;
+    uint64_t bits;
+    if (!get_u64(r, "time_us", &bits)) return 0;
+    memcpy(&rec->time_us, &bits, sizeof bits);
+    if (nn__plan_record_invalid(rec)) return bad(r, at, "time_us", "neither >= 0 nor -1");
+    if (!get_i32_in(r, "knob_count", 0, NN__PLAN_KNOBS_MAX, &rec->knob_count)) return 0;
+    for (int i = 0; i < rec->knob_count; i++)
+        if (!get_i64(r, "knob type", &rec->knobs[i].type) ||
+            !get_i64(r, "knob value", &rec->knobs[i].value))
+            return 0;
+    at = r->pos;
+    if (!get_u32(r, "json_len", &rec->json_len)) return 0;
+    if (rec->json_len > NN__PLAN_JSON_MAX) return bad(r, at, "json_len", "exceeds 256 KiB");
+    if (!need(r, rec->json_len, "json")) return 0;
+    rec->json = (const char *)r->buf + r->pos;
+    r->pos += rec->json_len;
+    if (r->pos - start != body) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "says %u bytes, the fields take %zu", body, r->pos - start);
+        return bad(r, start - 4, "body length", msg);
+    }
+    return 1;
+}
+
+struct header {
+    uint64_t cudnn_version;
+    struct nn__gpu_id gpu;
+    uint32_t count;
+};
+
+static int get_header(struct reader *r, struct header *h)
+{
+    if (!need(r, 8, "magic")) return 0;
+    if (memcmp(r->buf, PLAN_FILE_MAGIC, 8) != 0)
+        return bad(r, 0, "magic", "not an nnprim plan file");
+    r->pos = 8;
+    uint32_t version;
+    if (!get_u32(r, "format version", &version)) return 0;
+    if (version != PLAN_FILE_VERSION) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "format version %u, this build reads version %u", version,
+                 PLAN_FILE_VERSION);
+        return bad(r, 8, "format version", msg);
+    }
+    memset(&h->gpu, 0, sizeof h->gpu);
+    uint32_t name_len;
+    if (!get_u64(r, "cudnn version", &h->cudnn_version) ||
+        !get_i32(r, "cc_major", &h->gpu.cc_major) || !get_i32(r, "cc_minor", &h->gpu.cc_minor) ||
+        !get_i32(r, "sm_count", &h->gpu.sm_count) || !get_u32(r, "gpu name length", &name_len))
+        return 0;
+    if (name_len >= NN__GPU_NAME_MAX) return bad(r, r->pos - 4, "gpu name length", "is >= 256");
+    if (!need(r, name_len, "gpu name")) return 0;
+    memcpy(h->gpu.name, r->buf + r->pos, name_len);
+    if (memchr(h->gpu.name, '\0', name_len)) return bad(r, r->pos, "gpu name", "contains a NUL");
+    r->pos += name_len;
+    size_t at = r->pos;
+    if (!get_u32(r, "record count", &h->count)) return 0;
+    if (h->count > NN__PLAN_KNOWN_MAX) return bad(r, at, "record count", "exceeds 1048576");
+    return 1;
+}
+
+static int same_identity(const struct header *h, uint64_t cudnn_version,
+                         const struct nn__gpu_id *gpu)
+{
+    return h->cudnn_version == cudnn_version && h->gpu.cc_major == gpu->cc_major &&
+           h->gpu.cc_minor == gpu->cc_minor && h->gpu.sm_count == gpu->sm_count &&
+           strncmp(h->gpu.name, gpu->name, NN__GPU_NAME_MAX - 1) == 0;
+}
+
+/* Every record goes into a scratch cache first; only a file that checks out completely reaches
+ * the context's cache, in one step that cannot half-fail. */
+nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__plan_cache *c, const char *what,
+                               const unsigned char *buf, size_t len, uint64_t cudnn_version,
+                               const struct nn__gpu_id *gpu)
+{
+    struct reader r = {ctx, what, buf, len, 0, -1, NN_OK};
+    struct header h;
+    if (!get_header(&r, &h)) return r.status;
+    int trusted = same_identity(&h, cudnn_version, gpu);
+    struct nn__plan_cache *scratch = NULL;
+    NN__TRY(nn__plan_cache_create(ctx, 1, &scratch));
+    for (uint32_t i = 0; i < h.count; i++) {
+        r.record = (long)i;
+        struct nn__plan_key k;
+        struct nn__plan_record rec;
+        if (!get_record(&r, &k, &rec)) break;
+        if (trusted && nn__plan_cache_add_known(ctx, scratch, &k, &rec) != NN_OK) {
+            r.status = nn__error_rethrow(ctx, "plan file");
+            break;
+        }
+    }
+    r.record = -1;
+    size_t at = r.pos;
+    uint64_t sum;
+    if (r.status == NN_OK && get_u64(&r, "checksum", &sum) && sum != fnv1a64(buf, at))
+        bad(&r, at, "checksum", "does not match the contents (the file is corrupted)");
+    if (r.status == NN_OK && r.pos != len) bad(&r, r.pos, "end", "extra bytes after the checksum");
+    if (r.status == NN_OK) {
+        if (trusted)
+            r.status = nn__plan_cache_take_known(ctx, c, scratch);
+        else
+            nn__plan_cache_count_skipped(c, h.count);
+    }
+    nn__plan_cache_destroy(scratch);
+    return r.status;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Files
+ */
+
+static nn_status io_fail(struct nn_ctx *ctx, const char *what, const char *path, int err)
+{
+    return NN__FAIL(ctx, NN_E_IO, "plan file %s: %s failed: %s", path, what, strerror(err));
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return 0;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 1;
+}
+
+/* The directory entry of the rename must reach the disk too; a failure here only weakens
+ * durability after a crash, never the file's integrity, so it is not reported. */
+static void sync_parent_dir(const char *path)
+{
+    char *dir = nn__host_strdup(path);
+    if (!dir) return;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    nn__host_free(dir);
+}
+
+nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__plan_cache *c, const char *path,
+                             uint64_t cudnn_version, const struct nn__gpu_id *gpu)
+{
+    unsigned char *buf;
+    size_t len;
+    NN__TRY(nn__plan_file_encode(ctx, c, cudnn_version, gpu, &buf, &len));
+    size_t plen = strlen(path);
+    char *tmp = nn__host_alloc(plen + sizeof ".XXXXXX");
+    if (!tmp) {
+        nn__host_free(buf);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file: out of host memory");
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".XXXXXX", sizeof ".XXXXXX");
+    nn_status st = NN_OK;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = io_fail(ctx, "creating a temporary file beside it", path, errno);
+    } else {
+        const char *step = NULL;
+        if (!write_all(fd, buf, len))
+            step = "writing";
+        else if (fchmod(fd, 0644) != 0)
+            step = "setting the mode of";
+        else if (fsync(fd) != 0)
+            step = "syncing";
+        int err = errno;
+        if (close(fd) != 0 && !step) {
+            step = "closing";
+            err = errno;
+        }
+        if (!step && rename(tmp, path) != 0) {
+            step = "renaming the temporary file over";
+            err = errno;
+        }
+        if (step) {
+            unlink(tmp);
+            st = io_fail(ctx, step, path, err);
+        } else {
+            sync_parent_dir(path);
+        }
+    }
+    nn__host_free(tmp);
+    nn__host_free(buf);
+    return st;
+}
+
+nn_status nn__plan_file_load(struct nn_ctx *ctx, struct nn__plan_cache *c, const char *path,
+                             uint64_t cudnn_version, const struct nn__gpu_id *gpu)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_fail(ctx, "opening", path, errno);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
+        close(fd);
+        return io_fail(ctx, "stat", path, err);
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return NN__FAIL(ctx, NN_E_IO, "plan file %s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > PLAN_FILE_MAX_SIZE) {
+        close(fd);
+        return NN__FAIL(ctx, NN_E_FORMAT,
+                        "plan file %s: %lld bytes, more than a plan file may hold (%zu)", path,
+                        (long long)sb.st_size, PLAN_FILE_MAX_SIZE);
+    }
+    size_t len = (size_t)sb.st_size;
+    unsigned char *buf = nn__host_alloc(len);
+    if (!buf) {
+        close(fd);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", path);
+    }
+    /* A file that shrinks under us reads short and is then rejected as truncated. */
+    size_t got = 0;
+    int err = 0;
+    while (got < len) {
+        ssize_t k = read(fd, buf + got, len - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) err = errno;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    nn_status st = err ? io_fail(ctx, "reading", path, err)
+                       : nn__plan_file_decode(ctx, c, path, buf, got, cudnn_version, gpu);
+    nn__host_free(buf);
+    return st;
+}

@@ -1,0 +1,407 @@
+/* Introspection of the cuDNN layer; see describe_cudnn.h. */
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/describe_cudnn.h"
+
+cudnnDataType_t nn__cudnn_data_type(nn_dtype t)
+{
+    switch (t) {
+    case NN_DTYPE_F32: return CUDNN_DATA_FLOAT;
+    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
+    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
+    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
+    }
+    return (cudnnDataType_t)-1;
+}
+
+nn_dtype nn__cudnn_nn_dtype(cudnnDataType_t t)
+{
+    switch (t) {
+    case CUDNN_DATA_FLOAT: return NN_DTYPE_F32;
+    case CUDNN_DATA_DOUBLE: return NN_DTYPE_F64;
+    case CUDNN_DATA_HALF: return NN_DTYPE_F16;
+    case CUDNN_DATA_BFLOAT16: return NN_DTYPE_BF16;
+    default: return (nn_dtype)0;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Text
+ */
+
+struct out {
+    char *buf;
+    size_t cap, n;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
+{
+    if (o->cap == 0 || o->n >= o->cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->n, o->cap - o->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) o->n += (size_t)k;
+    if (o->n > o->cap - 1) o->n = o->cap - 1;
+}
+
+static struct out out_init(char *buf, size_t cap)
+{
+    if (cap) buf[0] = '\0';
+    return (struct out){buf, cap, 0};
+}
+
+static void put_list(struct out *o, const int64_t *a, int n, const char *sep)
+{
+    for (int i = 0; i < n; i++)
+        put(o, "%s%lld", i ? sep : "", (long long)a[i]);
+}
+
+static void put_tensor(struct out *o, const char *name, const struct nn__cudnn_tensor *t)
+{
+    if (name) put(o, "%s:", name);
+    if (t->rank <= 0) {
+        put(o, "-");
+        return;
+    }
+    put(o, "%s[", nn_dtype_name(t->dtype));
+    put_list(o, t->dims, t->rank, ",");
+    put(o, "]/[");
+    put_list(o, t->strides, t->rank, ",");
+    put(o, "]@%lld", (long long)t->alignment);
+}
+
+const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
+                                      const struct nn__cudnn_tensor *t)
+{
+    struct out o = out_init(buf, cap);
+    put_tensor(&o, name, t);
+    return buf;
+}
+
+static void put_conv(struct out *o, const struct nn__cudnn_conv *c)
+{
+    int n = c->spatial_rank;
+    if (n < 1 || n > NN__CUDNN_SPATIAL_MAX) {
+        put(o, "conv(invalid spatial rank %d)", n);
+        return;
+    }
+    put(o, "conv%dd stride=", n);
+    put_list(o, c->stride, n, "x");
+    put(o, " dilation=");
+    put_list(o, c->dilation, n, "x");
+    put(o, " pad=");
+    put_list(o, c->pre_pad, n, "x");
+    put(o, "/");
+    put_list(o, c->post_pad, n, "x");
+    put(o, " %s acc=%s", c->mode == NN__CUDNN_CONVOLUTION ? "conv" : "xcorr",
+        nn_dtype_name(c->compute));
+}
+
+const char *nn__cudnn_describe_conv(char *buf, size_t cap, const struct nn__cudnn_conv *c)
+{
+    struct out o = out_init(buf, cap);
+    put_conv(&o, c);
+    return buf;
+}
+
+static void put_pool(struct out *o, const struct nn__cudnn_pool *p)
+{
+    int n = p->spatial_rank;
+    static const char *const modes[] = {"maxpool", "avgpool_incl_pad", "avgpool_excl_pad"};
+    const char *mode = p->mode >= 0 && p->mode <= 2 ? modes[p->mode] : "pool(invalid mode)";
+    if (n < 1 || n > NN__CUDNN_SPATIAL_MAX) {
+        put(o, "%s(invalid spatial rank %d)", mode, n);
+        return;
+    }
+    put(o, "%s%dd window=", mode, n);
+    put_list(o, p->window, n, "x");
+    put(o, " stride=");
+    put_list(o, p->stride, n, "x");
+    put(o, " pad=");
+    put_list(o, p->pre_pad, n, "x");
+    put(o, "/");
+    put_list(o, p->post_pad, n, "x");
+    put(o, " acc=%s", nn_dtype_name(p->compute));
+}
+
+const char *nn__cudnn_describe_pool(char *buf, size_t cap, const struct nn__cudnn_pool *p)
+{
+    struct out o = out_init(buf, cap);
+    put_pool(&o, p);
+    return buf;
+}
+
+const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,
+                                          const struct nn__cudnn_graph_desc *d)
+{
+    static const char *const kinds[] = {"?",         "conv_fwd", "conv_bwd_data", "conv_bwd_filter",
+                                        "bias_grad", "pool_fwd", "pool_bwd"};
+    static const char *const names[NN__UID_IO_END] = {"",   "x",  "w",  "y", "b",
+                                                      "dx", "dw", "dy", "db"};
+    struct out o = out_init(buf, cap);
+    int k =
+        d->kind >= NN__CUDNN_GRAPH_CONV_FWD && d->kind <= NN__CUDNN_GRAPH_POOL_BWD ? d->kind : 0;
+    put(&o, "%s", kinds[k]);
+    for (int u = 1; u < NN__UID_IO_END; u++) {
+        if (d->t[u].rank <= 0) continue;
+        put(&o, " ");
+        put_tensor(&o, names[u], &d->t[u]);
+    }
+    if (k >= NN__CUDNN_GRAPH_CONV_FWD && k <= NN__CUDNN_GRAPH_CONV_BWD_FILTER) {
+        put(&o, " ");
+        put_conv(&o, &d->conv);
+    } else if (k >= NN__CUDNN_GRAPH_POOL_FWD) {
+        put(&o, " ");
+        put_pool(&o, &d->pool);
+    }
+    if (d->relu) put(&o, " +relu");
+    if (d->alpha != 1.0 || d->beta != 0.0) put(&o, " alpha=%g beta=%g", d->alpha, d->beta);
+    return buf;
+}
+
+/* An enumerator's name without its common prefix, or the number. */
+static void put_enum(struct out *o, const char *name, const char *prefix, int64_t v)
+{
+    size_t n = strlen(prefix);
+    if (name && !strncmp(name, prefix, n))
+        put(o, "%s", name + n);
+    else if (name)
+        put(o, "%s", name);
+    else
+        put(o, "%lld", (long long)v);
+}
+
+const char *nn__cudnn_describe_choice(char *buf, size_t cap, const struct nn__engine_choice *c)
+{
+    struct out o = out_init(buf, cap);
+    put(&o, "engine=%lld knobs=[", (long long)c->engine);
+    for (int i = 0; i < c->knob_count && i < NN__ENGINE_KNOBS_MAX; i++) {
+        if (i) put(&o, ",");
+        int64_t t = c->knobs[i].type;
+        put_enum(&o, nn__cudnn_BackendKnobType_name((int)t), "CUDNN_KNOB_TYPE_", t);
+        put(&o, "=%lld", (long long)c->knobs[i].value);
+    }
+    put(&o, "]");
+    return buf;
+}
+
+const char *nn__cudnn_describe_notes(char *buf, size_t cap, const int64_t *notes, int n)
+{
+    struct out o = out_init(buf, cap);
+    if (n <= 0) put(&o, "none");
+    for (int i = 0; i < n; i++) {
+        if (i) put(&o, "|");
+        put_enum(&o, nn__cudnn_BackendNumericalNote_name((int)notes[i]), "CUDNN_NUMERICAL_NOTE_",
+                 notes[i]);
+    }
+    return buf;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Read back
+ */
+
+#define GET(ctx, d, attr, type, req, count, ptr)                                                   \
+    nn__cudnn_BackendGetAttribute((ctx), (d), (attr), (type), (int64_t)(req), (count), (ptr))
+
+nn_status nn__cudnn_read_tensor(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                                struct nn__cudnn_tensor *out, int64_t *uid, int *is_virtual)
+{
+    struct nn__cudnn_tensor t = {0};
+    cudnnDataType_t dt;
+    int64_t n, id;
+    bool virt;
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n, &dt));
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, NN_MAX_RANK, &n, t.dims));
+    if (n < 0 || n > NN_MAX_RANK)
+        return NN__FAIL(ctx, NN_E_OVERFLOW, "read_tensor: rank %lld above %d", (long long)n,
+                        NN_MAX_RANK);
+    t.rank = (int)n;
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, NN_MAX_RANK, &n, t.strides));
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &n, &t.alignment));
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &n, &id));
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &n, &virt));
+    t.dtype = nn__cudnn_nn_dtype(dt);
+    *out = t;
+    if (uid) *uid = id;
+    if (is_virtual) *is_virtual = virt;
+    return NN_OK;
+}
+
+nn_status nn__cudnn_read_conv(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                              struct nn__cudnn_conv *out)
+{
+    struct nn__cudnn_conv c = {0};
+    cudnnDataType_t dt;
+    cudnnConvolutionMode_t mode;
+    int64_t n, rank;
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n, &dt));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &n, &mode));
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n, &rank));
+    if (rank < 1 || rank > NN__CUDNN_SPATIAL_MAX)
+        return NN__FAIL(ctx, NN_E_OVERFLOW, "read_conv: spatial rank %lld outside 1..%d",
+                        (long long)rank, NN__CUDNN_SPATIAL_MAX);
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, rank, &n, c.dilation));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, rank, &n, c.stride));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, rank, &n, c.pre_pad));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, rank, &n, c.post_pad));
+    c.spatial_rank = (int)rank;
+    c.mode = mode == CUDNN_CONVOLUTION ? NN__CUDNN_CONVOLUTION : NN__CUDNN_CROSS_CORRELATION;
+    c.compute = nn__cudnn_nn_dtype(dt);
+    *out = c;
+    return NN_OK;
+}
+
+nn_status nn__cudnn_read_engine(struct nn_ctx *ctx, cudnnBackendDescriptor_t engine,
+                                struct nn__cudnn_engine_info *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t n;
+    cudnnBackendNumericalNote_t notes[NN__CUDNN_NOTES_MAX];
+    cudnnBackendBehaviorNote_t behavior[NN__CUDNN_NOTES_MAX];
+    NN__TRY(GET(ctx, engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                &out->choice.engine));
+    NN__TRY(GET(ctx, engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                NN__CUDNN_NOTES_MAX, &n, notes));
+    out->n_notes = n < NN__CUDNN_NOTES_MAX ? (int)n : NN__CUDNN_NOTES_MAX;
+    for (int i = 0; i < out->n_notes; i++)
+        out->notes[i] = notes[i];
+    NN__TRY(GET(ctx, engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                NN__CUDNN_NOTES_MAX, &n, behavior));
+    out->n_behavior = n < NN__CUDNN_NOTES_MAX ? (int)n : NN__CUDNN_NOTES_MAX;
+    for (int i = 0; i < out->n_behavior; i++)
+        out->behavior[i] = behavior[i];
+    return NN_OK;
+}
+
+/* Knob choices are read into descriptors made beforehand, as many as there are knob types. */
+#define KNOB_SLOTS                                                                                 \
+    (CUDNN_KNOB_TYPE_COUNTS < NN__ENGINE_KNOBS_MAX ? CUDNN_KNOB_TYPE_COUNTS : NN__ENGINE_KNOBS_MAX)
+
+static nn_status read_knobs(struct nn_ctx *ctx, cudnnBackendDescriptor_t engcfg,
+                            struct nn__engine_choice *c)
+{
+    cudnnBackendDescriptor_t k[KNOB_SLOTS];
+    int made = 0;
+    int64_t n = 0;
+    nn_status st = NN_OK;
+    while (st == NN_OK && made < KNOB_SLOTS) {
+        st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k[made]);
+        if (st == NN_OK) made++;
+    }
+    if (st == NN_OK)
+        st = GET(ctx, engcfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                 KNOB_SLOTS, &n, k);
+    if (st == NN_OK && (n < 0 || n > KNOB_SLOTS))
+        st = NN__FAIL(ctx, NN_E_OVERFLOW, "read_engcfg: %lld knob choices, at most %d are kept",
+                      (long long)n, KNOB_SLOTS);
+    c->knob_count = 0;
+    for (int i = 0; st == NN_OK && i < n; i++) {
+        cudnnBackendKnobType_t type;
+        int64_t cnt;
+        st = GET(ctx, k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &cnt, &type);
+        if (st == NN_OK)
+            st = GET(ctx, k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &cnt,
+                     &c->knobs[i].value);
+        if (st == NN_OK) {
+            c->knobs[i].type = type;
+            c->knob_count = i + 1;
+        }
+    }
+    for (int i = 0; i < made; i++)
+        nn__cudnn_BackendDestroyDescriptor(NULL, k[i]);
+    return st;
+}
+
+nn_status nn__cudnn_read_engcfg(struct nn_ctx *ctx, cudnnBackendDescriptor_t engcfg,
+                                struct nn__cudnn_engine_info *out)
+{
+    cudnnBackendDescriptor_t engine;
+    int64_t n;
+    NN__TRY(nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine));
+    nn_status st = GET(ctx, engcfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                       &n, &engine);
+    if (st == NN_OK) st = nn__cudnn_read_engine(ctx, engine, out);
+    if (st == NN_OK) st = read_knobs(ctx, engcfg, &out->choice);
+    nn__cudnn_BackendDestroyDescriptor(NULL, engine);
+    return st;
+}
+
+nn_status nn__cudnn_read_plan(struct nn_ctx *ctx, cudnnBackendDescriptor_t plan,
+                              struct nn__cudnn_plan_info *out)
+{
+    cudnnBackendDescriptor_t cfg;
+    int64_t n;
+    NN__TRY(GET(ctx, plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                &out->workspace));
+    NN__TRY(nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
+    nn_status st = GET(ctx, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg);
+    if (st == NN_OK) st = nn__cudnn_read_engcfg(ctx, cfg, &out->engine);
+    nn__cudnn_BackendDestroyDescriptor(NULL, cfg);
+    return st;
+}
+
+nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorType_t type,
+                                     cudnnBackendDescriptor_t d, char *buf, size_t cap)
+{
+    struct out o = out_init(buf, cap);
+    put_enum(&o, nn__cudnn_BackendDescriptorType_name((int)type), "CUDNN_BACKEND_", type);
+    put(&o, " ");
+    nn_status st = NN_OK;
+    char tmp[NN__CUDNN_DESCRIBE_MAX];
+    switch (type) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR: {
+        struct nn__cudnn_tensor t;
+        int64_t uid;
+        int virt;
+        st = nn__cudnn_read_tensor(ctx, d, &t, &uid, &virt);
+        if (st == NN_OK)
+            put(&o, "uid=%lld%s %s", (long long)uid, virt ? " virtual" : "",
+                nn__cudnn_describe_tensor(tmp, sizeof tmp, NULL, &t));
+        break;
+    }
+    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR: {
+        struct nn__cudnn_conv c;
+        st = nn__cudnn_read_conv(ctx, d, &c);
+        if (st == NN_OK) put(&o, "%s", nn__cudnn_describe_conv(tmp, sizeof tmp, &c));
+        break;
+    }
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: {
+        int64_t n, engines = 0;
+        st = GET(ctx, d, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n,
+                 &engines);
+        if (st == NN_OK) put(&o, "engines=%lld", (long long)engines);
+        break;
+    }
+    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
+        struct nn__cudnn_plan_info p = {0};
+        if (type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR) {
+            p.workspace = -1;
+            st = nn__cudnn_read_engcfg(ctx, d, &p.engine);
+        } else {
+            st = nn__cudnn_read_plan(ctx, d, &p);
+        }
+        if (st != NN_OK) break;
+        put(&o, "%s", nn__cudnn_describe_choice(tmp, sizeof tmp, &p.engine.choice));
+        put(&o, " notes=%s",
+            nn__cudnn_describe_notes(tmp, sizeof tmp, p.engine.notes, p.engine.n_notes));
+        if (p.workspace >= 0) put(&o, " workspace=%lld", (long long)p.workspace);
+        break;
+    }
+    default: put(&o, "(no read-back for this type)"); break;
+    }
+    if (st != NN_OK) put(&o, "(read-back failed: %s)", nn_status_name(st));
+    return st;
+}

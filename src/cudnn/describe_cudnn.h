@@ -1,0 +1,95 @@
+/* Introspection ("reverse lookup") of the cuDNN layer: the value structs of graph_cudnn.h and the
+ * backend descriptors built from them, as text (for verbose lines and error messages) and, for
+ * descriptors, as value structs read back with cudnnBackendGetAttribute.
+ *
+ * Text functions write a NUL-terminated line into buf (truncated to cap, never overrun) and
+ * return buf, so they can sit inside a printf argument list. They call no cuDNN function.
+ * Compiled only with cuDNN (NN_HAVE_CUDNN). */
+#ifndef NN_CUDNN_DESCRIBE_CUDNN_H
+#define NN_CUDNN_DESCRIBE_CUDNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cudnn.h>
+
+#include "cudnn/graph_cudnn.h"
+
+struct nn_ctx;
+
+/* Enough for any single description below. */
+#define NN__CUDNN_DESCRIBE_MAX 1024
+
+/* "x:f32[2,3,5,5]/[75,25,5,1]@16" (name may be NULL: no "x:" prefix); "-" for rank 0. */
+const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
+                                      const struct nn__cudnn_tensor *t);
+
+/* "conv2d stride=1x1 dilation=1x1 pad=0x0/0x0 xcorr acc=f32" */
+const char *nn__cudnn_describe_conv(char *buf, size_t cap, const struct nn__cudnn_conv *c);
+
+/* "maxpool2d window=2x2 stride=2x2 pad=0x0/0x0 acc=f32" */
+const char *nn__cudnn_describe_pool(char *buf, size_t cap, const struct nn__cudnn_pool *p);
+
+/* The whole graph: "conv_fwd x:... w:... b:... y:... conv2d ... +relu alpha=1 beta=0" */
+const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,
+                                          const struct nn__cudnn_graph_desc *d);
+
+/* "engine=12 knobs=[TILE_SIZE=3,SPLIT_K=1]" (knob names from the headers, numbers otherwise) */
+const char *nn__cudnn_describe_choice(char *buf, size_t cap, const struct nn__engine_choice *c);
+
+/* "TENSOR_CORE|NONDETERMINISTIC", or "none" */
+const char *nn__cudnn_describe_notes(char *buf, size_t cap, const int64_t *notes, int n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Read back from finalized backend descriptors
+ */
+
+#define NN__CUDNN_NOTES_MAX 32
+
+/* An engine config: its engine's global index and knob choices, numerical and behaviour notes. */
+struct nn__cudnn_engine_info {
+    struct nn__engine_choice choice;
+    int n_notes;
+    int64_t notes[NN__CUDNN_NOTES_MAX]; /* cudnnBackendNumericalNote_t */
+    int n_behavior;
+    int64_t behavior[NN__CUDNN_NOTES_MAX]; /* cudnnBackendBehaviorNote_t */
+};
+
+struct nn__cudnn_plan_info {
+    struct nn__cudnn_engine_info engine;
+    int64_t workspace;
+};
+
+/* A CUDNN_BACKEND_TENSOR_DESCRIPTOR: dtype (NN_DTYPE 0 if cuDNN's type has no nn_dtype), rank,
+ * dims, strides, alignment; uid and is_virtual may be NULL. */
+nn_status nn__cudnn_read_tensor(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                                struct nn__cudnn_tensor *out, int64_t *uid, int *is_virtual);
+
+/* A CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR (spatial_rank as cuDNN holds it: 2 for a 1-D conv). */
+nn_status nn__cudnn_read_conv(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                              struct nn__cudnn_conv *out);
+
+/* A CUDNN_BACKEND_ENGINE_DESCRIPTOR: global index and notes (no knobs: those are a config's). */
+nn_status nn__cudnn_read_engine(struct nn_ctx *ctx, cudnnBackendDescriptor_t engine,
+                                struct nn__cudnn_engine_info *out);
+
+/* A CUDNN_BACKEND_ENGINECFG_DESCRIPTOR: its engine and knob choices.
+ * Returns NN_OK; NN_E_OVERFLOW (more knobs than NN__ENGINE_KNOBS_MAX); NN_E_CUDNN. */
+nn_status nn__cudnn_read_engcfg(struct nn_ctx *ctx, cudnnBackendDescriptor_t engcfg,
+                                struct nn__cudnn_engine_info *out);
+
+/* A finalized CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: its engine config and workspace. */
+nn_status nn__cudnn_read_plan(struct nn_ctx *ctx, cudnnBackendDescriptor_t plan,
+                              struct nn__cudnn_plan_info *out);
+
+/* Any descriptor graph_cudnn builds, read back and described as text: tensor, convolution,
+ * operation graph (its engine count), engine config, execution plan; other types give their
+ * type name only. Returns NN_OK; what reading fails with (the text then says so). */
+nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorType_t type,
+                                     cudnnBackendDescriptor_t d, char *buf, size_t cap);
+
+/* nn_dtype <-> cudnnDataType_t (0 / -1 for types the other side lacks). */
+cudnnDataType_t nn__cudnn_data_type(nn_dtype t);
+nn_dtype nn__cudnn_nn_dtype(cudnnDataType_t t);
+
+#endif

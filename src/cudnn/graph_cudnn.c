@@ -1,0 +1,1072 @@
+/* cuDNN graph API helpers; see graph_cudnn.h. Attribute names and types follow the cuDNN 9
+ * backend API reference (cudnn_graph_v9.h and NVIDIA's backend descriptor documentation). */
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
+#include "cudnn/graph_cudnn.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Pure helpers
+ */
+
+nn_status nn__cudnn_tensor_insert_unit_dim(struct nn__cudnn_tensor *t, int axis)
+{
+    if (t->rank >= NN_MAX_RANK || axis < 0 || axis > t->rank)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "insert_unit_dim: axis %d into a rank-%d tensor (at most %d dims)", axis,
+                        t->rank, NN_MAX_RANK);
+    int64_t stride = axis < t->rank ? t->dims[axis] * t->strides[axis] : 1;
+    for (int i = t->rank; i > axis; i--) {
+        t->dims[i] = t->dims[i - 1];
+        t->strides[i] = t->strides[i - 1];
+    }
+    t->dims[axis] = 1;
+    t->strides[axis] = stride;
+    t->rank++;
+    return NN_OK;
+}
+
+static void shift_in(int64_t *a, int64_t lead)
+{
+    a[1] = a[0];
+    a[0] = lead;
+}
+
+void nn__cudnn_conv_to_2d(struct nn__cudnn_conv *c)
+{
+    if (c->spatial_rank != 1) return;
+    shift_in(c->stride, 1);
+    shift_in(c->dilation, 1);
+    shift_in(c->pre_pad, 0);
+    shift_in(c->post_pad, 0);
+    c->spatial_rank = 2;
+}
+
+void nn__cudnn_pool_to_2d(struct nn__cudnn_pool *p)
+{
+    if (p->spatial_rank != 1) return;
+    shift_in(p->window, 1);
+    shift_in(p->stride, 1);
+    shift_in(p->pre_pad, 0);
+    shift_in(p->post_pad, 0);
+    p->spatial_rank = 2;
+}
+
+void nn__cudnn_filter_from_ctx(const struct nn_ctx *ctx, nn_dtype dtype, struct nn__cudnn_filter *f)
+{
+    f->dtype = dtype;
+    f->math = ctx->settings.math_mode;
+    f->deterministic = ctx->settings.deterministic;
+    f->workspace_cap = ctx->settings.workspace_cap;
+}
+
+int nn__cudnn_notes_allowed(const int64_t *notes, int n, const struct nn__cudnn_filter *f,
+                            const char **why)
+{
+    const char *no = NULL;
+    for (int i = 0; i < n && !no; i++) {
+        if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)
+            no = "DOWN_CONVERT_INPUTS (never allowed)";
+        else if (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && f->dtype == NN_DTYPE_F32 &&
+                 f->math == NN_MATH_STRICT_FP32)
+            no = "TENSOR_CORE (f32 data under strict fp32 math)";
+        else if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC && f->deterministic)
+            no = "NONDETERMINISTIC (deterministic context)";
+    }
+    if (why) *why = no;
+    return no == NULL;
+}
+
+int nn__cudnn_workspace_usable(int64_t ws, size_t cap, const char **why)
+{
+    const char *no = NULL;
+    if (ws < 0)
+        no = "negative workspace size";
+    else if (ws >= NN__CUDNN_WORKSPACE_UNUSABLE)
+        no = "workspace of 1 TiB or more";
+    else if (cap && (uint64_t)ws > (uint64_t)cap)
+        no = "workspace above the cap";
+    if (why) *why = no;
+    return no == NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs
+ */
+
+#define GRAPH_DESCS_MAX 24
+
+struct nn__cudnn_graph {
+    struct nn__cudnn_graph_desc d;
+    cudnnBackendDescriptor_t opgraph;
+    cudnnBackendDescriptor_t owned[GRAPH_DESCS_MAX]; /* every descriptor behind opgraph */
+    int n_owned;
+    int64_t uids[NN__UID_IO_END]; /* the variant pack's tensors */
+    int n_uids;
+};
+
+#define SET(ctx, d, attr, type, n, ptr)                                                            \
+    nn__cudnn_BackendSetAttribute((ctx), (d), (attr), (type), (int64_t)(n), (ptr))
+
+static nn_status graph_new_desc(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *out)
+{
+    if (g->n_owned == GRAPH_DESCS_MAX)
+        return NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: more than %d descriptors in one graph",
+                        GRAPH_DESCS_MAX);
+    NN__TRY(nn__cudnn_BackendCreateDescriptor(ctx, type, out));
+    g->owned[g->n_owned++] = *out;
+    return NN_OK;
+}
+
+/* Alpha and beta are double for a double accumulator, float otherwise. */
+static nn_status set_scalar(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                            cudnnBackendAttributeName_t attr, nn_dtype compute, double v)
+{
+    if (compute == NN_DTYPE_F64) return SET(ctx, d, attr, CUDNN_TYPE_DOUBLE, 1, &v);
+    float f = (float)v;
+    return SET(ctx, d, attr, CUDNN_TYPE_FLOAT, 1, &f);
+}
+
+static nn_status make_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                             const struct nn__cudnn_tensor *t, int64_t uid, bool is_virtual,
+                             cudnnBackendDescriptor_t *out)
+{
+    cudnnBackendDescriptor_t d;
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, &d));
+    cudnnDataType_t dt = nn__cudnn_data_type(t->dtype);
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, t->rank, t->dims));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, t->rank, t->strides));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &t->alignment));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    if (!is_virtual) g->uids[g->n_uids++] = uid;
+    *out = d;
+    return NN_OK;
+}
+
+/* A packed intermediate in the accumulator's type, shaped like t. */
+static nn_status make_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                              const struct nn__cudnn_tensor *like, nn_dtype compute, int64_t uid,
+                              cudnnBackendDescriptor_t *out)
+{
+    struct nn__cudnn_tensor v = *like;
+    v.dtype = compute;
+    v.alignment = 16;
+    int64_t s = 1;
+    for (int i = v.rank - 1; i >= 0; i--) {
+        v.strides[i] = s;
+        s *= v.dims[i];
+    }
+    return make_tensor(ctx, g, &v, uid, true, out);
+}
+
+static nn_status make_conv(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                           const struct nn__cudnn_conv *c, cudnnBackendDescriptor_t *out)
+{
+    cudnnBackendDescriptor_t d;
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &d));
+    cudnnDataType_t ct = nn__cudnn_data_type(c->compute);
+    cudnnConvolutionMode_t mode =
+        c->mode == NN__CUDNN_CONVOLUTION ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+    int64_t n = c->spatial_rank;
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, n, c->dilation));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, n, c->stride));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, n, c->pre_pad));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, n, c->post_pad));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *out = d;
+    return NN_OK;
+}
+
+/* One convolution operation. Its three tensor attributes and alpha/beta differ by direction. */
+struct conv_op_attrs {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t a, b, out, conv, alpha, beta;
+};
+
+static const struct conv_op_attrs conv_fwd_attrs = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+static const struct conv_op_attrs conv_bwd_data_attrs = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+static const struct conv_op_attrs conv_bwd_filter_attrs = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+
+static nn_status make_conv_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                              const struct conv_op_attrs *at, cudnnBackendDescriptor_t a,
+                              cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out,
+                              cudnnBackendDescriptor_t conv, nn_dtype compute, double alpha,
+                              double beta, cudnnBackendDescriptor_t *op)
+{
+    cudnnBackendDescriptor_t d;
+    NN__TRY(graph_new_desc(ctx, g, at->type, &d));
+    NN__TRY(SET(ctx, d, at->a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
+    NN__TRY(SET(ctx, d, at->b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    NN__TRY(SET(ctx, d, at->out, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out));
+    NN__TRY(SET(ctx, d, at->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+    NN__TRY(set_scalar(ctx, d, at->alpha, compute, alpha));
+    NN__TRY(set_scalar(ctx, d, at->beta, compute, beta));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *op = d;
+    return NN_OK;
+}
+
+static nn_status make_pointwise_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                   cudnnPointwiseMode_t mode, nn_dtype compute,
+                                   cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                   cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *op)
+{
+    cudnnBackendDescriptor_t pw, d;
+    cudnnDataType_t ct = nn__cudnn_data_type(compute);
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw));
+    NN__TRY(SET(ctx, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+    NN__TRY(SET(ctx, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &ct));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, pw));
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &d));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                1, &pw));
+    NN__TRY(
+        SET(ctx, d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    if (b)
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                    &b));
+    NN__TRY(
+        SET(ctx, d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *op = d;
+    return NN_OK;
+}
+
+static nn_status make_reduction_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g, nn_dtype compute,
+                                   cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y,
+                                   cudnnBackendDescriptor_t *op)
+{
+    cudnnBackendDescriptor_t r, d;
+    cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
+    cudnnDataType_t ct = nn__cudnn_data_type(compute);
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &r));
+    NN__TRY(
+        SET(ctx, r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add));
+    NN__TRY(SET(ctx, r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, r));
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &d));
+    NN__TRY(
+        SET(ctx, d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    NN__TRY(
+        SET(ctx, d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *op = d;
+    return NN_OK;
+}
+
+static void to_fractions(cudnnFraction_t *f, const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        f[i].numerator = v[i];
+        f[i].denominator = 1;
+    }
+}
+
+/* Resample descriptor: window, strides and paddings are fractions in the backend API. */
+static nn_status make_resample(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                               const struct nn__cudnn_pool *p, cudnnBackendDescriptor_t *out)
+{
+    cudnnBackendDescriptor_t d;
+    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_RESAMPLE_DESCRIPTOR, &d));
+    cudnnResampleMode_t mode = p->mode == NN__CUDNN_POOL_MAX ? CUDNN_RESAMPLE_MAXPOOL
+                               : p->mode == NN__CUDNN_POOL_AVG_EXCLUDE_PAD
+                                   ? CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING
+                                   : CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING;
+    cudnnPaddingMode_t pad = p->mode == NN__CUDNN_POOL_MAX ? CUDNN_NEG_INF_PAD : CUDNN_ZERO_PAD;
+    cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
+    cudnnDataType_t ct = nn__cudnn_data_type(p->compute);
+    int64_t n = p->spatial_rank;
+    cudnnFraction_t f[NN__CUDNN_SPATIAL_MAX];
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_MODE, CUDNN_TYPE_RESAMPLE_MODE, 1, &mode));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_PADDING_MODE, CUDNN_TYPE_PADDING_MODE, 1, &pad));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n));
+    to_fractions(f, p->window, (int)n);
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, CUDNN_TYPE_FRACTION, n, f));
+    to_fractions(f, p->stride, (int)n);
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_STRIDES, CUDNN_TYPE_FRACTION, n, f));
+    to_fractions(f, p->pre_pad, (int)n);
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_PRE_PADDINGS, CUDNN_TYPE_FRACTION, n, f));
+    to_fractions(f, p->post_pad, (int)n);
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_POST_PADDINGS, CUDNN_TYPE_FRACTION, n, f));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *out = d;
+    return NN_OK;
+}
+
+/* Which tensors each kind uses (the rest must have rank 0). */
+static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
+{
+    switch (k) {
+    case NN__CUDNN_GRAPH_CONV_FWD:
+        return uid == NN__UID_X || uid == NN__UID_W || uid == NN__UID_Y ||
+               (uid == NN__UID_B && fused_bias);
+    case NN__CUDNN_GRAPH_CONV_BWD_DATA:
+        return uid == NN__UID_DY || uid == NN__UID_W || uid == NN__UID_DX;
+    case NN__CUDNN_GRAPH_CONV_BWD_FILTER:
+        return uid == NN__UID_X || uid == NN__UID_DY || uid == NN__UID_DW;
+    case NN__CUDNN_GRAPH_BIAS_GRAD: return uid == NN__UID_DY || uid == NN__UID_DB;
+    case NN__CUDNN_GRAPH_POOL_FWD: return uid == NN__UID_X || uid == NN__UID_Y;
+    case NN__CUDNN_GRAPH_POOL_BWD:
+        return uid == NN__UID_X || uid == NN__UID_Y || uid == NN__UID_DY || uid == NN__UID_DX;
+    }
+    return 0;
+}
+
+static const char *uid_name(int uid)
+{
+    static const char *const names[NN__UID_IO_END] = {"?",  "x",  "w",  "y", "b",
+                                                      "dx", "dw", "dy", "db"};
+    return uid > 0 && uid < NN__UID_IO_END ? names[uid] : "?";
+}
+
+static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, const int64_t *a,
+                               int64_t min)
+{
+    for (int i = 0; i < rank; i++)
+        if (a[i] < min)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: %s[%d] must be >= %lld, got %lld",
+                            what, i, (long long)min, (long long)a[i]);
+    return NN_OK;
+}
+
+static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d)
+{
+    if (d->kind < NN__CUDNN_GRAPH_CONV_FWD || d->kind > NN__CUDNN_GRAPH_POOL_BWD)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->kind);
+    int is_conv = d->kind <= NN__CUDNN_GRAPH_CONV_BWD_FILTER;
+    int is_pool = d->kind >= NN__CUDNN_GRAPH_POOL_FWD;
+    int srank = is_conv ? d->conv.spatial_rank : is_pool ? d->pool.spatial_rank : 0;
+    if ((is_conv || is_pool) && (srank < 1 || srank > NN__CUDNN_SPATIAL_MAX))
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: spatial rank must be 1..%d, got %d",
+                        NN__CUDNN_SPATIAL_MAX, srank);
+    nn_dtype dtype = 0;
+    int fused_bias = d->kind == NN__CUDNN_GRAPH_CONV_FWD && d->t[NN__UID_B].rank > 0;
+    for (int u = 1; u < NN__UID_IO_END; u++) {
+        const struct nn__cudnn_tensor *t = &d->t[u];
+        int used = kind_uses(d->kind, u, fused_bias);
+        if (!used) {
+            if (t->rank != 0)
+                return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                                "graph_cudnn: tensor %s is not used by this graph kind, but has "
+                                "rank %d (expected 0)",
+                                uid_name(u), t->rank);
+            continue;
+        }
+        int want = srank ? 2 + srank : t->rank;
+        if (t->rank < 3 || t->rank > 5 || t->rank != want)
+            return NN__FAIL(
+                ctx, NN_E_INVALID_ARG,
+                "graph_cudnn: tensor %s must have rank %d (N, C and %d spatial), got %d",
+                uid_name(u), want < 3 ? 3 : want, srank, t->rank);
+        if (nn__cudnn_data_type(t->dtype) == (cudnnDataType_t)-1)
+            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: tensor %s has invalid dtype %d",
+                            uid_name(u), (int)t->dtype);
+        if (dtype && t->dtype != dtype)
+            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: tensor %s is %s, other tensors are %s",
+                            uid_name(u), nn_dtype_name(t->dtype), nn_dtype_name(dtype));
+        dtype = t->dtype;
+        if (t->alignment < 1 || (t->alignment & (t->alignment - 1)))
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "graph_cudnn: tensor %s alignment must be a power of two, got %lld",
+                            uid_name(u), (long long)t->alignment);
+        NN__TRY(check_spatial(ctx, "dims", t->rank, t->dims, 1));
+        NN__TRY(check_spatial(ctx, "strides", t->rank, t->strides, 1));
+    }
+    if (d->kind == NN__CUDNN_GRAPH_BIAS_GRAD) {
+        const struct nn__cudnn_tensor *dy = &d->t[NN__UID_DY], *db = &d->t[NN__UID_DB];
+        for (int i = 0; i < dy->rank; i++)
+            if (db->dims[i] != (i == 1 ? dy->dims[1] : 1))
+                return NN__FAIL(ctx, NN_E_SHAPE,
+                                "graph_cudnn: db.dims[%d] must be %lld (dy's channels at 1, else "
+                                "1), got %lld",
+                                i, (long long)(i == 1 ? dy->dims[1] : 1), (long long)db->dims[i]);
+    }
+    nn_dtype compute = is_pool ? d->pool.compute : d->conv.compute;
+    if (d->kind != NN__CUDNN_GRAPH_BIAS_GRAD || compute) {
+        if (compute != NN_DTYPE_F32 && compute != NN_DTYPE_F64)
+            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: compute type must be f32 or f64, got %s",
+                            nn_dtype_name(compute));
+    }
+    if (is_conv) {
+        const struct nn__cudnn_conv *c = &d->conv;
+        NN__TRY(check_spatial(ctx, "conv.stride", srank, c->stride, 1));
+        NN__TRY(check_spatial(ctx, "conv.dilation", srank, c->dilation, 1));
+        NN__TRY(check_spatial(ctx, "conv.pre_pad", srank, c->pre_pad, 0));
+        NN__TRY(check_spatial(ctx, "conv.post_pad", srank, c->post_pad, 0));
+    }
+    if (is_pool) {
+        const struct nn__cudnn_pool *p = &d->pool;
+        NN__TRY(check_spatial(ctx, "pool.window", srank, p->window, 1));
+        NN__TRY(check_spatial(ctx, "pool.stride", srank, p->stride, 1));
+        NN__TRY(check_spatial(ctx, "pool.pre_pad", srank, p->pre_pad, 0));
+        NN__TRY(check_spatial(ctx, "pool.post_pad", srank, p->post_pad, 0));
+    }
+    return NN_OK;
+}
+
+/* The ops of each kind, on tensors already mapped to 2-D where needed. */
+static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                           const struct nn__cudnn_graph_desc *m, cudnnBackendDescriptor_t *ops,
+                           int *n_ops)
+{
+    cudnnBackendDescriptor_t t[NN__UID_IO_END] = {0};
+    for (int u = 1; u < NN__UID_IO_END; u++)
+        if (m->t[u].rank) NN__TRY(make_tensor(ctx, g, &m->t[u], u, false, &t[u]));
+    *n_ops = 0;
+    cudnnBackendDescriptor_t cd, rd;
+    switch (m->kind) {
+    case NN__CUDNN_GRAPH_CONV_FWD: {
+        nn_dtype ct = m->conv.compute;
+        int fused = m->t[NN__UID_B].rank > 0 || m->relu;
+        cudnnBackendDescriptor_t conv_out = t[NN__UID_Y];
+        if (fused)
+            NN__TRY(make_virtual(ctx, g, &m->t[NN__UID_Y], ct, NN__UID_VIRTUAL_CONV, &conv_out));
+        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
+        NN__TRY(make_conv_op(ctx, g, &conv_fwd_attrs, t[NN__UID_X], t[NN__UID_W], conv_out, cd, ct,
+                             fused ? 1.0 : m->alpha, fused ? 0.0 : m->beta, &ops[(*n_ops)++]));
+        cudnnBackendDescriptor_t cur = conv_out;
+        if (m->t[NN__UID_B].rank) {
+            cudnnBackendDescriptor_t out = t[NN__UID_Y];
+            if (m->relu)
+                NN__TRY(make_virtual(ctx, g, &m->t[NN__UID_Y], ct, NN__UID_VIRTUAL_BIAS, &out));
+            NN__TRY(make_pointwise_op(ctx, g, CUDNN_POINTWISE_ADD, ct, cur, t[NN__UID_B], out,
+                                      &ops[(*n_ops)++]));
+            cur = out;
+        }
+        if (m->relu)
+            NN__TRY(make_pointwise_op(ctx, g, CUDNN_POINTWISE_RELU_FWD, ct, cur, NULL, t[NN__UID_Y],
+                                      &ops[(*n_ops)++]));
+        return NN_OK;
+    }
+    case NN__CUDNN_GRAPH_CONV_BWD_DATA:
+        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
+        return make_conv_op(ctx, g, &conv_bwd_data_attrs, t[NN__UID_DY], t[NN__UID_W],
+                            t[NN__UID_DX], cd, m->conv.compute, m->alpha, m->beta,
+                            &ops[(*n_ops)++]);
+    case NN__CUDNN_GRAPH_CONV_BWD_FILTER:
+        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
+        return make_conv_op(ctx, g, &conv_bwd_filter_attrs, t[NN__UID_X], t[NN__UID_DY],
+                            t[NN__UID_DW], cd, m->conv.compute, m->alpha, m->beta,
+                            &ops[(*n_ops)++]);
+    case NN__CUDNN_GRAPH_BIAS_GRAD:
+        return make_reduction_op(ctx, g, m->conv.compute ? m->conv.compute : NN_DTYPE_F32,
+                                 t[NN__UID_DY], t[NN__UID_DB], &ops[(*n_ops)++]);
+    case NN__CUDNN_GRAPH_POOL_FWD: {
+        cudnnBackendDescriptor_t d;
+        NN__TRY(make_resample(ctx, g, &m->pool, &rd));
+        NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR, &d));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &t[NN__UID_X]));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &t[NN__UID_Y]));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &rd));
+        NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+        ops[(*n_ops)++] = d;
+        return NN_OK;
+    }
+    case NN__CUDNN_GRAPH_POOL_BWD: {
+        cudnnBackendDescriptor_t d;
+        NN__TRY(make_resample(ctx, g, &m->pool, &rd));
+        NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR, &d));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &t[NN__UID_DX]));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &t[NN__UID_DY]));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &t[NN__UID_X]));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &t[NN__UID_Y]));
+        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                    1, &rd));
+        NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+        ops[(*n_ops)++] = d;
+        return NN_OK;
+    }
+    }
+    return NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: unknown graph kind %d", (int)m->kind);
+}
+
+/* The descriptor with tensors and parameters as cuDNN gets them: 1-D as 2-D. */
+static nn_status map_to_2d(const struct nn__cudnn_graph_desc *d, struct nn__cudnn_graph_desc *m)
+{
+    *m = *d;
+    int one_d = (d->kind <= NN__CUDNN_GRAPH_CONV_BWD_FILTER && d->conv.spatial_rank == 1) ||
+                (d->kind >= NN__CUDNN_GRAPH_POOL_FWD && d->pool.spatial_rank == 1) ||
+                (d->kind == NN__CUDNN_GRAPH_BIAS_GRAD && d->t[NN__UID_DY].rank == 3);
+    if (!one_d) return NN_OK;
+    for (int u = 1; u < NN__UID_IO_END; u++)
+        if (m->t[u].rank) NN__TRY(nn__cudnn_tensor_insert_unit_dim(&m->t[u], 2));
+    nn__cudnn_conv_to_2d(&m->conv);
+    nn__cudnn_pool_to_2d(&m->pool);
+    return NN_OK;
+}
+
+void nn__cudnn_graph_destroy(struct nn__cudnn_graph *g)
+{
+    if (!g) return;
+    if (g->opgraph) nn__cudnn_BackendDestroyDescriptor(NULL, g->opgraph);
+    for (int i = g->n_owned - 1; i >= 0; i--)
+        nn__cudnn_BackendDestroyDescriptor(NULL, g->owned[i]);
+    nn__host_free(g);
+}
+
+nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
+                                 struct nn__cudnn_graph **out)
+{
+    *out = NULL;
+    NN__TRY(check_desc(ctx, d));
+    struct nn__cudnn_graph_desc m;
+    NN__TRY(map_to_2d(d, &m));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct nn__cudnn_graph *g = nn__host_calloc(1, sizeof *g);
+    if (!g) return NN__FAIL(ctx, NN_E_OOM_HOST, "graph_cudnn: out of host memory");
+    g->d = *d;
+    cudnnBackendDescriptor_t ops[4];
+    int n_ops = 0;
+    nn_status st = build_ops(ctx, g, &m, ops, &n_ops);
+    if (st == NN_OK)
+        st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
+                                               &g->opgraph);
+    if (st == NN_OK)
+        st = SET(ctx, g->opgraph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (st == NN_OK)
+        st = SET(ctx, g->opgraph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                 n_ops, ops);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, g->opgraph);
+    if (st != NN_OK) {
+        nn__cudnn_graph_destroy(g);
+        return st;
+    }
+    *out = g;
+    return NN_OK;
+}
+
+const struct nn__cudnn_graph_desc *nn__cudnn_graph_get_desc(const struct nn__cudnn_graph *g)
+{
+    return &g->d;
+}
+
+cudnnBackendDescriptor_t nn__cudnn_graph_backend(const struct nn__cudnn_graph *g)
+{
+    return g->opgraph;
+}
+
+static void desc_init(struct nn__cudnn_graph_desc *d, enum nn__cudnn_graph_kind kind)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = kind;
+    d->alpha = 1.0;
+}
+
+void nn__cudnn_desc_conv_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
+                             const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *b,
+                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_conv *c,
+                             int relu)
+{
+    desc_init(d, NN__CUDNN_GRAPH_CONV_FWD);
+    d->t[NN__UID_X] = *x;
+    d->t[NN__UID_W] = *w;
+    if (b) d->t[NN__UID_B] = *b;
+    d->t[NN__UID_Y] = *y;
+    d->conv = *c;
+    d->relu = relu;
+}
+
+void nn__cudnn_desc_conv_bwd_data(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
+                                  const struct nn__cudnn_tensor *w,
+                                  const struct nn__cudnn_tensor *dx, const struct nn__cudnn_conv *c)
+{
+    desc_init(d, NN__CUDNN_GRAPH_CONV_BWD_DATA);
+    d->t[NN__UID_DY] = *dy;
+    d->t[NN__UID_W] = *w;
+    d->t[NN__UID_DX] = *dx;
+    d->conv = *c;
+}
+
+void nn__cudnn_desc_conv_bwd_filter(struct nn__cudnn_graph_desc *d,
+                                    const struct nn__cudnn_tensor *x,
+                                    const struct nn__cudnn_tensor *dy,
+                                    const struct nn__cudnn_tensor *dw,
+                                    const struct nn__cudnn_conv *c)
+{
+    desc_init(d, NN__CUDNN_GRAPH_CONV_BWD_FILTER);
+    d->t[NN__UID_X] = *x;
+    d->t[NN__UID_DY] = *dy;
+    d->t[NN__UID_DW] = *dw;
+    d->conv = *c;
+}
+
+void nn__cudnn_desc_bias_grad(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
+                              const struct nn__cudnn_tensor *db)
+{
+    desc_init(d, NN__CUDNN_GRAPH_BIAS_GRAD);
+    d->t[NN__UID_DY] = *dy;
+    d->t[NN__UID_DB] = *db;
+    d->conv.compute = dy->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
+}
+
+void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
+                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_pool *p)
+{
+    desc_init(d, NN__CUDNN_GRAPH_POOL_FWD);
+    d->t[NN__UID_X] = *x;
+    d->t[NN__UID_Y] = *y;
+    d->pool = *p;
+}
+
+void nn__cudnn_desc_pool_bwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
+                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_tensor *dy,
+                             const struct nn__cudnn_tensor *dx, const struct nn__cudnn_pool *p)
+{
+    desc_init(d, NN__CUDNN_GRAPH_POOL_BWD);
+    d->t[NN__UID_X] = *x;
+    d->t[NN__UID_Y] = *y;
+    d->t[NN__UID_DY] = *dy;
+    d->t[NN__UID_DX] = *dx;
+    d->pool = *p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Plans
+ */
+
+struct nn__cudnn_plan {
+    cudnnBackendDescriptor_t plan;
+    int64_t workspace;
+    struct nn__engine_choice choice;
+    int64_t uids[NN__UID_IO_END];
+    int n_uids;
+    /* The last variant pack and what it holds: reused while the pointers stay the same. */
+    cudnnBackendDescriptor_t vp;
+    void *vp_ptrs[NN__UID_IO_END];
+    void *vp_workspace;
+};
+
+void nn__cudnn_plan_destroy(void *plan)
+{
+    struct nn__cudnn_plan *p = plan;
+    if (!p) return;
+    if (p->vp) nn__cudnn_BackendDestroyDescriptor(NULL, p->vp);
+    if (p->plan) nn__cudnn_BackendDestroyDescriptor(NULL, p->plan);
+    nn__host_free(p);
+}
+
+const struct nn__engine_choice *nn__cudnn_plan_choice(const struct nn__cudnn_plan *p)
+{
+    return &p->choice;
+}
+
+int64_t nn__cudnn_plan_workspace(const struct nn__cudnn_plan *p)
+{
+    return p->workspace;
+}
+
+cudnnBackendDescriptor_t nn__cudnn_plan_backend(const struct nn__cudnn_plan *p)
+{
+    return p->plan;
+}
+
+/* Finalize a plan for an engine config; on success *out owns the descriptor. A plan whose
+ * workspace f refuses is released and reported as NN_E_UNSUPPORTED with *ws_refused set. */
+static nn_status finalize_plan(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                               const struct nn__cudnn_filter *f, cudnnBackendDescriptor_t engcfg,
+                               const struct nn__engine_choice *choice, struct nn__cudnn_plan **out,
+                               int *ws_refused)
+{
+    *ws_refused = 0;
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct nn__cudnn_plan *p = nn__host_calloc(1, sizeof *p);
+    if (!p) return NN__FAIL(ctx, NN_E_OOM_HOST, "graph_cudnn: out of host memory");
+    int64_t n = 0;
+    nn_status st =
+        nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p->plan);
+    if (st == NN_OK)
+        st = SET(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (st == NN_OK)
+        st = SET(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engcfg);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, p->plan);
+    if (st == NN_OK)
+        st = nn__cudnn_BackendGetAttribute(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                           CUDNN_TYPE_INT64, 1, &n, &p->workspace);
+    const char *why;
+    if (st == NN_OK && !nn__cudnn_workspace_usable(p->workspace, f->workspace_cap, &why)) {
+        *ws_refused = 1;
+        st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                      "graph_cudnn: engine %lld needs %lld bytes of workspace: %s (cap %zu)",
+                      (long long)choice->engine, (long long)p->workspace, why, f->workspace_cap);
+    }
+    if (st != NN_OK) {
+        nn__cudnn_plan_destroy(p);
+        return st;
+    }
+    p->choice = *choice;
+    memcpy(p->uids, g->uids, sizeof p->uids);
+    p->n_uids = g->n_uids;
+    *out = p;
+    return NN_OK;
+}
+
+static int same_choice(const struct nn__engine_choice *a, const struct nn__engine_choice *b)
+{
+    if (a->engine != b->engine || a->knob_count != b->knob_count) return 0;
+    for (int i = 0; i < a->knob_count; i++)
+        if (a->knobs[i].type != b->knobs[i].type || a->knobs[i].value != b->knobs[i].value)
+            return 0;
+    return 1;
+}
+
+/* Engine configs of one heuristics query; the caller destroys cfgs[0..*n) and frees cfgs. */
+static nn_status heuristics(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                            cudnnBackendHeurMode_t mode, cudnnBackendDescriptor_t **cfgs, int *n,
+                            struct nn__cudnn_search_stats *stats)
+{
+    *cfgs = NULL;
+    *n = 0;
+    cudnnBackendDescriptor_t heur;
+    NN__TRY(nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    int64_t count = 0;
+    nn_status st = SET(ctx, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->opgraph);
+    if (st == NN_OK)
+        st = SET(ctx, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, heur);
+    if (st == NN_OK) {
+        stats->heuristic_queries++;
+        st = nn__cudnn_BackendGetAttribute(ctx, heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
+    }
+    cudnnBackendDescriptor_t *a = NULL;
+    int made = 0;
+    if (st == NN_OK && count > 0) {
+        a = nn__host_calloc((size_t)count, sizeof *a);
+        if (!a) st = NN__FAIL(ctx, NN_E_OOM_HOST, "graph_cudnn: out of host memory");
+        while (st == NN_OK && made < count) {
+            st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                                                   &a[made]);
+            if (st == NN_OK) made++;
+        }
+        if (st == NN_OK)
+            st = nn__cudnn_BackendGetAttribute(ctx, heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, a);
+    }
+    nn__cudnn_BackendDestroyDescriptor(NULL, heur);
+    if (st != NN_OK) {
+        for (int i = 0; i < made; i++)
+            nn__cudnn_BackendDestroyDescriptor(NULL, a[i]);
+        nn__host_free(a);
+        return st;
+    }
+    if (count > made) count = made;
+    for (int i = (int)count; i < made; i++)
+        nn__cudnn_BackendDestroyDescriptor(NULL, a[i]);
+    *cfgs = a;
+    *n = (int)count;
+    return NN_OK;
+}
+
+nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                                    const struct nn__cudnn_filter *f, int max,
+                                    struct nn__cudnn_plan **plans, int *n,
+                                    struct nn__cudnn_search_stats *stats)
+{
+    *n = 0;
+    if (max < 1)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan_candidates: max must be >= 1, got %d", max);
+    struct nn__cudnn_search_stats local = {0};
+    if (!stats) stats = &local;
+    struct nn__cudnn_search_stats before = *stats;
+    static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    nn_status st = NN_OK, hard = NN_OK;
+    const char *last_why = "";
+    nn_error_info last_fail = {0};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0] && *n < max && hard == NN_OK; m++) {
+        cudnnBackendDescriptor_t *cfgs;
+        int count;
+        st = heuristics(ctx, g, modes[m], &cfgs, &count, stats);
+        if (st == NN_E_OOM_HOST) hard = st;
+        if (st != NN_OK) {
+            last_fail = *nn_last_error();
+            continue; /* a mode that does not take this graph: try the next */
+        }
+        for (int i = 0; i < count && *n < max && hard == NN_OK; i++) {
+            struct nn__cudnn_engine_info info;
+            st = nn__cudnn_read_engcfg(ctx, cfgs[i], &info);
+            if (st != NN_OK) {
+                stats->failed++;
+                last_fail = *nn_last_error();
+                continue;
+            }
+            int seen = 0;
+            for (int k = 0; k < *n && !seen; k++)
+                seen = same_choice(&plans[k]->choice, &info.choice);
+            if (seen) continue;
+            if (!nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &last_why)) {
+                stats->rejected_notes++;
+                continue;
+            }
+            int ws_refused;
+            st = finalize_plan(ctx, g, f, cfgs[i], &info.choice, &plans[*n], &ws_refused);
+            if (st == NN_OK || ws_refused) stats->plans_built++;
+            if (st == NN_OK) {
+                (*n)++;
+            } else if (st == NN_E_OOM_HOST) {
+                hard = st;
+            } else {
+                last_fail = *nn_last_error();
+                if (ws_refused)
+                    stats->rejected_workspace++;
+                else
+                    stats->failed++;
+            }
+        }
+        for (int i = 0; i < count; i++)
+            nn__cudnn_BackendDestroyDescriptor(NULL, cfgs[i]);
+        nn__host_free(cfgs);
+    }
+    if (hard != NN_OK || *n == 0) {
+        for (int k = 0; k < *n; k++)
+            nn__cudnn_plan_destroy(plans[k]);
+        *n = 0;
+        if (hard != NN_OK) return hard;
+        char gd[NN__CUDNN_DESCRIBE_MAX];
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "no cuDNN engine for %s: %d config(s) refused for numerical notes%s%s, %d "
+                        "for workspace, %d failed%s%s",
+                        nn__cudnn_describe_graph_desc(gd, sizeof gd, &g->d),
+                        stats->rejected_notes - before.rejected_notes,
+                        last_why && *last_why ? " e.g. " : "", last_why ? last_why : "",
+                        stats->rejected_workspace - before.rejected_workspace,
+                        stats->failed - before.failed, last_fail.message[0] ? "; last: " : "",
+                        last_fail.message);
+    }
+    return NN_OK;
+}
+
+nn_status nn__cudnn_plan_heuristic(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                                   const struct nn__cudnn_filter *f, struct nn__cudnn_plan **out,
+                                   struct nn__cudnn_search_stats *stats)
+{
+    int n;
+    *out = NULL;
+    return nn__cudnn_plan_candidates(ctx, g, f, 1, out, &n, stats);
+}
+
+nn_status nn__cudnn_plan_from_choice(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                                     const struct nn__cudnn_filter *f,
+                                     const struct nn__engine_choice *c, struct nn__cudnn_plan **out)
+{
+    *out = NULL;
+    if (c->knob_count < 0 || c->knob_count > NN__ENGINE_KNOBS_MAX)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan_from_choice: knob_count must be 0..%d, got %d",
+                        NN__ENGINE_KNOBS_MAX, (int)c->knob_count);
+    cudnnBackendDescriptor_t engine = NULL, cfg = NULL, knobs[NN__ENGINE_KNOBS_MAX];
+    int n_knobs = 0;
+    nn_status st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine);
+    if (st == NN_OK)
+        st = SET(ctx, engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &g->opgraph);
+    if (st == NN_OK)
+        st = SET(ctx, engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &c->engine);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, engine);
+    struct nn__cudnn_engine_info info;
+    if (st == NN_OK) st = nn__cudnn_read_engine(ctx, engine, &info);
+    const char *why;
+    if (st == NN_OK && !nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &why))
+        st = NN__FAIL(ctx, NN_E_UNSUPPORTED, "plan_from_choice: engine %lld is refused: %s",
+                      (long long)c->engine, why);
+    for (; st == NN_OK && n_knobs < c->knob_count; n_knobs++) {
+        cudnnBackendDescriptor_t k;
+        st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k);
+        if (st != NN_OK) break;
+        knobs[n_knobs] = k;
+        cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)c->knobs[n_knobs].type;
+        st = SET(ctx, k, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type);
+        if (st == NN_OK)
+            st = SET(ctx, k, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1,
+                     &c->knobs[n_knobs].value);
+        if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, k);
+    }
+    if (st == NN_OK)
+        st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg);
+    if (st == NN_OK)
+        st = SET(ctx, cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine);
+    if (st == NN_OK && n_knobs)
+        st = SET(ctx, cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                 n_knobs, knobs);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, cfg);
+    int ws_refused;
+    if (st == NN_OK) st = finalize_plan(ctx, g, f, cfg, c, out, &ws_refused);
+    if (cfg) nn__cudnn_BackendDestroyDescriptor(NULL, cfg);
+    for (int i = 0; i < n_knobs; i++)
+        nn__cudnn_BackendDestroyDescriptor(NULL, knobs[i]);
+    if (engine) nn__cudnn_BackendDestroyDescriptor(NULL, engine);
+    return st;
+}
+
+nn_status nn__cudnn_plan_json(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, char **json,
+                              size_t *len)
+{
+    *json = NULL;
+    *len = 0;
+    int64_t n = 0;
+    NN__TRY(nn__cudnn_BackendGetAttribute(
+        ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n, NULL));
+    if (n <= 0)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "plan_json: engine %lld has no JSON form",
+                        (long long)p->choice.engine);
+    char *s = nn__host_alloc((size_t)n + 1);
+    if (!s)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "plan_json: out of host memory (%lld bytes)",
+                        (long long)n + 1);
+    nn_status st = nn__cudnn_BackendGetAttribute(
+        ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &n, s);
+    if (st != NN_OK) {
+        nn__host_free(s);
+        return st;
+    }
+    s[n] = '\0';
+    *json = s;
+    *len = strlen(s);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                                   const struct nn__cudnn_filter *f, const char *json, size_t len,
+                                   struct nn__cudnn_plan **out)
+{
+    *out = NULL;
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct nn__cudnn_plan *p = nn__host_calloc(1, sizeof *p);
+    if (!p) return NN__FAIL(ctx, NN_E_OOM_HOST, "graph_cudnn: out of host memory");
+    int64_t n;
+    nn_status st =
+        nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p->plan);
+    if (st == NN_OK)
+        st = SET(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (st == NN_OK)
+        st = SET(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                 (int64_t)len, json);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, p->plan);
+    if (st == NN_OK)
+        st = nn__cudnn_BackendGetAttribute(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                           CUDNN_TYPE_INT64, 1, &n, &p->workspace);
+    /* The engine behind a deserialized plan is read back for its notes and the record; where
+     * cuDNN cannot say, the plan is kept with engine -1 (its record was made under the same
+     * settings, which are part of the plan cache key). */
+    struct nn__cudnn_plan_info info = {.engine.choice.engine = -1};
+    nn_error_info saved = ctx->last_error;
+    if (st == NN_OK && nn__cudnn_read_plan(ctx, p->plan, &info) != NN_OK) {
+        info.engine.choice.engine = -1;
+        info.engine.choice.knob_count = 0;
+        info.engine.n_notes = 0;
+        ctx->last_error = saved;
+    }
+    const char *why = NULL;
+    if (st == NN_OK && (!nn__cudnn_notes_allowed(info.engine.notes, info.engine.n_notes, f, &why) ||
+                        !nn__cudnn_workspace_usable(p->workspace, f->workspace_cap, &why)))
+        st = NN__FAIL(ctx, NN_E_UNSUPPORTED, "plan_from_json: engine %lld is refused: %s",
+                      (long long)info.engine.choice.engine, why);
+    if (st != NN_OK) {
+        nn__cudnn_plan_destroy(p);
+        return st;
+    }
+    p->choice = info.engine.choice;
+    memcpy(p->uids, g->uids, sizeof p->uids);
+    p->n_uids = g->n_uids;
+    *out = p;
+    return NN_OK;
+}
+
+/* Point the plan's variant pack at ptrs and workspace: keep it when nothing changed. */
+static nn_status variant_pack(struct nn_ctx *ctx, struct nn__cudnn_plan *p, void *const *ptrs,
+                              void *workspace)
+{
+    if (p->vp && p->vp_workspace == workspace &&
+        !memcmp(p->vp_ptrs, ptrs, (size_t)p->n_uids * sizeof *ptrs))
+        return NN_OK;
+    if (p->vp) {
+        nn__cudnn_BackendDestroyDescriptor(NULL, p->vp);
+        p->vp = NULL;
+    }
+    cudnnBackendDescriptor_t vp;
+    NN__TRY(nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
+    nn_status st =
+        SET(ctx, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, p->n_uids, p->uids);
+    if (st == NN_OK)
+        st = SET(ctx, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, p->n_uids,
+                 ptrs);
+    if (st == NN_OK)
+        st = SET(ctx, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, vp);
+    if (st != NN_OK) {
+        nn__cudnn_BackendDestroyDescriptor(NULL, vp);
+        return st;
+    }
+    p->vp = vp;
+    memcpy(p->vp_ptrs, ptrs, (size_t)p->n_uids * sizeof *ptrs);
+    p->vp_workspace = workspace;
+    return NN_OK;
+}
+
+nn_status nn__cudnn_plan_execute(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
+                                 const struct nn__cudnn_args *args, void *workspace)
+{
+    void *ptrs[NN__UID_IO_END];
+    for (int i = 0; i < p->n_uids; i++) {
+        ptrs[i] = args->p[p->uids[i]];
+        if (!ptrs[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan_execute: the pointer of %s is NULL",
+                            uid_name((int)p->uids[i]));
+    }
+    if (p->workspace > 0 && !workspace)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "plan_execute: the plan needs %lld bytes of workspace, got NULL",
+                        (long long)p->workspace);
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    NN__TRY(variant_pack(ctx, p, ptrs, workspace));
+    return nn__cudnn_BackendExecute(ctx, h, p->plan, p->vp);
+}

@@ -76,7 +76,7 @@ nn_status nn__conv_relu_backward_ref(struct nn_ctx *ctx, const nn_tensor *y, con
 
 /* 1 once conv_cudnn.c is in the build (whoever adds it to nn_cudnn_sources sets this to
  * NN_HAVE_CUDNN); until then a cuDNN context gets NN_E_NOT_BUILT from every conv call. */
-#define NN__CONV_CUDNN_PATH 0
+#define NN__CONV_CUDNN_PATH NN_HAVE_CUDNN
 
 #if NN__CONV_CUDNN_PATH
 /* conv_cudnn.c: the graph API through the cuDNN layer (plan cache keyed by the problem, workspace
@@ -97,6 +97,12 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double beta);
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
                                        nn_tensor *dyr);
+
+/* For the verbose line of the op call that just ran on this thread: impl gets "cudnn" and, per
+ * cuDNN step, what ran ("fwd:eng12", "data:eng1", "bias:legacy", ...), cache how each plan was
+ * found ("hit", "heuristic", "autotuned", "rebuilt"; "-" for steps without a plan). Clears
+ * the record. Only filled while the context's verbose level is >= 1. */
+void nn__conv_cudnn_verbose_take(char *impl, size_t impl_cap, char *cache, size_t cache_cap);
 #endif
 
 #endif

@@ -1,0 +1,581 @@
+/* Convolution on cuDNN: forward, data and filter gradients through the graph API (plans from the
+ * plan cache, src/cudnn/plan_get_cudnn.h); the bias gradient, the relu mask of the backward pass
+ * and, where no engine fuses them into the forward plan, the bias add and relu, through cuDNN's
+ * legacy tensor calls (cudnnConvolutionBackwardBias, cudnnActivationBackward, cudnnAddTensor,
+ * cudnnActivationForward): a stand-alone reduction or pointwise graph has no engine for most
+ * NCHW layouts on cuDNN 9, and these calls take every dtype with alpha/beta. The verbose line
+ * names each such use ("legacy"). */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conv/conv_internal.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_get_cudnn.h"
+
+/* Flags of the plan key (struct nn__key_params.flags). */
+enum {
+    KEY_BIAS = 1 << 0,    /* forward with a bias */
+    KEY_BLEND = 1 << 1,   /* beta = 1: the output is accumulated into */
+    KEY_EPILOGUE = 1 << 2 /* the plain convolution of a forward whose bias/relu run after it */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Verbose: what the cuDNN calls of one op call did, read by conv.c's verbose line
+ */
+
+static _Thread_local char verbose_impl[160];
+static _Thread_local char verbose_cache[96];
+
+static void verbose_add(struct nn_ctx *ctx, const char *what, const char *impl, const char *cache)
+{
+    if (!nn__verbose(ctx)) return;
+    size_t n = strlen(verbose_impl), m = strlen(verbose_cache);
+    snprintf(verbose_impl + n, sizeof verbose_impl - n, "%s%s:%s", n ? " " : "", what, impl);
+    snprintf(verbose_cache + m, sizeof verbose_cache - m, "%s%s", m ? " " : "", cache);
+}
+
+static void verbose_plan(struct nn_ctx *ctx, const char *what, const struct nn__cudnn_plan *plan,
+                         enum nn__plan_source src)
+{
+    if (!nn__verbose(ctx)) return;
+    char impl[48];
+    snprintf(impl, sizeof impl, "eng%lld", (long long)nn__cudnn_plan_choice(plan)->engine);
+    verbose_add(ctx, what, impl, nn__plan_source_name(src));
+}
+
+void nn__conv_cudnn_verbose_take(char *impl, size_t impl_cap, char *cache, size_t cache_cap)
+{
+    snprintf(impl, impl_cap, "cudnn %s", verbose_impl);
+    snprintf(cache, cache_cap, "%s", verbose_cache[0] ? verbose_cache : "-");
+    verbose_impl[0] = verbose_cache[0] = 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Checks and descriptions
+ */
+
+/* The graph API bakes alpha and beta into the plan; conv.c passes alpha 1 and beta 0 or 1, and
+ * the key records which (KEY_BLEND). */
+static nn_status check_blend(struct nn_ctx *ctx, const char *op, double alpha, double beta)
+{
+    if (alpha != 1.0 || (beta != 0.0 && beta != 1.0))
+        return NN__FAIL(ctx, NN_E_INTERNAL,
+                        "%s: the cuDNN path takes alpha = 1 and beta = 0 or 1, got alpha = %g, "
+                        "beta = %g",
+                        op, alpha, beta);
+    return NN_OK;
+}
+
+/* The key's parameters are 32-bit. */
+static nn_status check_int32(struct nn_ctx *ctx, const char *op, const struct nn__conv_problem *p)
+{
+    for (int i = 0; i < p->nsp; i++) {
+        int64_t v[4] = {p->stride[i], p->dilation[i], p->pad_lo[i], p->pad_hi[i]};
+        for (int j = 0; j < 4; j++)
+            if (v[j] > INT32_MAX)
+                return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                                "%s: stride, dilation and padding must be < 2^31 on cuDNN, got "
+                                "%lld in spatial dim %d",
+                                op, (long long)v[j], i);
+    }
+    if (p->groups > INT32_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: groups must be < 2^31 on cuDNN, got %lld", op,
+                        (long long)p->groups);
+    return NN_OK;
+}
+
+static void key_tensor(struct nn__key_tensor *kt, const nn_tensor *t)
+{
+    kt->rank = t->rank;
+    kt->alignment = nn__cudnn_ptr_alignment(t->data);
+    for (int i = 0; i < t->rank; i++) {
+        kt->dims[i] = t->dims[i];
+        kt->strides[i] = t->strides[i];
+    }
+}
+
+static void conv_key(struct nn_ctx *ctx, const struct nn__conv_problem *p, enum nn__op_kind op,
+                     const nn_tensor *a, const nn_tensor *b, const nn_tensor *c, int32_t flags,
+                     struct nn__plan_key *k)
+{
+    nn__plan_key_init(k);
+    k->op = op;
+    k->dtype = p->dtype;
+    k->math_mode = p->math;
+    k->deterministic = p->deterministic ? 1 : 0;
+    k->workspace_cap = ctx->settings.workspace_cap;
+    key_tensor(&k->t[0], a);
+    key_tensor(&k->t[1], b);
+    key_tensor(&k->t[2], c);
+    k->p.spatial_rank = p->nsp;
+    for (int i = 0; i < p->nsp; i++) {
+        k->p.stride[i] = (int32_t)p->stride[i];
+        k->p.dilation[i] = (int32_t)p->dilation[i];
+        k->p.pad_lo[i] = (int32_t)p->pad_lo[i];
+        k->p.pad_hi[i] = (int32_t)p->pad_hi[i];
+    }
+    k->p.groups = (int32_t)p->groups;
+    k->p.mode = p->mode;
+    k->p.flags = flags;
+}
+
+static void graph_tensor(struct nn__cudnn_tensor *g, const nn_tensor *t)
+{
+    memset(g, 0, sizeof *g);
+    g->dtype = t->dtype;
+    g->rank = t->rank;
+    for (int i = 0; i < t->rank; i++) {
+        g->dims[i] = t->dims[i];
+        g->strides[i] = t->strides[i];
+    }
+    g->alignment = nn__cudnn_ptr_alignment(t->data);
+}
+
+/* The bias as 1 x K x 1 ... at the activations' rank, whatever rank the caller gave it. */
+static void bias_tensor(struct nn__cudnn_tensor *g, const nn_tensor *b, int rank)
+{
+    memset(g, 0, sizeof *g);
+    g->dtype = b->dtype;
+    g->rank = rank;
+    int64_t k = b->rank == 1 ? b->dims[0] : b->dims[1];
+    for (int i = 0; i < rank; i++) {
+        g->dims[i] = i == 1 ? k : 1;
+        g->strides[i] = i == 0 ? k : 1;
+    }
+    g->alignment = nn__cudnn_ptr_alignment(b->data);
+}
+
+static void graph_conv(struct nn__cudnn_conv *c, const struct nn__conv_problem *p)
+{
+    memset(c, 0, sizeof *c);
+    c->spatial_rank = p->nsp;
+    for (int i = 0; i < p->nsp; i++) {
+        c->stride[i] = p->stride[i];
+        c->dilation[i] = p->dilation[i];
+        c->pre_pad[i] = p->pad_lo[i];
+        c->post_pad[i] = p->pad_hi[i];
+    }
+    c->mode = p->mode == NN_CONV_CONVOLUTION ? NN__CUDNN_CONVOLUTION : NN__CUDNN_CROSS_CORRELATION;
+    c->compute = p->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
+}
+
+static size_t bytes_of(const nn_tensor *t)
+{
+    return (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype);
+}
+
+/* A plan search that found no engine: say what was asked, and what to do about f64. */
+static nn_status explain(struct nn_ctx *ctx, nn_status st, const char *op,
+                         const struct nn__conv_problem *p)
+{
+    if (st != NN_E_UNSUPPORTED) return st;
+    char shape[256];
+    nn__conv_problem_text(p, shape, sizeof shape);
+    /* The message is copied first: NN__FAIL writes the record it reads. */
+    char why[NN_ERROR_MESSAGE_MAX];
+    snprintf(why, sizeof why, "%s", ctx->last_error.message);
+    if (p->dtype == NN_DTYPE_F64)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: cuDNN has no engine for f64 convolution here (%s); use a "
+                        "reference-backend context for f64. cuDNN layer: %s",
+                        op, shape, why);
+    return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: no cuDNN engine takes %s: %s", op, shape, why);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graph descriptions, filled only on a plan-cache miss
+ */
+
+struct fwd_call {
+    const struct nn__conv_problem *p;
+    const nn_tensor *x, *w, *b, *y;
+    int relu;
+    double beta;
+};
+
+static void fill_fwd(const void *arg, struct nn__cudnn_graph_desc *d)
+{
+    const struct fwd_call *f = arg;
+    struct nn__cudnn_tensor x, w, b, y;
+    struct nn__cudnn_conv c;
+    graph_tensor(&x, f->x);
+    graph_tensor(&w, f->w);
+    graph_tensor(&y, f->y);
+    if (f->b) bias_tensor(&b, f->b, f->y->rank);
+    graph_conv(&c, f->p);
+    nn__cudnn_desc_conv_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
+    d->alpha = 1.0;
+    d->beta = f->beta;
+}
+
+struct bwd_call {
+    const struct nn__conv_problem *p;
+    const nn_tensor *a, *b, *out; /* data: dy, w, dx; filter: x, dy, dw */
+    double beta;
+};
+
+static void fill_bwd_data(const void *arg, struct nn__cudnn_graph_desc *d)
+{
+    const struct bwd_call *f = arg;
+    struct nn__cudnn_tensor dy, w, dx;
+    struct nn__cudnn_conv c;
+    graph_tensor(&dy, f->a);
+    graph_tensor(&w, f->b);
+    graph_tensor(&dx, f->out);
+    graph_conv(&c, f->p);
+    nn__cudnn_desc_conv_bwd_data(d, &dy, &w, &dx, &c);
+    d->alpha = 1.0;
+    d->beta = f->beta;
+}
+
+static void fill_bwd_filter(const void *arg, struct nn__cudnn_graph_desc *d)
+{
+    const struct bwd_call *f = arg;
+    struct nn__cudnn_tensor x, dy, dw;
+    struct nn__cudnn_conv c;
+    graph_tensor(&x, f->a);
+    graph_tensor(&dy, f->b);
+    graph_tensor(&dw, f->out);
+    graph_conv(&c, f->p);
+    nn__cudnn_desc_conv_bwd_filter(d, &x, &dy, &dw, &c);
+    d->alpha = 1.0;
+    d->beta = f->beta;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Legacy tensor calls
+ */
+
+#define LEGACY(ctx, call)                                                                          \
+    do {                                                                                           \
+        cudnnStatus_t nn__cst = (call);                                                            \
+        if (nn__cst != CUDNN_STATUS_SUCCESS)                                                       \
+            return nn__cudnn_fail((ctx), nn__cst, #call, __FILE__, __LINE__);                      \
+    } while (0)
+
+static cudnnDataType_t cudnn_dtype(nn_dtype t)
+{
+    switch (t) {
+    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
+    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
+    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+    }
+}
+
+/* alpha/beta as the legacy calls read them: double for f64 data, float otherwise. */
+struct scale {
+    float f;
+    double d;
+};
+static const void *scale_ptr(struct scale *s, nn_dtype t, double v)
+{
+    s->f = (float)v;
+    s->d = v;
+    return t == NN_DTYPE_F64 ? (const void *)&s->d : (const void *)&s->f;
+}
+
+/* A packed N x C x spatial tensor as a legacy descriptor of rank 4 or 5 (1-D as N, C, 1, W);
+ * with per_channel, the 1 x C x 1 ... shape of a bias. */
+struct legacy_desc {
+    cudnnTensorDescriptor_t d;
+};
+
+static nn_status legacy_desc_set(struct nn_ctx *ctx, struct legacy_desc *ld, nn_dtype dtype,
+                                 int nsp, int64_t n, int64_t c, const int64_t *sp)
+{
+    int dims[5], strides[5];
+    int rank = nsp == 3 ? 5 : 4;
+    int64_t d64[5] = {n, c, 1, 1, 1};
+    if (nsp == 1)
+        d64[3] = sp[0];
+    else
+        for (int i = 0; i < nsp; i++)
+            d64[2 + i] = sp[i];
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        if (d64[i] > INT_MAX || stride > INT_MAX)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "cuDNN's tensor calls take 32-bit sizes; a tensor here has %lld "
+                            "elements in one dimension or stride",
+                            (long long)(d64[i] > stride ? d64[i] : stride));
+        dims[i] = (int)d64[i];
+        strides[i] = (int)stride;
+        stride *= d64[i];
+    }
+    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, cudnn_dtype(dtype), rank, dims, strides);
+}
+
+/* Two legacy descriptors, created and destroyed together. */
+static nn_status legacy_pair_create(struct nn_ctx *ctx, struct legacy_desc ld[2])
+{
+    ld[0].d = ld[1].d = NULL;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &ld[0].d));
+    nn_status st = nn__cudnn_CreateTensorDescriptor(ctx, &ld[1].d);
+    if (st != NN_OK) nn__cudnn_DestroyTensorDescriptor(ctx, ld[0].d);
+    return st;
+}
+
+static void legacy_pair_destroy(struct nn_ctx *ctx, struct legacy_desc ld[2])
+{
+    nn_error_info keep = ctx->last_error;
+    nn__cudnn_DestroyTensorDescriptor(ctx, ld[0].d);
+    nn__cudnn_DestroyTensorDescriptor(ctx, ld[1].d);
+    ctx->last_error = keep;
+}
+
+static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
+                                  const struct nn__conv_problem *p, struct legacy_desc ld[2],
+                                  const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
+{
+    int64_t ones[3] = {1, 1, 1};
+    NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
+    NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
+    struct scale a, b;
+    LEGACY(ctx, cudnnConvolutionBackwardBias(h, scale_ptr(&a, p->dtype, alpha), ld[0].d, dy->data,
+                                             scale_ptr(&b, p->dtype, beta), ld[1].d, db->data));
+    return NN_OK;
+}
+
+/* An activation descriptor for relu, made per call (a few host instructions). */
+static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
+{
+    LEGACY(ctx, cudnnCreateActivationDescriptor(out));
+    cudnnStatus_t st =
+        cudnnSetActivationDescriptor(*out, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        cudnnDestroyActivationDescriptor(*out);
+        return nn__cudnn_fail(ctx, st, "cudnnSetActivationDescriptor", __FILE__, __LINE__);
+    }
+    return NN_OK;
+}
+
+/* y = relu(y + b) in place, after a convolution plan without the fused epilogue. */
+static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
+                                  const struct nn__conv_problem *p, struct legacy_desc ld[2],
+                                  const nn_tensor *b, nn_tensor *y, int relu)
+{
+    int64_t ones[3] = {1, 1, 1};
+    struct scale one, zero;
+    NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
+    if (b) {
+        NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
+        /* y = 1 * b + 1 * y, b broadcast over N and space. */
+        LEGACY(ctx, cudnnAddTensor(h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
+                                   scale_ptr(&zero, p->dtype, 1.0), ld[0].d, y->data));
+    }
+    if (!relu) return NN_OK;
+    cudnnActivationDescriptor_t act;
+    NN__TRY(relu_desc(ctx, &act));
+    cudnnStatus_t st =
+        cudnnActivationForward(h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
+                               scale_ptr(&zero, p->dtype, 0.0), ld[0].d, y->data);
+    cudnnDestroyActivationDescriptor(act);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return nn__cudnn_fail(ctx, st, "cudnnActivationForward", __FILE__, __LINE__);
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward
+ */
+
+/* With bias or relu the forward first tries one fused plan (key with the bias flag and the
+ * activation). When no engine takes that graph, the plain convolution plan is kept under the
+ * epilogue key (the same key plus KEY_EPILOGUE) and the bias and relu run after it; that key is
+ * cached and saved like any other, so neither this process nor one that loads the plan file asks
+ * cuDNN about the fused graph again. A call whose plans are live costs one or two lookups. */
+static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc, int32_t flags,
+                              const struct nn__plan_args *pa, struct nn__cudnn_plan **plan,
+                              enum nn__plan_source *src, int *fused)
+{
+    const struct nn__conv_problem *p = fc->p;
+    struct fwd_call plain = *fc;
+    plain.b = NULL;
+    plain.relu = 0;
+    struct nn__plan_key key;
+    *fused = 0;
+    if (!fc->b && !fc->relu) {
+        conv_key(ctx, p, NN__OP_CONV_FWD, fc->x, fc->w, fc->y, flags, &key);
+        return nn__cudnn_plan_get(ctx, &key, fill_fwd, &plain, pa, plan, src);
+    }
+    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    struct nn__plan_key epi;
+    conv_key(ctx, p, NN__OP_CONV_FWD, fc->x, fc->w, fc->y, flags, &key);
+    key.p.activation = p->activation;
+    epi = key;
+    epi.p.flags |= KEY_EPILOGUE;
+    if ((*plan = nn__plan_cache_lookup(c, &key, NULL))) {
+        *src = NN__PLAN_HIT;
+        *fused = 1;
+        return NN_OK;
+    }
+    if ((*plan = nn__plan_cache_lookup(c, &epi, NULL))) {
+        *src = NN__PLAN_HIT;
+        return NN_OK;
+    }
+    if (!nn__plan_cache_lookup_known(c, &epi) || nn__plan_cache_lookup_known(c, &key)) {
+        nn_error_info keep = ctx->last_error;
+        nn_status st = nn__cudnn_plan_get(ctx, &key, fill_fwd, fc, pa, plan, src);
+        if (st == NN_OK) {
+            *fused = 1;
+            return NN_OK;
+        }
+        if (st == NN_E_OOM_HOST || st == NN_E_OOM_DEVICE || st == NN_E_CUDA) return st;
+        if (nn__verbose(ctx))
+            nn__log("conv_forward: no engine fuses the bias/relu here; they run after the "
+                    "convolution: %s",
+                    ctx->last_error.message);
+        ctx->last_error = keep;
+    }
+    return nn__cudnn_plan_get(ctx, &epi, fill_fwd, &plain, pa, plan, src);
+}
+
+nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                 const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                                 nn_tensor *y, double alpha, double beta)
+{
+    const char *op = "conv_forward";
+    NN__TRY(check_blend(ctx, op, alpha, beta));
+    int relu = p->activation == NN_ACTIVATION_RELU;
+    if (beta != 0.0 && (b || relu))
+        return NN__FAIL(ctx, NN_E_INTERNAL,
+                        "%s: the cuDNN path blends into y (beta = 1) only without bias and relu",
+                        op);
+    NN__TRY(check_int32(ctx, op, p));
+    struct fwd_call fc = {p, x, w, b, y, relu, beta};
+    int32_t flags = (b ? KEY_BIAS : 0) | (beta != 0.0 ? KEY_BLEND : 0);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__UID_X] = x->data;
+    pa.args.p[NN__UID_W] = w->data;
+    pa.args.p[NN__UID_Y] = y->data;
+    if (b) pa.args.p[NN__UID_B] = b->data;
+    pa.out_uid = NN__UID_Y;
+    pa.out_bytes = bytes_of(y);
+
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    int fused;
+    nn_status st = forward_plan(ctx, &fc, flags, &pa, &plan, &src, &fused);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    verbose_plan(ctx, "fwd", plan, src);
+    NN__TRY(nn__cudnn_plan_run(ctx, plan, &pa.args));
+    if (fused || (!b && !relu)) return NN_OK;
+
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct legacy_desc ld[2];
+    NN__TRY(legacy_pair_create(ctx, ld));
+    st = bias_relu_legacy(ctx, h, p, ld, b, y, relu);
+    legacy_pair_destroy(ctx, ld);
+    verbose_add(ctx, b && relu ? "bias+relu" : b ? "bias" : "relu", "legacy", "-");
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Backward
+ */
+
+nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
+                                       double alpha, double beta)
+{
+    const char *op = "conv_backward_data";
+    NN__TRY(check_blend(ctx, op, alpha, beta));
+    NN__TRY(check_int32(ctx, op, p));
+    struct bwd_call bc = {p, dy, w, dx, beta};
+    struct nn__plan_key key;
+    conv_key(ctx, p, NN__OP_CONV_BWD_DATA, dy, w, dx, beta != 0.0 ? KEY_BLEND : 0, &key);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__UID_DY] = dy->data;
+    pa.args.p[NN__UID_W] = w->data;
+    pa.args.p[NN__UID_DX] = dx->data;
+    pa.out_uid = NN__UID_DX;
+    pa.out_bytes = bytes_of(dx);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    nn_status st = nn__cudnn_plan_get(ctx, &key, fill_bwd_data, &bc, &pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    verbose_plan(ctx, "data", plan, src);
+    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+}
+
+nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                         const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                         double alpha, double beta)
+{
+    const char *op = "conv_backward_filter";
+    NN__TRY(check_blend(ctx, op, alpha, beta));
+    NN__TRY(check_int32(ctx, op, p));
+    struct bwd_call bc = {p, x, dy, dw, beta};
+    struct nn__plan_key key;
+    conv_key(ctx, p, NN__OP_CONV_BWD_FILTER, x, dy, dw, beta != 0.0 ? KEY_BLEND : 0, &key);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__UID_X] = x->data;
+    pa.args.p[NN__UID_DY] = dy->data;
+    pa.args.p[NN__UID_DW] = dw->data;
+    pa.out_uid = NN__UID_DW;
+    pa.out_bytes = bytes_of(dw);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    nn_status st = nn__cudnn_plan_get(ctx, &key, fill_bwd_filter, &bc, &pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    verbose_plan(ctx, "filter", plan, src);
+    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+}
+
+nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *dy, nn_tensor *db, double alpha,
+                                       double beta)
+{
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct legacy_desc ld[2];
+    NN__TRY(legacy_pair_create(ctx, ld));
+    nn_status st = bias_grad_legacy(ctx, h, p, ld, dy, db, alpha, beta);
+    legacy_pair_destroy(ctx, ld);
+    verbose_add(ctx, "bias", "legacy", "-");
+    return st;
+}
+
+nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
+                                       nn_tensor *dyr)
+{
+    int64_t numel = nn_tensor_numel(dy);
+    if (numel > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "conv_backward: the relu mask runs through cuDNN's 32-bit tensor calls; "
+                        "dy has %lld elements",
+                        (long long)numel);
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct legacy_desc ld[2];
+    NN__TRY(legacy_pair_create(ctx, ld));
+    /* Elementwise: the shape does not matter, one row of numel elements. */
+    int64_t row = numel;
+    nn_status st = legacy_desc_set(ctx, &ld[0], dy->dtype, 1, 1, 1, &row);
+    cudnnActivationDescriptor_t act = NULL;
+    if (st == NN_OK) st = relu_desc(ctx, &act);
+    if (st == NN_OK) {
+        struct scale one, zero;
+        /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
+         * pre-activation is, so y serves as both y and x. */
+        cudnnStatus_t cst = cudnnActivationBackward(
+            h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d, y->data, ld[0].d, dy->data, ld[0].d,
+            y->data, scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
+        if (cst != CUDNN_STATUS_SUCCESS)
+            st = nn__cudnn_fail(ctx, cst, "cudnnActivationBackward", __FILE__, __LINE__);
+        cudnnDestroyActivationDescriptor(act);
+    }
+    legacy_pair_destroy(ctx, ld);
+    verbose_add(ctx, "relu_bwd", "legacy", "-");
+    return st;
+}

@@ -378,6 +378,14 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
 {
     char shape[256];
     nn__conv_problem_text(prob, shape, sizeof shape);
+#if NN__CONV_CUDNN_PATH
+    char cimpl[192], cache[128];
+    if (nn__ctx_on_gpu(ctx)) {
+        nn__conv_cudnn_verbose_take(cimpl, sizeof cimpl, cache, sizeof cache);
+        nn__verbose_op(ctx, op, cimpl, cache, shape, t0);
+        return;
+    }
+#endif
     nn__verbose_op(ctx, op, impl, "-", shape, t0);
 }
 

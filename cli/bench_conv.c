@@ -1,0 +1,285 @@
+/* `nnprim bench conv`: time forward, backward-data and backward-filter per shape.
+ *
+ * On a cuDNN context each call is timed on the GPU with a CUDA event pair on the context's
+ * stream; on a reference context with the host clock. The figure is the median over the timed
+ * repetitions, after warm-up calls (which also fill the plan cache). The host time per forward
+ * call is the wall time of back-to-back calls divided by their number (the cost of a plan-cache
+ * hit for small shapes). Columns are a table (struct column) so that raw-cuDNN and other rows can
+ * be added beside nnprim's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn_config.h"
+#include "tests/harness/conv_case.h"
+
+#if NN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+int nn_cli_bench_conv(int argc, char **argv);
+
+/* Small shapes for a reference context (and the default list without --shapes). */
+static const char *const small_shapes[] = {
+    "n1c4h8w8k4r3s3 pad1",
+    "n2c16h14w14k16r3s3 pad1",
+    "n2c32h7w7k32r1s1",
+    "n1c8h16w16k8r3s3 g8 stride2 pad1",
+};
+
+struct bench {
+    nn_ctx *ctx;
+    int gpu, reps, warmup;
+#if NN_HAVE_CUDA
+    cudaEvent_t start, stop;
+#endif
+};
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What one timed call runs. */
+enum which { FWD, BWD_DATA, BWD_FILTER };
+
+struct shape_io {
+    struct nn_conv_case c;
+    nn_conv_params bp; /* the backward calls' parameters: no activation */
+    nn_tensor x, w, b, y, dy, dx, dw;
+};
+
+static nn_status call(struct bench *B, struct shape_io *s, enum which k)
+{
+    switch (k) {
+    case FWD:
+        return nn_conv_forward(B->ctx, &s->c.p, &s->x, &s->w, s->c.bias ? &s->b : NULL, &s->y,
+                               NULL);
+    case BWD_DATA: return nn_conv_backward_data(B->ctx, &s->bp, &s->dy, &s->w, &s->dx);
+    case BWD_FILTER: return nn_conv_backward_filter(B->ctx, &s->bp, &s->x, &s->dy, &s->dw);
+    }
+    return NN_E_INTERNAL;
+}
+
+/* One call's time in microseconds, or a negative value on failure (message printed). */
+static double time_once(struct bench *B, struct shape_io *s, enum which k)
+{
+#if NN_HAVE_CUDA
+    if (B->gpu) {
+        cudaStream_t st = (cudaStream_t)nn_ctx_stream(B->ctx);
+        float ms = 0;
+        if (cudaEventRecord(B->start, st) != cudaSuccess || call(B, s, k) != NN_OK ||
+            cudaEventRecord(B->stop, st) != cudaSuccess ||
+            cudaEventSynchronize(B->stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, B->start, B->stop) != cudaSuccess)
+            return -1;
+        return ms * 1e3;
+    }
+#endif
+    double t0 = now_us();
+    if (call(B, s, k) != NN_OK) return -1;
+    return now_us() - t0;
+}
+
+static double median_us(struct bench *B, struct shape_io *s, enum which k)
+{
+    for (int i = 0; i < B->warmup; i++)
+        if (call(B, s, k) != NN_OK) return -1;
+    double *t = malloc((size_t)B->reps * sizeof *t);
+    if (!t) return -1;
+    double m = 0;
+    for (int i = 0; i < B->reps && m >= 0; i++)
+        m = t[i] = time_once(B, s, k);
+    if (m >= 0) {
+        qsort(t, (size_t)B->reps, sizeof *t, cmp_double);
+        m = t[B->reps / 2];
+    }
+    free(t);
+    return m;
+}
+
+/* Host wall time per forward call, back to back, one synchronisation at the end. */
+static double host_us(struct bench *B, struct shape_io *s, enum which k)
+{
+    double t0 = now_us();
+    for (int i = 0; i < B->reps; i++)
+        if (call(B, s, k) != NN_OK) return -1;
+    if (nn_ctx_synchronize(B->ctx) != NN_OK) return -1;
+    return (now_us() - t0) / B->reps;
+}
+
+struct column {
+    const char *title;
+    double (*measure)(struct bench *, struct shape_io *, enum which);
+    enum which k;
+};
+
+static const struct column columns[] = {
+    {"fwd_us", median_us, FWD},
+    {"bwd_data_us", median_us, BWD_DATA},
+    {"bwd_filter_us", median_us, BWD_FILTER},
+    {"fwd_host_us", host_us, FWD},
+};
+#define N_COLUMNS (sizeof columns / sizeof columns[0])
+
+static void free_io(nn_ctx *ctx, struct shape_io *s)
+{
+    nn_tensor *all[] = {&s->x, &s->w, &s->b, &s->y, &s->dy, &s->dx, &s->dw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) nn_tensor_free(ctx, all[i]);
+}
+
+static nn_status alloc_io(nn_ctx *ctx, struct shape_io *s)
+{
+    const struct nn_conv_case *c = &s->c;
+    int rank = c->p.spatial_rank + 2;
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c->w_dims[0]};
+    nn_dtype dt = c->dtype;
+    nn_status st = nn_conv_output_shape(&c->p, rank, c->x_dims, c->w_dims, yd);
+    struct {
+        nn_tensor *t;
+        int rank;
+        const int64_t *dims;
+    } all[] = {{&s->x, rank, c->x_dims}, {&s->w, rank, c->w_dims}, {&s->b, 1, bd},
+               {&s->y, rank, yd},        {&s->dy, rank, yd},       {&s->dx, rank, c->x_dims},
+               {&s->dw, rank, c->w_dims}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && st == NN_OK; i++) {
+        st = nn_tensor_empty(ctx, dt, all[i].rank, all[i].dims, all[i].t);
+        if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, all[i].t, -1, 1, 100 + i);
+    }
+    s->bp = c->p;
+    s->bp.activation = NN_ACTIVATION_IDENTITY;
+    s->bp.flags = 0;
+    return st;
+}
+
+static int bench_line(struct bench *B, const char *line, const char *where)
+{
+    struct shape_io s;
+    memset(&s, 0, sizeof s);
+    char err[256], text[256];
+    int got = nn_conv_case_parse_line(line, &s.c, err, sizeof err);
+    if (got < 0) {
+        fprintf(stderr, "nnprim bench conv: %s: %s\n", where, err);
+        return -1;
+    }
+    if (got == 0) return 0;
+    nn_conv_case_format(&s.c, text, sizeof text);
+    if (alloc_io(B->ctx, &s) != NN_OK) {
+        printf("# %s: %s\n", text, nn_last_error()->message);
+        free_io(B->ctx, &s);
+        return 1;
+    }
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        double us = columns[i].measure(B, &s, columns[i].k);
+        if (us < 0)
+            printf(" %13s", "error");
+        else
+            printf(" %13.2f", us);
+    }
+    printf("  %s\n", text);
+    fflush(stdout);
+    free_io(B->ctx, &s);
+    return 0;
+}
+
+static int usage(FILE *to)
+{
+    fprintf(to, "usage: nnprim bench conv [--shapes FILE] [--reps N] [--warmup N] "
+                "[--backend ref|cudnn] [--math strict|tf32]\n"
+                "Shapes use the docs/CONV.md syntax, one per line ('#' comments); without "
+                "--shapes a few small ones run.\n");
+    return to == stdout ? 0 : 2;
+}
+
+int nn_cli_bench_conv(int argc, char **argv)
+{
+    nn_settings s;
+    if (nn_default_settings(&s) != NN_OK) {
+        fprintf(stderr, "nnprim bench conv: %s\n", nn_last_error()->message);
+        return 1;
+    }
+    const char *shapes = NULL;
+    int reps = 0, warmup = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
+        if (!v) return usage(stderr);
+        if (!strcmp(a, "--shapes"))
+            shapes = v;
+        else if (!strcmp(a, "--reps"))
+            reps = atoi(v);
+        else if (!strcmp(a, "--warmup"))
+            warmup = atoi(v);
+        else if (!strcmp(a, "--backend") && !strcmp(v, "ref"))
+            s.backend = NN_BACKEND_REF;
+        else if (!strcmp(a, "--backend") && !strcmp(v, "cudnn"))
+            s.backend = NN_BACKEND_CUDNN;
+        else if (!strcmp(a, "--math") && !strcmp(v, "strict"))
+            s.math_mode = NN_MATH_STRICT_FP32;
+        else if (!strcmp(a, "--math") && !strcmp(v, "tf32"))
+            s.math_mode = NN_MATH_TF32;
+        else
+            return usage(stderr);
+        i++;
+    }
+    struct bench B = {0};
+    if (nn_ctx_create(&B.ctx, &s) != NN_OK) {
+        fprintf(stderr, "nnprim bench conv: cannot create a context: %s\n",
+                nn_last_error()->message);
+        return 1;
+    }
+    B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
+    B.reps = reps > 0 ? reps : B.gpu ? 100 : 5;
+    B.warmup = warmup >= 0 ? warmup : B.gpu ? 10 : 1;
+#if NN_HAVE_CUDA
+    if (B.gpu &&
+        (cudaEventCreate(&B.start) != cudaSuccess || cudaEventCreate(&B.stop) != cudaSuccess)) {
+        fprintf(stderr, "nnprim bench conv: cudaEventCreate failed\n");
+        nn_ctx_destroy(B.ctx);
+        return 1;
+    }
+#endif
+    printf("# nnprim bench conv: backend %s, math %s, timing %s, median of %d after %d warm-up\n",
+           B.gpu ? "cudnn" : "ref", s.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
+           B.gpu ? "CUDA events" : "host clock", B.reps, B.warmup);
+    for (size_t i = 0; i < N_COLUMNS; i++)
+        printf(" %13s", columns[i].title);
+    printf("  shape\n");
+    int rc = 0;
+    if (shapes) {
+        FILE *f = fopen(shapes, "r");
+        if (!f) {
+            fprintf(stderr, "nnprim bench conv: cannot open %s\n", shapes);
+            rc = 1;
+        } else {
+            char line[512], where[600];
+            int lineno = 0;
+            while (rc == 0 && fgets(line, sizeof line, f)) {
+                snprintf(where, sizeof where, "%s:%d", shapes, ++lineno);
+                if (bench_line(&B, line, where) < 0) rc = 2;
+            }
+            fclose(f);
+        }
+    } else {
+        for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
+            bench_line(&B, small_shapes[i], "built-in shape");
+    }
+#if NN_HAVE_CUDA
+    if (B.gpu) {
+        cudaEventDestroy(B.start);
+        cudaEventDestroy(B.stop);
+    }
+#endif
+    nn_ctx_destroy(B.ctx);
+    return rc;
+}

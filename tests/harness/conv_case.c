@@ -1,0 +1,509 @@
+#include <ctype.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_case.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Text form
+ */
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* "n2c4h9w9k6r3s3": letters n c [d [h]] w k [t [r]] s, each followed by a number >= 1. */
+static int parse_dims(const char *tok, struct nn_conv_case *c, char *err, size_t cap)
+{
+    static const char letters[] = "ncdhwktrs";
+    int64_t v[9];
+    int seen[9] = {0};
+    const char *s = tok;
+    while (*s) {
+        const char *l = strchr(letters, *s);
+        if (!l || !isdigit((unsigned char)s[1]))
+            return fail(err, cap, "dims token '%s': expected letter+number pairs from ncdhwktrs",
+                        tok);
+        char *end;
+        long long n = strtoll(s + 1, &end, 10);
+        int i = (int)(l - letters);
+        if (seen[i]++ || n < 1)
+            return fail(err, cap, "dims token '%s': a letter repeats or a size is < 1", tok);
+        v[i] = n;
+        s = end;
+    }
+    int nsp = seen[2] ? 3 : seen[3] ? 2 : 1;
+    /* required: n c w k s; d needs h, and the filter letters must match the input letters */
+    if (!seen[0] || !seen[1] || !seen[4] || !seen[5] || !seen[8] || (seen[2] && !seen[3]) ||
+        seen[2] != seen[6] || seen[3] != seen[7])
+        return fail(err, cap,
+                    "dims token '%s': need n, c, w, k, s; h with r; d with t (and d needs h)", tok);
+    nn_conv_params_default(&c->p, nsp);
+    c->x_dims[0] = v[0];
+    c->x_dims[1] = v[1];
+    c->w_dims[0] = v[5];
+    c->w_dims[1] = v[1]; /* divided by groups once g is known */
+    for (int i = 0; i < nsp; i++) {
+        c->x_dims[2 + i] = v[2 + 3 - nsp + i];
+        c->w_dims[2 + i] = v[6 + 3 - nsp + i];
+    }
+    return 0;
+}
+
+/* "2" or "2x1" (one value for every dim, or one per dim). */
+static int parse_list(const char *tok, const char *s, int nsp, int64_t *out, int64_t min, char *err,
+                      size_t cap)
+{
+    int64_t v[NN_CONV_MAX_SPATIAL];
+    int n = 0;
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*s) || n == NN_CONV_MAX_SPATIAL)
+            return fail(err, cap, "token '%s': expected a number or NxN... list", tok);
+        long long x = strtoll(s, &end, 10);
+        if (x < min) return fail(err, cap, "token '%s': a value is out of range", tok);
+        v[n++] = x;
+        s = end;
+        if (!*s) break;
+        if (*s++ != 'x') return fail(err, cap, "token '%s': expected a number or NxN... list", tok);
+    }
+    if (n != 1 && n != nsp)
+        return fail(err, cap, "token '%s': give one value or one per spatial dim", tok);
+    for (int i = 0; i < nsp; i++)
+        out[i] = v[n == 1 ? 0 : i];
+    return 0;
+}
+
+static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t cap)
+{
+    nn_conv_params *p = &c->p;
+    int nsp = p->spatial_rank;
+    static const struct {
+        const char *name;
+        nn_dtype dtype;
+    } dtypes[] = {{"f32", NN_DTYPE_F32},
+                  {"f64", NN_DTYPE_F64},
+                  {"f16", NN_DTYPE_F16},
+                  {"bf16", NN_DTYPE_BF16}};
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (!strcmp(t, dtypes[i].name)) {
+            c->dtype = dtypes[i].dtype;
+            return 0;
+        }
+    if (!strcmp(t, "xcorr"))
+        p->mode = NN_CONV_CROSS_CORRELATION;
+    else if (!strcmp(t, "conv"))
+        p->mode = NN_CONV_CONVOLUTION;
+    else if (!strcmp(t, "relu"))
+        p->activation = NN_ACTIVATION_RELU;
+    else if (!strcmp(t, "bias"))
+        c->bias = 1;
+    else if (!strcmp(t, "tf32"))
+        c->math = NN_MATH_TF32;
+    else if (!strcmp(t, "strict"))
+        c->math = NN_MATH_STRICT_FP32;
+    else if (!strcmp(t, "accdx"))
+        p->flags |= NN_CONV_ACCUMULATE_DX;
+    else if (!strcmp(t, "accdw"))
+        p->flags |= NN_CONV_ACCUMULATE_DW;
+    else if (!strcmp(t, "accdb"))
+        p->flags |= NN_CONV_ACCUMULATE_DB;
+    else if (!strncmp(t, "stride", 6))
+        return parse_list(t, t + 6, nsp, p->stride, 1, err, cap);
+    else if (!strncmp(t, "dil", 3))
+        return parse_list(t, t + 3, nsp, p->dilation, 1, err, cap);
+    else if (!strncmp(t, "padlo", 5))
+        return parse_list(t, t + 5, nsp, p->pad_lo, 0, err, cap);
+    else if (!strncmp(t, "padhi", 5))
+        return parse_list(t, t + 5, nsp, p->pad_hi, 0, err, cap);
+    else if (!strncmp(t, "pad", 3)) {
+        if (parse_list(t, t + 3, nsp, p->pad_lo, 0, err, cap)) return -1;
+        memcpy(p->pad_hi, p->pad_lo, sizeof p->pad_hi);
+    } else if (t[0] == 'g' && isdigit((unsigned char)t[1])) {
+        char *end;
+        p->groups = strtoll(t + 1, &end, 10);
+        if (*end || p->groups < 1) return fail(err, cap, "token '%s': g needs a number >= 1", t);
+    } else
+        return fail(err, cap, "unknown token '%s' (see docs/CONV.md for the syntax)", t);
+    return 0;
+}
+
+int nn_conv_case_parse(int ntok, char **tok, struct nn_conv_case *c, char *err, size_t cap)
+{
+    memset(c, 0, sizeof *c);
+    c->dtype = NN_DTYPE_F32;
+    if (ntok < 1) return fail(err, cap, "%s", "no case given (expected e.g. n1c4h8w8k4r3s3)");
+    if (parse_dims(tok[0], c, err, cap)) return -1;
+    for (int i = 1; i < ntok; i++)
+        if (parse_token(tok[i], c, err, cap)) return -1;
+    if (c->x_dims[1] % c->p.groups)
+        return fail(err, cap, "case '%s': c must be divisible by g", tok[0]);
+    c->w_dims[1] = c->x_dims[1] / c->p.groups;
+    return 0;
+}
+
+int nn_conv_case_parse_line(const char *line, struct nn_conv_case *c, char *err, size_t cap)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", line);
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = 0;
+    char *tok[32];
+    int n = 0;
+    for (char *s = strtok(buf, " \t\r\n"); s && n < 32; s = strtok(NULL, " \t\r\n"))
+        tok[n++] = s;
+    if (n == 0) return 0;
+    return nn_conv_case_parse(n, tok, c, err, cap) == 0 ? 1 : -1;
+}
+
+static size_t put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
+                       const int64_t *v)
+{
+    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", name);
+    for (int i = 0; i < nsp && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, i ? "x%lld" : "%lld", (long long)v[i]);
+    return len;
+}
+
+void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
+{
+    static const char in_letters[] = "dhw", filt_letters[] = "trs";
+    const nn_conv_params *p = &c->p;
+    int nsp = p->spatial_rank, off = 3 - nsp;
+    size_t n =
+        (size_t)snprintf(buf, cap, "n%lldc%lld", (long long)c->x_dims[0], (long long)c->x_dims[1]);
+    for (int i = 0; i < nsp && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%c%lld", in_letters[off + i],
+                              (long long)c->x_dims[2 + i]);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "k%lld", (long long)c->w_dims[0]);
+    for (int i = 0; i < nsp && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%c%lld", filt_letters[off + i],
+                              (long long)c->w_dims[2 + i]);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " g%lld", (long long)p->groups);
+    n = put_list(buf, cap, n, "stride", nsp, p->stride);
+    n = put_list(buf, cap, n, "dil", nsp, p->dilation);
+    if (memcmp(p->pad_lo, p->pad_hi, (size_t)nsp * sizeof p->pad_lo[0]) == 0) {
+        n = put_list(buf, cap, n, "pad", nsp, p->pad_lo);
+    } else {
+        n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
+        n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
+    }
+    const char *words[] = {
+        p->mode == NN_CONV_CONVOLUTION ? "conv" : "xcorr",
+        p->activation == NN_ACTIVATION_RELU ? "relu" : NULL,
+        c->bias ? "bias" : NULL,
+        nn_dtype_name(c->dtype),
+        c->dtype == NN_DTYPE_F32 && c->math == NN_MATH_TF32 ? "tf32" : NULL,
+        p->flags & NN_CONV_ACCUMULATE_DX ? "accdx" : NULL,
+        p->flags & NN_CONV_ACCUMULATE_DW ? "accdw" : NULL,
+        p->flags & NN_CONV_ACCUMULATE_DB ? "accdb" : NULL,
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0] && n < cap; i++)
+        if (words[i]) n += (size_t)snprintf(buf + n, cap - n, " %s", words[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Standard cases: every geometry in every dtype variant.
+ */
+
+static const char *const geometries[] = {
+    "n2c3w11k4s3 pad1 bias",                              /* 1-D */
+    "n1c4w10k2s3 stride2 dil2 padlo2 padhi0 conv",        /* 1-D, batch 1, asymmetric */
+    "n2c4h7w6k6r3s3 g2 pad1 bias relu",                   /* groups, relu */
+    "n1c6h9w9k6r3s3 g6 stride2 pad1 bias",                /* depthwise */
+    "n2c3h6w6k6r3s3 g3 pad1 conv accdx",                  /* depthwise, multiplier 2 */
+    "n1c3h8w7k4r2s3 stride2x1 padlo0x1 padhi1x2 conv",    /* asymmetric padding */
+    "n2c2h9w9k3r3s3 dil2x3 pad2x1 relu",                  /* dilation */
+    "n3c5h5w5k2r1s1 bias accdw accdb",                    /* 1x1, accumulation */
+    "n1c1h3w3k1r3s3",                                     /* smallest */
+    "n2c3h13w11k5r5s3 stride3x2 pad2x1 bias",             /* odd sizes */
+    "n2c8h5w5k8r3s3 g4 pad1 relu bias accdx accdw accdb", /* groups + everything */
+    "n1c2d5h6w5k3t3r3s2 stride1x2x1 pad1x0x1 bias",       /* 3-D */
+    "n2c4d4h5w6k4t2r3s3 g2 stride2x1x1 dil1x2x1 padlo1x1x0 padhi0x1x2 conv relu", /* 3-D */
+};
+static const char *const variants[] = {"f32", "f32 tf32", "f16", "bf16", "f64"};
+#define N_GEOMETRIES (sizeof geometries / sizeof geometries[0])
+#define N_VARIANTS   (sizeof variants / sizeof variants[0])
+
+size_t nn_conv_standard_case_count(void)
+{
+    return N_GEOMETRIES * N_VARIANTS;
+}
+
+int nn_conv_standard_case(size_t i, struct nn_conv_case *c)
+{
+    if (i >= nn_conv_standard_case_count()) return -1;
+    char line[256], err[256];
+    snprintf(line, sizeof line, "%s %s", geometries[i / N_VARIANTS], variants[i % N_VARIANTS]);
+    return nn_conv_case_parse_line(line, c, err, sizeof err) == 1 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Running a case
+ */
+
+static int rank_of(const struct nn_conv_case *c)
+{
+    return c->p.spatial_rank + 2;
+}
+
+static int64_t prod(const int64_t *v, int n)
+{
+    int64_t r = 1;
+    for (int i = 0; i < n; i++)
+        r *= v[i];
+    return r;
+}
+
+/* Products summed into one element of y, dx, dw / db (upper bounds), for tolerances. */
+struct terms {
+    int64_t y, dx, dw;
+};
+
+static struct terms terms_of(const struct nn_conv_case *c, const int64_t *y_dims)
+{
+    int nsp = c->p.spatial_rank;
+    int64_t filt = prod(c->w_dims + 2, nsp);
+    struct terms t = {c->w_dims[1] * filt + 1, c->w_dims[0] / c->p.groups * filt + 1,
+                      y_dims[0] * prod(y_dims + 2, nsp) + 1};
+    return t;
+}
+
+struct io {
+    nn_tensor x, w, b, dy;             /* inputs, on the run's context */
+    struct nn_h_guarded y, dx, dw, db; /* outputs */
+};
+
+static void io_free(nn_ctx *ctx, nn_ctx *host, struct io *io)
+{
+    nn_tensor *in[] = {&io->x, &io->w, &io->b, &io->dy};
+    for (size_t i = 0; i < 4; i++)
+        if (in[i]->data) nn_tensor_free(ctx, in[i]);
+    nn_h_guarded_free(ctx, host, &io->y);
+    nn_h_guarded_free(ctx, host, &io->dx);
+    nn_h_guarded_free(ctx, host, &io->dw);
+    nn_h_guarded_free(ctx, host, &io->db);
+}
+
+/* Inputs filled on host (the same values for every backend), then copied to ctx. */
+static nn_status make_input(nn_ctx *ctx, nn_ctx *host, nn_dtype dt, int rank, const int64_t *dims,
+                            int ints, uint64_t seed, nn_tensor *out)
+{
+    nn_tensor h;
+    nn_status st = nn_tensor_empty(host, dt, rank, dims, &h);
+    if (st != NN_OK) return st;
+    st = ints ? nn_tensor_fill_ints(host, &h, -2, 2, seed)
+              : nn_tensor_fill_uniform(host, &h, -1, 1, seed);
+    if (st == NN_OK) st = nn_tensor_empty(ctx, dt, rank, dims, out);
+    if (st == NN_OK) {
+        st = nn_tensor_copy(ctx, out, &h);
+        if (st != NN_OK) nn_tensor_free(ctx, out);
+    }
+    nn_tensor_free(host, &h);
+    return st;
+}
+
+static nn_status make_output(nn_ctx *ctx, nn_ctx *host, nn_dtype dt, int rank, const int64_t *dims,
+                             int accumulate, uint64_t seed, struct nn_h_guarded *g)
+{
+    nn_status st = nn_h_guarded_alloc(ctx, host, dt, rank, dims, seed, g);
+    if (st == NN_OK && accumulate) st = nn_tensor_fill_ints(ctx, &g->view, -2, 2, seed + 1);
+    return st;
+}
+
+/* Allocate, fill and run forward + backward of case c on ctx (dtype dt). */
+static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_conv_case *c, nn_dtype dt,
+                          int ints, struct io *io)
+{
+    memset(io, 0, sizeof *io);
+    int rank = rank_of(c);
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c->w_dims[0]};
+    unsigned f = c->p.flags;
+    nn_status st = nn_conv_output_shape(&c->p, rank, c->x_dims, c->w_dims, yd);
+    if (st == NN_OK) st = make_input(ctx, host, dt, rank, c->x_dims, ints, 11, &io->x);
+    if (st == NN_OK) st = make_input(ctx, host, dt, rank, c->w_dims, ints, 12, &io->w);
+    if (st == NN_OK && c->bias) st = make_input(ctx, host, dt, 1, bd, ints, 13, &io->b);
+    if (st == NN_OK) st = make_input(ctx, host, dt, rank, yd, ints, 14, &io->dy);
+    if (st == NN_OK) st = make_output(ctx, host, dt, rank, yd, 0, 21, &io->y);
+    if (st == NN_OK)
+        st = make_output(ctx, host, dt, rank, c->x_dims, f & NN_CONV_ACCUMULATE_DX, 22, &io->dx);
+    if (st == NN_OK)
+        st = make_output(ctx, host, dt, rank, c->w_dims, f & NN_CONV_ACCUMULATE_DW, 23, &io->dw);
+    if (st == NN_OK) st = make_output(ctx, host, dt, 1, bd, f & NN_CONV_ACCUMULATE_DB, 24, &io->db);
+    if (st != NN_OK) return st;
+    nn_conv_pullback *pb = NULL;
+    st = nn_conv_forward(ctx, &c->p, &io->x, &io->w, c->bias ? &io->b : NULL, &io->y.view, &pb);
+    if (st == NN_OK)
+        st = nn_conv_backward(ctx, &pb, &io->dy, &io->dx.view, &io->dw.view, &io->db.view);
+    nn_conv_pullback_free(&pb);
+    return st;
+}
+
+static int report_status(nn_status st, const char *what, FILE *out, const char *repro)
+{
+    fprintf(out, "FAIL %s: %s: %s | repro: %s\n", what, nn_status_name(st),
+            nn_last_error()->message, repro);
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Finite differences (f64, reference)
+ */
+
+static double loss(nn_ctx *ref, const struct nn_conv_case *c, const nn_tensor *x,
+                   const nn_tensor *w, const nn_tensor *b, nn_tensor *y, const nn_tensor *r)
+{
+    if (nn_conv_forward(ref, &c->p, x, w, b, y, NULL) != NN_OK) return NAN;
+    double s = 0;
+    int64_t n = nn_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++)
+        s += ((double *)y->data)[i] * ((const double *)r->data)[i];
+    return s;
+}
+
+/* Compare grad against (L(t + e) - L(t - e)) / 2e at up to 48 evenly spread elements of t. */
+static int fd_tensor(nn_ctx *ref, const struct nn_conv_case *c, struct io *io, nn_tensor *t,
+                     const nn_tensor *grad, const char *name, FILE *out, const char *repro)
+{
+    const double eps = 1e-5;
+    int64_t n = nn_tensor_numel(t), step = n > 48 ? n / 48 : 1;
+    double *v = t->data;
+    const nn_tensor *b = c->bias ? &io->b : NULL;
+    for (int64_t i = 0; i < n; i += step) {
+        double keep = v[i];
+        v[i] = keep + eps;
+        double up = loss(ref, c, &io->x, &io->w, b, &io->y.view, &io->dy);
+        v[i] = keep - eps;
+        double down = loss(ref, c, &io->x, &io->w, b, &io->y.view, &io->dy);
+        v[i] = keep;
+        double fd = (up - down) / (2 * eps), an = ((const double *)grad->data)[i];
+        if (!(fabs(fd - an) <= 1e-5 * (1 + fabs(an)))) {
+            fprintf(out,
+                    "FAIL %s vs finite differences (f64): element %lld: analytic %.12g, "
+                    "numeric %.12g | repro: %s\n",
+                    name, (long long)i, an, fd, repro);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const char *repro)
+{
+    struct nn_conv_case d = *c;
+    d.dtype = NN_DTYPE_F64;
+    d.p.flags = 0;
+    struct io io;
+    nn_status st = run_case(ref, ref, &d, NN_DTYPE_F64, 0, &io);
+    int fails = 0;
+    if (st != NN_OK) {
+        fails = report_status(st, "reference f64 run", out, repro);
+    } else {
+        fails += fd_tensor(ref, &d, &io, &io.x, &io.dx.view, "dx", out, repro);
+        fails += fd_tensor(ref, &d, &io, &io.w, &io.dw.view, "dw", out, repro);
+        if (d.bias) fails += fd_tensor(ref, &d, &io, &io.b, &io.db.view, "db", out, repro);
+    }
+    io_free(ref, ref, &io);
+    return fails;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Guards and written outputs
+ */
+
+static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *who, FILE *out,
+                         const char *repro)
+{
+    struct {
+        const char *name;
+        struct nn_h_guarded *g;
+    } outs[] = {{"y", &io->y}, {"dx", &io->dx}, {"dw", &io->dw}, {"db", &io->db}};
+    int fails = 0;
+    for (size_t i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", who, outs[i].name);
+        fails += nn_h_guarded_check(ctx, host, outs[i].g, name, out, repro);
+        nn_tensor h;
+        if (nn_h_to_host(ctx, host, &outs[i].g->view, &h) != NN_OK) {
+            fails += report_status(nn_last_error()->status, name, out, repro);
+            continue;
+        }
+        fails += nn_h_check_written(name, &h, out, repro);
+        nn_tensor_free(host, &h);
+    }
+    return fails;
+}
+
+int nn_conv_check_reference(nn_ctx *ref, const struct nn_conv_case *c, FILE *out)
+{
+    char repro[320], text[256];
+    nn_conv_case_format(c, text, sizeof text);
+    snprintf(repro, sizeof repro, "nnprim check %s", text);
+    int fails = check_fd(ref, c, out, repro);
+    struct io io;
+    nn_status st = run_case(ref, ref, c, c->dtype, 1, &io);
+    if (st != NN_OK)
+        fails += report_status(st, "reference run", out, repro);
+    else
+        fails += check_outputs(ref, ref, &io, "reference", out, repro);
+    io_free(ref, ref, &io);
+    return fails;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A backend against the reference
+ */
+
+int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c, FILE *out)
+{
+    char repro[320], text[256];
+    nn_conv_case_format(c, text, sizeof text);
+    snprintf(repro, sizeof repro, "nnprim check %s", text);
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2];
+    nn_status st = nn_conv_output_shape(&c->p, rank_of(c), c->x_dims, c->w_dims, yd);
+    if (st != NN_OK) return report_status(st, "output shape", out, repro);
+    struct terms t = terms_of(c, yd);
+    int64_t most = t.y > t.dx ? t.y : t.dx;
+    most = most > t.dw ? most : t.dw;
+    int ints = nn_h_exact(c->dtype, most);
+    nn_settings s;
+    nn_ctx_get_settings(dev, &s);
+    double a = ints ? 0 : nn_h_tolerance(c->dtype, s.math_mode);
+
+    struct io want, got;
+    int fails = 0;
+    st = run_case(ref, ref, c, c->dtype, ints, &want);
+    if (st != NN_OK) fails += report_status(st, "reference run", out, repro);
+    nn_status dst = run_case(dev, ref, c, c->dtype, ints, &got);
+    if (dst != NN_OK) fails += report_status(dst, "backend run", out, repro);
+    if (st == NN_OK && dst == NN_OK) {
+        fails += check_outputs(dev, ref, &got, "backend", out, repro);
+        struct {
+            const char *name;
+            struct nn_h_guarded *g, *w;
+            int64_t terms;
+        } outs[] = {{"y", &got.y, &want.y, t.y},
+                    {"dx", &got.dx, &want.dx, t.dx},
+                    {"dw", &got.dw, &want.dw, t.dw},
+                    {"db", &got.db, &want.db, t.dw}};
+        for (size_t i = 0; i < 4; i++) {
+            nn_tensor h;
+            if (nn_h_to_host(dev, ref, &outs[i].g->view, &h) != NN_OK) {
+                fails += report_status(nn_last_error()->status, outs[i].name, out, repro);
+                continue;
+            }
+            fails += nn_h_compare(outs[i].name, &h, &outs[i].w->view, a, outs[i].terms, out, repro);
+            nn_tensor_free(ref, &h);
+        }
+    }
+    io_free(ref, ref, &want);
+    io_free(dev, ref, &got);
+    return fails;
+}

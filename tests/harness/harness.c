@@ -1,0 +1,147 @@
+#include <math.h>
+#include <string.h>
+
+#include "harness.h"
+
+static float f32_of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static double f16_value(uint16_t h)
+{
+    int exp = (h >> 10) & 0x1f;
+    int man = h & 0x3ff;
+    double v = exp == 0    ? ldexp(man, -24)
+               : exp == 31 ? (man ? NAN : INFINITY)
+                           : ldexp(man | 0x400, exp - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+double nn_h_get(const nn_tensor *t, int64_t i)
+{
+    switch (t->dtype) {
+    case NN_DTYPE_F32: return ((const float *)t->data)[i];
+    case NN_DTYPE_F64: return ((const double *)t->data)[i];
+    case NN_DTYPE_F16: return f16_value(((const uint16_t *)t->data)[i]);
+    case NN_DTYPE_BF16: return f32_of_bits((uint32_t)((const uint16_t *)t->data)[i] << 16);
+    }
+    return NAN;
+}
+
+nn_status nn_h_to_host(nn_ctx *ctx, nn_ctx *host, const nn_tensor *t, nn_tensor *out)
+{
+    nn_status st = nn_tensor_empty(host, t->dtype, t->rank, t->dims, out);
+    if (st != NN_OK) return st;
+    st = nn_tensor_copy(ctx, out, t);
+    if (st != NN_OK) nn_tensor_free(host, out);
+    return st;
+}
+
+nn_status nn_h_guarded_alloc(nn_ctx *ctx, nn_ctx *host, nn_dtype dtype, int rank,
+                             const int64_t *dims, uint64_t seed, struct nn_h_guarded *g)
+{
+    memset(g, 0, sizeof *g);
+    int64_t numel = 1;
+    for (int i = 0; i < rank; i++)
+        numel *= dims[i];
+    int64_t total = numel + 2 * NN_H_GUARD;
+    nn_status st = nn_tensor_empty(ctx, dtype, 1, &total, &g->whole);
+    if (st == NN_OK) st = nn_tensor_empty(host, dtype, 1, &total, &g->pattern);
+    if (st == NN_OK) st = nn_tensor_fill_uniform(host, &g->pattern, -1e3, 1e3, seed);
+    if (st == NN_OK) st = nn_tensor_copy(ctx, &g->whole, &g->pattern);
+    if (st != NN_OK) {
+        nn_h_guarded_free(ctx, host, g);
+        return st;
+    }
+    g->view = g->whole;
+    g->view.data = (char *)g->whole.data + NN_H_GUARD * nn_dtype_size(dtype);
+    g->view.rank = rank;
+    memcpy(g->view.dims, dims, (size_t)rank * sizeof *dims);
+    nn_contiguous_strides(rank, dims, g->view.strides);
+    st = nn_tensor_fill_constant(ctx, &g->view, NAN);
+    if (st != NN_OK) nn_h_guarded_free(ctx, host, g);
+    return st;
+}
+
+int nn_h_guarded_check(nn_ctx *ctx, nn_ctx *host, const struct nn_h_guarded *g, const char *name,
+                       FILE *out, const char *repro)
+{
+    nn_tensor now;
+    nn_status st = nn_h_to_host(ctx, host, &g->whole, &now);
+    if (st != NN_OK) {
+        fprintf(out, "FAIL %s: cannot read the guards back: %s | repro: %s\n", name,
+                nn_last_error()->message, repro);
+        return 1;
+    }
+    size_t es = nn_dtype_size(g->whole.dtype), guard = NN_H_GUARD * es;
+    size_t tail = (size_t)(g->whole.dims[0] - NN_H_GUARD) * es;
+    const char *a = now.data, *b = g->pattern.data;
+    int below = memcmp(a, b, guard) != 0, above = memcmp(a + tail, b + tail, guard) != 0;
+    nn_tensor_free(host, &now);
+    if (!below && !above) return 0;
+    fprintf(out, "FAIL %s: written out of bounds (%s%s%s) | repro: %s\n", name,
+            below ? "before the first element" : "", below && above ? ", " : "",
+            above ? "after the last element" : "", repro);
+    return 1;
+}
+
+void nn_h_guarded_free(nn_ctx *ctx, nn_ctx *host, struct nn_h_guarded *g)
+{
+    if (g->whole.data) nn_tensor_free(ctx, &g->whole);
+    if (g->pattern.data) nn_tensor_free(host, &g->pattern);
+    memset(g, 0, sizeof *g);
+}
+
+double nn_h_tolerance(nn_dtype dtype, nn_math_mode math)
+{
+    switch (dtype) {
+    case NN_DTYPE_F64: return 1e-12;
+    case NN_DTYPE_F32: return math == NN_MATH_TF32 ? 2e-3 : 1e-5;
+    case NN_DTYPE_F16: return 2e-3;
+    case NN_DTYPE_BF16: return 1.6e-2;
+    }
+    return 0;
+}
+
+int nn_h_exact(nn_dtype dtype, int64_t terms)
+{
+    int bits = dtype == NN_DTYPE_F64   ? 53
+               : dtype == NN_DTYPE_F32 ? 24
+               : dtype == NN_DTYPE_F16 ? 11
+                                       : 8;
+    return (double)terms * 4 + 2 <= ldexp(1, bits);
+}
+
+int nn_h_compare(const char *name, const nn_tensor *got, const nn_tensor *want, double a,
+                 int64_t terms, FILE *out, const char *repro)
+{
+    int64_t n = nn_tensor_numel(want), bad = 0, first = -1;
+    double slack = sqrt((double)terms);
+    for (int64_t i = 0; i < n; i++) {
+        double g = nn_h_get(got, i), w = nn_h_get(want, i);
+        int ok = a == 0 ? g == w : fabs(g - w) <= a * (fabs(w) + slack);
+        if (!ok && bad++ == 0) first = i;
+    }
+    if (!bad) return 0;
+    fprintf(out,
+            "FAIL %s: %lld of %lld elements differ; first at %lld: got %.9g, want %.9g "
+            "(tolerance %s) | repro: %s\n",
+            name, (long long)bad, (long long)n, (long long)first, nn_h_get(got, first),
+            nn_h_get(want, first), a == 0 ? "exact" : "scaled", repro);
+    return 1;
+}
+
+int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const char *repro)
+{
+    int64_t n = nn_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (isnan(nn_h_get(t, i))) {
+            fprintf(out, "FAIL %s: element %lld was never written (still NaN) | repro: %s\n", name,
+                    (long long)i, repro);
+            return 1;
+        }
+    return 0;
+}

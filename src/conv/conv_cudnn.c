@@ -10,12 +10,15 @@
 #include <string.h>
 
 #include "conv/conv_internal.h"
+#include "core/alloc.h"
 #include "core/ctx.h"
+#include "core/cuda_util.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_get_cudnn.h"
+#include "mem/mem.h"
 
 /* Flags of the plan key (struct nn__key_params.flags). */
 enum {
@@ -507,13 +510,10 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
 }
 
-nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                         const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                         double alpha, double beta)
+/* dw = wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
+static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn__conv_problem *p,
+                           const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double beta)
 {
-    const char *op = "conv_backward_filter";
-    NN__TRY(check_blend(ctx, op, alpha, beta));
-    NN__TRY(check_int32(ctx, op, p));
     struct bwd_call bc = {p, x, dy, dw, beta};
     struct nn__plan_key key;
     conv_key(ctx, p, NN__OP_CONV_BWD_FILTER, x, dy, dw, beta != 0.0 ? KEY_BLEND : 0, &key);
@@ -527,15 +527,163 @@ nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__co
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
     nn_status st = nn__cudnn_plan_get(ctx, &key, fill_bwd_filter, &bc, &pa, &plan, &src);
-    if (st != NN_OK) return explain(ctx, st, op, p);
-    verbose_plan(ctx, "filter", plan, src);
+    if (st != NN_OK) return explain(ctx, st, "conv_backward_filter", p);
+    verbose_plan(ctx, what, plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
+}
+
+static nn_status cublas_fail(struct nn_ctx *ctx, cublasStatus_t st, const char *call, int line)
+{
+    return nn__record_error(ctx, NN_E_CUBLAS, call, (int)st, cublasGetStatusName(st), __FILE__,
+                            line, "%s failed: %s", call, cublasGetStatusString(st));
+}
+
+/* One element of value 1 in dtype, as bytes. */
+static void one_of(nn_dtype t, unsigned char *out)
+{
+    float f = 1.0f;
+    double d = 1.0;
+    uint16_t h = t == NN_DTYPE_F16 ? 0x3c00 : 0x3f80; /* f16 / bf16 1.0 */
+    if (t == NN_DTYPE_F32)
+        memcpy(out, &f, sizeof f);
+    else if (t == NN_DTYPE_F64)
+        memcpy(out, &d, sizeof d);
+    else
+        memcpy(out, &h, sizeof h);
+}
+
+/* dw = alpha * flip(dv) + beta * dw, every spatial dimension of the filter reversed. Reversing
+ * each dimension of a row-major block reverses its flattened index, so this is one GEMM with the
+ * exchange matrix: dw (as rs x m, column-major) = J (rs x rs) * dv (rs x m). The products are
+ * by exactly 0 and 1, so the result is dv's values, blended in f32 (f64 for f64). */
+static nn_status flip_filter(struct nn_ctx *ctx, const struct nn__conv_problem *p, const void *dv,
+                             nn_tensor *dw, double alpha, double beta)
+{
+    int64_t rs = 1, m = p->k * (p->c / p->groups);
+    for (int i = 0; i < p->nsp; i++)
+        rs *= p->filt[i];
+    if (rs > 4096 || m > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "conv_backward_filter: true convolution mode on cuDNN takes filters of "
+                        "at most 4096 spatial elements and 2^31 channel pairs, got %lld and %lld",
+                        (long long)rs, (long long)m);
+    size_t es = nn_dtype_size(p->dtype), jbytes = (size_t)(rs * rs) * es;
+    unsigned char *j = nn__host_calloc(1, jbytes), one[8];
+    if (!j) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_filter: out of host memory");
+    one_of(p->dtype, one);
+    for (int64_t r = 0; r < rs; r++)
+        memcpy(j + (size_t)(r * rs + (rs - 1 - r)) * es, one, es);
+    void *dj = NULL;
+    nn_status st = nn__dev_alloc(ctx, jbytes, &dj);
+    /* From pageable memory the copy has left j when the call returns. */
+    if (st == NN_OK)
+        st = NN__CUDA(
+            ctx, cudaMemcpyAsync(dj, j, jbytes, cudaMemcpyHostToDevice, (cudaStream_t)ctx->stream));
+    nn__host_free(j);
+    cublasHandle_t h;
+    if (st == NN_OK) st = nn__cublas_handle(ctx, &h);
+    if (st == NN_OK) {
+        cudaDataType_t dt = p->dtype == NN_DTYPE_F64    ? CUDA_R_64F
+                            : p->dtype == NN_DTYPE_F16  ? CUDA_R_16F
+                            : p->dtype == NN_DTYPE_BF16 ? CUDA_R_16BF
+                                                        : CUDA_R_32F;
+        cublasComputeType_t ct =
+            p->dtype == NN_DTYPE_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F_PEDANTIC;
+        struct scale a, b;
+        const void *ap = scale_ptr(&a, p->dtype, alpha), *bp = scale_ptr(&b, p->dtype, beta);
+        int n = (int)rs;
+        cublasStatus_t cst = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, (int)m, n, ap, dj, dt, n,
+                                          dv, dt, n, bp, dw->data, dt, n, ct, CUBLAS_GEMM_DEFAULT);
+        if (cst != CUBLAS_STATUS_SUCCESS) st = cublas_fail(ctx, cst, "cublasGemmEx", __LINE__);
+    }
+    nn_status fst = nn__dev_free(ctx, dj);
+    return st != NN_OK ? st : fst;
+}
+
+/* True convolution: the filter gradient of the cross-correlation, flipped. cuDNN's own
+ * CONVOLUTION-mode filter gradient gave wrong values on the GPU machine (cuDNN 9.14, H200) for
+ * dilated filters with asymmetric padding (1-D f32/f64 on several engines, 3-D f16). */
+static nn_status wgrad_convolution_mode(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                        const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                        double alpha, double beta)
+{
+    struct nn__conv_problem q = *p;
+    q.mode = NN_CONV_CROSS_CORRELATION;
+    nn_tensor dv = *dw;
+    NN__TRY(nn__dev_alloc(ctx, bytes_of(dw), &dv.data));
+    nn_status st = wgrad_run(ctx, "filter(xcorr)", &q, x, dy, &dv, 0.0);
+    if (st == NN_OK) st = flip_filter(ctx, p, dv.data, dw, alpha, beta);
+    if (st == NN_OK) verbose_add(ctx, "flip", "cublas", "-");
+    nn_status fst = nn__dev_free(ctx, dv.data);
+    return st != NN_OK ? st : fst;
+}
+
+nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                         const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                         double alpha, double beta)
+{
+    const char *op = "conv_backward_filter";
+    NN__TRY(check_blend(ctx, op, alpha, beta));
+    NN__TRY(check_int32(ctx, op, p));
+    if (p->mode == NN_CONV_CONVOLUTION)
+        return wgrad_convolution_mode(ctx, p, x, dy, dw, alpha, beta);
+    return wgrad_run(ctx, "filter", p, x, dy, dw, beta);
+}
+
+/* bf16 bias gradient: cudnnConvolutionBackwardBias has no bf16 kernel (NOT_SUPPORTED on cuDNN
+ * 9.14), so db is the filter gradient of a 1x1 convolution whose input is all ones with one
+ * channel: dw[k] = sum over n and space of dy[n, k, ...] * 1, a plan like any other. */
+static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
+{
+    NN__TRY(check_blend(ctx, "conv_backward_bias", alpha, beta));
+    struct nn__conv_problem q;
+    memset(&q, 0, sizeof q);
+    q.nsp = p->nsp;
+    q.n = p->n;
+    q.c = 1;
+    q.k = p->k;
+    q.groups = 1;
+    int64_t spatial = 1;
+    for (int i = 0; i < p->nsp; i++) {
+        q.in[i] = q.out[i] = p->out[i];
+        q.filt[i] = q.stride[i] = q.dilation[i] = 1;
+        spatial *= p->out[i];
+    }
+    q.mode = NN_CONV_CROSS_CORRELATION;
+    q.dtype = p->dtype;
+    q.math = p->math;
+    q.deterministic = p->deterministic;
+    /* Views: ones (N x 1 x spatial) and db as K x 1 x 1 ... (the same K elements). */
+    nn_tensor ones = *dy, dw = *dy;
+    ones.dims[1] = 1;
+    dw.dims[0] = p->k;
+    for (int i = 1; i < dy->rank; i++)
+        dw.dims[i] = 1;
+    dw.data = db->data;
+    nn_contiguous_strides(ones.rank, ones.dims, ones.strides);
+    nn_contiguous_strides(dw.rank, dw.dims, dw.strides);
+    size_t es = nn_dtype_size(p->dtype), count = (size_t)(p->n * spatial);
+    unsigned char *h = nn__host_alloc(count * es), one[8];
+    if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_bias: out of host memory");
+    one_of(p->dtype, one);
+    for (size_t i = 0; i < count; i++)
+        memcpy(h + i * es, one, es);
+    nn_status st = nn__dev_alloc(ctx, count * es, &ones.data);
+    if (st == NN_OK)
+        st = NN__CUDA(ctx, cudaMemcpyAsync(ones.data, h, count * es, cudaMemcpyHostToDevice,
+                                           (cudaStream_t)ctx->stream));
+    nn__host_free(h);
+    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, beta);
+    nn_status fst = nn__dev_free(ctx, ones.data);
+    return st != NN_OK ? st : fst;
 }
 
 nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *dy, nn_tensor *db, double alpha,
                                        double beta)
 {
+    if (p->dtype == NN_DTYPE_BF16) return bias_grad_ones(ctx, p, dy, db, alpha, beta);
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct legacy_desc ld[2];

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,29 +170,50 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
+/* The first process of the plan-file test: this test binary started again with CHILD_ENV set
+ * to "PLANFILE|DUMPFILE". It runs before Criterion's main (a fork of a process that has already
+ * initialised CUDA could not use the GPU), autotunes every plan and saves the file when its
+ * context goes. */
+#define CHILD_ENV "NNPRIM_TEST_PLAN_FILE_CHILD"
+
+__attribute__((constructor)) static void plan_file_child(void)
+{
+    const char *arg = getenv(CHILD_ENV);
+    if (!arg) return;
+    char plans[300], dump[300];
+    const char *bar = strchr(arg, '|');
+    if (!bar || (size_t)(bar - arg) >= sizeof plans) _exit(3);
+    snprintf(plans, sizeof plans, "%.*s", (int)(bar - arg), arg);
+    snprintf(dump, sizeof dump, "%s", bar + 1);
+    nn_plan_cache_stats s;
+    int bad = run_workload(NN_TUNING_AUTOTUNE, plans, dump, &s);
+    if (!bad && (s.autotune_runs == 0 || s.heuristic_queries == 0)) {
+        fprintf(stderr, "first process: expected autotuning, got %llu runs, %llu queries\n",
+                (unsigned long long)s.autotune_runs, (unsigned long long)s.heuristic_queries);
+        bad = 1;
+    }
+    _exit(bad);
+}
+
+extern char **environ;
+
 Test(conv_cudnn, plan_file_from_another_process_needs_no_heuristics)
 {
     NN_REQUIRE_GPU();
     char dir[] = "/tmp/nnprim_plan_test_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char plans[300], first[300], second[300];
+    char plans[300], first[300], second[300], env[700];
     snprintf(plans, sizeof plans, "%s/plans.nnp", dir);
     snprintf(first, sizeof first, "%s/first.bin", dir);
     snprintf(second, sizeof second, "%s/second.bin", dir);
+    snprintf(env, sizeof env, "%s|%s", plans, first);
 
-    /* The first process autotunes every plan and saves the file when its context goes. */
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        nn_plan_cache_stats s;
-        int bad = run_workload(NN_TUNING_AUTOTUNE, plans, first, &s);
-        if (!bad && (s.autotune_runs == 0 || s.heuristic_queries == 0)) {
-            fprintf(stderr, "first process: expected autotuning, got %llu runs, %llu queries\n",
-                    (unsigned long long)s.autotune_runs, (unsigned long long)s.heuristic_queries);
-            bad = 1;
-        }
-        _exit(bad);
-    }
+    cr_assert_eq(setenv(CHILD_ENV, env, 1), 0);
+    char *argv[] = {"plan_file_child", NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ);
+    unsetenv(CHILD_ENV);
+    cr_assert_eq(rc, 0, "posix_spawn: %s", strerror(rc));
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,

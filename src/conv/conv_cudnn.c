@@ -439,6 +439,24 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc, int32_t f
     return nn__cudnn_plan_get(ctx, &epi, fill_fwd, &plain, pa, plan, src);
 }
 
+static _Thread_local struct nn__conv_cudnn_last_fwd last_fwd;
+
+static void remember_forward(struct nn__cudnn_plan *plan, int fused, const struct nn__cudnn_args *a)
+{
+    static const int64_t uids[4] = {NN__UID_X, NN__UID_W, NN__UID_Y, NN__UID_B};
+    last_fwd.plan = plan;
+    last_fwd.n = fused && a->p[NN__UID_B] ? 4 : 3;
+    for (int i = 0; i < 4; i++) {
+        last_fwd.uids[i] = uids[i];
+        last_fwd.ptrs[i] = a->p[uids[i]];
+    }
+}
+
+void nn__conv_cudnn_last_forward(struct nn__conv_cudnn_last_fwd *out)
+{
+    *out = last_fwd;
+}
+
 nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                  const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
                                  nn_tensor *y, double alpha, double beta)
@@ -468,6 +486,7 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
     nn_status st = forward_plan(ctx, &fc, flags, &pa, &plan, &src, &fused);
     if (st != NN_OK) return explain(ctx, st, op, p);
     verbose_plan(ctx, "fwd", plan, src);
+    remember_forward(plan, fused, &pa.args);
     NN__TRY(nn__cudnn_plan_run(ctx, plan, &pa.args));
     if (fused || (!b && !relu)) return NN_OK;
 

@@ -103,6 +103,18 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
  * found ("hit", "heuristic", "autotuned", "rebuilt"; "-" for steps without a plan). Clears
  * the record. Only filled while the context's verbose level is >= 1. */
 void nn__conv_cudnn_verbose_take(char *impl, size_t impl_cap, char *cache, size_t cache_cap);
+
+/* The graph plan the last nn__conv_forward_cudnn() on this thread executed, with its variant
+ * pack's tensors: for `nnprim bench conv`, which runs the same plan through raw
+ * cudnnBackendExecute to show nnprim's host overhead. plan is a struct nn__cudnn_plan * owned by
+ * the context's plan cache; NULL before any forward. */
+struct nn__conv_cudnn_last_fwd {
+    void *plan;
+    int n;
+    int64_t uids[4];
+    void *ptrs[4];
+};
+void nn__conv_cudnn_last_forward(struct nn__conv_cudnn_last_fwd *out);
 #endif
 
 #endif

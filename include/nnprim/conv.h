@@ -104,7 +104,7 @@ NN_API nn_status nn_conv_params_default(nn_conv_params *p, int spatial_rank);
  * @param y_dims out: rank dims of y; untouched on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL pointer, a parameter out of range: the message names it);
  *         NN_E_SHAPE (rank mismatch, channels not matching w.dims[1] * groups, K not divisible by
- *         groups, an output size < 1).
+ *         groups, an output size < 1); NN_E_OVERFLOW (padded or dilated sizes overflow int64).
  */
 NN_API nn_status nn_conv_output_shape(const nn_conv_params *p, int rank, const int64_t *x_dims,
                                       const int64_t *w_dims, int64_t *y_dims);
@@ -125,7 +125,8 @@ typedef struct nn_conv_pullback nn_conv_pullback;
  *                     (set to NULL on failure).
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range); NN_E_SHAPE (dims
  *         that do not agree: the message names the tensor and dim, the expected and actual
- *         value); NN_E_DTYPE (dtypes differ, or f64 where the backend cannot); NN_E_MEMSPACE;
+ *         value); NN_E_OVERFLOW; NN_E_DTYPE (dtypes differ, or f64 where the backend cannot);
+ *         NN_E_MEMSPACE;
  *         NN_E_UNSUPPORTED (strided layout, or a configuration the backend cannot run);
  *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
  * Ownership: the pullback belongs to the caller until nn_conv_backward() consumes it or

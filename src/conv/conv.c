@@ -213,8 +213,15 @@ static nn_status resolve(struct nn_ctx *ctx, const char *op, const nn_conv_param
     out->k = w_dims[0];
     out->groups = p->groups;
     for (int i = 0; i < nsp; i++) {
-        int64_t span = p->dilation[i] * (w_dims[2 + i] - 1) + 1;
-        int64_t padded = x_dims[2 + i] + p->pad_lo[i] + p->pad_hi[i];
+        int64_t span, padded;
+        if (__builtin_mul_overflow(p->dilation[i], w_dims[2 + i] - 1, &span) ||
+            __builtin_add_overflow(span, 1, &span) ||
+            __builtin_add_overflow(x_dims[2 + i], p->pad_lo[i], &padded) ||
+            __builtin_add_overflow(padded, p->pad_hi[i], &padded))
+            return NN__FAIL(ctx, NN_E_OVERFLOW,
+                            "%s: spatial dim %d: the padded input or the dilated filter size "
+                            "overflows int64",
+                            op, i);
         if (padded < span)
             return NN__FAIL(ctx, NN_E_SHAPE,
                             "%s: output spatial dim %d would be < 1: the padded input (%s.dims[%d] "

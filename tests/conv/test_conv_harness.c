@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conv/conv_internal.h"
+#include "nn_config.h"
 #include "gpu.h"
 #include "tests/harness/conv_case.h"
 
@@ -95,6 +96,33 @@ Test(conv_harness, verbose_text_is_the_case_syntax)
     nn_ctx_destroy(ref);
 }
 
+/* The benchmark shape lists are valid cases. */
+Test(conv_harness, bench_shape_files_parse)
+{
+    const char *files[] = {NN_SOURCE_ROOT "/bench/shapes_conv_resnet50.txt",
+                           NN_SOURCE_ROOT "/bench/shapes_conv_deepbench.txt"};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(files[i], "r");
+        cr_assert_not_null(f, "%s", files[i]);
+        char line[512], err[256];
+        int cases = 0, lineno = 0;
+        while (fgets(line, sizeof line, f)) {
+            struct nn_conv_case c;
+            lineno++;
+            int got = nn_conv_case_parse_line(line, &c, err, sizeof err);
+            cr_expect_geq(got, 0, "%s:%d: %s", files[i], lineno, err);
+            int64_t yd[5];
+            if (got == 1)
+                cr_expect_eq(
+                    nn_conv_output_shape(&c.p, c.p.spatial_rank + 2, c.x_dims, c.w_dims, yd), NN_OK,
+                    "%s:%d", files[i], lineno);
+            cases += got == 1;
+        }
+        fclose(f);
+        cr_expect_gt(cases, 20, "%s", files[i]);
+    }
+}
+
 Test(conv_harness, reference_matches_finite_differences_and_respects_guards)
 {
     nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
@@ -105,6 +133,23 @@ Test(conv_harness, reference_matches_finite_differences_and_respects_guards)
         fails += nn_conv_check_reference(ref, &c, stderr);
     }
     cr_expect_eq(fails, 0, "%d failures (lines above, each with its reproducer)", fails);
+    nn_ctx_destroy(ref);
+}
+
+/* The backend comparison itself, run with a second reference context as the "backend": every
+ * case must compare equal (the reference is deterministic), with guards intact. */
+Test(conv_harness, backend_comparison_runs_on_two_reference_contexts)
+{
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_ctx *other = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    int fails = 0;
+    for (size_t i = 0; i < nn_conv_standard_case_count(); i++) {
+        struct nn_conv_case c;
+        cr_assert_eq(nn_conv_standard_case(i, &c), 0);
+        fails += nn_conv_check_backend(other, ref, &c, stderr);
+    }
+    cr_expect_eq(fails, 0, "%d failures", fails);
+    nn_ctx_destroy(other);
     nn_ctx_destroy(ref);
 }
 

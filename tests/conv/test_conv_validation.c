@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "nnprim/nnprim.h"
 
 /* A valid 2-D problem: x 2x4x6x6, w 6x2x3x3 (groups 2), b 6, y 2x6x4x4, and gradients. */
@@ -182,6 +183,10 @@ Test(conv_validation, output_shape)
     wd[3] = -1;
     EXPECT_ERROR(nn_conv_output_shape(&p, 4, xd, wd, yd), NN_E_SHAPE, "w.dims[3] must be >= 1");
     EXPECT_ERROR(nn_conv_output_shape(&p, 4, NULL, wd, yd), NN_E_INVALID_ARG, "must not be NULL");
+    wd[3] = 3;
+    p.dilation[1] = INT64_MAX;
+    EXPECT_ERROR(nn_conv_output_shape(&p, 4, xd, wd, yd), NN_E_OVERFLOW, "spatial dim 1",
+                 "overflows int64");
 }
 
 Test(conv_validation, dtypes_layouts_memory)
@@ -283,6 +288,32 @@ Test(conv_validation, pullback_life_cycle)
     /* a backward with no gradient asked for still consumes it */
     cr_assert_eq(nn_conv_forward(f.ctx, &f.p, &f.x, &f.w, NULL, &f.y, &pb), NN_OK);
     cr_expect_eq(nn_conv_backward(f.ctx, &pb, &f.dy, NULL, NULL, NULL), NN_OK);
+    cr_expect_null(pb);
+    fx_fini(&f);
+}
+
+/* Every host allocation of the conv calls can fail: a status, nothing leaked, the pullback kept. */
+Test(conv_validation, out_of_host_memory_is_a_status)
+{
+    struct fx f;
+    fx_init(&f);
+    nn_conv_pullback *pb = (nn_conv_pullback *)&f;
+    nn__host_alloc_fail_at(1);
+    EXPECT_ERROR(nn_conv_forward(f.ctx, &f.p, &f.x, &f.w, &f.b, &f.y, &pb), NN_E_OOM_HOST,
+                 "pullback");
+    cr_expect_null(pb);
+    nn__host_alloc_fail_at(1);
+    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx), NN_E_OOM_HOST,
+                 "accumulator");
+    nn__host_alloc_fail_at(0);
+
+    f.p.activation = NN_ACTIVATION_RELU; /* the masked dy is a temporary */
+    cr_assert_eq(nn_conv_forward(f.ctx, &f.p, &f.x, &f.w, &f.b, &f.y, &pb), NN_OK);
+    nn__host_alloc_fail_at(1);
+    cr_expect_eq(nn_conv_backward(f.ctx, &pb, &f.dy, &f.dx, &f.dw, &f.db), NN_E_OOM_HOST);
+    nn__host_alloc_fail_at(0);
+    cr_expect_not_null(pb);
+    cr_expect_eq(nn_conv_backward(f.ctx, &pb, &f.dy, &f.dx, &f.dw, &f.db), NN_OK);
     cr_expect_null(pb);
     fx_fini(&f);
 }

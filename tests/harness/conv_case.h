@@ -38,14 +38,16 @@ size_t nn_conv_standard_case_count(void);
 int nn_conv_standard_case(size_t i, struct nn_conv_case *c);
 
 /* On a reference context: (1) the gradients of loss = sum(y * r) from nn_conv_backward against
- * central finite differences, in f64 whatever the case's dtype; (2) a run in the case's dtype
+ * central finite differences, in f64 whatever the case's dtype (skipped, with a note line, for
+ * cases over 2e7 multiply-adds per forward call); (2) a run in the case's dtype
  * with guarded outputs: guards intact, every output element written. Returns the number of
  * failures; each prints one line with its reproducer to out. */
 int nn_conv_check_reference(nn_ctx *ref, const struct nn_conv_case *c, FILE *out);
 
 /* The same inputs through dev (a cuDNN context) and ref; y, dx, dw, db compared (exactly when
  * the case is small enough for small-integer inputs, else with nn_h_tolerance()), guards
- * checked on both. Returns the number of failures (a backend error counts as one, printed). */
+ * checked on both. Returns the number of failures (a backend error counts as one, printed;
+ * NN_E_UNSUPPORTED for an f64 case only gives a note line, as conv.h allows it). */
 int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c, FILE *out);
 
 #endif

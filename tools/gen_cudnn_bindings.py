@@ -5,7 +5,9 @@ Reads the prototypes of the functions named in a spec (tools/cudnn_spec.txt) fro
 and writes, for each, nn_status nn__cudnn_<Name>(struct nn_ctx *ctx, <cuDNN's own arguments>):
 a macro that passes the call site to nn__cudnn_<Name>_at(). On failure the wrapper records the
 function, cuDNN's status name, cudnnGetLastErrorString() and the call site; at verbose level 2 it
-traces the call with its arguments and host duration; in NN_DEBUG_CHECKS builds it checks that
+traces the call with its arguments (enums by name where the spec asks, host arrays in full,
+output scalars after the call) and its host duration (calls that launch GPU work return before
+the work ends); in NN_DEBUG_CHECKS builds it checks that
 device-pointer arguments point to device memory.
 
 Argument types are copied from the header, never rewritten, so every size stays as wide as cuDNN

@@ -73,7 +73,8 @@ static void put_tensor(struct out *o, const char *name, const struct nn__cudnn_t
     put_list(o, t->dims, t->rank, ",");
     put(o, "]/[");
     put_list(o, t->strides, t->rank, ",");
-    put(o, "]@%lld", (long long)t->alignment);
+    put(o, "]");
+    if (t->alignment > 0) put(o, "@%lld", (long long)t->alignment);
 }
 
 const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
@@ -224,7 +225,7 @@ nn_status nn__cudnn_read_tensor(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
                         NN_MAX_RANK);
     t.rank = (int)n;
     NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, NN_MAX_RANK, &n, t.strides));
-    NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &n, &t.alignment));
+    /* CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT is write-only (getting it is NOT_SUPPORTED): left 0. */
     NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &n, &id));
     NN__TRY(GET(ctx, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &n, &virt));
     t.dtype = nn__cudnn_nn_dtype(dt);
@@ -242,8 +243,12 @@ nn_status nn__cudnn_read_conv(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
     cudnnConvolutionMode_t mode;
     int64_t n, rank;
     NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n, &dt));
-    NN__TRY(
-        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &n, &mode));
+    /* cuDNN 9.19 answers a get of CONV_MODE as CUDNN_TYPE_CONVOLUTION_MODE with
+     * BAD_PARAM_ATTRIBUTE_TYPE but accepts CUDNN_TYPE_DATA_TYPE (both are 4-byte enums): try the
+     * documented type unrecorded, then the one that works, checked. */
+    if (cudnnBackendGetAttribute(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE,
+                                 1, &n, &mode) != CUDNN_STATUS_SUCCESS)
+        NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_DATA_TYPE, 1, &n, &mode));
     NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n, &rank));
     if (rank < 1 || rank > NN__CUDNN_SPATIAL_MAX)
         return NN__FAIL(ctx, NN_E_OVERFLOW, "read_conv: spatial rank %lld outside 1..%d",

@@ -20,7 +20,8 @@ struct nn_ctx;
 /* Enough for any single description below. */
 #define NN__CUDNN_DESCRIBE_MAX 1024
 
-/* "x:f32[2,3,5,5]/[75,25,5,1]@16" (name may be NULL: no "x:" prefix); "-" for rank 0. */
+/* "x:f32[2,3,5,5]/[75,25,5,1]@16" (name may be NULL: no "x:" prefix; "@alignment" only when
+ * it is known, > 0); "-" for rank 0. */
 const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
                                       const struct nn__cudnn_tensor *t);
 
@@ -60,8 +61,8 @@ struct nn__cudnn_plan_info {
     int64_t workspace;
 };
 
-/* A CUDNN_BACKEND_TENSOR_DESCRIPTOR: dtype (NN_DTYPE 0 if cuDNN's type has no nn_dtype), rank,
- * dims, strides, alignment; uid and is_virtual may be NULL. */
+/* A CUDNN_BACKEND_TENSOR_DESCRIPTOR: dtype (0 if cuDNN's type has no nn_dtype), rank, dims,
+ * strides; alignment is 0 (cuDNN does not give it back). uid and is_virtual may be NULL. */
 nn_status nn__cudnn_read_tensor(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
                                 struct nn__cudnn_tensor *out, int64_t *uid, int *is_virtual);
 

@@ -332,7 +332,7 @@ static nn_status make_resample(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
 }
 
 /* Which tensors each kind uses (the rest must have rank 0). */
-static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
+static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias, int max_pool)
 {
     switch (k) {
     case NN__CUDNN_GRAPH_CONV_FWD:
@@ -345,7 +345,9 @@ static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
     case NN__CUDNN_GRAPH_BIAS_GRAD: return uid == NN__UID_DY || uid == NN__UID_DB;
     case NN__CUDNN_GRAPH_POOL_FWD: return uid == NN__UID_X || uid == NN__UID_Y;
     case NN__CUDNN_GRAPH_POOL_BWD:
-        return uid == NN__UID_X || uid == NN__UID_Y || uid == NN__UID_DY || uid == NN__UID_DX;
+        /* Max pooling routes dy to the argmax, found from x and y; averaging needs neither. */
+        return uid == NN__UID_DY || uid == NN__UID_DX ||
+               (max_pool && (uid == NN__UID_X || uid == NN__UID_Y));
     }
     return 0;
 }
@@ -381,7 +383,7 @@ static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_des
     int fused_bias = d->kind == NN__CUDNN_GRAPH_CONV_FWD && d->t[NN__UID_B].rank > 0;
     for (int u = 1; u < NN__UID_IO_END; u++) {
         const struct nn__cudnn_tensor *t = &d->t[u];
-        int used = kind_uses(d->kind, u, fused_bias);
+        int used = kind_uses(d->kind, u, fused_bias, d->pool.mode == NN__CUDNN_POOL_MAX);
         if (!used) {
             if (t->rank != 0)
                 return NN__FAIL(ctx, NN_E_INVALID_ARG,
@@ -511,10 +513,12 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
                     1, &t[NN__UID_DX]));
         NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &t[NN__UID_DY]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_X]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_Y]));
+        if (t[NN__UID_X]) {
+            NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[NN__UID_X]));
+            NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[NN__UID_Y]));
+        }
         NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &rd));
         NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
@@ -659,8 +663,10 @@ void nn__cudnn_desc_pool_bwd(struct nn__cudnn_graph_desc *d, const struct nn__cu
                              const struct nn__cudnn_tensor *dx, const struct nn__cudnn_pool *p)
 {
     desc_init(d, NN__CUDNN_GRAPH_POOL_BWD);
-    d->t[NN__UID_X] = *x;
-    d->t[NN__UID_Y] = *y;
+    if (p->mode == NN__CUDNN_POOL_MAX) {
+        d->t[NN__UID_X] = *x;
+        d->t[NN__UID_Y] = *y;
+    }
     d->t[NN__UID_DY] = *dy;
     d->t[NN__UID_DX] = *dx;
     d->pool = *p;
@@ -806,6 +812,24 @@ static nn_status heuristics(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
     return NN_OK;
 }
 
+/* Verbose level 2: one line per engine config the search looks at, and what became of it. */
+static void log_candidate(const struct nn_ctx *ctx, cudnnBackendHeurMode_t mode,
+                          const struct nn__cudnn_engine_info *info, int64_t workspace,
+                          const char *refused)
+{
+    if (nn__verbose(ctx) < 2) return;
+    char choice[NN__CUDNN_DESCRIBE_MAX], notes[256];
+    nn__cudnn_describe_choice(choice, sizeof choice, &info->choice);
+    nn__cudnn_describe_notes(notes, sizeof notes, info->notes, info->n_notes);
+    if (refused)
+        nn__log("plan search (%s): %s notes=%s: refused: %s",
+                mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback", choice, notes, refused);
+    else
+        nn__log("plan search (%s): %s notes=%s: finalized, workspace %lld bytes",
+                mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback", choice, notes,
+                (long long)workspace);
+}
+
 nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
                                     const struct nn__cudnn_filter *f, int max,
                                     struct nn__cudnn_plan **plans, int *n,
@@ -842,13 +866,18 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
             for (int k = 0; k < *n && !seen; k++)
                 seen = same_choice(&plans[k]->choice, &info.choice);
             if (seen) continue;
-            if (!nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &last_why)) {
+            const char *why;
+            if (!nn__cudnn_notes_allowed(info.notes, info.n_notes, f, &why)) {
+                last_why = why;
                 stats->rejected_notes++;
+                log_candidate(ctx, modes[m], &info, -1, why);
                 continue;
             }
             int ws_refused;
             st = finalize_plan(ctx, g, f, cfgs[i], &info.choice, &plans[*n], &ws_refused);
             if (st == NN_OK || ws_refused) stats->plans_built++;
+            log_candidate(ctx, modes[m], &info, st == NN_OK ? plans[*n]->workspace : -1,
+                          st == NN_OK ? NULL : nn_last_error()->message);
             if (st == NN_OK) {
                 (*n)++;
             } else if (st == NN_E_OOM_HOST) {

@@ -76,7 +76,7 @@ enum nn__cudnn_graph_kind {
     NN__CUDNN_GRAPH_CONV_BWD_FILTER = 3, /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
     NN__CUDNN_GRAPH_BIAS_GRAD = 4,       /* db = sum of dy over N and spatial dims */
     NN__CUDNN_GRAPH_POOL_FWD = 5,        /* y = pool(x) */
-    NN__CUDNN_GRAPH_POOL_BWD = 6         /* dx = pool_bwd(dy, x, y) */
+    NN__CUDNN_GRAPH_POOL_BWD = 6         /* dx = pool_bwd(dy [, x, y for max pooling]) */
 };
 
 /* Unique ids of a graph's tensors: the variant pack's keys, and the index into
@@ -202,6 +202,7 @@ void nn__cudnn_desc_bias_grad(struct nn__cudnn_graph_desc *d, const struct nn__c
                               const struct nn__cudnn_tensor *db);
 void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
                              const struct nn__cudnn_tensor *y, const struct nn__cudnn_pool *p);
+/* x and y are used (and may only be non-NULL) for max pooling. */
 void nn__cudnn_desc_pool_bwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
                              const struct nn__cudnn_tensor *y, const struct nn__cudnn_tensor *dy,
                              const struct nn__cudnn_tensor *dx, const struct nn__cudnn_pool *p);
@@ -222,7 +223,9 @@ struct nn__cudnn_search_stats {
 };
 
 /* Up to max finalized plans for g that pass f, in heuristic order: mode A's list, then the
- * fallback list (engines already taken are not repeated). stats may be NULL.
+ * fallback list (engines already taken are not repeated), written to plans (room for max).
+ * stats may be NULL. Engine configs that fail on the way leave their failure in the context's
+ * last error even when the search succeeds; verbose level 2 logs each one.
  * Returns NN_OK with *n >= 1; NN_E_UNSUPPORTED when no engine config passes (the message gives
  * the counts of each reason); NN_E_INVALID_ARG (max < 1); NN_E_CUDNN; NN_E_OOM_HOST.
  * On failure nothing is returned to free. */

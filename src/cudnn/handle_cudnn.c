@@ -43,6 +43,11 @@ static void load_settings_file(struct nn_ctx *ctx)
         nn__log("plan cache file not used, starting with an empty cache: %s",
                 ctx->last_error.message);
     ctx->last_error = keep;
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(ctx->cudnn->plans, &st);
+    if (st.records_skipped)
+        nn__log("plan cache file %s: %llu records of another cuDNN version or GPU skipped", path,
+                (unsigned long long)st.records_skipped);
 }
 
 nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx)

@@ -21,11 +21,18 @@ void nn__plan_key_init(struct nn__plan_key *k)
     memset(k, 0, sizeof *k);
 }
 
+static uint64_t bits_of(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
 static int tensor_equal(const struct nn__key_tensor *a, const struct nn__key_tensor *b)
 {
     if (a->rank != b->rank) return 0;
     if (a->rank == 0) return 1;
-    if (a->alignment != b->alignment) return 0;
+    if (a->dtype != b->dtype || a->alignment != b->alignment) return 0;
     for (int i = 0; i < a->rank && i < NN_MAX_RANK; i++)
         if (a->dims[i] != b->dims[i] || a->strides[i] != b->strides[i]) return 0;
     return 1;
@@ -34,7 +41,8 @@ static int tensor_equal(const struct nn__key_tensor *a, const struct nn__key_ten
 static int params_equal(const struct nn__key_params *a, const struct nn__key_params *b)
 {
     if (a->spatial_rank != b->spatial_rank || a->groups != b->groups || a->mode != b->mode ||
-        a->activation != b->activation || a->pool_mode != b->pool_mode || a->flags != b->flags)
+        a->activation != b->activation || a->pool_mode != b->pool_mode || a->flags != b->flags ||
+        bits_of(a->alpha) != bits_of(b->alpha) || bits_of(a->beta) != bits_of(b->beta))
         return 0;
     for (int i = 0; i < a->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++)
         if (a->stride[i] != b->stride[i] || a->dilation[i] != b->dilation[i] ||
@@ -46,7 +54,7 @@ static int params_equal(const struct nn__key_params *a, const struct nn__key_par
 
 int nn__plan_key_equal(const struct nn__plan_key *a, const struct nn__plan_key *b)
 {
-    if (a->op != b->op || a->dtype != b->dtype || a->math_mode != b->math_mode ||
+    if (a->op != b->op || a->compute != b->compute || a->math_mode != b->math_mode ||
         a->deterministic != b->deterministic || a->workspace_cap != b->workspace_cap)
         return 0;
     for (int i = 0; i < NN__KEY_OPERANDS; i++)
@@ -62,37 +70,55 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h ^ (h >> 29);
 }
 
+static uint64_t pair(int32_t lo, int32_t hi)
+{
+    return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32;
+}
+
 uint64_t nn__plan_key_hash(const struct nn__plan_key *k)
 {
     uint64_t h = 0xcbf29ce484222325u;
-    h = mix(h, (uint64_t)(uint32_t)k->op | (uint64_t)(uint32_t)k->dtype << 32);
-    h = mix(h, (uint64_t)(uint32_t)k->math_mode | (uint64_t)(uint32_t)k->deterministic << 32);
+    h = mix(h, pair(k->op, k->compute));
+    h = mix(h, pair(k->math_mode, k->deterministic));
     h = mix(h, k->workspace_cap);
     for (int i = 0; i < NN__KEY_OPERANDS; i++) {
         const struct nn__key_tensor *t = &k->t[i];
-        h = mix(h, (uint64_t)(uint32_t)t->rank |
-                       (t->rank ? (uint64_t)(uint32_t)t->alignment << 32 : 0));
+        if (t->rank == 0) {
+            h = mix(h, 0);
+            continue;
+        }
+        h = mix(h, pair(t->rank, t->dtype));
+        h = mix(h, (uint64_t)t->alignment);
         for (int d = 0; d < t->rank && d < NN_MAX_RANK; d++) {
             h = mix(h, (uint64_t)t->dims[d]);
             h = mix(h, (uint64_t)t->strides[d]);
         }
     }
     const struct nn__key_params *p = &k->p;
-    h = mix(h, (uint64_t)(uint32_t)p->spatial_rank | (uint64_t)(uint32_t)p->groups << 32);
-    h = mix(h, (uint64_t)(uint32_t)p->mode | (uint64_t)(uint32_t)p->activation << 32);
-    h = mix(h, (uint64_t)(uint32_t)p->pool_mode | (uint64_t)(uint32_t)p->flags << 32);
+    h = mix(h, pair(p->spatial_rank, p->groups));
+    h = mix(h, pair(p->mode, p->activation));
+    h = mix(h, pair(p->pool_mode, p->flags));
+    h = mix(h, bits_of(p->alpha));
+    h = mix(h, bits_of(p->beta));
     for (int i = 0; i < p->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
-        h = mix(h, (uint64_t)(uint32_t)p->stride[i] | (uint64_t)(uint32_t)p->dilation[i] << 32);
-        h = mix(h, (uint64_t)(uint32_t)p->pad_lo[i] | (uint64_t)(uint32_t)p->pad_hi[i] << 32);
-        h = mix(h, (uint64_t)(uint32_t)p->window[i]);
+        h = mix(h, (uint64_t)p->stride[i]);
+        h = mix(h, (uint64_t)p->dilation[i]);
+        h = mix(h, (uint64_t)p->pad_lo[i]);
+        h = mix(h, (uint64_t)p->pad_hi[i]);
+        h = mix(h, (uint64_t)p->window[i]);
     }
     return h;
+}
+
+static int is_dtype(int32_t d)
+{
+    return d >= NN_DTYPE_F32 && d <= NN_DTYPE_BF16;
 }
 
 const char *nn__plan_key_invalid(const struct nn__plan_key *k)
 {
     if (k->op <= NN__OP_NONE || k->op >= NN__OP_KIND_COUNT) return "op is not a known op kind";
-    if (k->dtype < NN_DTYPE_F32 || k->dtype > NN_DTYPE_BF16) return "dtype is not an nn_dtype";
+    if (!is_dtype(k->compute)) return "compute is not an nn_dtype";
     if (k->math_mode != NN_MATH_STRICT_FP32 && k->math_mode != NN_MATH_TF32)
         return "math_mode is not an nn_math_mode";
     if (k->deterministic != 0 && k->deterministic != 1) return "deterministic is not 0 or 1";
@@ -100,6 +126,7 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k)
         const struct nn__key_tensor *t = &k->t[i];
         if (t->rank < 0 || t->rank > NN_MAX_RANK) return "an operand's rank is out of 0..8";
         if (t->rank == 0) continue;
+        if (!is_dtype(t->dtype)) return "an operand's dtype is not an nn_dtype";
         if (t->alignment < 0) return "an operand's alignment is negative";
         for (int d = 0; d < t->rank; d++) {
             if (t->dims[d] < 1) return "an operand's dim is < 1";
@@ -110,6 +137,7 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k)
     if (p->spatial_rank < 0 || p->spatial_rank > NN__KEY_SPATIAL_MAX)
         return "params.spatial_rank is out of 0..3";
     if (p->groups < 0) return "params.groups is negative";
+    if (!isfinite(p->alpha) || !isfinite(p->beta)) return "params.alpha or beta is not finite";
     for (int i = 0; i < p->spatial_rank; i++)
         if (p->stride[i] < 0 || p->dilation[i] < 0 || p->pad_lo[i] < 0 || p->pad_hi[i] < 0 ||
             p->window[i] < 0)

@@ -45,13 +45,27 @@ enum nn__op_kind {
     NN__OP_KIND_COUNT /* first invalid value */
 };
 
-#define NN__KEY_OPERANDS    3 /* x, w, y (or their gradients); unused operands have rank 0 */
+/* The key's tensors, by role; the order matches the graph layer's tensor uids (enum
+ * nn__cudnn_uid: slot i holds uid i + 1). Values are written to plan files. */
+enum nn__key_operand {
+    NN__KEY_X = 0,
+    NN__KEY_W = 1,
+    NN__KEY_Y = 2,
+    NN__KEY_B = 3,
+    NN__KEY_DX = 4,
+    NN__KEY_DW = 5,
+    NN__KEY_DY = 6,
+    NN__KEY_DB = 7,
+    NN__KEY_OPERANDS = 8
+};
+
 #define NN__KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D convolution and pooling */
 
-/* One tensor operand of the key. rank 0 = operand absent (all other fields then ignored). */
+/* One tensor of the key. rank 0 = the op has no such tensor (all other fields then ignored). */
 struct nn__key_tensor {
     int32_t rank;                 /* 0..NN_MAX_RANK */
-    int32_t alignment;            /* byte alignment of the data pointer cuDNN is told about */
+    int32_t dtype;                /* nn_dtype */
+    int64_t alignment;            /* byte alignment of the data pointer cuDNN is told about */
     int64_t dims[NN_MAX_RANK];    /* entries >= rank are ignored */
     int64_t strides[NN_MAX_RANK]; /* in elements; entries >= rank are ignored */
 };
@@ -60,16 +74,19 @@ struct nn__key_tensor {
  * fields an op does not have stay 0 (as nn__plan_key_init() leaves them). */
 struct nn__key_params {
     int32_t spatial_rank; /* 0..NN__KEY_SPATIAL_MAX */
-    int32_t stride[NN__KEY_SPATIAL_MAX];
-    int32_t dilation[NN__KEY_SPATIAL_MAX];
-    int32_t pad_lo[NN__KEY_SPATIAL_MAX];
-    int32_t pad_hi[NN__KEY_SPATIAL_MAX];
-    int32_t window[NN__KEY_SPATIAL_MAX]; /* pooling window */
-    int32_t groups;                      /* convolution groups (1 = ordinary) */
+    int32_t groups;       /* convolution groups (1 = ordinary) */
+    int64_t stride[NN__KEY_SPATIAL_MAX];
+    int64_t dilation[NN__KEY_SPATIAL_MAX];
+    int64_t pad_lo[NN__KEY_SPATIAL_MAX];
+    int64_t pad_hi[NN__KEY_SPATIAL_MAX];
+    int64_t window[NN__KEY_SPATIAL_MAX]; /* pooling window */
     int32_t mode;                        /* conv: cross-correlation vs convolution (op's enum) */
     int32_t activation;                  /* fused activation (op's enum), 0 = none */
     int32_t pool_mode;                   /* max / average with or without padding (op's enum) */
-    int32_t flags;                       /* op-specific extra bits (e.g. accumulate into dw) */
+    int32_t flags;                       /* op-specific extra bits */
+    /* Blend factors baked into the plan (out = alpha * result + beta * out). Compared and
+     * hashed by bit pattern, so -0.0 and 0.0 are different keys. */
+    double alpha, beta;
 };
 
 /* The value key. Build with nn__plan_key_init() first: equality and hashing go field by field
@@ -77,7 +94,7 @@ struct nn__key_params {
  * bytes hold. Every value is written to plan files. */
 struct nn__plan_key {
     int32_t op;             /* enum nn__op_kind */
-    int32_t dtype;          /* nn_dtype of the tensors */
+    int32_t compute;        /* accumulation nn_dtype (F32 for f32/f16/bf16 data, F64 for f64) */
     int32_t math_mode;      /* nn_math_mode */
     int32_t deterministic;  /* 0 or 1 */
     uint64_t workspace_cap; /* bytes, 0 = no cap */

@@ -10,10 +10,12 @@
  *            u32 name_len (< 256), name_len bytes of GPU name (no NUL)
  *            u32 record count (<= NN__PLAN_KNOWN_MAX)
  *   record   u32 body bytes (what follows, up to the next record)
- *            key: i32 op, dtype, math_mode, deterministic; u64 workspace_cap;
- *                 3 operands: i32 rank, i32 alignment, rank x (i64 dim, i64 stride);
- *                 i32 spatial_rank, spatial_rank x (i32 stride, dilation, pad_lo, pad_hi, window),
- *                 i32 groups, mode, activation, pool_mode, flags
+ *            key: i32 op, compute, math_mode, deterministic; u64 workspace_cap;
+ *                 8 operands (x w y b dx dw dy db): i32 rank, i32 dtype, i64 alignment,
+ *                     rank x (i64 dim, i64 stride)   (rank 0: dtype and alignment are 0);
+ *                 i32 spatial_rank, i32 groups,
+ *                 spatial_rank x (i64 stride, dilation, pad_lo, pad_hi, window),
+ *                 i32 mode, activation, pool_mode, flags; f64 alpha, beta
  *            i64 engine, u64 workspace, f64 time_us,
  *            u32 knob_count, knob_count x (i64 type, i64 value),
  *            u32 json_len, json_len bytes
@@ -23,6 +25,7 @@
  * range-checked, and any failure names the field and its byte offset. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,14 +99,15 @@ static void put_f64(struct writer *w, double v)
 static void put_key(struct writer *w, const struct nn__plan_key *k)
 {
     put_i32(w, k->op);
-    put_i32(w, k->dtype);
+    put_i32(w, k->compute);
     put_i32(w, k->math_mode);
     put_i32(w, k->deterministic);
     put_u64(w, k->workspace_cap);
     for (int i = 0; i < NN__KEY_OPERANDS; i++) {
         const struct nn__key_tensor *t = &k->t[i];
         put_i32(w, t->rank);
-        put_i32(w, t->rank ? t->alignment : 0);
+        put_i32(w, t->rank ? t->dtype : 0);
+        put_i64(w, t->rank ? t->alignment : 0);
         for (int d = 0; d < t->rank; d++) {
             put_i64(w, t->dims[d]);
             put_i64(w, t->strides[d]);
@@ -111,18 +115,20 @@ static void put_key(struct writer *w, const struct nn__plan_key *k)
     }
     const struct nn__key_params *p = &k->p;
     put_i32(w, p->spatial_rank);
-    for (int i = 0; i < p->spatial_rank; i++) {
-        put_i32(w, p->stride[i]);
-        put_i32(w, p->dilation[i]);
-        put_i32(w, p->pad_lo[i]);
-        put_i32(w, p->pad_hi[i]);
-        put_i32(w, p->window[i]);
-    }
     put_i32(w, p->groups);
+    for (int i = 0; i < p->spatial_rank; i++) {
+        put_i64(w, p->stride[i]);
+        put_i64(w, p->dilation[i]);
+        put_i64(w, p->pad_lo[i]);
+        put_i64(w, p->pad_hi[i]);
+        put_i64(w, p->window[i]);
+    }
     put_i32(w, p->mode);
     put_i32(w, p->activation);
     put_i32(w, p->pool_mode);
     put_i32(w, p->flags);
+    put_f64(w, p->alpha);
+    put_f64(w, p->beta);
 }
 
 static void put_record_body(struct writer *w, const struct nn__plan_key *k,
@@ -277,18 +283,41 @@ static int get_i32_in(struct reader *r, const char *field, int32_t lo, int32_t h
     return bad(r, at, field, msg);
 }
 
+/* A signed 64-bit field that must be >= min. */
+static int get_i64_min(struct reader *r, const char *field, int64_t min, int64_t *v)
+{
+    size_t at = r->pos;
+    if (!get_i64(r, field, v)) return 0;
+    if (*v >= min) return 1;
+    char msg[96];
+    snprintf(msg, sizeof msg, "value %lld is < %lld", (long long)*v, (long long)min);
+    return bad(r, at, field, msg);
+}
+
+static int get_f64_finite(struct reader *r, const char *field, double *v)
+{
+    size_t at = r->pos;
+    uint64_t bits;
+    if (!get_u64(r, field, &bits)) return 0;
+    memcpy(v, &bits, sizeof bits);
+    return isfinite(*v) ? 1 : bad(r, at, field, "is not a finite number");
+}
+
 static int get_key_tensor(struct reader *r, struct nn__key_tensor *t)
 {
     if (!get_i32_in(r, "key operand rank", 0, NN_MAX_RANK, &t->rank)) return 0;
-    if (!get_i32_in(r, "key operand alignment", 0, INT32_MAX, &t->alignment)) return 0;
-    for (int d = 0; d < t->rank; d++) {
-        size_t at = r->pos;
-        if (!get_i64(r, "key operand dim", &t->dims[d])) return 0;
-        if (t->dims[d] < 1) return bad(r, at, "key operand dim", "dim is < 1");
-        at = r->pos;
-        if (!get_i64(r, "key operand stride", &t->strides[d])) return 0;
-        if (t->strides[d] < 0) return bad(r, at, "key operand stride", "stride is negative");
-    }
+    if (t->rank == 0)
+        return get_i32_in(r, "key operand dtype", 0, 0, &t->dtype) &&
+               get_i64_min(r, "key operand alignment", 0, &t->alignment) &&
+               (t->alignment == 0 ||
+                bad(r, r->pos - 8, "key operand alignment", "is nonzero for an absent operand"));
+    if (!get_i32_in(r, "key operand dtype", NN_DTYPE_F32, NN_DTYPE_BF16, &t->dtype) ||
+        !get_i64_min(r, "key operand alignment", 0, &t->alignment))
+        return 0;
+    for (int d = 0; d < t->rank; d++)
+        if (!get_i64_min(r, "key operand dim", 1, &t->dims[d]) ||
+            !get_i64_min(r, "key operand stride", 0, &t->strides[d]))
+            return 0;
     return 1;
 }
 
@@ -296,7 +325,7 @@ static int get_key(struct reader *r, struct nn__plan_key *k)
 {
     nn__plan_key_init(k);
     if (!get_i32_in(r, "key op", NN__OP_NONE + 1, NN__OP_KIND_COUNT - 1, &k->op) ||
-        !get_i32_in(r, "key dtype", NN_DTYPE_F32, NN_DTYPE_BF16, &k->dtype) ||
+        !get_i32_in(r, "key compute", NN_DTYPE_F32, NN_DTYPE_BF16, &k->compute) ||
         !get_i32_in(r, "key math_mode", NN_MATH_STRICT_FP32, NN_MATH_TF32, &k->math_mode) ||
         !get_i32_in(r, "key deterministic", 0, 1, &k->deterministic) ||
         !get_u64(r, "key workspace_cap", &k->workspace_cap))
@@ -304,17 +333,19 @@ static int get_key(struct reader *r, struct nn__plan_key *k)
     for (int i = 0; i < NN__KEY_OPERANDS; i++)
         if (!get_key_tensor(r, &k->t[i])) return 0;
     struct nn__key_params *p = &k->p;
-    if (!get_i32_in(r, "key spatial_rank", 0, NN__KEY_SPATIAL_MAX, &p->spatial_rank)) return 0;
+    if (!get_i32_in(r, "key spatial_rank", 0, NN__KEY_SPATIAL_MAX, &p->spatial_rank) ||
+        !get_i32_in(r, "key groups", 0, INT32_MAX, &p->groups))
+        return 0;
     for (int i = 0; i < p->spatial_rank; i++)
-        if (!get_i32_in(r, "key stride", 0, INT32_MAX, &p->stride[i]) ||
-            !get_i32_in(r, "key dilation", 0, INT32_MAX, &p->dilation[i]) ||
-            !get_i32_in(r, "key pad_lo", 0, INT32_MAX, &p->pad_lo[i]) ||
-            !get_i32_in(r, "key pad_hi", 0, INT32_MAX, &p->pad_hi[i]) ||
-            !get_i32_in(r, "key window", 0, INT32_MAX, &p->window[i]))
+        if (!get_i64_min(r, "key stride", 0, &p->stride[i]) ||
+            !get_i64_min(r, "key dilation", 0, &p->dilation[i]) ||
+            !get_i64_min(r, "key pad_lo", 0, &p->pad_lo[i]) ||
+            !get_i64_min(r, "key pad_hi", 0, &p->pad_hi[i]) ||
+            !get_i64_min(r, "key window", 0, &p->window[i]))
             return 0;
-    return get_i32_in(r, "key groups", 0, INT32_MAX, &p->groups) &&
-           get_i32(r, "key mode", &p->mode) && get_i32(r, "key activation", &p->activation) &&
-           get_i32(r, "key pool_mode", &p->pool_mode) && get_i32(r, "key flags", &p->flags);
+    return get_i32(r, "key mode", &p->mode) && get_i32(r, "key activation", &p->activation) &&
+           get_i32(r, "key pool_mode", &p->pool_mode) && get_i32(r, "key flags", &p->flags) &&
+           get_f64_finite(r, "key alpha", &p->alpha) && get_f64_finite(r, "key beta", &p->beta);
 }
 
 static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_record *rec)

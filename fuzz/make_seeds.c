@@ -1,0 +1,91 @@
+/* Writes the starting corpus for fuzz_plan_file into the directory given as argv[1]: valid plan
+ * files of several shapes (empty, one record, many records of every op kind, with and without
+ * knobs and JSON, and one of another GPU). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "cudnn/plan_cache.h"
+#include "plan_fuzz_identity.h"
+
+static struct nn__plan_key seed_key(int s)
+{
+    struct nn__plan_key k;
+    nn__plan_key_init(&k);
+    k.op = 1 + s % (NN__OP_KIND_COUNT - 1);
+    k.compute = s % 4 == 1 ? NN_DTYPE_F64 : NN_DTYPE_F32;
+    k.math_mode = s % 2;
+    k.deterministic = (s / 2) % 2;
+    k.workspace_cap = (uint64_t)s << 20;
+    int operands = k.op == NN__OP_CONV_BIAS_GRAD ? 2 : 3;
+    for (int i = 0; i < operands; i++) {
+        k.t[i].rank = 3 + s % 3;
+        k.t[i].dtype = 1 + s % 4;
+        k.t[i].alignment = 16;
+        int64_t stride = 1;
+        for (int d = k.t[i].rank - 1; d >= 0; d--) {
+            k.t[i].dims[d] = 1 + (s + d + i) % 7;
+            k.t[i].strides[d] = stride;
+            stride *= k.t[i].dims[d];
+        }
+    }
+    k.p.spatial_rank = k.t[0].rank - 2;
+    for (int i = 0; i < k.p.spatial_rank; i++) {
+        k.p.stride[i] = 1 + s % 2;
+        k.p.dilation[i] = 1;
+        k.p.pad_lo[i] = k.p.pad_hi[i] = s % 3;
+        k.p.window[i] = k.op >= NN__OP_POOL_FWD ? 2 : 0;
+    }
+    k.p.groups = 1;
+    k.p.pool_mode = k.op >= NN__OP_POOL_FWD ? s % 3 : 0;
+    k.p.alpha = 1.0;
+    k.p.beta = s % 5 == 0 ? 1.0 : 0.0;
+    return k;
+}
+
+static int write_seed(const char *dir, const char *name, int first, int n, const char *gpu_name)
+{
+    struct nn__plan_cache *c;
+    if (nn__plan_cache_create(NULL, 1, &c) != NN_OK) return 1;
+    char json[128];
+    for (int s = first; s < first + n; s++) {
+        struct nn__plan_key k = seed_key(s);
+        struct nn__plan_record r;
+        memset(&r, 0, sizeof r);
+        r.engine = s % 60;
+        r.knob_count = s % 4;
+        for (int i = 0; i < r.knob_count; i++) {
+            r.knobs[i].type = i + 1;
+            r.knobs[i].value = s + i;
+        }
+        r.workspace = (uint64_t)s * 512;
+        r.time_us = s % 3 ? 3.5 * s : -1.0;
+        if (s % 2) {
+            r.json_len = (uint32_t)snprintf(json, sizeof json, "{\"engineId\":%d}", s % 60);
+            r.json = json;
+        }
+        if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) return 1;
+    }
+    struct nn__gpu_id gpu = fuzz_gpu();
+    if (gpu_name) snprintf(gpu.name, sizeof gpu.name, "%s", gpu_name);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    nn_status st = nn__plan_file_save(NULL, c, path, FUZZ_CUDNN_VERSION, &gpu);
+    nn__plan_cache_destroy(c);
+    return st != NN_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    int bad = write_seed(argv[1], "seed-empty", 0, 0, NULL);
+    bad |= write_seed(argv[1], "seed-one", 1, 1, NULL);
+    bad |= write_seed(argv[1], "seed-two", 2, 2, NULL);
+    bad |= write_seed(argv[1], "seed-every-op", 10, 12, NULL);
+    bad |= write_seed(argv[1], "seed-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB");
+    if (bad) fprintf(stderr, "writing the seeds failed: %s\n", nn_last_error()->message);
+    return bad;
+}

@@ -1,0 +1,598 @@
+/* The in-memory plan cache: keys, LRU, known records, statistics, allocation failures, and the
+ * public entry points on reference and (where there is a GPU) cuDNN contexts. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nn_config.h"
+#include "nnprim/nnprim.h"
+
+#include "core/alloc.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_cache.h"
+#include "gpu.h"
+#include "plan_fixtures.h"
+
+/* Plans are fake: small ints whose destruction is tallied. */
+static int destroyed[64];
+static int destroyed_total;
+
+static void fake_destroy(void *plan)
+{
+    int id = *(int *)plan;
+    destroyed[id]++;
+    destroyed_total++;
+}
+
+static int plan_ids[64];
+
+static void *fake_plan(int id)
+{
+    plan_ids[id] = id;
+    return &plan_ids[id];
+}
+
+static void reset_tally(void)
+{
+    memset(destroyed, 0, sizeof destroyed);
+    destroyed_total = 0;
+}
+
+static struct nn__plan_cache *new_cache(int capacity)
+{
+    struct nn__plan_cache *c = NULL;
+    cr_assert_eq(nn__plan_cache_create(NULL, capacity, &c), NN_OK);
+    cr_assert_not_null(c);
+    return c;
+}
+
+static void insert(struct nn__plan_cache *c, int seed)
+{
+    char json[64];
+    struct nn__plan_key k = fx_key(seed);
+    struct nn__plan_record r = fx_record(seed, json);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(seed), fake_destroy), NN_OK);
+}
+
+static void *lookup(struct nn__plan_cache *c, int seed)
+{
+    struct nn__plan_key k = fx_key(seed);
+    return nn__plan_cache_lookup(c, &k, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys
+ */
+
+Test(plan_key, equal_keys_have_equal_hashes)
+{
+    struct nn__plan_key a = fx_key(3), b = fx_key(3);
+    cr_expect(nn__plan_key_equal(&a, &b));
+    cr_expect_eq(nn__plan_key_hash(&a), nn__plan_key_hash(&b));
+    cr_expect_null(nn__plan_key_invalid(&a));
+}
+
+Test(plan_key, ignored_entries_and_padding_do_not_matter)
+{
+    struct nn__plan_key a = fx_key(5), b;
+    memset(&b, 0xAB, sizeof b); /* garbage in padding and in entries beyond the ranks */
+    b.op = a.op;
+    b.compute = a.compute;
+    b.math_mode = a.math_mode;
+    b.deterministic = a.deterministic;
+    b.workspace_cap = a.workspace_cap;
+    for (int i = 0; i < NN__KEY_OPERANDS; i++) {
+        b.t[i].rank = a.t[i].rank;
+        if (!a.t[i].rank) continue; /* absent: the rest stays garbage */
+        b.t[i].dtype = a.t[i].dtype;
+        b.t[i].alignment = a.t[i].alignment;
+        for (int d = 0; d < a.t[i].rank; d++) {
+            b.t[i].dims[d] = a.t[i].dims[d];
+            b.t[i].strides[d] = a.t[i].strides[d];
+        }
+    }
+    b.p.spatial_rank = a.p.spatial_rank;
+    for (int i = 0; i < a.p.spatial_rank; i++) {
+        b.p.stride[i] = a.p.stride[i];
+        b.p.dilation[i] = a.p.dilation[i];
+        b.p.pad_lo[i] = a.p.pad_lo[i];
+        b.p.pad_hi[i] = a.p.pad_hi[i];
+        b.p.window[i] = a.p.window[i];
+    }
+    b.p.groups = a.p.groups;
+    b.p.mode = a.p.mode;
+    b.p.activation = a.p.activation;
+    b.p.pool_mode = a.p.pool_mode;
+    b.p.flags = a.p.flags;
+    b.p.alpha = a.p.alpha;
+    b.p.beta = a.p.beta;
+    cr_expect(nn__plan_key_equal(&a, &b));
+    cr_expect_eq(nn__plan_key_hash(&a), nn__plan_key_hash(&b));
+
+    /* An absent operand's alignment and dims are ignored too. */
+    struct nn__plan_key c = fx_key(5), d = fx_key(5);
+    c.t[2].rank = d.t[2].rank = 0;
+    d.t[2].dtype = NN_DTYPE_F64;
+    d.t[2].alignment = 256;
+    d.t[2].dims[0] = 99;
+    cr_expect(nn__plan_key_equal(&c, &d));
+    cr_expect_eq(nn__plan_key_hash(&c), nn__plan_key_hash(&d));
+}
+
+/* Every field that takes part, changed alone, makes the keys unequal and (for these values) the
+ * hashes different. */
+Test(plan_key, any_field_change_breaks_equality)
+{
+    const struct nn__plan_key base = fx_key(4);
+    int changes = 0;
+#define CHANGE(stmt)                                                                               \
+    do {                                                                                           \
+        struct nn__plan_key k = base;                                                              \
+        stmt;                                                                                      \
+        cr_expect(!nn__plan_key_equal(&base, &k), "still equal after: %s", #stmt);                 \
+        cr_expect(!nn__plan_key_equal(&k, &base), "still equal (reversed) after: %s", #stmt);      \
+        cr_expect_neq(nn__plan_key_hash(&base), nn__plan_key_hash(&k), "same hash after: %s",      \
+                      #stmt);                                                                      \
+        changes++;                                                                                 \
+    } while (0)
+    CHANGE(k.op = NN__OP_POOL_FWD);
+    CHANGE(k.compute = NN_DTYPE_F64);
+    CHANGE(k.math_mode = NN_MATH_STRICT_FP32);
+    CHANGE(k.deterministic = !k.deterministic);
+    CHANGE(k.workspace_cap = 0);
+    for (int i = NN__KEY_X; i <= NN__KEY_Y; i++) { /* the present operands */
+        CHANGE(k.t[i].rank = 3);
+        CHANGE(k.t[i].rank = 0);
+        CHANGE(k.t[i].dtype = NN_DTYPE_F16);
+        CHANGE(k.t[i].alignment = 4);
+        for (int d = 0; d < 4; d++) {
+            CHANGE(k.t[i].dims[d] += 1);
+            CHANGE(k.t[i].strides[d] += 1);
+        }
+    }
+    CHANGE(k.p.spatial_rank = 3);
+    CHANGE(k.p.spatial_rank = 1);
+    for (int i = 0; i < 2; i++) {
+        CHANGE(k.p.stride[i] = 2);
+        CHANGE(k.p.dilation[i] = 2);
+        CHANGE(k.p.pad_lo[i] = 1);
+        CHANGE(k.p.pad_hi[i] = 1);
+        CHANGE(k.p.window[i] = 3);
+    }
+    CHANGE(k.p.groups = 2);
+    CHANGE(k.p.mode = 1);
+    CHANGE(k.p.activation = 1);
+    CHANGE(k.p.pool_mode = 1);
+    CHANGE(k.p.flags = 1);
+    CHANGE(k.p.alpha = 2.0);
+    CHANGE(k.p.beta = 1.0);
+    CHANGE(k.p.beta = -0.0);
+    for (int i = NN__KEY_B; i < NN__KEY_OPERANDS; i++)
+        CHANGE(k.t[i] = k.t[NN__KEY_X]); /* an absent operand becomes present */
+#undef CHANGE
+    cr_expect_eq(changes, 5 + 3 * 12 + 2 + 2 * 5 + 8 + 5);
+}
+
+Test(plan_key, distinct_seeds_spread_over_hash_values)
+{
+    /* Not a quality test: only that nearby keys do not collide in the low bits all at once. */
+    int low_bits_seen[64] = {0}, distinct = 0;
+    for (int s = 0; s < 64; s++) {
+        struct nn__plan_key k = fx_key(s);
+        int b = (int)(nn__plan_key_hash(&k) & 63);
+        if (!low_bits_seen[b]++) distinct++;
+    }
+    cr_expect_gt(distinct, 24, "only %d of 64 buckets used", distinct);
+}
+
+Test(plan_key, invalid_fields_are_named)
+{
+    struct nn__plan_key k = fx_key(1);
+    k.op = NN__OP_KIND_COUNT;
+    cr_expect_str_eq(nn__plan_key_invalid(&k), "op is not a known op kind");
+    k = fx_key(1);
+    k.t[1].dims[2] = 0;
+    cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's dim is < 1");
+    k = fx_key(1);
+    k.t[0].rank = NN_MAX_RANK + 1;
+    cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's rank is out of 0..8");
+    k = fx_key(1);
+    k.p.spatial_rank = 4;
+    cr_expect_str_eq(nn__plan_key_invalid(&k), "params.spatial_rank is out of 0..3");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The cache
+ */
+
+Test(plan_cache, capacity_must_be_positive)
+{
+    struct nn__plan_cache *c = (void *)1;
+    cr_expect_eq(nn__plan_cache_create(NULL, 0, &c), NN_E_INVALID_ARG);
+    cr_expect_null(c);
+    cr_expect(strstr(nn_last_error()->message, "capacity must be >= 1, got 0"));
+}
+
+Test(plan_cache, hit_returns_the_stored_plan_and_record)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(4);
+    insert(c, 1);
+    const struct nn__plan_record *rec = NULL;
+    struct nn__plan_key k = fx_key(1);
+    void *p = nn__plan_cache_lookup(c, &k, &rec);
+    cr_assert_eq(p, &plan_ids[1]);
+    char json[64];
+    struct nn__plan_record want = fx_record(1, json);
+    cr_assert_not_null(rec);
+    cr_expect(fx_record_equal(rec, &want));
+    cr_expect_eq(rec->json[rec->json_len], '\0');
+    cr_expect_neq(rec->json, json, "the record's JSON must be the cache's copy");
+    k = fx_key(2);
+    cr_expect_null(nn__plan_cache_lookup(c, &k, &rec));
+    cr_expect_null(rec);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.hits, 1);
+    cr_expect_eq(st.misses, 1);
+    cr_expect_eq(st.entries, 1);
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed[1], 1);
+    cr_expect_eq(destroyed_total, 1);
+}
+
+Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(3);
+    insert(c, 1);
+    insert(c, 2);
+    insert(c, 3);
+    cr_assert_not_null(lookup(c, 1)); /* order now (MRU first): 1 3 2 */
+    insert(c, 4);                     /* evicts 2 */
+    cr_expect_eq(destroyed[2], 1);
+    cr_expect_eq(destroyed_total, 1);
+    cr_expect_eq(nn__plan_cache_size(c), 3);
+    cr_expect_null(lookup(c, 2));
+    cr_expect_not_null(lookup(c, 3)); /* 3 4 1 */
+    cr_expect_not_null(lookup(c, 1)); /* 1 3 4 */
+    insert(c, 5);                     /* evicts 4 */
+    cr_expect_eq(destroyed[4], 1);
+    insert(c, 6); /* evicts 3 */
+    cr_expect_eq(destroyed[3], 1);
+    cr_expect_eq(destroyed[1], 0);
+    cr_expect_eq(nn__plan_cache_size(c), 3);
+
+    /* Evicted records are known records now, rebuildable without heuristics. */
+    cr_expect_eq(nn__plan_cache_known_count(c), 3);
+    char json[64];
+    struct nn__plan_key k2 = fx_key(2);
+    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, &k2);
+    struct nn__plan_record want = fx_record(2, json);
+    cr_assert_not_null(known);
+    cr_expect(fx_record_equal(known, &want));
+
+    /* Re-inserting a known key makes it live again and removes the known copy. */
+    insert(c, 2); /* evicts 1 */
+    cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
+    cr_expect_eq(destroyed[1], 1);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.evictions, 4);
+    cr_expect_eq(st.entries, 3);
+    cr_expect_eq(st.known_records, 3); /* 4, 3, 1 */
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed_total, 7, "every inserted plan destroyed exactly once");
+}
+
+Test(plan_cache, capacity_one)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(1);
+    for (int s = 1; s <= 10; s++) {
+        insert(c, s);
+        cr_expect_eq(nn__plan_cache_size(c), 1);
+        cr_expect_not_null(lookup(c, s));
+        cr_expect_null(lookup(c, s - 1));
+    }
+    cr_expect_eq(destroyed_total, 9);
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed_total, 10);
+}
+
+Test(plan_cache, insert_of_equal_key_replaces_and_destroys_old_plan)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(4);
+    insert(c, 1);
+    char json[64];
+    struct nn__plan_key k = fx_key(1);
+    struct nn__plan_record r = fx_record(9, json);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(9), fake_destroy), NN_OK);
+    cr_expect_eq(destroyed[1], 1);
+    cr_expect_eq(nn__plan_cache_size(c), 1);
+    const struct nn__plan_record *got;
+    cr_expect_eq(nn__plan_cache_lookup(c, &k, &got), &plan_ids[9]);
+    cr_expect_eq(got->engine, r.engine);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.evictions, 0);
+    nn__plan_cache_destroy(c);
+}
+
+Test(plan_cache, invalid_records_are_refused_and_plan_stays_callers)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(4);
+    char json[64];
+    struct nn__plan_key k = fx_key(1);
+    struct nn__plan_record r = fx_record(1, json);
+    r.knob_count = NN__PLAN_KNOBS_MAX + 1;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "knob count"));
+    r = fx_record(1, json);
+    r.time_us = -2;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    r = fx_record(1, json);
+    r.json_len = NN__PLAN_JSON_MAX + 1;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    r = fx_record(1, json);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_size(c), 0);
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed_total, 0);
+}
+
+Test(plan_cache, known_records_lookup_drop_and_clear)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(4);
+    char json[64];
+    for (int s = 1; s <= 3; s++) {
+        struct nn__plan_key k = fx_key(s);
+        struct nn__plan_record r = fx_record(s, json);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+    }
+    /* A known record is not a live plan: lookup misses. */
+    cr_expect_null(lookup(c, 2));
+    struct nn__plan_key k2 = fx_key(2);
+    cr_assert_not_null(nn__plan_cache_lookup_known(c, &k2));
+    cr_expect_eq(nn__plan_cache_drop_known(c, &k2), 1);
+    cr_expect_eq(nn__plan_cache_drop_known(c, &k2), 0);
+    cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
+    insert(c, 7);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.records_dropped, 1);
+    cr_expect_eq(st.known_records, 2);
+    nn__plan_cache_clear(c);
+    cr_expect_eq(destroyed[7], 1);
+    cr_expect_eq(nn__plan_cache_size(c), 0);
+    cr_expect_eq(nn__plan_cache_known_count(c), 0);
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.records_dropped, 1, "clear keeps the statistics");
+    cr_expect_eq(st.misses, 1);
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed_total, 1);
+}
+
+static int visit_collect(void *arg, const struct nn__plan_key *k, const struct nn__plan_record *r)
+{
+    int *out = arg;
+    (void)r;
+    out[++out[0]] = (int)k->t[0].dims[0] - 1; /* the seed */
+    return 0;
+}
+
+Test(plan_cache, visit_yields_live_mru_first_then_known_oldest_first)
+{
+    struct nn__plan_cache *c = new_cache(2);
+    char json[64];
+    struct nn__plan_key k = fx_key(10);
+    struct nn__plan_record r = fx_record(10, json);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+    insert(c, 1);
+    insert(c, 2);
+    insert(c, 3); /* evicts 1 into the known records */
+    int seen[8] = {0};
+    cr_expect_eq(nn__plan_cache_visit(c, visit_collect, seen), 0);
+    cr_assert_eq(seen[0], 4);
+    cr_expect_eq(seen[1], 3);
+    cr_expect_eq(seen[2], 2);
+    cr_expect_eq(seen[3], 10);
+    cr_expect_eq(seen[4], 1);
+    nn__plan_cache_destroy(c);
+}
+
+Test(plan_cache, events_are_counted)
+{
+    struct nn__plan_cache *c = new_cache(2);
+    nn__plan_cache_count(c, NN__PC_HEURISTIC_QUERY);
+    nn__plan_cache_count(c, NN__PC_HEURISTIC_QUERY);
+    nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
+    nn__plan_cache_count(c, NN__PC_REBUILT);
+    nn__plan_cache_count_autotune(c, 1500);
+    nn__plan_cache_count_autotune(c, 500);
+    nn__plan_cache_count_skipped(c, 5);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.heuristic_queries, 2);
+    cr_expect_eq(st.plans_built, 1);
+    cr_expect_eq(st.plans_rebuilt, 1);
+    cr_expect_eq(st.autotune_runs, 2);
+    cr_expect_eq(st.autotune_ns, 2000);
+    cr_expect_eq(st.records_skipped, 5);
+    cr_expect_eq(st.hits + st.misses + st.evictions + st.records_loaded, 0);
+    nn__plan_cache_destroy(c);
+}
+
+/* Every allocation an insertion makes, failing in turn, gives NN_E_OOM_HOST and leaves the cache
+ * as it was (the plan stays the caller's: not destroyed). Leaks are caught by the sanitizer
+ * build. */
+Test(plan_cache, allocation_failures_change_nothing)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(2);
+    insert(c, 1);
+    insert(c, 2);
+    char json[64];
+    struct nn__plan_key k = fx_key(3); /* odd seed: has JSON; evicts into an empty known table */
+    struct nn__plan_record r = fx_record(3, json);
+    int failures = 0;
+    for (long n = 1;; n++) {
+        nn__host_alloc_fail_at(n);
+        nn_status st = nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(3), fake_destroy);
+        nn__host_alloc_fail_at(0);
+        if (st == NN_OK) break;
+        failures++;
+        cr_assert_eq(st, NN_E_OOM_HOST, "allocation %ld: %s", n, nn_status_name(st));
+        cr_expect_eq(nn__plan_cache_size(c), 2);
+        cr_expect_eq(nn__plan_cache_known_count(c), 0);
+        cr_expect_not_null(lookup(c, 1));
+        cr_expect_eq(destroyed_total, 0);
+        cr_assert_lt(n, 100);
+    }
+    cr_expect_eq(failures, 3, "entry, JSON copy, known-table buckets");
+    cr_expect_not_null(lookup(c, 3));
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed_total, 3);
+}
+
+Test(plan_cache, create_allocation_failure)
+{
+    struct nn__plan_cache *c = (void *)1;
+    nn__host_alloc_fail_at(1);
+    nn_status st = nn__plan_cache_create(NULL, 4, &c);
+    nn__host_alloc_fail_at(0);
+    cr_expect_eq(st, NN_E_OOM_HOST);
+    cr_expect_null(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Public entry points
+ */
+
+static nn_ctx *ref_ctx(void)
+{
+    nn_settings s;
+    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    s.backend = NN_BACKEND_REF;
+    s.plan_cache_file = NULL;
+    nn_ctx *ctx = NULL;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
+    return ctx;
+}
+
+Test(plan_cache_api, reference_context_has_no_plans)
+{
+    nn_ctx *ctx = ref_ctx();
+    cr_expect_eq(nn_plan_cache_save(ctx, "/tmp/nnprim-never-written.plans"), NN_E_UNSUPPORTED);
+    cr_expect(strstr(nn_last_error()->message, "reference backend"));
+    cr_expect_eq(access("/tmp/nnprim-never-written.plans", F_OK), -1);
+    cr_expect_eq(nn_plan_cache_load(ctx, "/tmp/nnprim-never-written.plans"), NN_E_UNSUPPORTED);
+    cr_expect_eq(nn_plan_cache_clear(ctx), NN_OK);
+    nn_plan_cache_stats st;
+    memset(&st, 0xFF, sizeof st);
+    cr_expect_eq(nn_plan_cache_get_stats(ctx, &st), NN_OK);
+    nn_plan_cache_stats zero;
+    memset(&zero, 0, sizeof zero);
+    cr_expect_eq(memcmp(&st, &zero, sizeof st), 0);
+    nn_ctx_destroy(ctx);
+}
+
+Test(plan_cache_api, null_arguments)
+{
+    nn_ctx *ctx = ref_ctx();
+    nn_plan_cache_stats st;
+    cr_expect_eq(nn_plan_cache_save(NULL, "x"), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_save(ctx, NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_save(ctx, ""), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_load(NULL, "x"), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_load(ctx, NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_clear(NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_get_stats(NULL, &st), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_get_stats(ctx, NULL), NN_E_INVALID_ARG);
+    nn_ctx_destroy(ctx);
+}
+
+#if NN_HAVE_CUDNN
+static nn_ctx *gpu_ctx(const char *file)
+{
+    nn_settings s;
+    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.plan_cache_file = file;
+    s.plan_cache_capacity = 4;
+    nn_ctx *ctx = NULL;
+    nn_status st = nn_ctx_create(&ctx, &s);
+    cr_assert_eq(st, NN_OK, "nn_ctx_create: %s", nn_last_error()->message);
+    return ctx;
+}
+
+/* GPU: the settings file is saved at destroy with this process's cuDNN version and GPU, and a
+ * second context loads every record of it (none skipped); a file of another GPU is skipped. */
+Test(plan_cache_gpu, settings_file_round_trip_through_contexts)
+{
+    NN_REQUIRE_GPU();
+    char dir[] = "/tmp/nnprim-plan-gpu-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/cache.plans", dir);
+
+    nn_ctx *a = gpu_ctx(path); /* the file does not exist yet: not an error */
+    char json[64];
+    for (int s = 1; s <= 5; s++) {
+        struct nn__plan_key k = fx_key(s);
+        struct nn__plan_record r = fx_record(s, json);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, nn__cudnn_plan_cache(a), &k, &r), NN_OK);
+    }
+    nn_ctx_destroy(a);
+    cr_assert_eq(access(path, R_OK), 0, "destroy must have saved %s", path);
+
+    nn_ctx *b = gpu_ctx(path);
+    nn_plan_cache_stats st;
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_eq(st.records_loaded, 5);
+    cr_expect_eq(st.records_skipped, 0);
+    cr_expect_eq(st.known_records, 5);
+    struct nn__plan_key k3 = fx_key(3);
+    struct nn__plan_record want = fx_record(3, json);
+    const struct nn__plan_record *got = nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), &k3);
+    cr_assert_not_null(got);
+    cr_expect(fx_record_equal(got, &want));
+
+    /* The same records under another GPU's name are skipped. */
+    struct nn__gpu_id other = fx_gpu();
+    snprintf(other.name, sizeof other.name, "Some Other GPU");
+    char other_path[80];
+    snprintf(other_path, sizeof other_path, "%s/other.plans", dir);
+    cr_assert_eq(nn__plan_file_save(NULL, nn__cudnn_plan_cache(b), other_path,
+                                    nn_cudnn_runtime_version(), &other),
+                 NN_OK);
+    cr_assert_eq(nn_plan_cache_clear(b), NN_OK);
+    cr_assert_eq(nn_plan_cache_load(b, other_path), NN_OK);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_eq(st.records_skipped, 5);
+    cr_expect_eq(st.known_records, 0);
+    cr_expect_eq(nn_plan_cache_save(b, other_path), NN_OK);
+    nn_ctx_destroy(b);
+
+    /* A corrupted settings file: the context is still created, with an empty cache. */
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fputs("garbage!", f);
+    fclose(f);
+    nn_ctx *c = gpu_ctx(path);
+    cr_assert_eq(nn_plan_cache_get_stats(c, &st), NN_OK);
+    cr_expect_eq(st.records_loaded, 0);
+    cr_expect_eq(st.known_records, 0);
+    nn_ctx_destroy(c);
+    unlink(path);
+    unlink(other_path);
+    rmdir(dir);
+}
+#endif

@@ -20,12 +20,9 @@
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
-/* Flags of the plan key (struct nn__key_params.flags). */
-enum {
-    KEY_BIAS = 1 << 0,    /* forward with a bias */
-    KEY_BLEND = 1 << 1,   /* beta = 1: the output is accumulated into */
-    KEY_EPILOGUE = 1 << 2 /* the plain convolution of a forward whose bias/relu run after it */
-};
+/* Flag of the plan key (struct nn__key_params.flags): the plain convolution of a forward whose
+ * bias and relu run after it (see forward_plan). */
+enum { KEY_EPILOGUE = 1 << 0 };
 
 /* ---------------------------------------------------------------------------------------------
  * Verbose: what the cuDNN calls of one op call did, read by conv.c's verbose line
@@ -61,71 +58,6 @@ void nn__conv_cudnn_verbose_take(char *impl, size_t impl_cap, char *cache, size_
 /* ---------------------------------------------------------------------------------------------
  * Checks and descriptions
  */
-
-/* The graph API bakes alpha and beta into the plan; conv.c passes alpha 1 and beta 0 or 1, and
- * the key records which (KEY_BLEND). */
-static nn_status check_blend(struct nn_ctx *ctx, const char *op, double alpha, double beta)
-{
-    if (alpha != 1.0 || (beta != 0.0 && beta != 1.0))
-        return NN__FAIL(ctx, NN_E_INTERNAL,
-                        "%s: the cuDNN path takes alpha = 1 and beta = 0 or 1, got alpha = %g, "
-                        "beta = %g",
-                        op, alpha, beta);
-    return NN_OK;
-}
-
-/* The key's parameters are 32-bit. */
-static nn_status check_int32(struct nn_ctx *ctx, const char *op, const struct nn__conv_problem *p)
-{
-    for (int i = 0; i < p->nsp; i++) {
-        int64_t v[4] = {p->stride[i], p->dilation[i], p->pad_lo[i], p->pad_hi[i]};
-        for (int j = 0; j < 4; j++)
-            if (v[j] > INT32_MAX)
-                return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                                "%s: stride, dilation and padding must be < 2^31 on cuDNN, got "
-                                "%lld in spatial dim %d",
-                                op, (long long)v[j], i);
-    }
-    if (p->groups > INT32_MAX)
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: groups must be < 2^31 on cuDNN, got %lld", op,
-                        (long long)p->groups);
-    return NN_OK;
-}
-
-static void key_tensor(struct nn__key_tensor *kt, const nn_tensor *t)
-{
-    kt->rank = t->rank;
-    kt->alignment = nn__cudnn_ptr_alignment(t->data);
-    for (int i = 0; i < t->rank; i++) {
-        kt->dims[i] = t->dims[i];
-        kt->strides[i] = t->strides[i];
-    }
-}
-
-static void conv_key(struct nn_ctx *ctx, const struct nn__conv_problem *p, enum nn__op_kind op,
-                     const nn_tensor *a, const nn_tensor *b, const nn_tensor *c, int32_t flags,
-                     struct nn__plan_key *k)
-{
-    nn__plan_key_init(k);
-    k->op = op;
-    k->dtype = p->dtype;
-    k->math_mode = p->math;
-    k->deterministic = p->deterministic ? 1 : 0;
-    k->workspace_cap = ctx->settings.workspace_cap;
-    key_tensor(&k->t[0], a);
-    key_tensor(&k->t[1], b);
-    key_tensor(&k->t[2], c);
-    k->p.spatial_rank = p->nsp;
-    for (int i = 0; i < p->nsp; i++) {
-        k->p.stride[i] = (int32_t)p->stride[i];
-        k->p.dilation[i] = (int32_t)p->dilation[i];
-        k->p.pad_lo[i] = (int32_t)p->pad_lo[i];
-        k->p.pad_hi[i] = (int32_t)p->pad_hi[i];
-    }
-    k->p.groups = (int32_t)p->groups;
-    k->p.mode = p->mode;
-    k->p.flags = flags;
-}
 
 static void graph_tensor(struct nn__cudnn_tensor *g, const nn_tensor *t)
 {
@@ -191,19 +123,18 @@ static nn_status explain(struct nn_ctx *ctx, nn_status st, const char *op,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Graph descriptions, filled only on a plan-cache miss
+ * Graph descriptions (value structs; the plan-cache key is made from them)
  */
 
 struct fwd_call {
     const struct nn__conv_problem *p;
     const nn_tensor *x, *w, *b, *y;
     int relu;
-    double beta;
+    double alpha, beta;
 };
 
-static void fill_fwd(const void *arg, struct nn__cudnn_graph_desc *d)
+static void desc_fwd(struct nn__cudnn_graph_desc *d, const struct fwd_call *f)
 {
-    const struct fwd_call *f = arg;
     struct nn__cudnn_tensor x, w, b, y;
     struct nn__cudnn_conv c;
     graph_tensor(&x, f->x);
@@ -212,19 +143,18 @@ static void fill_fwd(const void *arg, struct nn__cudnn_graph_desc *d)
     if (f->b) bias_tensor(&b, f->b, f->y->rank);
     graph_conv(&c, f->p);
     nn__cudnn_desc_conv_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
-    d->alpha = 1.0;
+    d->alpha = f->alpha;
     d->beta = f->beta;
 }
 
 struct bwd_call {
     const struct nn__conv_problem *p;
     const nn_tensor *a, *b, *out; /* data: dy, w, dx; filter: x, dy, dw */
-    double beta;
+    double alpha, beta;
 };
 
-static void fill_bwd_data(const void *arg, struct nn__cudnn_graph_desc *d)
+static void desc_bwd_data(struct nn__cudnn_graph_desc *d, const struct bwd_call *f)
 {
-    const struct bwd_call *f = arg;
     struct nn__cudnn_tensor dy, w, dx;
     struct nn__cudnn_conv c;
     graph_tensor(&dy, f->a);
@@ -232,13 +162,12 @@ static void fill_bwd_data(const void *arg, struct nn__cudnn_graph_desc *d)
     graph_tensor(&dx, f->out);
     graph_conv(&c, f->p);
     nn__cudnn_desc_conv_bwd_data(d, &dy, &w, &dx, &c);
-    d->alpha = 1.0;
+    d->alpha = f->alpha;
     d->beta = f->beta;
 }
 
-static void fill_bwd_filter(const void *arg, struct nn__cudnn_graph_desc *d)
+static void desc_bwd_filter(struct nn__cudnn_graph_desc *d, const struct bwd_call *f)
 {
-    const struct bwd_call *f = arg;
     struct nn__cudnn_tensor x, dy, dw;
     struct nn__cudnn_conv c;
     graph_tensor(&x, f->a);
@@ -246,7 +175,7 @@ static void fill_bwd_filter(const void *arg, struct nn__cudnn_graph_desc *d)
     graph_tensor(&dw, f->out);
     graph_conv(&c, f->p);
     nn__cudnn_desc_conv_bwd_filter(d, &x, &dy, &dw, &c);
-    d->alpha = 1.0;
+    d->alpha = f->alpha;
     d->beta = f->beta;
 }
 
@@ -393,26 +322,25 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
  * epilogue key (the same key plus KEY_EPILOGUE) and the bias and relu run after it; that key is
  * cached and saved like any other, so neither this process nor one that loads the plan file asks
  * cuDNN about the fused graph again. A call whose plans are live costs one or two lookups. */
-static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc, int32_t flags,
+static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
                               const struct nn__plan_args *pa, struct nn__cudnn_plan **plan,
                               enum nn__plan_source *src, int *fused)
 {
-    const struct nn__conv_problem *p = fc->p;
+    struct nn__cudnn_graph_desc d, dplain;
+    struct nn__plan_key key, epi;
     struct fwd_call plain = *fc;
     plain.b = NULL;
     plain.relu = 0;
-    struct nn__plan_key key;
+    desc_fwd(&dplain, &plain);
     *fused = 0;
     if (!fc->b && !fc->relu) {
-        conv_key(ctx, p, NN__OP_CONV_FWD, fc->x, fc->w, fc->y, flags, &key);
-        return nn__cudnn_plan_get(ctx, &key, fill_fwd, &plain, pa, plan, src);
+        nn__cudnn_plan_key_of(ctx, &dplain, 0, &key);
+        return nn__cudnn_plan_get(ctx, &key, &dplain, pa, plan, src);
     }
     struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
-    struct nn__plan_key epi;
-    conv_key(ctx, p, NN__OP_CONV_FWD, fc->x, fc->w, fc->y, flags, &key);
-    key.p.activation = p->activation;
-    epi = key;
-    epi.p.flags |= KEY_EPILOGUE;
+    desc_fwd(&d, fc);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
+    nn__cudnn_plan_key_of(ctx, &d, KEY_EPILOGUE, &epi);
     if ((*plan = nn__plan_cache_lookup(c, &key, NULL))) {
         *src = NN__PLAN_HIT;
         *fused = 1;
@@ -424,7 +352,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc, int32_t f
     }
     if (!nn__plan_cache_lookup_known(c, &epi) || nn__plan_cache_lookup_known(c, &key)) {
         nn_error_info keep = ctx->last_error;
-        nn_status st = nn__cudnn_plan_get(ctx, &key, fill_fwd, fc, pa, plan, src);
+        nn_status st = nn__cudnn_plan_get(ctx, &key, &d, pa, plan, src);
         if (st == NN_OK) {
             *fused = 1;
             return NN_OK;
@@ -436,7 +364,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc, int32_t f
                     ctx->last_error.message);
         ctx->last_error = keep;
     }
-    return nn__cudnn_plan_get(ctx, &epi, fill_fwd, &plain, pa, plan, src);
+    return nn__cudnn_plan_get(ctx, &epi, &dplain, pa, plan, src);
 }
 
 static _Thread_local struct nn__conv_cudnn_last_fwd last_fwd;
@@ -462,15 +390,14 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
                                  nn_tensor *y, double alpha, double beta)
 {
     const char *op = "conv_forward";
-    NN__TRY(check_blend(ctx, op, alpha, beta));
     int relu = p->activation == NN_ACTIVATION_RELU;
-    if (beta != 0.0 && (b || relu))
+    /* The fused graph and the legacy epilogue both compute act(x * w + b) as a whole. */
+    if ((b || relu) && (alpha != 1.0 || beta != 0.0))
         return NN__FAIL(ctx, NN_E_INTERNAL,
-                        "%s: the cuDNN path blends into y (beta = 1) only without bias and relu",
-                        op);
-    NN__TRY(check_int32(ctx, op, p));
-    struct fwd_call fc = {p, x, w, b, y, relu, beta};
-    int32_t flags = (b ? KEY_BIAS : 0) | (beta != 0.0 ? KEY_BLEND : 0);
+                        "%s: with bias or relu the cuDNN path takes alpha = 1 and beta = 0, got "
+                        "%g and %g",
+                        op, alpha, beta);
+    struct fwd_call fc = {p, x, w, b, y, relu, alpha, beta};
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[NN__UID_X] = x->data;
@@ -483,7 +410,7 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
     int fused;
-    nn_status st = forward_plan(ctx, &fc, flags, &pa, &plan, &src, &fused);
+    nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
     if (st != NN_OK) return explain(ctx, st, op, p);
     verbose_plan(ctx, "fwd", plan, src);
     remember_forward(plan, fused, &pa.args);
@@ -509,11 +436,11 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double alpha, double beta)
 {
     const char *op = "conv_backward_data";
-    NN__TRY(check_blend(ctx, op, alpha, beta));
-    NN__TRY(check_int32(ctx, op, p));
-    struct bwd_call bc = {p, dy, w, dx, beta};
+    struct bwd_call bc = {p, dy, w, dx, alpha, beta};
+    struct nn__cudnn_graph_desc d;
     struct nn__plan_key key;
-    conv_key(ctx, p, NN__OP_CONV_BWD_DATA, dy, w, dx, beta != 0.0 ? KEY_BLEND : 0, &key);
+    desc_bwd_data(&d, &bc);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[NN__UID_DY] = dy->data;
@@ -523,19 +450,22 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
     pa.out_bytes = bytes_of(dx);
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &key, fill_bwd_data, &bc, &pa, &plan, &src);
+    nn_status st = nn__cudnn_plan_get(ctx, &key, &d, &pa, &plan, &src);
     if (st != NN_OK) return explain(ctx, st, op, p);
     verbose_plan(ctx, "data", plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
 }
 
-/* dw = wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
+/* dw = alpha * wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
 static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn__conv_problem *p,
-                           const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double beta)
+                           const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double alpha,
+                           double beta)
 {
-    struct bwd_call bc = {p, x, dy, dw, beta};
+    struct bwd_call bc = {p, x, dy, dw, alpha, beta};
+    struct nn__cudnn_graph_desc d;
     struct nn__plan_key key;
-    conv_key(ctx, p, NN__OP_CONV_BWD_FILTER, x, dy, dw, beta != 0.0 ? KEY_BLEND : 0, &key);
+    desc_bwd_filter(&d, &bc);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[NN__UID_X] = x->data;
@@ -545,7 +475,7 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
     pa.out_bytes = bytes_of(dw);
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &key, fill_bwd_filter, &bc, &pa, &plan, &src);
+    nn_status st = nn__cudnn_plan_get(ctx, &key, &d, &pa, &plan, &src);
     if (st != NN_OK) return explain(ctx, st, "conv_backward_filter", p);
     verbose_plan(ctx, what, plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
@@ -630,7 +560,7 @@ static nn_status wgrad_convolution_mode(struct nn_ctx *ctx, const struct nn__con
     q.mode = NN_CONV_CROSS_CORRELATION;
     nn_tensor dv = *dw;
     NN__TRY(nn__dev_alloc(ctx, bytes_of(dw), &dv.data));
-    nn_status st = wgrad_run(ctx, "filter(xcorr)", &q, x, dy, &dv, 0.0);
+    nn_status st = wgrad_run(ctx, "filter(xcorr)", &q, x, dy, &dv, 1.0, 0.0);
     if (st == NN_OK) st = flip_filter(ctx, p, dv.data, dw, alpha, beta);
     if (st == NN_OK) verbose_add(ctx, "flip", "cublas", "-");
     nn_status fst = nn__dev_free(ctx, dv.data);
@@ -641,12 +571,9 @@ nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__co
                                          const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
                                          double alpha, double beta)
 {
-    const char *op = "conv_backward_filter";
-    NN__TRY(check_blend(ctx, op, alpha, beta));
-    NN__TRY(check_int32(ctx, op, p));
     if (p->mode == NN_CONV_CONVOLUTION)
         return wgrad_convolution_mode(ctx, p, x, dy, dw, alpha, beta);
-    return wgrad_run(ctx, "filter", p, x, dy, dw, beta);
+    return wgrad_run(ctx, "filter", p, x, dy, dw, alpha, beta);
 }
 
 /* bf16 bias gradient: cudnnConvolutionBackwardBias has no bf16 kernel (NOT_SUPPORTED on cuDNN
@@ -655,7 +582,6 @@ nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__co
 static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                 const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
 {
-    NN__TRY(check_blend(ctx, "conv_backward_bias", alpha, beta));
     struct nn__conv_problem q;
     memset(&q, 0, sizeof q);
     q.nsp = p->nsp;
@@ -693,7 +619,7 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
         st = NN__CUDA(ctx, cudaMemcpyAsync(ones.data, h, count * es, cudaMemcpyHostToDevice,
                                            (cudaStream_t)ctx->stream));
     nn__host_free(h);
-    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, beta);
+    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta);
     nn_status fst = nn__dev_free(ctx, ones.data);
     return st != NN_OK ? st : fst;
 }

@@ -32,6 +32,83 @@ int32_t nn__cudnn_ptr_alignment(const void *p)
     return align;
 }
 
+static enum nn__op_kind op_of(enum nn__cudnn_graph_kind k)
+{
+    switch (k) {
+    case NN__CUDNN_GRAPH_CONV_FWD: return NN__OP_CONV_FWD;
+    case NN__CUDNN_GRAPH_CONV_BWD_DATA: return NN__OP_CONV_BWD_DATA;
+    case NN__CUDNN_GRAPH_CONV_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
+    case NN__CUDNN_GRAPH_BIAS_GRAD: return NN__OP_CONV_BIAS_GRAD;
+    case NN__CUDNN_GRAPH_POOL_FWD: return NN__OP_POOL_FWD;
+    case NN__CUDNN_GRAPH_POOL_BWD: return NN__OP_POOL_BWD;
+    }
+    return NN__OP_NONE;
+}
+
+/* The dtype of the graph's data (its first tensor), which the note filter looks at. */
+static nn_dtype data_dtype(const struct nn__cudnn_graph_desc *d)
+{
+    for (int u = 1; u < NN__UID_IO_END; u++)
+        if (d->t[u].rank) return d->t[u].dtype;
+    return NN_DTYPE_F32;
+}
+
+void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
+                           int32_t flags, struct nn__plan_key *k)
+{
+    nn__plan_key_init(k);
+    int pool = d->kind == NN__CUDNN_GRAPH_POOL_FWD || d->kind == NN__CUDNN_GRAPH_POOL_BWD;
+    k->op = op_of(d->kind);
+    k->compute = pool ? d->pool.compute : d->conv.compute;
+    if (!k->compute) k->compute = NN_DTYPE_F32;
+    k->math_mode = ctx->settings.math_mode;
+    k->deterministic = ctx->settings.deterministic ? 1 : 0;
+    k->workspace_cap = ctx->settings.workspace_cap;
+    /* Key slot i holds uid i + 1 (plan_cache.h). */
+    for (int u = 1; u < NN__UID_IO_END && u - 1 < NN__KEY_OPERANDS; u++) {
+        const struct nn__cudnn_tensor *t = &d->t[u];
+        struct nn__key_tensor *kt = &k->t[u - 1];
+        if (!t->rank) continue;
+        kt->rank = t->rank;
+        kt->dtype = t->dtype;
+        kt->alignment = t->alignment;
+        for (int i = 0; i < t->rank; i++) {
+            kt->dims[i] = t->dims[i];
+            kt->strides[i] = t->strides[i];
+        }
+    }
+    struct nn__key_params *p = &k->p;
+    if (pool) {
+        p->spatial_rank = d->pool.spatial_rank;
+        for (int i = 0; i < d->pool.spatial_rank; i++) {
+            p->window[i] = d->pool.window[i];
+            p->stride[i] = d->pool.stride[i];
+            p->pad_lo[i] = d->pool.pre_pad[i];
+            p->pad_hi[i] = d->pool.post_pad[i];
+        }
+        p->pool_mode = d->pool.mode;
+    } else if (d->kind != NN__CUDNN_GRAPH_BIAS_GRAD) {
+        p->spatial_rank = d->conv.spatial_rank;
+        for (int i = 0; i < d->conv.spatial_rank; i++) {
+            p->stride[i] = d->conv.stride[i];
+            p->dilation[i] = d->conv.dilation[i];
+            p->pad_lo[i] = d->conv.pre_pad[i];
+            p->pad_hi[i] = d->conv.post_pad[i];
+        }
+        /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
+        const struct nn__cudnn_tensor *x =
+            d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
+        const struct nn__cudnn_tensor *w =
+            d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
+        p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
+        p->mode = d->conv.mode;
+    }
+    p->activation = d->relu ? 1 : 0;
+    p->flags = flags;
+    p->alpha = d->alpha;
+    p->beta = d->beta;
+}
+
 static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search_stats *s)
 {
     for (int i = 0; i < s->heuristic_queries; i++)
@@ -280,9 +357,8 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
 }
 
 nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                             nn__graph_desc_fn fill, const void *fill_arg,
-                             const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                             enum nn__plan_source *src)
+                             const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
+                             struct nn__cudnn_plan **plan, enum nn__plan_source *src)
 {
     struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
     *plan = nn__plan_cache_lookup(c, key, NULL);
@@ -291,13 +367,10 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
         return NN_OK;
     }
 
-    struct nn__cudnn_graph_desc d;
-    memset(&d, 0, sizeof d);
-    fill(fill_arg, &d);
     struct nn__cudnn_graph *g;
-    NN__TRY(nn__cudnn_graph_create(ctx, &d, &g));
+    NN__TRY(nn__cudnn_graph_create(ctx, d, &g));
     struct nn__cudnn_filter f;
-    nn__cudnn_filter_from_ctx(ctx, (nn_dtype)key->dtype, &f);
+    nn__cudnn_filter_from_ctx(ctx, data_dtype(d), &f);
 
     struct nn__cudnn_plan *p = NULL;
     struct nn__plan_record rec;

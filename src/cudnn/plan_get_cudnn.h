@@ -2,8 +2,8 @@
  * graph helpers (graph_cudnn.h) and the plan cache (plan_cache.h), shared by the ops.
  *
  * Per call:
- *   hit   the live plan from the cache; no heuristics query, no descriptor is built;
- *   miss  the graph is built from the op's description (asked for only now), then
+ *   hit   the live plan from the cache; no heuristics query, no cuDNN descriptor is built;
+ *   miss  the graph is built from the op's description (a value struct), then
  *         1. a known record (loaded from a plan file, or evicted earlier) is rebuilt, from its JSON
  *            form when it has one, else from engine global index + knobs; one that no longer
  *            builds is dropped and the search goes on;
@@ -39,8 +39,11 @@ enum nn__plan_source {
 /* "hit", "rebuilt", "heuristic" or "autotuned". */
 const char *nn__plan_source_name(enum nn__plan_source s);
 
-/* Fills the graph description of the key's op; called only on a miss. */
-typedef void (*nn__graph_desc_fn)(const void *arg, struct nn__cudnn_graph_desc *d);
+/* The plan-cache key of graph d under the context's settings (math mode, determinism,
+ * workspace cap): every tensor by role (rank, dtype, alignment, dims, strides), the op's
+ * parameters, the fused relu, alpha and beta, and the caller's extra flags. */
+void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
+                           int32_t flags, struct nn__plan_key *k);
 
 /* What autotune needs to run candidates: the call's pointers, and which output it may write.
  * Candidates write into a scratch copy of that output (out_bytes bytes, its old contents
@@ -51,15 +54,15 @@ struct nn__plan_args {
     size_t out_bytes; /* its size */
 };
 
-/* The context's plan for key: from the cache, or built as described above and inserted.
- * *plan stays owned by the cache (valid until the next plan-cache change of this context);
- * *src says how it was found. a is used only by autotune.
+/* The context's plan for key (made by nn__cudnn_plan_key_of() from d, perhaps with flags):
+ * from the cache, or built from d as described above and inserted. *plan stays owned by the
+ * cache (valid until the next plan-cache change of this context); *src says how it was found.
+ * a is used only by autotune.
  * Returns NN_OK; NN_E_UNSUPPORTED (no engine takes the graph under the context's settings: the
  * message says why); NN_E_CUDNN; NN_E_CUDA; NN_E_OOM_HOST; NN_E_OOM_DEVICE. */
 nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                             nn__graph_desc_fn fill, const void *fill_arg,
-                             const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                             enum nn__plan_source *src);
+                             const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
+                             struct nn__cudnn_plan **plan, enum nn__plan_source *src);
 
 /* Run plan with a workspace from the pool (taken and given back on the context's stream). */
 nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,

@@ -1,10 +1,11 @@
 /* Convolution on cuDNN: forward, data and filter gradients through the graph API (plans from the
- * plan cache, src/cudnn/plan_get_cudnn.h); the bias gradient, the relu mask of the backward pass
- * and, where no engine fuses them into the forward plan, the bias add and relu, through cuDNN's
- * legacy tensor calls (cudnnConvolutionBackwardBias, cudnnActivationBackward, cudnnAddTensor,
- * cudnnActivationForward): a stand-alone reduction or pointwise graph has no engine for most
- * NCHW layouts on cuDNN 9, and these calls take every dtype with alpha/beta. The verbose line
- * names each such use ("legacy"). */
+ * plan cache, src/cudnn/plan_get_cudnn.h); the relu mask of the backward pass, the bias gradient
+ * (f32, f16, f64) and, where no engine fuses them into the forward plan (NCHW on cuDNN 9.14:
+ * the fusion engines want NHWC), the bias add and relu, through cuDNN's legacy tensor calls
+ * (cudnnActivationBackward, cudnnConvolutionBackwardBias, cudnnAddTensor,
+ * cudnnActivationForward), which take these dtypes with alpha/beta. The bf16 bias gradient, which
+ * the legacy call refuses, is a filter-gradient plan over ones. The verbose line names every
+ * step ("legacy" for the tensor calls). */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -481,12 +482,6 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
 }
 
-static nn_status cublas_fail(struct nn_ctx *ctx, cublasStatus_t st, const char *call, int line)
-{
-    return nn__record_error(ctx, NN_E_CUBLAS, call, (int)st, cublasGetStatusName(st), __FILE__,
-                            line, "%s failed: %s", call, cublasGetStatusString(st));
-}
-
 /* One element of value 1 in dtype, as bytes. */
 static void one_of(nn_dtype t, unsigned char *out)
 {
@@ -501,69 +496,74 @@ static void one_of(nn_dtype t, unsigned char *out)
         memcpy(out, &h, sizeof h);
 }
 
-/* dw = alpha * flip(dv) + beta * dw, every spatial dimension of the filter reversed. Reversing
- * each dimension of a row-major block reverses its flattened index, so this is one GEMM with the
- * exchange matrix: dw (as rs x m, column-major) = J (rs x rs) * dv (rs x m). The products are
- * by exactly 0 and 1, so the result is dv's values, blended in f32 (f64 for f64). */
-static nn_status flip_filter(struct nn_ctx *ctx, const struct nn__conv_problem *p, const void *dv,
-                             nn_tensor *dw, double alpha, double beta)
+/* Copy the packed N x K x spatial tensor src into the packed, larger dst (zeroed first), each
+ * spatial row, plane and volume at its start: the high end of every dimension is left zero. */
+static nn_status extend_high(struct nn_ctx *ctx, int nsp, int64_t planes, const int64_t *from,
+                             const int64_t *to, size_t es, const void *src, void *dst,
+                             size_t dst_bytes)
 {
-    int64_t rs = 1, m = p->k * (p->c / p->groups);
-    for (int i = 0; i < p->nsp; i++)
-        rs *= p->filt[i];
-    if (rs > 4096 || m > INT_MAX)
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "conv_backward_filter: true convolution mode on cuDNN takes filters of "
-                        "at most 4096 spatial elements and 2^31 channel pairs, got %lld and %lld",
-                        (long long)rs, (long long)m);
-    size_t es = nn_dtype_size(p->dtype), jbytes = (size_t)(rs * rs) * es;
-    unsigned char *j = nn__host_calloc(1, jbytes), one[8];
-    if (!j) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_filter: out of host memory");
-    one_of(p->dtype, one);
-    for (int64_t r = 0; r < rs; r++)
-        memcpy(j + (size_t)(r * rs + (rs - 1 - r)) * es, one, es);
-    void *dj = NULL;
-    nn_status st = nn__dev_alloc(ctx, jbytes, &dj);
-    /* From pageable memory the copy has left j when the call returns. */
-    if (st == NN_OK)
-        st = NN__CUDA(
-            ctx, cudaMemcpyAsync(dj, j, jbytes, cudaMemcpyHostToDevice, (cudaStream_t)ctx->stream));
-    nn__host_free(j);
-    cublasHandle_t h;
-    if (st == NN_OK) st = nn__cublas_handle(ctx, &h);
-    if (st == NN_OK) {
-        cudaDataType_t dt = p->dtype == NN_DTYPE_F64    ? CUDA_R_64F
-                            : p->dtype == NN_DTYPE_F16  ? CUDA_R_16F
-                            : p->dtype == NN_DTYPE_BF16 ? CUDA_R_16BF
-                                                        : CUDA_R_32F;
-        cublasComputeType_t ct =
-            p->dtype == NN_DTYPE_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F_PEDANTIC;
-        struct scale a, b;
-        const void *ap = scale_ptr(&a, p->dtype, alpha), *bp = scale_ptr(&b, p->dtype, beta);
-        int n = (int)rs;
-        cublasStatus_t cst = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, (int)m, n, ap, dj, dt, n,
-                                          dv, dt, n, bp, dw->data, dt, n, ct, CUBLAS_GEMM_DEFAULT);
-        if (cst != CUBLAS_STATUS_SUCCESS) st = cublas_fail(ctx, cst, "cublasGemmEx", __LINE__);
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    int64_t f[3] = {1, 1, 1}, t[3] = {1, 1, 1}; /* D, H, W */
+    for (int i = 0; i < nsp; i++) {
+        f[3 - nsp + i] = from[i];
+        t[3 - nsp + i] = to[i];
     }
-    nn_status fst = nn__dev_free(ctx, dj);
-    return st != NN_OK ? st : fst;
+    NN__TRY(NN__CUDA(ctx, cudaMemsetAsync(dst, 0, dst_bytes, s)));
+    struct cudaMemcpy3DParms m;
+    memset(&m, 0, sizeof m);
+    m.kind = cudaMemcpyDeviceToDevice;
+    m.extent.width = (size_t)f[2] * es;
+    m.extent.height = (size_t)f[1];
+    m.extent.depth = (size_t)(nsp == 3 ? f[0] : planes);
+    /* Below 3-D every (n, k) plane is one slice of a single copy; in 3-D, one copy per plane. */
+    int64_t copies = nsp == 3 ? planes : 1;
+    size_t src_step = (size_t)(f[0] * f[1] * f[2]) * es,
+           dst_step = (size_t)(t[0] * t[1] * t[2]) * es;
+    for (int64_t j = 0; j < copies; j++) {
+        m.srcPtr.ptr = (void *)((const char *)src + (size_t)j * src_step);
+        m.srcPtr.pitch = (size_t)f[2] * es;
+        m.srcPtr.xsize = (size_t)f[2];
+        m.srcPtr.ysize = (size_t)f[1];
+        m.dstPtr.ptr = (char *)dst + (size_t)j * dst_step;
+        m.dstPtr.pitch = (size_t)t[2] * es;
+        m.dstPtr.xsize = (size_t)t[2];
+        m.dstPtr.ysize = (size_t)t[1];
+        NN__TRY(NN__CUDA(ctx, cudaMemcpy3DAsync(&m, s)));
+    }
+    return NN_OK;
 }
 
-/* True convolution: the filter gradient of the cross-correlation, flipped. cuDNN's own
- * CONVOLUTION-mode filter gradient gave wrong values on the GPU machine (cuDNN 9.14, H200) for
- * dilated filters with asymmetric padding (1-D f32/f64 on several engines, 3-D f16). */
-static nn_status wgrad_convolution_mode(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                        const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                        double alpha, double beta)
+/* cuDNN 9.14's filter gradient came out wrong on the GPU machine (H200) whenever a dimension's
+ * post-padding was smaller than its pre-padding (1-D and 3-D cases, f16, bf16, f32, f64, either
+ * mode), while forward and data gradient were right. Such a problem runs with the post-padding
+ * raised to the pre-padding and dy extended with zeros at the high end: the output positions
+ * that adds have a zero gradient, and the others see the same inputs, so dw is unchanged. */
+static int post_pad_short(const struct nn__conv_problem *p)
+{
+    for (int i = 0; i < p->nsp; i++)
+        if (p->pad_hi[i] < p->pad_lo[i]) return 1;
+    return 0;
+}
+
+static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                       double alpha, double beta)
 {
     struct nn__conv_problem q = *p;
-    q.mode = NN_CONV_CROSS_CORRELATION;
-    nn_tensor dv = *dw;
-    NN__TRY(nn__dev_alloc(ctx, bytes_of(dw), &dv.data));
-    nn_status st = wgrad_run(ctx, "filter(xcorr)", &q, x, dy, &dv, 1.0, 0.0);
-    if (st == NN_OK) st = flip_filter(ctx, p, dv.data, dw, alpha, beta);
-    if (st == NN_OK) verbose_add(ctx, "flip", "cublas", "-");
-    nn_status fst = nn__dev_free(ctx, dv.data);
+    nn_tensor dy2 = *dy;
+    for (int i = 0; i < q.nsp; i++) {
+        if (q.pad_hi[i] < q.pad_lo[i]) q.pad_hi[i] = q.pad_lo[i];
+        int64_t span = q.dilation[i] * (q.filt[i] - 1) + 1;
+        q.out[i] = (q.in[i] + q.pad_lo[i] + q.pad_hi[i] - span) / q.stride[i] + 1;
+        dy2.dims[2 + i] = q.out[i];
+    }
+    nn_contiguous_strides(dy2.rank, dy2.dims, dy2.strides);
+    size_t bytes = bytes_of(&dy2);
+    NN__TRY(nn__dev_alloc(ctx, bytes, &dy2.data));
+    nn_status st = extend_high(ctx, p->nsp, p->n * p->k, p->out, q.out, nn_dtype_size(p->dtype),
+                               dy->data, dy2.data, bytes);
+    if (st == NN_OK) st = wgrad_run(ctx, "filter(raised pad)", &q, x, &dy2, dw, alpha, beta);
+    nn_status fst = nn__dev_free(ctx, dy2.data);
     return st != NN_OK ? st : fst;
 }
 
@@ -571,8 +571,7 @@ nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__co
                                          const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
                                          double alpha, double beta)
 {
-    if (p->mode == NN_CONV_CONVOLUTION)
-        return wgrad_convolution_mode(ctx, p, x, dy, dw, alpha, beta);
+    if (post_pad_short(p)) return wgrad_raised_post_pad(ctx, p, x, dy, dw, alpha, beta);
     return wgrad_run(ctx, "filter", p, x, dy, dw, alpha, beta);
 }
 

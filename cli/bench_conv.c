@@ -247,7 +247,7 @@ int nn_cli_bench_conv(int argc, char **argv)
     }
     const char *shapes = NULL;
     int reps = 0, warmup = -1;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* options come in pairs: --name value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
         if (!v) return usage(stderr);
@@ -267,7 +267,6 @@ int nn_cli_bench_conv(int argc, char **argv)
             s.math_mode = NN_MATH_TF32;
         else
             return usage(stderr);
-        i++;
     }
     struct bench B = {0};
     if (nn_ctx_create(&B.ctx, &s) != NN_OK) {

@@ -40,6 +40,8 @@ struct conv_backend {
     nn_status (*relu_backward)(struct nn_ctx *, const nn_tensor *, const nn_tensor *, nn_tensor *);
 };
 
+_Thread_local struct nn__conv_note nn__conv_note;
+
 static const struct conv_backend backend_ref = {
     "ref",
     nn__conv_forward_ref,
@@ -60,8 +62,10 @@ static const struct conv_backend backend_cudnn = {
 };
 #endif
 
+/* Also clears the verbose note: every op call picks its backend right before running it. */
 static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct conv_backend **out)
 {
+    nn__conv_note.impl = nn__conv_note.cache = NULL;
     if (!nn__ctx_on_gpu(ctx)) {
         *out = &backend_ref;
         return NN_OK;
@@ -385,15 +389,8 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
 {
     char shape[256];
     nn__conv_problem_text(prob, shape, sizeof shape);
-#if NN__CONV_CUDNN_PATH
-    char cimpl[192], cache[128];
-    if (nn__ctx_on_gpu(ctx)) {
-        nn__conv_cudnn_verbose_take(cimpl, sizeof cimpl, cache, sizeof cache);
-        nn__verbose_op(ctx, op, cimpl, cache, shape, t0);
-        return;
-    }
-#endif
-    nn__verbose_op(ctx, op, impl, "-", shape, t0);
+    nn__verbose_op(ctx, op, nn__conv_note.impl ? nn__conv_note.impl : impl,
+                   nn__conv_note.cache ? nn__conv_note.cache : "-", shape, t0);
 }
 
 nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,

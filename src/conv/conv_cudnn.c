@@ -32,11 +32,19 @@ enum { KEY_EPILOGUE = 1 << 0 };
 static _Thread_local char verbose_impl[160];
 static _Thread_local char verbose_cache[96];
 
+/* Each cuDNN step of an op call appends "what:impl" and its cache outcome; conv.c prints them
+ * through nn__conv_note, whose reset (before every op call) also restarts the text here. */
 static void verbose_add(struct nn_ctx *ctx, const char *what, const char *impl, const char *cache)
 {
     if (!nn__verbose(ctx)) return;
+    if (nn__conv_note.impl != verbose_impl) {
+        snprintf(verbose_impl, sizeof verbose_impl, "cudnn");
+        verbose_cache[0] = 0;
+        nn__conv_note.impl = verbose_impl;
+        nn__conv_note.cache = verbose_cache;
+    }
     size_t n = strlen(verbose_impl), m = strlen(verbose_cache);
-    snprintf(verbose_impl + n, sizeof verbose_impl - n, "%s%s:%s", n ? " " : "", what, impl);
+    snprintf(verbose_impl + n, sizeof verbose_impl - n, " %s:%s", what, impl);
     snprintf(verbose_cache + m, sizeof verbose_cache - m, "%s%s", m ? " " : "", cache);
 }
 
@@ -47,13 +55,6 @@ static void verbose_plan(struct nn_ctx *ctx, const char *what, const struct nn__
     char impl[48];
     snprintf(impl, sizeof impl, "eng%lld", (long long)nn__cudnn_plan_choice(plan)->engine);
     verbose_add(ctx, what, impl, nn__plan_source_name(src));
-}
-
-void nn__conv_cudnn_verbose_take(char *impl, size_t impl_cap, char *cache, size_t cache_cap)
-{
-    snprintf(impl, impl_cap, "cudnn %s", verbose_impl);
-    snprintf(cache, cache_cap, "%s", verbose_cache[0] ? verbose_cache : "-");
-    verbose_impl[0] = verbose_cache[0] = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -47,6 +47,16 @@ struct nn__conv_problem {
  * f32 problem adds " tf32". Always NUL-terminated; truncated to cap. */
 void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap);
 
+/* What the backend's calls did, for the verbose line of the current op call: conv.c clears it
+ * before dispatching and prints it after. A backend may set impl (e.g. the engine, "eng12") and
+ * cache ("hit" / "miss"); static strings only. Unset fields print as the backend's name and "-".
+ * With several backend calls in one op call (backward), the last one set wins. */
+struct nn__conv_note {
+    const char *impl;
+    const char *cache;
+};
+extern _Thread_local struct nn__conv_note nn__conv_note;
+
 /* Backend entry points. Each returns NN_OK or a recorded failure; all queue their work on the
  * context's stream (the _ref ones finish before returning).
  *
@@ -97,12 +107,6 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double beta);
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
                                        nn_tensor *dyr);
-
-/* For the verbose line of the op call that just ran on this thread: impl gets "cudnn" and, per
- * cuDNN step, what ran ("fwd:eng12", "data:eng1", "bias:legacy", ...), cache how each plan was
- * found ("hit", "heuristic", "autotuned", "rebuilt"; "-" for steps without a plan). Clears
- * the record. Only filled while the context's verbose level is >= 1. */
-void nn__conv_cudnn_verbose_take(char *impl, size_t impl_cap, char *cache, size_t cache_cap);
 
 /* The graph plan the last nn__conv_forward_cudnn() on this thread executed, with its variant
  * pack's tensors: for `nnprim bench conv`, which runs the same plan through raw

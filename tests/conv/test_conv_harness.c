@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conv/conv_internal.h"
 #include "nn_config.h"
@@ -123,6 +124,53 @@ Test(conv_harness, bench_shape_files_parse)
     }
 }
 
+/* NNPRIM_VERBOSE=1 prints one line per call with the problem in the case syntax. */
+Test(conv_harness, verbose_line_carries_the_case)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    s.verbose = 1;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
+    const char *text = "n1c4h5w5k2r3s3 g1 stride1x1 dil1x1 padlo1x0 padhi0x1 conv relu bias f32";
+    struct nn_conv_case c;
+    char err[256];
+    cr_assert_eq(nn_conv_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
+    int64_t yd[4], bd[1] = {2};
+    cr_assert_eq(nn_conv_output_shape(&c.p, 4, c.x_dims, c.w_dims, yd), NN_OK);
+    nn_tensor x, w, b, y;
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, c.x_dims, &x), NN_OK);
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, c.w_dims, &w), NN_OK);
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 1, bd, &b), NN_OK);
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, yd, &y), NN_OK);
+    nn_tensor *in[] = {&x, &w, &b};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(nn_tensor_fill_ints(ctx, in[i], -2, 2, 1), NN_OK);
+
+    FILE *tmp = tmpfile();
+    cr_assert_not_null(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    nn_status st = nn_conv_forward(ctx, &c.p, &x, &w, &b, &y, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    cr_assert_eq(st, NN_OK);
+    char line[512] = "";
+    rewind(tmp);
+    cr_assert_not_null(fgets(line, sizeof line, tmp));
+    fclose(tmp);
+    char want[256];
+    snprintf(want, sizeof want, "nnprim_verbose,conv_forward,ref,ref,-,%s,", text);
+    cr_expect(strncmp(line, want, strlen(want)) == 0, "line: %s", line);
+    nn_tensor *all[] = {&x, &w, &b, &y};
+    for (int i = 0; i < 4; i++)
+        nn_tensor_free(ctx, all[i]);
+    nn_ctx_destroy(ctx);
+}
+
 Test(conv_harness, reference_matches_finite_differences_and_respects_guards)
 {
     nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
@@ -206,6 +254,9 @@ Test(conv_harness, comparison_tolerances)
 Test(conv_harness_gpu, cudnn_matches_reference)
 {
     NN_REQUIRE_GPU();
+#if !NN__CONV_CUDNN_PATH
+    cr_skip_test("the cuDNN convolution path (src/conv/conv_cudnn.c) is not built yet");
+#endif
     nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
     nn_ctx *strict = make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32);
     nn_ctx *tf32 = make_ctx(NN_BACKEND_CUDNN, NN_MATH_TF32);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "gpu.h"
 #include "nnprim/nnprim.h"
 
 /* A valid 2-D problem: x 2x4x6x6, w 6x2x3x3 (groups 2), b 6, y 2x6x4x4, and gradients. */
@@ -315,5 +316,24 @@ Test(conv_validation, out_of_host_memory_is_a_status)
     cr_expect_not_null(pb);
     cr_expect_eq(nn_conv_backward(f.ctx, &pb, &f.dy, &f.dx, &f.dw, &f.db), NN_OK);
     cr_expect_null(pb);
+    fx_fini(&f);
+}
+
+/* A cuDNN context refuses host tensors before anything reaches cuDNN. */
+Test(conv_validation_gpu, host_tensors_are_refused_on_a_cudnn_context)
+{
+    NN_REQUIRE_GPU();
+    struct fx f;
+    fx_init(&f);
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_CUDNN;
+    nn_ctx *gpu;
+    cr_assert_eq(nn_ctx_create(&gpu, &s), NN_OK, "%s", nn_last_error()->message);
+    EXPECT_ERROR(nn_conv_forward(gpu, &f.p, &f.x, &f.w, NULL, &f.y, NULL), NN_E_MEMSPACE,
+                 "conv_forward: x must be in device memory");
+    EXPECT_ERROR(nn_conv_backward_bias(gpu, &f.p, &f.dy, &f.db), NN_E_MEMSPACE,
+                 "conv_backward_bias: dy must be in device memory");
+    nn_ctx_destroy(gpu);
     fx_fini(&f);
 }

@@ -414,7 +414,12 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
     int fused;
     nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
     if (st != NN_OK) return explain(ctx, st, op, p);
-    verbose_plan(ctx, "fwd", plan, src);
+    verbose_plan(ctx,
+                 !fused      ? "fwd"
+                 : b && relu ? "fwd+bias+relu"
+                 : b         ? "fwd+bias"
+                             : "fwd+relu",
+                 plan, src);
     remember_forward(plan, fused, &pa.args);
     NN__TRY(nn__cudnn_plan_run(ctx, plan, &pa.args));
     if (fused || (!b && !relu)) return NN_OK;

@@ -186,9 +186,12 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
         out->json_len = known->json_len;
     }
     nn_error_info keep = ctx->last_error;
+    uint64_t t0 = nn__now_ns();
     nn_status st = NN_E_UNSUPPORTED;
+    const char *how = "JSON";
     if (*json) st = nn__cudnn_plan_from_json(ctx, g, f, *json, out->json_len, plan);
     if (st != NN_OK) {
+        how = "engine and knobs";
         struct nn__engine_choice ch;
         engine_choice_of(out, &ch);
         st = nn__cudnn_plan_from_choice(ctx, g, f, &ch, plan);
@@ -205,6 +208,10 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
     }
     out->workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
     nn__plan_cache_count(c, NN__PC_REBUILT);
+    if (nn__verbose(ctx) >= 2)
+        nn__log("plan cache: engine %lld rebuilt from its %s in %.3f ms (workspace %llu bytes)",
+                (long long)out->engine, how, (double)(nn__now_ns() - t0) / 1e6,
+                (unsigned long long)out->workspace);
     return NN_OK;
 }
 

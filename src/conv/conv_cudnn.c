@@ -185,11 +185,12 @@ static void desc_bwd_filter(struct nn__cudnn_graph_desc *d, const struct bwd_cal
  * Legacy tensor calls
  */
 
-#define LEGACY(ctx, call)                                                                          \
+/* A legacy call, its failure recorded under the function's name. */
+#define LEGACY(ctx, fn, ...)                                                                       \
     do {                                                                                           \
-        cudnnStatus_t nn__cst = (call);                                                            \
+        cudnnStatus_t nn__cst = fn(__VA_ARGS__);                                                   \
         if (nn__cst != CUDNN_STATUS_SUCCESS)                                                       \
-            return nn__cudnn_fail((ctx), nn__cst, #call, __FILE__, __LINE__);                      \
+            return nn__cudnn_fail((ctx), nn__cst, #fn, __FILE__, __LINE__);                        \
     } while (0)
 
 static cudnnDataType_t cudnn_dtype(nn_dtype t)
@@ -215,7 +216,7 @@ static const void *scale_ptr(struct scale *s, nn_dtype t, double v)
 }
 
 /* A packed N x C x spatial tensor as a legacy descriptor of rank 4 or 5 (1-D as N, C, 1, W);
- * with per_channel, the 1 x C x 1 ... shape of a bias. */
+ * a bias is the same with n = 1 and unit spatial sizes. */
 struct legacy_desc {
     cudnnTensorDescriptor_t d;
 };
@@ -271,15 +272,15 @@ static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
     NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
     struct scale a, b;
-    LEGACY(ctx, cudnnConvolutionBackwardBias(h, scale_ptr(&a, p->dtype, alpha), ld[0].d, dy->data,
-                                             scale_ptr(&b, p->dtype, beta), ld[1].d, db->data));
+    LEGACY(ctx, cudnnConvolutionBackwardBias, h, scale_ptr(&a, p->dtype, alpha), ld[0].d, dy->data,
+           scale_ptr(&b, p->dtype, beta), ld[1].d, db->data);
     return NN_OK;
 }
 
 /* An activation descriptor for relu, made per call (a few host instructions). */
 static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
 {
-    LEGACY(ctx, cudnnCreateActivationDescriptor(out));
+    LEGACY(ctx, cudnnCreateActivationDescriptor, out);
     cudnnStatus_t st =
         cudnnSetActivationDescriptor(*out, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
     if (st != CUDNN_STATUS_SUCCESS) {
@@ -295,20 +296,20 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
                                   const nn_tensor *b, nn_tensor *y, int relu)
 {
     int64_t ones[3] = {1, 1, 1};
-    struct scale one, zero;
+    struct scale one, second;
     NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
     if (b) {
         NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
         /* y = 1 * b + 1 * y, b broadcast over N and space. */
-        LEGACY(ctx, cudnnAddTensor(h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
-                                   scale_ptr(&zero, p->dtype, 1.0), ld[0].d, y->data));
+        LEGACY(ctx, cudnnAddTensor, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
+               scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data);
     }
     if (!relu) return NN_OK;
     cudnnActivationDescriptor_t act;
     NN__TRY(relu_desc(ctx, &act));
     cudnnStatus_t st =
         cudnnActivationForward(h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
-                               scale_ptr(&zero, p->dtype, 0.0), ld[0].d, y->data);
+                               scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
     cudnnDestroyActivationDescriptor(act);
     if (st != CUDNN_STATUS_SUCCESS)
         return nn__cudnn_fail(ctx, st, "cudnnActivationForward", __FILE__, __LINE__);

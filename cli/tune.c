@@ -133,7 +133,7 @@ static nn_status tune_shape(nn_ctx *ctx, const struct nn_conv_case *c)
 /* The shapes of one math mode, on one context that starts from the file and saves back to it
  * (so a second pass, for the other math mode, keeps the first pass's records). */
 static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_math_mode math,
-                     size_t *done)
+                     int first, size_t *done)
 {
     nn_settings s;
     if (nn_default_settings(&s) != NN_OK) {
@@ -153,7 +153,9 @@ static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_m
         return 1;
     }
     struct stat sb;
-    if (!o->retune && stat(o->out, &sb) == 0 && nn_plan_cache_load(ctx, o->out) != NN_OK) {
+    /* --retune ignores the old file, not what an earlier pass of this run wrote to it. */
+    int load = !(o->retune && first) && stat(o->out, &sb) == 0;
+    if (load && nn_plan_cache_load(ctx, o->out) != NN_OK) {
         fprintf(stderr, "nnprim tune: %s is not used: %s\n", o->out, nn_last_error()->message);
         nn_plan_cache_clear(ctx);
     }
@@ -226,12 +228,13 @@ int nn_cli_tune(int argc, char **argv)
     struct shape_list l = {0};
     int rc = read_shapes(o.shapes, &l) ? 2 : 0;
     size_t done = 0;
+    int passes = 0;
     static const nn_math_mode modes[2] = {NN_MATH_STRICT_FP32, NN_MATH_TF32};
     for (int m = 0; m < 2 && rc == 0; m++) {
         int any = 0;
         for (size_t i = 0; i < l.n; i++)
             any |= l.c[i].math == modes[m];
-        if (any && tune_pass(&o, &l, modes[m], &done)) rc = 1;
+        if (any && tune_pass(&o, &l, modes[m], passes++ == 0, &done)) rc = 1;
     }
     free(l.c);
     free(l.text);

@@ -311,3 +311,29 @@ Test(conv_cudnn, f64_runs_or_is_refused_clearly)
     io_free(ctx, &io);
     nn_ctx_destroy(ctx);
 }
+
+/* Autotune runs its candidates on scratch copies of the output: the results, accumulating ones
+ * included, must still match the reference. The standard cases in strict f32 through an
+ * autotuning context (every dtype takes the same autotune path; test_conv_harness covers the
+ * dtypes with heuristic plans). */
+Test(conv_cudnn, autotuned_plans_match_the_reference)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *dev = gpu_ctx(NN_TUNING_AUTOTUNE, NULL), *ref = ref_ctx();
+    cr_assert(dev && ref);
+    int fails = 0, cases = 0;
+    for (size_t i = 0; i < nn_conv_standard_case_count(); i++) {
+        struct nn_conv_case c;
+        cr_assert_eq(nn_conv_standard_case(i, &c), 0);
+        if (c.math != NN_MATH_STRICT_FP32 || c.dtype != NN_DTYPE_F32) continue;
+        fails += nn_conv_check_backend(dev, ref, &c, stderr);
+        cases++;
+    }
+    nn_plan_cache_stats s;
+    nn_plan_cache_get_stats(dev, &s);
+    cr_expect_gt(cases, 0);
+    cr_expect_gt(s.autotune_runs, 0);
+    cr_expect_eq(fails, 0, "%d failures (lines above, each with its reproducer)", fails);
+    nn_ctx_destroy(ref);
+    nn_ctx_destroy(dev);
+}

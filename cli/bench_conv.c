@@ -18,6 +18,9 @@
 #if NN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#if NN_HAVE_CUDNN
+#include "bench_raw_cudnn.h"
+#endif
 
 
 /* Small shapes for a reference context (and the default list without --shapes). */
@@ -117,6 +120,38 @@ static double host_us(struct bench *B, struct shape_io *s, enum which k)
     return (now_us() - t0) / B->reps;
 }
 
+/* Raw cuDNN: the plan nnprim's forward just ran, executed with plain cudnnBackendExecute (GPU
+ * time, and host time per call back to back). -2: not applicable (no cuDNN context). */
+static double raw_measure(struct bench *B, struct shape_io *s, int host)
+{
+#if NN_HAVE_CUDNN
+    if (!B->gpu) return -2;
+    if (call(B, s, FWD) != NN_OK) return -1;
+    struct nn_raw_plan *r = nn_raw_plan_take(B->ctx);
+    if (!r) return -1;
+    double us = host ? nn_raw_plan_host_us(r, B->reps) : nn_raw_plan_gpu_us(r, B->warmup, B->reps);
+    nn_raw_plan_free(r);
+    return us;
+#else
+    (void)B;
+    (void)s;
+    (void)host;
+    return -2;
+#endif
+}
+
+static double raw_gpu_us(struct bench *B, struct shape_io *s, enum which k)
+{
+    (void)k;
+    return raw_measure(B, s, 0);
+}
+
+static double raw_host_us(struct bench *B, struct shape_io *s, enum which k)
+{
+    (void)k;
+    return raw_measure(B, s, 1);
+}
+
 struct column {
     const char *title;
     double (*measure)(struct bench *, struct shape_io *, enum which);
@@ -128,6 +163,8 @@ static const struct column columns[] = {
     {"bwd_data_us", median_us, BWD_DATA},
     {"bwd_filter_us", median_us, BWD_FILTER},
     {"fwd_host_us", host_us, FWD},
+    {"raw_fwd_us", raw_gpu_us, FWD},
+    {"raw_host_us", raw_host_us, FWD},
 };
 #define N_COLUMNS (sizeof columns / sizeof columns[0])
 
@@ -182,7 +219,7 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     for (size_t i = 0; i < N_COLUMNS; i++) {
         double us = columns[i].measure(B, &s, columns[i].k);
         if (us < 0)
-            printf(" %13s", "error");
+            printf(" %13s", us == -2 ? "-" : "error");
         else
             printf(" %13.2f", us);
     }

@@ -100,6 +100,7 @@ static const struct command commands[] = {
     {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: conv, mem, pool)"},
 #endif
     {"check", nn_cli_check, "run the correctness harness (GPU against reference); --help for cases"},
+    {"tune", nn_cli_tune, "autotune convolution shapes into a plan cache file"},
 };
 
 static int usage(FILE *to)

@@ -86,7 +86,7 @@ nn_status nn__conv_relu_backward_ref(struct nn_ctx *ctx, const nn_tensor *y, con
 
 /* 1 once conv_cudnn.c is in the build (whoever adds it to nn_cudnn_sources sets this to
  * NN_HAVE_CUDNN); until then a cuDNN context gets NN_E_NOT_BUILT from every conv call. */
-#define NN__CONV_CUDNN_PATH 0
+#define NN__CONV_CUDNN_PATH NN_HAVE_CUDNN
 
 #if NN__CONV_CUDNN_PATH
 /* conv_cudnn.c: the graph API through the cuDNN layer (plan cache keyed by the problem, workspace
@@ -107,6 +107,18 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double beta);
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
                                        nn_tensor *dyr);
+
+/* The graph plan the last nn__conv_forward_cudnn() on this thread executed, with its variant
+ * pack's tensors: for `nnprim bench conv`, which runs the same plan through raw
+ * cudnnBackendExecute to show nnprim's host overhead. plan is a struct nn__cudnn_plan * owned by
+ * the context's plan cache; NULL before any forward. */
+struct nn__conv_cudnn_last_fwd {
+    void *plan;
+    int n;
+    int64_t uids[4];
+    void *ptrs[4];
+};
+void nn__conv_cudnn_last_forward(struct nn__conv_cudnn_last_fwd *out);
 #endif
 
 #endif

@@ -1,0 +1,111 @@
+/* Compiled only in builds with cuDNN (cli/meson.build). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench_raw_cudnn.h"
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "conv/conv_internal.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/graph_cudnn.h"
+
+struct nn_raw_plan {
+    cudnnHandle_t h;
+    cudnnBackendDescriptor_t plan, vp;
+    void *ws;
+    cudaStream_t stream;
+    cudaEvent_t ev[2];
+};
+
+static int cudnn_ok(cudnnStatus_t st, const char *what)
+{
+    if (st == CUDNN_STATUS_SUCCESS) return 1;
+    fprintf(stderr, "nnprim bench conv: raw cuDNN: %s: %s\n", what, cudnnGetErrorString(st));
+    return 0;
+}
+
+struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx)
+{
+    struct nn__conv_cudnn_last_fwd last;
+    nn__conv_cudnn_last_forward(&last);
+    if (!last.plan) return NULL;
+    struct nn_raw_plan *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    const struct nn__cudnn_plan *p = last.plan;
+    int64_t ws = nn__cudnn_plan_workspace(p);
+    r->plan = nn__cudnn_plan_backend(p);
+    r->stream = (cudaStream_t)nn_ctx_stream(ctx);
+    int ok = nn__cudnn_handle(ctx, &r->h) == NN_OK;
+    ok = ok && (ws == 0 || cudaMalloc(&r->ws, (size_t)ws) == cudaSuccess);
+    ok = ok && cudaEventCreate(&r->ev[0]) == cudaSuccess &&
+         cudaEventCreate(&r->ev[1]) == cudaSuccess;
+    ok = ok && cudnn_ok(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &r->vp),
+                        "variant pack");
+    ok = ok && cudnn_ok(cudnnBackendSetAttribute(r->vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                                 CUDNN_TYPE_INT64, last.n, last.uids),
+                        "unique ids");
+    ok = ok && cudnn_ok(cudnnBackendSetAttribute(r->vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                                 CUDNN_TYPE_VOID_PTR, last.n, last.ptrs),
+                        "data pointers");
+    ok = ok && cudnn_ok(cudnnBackendSetAttribute(r->vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                                 CUDNN_TYPE_VOID_PTR, 1, &r->ws),
+                        "workspace");
+    ok = ok && cudnn_ok(cudnnBackendFinalize(r->vp), "finalize variant pack");
+    if (!ok) {
+        nn_raw_plan_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+double nn_raw_plan_gpu_us(struct nn_raw_plan *r, int warmup, int reps)
+{
+    for (int i = 0; i < warmup; i++)
+        if (cudnnBackendExecute(r->h, r->plan, r->vp) != CUDNN_STATUS_SUCCESS) return -1;
+    float *t = malloc((size_t)reps * sizeof *t);
+    if (!t) return -1;
+    int ok = 1;
+    for (int i = 0; i < reps && ok; i++)
+        ok = cudaEventRecord(r->ev[0], r->stream) == cudaSuccess &&
+             cudnnBackendExecute(r->h, r->plan, r->vp) == CUDNN_STATUS_SUCCESS &&
+             cudaEventRecord(r->ev[1], r->stream) == cudaSuccess &&
+             cudaEventSynchronize(r->ev[1]) == cudaSuccess &&
+             cudaEventElapsedTime(&t[i], r->ev[0], r->ev[1]) == cudaSuccess;
+    double m = -1;
+    if (ok) {
+        qsort(t, (size_t)reps, sizeof *t, cmp_float);
+        m = (double)t[reps / 2] * 1e3;
+    }
+    free(t);
+    return m;
+}
+
+double nn_raw_plan_host_us(struct nn_raw_plan *r, int reps)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < reps; i++)
+        if (cudnnBackendExecute(r->h, r->plan, r->vp) != CUDNN_STATUS_SUCCESS) return -1;
+    if (cudaStreamSynchronize(r->stream) != cudaSuccess) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3) / reps;
+}
+
+void nn_raw_plan_free(struct nn_raw_plan *r)
+{
+    if (!r) return;
+    if (r->vp) cudnnBackendDestroyDescriptor(r->vp);
+    for (int i = 0; i < 2; i++)
+        if (r->ev[i]) cudaEventDestroy(r->ev[i]);
+    cudaFree(r->ws);
+    free(r);
+}

@@ -1,0 +1,241 @@
+/* `nnprim tune`: fill a plan file for a list of convolution shapes. Each shape's forward,
+ * backward-data and backward-filter run once on a cuDNN context in autotune mode, so every plan
+ * is the fastest of the timed candidates; the file then serves later processes (settings'
+ * plan_cache_file or nn_plan_cache_load) with no heuristics query and no timing run. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "tests/harness/conv_case.h"
+
+static int usage(FILE *to)
+{
+    fprintf(to,
+            "usage: nnprim tune --shapes FILE --out PLANFILE [--candidates N] [--deterministic]\n"
+            "                   [--retune]\n"
+            "\n"
+            "Autotunes the forward, backward-data and backward-filter plans of every shape in\n"
+            "FILE (docs/CONV.md syntax, one per line, '#' comments; a 'tf32' token selects TF32\n"
+            "math) and writes them to PLANFILE. Records already in PLANFILE are kept and reused\n"
+            "(not timed again) unless --retune is given. N: plans timed per shape (default: the\n"
+            "settings', NNPRIM_AUTOTUNE_CANDIDATES).\n");
+    return to == stdout ? 0 : 2;
+}
+
+struct tune_opts {
+    const char *shapes, *out;
+    int candidates, deterministic, retune;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+struct shape_list {
+    struct nn_conv_case *c;
+    char (*text)[256];
+    size_t n, cap;
+};
+
+static int read_shapes(const char *path, struct shape_list *l)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "nnprim tune: cannot open %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[512], err[256];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        struct nn_conv_case c;
+        int got = nn_conv_case_parse_line(line, &c, err, sizeof err);
+        if (got < 0) {
+            fprintf(stderr, "nnprim tune: %s:%d: %s\n", path, lineno, err);
+            rc = -1;
+        }
+        if (got <= 0) continue;
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 16;
+            struct nn_conv_case *nc = realloc(l->c, cap * sizeof *nc);
+            if (nc) l->c = nc;
+            char(*nt)[256] = realloc(l->text, cap * sizeof *nt);
+            if (nt) l->text = nt;
+            if (!nc || !nt) {
+                fprintf(stderr, "nnprim tune: out of memory\n");
+                rc = -1;
+                continue;
+            }
+            l->cap = cap;
+        }
+        l->c[l->n] = c;
+        nn_conv_case_format(&c, l->text[l->n], sizeof l->text[0]);
+        l->n++;
+    }
+    fclose(f);
+    if (rc == 0 && l->n == 0) {
+        fprintf(stderr, "nnprim tune: %s has no shapes\n", path);
+        rc = -1;
+    }
+    return rc;
+}
+
+struct io {
+    nn_tensor x, w, b, y, dy, dx, dw;
+};
+
+static void io_free(nn_ctx *ctx, struct io *t)
+{
+    nn_tensor *all[] = {&t->x, &t->w, &t->b, &t->y, &t->dy, &t->dx, &t->dw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) nn_tensor_free(ctx, all[i]);
+}
+
+/* The three calls of one shape, once each. */
+static nn_status tune_shape(nn_ctx *ctx, const struct nn_conv_case *c)
+{
+    struct io t;
+    memset(&t, 0, sizeof t);
+    int rank = c->p.spatial_rank + 2;
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2], kd[1] = {c->w_dims[0]};
+    nn_status st = nn_conv_output_shape(&c->p, rank, c->x_dims, c->w_dims, yd);
+    struct {
+        nn_tensor *t;
+        int rank;
+        const int64_t *dims;
+    } all[] = {{&t.x, rank, c->x_dims}, {&t.w, rank, c->w_dims}, {&t.b, 1, kd},
+               {&t.y, rank, yd},        {&t.dy, rank, yd},       {&t.dx, rank, c->x_dims},
+               {&t.dw, rank, c->w_dims}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && st == NN_OK; i++) {
+        st = nn_tensor_empty(ctx, c->dtype, all[i].rank, all[i].dims, all[i].t);
+        if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, all[i].t, -1, 1, 7 + i);
+    }
+    nn_conv_params bp = c->p;
+    bp.activation = NN_ACTIVATION_IDENTITY;
+    bp.flags = 0;
+    if (st == NN_OK)
+        st = nn_conv_forward(ctx, &c->p, &t.x, &t.w, c->bias ? &t.b : NULL, &t.y, NULL);
+    if (st == NN_OK) st = nn_conv_backward_data(ctx, &bp, &t.dy, &t.w, &t.dx);
+    if (st == NN_OK) st = nn_conv_backward_filter(ctx, &bp, &t.x, &t.dy, &t.dw);
+    if (st == NN_OK) st = nn_ctx_synchronize(ctx);
+    io_free(ctx, &t);
+    return st;
+}
+
+/* The shapes of one math mode, on one context that starts from the file and saves back to it
+ * (so a second pass, for the other math mode, keeps the first pass's records). */
+static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_math_mode math,
+                     int first, size_t *done)
+{
+    nn_settings s;
+    if (nn_default_settings(&s) != NN_OK) {
+        fprintf(stderr, "nnprim tune: %s\n", nn_last_error()->message);
+        return 1;
+    }
+    s.backend = NN_BACKEND_CUDNN;
+    s.math_mode = math;
+    s.tuning = NN_TUNING_AUTOTUNE;
+    if (o->candidates > 0) s.autotune_candidates = o->candidates;
+    if (o->deterministic) s.deterministic = 1;
+    s.plan_cache_file = NULL; /* loaded and saved below, where failures can be reported */
+    nn_ctx *ctx;
+    if (nn_ctx_create(&ctx, &s) != NN_OK) {
+        fprintf(stderr, "nnprim tune: cannot create a cuDNN context: %s\n",
+                nn_last_error()->message);
+        return 1;
+    }
+    struct stat sb;
+    /* --retune ignores the old file, not what an earlier pass of this run wrote to it. */
+    int load = !(o->retune && first) && stat(o->out, &sb) == 0;
+    if (load && nn_plan_cache_load(ctx, o->out) != NN_OK) {
+        fprintf(stderr, "nnprim tune: %s is not used: %s\n", o->out, nn_last_error()->message);
+        nn_plan_cache_clear(ctx);
+    }
+    int failures = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->c[i].math != math) continue;
+        nn_plan_cache_stats s0, s1;
+        nn_plan_cache_get_stats(ctx, &s0);
+        double t0 = now_ms();
+        nn_status st = tune_shape(ctx, &l->c[i]);
+        double ms = now_ms() - t0;
+        nn_plan_cache_get_stats(ctx, &s1);
+        ++*done;
+        if (st != NN_OK) {
+            failures++;
+            printf("[%zu/%zu] FAIL %s: %s\n", *done, l->n, l->text[i], nn_last_error()->message);
+        } else {
+            printf("[%zu/%zu] %8.1f ms  tuned %llu, reused %llu, plans timed %llu  %s\n", *done,
+                   l->n, ms, (unsigned long long)(s1.autotune_runs - s0.autotune_runs),
+                   (unsigned long long)(s1.hits - s0.hits + s1.plans_rebuilt - s0.plans_rebuilt),
+                   (unsigned long long)(s1.plans_built - s0.plans_built), l->text[i]);
+        }
+        fflush(stdout);
+    }
+    if (nn_plan_cache_save(ctx, o->out) != NN_OK) {
+        fprintf(stderr, "nnprim tune: saving %s failed: %s\n", o->out, nn_last_error()->message);
+        failures++;
+    } else {
+        nn_plan_cache_stats s1;
+        nn_plan_cache_get_stats(ctx, &s1);
+        printf("# %s math: %llu plans saved to %s (autotune %.1f ms in all)\n",
+               math == NN_MATH_TF32 ? "tf32" : "strict",
+               (unsigned long long)(s1.entries + s1.known_records), o->out,
+               (double)s1.autotune_ns / 1e6);
+    }
+    nn_ctx_destroy(ctx);
+    return failures;
+}
+
+int nn_cli_tune(int argc, char **argv)
+{
+    struct tune_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
+        if (!strcmp(a, "--deterministic")) {
+            o.deterministic = 1;
+            continue;
+        }
+        if (!strcmp(a, "--retune")) {
+            o.retune = 1;
+            continue;
+        }
+        if (!v) return usage(stderr);
+        if (!strcmp(a, "--shapes"))
+            o.shapes = v;
+        else if (!strcmp(a, "--out"))
+            o.out = v;
+        else if (!strcmp(a, "--candidates") && atoi(v) > 0)
+            o.candidates = atoi(v);
+        else
+            return usage(stderr);
+        i++;
+    }
+    if (!o.shapes || !o.out) return usage(stderr);
+    if (!(nn_build_features() & NN_FEATURE_CUDNN)) {
+        fprintf(stderr, "nnprim tune: this build has no cuDNN; plans are a cuDNN thing\n");
+        return 1;
+    }
+    struct shape_list l = {0};
+    int rc = read_shapes(o.shapes, &l) ? 2 : 0;
+    size_t done = 0;
+    int passes = 0;
+    static const nn_math_mode modes[2] = {NN_MATH_STRICT_FP32, NN_MATH_TF32};
+    for (int m = 0; m < 2 && rc == 0; m++) {
+        int any = 0;
+        for (size_t i = 0; i < l.n; i++)
+            any |= l.c[i].math == modes[m];
+        if (any && tune_pass(&o, &l, modes[m], passes++ == 0, &done)) rc = 1;
+    }
+    free(l.c);
+    free(l.text);
+    return rc;
+}

@@ -1,0 +1,680 @@
+/* Convolution on cuDNN: forward, data and filter gradients through the graph API (plans from the
+ * plan cache, src/cudnn/plan_get_cudnn.h); the relu mask of the backward pass, the bias gradient
+ * (f32, f16, f64) and, where no engine fuses them into the forward plan (NCHW on cuDNN 9.14:
+ * the fusion engines want NHWC), the bias add and relu, through cuDNN's legacy tensor calls
+ * (cudnnActivationBackward, cudnnConvolutionBackwardBias, cudnnAddTensor,
+ * cudnnActivationForward), which take these dtypes with alpha/beta. The bf16 bias gradient, which
+ * the legacy call refuses, is a filter-gradient plan over ones. The verbose line names every
+ * step ("legacy" for the tensor calls). */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conv/conv_internal.h"
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/cuda_util.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_get_cudnn.h"
+#include "mem/mem.h"
+
+/* Flag of the plan key (struct nn__key_params.flags): the plain convolution of a forward whose
+ * bias and relu run after it (see forward_plan). */
+enum { KEY_EPILOGUE = 1 << 0 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Verbose: what the cuDNN calls of one op call did, read by conv.c's verbose line
+ */
+
+static _Thread_local char verbose_impl[160];
+static _Thread_local char verbose_cache[96];
+
+/* Each cuDNN step of an op call appends "what:impl" and its cache outcome; conv.c prints them
+ * through nn__conv_note, whose reset (before every op call) also restarts the text here. */
+static void verbose_add(struct nn_ctx *ctx, const char *what, const char *impl, const char *cache)
+{
+    if (!nn__verbose(ctx)) return;
+    if (nn__conv_note.impl != verbose_impl) {
+        snprintf(verbose_impl, sizeof verbose_impl, "cudnn");
+        verbose_cache[0] = 0;
+        nn__conv_note.impl = verbose_impl;
+        nn__conv_note.cache = verbose_cache;
+    }
+    size_t n = strlen(verbose_impl), m = strlen(verbose_cache);
+    snprintf(verbose_impl + n, sizeof verbose_impl - n, " %s:%s", what, impl);
+    snprintf(verbose_cache + m, sizeof verbose_cache - m, "%s%s", m ? " " : "", cache);
+}
+
+static void verbose_plan(struct nn_ctx *ctx, const char *what, const struct nn__cudnn_plan *plan,
+                         enum nn__plan_source src)
+{
+    if (!nn__verbose(ctx)) return;
+    char impl[48];
+    snprintf(impl, sizeof impl, "eng%lld", (long long)nn__cudnn_plan_choice(plan)->engine);
+    verbose_add(ctx, what, impl, nn__plan_source_name(src));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Checks and descriptions
+ */
+
+static void graph_tensor(struct nn__cudnn_tensor *g, const nn_tensor *t)
+{
+    memset(g, 0, sizeof *g);
+    g->dtype = t->dtype;
+    g->rank = t->rank;
+    for (int i = 0; i < t->rank; i++) {
+        g->dims[i] = t->dims[i];
+        g->strides[i] = t->strides[i];
+    }
+    g->alignment = nn__cudnn_ptr_alignment(t->data);
+}
+
+/* The bias as 1 x K x 1 ... at the activations' rank, whatever rank the caller gave it. */
+static void bias_tensor(struct nn__cudnn_tensor *g, const nn_tensor *b, int rank)
+{
+    memset(g, 0, sizeof *g);
+    g->dtype = b->dtype;
+    g->rank = rank;
+    int64_t k = b->rank == 1 ? b->dims[0] : b->dims[1];
+    for (int i = 0; i < rank; i++) {
+        g->dims[i] = i == 1 ? k : 1;
+        g->strides[i] = i == 0 ? k : 1;
+    }
+    g->alignment = nn__cudnn_ptr_alignment(b->data);
+}
+
+static void graph_conv(struct nn__cudnn_conv *c, const struct nn__conv_problem *p)
+{
+    memset(c, 0, sizeof *c);
+    c->spatial_rank = p->nsp;
+    for (int i = 0; i < p->nsp; i++) {
+        c->stride[i] = p->stride[i];
+        c->dilation[i] = p->dilation[i];
+        c->pre_pad[i] = p->pad_lo[i];
+        c->post_pad[i] = p->pad_hi[i];
+    }
+    c->mode = p->mode == NN_CONV_CONVOLUTION ? NN__CUDNN_CONVOLUTION : NN__CUDNN_CROSS_CORRELATION;
+    c->compute = p->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
+}
+
+static size_t bytes_of(const nn_tensor *t)
+{
+    return (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype);
+}
+
+/* A plan search that found no engine: say what was asked, and what to do about f64. */
+static nn_status explain(struct nn_ctx *ctx, nn_status st, const char *op,
+                         const struct nn__conv_problem *p)
+{
+    if (st != NN_E_UNSUPPORTED) return st;
+    char shape[256];
+    nn__conv_problem_text(p, shape, sizeof shape);
+    /* The message is copied first: NN__FAIL writes the record it reads. */
+    char why[NN_ERROR_MESSAGE_MAX];
+    snprintf(why, sizeof why, "%s", ctx->last_error.message);
+    if (p->dtype == NN_DTYPE_F64)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: cuDNN has no engine for f64 convolution here (%s); use a "
+                        "reference-backend context for f64. cuDNN layer: %s",
+                        op, shape, why);
+    return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: no cuDNN engine takes %s: %s", op, shape, why);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graph descriptions (value structs; the plan-cache key is made from them)
+ */
+
+struct fwd_call {
+    const struct nn__conv_problem *p;
+    const nn_tensor *x, *w, *b, *y;
+    int relu;
+    double alpha, beta;
+};
+
+static void desc_fwd(struct nn__cudnn_graph_desc *d, const struct fwd_call *f)
+{
+    struct nn__cudnn_tensor x, w, b, y;
+    struct nn__cudnn_conv c;
+    graph_tensor(&x, f->x);
+    graph_tensor(&w, f->w);
+    graph_tensor(&y, f->y);
+    if (f->b) bias_tensor(&b, f->b, f->y->rank);
+    graph_conv(&c, f->p);
+    nn__cudnn_desc_conv_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
+    d->alpha = f->alpha;
+    d->beta = f->beta;
+}
+
+struct bwd_call {
+    const struct nn__conv_problem *p;
+    const nn_tensor *a, *b, *out; /* data: dy, w, dx; filter: x, dy, dw */
+    double alpha, beta;
+};
+
+static void desc_bwd_data(struct nn__cudnn_graph_desc *d, const struct bwd_call *f)
+{
+    struct nn__cudnn_tensor dy, w, dx;
+    struct nn__cudnn_conv c;
+    graph_tensor(&dy, f->a);
+    graph_tensor(&w, f->b);
+    graph_tensor(&dx, f->out);
+    graph_conv(&c, f->p);
+    nn__cudnn_desc_conv_bwd_data(d, &dy, &w, &dx, &c);
+    d->alpha = f->alpha;
+    d->beta = f->beta;
+}
+
+static void desc_bwd_filter(struct nn__cudnn_graph_desc *d, const struct bwd_call *f)
+{
+    struct nn__cudnn_tensor x, dy, dw;
+    struct nn__cudnn_conv c;
+    graph_tensor(&x, f->a);
+    graph_tensor(&dy, f->b);
+    graph_tensor(&dw, f->out);
+    graph_conv(&c, f->p);
+    nn__cudnn_desc_conv_bwd_filter(d, &x, &dy, &dw, &c);
+    d->alpha = f->alpha;
+    d->beta = f->beta;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Legacy tensor calls
+ */
+
+/* A legacy call, its failure recorded under the function's name. */
+#define LEGACY(ctx, fn, ...)                                                                       \
+    do {                                                                                           \
+        cudnnStatus_t nn__cst = fn(__VA_ARGS__);                                                   \
+        if (nn__cst != CUDNN_STATUS_SUCCESS)                                                       \
+            return nn__cudnn_fail((ctx), nn__cst, #fn, __FILE__, __LINE__);                        \
+    } while (0)
+
+static cudnnDataType_t cudnn_dtype(nn_dtype t)
+{
+    switch (t) {
+    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
+    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
+    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+    }
+}
+
+/* alpha/beta as the legacy calls read them: double for f64 data, float otherwise. */
+struct scale {
+    float f;
+    double d;
+};
+static const void *scale_ptr(struct scale *s, nn_dtype t, double v)
+{
+    s->f = (float)v;
+    s->d = v;
+    return t == NN_DTYPE_F64 ? (const void *)&s->d : (const void *)&s->f;
+}
+
+/* A packed N x C x spatial tensor as a legacy descriptor of rank 4 or 5 (1-D as N, C, 1, W);
+ * a bias is the same with n = 1 and unit spatial sizes. */
+struct legacy_desc {
+    cudnnTensorDescriptor_t d;
+};
+
+static nn_status legacy_desc_set(struct nn_ctx *ctx, struct legacy_desc *ld, nn_dtype dtype,
+                                 int nsp, int64_t n, int64_t c, const int64_t *sp)
+{
+    int dims[5], strides[5];
+    int rank = nsp == 3 ? 5 : 4;
+    int64_t d64[5] = {n, c, 1, 1, 1};
+    if (nsp == 1)
+        d64[3] = sp[0];
+    else
+        for (int i = 0; i < nsp; i++)
+            d64[2 + i] = sp[i];
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        if (d64[i] > INT_MAX || stride > INT_MAX)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "cuDNN's tensor calls take 32-bit sizes; a tensor here has %lld "
+                            "elements in one dimension or stride",
+                            (long long)(d64[i] > stride ? d64[i] : stride));
+        dims[i] = (int)d64[i];
+        strides[i] = (int)stride;
+        stride *= d64[i];
+    }
+    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, cudnn_dtype(dtype), rank, dims, strides);
+}
+
+/* Two legacy descriptors, created and destroyed together. */
+static nn_status legacy_pair_create(struct nn_ctx *ctx, struct legacy_desc ld[2])
+{
+    ld[0].d = ld[1].d = NULL;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &ld[0].d));
+    nn_status st = nn__cudnn_CreateTensorDescriptor(ctx, &ld[1].d);
+    if (st != NN_OK) nn__cudnn_DestroyTensorDescriptor(ctx, ld[0].d);
+    return st;
+}
+
+static void legacy_pair_destroy(struct nn_ctx *ctx, struct legacy_desc ld[2])
+{
+    nn_error_info keep = ctx->last_error;
+    nn__cudnn_DestroyTensorDescriptor(ctx, ld[0].d);
+    nn__cudnn_DestroyTensorDescriptor(ctx, ld[1].d);
+    ctx->last_error = keep;
+}
+
+static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
+                                  const struct nn__conv_problem *p, struct legacy_desc ld[2],
+                                  const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
+{
+    int64_t ones[3] = {1, 1, 1};
+    NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
+    NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
+    struct scale a, b;
+    LEGACY(ctx, cudnnConvolutionBackwardBias, h, scale_ptr(&a, p->dtype, alpha), ld[0].d, dy->data,
+           scale_ptr(&b, p->dtype, beta), ld[1].d, db->data);
+    return NN_OK;
+}
+
+/* An activation descriptor for relu, made per call (a few host instructions). */
+static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
+{
+    LEGACY(ctx, cudnnCreateActivationDescriptor, out);
+    cudnnStatus_t st =
+        cudnnSetActivationDescriptor(*out, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        cudnnDestroyActivationDescriptor(*out);
+        return nn__cudnn_fail(ctx, st, "cudnnSetActivationDescriptor", __FILE__, __LINE__);
+    }
+    return NN_OK;
+}
+
+/* y = relu(y + b) in place, after a convolution plan without the fused epilogue. */
+static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
+                                  const struct nn__conv_problem *p, struct legacy_desc ld[2],
+                                  const nn_tensor *b, nn_tensor *y, int relu)
+{
+    int64_t ones[3] = {1, 1, 1};
+    struct scale one, second;
+    NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
+    if (b) {
+        NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
+        /* y = 1 * b + 1 * y, b broadcast over N and space. */
+        LEGACY(ctx, cudnnAddTensor, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
+               scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data);
+    }
+    if (!relu) return NN_OK;
+    cudnnActivationDescriptor_t act;
+    NN__TRY(relu_desc(ctx, &act));
+    cudnnStatus_t st =
+        cudnnActivationForward(h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
+                               scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
+    cudnnDestroyActivationDescriptor(act);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return nn__cudnn_fail(ctx, st, "cudnnActivationForward", __FILE__, __LINE__);
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward
+ */
+
+/* With bias or relu the forward first tries one fused plan (key with the bias flag and the
+ * activation). When no engine takes that graph, the plain convolution plan is kept under the
+ * epilogue key (the same key plus KEY_EPILOGUE) and the bias and relu run after it; that key is
+ * cached and saved like any other, so neither this process nor one that loads the plan file asks
+ * cuDNN about the fused graph again. A call whose plans are live costs one or two lookups. */
+static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
+                              const struct nn__plan_args *pa, struct nn__cudnn_plan **plan,
+                              enum nn__plan_source *src, int *fused)
+{
+    struct nn__cudnn_graph_desc d, dplain;
+    struct nn__plan_key key, epi;
+    struct fwd_call plain = *fc;
+    plain.b = NULL;
+    plain.relu = 0;
+    desc_fwd(&dplain, &plain);
+    *fused = 0;
+    if (!fc->b && !fc->relu) {
+        nn__cudnn_plan_key_of(ctx, &dplain, 0, &key);
+        return nn__cudnn_plan_get(ctx, &key, &dplain, pa, plan, src);
+    }
+    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    desc_fwd(&d, fc);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
+    nn__cudnn_plan_key_of(ctx, &d, KEY_EPILOGUE, &epi);
+    if ((*plan = nn__plan_cache_lookup(c, &key, NULL))) {
+        *src = NN__PLAN_HIT;
+        *fused = 1;
+        return NN_OK;
+    }
+    if ((*plan = nn__plan_cache_lookup(c, &epi, NULL))) {
+        *src = NN__PLAN_HIT;
+        return NN_OK;
+    }
+    if (!nn__plan_cache_lookup_known(c, &epi) || nn__plan_cache_lookup_known(c, &key)) {
+        nn_error_info keep = ctx->last_error;
+        nn_status st = nn__cudnn_plan_get(ctx, &key, &d, pa, plan, src);
+        if (st == NN_OK) {
+            *fused = 1;
+            return NN_OK;
+        }
+        if (st == NN_E_OOM_HOST || st == NN_E_OOM_DEVICE || st == NN_E_CUDA) return st;
+        if (nn__verbose(ctx))
+            nn__log("conv_forward: no engine fuses the bias/relu here; they run after the "
+                    "convolution: %s",
+                    ctx->last_error.message);
+        ctx->last_error = keep;
+    }
+    return nn__cudnn_plan_get(ctx, &epi, &dplain, pa, plan, src);
+}
+
+static _Thread_local struct nn__conv_cudnn_last_fwd last_fwd;
+
+static void remember_forward(struct nn__cudnn_plan *plan, int fused, const struct nn__cudnn_args *a)
+{
+    static const int64_t uids[4] = {NN__UID_X, NN__UID_W, NN__UID_Y, NN__UID_B};
+    last_fwd.plan = plan;
+    last_fwd.n = fused && a->p[NN__UID_B] ? 4 : 3;
+    for (int i = 0; i < 4; i++) {
+        last_fwd.uids[i] = uids[i];
+        last_fwd.ptrs[i] = a->p[uids[i]];
+    }
+}
+
+void nn__conv_cudnn_last_forward(struct nn__conv_cudnn_last_fwd *out)
+{
+    *out = last_fwd;
+}
+
+nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                 const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                                 nn_tensor *y, double alpha, double beta)
+{
+    const char *op = "conv_forward";
+    int relu = p->activation == NN_ACTIVATION_RELU;
+    /* The fused graph and the legacy epilogue both compute act(x * w + b) as a whole. */
+    if ((b || relu) && (alpha != 1.0 || beta != 0.0))
+        return NN__FAIL(ctx, NN_E_INTERNAL,
+                        "%s: with bias or relu the cuDNN path takes alpha = 1 and beta = 0, got "
+                        "%g and %g",
+                        op, alpha, beta);
+    struct fwd_call fc = {p, x, w, b, y, relu, alpha, beta};
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__UID_X] = x->data;
+    pa.args.p[NN__UID_W] = w->data;
+    pa.args.p[NN__UID_Y] = y->data;
+    if (b) pa.args.p[NN__UID_B] = b->data;
+    pa.out_uid = NN__UID_Y;
+    pa.out_bytes = bytes_of(y);
+
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    int fused;
+    nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    verbose_plan(ctx,
+                 !fused      ? "fwd"
+                 : b && relu ? "fwd+bias+relu"
+                 : b         ? "fwd+bias"
+                             : "fwd+relu",
+                 plan, src);
+    remember_forward(plan, fused, &pa.args);
+    NN__TRY(nn__cudnn_plan_run(ctx, plan, &pa.args));
+    if (fused || (!b && !relu)) return NN_OK;
+
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct legacy_desc ld[2];
+    NN__TRY(legacy_pair_create(ctx, ld));
+    st = bias_relu_legacy(ctx, h, p, ld, b, y, relu);
+    legacy_pair_destroy(ctx, ld);
+    verbose_add(ctx, b && relu ? "bias+relu" : b ? "bias" : "relu", "legacy", "-");
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Backward
+ */
+
+nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
+                                       double alpha, double beta)
+{
+    const char *op = "conv_backward_data";
+    struct bwd_call bc = {p, dy, w, dx, alpha, beta};
+    struct nn__cudnn_graph_desc d;
+    struct nn__plan_key key;
+    desc_bwd_data(&d, &bc);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__UID_DY] = dy->data;
+    pa.args.p[NN__UID_W] = w->data;
+    pa.args.p[NN__UID_DX] = dx->data;
+    pa.out_uid = NN__UID_DX;
+    pa.out_bytes = bytes_of(dx);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    nn_status st = nn__cudnn_plan_get(ctx, &key, &d, &pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    verbose_plan(ctx, "data", plan, src);
+    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+}
+
+/* dw = alpha * wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
+static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn__conv_problem *p,
+                           const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double alpha,
+                           double beta)
+{
+    struct bwd_call bc = {p, x, dy, dw, alpha, beta};
+    struct nn__cudnn_graph_desc d;
+    struct nn__plan_key key;
+    desc_bwd_filter(&d, &bc);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__UID_X] = x->data;
+    pa.args.p[NN__UID_DY] = dy->data;
+    pa.args.p[NN__UID_DW] = dw->data;
+    pa.out_uid = NN__UID_DW;
+    pa.out_bytes = bytes_of(dw);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    nn_status st = nn__cudnn_plan_get(ctx, &key, &d, &pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, "conv_backward_filter", p);
+    verbose_plan(ctx, what, plan, src);
+    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+}
+
+/* One element of value 1 in dtype, as bytes. */
+static void one_of(nn_dtype t, unsigned char *out)
+{
+    float f = 1.0f;
+    double d = 1.0;
+    uint16_t h = t == NN_DTYPE_F16 ? 0x3c00 : 0x3f80; /* f16 / bf16 1.0 */
+    if (t == NN_DTYPE_F32)
+        memcpy(out, &f, sizeof f);
+    else if (t == NN_DTYPE_F64)
+        memcpy(out, &d, sizeof d);
+    else
+        memcpy(out, &h, sizeof h);
+}
+
+/* Copy the packed N x K x spatial tensor src into the packed, larger dst (zeroed first), each
+ * spatial row, plane and volume at its start: the high end of every dimension is left zero. */
+static nn_status extend_high(struct nn_ctx *ctx, int nsp, int64_t planes, const int64_t *from,
+                             const int64_t *to, size_t es, const void *src, void *dst,
+                             size_t dst_bytes)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    int64_t f[3] = {1, 1, 1}, t[3] = {1, 1, 1}; /* D, H, W */
+    for (int i = 0; i < nsp; i++) {
+        f[3 - nsp + i] = from[i];
+        t[3 - nsp + i] = to[i];
+    }
+    NN__TRY(NN__CUDA(ctx, cudaMemsetAsync(dst, 0, dst_bytes, s)));
+    struct cudaMemcpy3DParms m;
+    memset(&m, 0, sizeof m);
+    m.kind = cudaMemcpyDeviceToDevice;
+    m.extent.width = (size_t)f[2] * es;
+    m.extent.height = (size_t)f[1];
+    m.extent.depth = (size_t)(nsp == 3 ? f[0] : planes);
+    /* Below 3-D every (n, k) plane is one slice of a single copy; in 3-D, one copy per plane. */
+    int64_t copies = nsp == 3 ? planes : 1;
+    size_t src_step = (size_t)(f[0] * f[1] * f[2]) * es,
+           dst_step = (size_t)(t[0] * t[1] * t[2]) * es;
+    for (int64_t j = 0; j < copies; j++) {
+        m.srcPtr.ptr = (void *)((const char *)src + (size_t)j * src_step);
+        m.srcPtr.pitch = (size_t)f[2] * es;
+        m.srcPtr.xsize = (size_t)f[2];
+        m.srcPtr.ysize = (size_t)f[1];
+        m.dstPtr.ptr = (char *)dst + (size_t)j * dst_step;
+        m.dstPtr.pitch = (size_t)t[2] * es;
+        m.dstPtr.xsize = (size_t)t[2];
+        m.dstPtr.ysize = (size_t)t[1];
+        NN__TRY(NN__CUDA(ctx, cudaMemcpy3DAsync(&m, s)));
+    }
+    return NN_OK;
+}
+
+/* cuDNN 9.14's filter gradient came out wrong on the GPU machine (H200) whenever a dimension's
+ * post-padding was smaller than its pre-padding (1-D and 3-D cases, f16, bf16, f32, f64, either
+ * mode), while forward and data gradient were right. Such a problem runs with the post-padding
+ * raised to the pre-padding and dy extended with zeros at the high end: the output positions
+ * that adds have a zero gradient, and the others see the same inputs, so dw is unchanged. */
+static int post_pad_short(const struct nn__conv_problem *p)
+{
+    for (int i = 0; i < p->nsp; i++)
+        if (p->pad_hi[i] < p->pad_lo[i]) return 1;
+    return 0;
+}
+
+static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                       double alpha, double beta)
+{
+    struct nn__conv_problem q = *p;
+    nn_tensor dy2 = *dy;
+    for (int i = 0; i < q.nsp; i++) {
+        if (q.pad_hi[i] < q.pad_lo[i]) q.pad_hi[i] = q.pad_lo[i];
+        int64_t span = q.dilation[i] * (q.filt[i] - 1) + 1;
+        q.out[i] = (q.in[i] + q.pad_lo[i] + q.pad_hi[i] - span) / q.stride[i] + 1;
+        dy2.dims[2 + i] = q.out[i];
+    }
+    nn_contiguous_strides(dy2.rank, dy2.dims, dy2.strides);
+    size_t bytes = bytes_of(&dy2);
+    NN__TRY(nn__dev_alloc(ctx, bytes, &dy2.data));
+    nn_status st = extend_high(ctx, p->nsp, p->n * p->k, p->out, q.out, nn_dtype_size(p->dtype),
+                               dy->data, dy2.data, bytes);
+    if (st == NN_OK) st = wgrad_run(ctx, "filter(raised pad)", &q, x, &dy2, dw, alpha, beta);
+    nn_status fst = nn__dev_free(ctx, dy2.data);
+    return st != NN_OK ? st : fst;
+}
+
+nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                         const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
+                                         double alpha, double beta)
+{
+    if (post_pad_short(p)) return wgrad_raised_post_pad(ctx, p, x, dy, dw, alpha, beta);
+    return wgrad_run(ctx, "filter", p, x, dy, dw, alpha, beta);
+}
+
+/* bf16 bias gradient: cudnnConvolutionBackwardBias has no bf16 kernel (NOT_SUPPORTED on cuDNN
+ * 9.14), so db is the filter gradient of a 1x1 convolution whose input is all ones with one
+ * channel: dw[k] = sum over n and space of dy[n, k, ...] * 1, a plan like any other. */
+static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
+{
+    struct nn__conv_problem q;
+    memset(&q, 0, sizeof q);
+    q.nsp = p->nsp;
+    q.n = p->n;
+    q.c = 1;
+    q.k = p->k;
+    q.groups = 1;
+    int64_t spatial = 1;
+    for (int i = 0; i < p->nsp; i++) {
+        q.in[i] = q.out[i] = p->out[i];
+        q.filt[i] = q.stride[i] = q.dilation[i] = 1;
+        spatial *= p->out[i];
+    }
+    q.mode = NN_CONV_CROSS_CORRELATION;
+    q.dtype = p->dtype;
+    q.math = p->math;
+    q.deterministic = p->deterministic;
+    /* Views: ones (N x 1 x spatial) and db as K x 1 x 1 ... (the same K elements). */
+    nn_tensor ones = *dy, dw = *dy;
+    ones.dims[1] = 1;
+    dw.dims[0] = p->k;
+    for (int i = 1; i < dy->rank; i++)
+        dw.dims[i] = 1;
+    dw.data = db->data;
+    nn_contiguous_strides(ones.rank, ones.dims, ones.strides);
+    nn_contiguous_strides(dw.rank, dw.dims, dw.strides);
+    size_t es = nn_dtype_size(p->dtype), count = (size_t)(p->n * spatial);
+    unsigned char *h = nn__host_alloc(count * es), one[8];
+    if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_bias: out of host memory");
+    one_of(p->dtype, one);
+    for (size_t i = 0; i < count; i++)
+        memcpy(h + i * es, one, es);
+    nn_status st = nn__dev_alloc(ctx, count * es, &ones.data);
+    if (st == NN_OK)
+        st = NN__CUDA(ctx, cudaMemcpyAsync(ones.data, h, count * es, cudaMemcpyHostToDevice,
+                                           (cudaStream_t)ctx->stream));
+    nn__host_free(h);
+    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta);
+    nn_status fst = nn__dev_free(ctx, ones.data);
+    return st != NN_OK ? st : fst;
+}
+
+nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                       const nn_tensor *dy, nn_tensor *db, double alpha,
+                                       double beta)
+{
+    if (p->dtype == NN_DTYPE_BF16) return bias_grad_ones(ctx, p, dy, db, alpha, beta);
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct legacy_desc ld[2];
+    NN__TRY(legacy_pair_create(ctx, ld));
+    nn_status st = bias_grad_legacy(ctx, h, p, ld, dy, db, alpha, beta);
+    legacy_pair_destroy(ctx, ld);
+    verbose_add(ctx, "bias", "legacy", "-");
+    return st;
+}
+
+nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
+                                       nn_tensor *dyr)
+{
+    int64_t numel = nn_tensor_numel(dy);
+    if (numel > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "conv_backward: the relu mask runs through cuDNN's 32-bit tensor calls; "
+                        "dy has %lld elements",
+                        (long long)numel);
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    struct legacy_desc ld[2];
+    NN__TRY(legacy_pair_create(ctx, ld));
+    /* Elementwise: the shape does not matter, one row of numel elements. */
+    int64_t row = numel;
+    nn_status st = legacy_desc_set(ctx, &ld[0], dy->dtype, 1, 1, 1, &row);
+    cudnnActivationDescriptor_t act = NULL;
+    if (st == NN_OK) st = relu_desc(ctx, &act);
+    if (st == NN_OK) {
+        struct scale one, zero;
+        /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
+         * pre-activation is, so y serves as both y and x. */
+        cudnnStatus_t cst = cudnnActivationBackward(
+            h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d, y->data, ld[0].d, dy->data, ld[0].d,
+            y->data, scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
+        if (cst != CUDNN_STATUS_SUCCESS)
+            st = nn__cudnn_fail(ctx, cst, "cudnnActivationBackward", __FILE__, __LINE__);
+        cudnnDestroyActivationDescriptor(act);
+    }
+    legacy_pair_destroy(ctx, ld);
+    verbose_add(ctx, "relu_bwd", "legacy", "-");
+    return st;
+}

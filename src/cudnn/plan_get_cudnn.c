@@ -1,0 +1,419 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/cuda_util.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_get_cudnn.h"
+#include "mem/mem.h"
+
+const char *nn__plan_source_name(enum nn__plan_source s)
+{
+    switch (s) {
+    case NN__PLAN_HIT: return "hit";
+    case NN__PLAN_REBUILT: return "rebuilt";
+    case NN__PLAN_HEURISTIC: return "heuristic";
+    case NN__PLAN_AUTOTUNED: return "autotuned";
+    }
+    return "?";
+}
+
+int32_t nn__cudnn_ptr_alignment(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int32_t align = 16;
+    while (align > 1 && (a & (uintptr_t)(align - 1)))
+        align /= 2;
+    return align;
+}
+
+static enum nn__op_kind op_of(enum nn__cudnn_graph_kind k)
+{
+    switch (k) {
+    case NN__CUDNN_GRAPH_CONV_FWD: return NN__OP_CONV_FWD;
+    case NN__CUDNN_GRAPH_CONV_BWD_DATA: return NN__OP_CONV_BWD_DATA;
+    case NN__CUDNN_GRAPH_CONV_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
+    case NN__CUDNN_GRAPH_BIAS_GRAD: return NN__OP_CONV_BIAS_GRAD;
+    case NN__CUDNN_GRAPH_POOL_FWD: return NN__OP_POOL_FWD;
+    case NN__CUDNN_GRAPH_POOL_BWD: return NN__OP_POOL_BWD;
+    }
+    return NN__OP_NONE;
+}
+
+/* The dtype of the graph's data (its first tensor), which the note filter looks at. */
+static nn_dtype data_dtype(const struct nn__cudnn_graph_desc *d)
+{
+    for (int u = 1; u < NN__UID_IO_END; u++)
+        if (d->t[u].rank) return d->t[u].dtype;
+    return NN_DTYPE_F32;
+}
+
+void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
+                           int32_t flags, struct nn__plan_key *k)
+{
+    nn__plan_key_init(k);
+    int pool = d->kind == NN__CUDNN_GRAPH_POOL_FWD || d->kind == NN__CUDNN_GRAPH_POOL_BWD;
+    k->op = op_of(d->kind);
+    k->compute = pool ? d->pool.compute : d->conv.compute;
+    if (!k->compute) k->compute = NN_DTYPE_F32;
+    k->math_mode = ctx->settings.math_mode;
+    k->deterministic = ctx->settings.deterministic ? 1 : 0;
+    k->workspace_cap = ctx->settings.workspace_cap;
+    /* Key slot i holds uid i + 1 (plan_cache.h). */
+    for (int u = 1; u < NN__UID_IO_END && u - 1 < NN__KEY_OPERANDS; u++) {
+        const struct nn__cudnn_tensor *t = &d->t[u];
+        struct nn__key_tensor *kt = &k->t[u - 1];
+        if (!t->rank) continue;
+        kt->rank = t->rank;
+        kt->dtype = t->dtype;
+        kt->alignment = t->alignment;
+        for (int i = 0; i < t->rank; i++) {
+            kt->dims[i] = t->dims[i];
+            kt->strides[i] = t->strides[i];
+        }
+    }
+    struct nn__key_params *p = &k->p;
+    if (pool) {
+        p->spatial_rank = d->pool.spatial_rank;
+        for (int i = 0; i < d->pool.spatial_rank; i++) {
+            p->window[i] = d->pool.window[i];
+            p->stride[i] = d->pool.stride[i];
+            p->pad_lo[i] = d->pool.pre_pad[i];
+            p->pad_hi[i] = d->pool.post_pad[i];
+        }
+        p->pool_mode = d->pool.mode;
+    } else if (d->kind != NN__CUDNN_GRAPH_BIAS_GRAD) {
+        p->spatial_rank = d->conv.spatial_rank;
+        for (int i = 0; i < d->conv.spatial_rank; i++) {
+            p->stride[i] = d->conv.stride[i];
+            p->dilation[i] = d->conv.dilation[i];
+            p->pad_lo[i] = d->conv.pre_pad[i];
+            p->pad_hi[i] = d->conv.post_pad[i];
+        }
+        /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
+        const struct nn__cudnn_tensor *x =
+            d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
+        const struct nn__cudnn_tensor *w =
+            d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
+        p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
+        p->mode = d->conv.mode;
+    }
+    p->activation = d->relu ? 1 : 0;
+    p->flags = flags;
+    p->alpha = d->alpha;
+    p->beta = d->beta;
+}
+
+static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search_stats *s)
+{
+    for (int i = 0; i < s->heuristic_queries; i++)
+        nn__plan_cache_count(c, NN__PC_HEURISTIC_QUERY);
+    for (int i = 0; i < s->plans_built; i++)
+        nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
+}
+
+/* The record of a freshly built plan: engine, knobs, workspace, time, and its JSON form when the
+ * engine has one (the fast path of a later rebuild). *json is the caller's to free. */
+static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, double time_us,
+                           struct nn__plan_record *r, char **json)
+{
+    const struct nn__engine_choice *ch = nn__cudnn_plan_choice(p);
+    memset(r, 0, sizeof *r);
+    r->engine = ch->engine;
+    r->knob_count = ch->knob_count;
+    for (int i = 0; i < ch->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {
+        r->knobs[i].type = ch->knobs[i].type;
+        r->knobs[i].value = ch->knobs[i].value;
+    }
+    r->workspace = (uint64_t)nn__cudnn_plan_workspace(p);
+    r->time_us = time_us;
+    *json = NULL;
+    size_t len = 0;
+    nn_error_info keep = ctx->last_error;
+    nn_status st = nn__cudnn_plan_json(ctx, p, json, &len);
+    if (st == NN_E_OOM_HOST) return st;
+    if (st != NN_OK || len == 0 || len > NN__PLAN_JSON_MAX) {
+        /* No JSON form for this engine: the record rebuilds from engine + knobs. */
+        ctx->last_error = keep;
+        nn__host_free(*json);
+        *json = NULL;
+        return NN_OK;
+    }
+    r->json = *json;
+    r->json_len = (uint32_t)len;
+    return NN_OK;
+}
+
+static void engine_choice_of(const struct nn__plan_record *r, struct nn__engine_choice *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    ch->engine = r->engine;
+    ch->knob_count = r->knob_count;
+    for (int i = 0; i < r->knob_count; i++) {
+        ch->knobs[i].type = r->knobs[i].type;
+        ch->knobs[i].value = r->knobs[i].value;
+    }
+}
+
+/* Rebuild a known record: JSON first when there is one, else engine + knobs. The record is
+ * copied into *out (json duplicated into *json, the caller's to free), because inserting the
+ * rebuilt plan supersedes the cache's copy. NN_OK with *plan NULL: the record no longer builds
+ * (it is dropped, and the failure forgotten). */
+static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                               const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
+                               const struct nn__cudnn_filter *f, struct nn__cudnn_plan **plan,
+                               struct nn__plan_record *out, char **json)
+{
+    *plan = NULL;
+    *json = NULL;
+    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, key);
+    if (!known) return NN_OK;
+    *out = *known;
+    out->json = NULL;
+    out->json_len = 0;
+    if (known->json_len) {
+        *json = nn__host_alloc((size_t)known->json_len + 1);
+        if (!*json)
+            return NN__FAIL(ctx, NN_E_OOM_HOST, "plan cache: out of host memory for a record");
+        memcpy(*json, known->json, known->json_len);
+        (*json)[known->json_len] = 0;
+        out->json = *json;
+        out->json_len = known->json_len;
+    }
+    nn_error_info keep = ctx->last_error;
+    uint64_t t0 = nn__now_ns();
+    nn_status st = NN_E_UNSUPPORTED;
+    const char *how = "JSON";
+    if (*json) st = nn__cudnn_plan_from_json(ctx, g, f, *json, out->json_len, plan);
+    if (st != NN_OK) {
+        how = "engine and knobs";
+        struct nn__engine_choice ch;
+        engine_choice_of(out, &ch);
+        st = nn__cudnn_plan_from_choice(ctx, g, f, &ch, plan);
+    }
+    if (st == NN_E_OOM_HOST) return st;
+    if (st != NN_OK) {
+        if (nn__verbose(ctx))
+            nn__log("plan cache: known record (engine %lld) no longer builds, dropped: %s",
+                    (long long)out->engine, ctx->last_error.message);
+        ctx->last_error = keep;
+        nn__plan_cache_drop_known(c, key);
+        *plan = NULL;
+        return NN_OK;
+    }
+    out->workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
+    nn__plan_cache_count(c, NN__PC_REBUILT);
+    if (nn__verbose(ctx) >= 2)
+        nn__log("plan cache: engine %lld rebuilt from its %s in %.3f ms (workspace %llu bytes)",
+                (long long)out->engine, how, (double)(nn__now_ns() - t0) / 1e6,
+                (unsigned long long)out->workspace);
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Autotune
+ */
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median time of NN__AUTOTUNE_RUNS executions after one warm-up, in microseconds. */
+static nn_status time_plan(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
+                           const struct nn__cudnn_args *args, void *ws, cudaEvent_t ev[2],
+                           double *us)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    float t[NN__AUTOTUNE_RUNS];
+    NN__TRY(nn__cudnn_plan_execute(ctx, p, args, ws));
+    for (int i = 0; i < NN__AUTOTUNE_RUNS; i++) {
+        NN__TRY(NN__CUDA(ctx, cudaEventRecord(ev[0], s)));
+        NN__TRY(nn__cudnn_plan_execute(ctx, p, args, ws));
+        NN__TRY(NN__CUDA(ctx, cudaEventRecord(ev[1], s)));
+        NN__TRY(NN__CUDA(ctx, cudaEventSynchronize(ev[1])));
+        NN__TRY(NN__CUDA(ctx, cudaEventElapsedTime(&t[i], ev[0], ev[1])));
+    }
+    qsort(t, NN__AUTOTUNE_RUNS, sizeof t[0], cmp_float);
+    *us = (double)t[NN__AUTOTUNE_RUNS / 2] * 1000.0;
+    return NN_OK;
+}
+
+/* Scratch for autotune: the largest workspace of the candidates and a copy of the output. */
+struct tune_scratch {
+    void *ws, *out;
+    cudaEvent_t ev[2];
+    int nev;
+};
+
+static nn_status scratch_init(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
+                              const struct nn__plan_args *a, struct tune_scratch *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    int64_t ws = 0;
+    for (int i = 0; i < n; i++)
+        if (nn__cudnn_plan_workspace(plans[i]) > ws) ws = nn__cudnn_plan_workspace(plans[i]);
+    if (ws > 0) NN__TRY(nn__dev_alloc(ctx, (size_t)ws, &sc->ws));
+    if (a->out_bytes) {
+        NN__TRY(nn__dev_alloc(ctx, a->out_bytes, &sc->out));
+        /* A blending graph reads its output: give it the caller's values, never NaN garbage. */
+        NN__TRY(
+            NN__CUDA(ctx, cudaMemcpyAsync(sc->out, a->args.p[a->out_uid], a->out_bytes,
+                                          cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream)));
+    }
+    for (; sc->nev < 2; sc->nev++)
+        NN__TRY(NN__CUDA(ctx, cudaEventCreate(&sc->ev[sc->nev])));
+    return NN_OK;
+}
+
+static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
+{
+    nn_error_info keep = ctx->last_error;
+    for (int i = 0; i < sc->nev; i++)
+        cudaEventDestroy(sc->ev[i]);
+    nn__dev_free(ctx, sc->ws);
+    nn__dev_free(ctx, sc->out);
+    ctx->last_error = keep;
+}
+
+/* Time every candidate; *best gets the fastest (the others are destroyed). A candidate that
+ * fails to run is skipped; if none runs, the first failure is returned. */
+static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
+                          const struct nn__plan_args *a, struct nn__cudnn_plan **best,
+                          double *best_us)
+{
+    struct tune_scratch sc;
+    nn_status st = scratch_init(ctx, plans, n, a, &sc);
+    struct nn__cudnn_args args = a->args;
+    if (a->out_bytes) args.p[a->out_uid] = sc.out;
+    int besti = -1;
+    nn_status first_fail = NN_OK;
+    nn_error_info fail_info;
+    for (int i = 0; st == NN_OK && i < n; i++) {
+        double us;
+        nn_status rs = time_plan(ctx, plans[i], &args, sc.ws, sc.ev, &us);
+        if (rs != NN_OK) {
+            if (first_fail == NN_OK) {
+                first_fail = rs;
+                fail_info = ctx->last_error;
+            }
+            if (rs == NN_E_OOM_HOST || rs == NN_E_CUDA) st = rs; /* the stream may be broken */
+            continue;
+        }
+        if (nn__verbose(ctx) >= 2)
+            nn__log("autotune: candidate %d engine %lld: %.2f us (workspace %lld bytes)", i,
+                    (long long)nn__cudnn_plan_choice(plans[i])->engine, us,
+                    (long long)nn__cudnn_plan_workspace(plans[i]));
+        if (besti < 0 || us < *best_us) {
+            besti = i;
+            *best_us = us;
+        }
+    }
+    if (st == NN_OK && besti < 0) {
+        st = first_fail;
+        ctx->last_error = fail_info;
+    }
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
+    scratch_fini(ctx, &sc);
+    *best = NULL;
+    for (int i = 0; i < n; i++) {
+        if (st == NN_OK && i == besti)
+            *best = plans[i];
+        else
+            nn__cudnn_plan_destroy(plans[i]);
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Search on a miss
+ */
+
+static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                        const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
+                        const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
+                        double *time_us, enum nn__plan_source *src)
+{
+    struct nn__cudnn_search_stats ss;
+    memset(&ss, 0, sizeof ss);
+    *time_us = -1;
+    if (ctx->settings.tuning != NN_TUNING_AUTOTUNE) {
+        nn_status st = nn__cudnn_plan_heuristic(ctx, g, f, plan, &ss);
+        count_search(c, &ss);
+        *src = NN__PLAN_HEURISTIC;
+        return st;
+    }
+    int max = ctx->settings.autotune_candidates > 0 ? ctx->settings.autotune_candidates : 1;
+    struct nn__cudnn_plan **cand = nn__host_calloc((size_t)max, sizeof *cand);
+    if (!cand) return NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
+    uint64_t t0 = nn__now_ns();
+    int n = 0;
+    nn_status st = nn__cudnn_plan_candidates(ctx, g, f, max, cand, &n, &ss);
+    count_search(c, &ss);
+    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us);
+    nn__host_free(cand);
+    if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
+    *src = NN__PLAN_AUTOTUNED;
+    return st;
+}
+
+nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                             const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
+                             struct nn__cudnn_plan **plan, enum nn__plan_source *src)
+{
+    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    *plan = nn__plan_cache_lookup(c, key, NULL);
+    if (*plan) {
+        *src = NN__PLAN_HIT;
+        return NN_OK;
+    }
+
+    struct nn__cudnn_graph *g;
+    NN__TRY(nn__cudnn_graph_create(ctx, d, &g));
+    struct nn__cudnn_filter f;
+    nn__cudnn_filter_from_ctx(ctx, data_dtype(d), &f);
+
+    struct nn__cudnn_plan *p = NULL;
+    struct nn__plan_record rec;
+    char *json = NULL;
+    nn_status st = rebuild_known(ctx, c, key, g, &f, &p, &rec, &json);
+    if (st == NN_OK && p) {
+        *src = NN__PLAN_REBUILT;
+    } else if (st == NN_OK) {
+        double us;
+        st = search(ctx, c, g, &f, a, &p, &us, src);
+        if (st == NN_OK) st = record_of(ctx, p, us, &rec, &json);
+    }
+    nn__cudnn_graph_destroy(g);
+    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p, nn__cudnn_plan_destroy);
+    nn__host_free(json);
+    if (st != NN_OK) {
+        nn__cudnn_plan_destroy(p);
+        return st;
+    }
+    *plan = p;
+    return NN_OK;
+}
+
+nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
+                             const struct nn__cudnn_args *args)
+{
+    int64_t bytes = nn__cudnn_plan_workspace(plan);
+    void *ws = NULL;
+    if (bytes > 0) {
+        uint64_t t0 = nn__verbose(ctx) >= 2 ? nn__now_ns() : 0;
+        NN__TRY(nn__dev_alloc(ctx, (size_t)bytes, &ws));
+        if (t0)
+            nn__log("workspace: %lld bytes from the pool in %.3f ms", (long long)bytes,
+                    (double)(nn__now_ns() - t0) / 1e6);
+    }
+    nn_status st = nn__cudnn_plan_execute(ctx, plan, args, ws);
+    nn_status fst = nn__dev_free(ctx, ws);
+    return st != NN_OK ? st : fst;
+}

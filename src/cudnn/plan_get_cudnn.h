@@ -1,0 +1,75 @@
+/* Get-or-build a cuDNN execution plan for a plan-cache key, and run it: the glue between the
+ * graph helpers (graph_cudnn.h) and the plan cache (plan_cache.h), shared by the ops.
+ *
+ * Per call:
+ *   hit   the live plan from the cache; no heuristics query, no cuDNN descriptor is built;
+ *   miss  the graph is built from the op's description (a value struct), then
+ *         1. a known record (loaded from a plan file, or evicted earlier) is rebuilt, from its JSON
+ *            form when it has one, else from engine global index + knobs; one that no longer
+ *            builds is dropped and the search goes on;
+ *         2. heuristic tuning: the first plan that finalizes and passes the numerical-note filter
+ *            and the workspace cap;
+ *         3. autotune: the top settings.autotune_candidates plans are timed with CUDA events on
+ *            the context's stream (one warm-up, then the median of NN__AUTOTUNE_RUNS), the fastest
+ *            is kept and its time recorded;
+ *         and the plan is inserted with its record. The plan cache's counters say what happened.
+ * Execution takes the workspace from the pool on the context's stream and gives it back right
+ * after (stream order makes its reuse safe). */
+#ifndef NN_CUDNN_PLAN_GET_CUDNN_H
+#define NN_CUDNN_PLAN_GET_CUDNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudnn/graph_cudnn.h"
+#include "cudnn/plan_cache.h"
+
+struct nn_ctx;
+
+#define NN__AUTOTUNE_RUNS 5 /* timed runs per candidate, after one warm-up */
+
+/* How the plan of a call was found, for verbose lines. */
+enum nn__plan_source {
+    NN__PLAN_HIT = 0,       /* live in the cache */
+    NN__PLAN_REBUILT = 1,   /* a known record rebuilt (plan file or evicted) */
+    NN__PLAN_HEURISTIC = 2, /* heuristics, first plan that finalized */
+    NN__PLAN_AUTOTUNED = 3  /* autotune, the fastest candidate */
+};
+
+/* "hit", "rebuilt", "heuristic" or "autotuned". */
+const char *nn__plan_source_name(enum nn__plan_source s);
+
+/* The plan-cache key of graph d under the context's settings (math mode, determinism,
+ * workspace cap): every tensor by role (rank, dtype, alignment, dims, strides), the op's
+ * parameters, the fused relu, alpha and beta, and the caller's extra flags. */
+void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
+                           int32_t flags, struct nn__plan_key *k);
+
+/* What autotune needs to run candidates: the call's pointers, and which output it may write.
+ * Candidates write into a scratch copy of that output (out_bytes bytes, its old contents
+ * copied in when the graph blends with beta), never into the caller's. */
+struct nn__plan_args {
+    struct nn__cudnn_args args;
+    int out_uid;      /* enum nn__cudnn_uid of the graph's output */
+    size_t out_bytes; /* its size */
+};
+
+/* The context's plan for key (made by nn__cudnn_plan_key_of() from d, perhaps with flags):
+ * from the cache, or built from d as described above and inserted. *plan stays owned by the
+ * cache (valid until the next plan-cache change of this context); *src says how it was found.
+ * a is used only by autotune.
+ * Returns NN_OK; NN_E_UNSUPPORTED (no engine takes the graph under the context's settings: the
+ * message says why); NN_E_CUDNN; NN_E_CUDA; NN_E_OOM_HOST; NN_E_OOM_DEVICE. */
+nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                             const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
+                             struct nn__cudnn_plan **plan, enum nn__plan_source *src);
+
+/* Run plan with a workspace from the pool (taken and given back on the context's stream). */
+nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
+                             const struct nn__cudnn_args *args);
+
+/* Byte alignment of a device pointer as cuDNN is told about it: the largest power of two <= 16
+ * that divides the address. */
+int32_t nn__cudnn_ptr_alignment(const void *p);
+
+#endif

@@ -1,0 +1,339 @@
+/* The cuDNN convolution path and its plan cache, on a GPU (skipped elsewhere):
+ * - a second call of the same convolution hits the cache: no heuristics query, no plan built;
+ * - a plan file written by one process is loaded by a second one, which then runs the same
+ *   convolutions with zero heuristics queries and zero autotune runs, bit-identically;
+ * - the verbose line names the engine and the cache outcome.
+ * The cuDNN-against-reference comparison of the standard cases is in test_conv_harness.c. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "tests/harness/conv_case.h"
+
+static nn_ctx *gpu_ctx(nn_tuning_mode tuning, const char *plan_file)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_CUDNN;
+    s.tuning = tuning;
+    s.autotune_candidates = 4;
+    s.deterministic = 1;
+    s.plan_cache_file = plan_file;
+    nn_ctx *ctx = NULL;
+    if (nn_ctx_create(&ctx, &s) != NN_OK) {
+        fprintf(stderr, "nn_ctx_create: %s\n", nn_last_error()->message);
+        return NULL;
+    }
+    return ctx;
+}
+
+static nn_ctx *ref_ctx(void)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    nn_ctx *ctx = NULL;
+    return nn_ctx_create(&ctx, &s) == NN_OK ? ctx : NULL;
+}
+
+/* One convolution's tensors on the device, inputs filled from fixed seeds. */
+struct conv_io {
+    struct nn_conv_case c;
+    nn_tensor x, w, b, y, dy, dx, dw, db;
+};
+
+#define IO_TENSORS(io)                                                                             \
+    {                                                                                              \
+        &io->x, &io->w, &io->b, &io->y, &io->dy, &io->dx, &io->dw, &io->db                         \
+    }
+
+static void io_free(nn_ctx *ctx, struct conv_io *io)
+{
+    nn_tensor *all[] = IO_TENSORS(io);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) nn_tensor_free(ctx, all[i]);
+}
+
+static int io_alloc(nn_ctx *ctx, const char *text, struct conv_io *io)
+{
+    memset(io, 0, sizeof *io);
+    char err[256];
+    if (nn_conv_case_parse_line(text, &io->c, err, sizeof err) != 1) {
+        fprintf(stderr, "%s: %s\n", text, err);
+        return -1;
+    }
+    int rank = io->c.p.spatial_rank + 2;
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2], kd[1] = {io->c.w_dims[0]};
+    if (nn_conv_output_shape(&io->c.p, rank, io->c.x_dims, io->c.w_dims, yd) != NN_OK) return -1;
+    struct {
+        nn_tensor *t;
+        int rank;
+        const int64_t *dims;
+        int fill;
+    } all[] = {{&io->x, rank, io->c.x_dims, 1},
+               {&io->w, rank, io->c.w_dims, 1},
+               {&io->b, 1, kd, 1},
+               {&io->y, rank, yd, 0},
+               {&io->dy, rank, yd, 1},
+               {&io->dx, rank, io->c.x_dims, 0},
+               {&io->dw, rank, io->c.w_dims, 0},
+               {&io->db, 1, kd, 0}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        nn_status st = nn_tensor_empty(ctx, io->c.dtype, all[i].rank, all[i].dims, all[i].t);
+        if (st == NN_OK && all[i].fill) st = nn_tensor_fill_uniform(ctx, all[i].t, -1, 1, 1000 + i);
+        if (st != NN_OK) {
+            fprintf(stderr, "%s: %s\n", text, nn_last_error()->message);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Forward in training mode, then every gradient through the pullback. */
+static int io_run(nn_ctx *ctx, struct conv_io *io)
+{
+    nn_conv_pullback *pb = NULL;
+    nn_status st =
+        nn_conv_forward(ctx, &io->c.p, &io->x, &io->w, io->c.bias ? &io->b : NULL, &io->y, &pb);
+    if (st == NN_OK)
+        st = nn_conv_backward(ctx, &pb, &io->dy, &io->dx, &io->dw, io->c.bias ? &io->db : NULL);
+    if (st != NN_OK) {
+        fprintf(stderr, "conv: %s\n", nn_last_error()->message);
+        nn_conv_pullback_free(&pb);
+        return -1;
+    }
+    return 0;
+}
+
+/* The outputs' bytes, appended to f. */
+static int io_dump(nn_ctx *ctx, nn_ctx *host, struct conv_io *io, FILE *f)
+{
+    nn_tensor *outs[] = {&io->y, &io->dx, &io->dw, &io->db};
+    for (size_t i = 0; i < 4; i++) {
+        if (i == 3 && !io->c.bias) continue;
+        nn_tensor h;
+        if (nn_h_to_host(ctx, host, outs[i], &h) != NN_OK) return -1;
+        size_t bytes = (size_t)nn_tensor_numel(&h) * nn_dtype_size(h.dtype);
+        size_t put = fwrite(h.data, 1, bytes, f);
+        nn_tensor_free(host, &h);
+        if (put != bytes) return -1;
+    }
+    return 0;
+}
+
+/* Shapes of the plan-file test: plain 2-D, 1-D with bias and relu, grouped strided with
+ * asymmetric padding, true convolution, f16 with f32 compute. */
+static const char *const file_shapes[] = {
+    "n2c8h12w12k16r3s3 pad1",
+    "n2c4w20k6s5 stride2 bias relu",
+    "n1c8h9w11k8r3s2 g4 stride2x1 padlo1x0 padhi2x1",
+    "n1c3h7w7k5r3s3 dil2x2 conv bias",
+    "n2c8h10w10k8r3s3 pad1 f16",
+};
+#define N_FILE_SHAPES (sizeof file_shapes / sizeof file_shapes[0])
+
+/* Run every shape of file_shapes on a fresh context with plan_file, and write the outputs to
+ * dump. Returns 0, or 1 with a line on stderr; *stats gets the context's counters. */
+static int run_workload(nn_tuning_mode tuning, const char *plan_file, const char *dump,
+                        nn_plan_cache_stats *stats)
+{
+    nn_ctx *ctx = gpu_ctx(tuning, plan_file), *host = ref_ctx();
+    FILE *f = fopen(dump, "wb");
+    int bad = !ctx || !host || !f;
+    for (size_t i = 0; i < N_FILE_SHAPES && !bad; i++) {
+        struct conv_io io;
+        bad = io_alloc(ctx, file_shapes[i], &io) || io_run(ctx, &io) || io_dump(ctx, host, &io, f);
+        io_free(ctx, &io);
+    }
+    if (ctx) nn_plan_cache_get_stats(ctx, stats);
+    if (f && fclose(f) != 0) bad = 1;
+    if (ctx) nn_ctx_destroy(ctx); /* saves plan_file */
+    if (host) nn_ctx_destroy(host);
+    return bad;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(n > 0 ? (size_t)n : 1);
+    *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return buf;
+}
+
+/* The first process of the plan-file test: this test binary started again with CHILD_ENV set
+ * to "PLANFILE|DUMPFILE". It runs before Criterion's main (a fork of a process that has already
+ * initialised CUDA could not use the GPU), autotunes every plan and saves the file when its
+ * context goes. */
+#define CHILD_ENV "NNPRIM_TEST_PLAN_FILE_CHILD"
+
+__attribute__((constructor)) static void plan_file_child(void)
+{
+    const char *arg = getenv(CHILD_ENV);
+    if (!arg) return;
+    char plans[300], dump[300];
+    const char *bar = strchr(arg, '|');
+    if (!bar || (size_t)(bar - arg) >= sizeof plans) _exit(3);
+    snprintf(plans, sizeof plans, "%.*s", (int)(bar - arg), arg);
+    snprintf(dump, sizeof dump, "%s", bar + 1);
+    nn_plan_cache_stats s;
+    int bad = run_workload(NN_TUNING_AUTOTUNE, plans, dump, &s);
+    if (!bad && (s.autotune_runs == 0 || s.heuristic_queries == 0)) {
+        fprintf(stderr, "first process: expected autotuning, got %llu runs, %llu queries\n",
+                (unsigned long long)s.autotune_runs, (unsigned long long)s.heuristic_queries);
+        bad = 1;
+    }
+    _exit(bad);
+}
+
+extern char **environ;
+
+Test(conv_cudnn, plan_file_from_another_process_needs_no_heuristics)
+{
+    NN_REQUIRE_GPU();
+    char dir[] = "/tmp/nnprim_plan_test_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char plans[300], first[300], second[300], env[700];
+    snprintf(plans, sizeof plans, "%s/plans.nnp", dir);
+    snprintf(first, sizeof first, "%s/first.bin", dir);
+    snprintf(second, sizeof second, "%s/second.bin", dir);
+    snprintf(env, sizeof env, "%s|%s", plans, first);
+
+    cr_assert_eq(setenv(CHILD_ENV, env, 1), 0);
+    char *argv[] = {"plan_file_child", NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ);
+    unsetenv(CHILD_ENV);
+    cr_assert_eq(rc, 0, "posix_spawn: %s", strerror(rc));
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the first process failed (status 0x%x, its lines above)", status);
+
+    /* This process loads it at context creation, still in autotune mode: every plan must come
+     * from a file record. */
+    nn_plan_cache_stats s;
+    cr_assert_eq(run_workload(NN_TUNING_AUTOTUNE, plans, second, &s), 0, "see the lines above");
+    cr_expect_gt(s.records_loaded, 0);
+    cr_expect_eq(s.records_skipped, 0);
+    cr_expect_eq(s.heuristic_queries, 0, "heuristics were queried %llu times",
+                 (unsigned long long)s.heuristic_queries);
+    cr_expect_eq(s.autotune_runs, 0, "%llu autotune runs", (unsigned long long)s.autotune_runs);
+    cr_expect_eq(s.plans_built, 0, "%llu plans built by search", (unsigned long long)s.plans_built);
+    cr_expect_gt(s.plans_rebuilt, 0);
+    cr_expect_eq(s.records_dropped, 0);
+
+    size_t n1 = 0, n2 = 0;
+    char *a = slurp(first, &n1), *b = slurp(second, &n2);
+    cr_assert(a && b);
+    cr_expect_gt(n1, 0);
+    cr_expect_eq(n1, n2);
+    cr_expect(n1 == n2 && memcmp(a, b, n1) == 0, "the two processes' results differ");
+    free(a);
+    free(b);
+    unlink(plans);
+    unlink(first);
+    unlink(second);
+    rmdir(dir);
+}
+
+Test(conv_cudnn, second_call_hits_the_cache_without_heuristics)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *ctx = gpu_ctx(NN_TUNING_HEURISTIC, NULL);
+    cr_assert_not_null(ctx);
+    struct conv_io io;
+    cr_assert_eq(io_alloc(ctx, "n1c4h8w8k4r3s3", &io), 0);
+    nn_plan_cache_stats s0, s1, s2;
+    nn_plan_cache_get_stats(ctx, &s0);
+    cr_assert_eq(io_run(ctx, &io), 0);
+    nn_plan_cache_get_stats(ctx, &s1);
+    cr_expect_gt(s1.heuristic_queries, s0.heuristic_queries);
+    cr_expect_gt(s1.plans_built, s0.plans_built);
+    cr_expect_geq(s1.misses - s0.misses, 3, "forward, data and filter gradient: 3 misses");
+    cr_expect_eq(s1.entries, 3);
+    cr_assert_eq(io_run(ctx, &io), 0);
+    nn_plan_cache_get_stats(ctx, &s2);
+    cr_expect_eq(s2.heuristic_queries, s1.heuristic_queries);
+    cr_expect_eq(s2.plans_built, s1.plans_built);
+    cr_expect_eq(s2.plans_rebuilt, s1.plans_rebuilt);
+    cr_expect_eq(s2.misses, s1.misses);
+    cr_expect_eq(s2.hits - s1.hits, 3);
+    cr_expect_eq(s2.entries, 3);
+    io_free(ctx, &io);
+    nn_ctx_destroy(ctx);
+}
+
+/* Clearing the cache forgets the plans: the next call searches again. */
+Test(conv_cudnn, cleared_cache_searches_again)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *ctx = gpu_ctx(NN_TUNING_HEURISTIC, NULL);
+    cr_assert_not_null(ctx);
+    struct conv_io io;
+    cr_assert_eq(io_alloc(ctx, "n2c4w16k4s3 pad1", &io), 0);
+    cr_assert_eq(io_run(ctx, &io), 0);
+    nn_plan_cache_stats s1, s2;
+    nn_plan_cache_get_stats(ctx, &s1);
+    cr_assert_eq(nn_plan_cache_clear(ctx), NN_OK);
+    cr_assert_eq(io_run(ctx, &io), 0);
+    nn_plan_cache_get_stats(ctx, &s2);
+    cr_expect_gt(s2.heuristic_queries, s1.heuristic_queries);
+    cr_expect_eq(s2.hits, s1.hits);
+    io_free(ctx, &io);
+    nn_ctx_destroy(ctx);
+}
+
+/* f64 either runs on a cuDNN engine (test_conv_harness compares it with the reference) or is
+ * refused with NN_E_UNSUPPORTED and a message that says so and what to use instead. */
+Test(conv_cudnn, f64_runs_or_is_refused_clearly)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *ctx = gpu_ctx(NN_TUNING_HEURISTIC, NULL);
+    cr_assert_not_null(ctx);
+    struct conv_io io;
+    cr_assert_eq(io_alloc(ctx, "n1c2h6w6k2r3s3 f64", &io), 0);
+    nn_status st = nn_conv_forward(ctx, &io.c.p, &io.x, &io.w, NULL, &io.y, NULL);
+    if (st != NN_OK) {
+        cr_expect_eq(st, NN_E_UNSUPPORTED, "%s", nn_last_error()->message);
+        cr_expect(strstr(nn_last_error()->message, "f64"), "%s", nn_last_error()->message);
+        cr_log_info("f64 refused: %s", nn_last_error()->message);
+    }
+    io_free(ctx, &io);
+    nn_ctx_destroy(ctx);
+}
+
+/* Autotune runs its candidates on scratch copies of the output: the results, accumulating ones
+ * included, must still match the reference. The standard cases in strict f32 through an
+ * autotuning context (every dtype takes the same autotune path; test_conv_harness covers the
+ * dtypes with heuristic plans). */
+Test(conv_cudnn, autotuned_plans_match_the_reference)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *dev = gpu_ctx(NN_TUNING_AUTOTUNE, NULL), *ref = ref_ctx();
+    cr_assert(dev && ref);
+    int fails = 0, cases = 0;
+    for (size_t i = 0; i < nn_conv_standard_case_count(); i++) {
+        struct nn_conv_case c;
+        cr_assert_eq(nn_conv_standard_case(i, &c), 0);
+        if (c.math != NN_MATH_STRICT_FP32 || c.dtype != NN_DTYPE_F32) continue;
+        fails += nn_conv_check_backend(dev, ref, &c, stderr);
+        cases++;
+    }
+    nn_plan_cache_stats s;
+    nn_plan_cache_get_stats(dev, &s);
+    cr_expect_gt(cases, 0);
+    cr_expect_gt(s.autotune_runs, 0);
+    cr_expect_eq(fails, 0, "%d failures (lines above, each with its reproducer)", fails);
+    nn_ctx_destroy(ref);
+    nn_ctx_destroy(dev);
+}

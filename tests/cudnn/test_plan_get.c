@@ -1,0 +1,159 @@
+/* The glue between graph descriptions and the plan cache (src/cudnn/plan_get_cudnn.h): the key
+ * made from a graph description and the context's settings, and the pointer alignment cuDNN is
+ * told about. Pure functions: they run on the CPU (a reference context supplies the settings). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "cudnn/plan_get_cudnn.h"
+#include "nnprim/nnprim.h"
+
+static nn_ctx *ref_ctx(nn_math_mode math, int deterministic, size_t cap)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    s.math_mode = math;
+    s.deterministic = deterministic;
+    s.workspace_cap = cap;
+    nn_ctx *ctx = NULL;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    return ctx;
+}
+
+static struct nn__cudnn_tensor packed(nn_dtype dt, int rank, const int64_t *dims)
+{
+    struct nn__cudnn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        t.dims[i] = dims[i];
+        t.strides[i] = stride;
+        stride *= dims[i];
+    }
+    t.alignment = 16;
+    return t;
+}
+
+/* A grouped 2-D forward: x 2x8x10x10, w 6x4x3x3 (2 groups), y 2x6x8x8. */
+static void fwd_desc(struct nn__cudnn_graph_desc *d, int bias, int relu)
+{
+    int64_t xd[4] = {2, 8, 10, 10}, wd[4] = {6, 4, 3, 3}, yd[4] = {2, 6, 8, 8},
+            bd[4] = {1, 6, 1, 1};
+    struct nn__cudnn_tensor x = packed(NN_DTYPE_F32, 4, xd), w = packed(NN_DTYPE_F32, 4, wd),
+                            y = packed(NN_DTYPE_F32, 4, yd), b = packed(NN_DTYPE_F32, 4, bd);
+    struct nn__cudnn_conv c;
+    memset(&c, 0, sizeof c);
+    c.spatial_rank = 2;
+    for (int i = 0; i < 2; i++)
+        c.stride[i] = c.dilation[i] = 1;
+    c.post_pad[1] = 1;
+    c.compute = NN_DTYPE_F32;
+    nn__cudnn_desc_conv_fwd(d, &x, &w, bias ? &b : NULL, &y, &c, relu);
+}
+
+Test(plan_get, key_follows_the_graph_and_the_settings)
+{
+    nn_ctx *ctx = ref_ctx(NN_MATH_TF32, 1, 1 << 20);
+    struct nn__cudnn_graph_desc d;
+    fwd_desc(&d, 0, 0);
+    struct nn__plan_key k;
+    nn__cudnn_plan_key_of(ctx, &d, 0, &k);
+    cr_expect_null(nn__plan_key_invalid(&k), "%s", nn__plan_key_invalid(&k));
+    cr_expect_eq(k.op, NN__OP_CONV_FWD);
+    cr_expect_eq(k.compute, NN_DTYPE_F32);
+    cr_expect_eq(k.math_mode, NN_MATH_TF32);
+    cr_expect_eq(k.deterministic, 1);
+    cr_expect_eq(k.workspace_cap, 1 << 20);
+    cr_expect_eq(k.t[NN__KEY_X].rank, 4);
+    cr_expect_eq(k.t[NN__KEY_X].dims[1], 8);
+    cr_expect_eq(k.t[NN__KEY_W].strides[0], 36);
+    cr_expect_eq(k.t[NN__KEY_Y].dims[3], 8);
+    cr_expect_eq(k.t[NN__KEY_B].rank, 0);
+    cr_expect_eq(k.p.groups, 2, "groups come from x's and w's channels");
+    cr_expect_eq(k.p.spatial_rank, 2);
+    cr_expect_eq(k.p.pad_hi[1], 1);
+    cr_expect_eq(k.p.alpha, 1.0);
+    cr_expect_eq(k.p.beta, 0.0);
+    nn_ctx_destroy(ctx);
+}
+
+Test(plan_get, keys_differ_where_plans_differ)
+{
+    nn_ctx *ctx = ref_ctx(NN_MATH_STRICT_FP32, 0, 0);
+    struct nn__cudnn_graph_desc d;
+    struct nn__plan_key plain, again, fused, epilogue, blend;
+    fwd_desc(&d, 0, 0);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &plain);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &again);
+    cr_expect(nn__plan_key_equal(&plain, &again));
+    cr_expect_eq(nn__plan_key_hash(&plain), nn__plan_key_hash(&again));
+    d.beta = 1.0;
+    nn__cudnn_plan_key_of(ctx, &d, 0, &blend);
+    cr_expect_not(nn__plan_key_equal(&plain, &blend), "beta is baked into the plan");
+    fwd_desc(&d, 1, 1);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &fused);
+    nn__cudnn_plan_key_of(ctx, &d, 1, &epilogue);
+    cr_expect_eq(fused.t[NN__KEY_B].dims[1], 6);
+    cr_expect_eq(fused.p.activation, 1);
+    cr_expect_not(nn__plan_key_equal(&plain, &fused));
+    cr_expect_not(nn__plan_key_equal(&fused, &epilogue), "the caller's flags are part of the key");
+    nn_ctx *tf32 = ref_ctx(NN_MATH_TF32, 0, 0);
+    struct nn__plan_key other;
+    nn__cudnn_plan_key_of(tf32, &d, 0, &other);
+    cr_expect_not(nn__plan_key_equal(&fused, &other), "the math mode is part of the key");
+    nn_ctx_destroy(tf32);
+    nn_ctx_destroy(ctx);
+}
+
+Test(plan_get, backward_kinds_map_to_their_ops)
+{
+    nn_ctx *ctx = ref_ctx(NN_MATH_STRICT_FP32, 0, 0);
+    int64_t xd[3] = {2, 4, 20}, wd[3] = {6, 4, 5}, yd[3] = {2, 6, 8};
+    struct nn__cudnn_tensor x = packed(NN_DTYPE_F16, 3, xd), w = packed(NN_DTYPE_F16, 3, wd),
+                            y = packed(NN_DTYPE_F16, 3, yd);
+    struct nn__cudnn_conv c;
+    memset(&c, 0, sizeof c);
+    c.spatial_rank = 1;
+    c.stride[0] = 2;
+    c.dilation[0] = 1;
+    c.mode = NN__CUDNN_CONVOLUTION;
+    c.compute = NN_DTYPE_F32;
+    struct nn__cudnn_graph_desc d;
+    struct nn__plan_key data, filter;
+    nn__cudnn_desc_conv_bwd_data(&d, &y, &w, &x, &c);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &data);
+    nn__cudnn_desc_conv_bwd_filter(&d, &x, &y, &w, &c);
+    nn__cudnn_plan_key_of(ctx, &d, 0, &filter);
+    cr_expect_eq(data.op, NN__OP_CONV_BWD_DATA);
+    cr_expect_eq(filter.op, NN__OP_CONV_BWD_FILTER);
+    cr_expect_eq(data.t[NN__KEY_DX].dtype, NN_DTYPE_F16);
+    cr_expect_eq(data.t[NN__KEY_DY].dims[2], 8);
+    cr_expect_eq(filter.t[NN__KEY_DW].dims[2], 5);
+    cr_expect_eq(data.p.groups, 1);
+    cr_expect_eq(filter.p.mode, NN__CUDNN_CONVOLUTION);
+    cr_expect_eq(filter.p.stride[0], 2);
+    cr_expect_null(nn__plan_key_invalid(&data), "%s", nn__plan_key_invalid(&data));
+    cr_expect_null(nn__plan_key_invalid(&filter), "%s", nn__plan_key_invalid(&filter));
+    nn_ctx_destroy(ctx);
+}
+
+Test(plan_get, pointer_alignment)
+{
+    char *base = (char *)(uintptr_t)0x100000;
+    cr_expect_eq(nn__cudnn_ptr_alignment(base), 16);
+    cr_expect_eq(nn__cudnn_ptr_alignment(base + 8), 8);
+    cr_expect_eq(nn__cudnn_ptr_alignment(base + 4), 4);
+    cr_expect_eq(nn__cudnn_ptr_alignment(base + 6), 2);
+    cr_expect_eq(nn__cudnn_ptr_alignment(base + 3), 1);
+    cr_expect_eq(nn__cudnn_ptr_alignment(base + 48), 16);
+}
+
+Test(plan_get, source_names)
+{
+    cr_expect_str_eq(nn__plan_source_name(NN__PLAN_HIT), "hit");
+    cr_expect_str_eq(nn__plan_source_name(NN__PLAN_REBUILT), "rebuilt");
+    cr_expect_str_eq(nn__plan_source_name(NN__PLAN_HEURISTIC), "heuristic");
+    cr_expect_str_eq(nn__plan_source_name(NN__PLAN_AUTOTUNED), "autotuned");
+}

@@ -2,7 +2,8 @@
 # The GPU machine's job (see ../shared/device/README.md): build, run every test, then the
 # benchmarks and their PyTorch counterparts. Full logs go to $OUT (or ./gpu-out): tests.log and
 # bench.txt; a short summary is printed last.
-#   tools/gpu-run.sh [tests|bench|all]     (default all)
+#   tools/gpu-run.sh [tests|bench|first|conv|all]     (default all; bench: memory and pooling,
+#   first: time to a first convolution result, conv: first + the convolution shape lists)
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -27,10 +28,24 @@ bench() { # name, command...
   cat "$out/$name.tmp" | tee -a "$out/bench.txt"
   rm -f "$out/$name.tmp"
 }
+if [ "$what" = first ] || [ "$what" = conv ] || [ "$what" = all ]; then
+  # Time to the first result of a new shape: heuristics, autotune, a plan file from nnprim tune.
+  f=bench/shapes_first_call.txt
+  plans=$(mktemp -d)/first.nnp
+  for tuning in heuristic autotune; do
+    bench "first_call_$tuning" env NNPRIM_VERBOSE=1 NNPRIM_TUNING=$tuning \
+      "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
+  done
+  bench tune_first "$build/cli/nnprim" tune --shapes $f --out "$plans"
+  bench first_call_loaded env NNPRIM_VERBOSE=1 NNPRIM_PLAN_CACHE="$plans" \
+    "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
+fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   bench bench_mem "$build/cli/nnprim" bench mem --device 0
   bench bench_pool "$build/cli/nnprim" bench pool
   bench torch_pool python3 bench/torch_pool.py
+fi
+if [ "$what" = conv ] || [ "$what" = all ]; then
   for math in strict tf32; do
     bench "bench_conv_resnet50_$math" "$build/cli/nnprim" bench conv --math $math \
       --shapes bench/shapes_conv_resnet50.txt

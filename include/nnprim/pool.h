@@ -88,11 +88,10 @@ NN_API nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank,
  * @param y            output, dims from nn_pool_output_shape(), same dtype and memory space as x;
  *                     overwritten. Must not overlap x.
  * @param pullback_out NULL for inference; otherwise out: a new pullback on success, NULL on
- *                     failure. The pullback keeps a *view* of x (not a copy): the caller must keep
- *                     x's storage alive and unchanged until nn_pool_backward() or
- *                     nn_pool_pullback_free(). On the cuDNN backend with mode NN_POOL_MAX it also
- *                     holds a copy of y in device memory from the context's pool, so y may be
- *                     reused at once.
+ *                     failure. The pullback keeps *views* of x and y (not copies): the caller
+ *                     must keep the storage of both alive and unchanged until nn_pool_backward()
+ *                     or nn_pool_pullback_free() (cuDNN's max-pooling backward finds each window's
+ *                     maximum by comparing x with y; frameworks keep both for autograd anyway).
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, params, x or y, bad parameters as in
  *         nn_pool_output_shape(), malformed tensors); NN_E_SHAPE (x's rank or size does not
  *         fit params, as in nn_pool_output_shape(), or y's dims are not the output shape);

@@ -176,7 +176,7 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
         pb->ctx = ctx;
         pb->params = *params;
         pb->x = *x;
-        memcpy(pb->y_dims, y_dims, sizeof y_dims);
+        pb->y = *y;
     }
     nn_status st;
 #if NN_HAVE_CUDNN
@@ -235,14 +235,14 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     nn_pool_pullback *pb = *pullback;
     NN__TRY(nn__check_tensor(ctx, op, dy, "dy"));
     NN__TRY(nn__check_tensor(ctx, op, dx, "dx"));
-    NN__TRY(check_dims(ctx, op, "dy", dy, pb->y_dims, pb->x.rank));
+    NN__TRY(check_dims(ctx, op, "dy", dy, pb->y.dims, pb->x.rank));
     NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
     NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
     NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
     nn_status st;
 #if NN_HAVE_CUDNN
     if (nn__ctx_on_gpu(ctx))
-        st = nn__pool_backward_cudnn(ctx, &pb->params, pb->cudnn, &pb->x, dy, dx);
+        st = nn__pool_backward_cudnn(ctx, &pb->params, pb->cudnn, &pb->x, &pb->y, dy, dx);
     else
 #endif
         st = nn__pool_backward_ref(ctx, &pb->params, &pb->x, dy, dx);

@@ -38,12 +38,11 @@ static inline nn_status pool_cudnn_check(struct nn_ctx *ctx, cudnnStatus_t st, c
     return st == CUDNN_STATUS_SUCCESS ? NN_OK : cudnn_fail(ctx, st, call, file, line);
 }
 
-/* What backward needs: the descriptors of forward (made once) and, for max, a copy of y. */
+/* What backward needs besides the caller's views: the descriptors of forward (made once). */
 struct nn__pool_cudnn_saved {
     cudnnPoolingDescriptor_t pool;
     cudnnTensorDescriptor_t xd; /* x's dims and strides */
-    cudnnTensorDescriptor_t yd; /* y's dims, contiguous: the saved copy and a contiguous dy */
-    void *y;                    /* saved y (max only), from the device pool */
+    cudnnTensorDescriptor_t yd; /* y's dims, contiguous: y and dy as backward sees them */
 };
 
 static cudnnDataType_t data_type(nn_dtype t)
@@ -149,7 +148,8 @@ static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
     cudnnPoolingDescriptor_t d;
     NN__TRY(POOL_CUDNN(ctx, cudnnCreatePoolingDescriptor, (&d)));
     nn_status st = POOL_CUDNN(ctx, cudnnSetPoolingNdDescriptor,
-                              (d, pool_mode(p->mode, ctx->settings.deterministic), CUDNN_PROPAGATE_NAN, nd, win, pad, str));
+                              (d, pool_mode(p->mode, ctx->settings.deterministic),
+                               CUDNN_PROPAGATE_NAN, nd, win, pad, str));
     if (st != NN_OK) {
         cudnnDestroyPoolingDescriptor(d);
         return st;
@@ -169,24 +169,7 @@ void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *
     if (s->pool) cudnnDestroyPoolingDescriptor(s->pool);
     if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
     if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
-    if (s->y && nn__dev_free(ctx, s->y) != NN_OK)
-        nn__record_error(ctx, NN_E_INTERNAL, "nn__dev_free", 0, NULL, __FILE__, __LINE__,
-                         "pool pullback: the saved y was not returned to the device pool");
     nn__host_free(s);
-}
-
-/* Keep a contiguous copy of y for max-pooling backward (cuDNN finds the argmax by comparing x
- * with y). A strided y is packed by cudnnTransformTensor. */
-static nn_status save_y(struct nn_ctx *ctx, cudnnHandle_t h, struct nn__pool_cudnn_saved *s,
-                        const nn_tensor *y, cudnnTensorDescriptor_t yd_user)
-{
-    size_t bytes = (size_t)nn_tensor_numel(y) * nn_dtype_size(y->dtype);
-    NN__TRY(nn__dev_alloc(ctx, bytes, &s->y));
-    if (nn_tensor_is_contiguous(y))
-        return NN__CUDA(ctx, cudaMemcpyAsync(s->y, y->data, bytes, cudaMemcpyDeviceToDevice,
-                                             (cudaStream_t)ctx->stream));
-    float one = 1.0f, zero = 0.0f;
-    return POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, yd_user, y->data, &zero, s->yd, s->y));
 }
 
 nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
@@ -214,7 +197,6 @@ nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, co
         } else {
             st = tensor_desc(ctx, y, 1, &s->yd);
         }
-        if (st == NN_OK && p->mode == NN_POOL_MAX) st = save_y(ctx, h, s, y, yd_user);
     }
     if (yd_user) cudnnDestroyTensorDescriptor(yd_user);
     if (st != NN_OK || !saved_out) {
@@ -241,15 +223,15 @@ static nn_status pack(struct nn_ctx *ctx, cudnnHandle_t h, const nn_tensor *t,
 
 /* Scratch of one backward call for layouts cuDNN's backward does not take directly. */
 struct scratch {
-    cudnnTensorDescriptor_t dyd, xcd, dxd; /* dy's own, x/dx contiguous, dx's own */
-    void *dy, *x, *dx;                     /* contiguous copies, from the device pool */
+    cudnnTensorDescriptor_t dyd, ydd, xcd, dxd; /* dy's own, y's own, x/dx contiguous, dx's own */
+    void *dy, *y, *x, *dx;                      /* contiguous copies, from the device pool */
 };
 
 static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
 {
-    cudnnTensorDescriptor_t d[3] = {k->dyd, k->xcd, k->dxd};
-    void *m[3] = {k->dy, k->x, k->dx};
-    for (int i = 0; i < 3; i++) {
+    cudnnTensorDescriptor_t d[4] = {k->dyd, k->ydd, k->xcd, k->dxd};
+    void *m[4] = {k->dy, k->y, k->x, k->dx};
+    for (int i = 0; i < 4; i++) {
         if (d[i]) cudnnDestroyTensorDescriptor(d[i]);
         if (m[i]) nn__dev_free(ctx, m[i]);
     }
@@ -257,12 +239,12 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
 
 /* cuDNN's legacy backward is given y and dy in one layout, and x and dx in one layout: its API
  * reference (as we recall it; not checked on a GPU here) lists differing strides among the
- * BAD_PARAM cases. The saved y is contiguous; a strided dy is packed, and
+ * BAD_PARAM cases. A strided y (read by max pooling only) or dy is packed, and
  * when dx's strides differ from x's both go through contiguous scratch. The usual case (all
  * contiguous) reuses forward's descriptors and copies nothing. */
 nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
                                   struct nn__pool_cudnn_saved *s, const nn_tensor *x,
-                                  const nn_tensor *dy, nn_tensor *dx)
+                                  const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx)
 {
     const char *op = "pool_backward";
     NN__TRY(check_supported(ctx, op, p, dy, "dy"));
@@ -270,7 +252,7 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct scratch k = {0};
-    const void *dyv = dy->data, *xv = x->data;
+    const void *dyv = dy->data, *xv = x->data, *yv = y->data;
     void *dxv = dx->data;
     cudnnTensorDescriptor_t xd = s->xd;
     nn_status st = NN_OK;
@@ -278,6 +260,11 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
         st = tensor_desc(ctx, dy, 0, &k.dyd);
         if (st == NN_OK) st = pack(ctx, h, dy, k.dyd, s->yd, &k.dy);
         dyv = k.dy;
+    }
+    if (st == NN_OK && p->mode == NN_POOL_MAX && !nn_tensor_is_contiguous(y)) {
+        st = tensor_desc(ctx, y, 0, &k.ydd);
+        if (st == NN_OK) st = pack(ctx, h, y, k.ydd, s->yd, &k.y);
+        yv = k.y;
     }
     if (st == NN_OK && !same_strides(dx, x)) {
         st = tensor_desc(ctx, x, 1, &k.xcd);
@@ -295,7 +282,7 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
         }
     }
     /* Mean-pooling backward reads only dy; cuDNN still takes a y, so dy stands in for it. */
-    const void *yv = s->y ? s->y : dyv;
+    if (p->mode != NN_POOL_MAX) yv = dyv;
     float one = 1.0f, zero = 0.0f;
     if (st == NN_OK)
         st = POOL_CUDNN(ctx, cudnnPoolingBackward,

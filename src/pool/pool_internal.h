@@ -8,16 +8,15 @@
 #include "nnprim/pool.h"
 
 struct nn_ctx;
-struct nn__pool_cudnn_saved; /* pool_cudnn.c: descriptors and the saved y */
+struct nn__pool_cudnn_saved; /* pool_cudnn.c: forward's descriptors */
 
 struct nn_pool_pullback {
     struct nn_ctx *ctx;
     nn_pool_params params;
-    nn_tensor x; /* the caller's view; the caller keeps the storage alive */
-    int64_t y_dims[NN_MAX_RANK];
+    nn_tensor x; /* the caller's views; the caller keeps the storage alive and unchanged */
+    nn_tensor y;
     struct nn__pool_cudnn_saved *cudnn; /* NULL on the reference backend */
 };
-
 
 /* Reference backend. Arguments are validated; y and dy have the output dims. */
 nn_status nn__pool_forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
@@ -32,7 +31,7 @@ nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, co
                                  nn_tensor *y, struct nn__pool_cudnn_saved **saved_out);
 nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
                                   struct nn__pool_cudnn_saved *saved, const nn_tensor *x,
-                                  const nn_tensor *dy, nn_tensor *dx);
+                                  const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx);
 void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *saved);
 #endif
 

@@ -142,12 +142,12 @@ const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,
                                           const struct nn__cudnn_graph_desc *d)
 {
     static const char *const kinds[] = {"?",         "conv_fwd", "conv_bwd_data", "conv_bwd_filter",
-                                        "bias_grad", "pool_fwd", "pool_bwd"};
+                                        "bias_grad", "pool_fwd"};
     static const char *const names[NN__UID_IO_END] = {"",   "x",  "w",  "y", "b",
                                                       "dx", "dw", "dy", "db"};
     struct out o = out_init(buf, cap);
     int k =
-        d->kind >= NN__CUDNN_GRAPH_CONV_FWD && d->kind <= NN__CUDNN_GRAPH_POOL_BWD ? d->kind : 0;
+        d->kind >= NN__CUDNN_GRAPH_CONV_FWD && d->kind <= NN__CUDNN_GRAPH_POOL_FWD ? d->kind : 0;
     put(&o, "%s", kinds[k]);
     for (int u = 1; u < NN__UID_IO_END; u++) {
         if (d->t[u].rank <= 0) continue;

@@ -332,7 +332,7 @@ static nn_status make_resample(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
 }
 
 /* Which tensors each kind uses (the rest must have rank 0). */
-static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias, int max_pool)
+static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
 {
     switch (k) {
     case NN__CUDNN_GRAPH_CONV_FWD:
@@ -344,10 +344,6 @@ static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias, int m
         return uid == NN__UID_X || uid == NN__UID_DY || uid == NN__UID_DW;
     case NN__CUDNN_GRAPH_BIAS_GRAD: return uid == NN__UID_DY || uid == NN__UID_DB;
     case NN__CUDNN_GRAPH_POOL_FWD: return uid == NN__UID_X || uid == NN__UID_Y;
-    case NN__CUDNN_GRAPH_POOL_BWD:
-        /* Max pooling routes dy to the argmax, found from x and y; averaging needs neither. */
-        return uid == NN__UID_DY || uid == NN__UID_DX ||
-               (max_pool && (uid == NN__UID_X || uid == NN__UID_Y));
     }
     return 0;
 }
@@ -371,7 +367,7 @@ static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, c
 
 static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d)
 {
-    if (d->kind < NN__CUDNN_GRAPH_CONV_FWD || d->kind > NN__CUDNN_GRAPH_POOL_BWD)
+    if (d->kind < NN__CUDNN_GRAPH_CONV_FWD || d->kind > NN__CUDNN_GRAPH_POOL_FWD)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->kind);
     int is_conv = d->kind <= NN__CUDNN_GRAPH_CONV_BWD_FILTER;
     int is_pool = d->kind >= NN__CUDNN_GRAPH_POOL_FWD;
@@ -383,7 +379,7 @@ static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_des
     int fused_bias = d->kind == NN__CUDNN_GRAPH_CONV_FWD && d->t[NN__UID_B].rank > 0;
     for (int u = 1; u < NN__UID_IO_END; u++) {
         const struct nn__cudnn_tensor *t = &d->t[u];
-        int used = kind_uses(d->kind, u, fused_bias, d->pool.mode == NN__CUDNN_POOL_MAX);
+        int used = kind_uses(d->kind, u, fused_bias);
         if (!used) {
             if (t->rank != 0)
                 return NN__FAIL(ctx, NN_E_INVALID_ARG,
@@ -500,26 +496,6 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
         NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &t[NN__UID_Y]));
         NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &rd));
-        NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-        ops[(*n_ops)++] = d;
-        return NN_OK;
-    }
-    case NN__CUDNN_GRAPH_POOL_BWD: {
-        cudnnBackendDescriptor_t d;
-        NN__TRY(make_resample(ctx, g, &m->pool, &rd));
-        NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR, &d));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_DX]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_DY]));
-        if (t[NN__UID_X]) {
-            NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC,
-                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[NN__UID_X]));
-            NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC,
-                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[NN__UID_Y]));
-        }
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &rd));
         NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
         ops[(*n_ops)++] = d;
@@ -655,20 +631,6 @@ void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cu
     desc_init(d, NN__CUDNN_GRAPH_POOL_FWD);
     d->t[NN__UID_X] = *x;
     d->t[NN__UID_Y] = *y;
-    d->pool = *p;
-}
-
-void nn__cudnn_desc_pool_bwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_tensor *dy,
-                             const struct nn__cudnn_tensor *dx, const struct nn__cudnn_pool *p)
-{
-    desc_init(d, NN__CUDNN_GRAPH_POOL_BWD);
-    if (p->mode == NN__CUDNN_POOL_MAX) {
-        d->t[NN__UID_X] = *x;
-        d->t[NN__UID_Y] = *y;
-    }
-    d->t[NN__UID_DY] = *dy;
-    d->t[NN__UID_DX] = *dx;
     d->pool = *p;
 }
 

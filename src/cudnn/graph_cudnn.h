@@ -75,8 +75,9 @@ enum nn__cudnn_graph_kind {
     NN__CUDNN_GRAPH_CONV_BWD_DATA = 2,   /* dx = alpha conv_bwd_data(dy, w) + beta dx */
     NN__CUDNN_GRAPH_CONV_BWD_FILTER = 3, /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
     NN__CUDNN_GRAPH_BIAS_GRAD = 4,       /* db = sum of dy over N and spatial dims */
-    NN__CUDNN_GRAPH_POOL_FWD = 5,        /* y = pool(x) */
-    NN__CUDNN_GRAPH_POOL_BWD = 6         /* dx = pool_bwd(dy [, x, y for max pooling]) */
+    NN__CUDNN_GRAPH_POOL_FWD = 5         /* y = pool(x) */
+    /* No pooling backward: cuDNN 9.14's resample backward refused average pooling without x
+     * (BAD_PARAM) and crashed on max pooling on the H200; src/pool uses the legacy calls. */
 };
 
 /* Unique ids of a graph's tensors: the variant pack's keys, and the index into
@@ -202,10 +203,6 @@ void nn__cudnn_desc_bias_grad(struct nn__cudnn_graph_desc *d, const struct nn__c
                               const struct nn__cudnn_tensor *db);
 void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
                              const struct nn__cudnn_tensor *y, const struct nn__cudnn_pool *p);
-/* x and y are used (and may only be non-NULL) for max pooling. */
-void nn__cudnn_desc_pool_bwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_tensor *dy,
-                             const struct nn__cudnn_tensor *dx, const struct nn__cudnn_pool *p);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans

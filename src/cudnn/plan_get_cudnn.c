@@ -40,7 +40,6 @@ static enum nn__op_kind op_of(enum nn__cudnn_graph_kind k)
     case NN__CUDNN_GRAPH_CONV_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
     case NN__CUDNN_GRAPH_BIAS_GRAD: return NN__OP_CONV_BIAS_GRAD;
     case NN__CUDNN_GRAPH_POOL_FWD: return NN__OP_POOL_FWD;
-    case NN__CUDNN_GRAPH_POOL_BWD: return NN__OP_POOL_BWD;
     }
     return NN__OP_NONE;
 }
@@ -57,7 +56,7 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
                            int32_t flags, struct nn__plan_key *k)
 {
     nn__plan_key_init(k);
-    int pool = d->kind == NN__CUDNN_GRAPH_POOL_FWD || d->kind == NN__CUDNN_GRAPH_POOL_BWD;
+    int pool = d->kind == NN__CUDNN_GRAPH_POOL_FWD;
     k->op = op_of(d->kind);
     k->compute = pool ? d->pool.compute : d->conv.compute;
     if (!k->compute) k->compute = NN_DTYPE_F32;

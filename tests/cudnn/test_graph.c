@@ -904,20 +904,10 @@ static const struct nn__cudnn_pool max2x2 = {.spatial_rank = 2,
                                              .stride = {2, 2},
                                              .mode = NN__CUDNN_POOL_MAX,
                                              .compute = NN_DTYPE_F32};
-static const struct nn__cudnn_pool avg2x2 = {.spatial_rank = 2,
-                                             .window = {2, 2},
-                                             .stride = {2, 2},
-                                             .mode = NN__CUDNN_POOL_AVG_INCLUDE_PAD,
-                                             .compute = NN_DTYPE_F32};
 
 static void max_pool_fwd_desc(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *t)
 {
     nn__cudnn_desc_pool_fwd(d, &t[NN__UID_X], &t[NN__UID_Y], &max2x2);
-}
-
-static void avg_pool_bwd_desc(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *t)
-{
-    nn__cudnn_desc_pool_bwd(d, NULL, NULL, &t[NN__UID_DY], &t[NN__UID_DX], &avg2x2);
 }
 
 static void bias_grad_desc(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *t)
@@ -943,58 +933,6 @@ Test(cudnn_graph, gpu_max_pool_forward)
     struct layout_io io[] = {{NN__UID_X, {N, C, H, W}, x, NULL},
                              {NN__UID_Y, {N, C, OH, OW}, NULL, want}};
     run_in_layouts(io, 2, max_pool_fwd_desc, "max pool forward");
-}
-
-/* Average pooling backward, padding counted: each dy spreads dy / 4 over its 2x2 window. */
-Test(cudnn_graph, gpu_avg_pool_backward)
-{
-    NN_REQUIRE_GPU();
-    enum { N = 2, C = 3, H = 6, W = 8, OH = 3, OW = 4 };
-    static float dy[N * C * OH * OW], want[N * C * H * W];
-    fill_ints(dy, N * C * OH * OW, 9, -8, 8);
-    for (int p = 0; p < N * C; p++)
-        for (int i = 0; i < OH; i++)
-            for (int j = 0; j < OW; j++)
-                for (int r = 0; r < 2; r++)
-                    for (int s = 0; s < 2; s++)
-                        want[(p * H + 2 * i + r) * W + 2 * j + s] += dy[(p * OH + i) * OW + j] / 4;
-    struct layout_io io[] = {{NN__UID_DY, {N, C, OH, OW}, dy, NULL},
-                             {NN__UID_DX, {N, C, H, W}, NULL, want}};
-    run_in_layouts(io, 2, avg_pool_bwd_desc, "average pool backward");
-}
-
-static void max_pool_bwd_desc(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *t)
-{
-    nn__cudnn_desc_pool_bwd(d, &t[NN__UID_X], &t[NN__UID_Y], &t[NN__UID_DY], &t[NN__UID_DX],
-                            &max2x2);
-}
-
-/* Max pooling backward: dy goes to the window's maximum (x holds distinct values: no ties). */
-Test(cudnn_graph, gpu_max_pool_backward)
-{
-    NN_REQUIRE_GPU();
-    enum { N = 2, C = 3, H = 6, W = 8, OH = 3, OW = 4 };
-    static float x[N * C * H * W], y[N * C * OH * OW], dy[N * C * OH * OW], want[N * C * H * W];
-    for (int i = 0; i < N * C * H * W; i++)
-        x[i] = (float)((i * 37) % (N * C * H * W));
-    fill_ints(dy, N * C * OH * OW, 11, -8, 8);
-    for (int p = 0; p < N * C; p++)
-        for (int i = 0; i < OH; i++)
-            for (int j = 0; j < OW; j++) {
-                int at = (p * H + 2 * i) * W + 2 * j;
-                for (int r = 0; r < 2; r++)
-                    for (int s = 0; s < 2; s++) {
-                        int k = (p * H + 2 * i + r) * W + 2 * j + s;
-                        if (x[k] > x[at]) at = k;
-                    }
-                y[(p * OH + i) * OW + j] = x[at];
-                want[at] += dy[(p * OH + i) * OW + j];
-            }
-    struct layout_io io[] = {{NN__UID_X, {N, C, H, W}, x, NULL},
-                             {NN__UID_Y, {N, C, OH, OW}, y, NULL},
-                             {NN__UID_DY, {N, C, OH, OW}, dy, NULL},
-                             {NN__UID_DX, {N, C, H, W}, NULL, want}};
-    run_in_layouts(io, 4, max_pool_bwd_desc, "max pool backward");
 }
 
 /* db = sum of dy over N, H, W. */

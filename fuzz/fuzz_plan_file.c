@@ -13,7 +13,7 @@
 
 #include "core/alloc.h"
 #include "cudnn/plan_cache.h"
-#include "plan_fuzz_identity.h"
+#include "plan_fixtures.h" /* the identity the corpus test replays with */
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
@@ -35,19 +35,19 @@ static int same_in_other(void *arg, const struct nn__plan_key *k, const struct n
 
 static void decode_and_check(const unsigned char *data, size_t size)
 {
-    struct nn__gpu_id gpu = fuzz_gpu();
+    struct nn__gpu_id gpu = fx_gpu();
     struct nn__plan_cache *c = NULL;
     if (nn__plan_cache_create(NULL, 4, &c) != NN_OK) abort();
-    nn_status st = nn__plan_file_decode(NULL, c, "fuzz", data, size, FUZZ_CUDNN_VERSION, &gpu);
+    nn_status st = nn__plan_file_decode(NULL, c, "fuzz", data, size, FX_CUDNN_VERSION, &gpu);
     if (st != NN_OK && st != NN_E_FORMAT) abort();
     if (st == NN_E_FORMAT && nn__plan_cache_known_count(c) != 0) abort();
     if (st == NN_OK) {
         unsigned char *buf;
         size_t len;
-        if (nn__plan_file_encode(NULL, c, FUZZ_CUDNN_VERSION, &gpu, &buf, &len) != NN_OK) abort();
+        if (nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len) != NN_OK) abort();
         struct check chk = {NULL};
         if (nn__plan_cache_create(NULL, 4, &chk.other) != NN_OK) abort();
-        if (nn__plan_file_decode(NULL, chk.other, "re-encoded", buf, len, FUZZ_CUDNN_VERSION,
+        if (nn__plan_file_decode(NULL, chk.other, "re-encoded", buf, len, FX_CUDNN_VERSION,
                                  &gpu) != NN_OK)
             abort();
         if (nn__plan_cache_known_count(chk.other) != nn__plan_cache_known_count(c)) abort();

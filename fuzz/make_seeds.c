@@ -6,7 +6,7 @@
 
 #include "core/alloc.h"
 #include "cudnn/plan_cache.h"
-#include "plan_fuzz_identity.h"
+#include "plan_fixtures.h" /* the identity the corpus test replays with */
 
 static struct nn__plan_key seed_key(int s)
 {
@@ -66,11 +66,11 @@ static int write_seed(const char *dir, const char *name, int first, int n, const
         }
         if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) return 1;
     }
-    struct nn__gpu_id gpu = fuzz_gpu();
+    struct nn__gpu_id gpu = fx_gpu();
     if (gpu_name) snprintf(gpu.name, sizeof gpu.name, "%s", gpu_name);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    nn_status st = nn__plan_file_save(NULL, c, path, FUZZ_CUDNN_VERSION, &gpu);
+    nn_status st = nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu);
     nn__plan_cache_destroy(c);
     return st != NN_OK;
 }

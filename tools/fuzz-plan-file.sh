@@ -23,7 +23,7 @@ cat > "$work/gen/nn_config.h" <<CONF
 CONF
 
 srcs="$root/src/cudnn/plan_cache.c $root/src/cudnn/plan_file.c $root/src/core/alloc.c $root/src/core/status.c"
-flags="-std=c11 -D_GNU_SOURCE -g -O1 -I$work/gen -I$root/include -I$root/src -I$root/fuzz"
+flags="-std=c11 -D_GNU_SOURCE -g -O1 -I$work/gen -I$root/include -I$root/src -I$root/fuzz -I$root/tests/cudnn"
 
 clang $flags -fsanitize=address,undefined -o "$work/make_seeds" "$root/fuzz/make_seeds.c" $srcs -lm
 clang $flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -26,7 +26,8 @@ with open(testlog) as f:
     runs = [json.loads(line) for line in f if line.strip()]
 for run in runs:
     name, result = run["name"], run["result"]
-    path = os.path.join(results, name + ".json")
+    # Newer meson names tests "project:suite"; the JSON file carries the test's own name.
+    path = os.path.join(results, name.split(":")[-1] + ".json")
     if not os.path.exists(path):
         # Not a Criterion suite (or it died before writing its counts): meson's verdict counts.
         if result == "OK":

@@ -186,9 +186,10 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
     }
     nn_error_info keep = ctx->last_error;
     uint64_t t0 = nn__now_ns();
-    /* Engine and knobs first: on the H200 (cuDNN 9.14) a plan rebuilt from its JSON took about
-     * 47 ms to its first result where the same engine from heuristics took 3.8 ms. The JSON
-     * stays as the fallback for a record whose engine index no longer resolves. */
+    /* Engine and knobs first, the robust form (ARCHITECTURE.md). The JSON was meant as the fast
+     * path, but on the H200 (cuDNN 9.14) it was no faster: 47 ms against 46-76 ms for the same
+     * runtime-compiled configuration, which cuDNN compiles at finalization either way. It stays
+     * as the fallback for a record whose engine index no longer resolves. */
     const char *how = "engine and knobs";
     struct nn__engine_choice ch;
     engine_choice_of(out, &ch);

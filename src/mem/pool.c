@@ -20,7 +20,6 @@
 #include "mem/pool.h"
 
 #define NSHARD          64
-_Static_assert(NSHARD <= 64, "shard_index() takes 6 bits of the hash");
 #define SMALL_MAX       ((size_t)1 << 20)
 #define SMALL_SEG       ((size_t)2 << 20)
 #define MEDIUM_MAX      ((size_t)10 << 20)
@@ -783,16 +782,9 @@ static nn_status grow(struct nn__pool *pool, struct shard *sh, int f, size_t siz
 
 /* ---- allocation and free ---- */
 
-/* Stream ids are the driver's; nothing promises that they are consecutive, so they are mixed
- * (Fibonacci hashing) before choosing a shard rather than taken modulo NSHARD. */
-static size_t shard_index(uint64_t sid)
-{
-    return (size_t)((sid * 0x9e3779b97f4a7c15ull) >> 58) % NSHARD;
-}
-
 static struct shard *shard_of(struct nn__pool *pool, uint64_t sid)
 {
-    return &pool->shards[shard_index(sid)];
+    return &pool->shards[sid % NSHARD];
 }
 
 static void allocated_now(struct nn__pool *pool, size_t *bytes, size_t *req);
@@ -853,7 +845,7 @@ static int alloc_from_cache(struct nn__pool *pool, int f, size_t size, size_t re
                             void *stream, uint64_t sid, int partial_ok, void **out,
                             struct nn_ctx *ectx)
 {
-    size_t own = shard_index(sid);
+    size_t own = sid % NSHARD;
     for (size_t i = 0; i < NSHARD; i++) {
         struct shard *sh = &pool->shards[(own + i) % NSHARD];
         if (i && !atomic_load_explicit(&sh->nsegs, memory_order_relaxed)) continue;
@@ -1060,7 +1052,7 @@ nn_status nn__pool_free(struct nn__pool *pool, void *stream, uint64_t stream_id,
                         struct nn_ctx *ectx)
 {
     if (!p) return NN_OK;
-    size_t own = shard_index(stream_id);
+    size_t own = stream_id % NSHARD;
     size_t hint = (size_t)atomic_load_explicit(&pool->shards[own].hint, memory_order_relaxed);
     /* Own shard, then the hint, then the others. */
     for (size_t i = 0; i <= NSHARD; i++) {

@@ -439,29 +439,38 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
  * Backward
  */
 
+/* Find (or build) the plan for d and run it on two inputs and one output, given by uid. */
+static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
+                          const struct nn__conv_problem *p, const struct nn__cudnn_graph_desc *d,
+                          int in0, const void *ptr0, int in1, const void *ptr1, int out,
+                          nn_tensor *y)
+{
+    struct nn__plan_key key;
+    nn__cudnn_plan_key_of(ctx, d, 0, &key);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[in0] = (void *)ptr0;
+    pa.args.p[in1] = (void *)ptr1;
+    pa.args.p[out] = y->data;
+    pa.out_uid = out;
+    pa.out_bytes = bytes_of(y);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    nn_status st = nn__cudnn_plan_get(ctx, &key, d, &pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    verbose_plan(ctx, what, plan, src);
+    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+}
+
 nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
                                        double alpha, double beta)
 {
-    const char *op = "conv_backward_data";
     struct bwd_call bc = {p, dy, w, dx, alpha, beta};
     struct nn__cudnn_graph_desc d;
-    struct nn__plan_key key;
     desc_bwd_data(&d, &bc);
-    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
-    struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__UID_DY] = dy->data;
-    pa.args.p[NN__UID_W] = w->data;
-    pa.args.p[NN__UID_DX] = dx->data;
-    pa.out_uid = NN__UID_DX;
-    pa.out_bytes = bytes_of(dx);
-    struct nn__cudnn_plan *plan;
-    enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &key, &d, &pa, &plan, &src);
-    if (st != NN_OK) return explain(ctx, st, op, p);
-    verbose_plan(ctx, "data", plan, src);
-    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+    return run_plan(ctx, "conv_backward_data", "data", p, &d, NN__UID_DY, dy->data, NN__UID_W,
+                    w->data, NN__UID_DX, dx);
 }
 
 /* dw = alpha * wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
@@ -471,22 +480,9 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
 {
     struct bwd_call bc = {p, x, dy, dw, alpha, beta};
     struct nn__cudnn_graph_desc d;
-    struct nn__plan_key key;
     desc_bwd_filter(&d, &bc);
-    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
-    struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__UID_X] = x->data;
-    pa.args.p[NN__UID_DY] = dy->data;
-    pa.args.p[NN__UID_DW] = dw->data;
-    pa.out_uid = NN__UID_DW;
-    pa.out_bytes = bytes_of(dw);
-    struct nn__cudnn_plan *plan;
-    enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &key, &d, &pa, &plan, &src);
-    if (st != NN_OK) return explain(ctx, st, "conv_backward_filter", p);
-    verbose_plan(ctx, what, plan, src);
-    return nn__cudnn_plan_run(ctx, plan, &pa.args);
+    return run_plan(ctx, "conv_backward_filter", what, p, &d, NN__UID_X, x->data, NN__UID_DY,
+                    dy->data, NN__UID_DW, dw);
 }
 
 /* One element of value 1 in dtype, as bytes. */

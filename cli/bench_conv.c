@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "nn_config.h"
+#include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
 
@@ -21,7 +22,6 @@
 #if NN_HAVE_CUDNN
 #include "bench_raw_cudnn.h"
 #endif
-
 
 /* Small shapes for a reference context (and the default list without --shapes). */
 static const char *const small_shapes[] = {
@@ -38,19 +38,6 @@ struct bench {
     cudaEvent_t start, stop;
 #endif
 };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* What one timed call runs. */
 enum which { FWD, BWD_DATA, BWD_FILTER };
@@ -88,9 +75,9 @@ static double time_once(struct bench *B, struct shape_io *s, enum which k)
         return ms * 1e3;
     }
 #endif
-    double t0 = now_us();
+    double t0 = nn_cli_now_us();
     if (call(B, s, k) != NN_OK) return -1;
-    return now_us() - t0;
+    return nn_cli_now_us() - t0;
 }
 
 static double median_us(struct bench *B, struct shape_io *s, enum which k)
@@ -102,10 +89,7 @@ static double median_us(struct bench *B, struct shape_io *s, enum which k)
     double m = 0;
     for (int i = 0; i < B->reps && m >= 0; i++)
         m = t[i] = time_once(B, s, k);
-    if (m >= 0) {
-        qsort(t, (size_t)B->reps, sizeof *t, cmp_double);
-        m = t[B->reps / 2];
-    }
+    if (m >= 0) m = nn_cli_median(t, B->reps);
     free(t);
     return m;
 }
@@ -113,11 +97,11 @@ static double median_us(struct bench *B, struct shape_io *s, enum which k)
 /* Host wall time per forward call, back to back, one synchronisation at the end. */
 static double host_us(struct bench *B, struct shape_io *s, enum which k)
 {
-    double t0 = now_us();
+    double t0 = nn_cli_now_us();
     for (int i = 0; i < B->reps; i++)
         if (call(B, s, k) != NN_OK) return -1;
     if (nn_ctx_synchronize(B->ctx) != NN_OK) return -1;
-    return (now_us() - t0) / B->reps;
+    return (nn_cli_now_us() - t0) / B->reps;
 }
 
 /* Raw cuDNN: the plan nnprim's forward just ran, executed with plain cudnnBackendExecute (GPU

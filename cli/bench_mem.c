@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
@@ -28,25 +29,6 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static uint64_t rng(uint64_t *s)
 {
@@ -146,12 +128,12 @@ static int pair_latency(enum kind kind, int device, size_t bytes, double *us)
     void *p;
     if (!err) err = do_alloc(&c, bytes, &p) || do_free(&c, p);
     for (int b = 0; b < batches && !err; b++) {
-        double t0 = now_us();
+        double t0 = nn_cli_now_us();
         for (int i = 0; i < batch && !err; i++)
             err = do_alloc(&c, bytes, &p) || do_free(&c, p);
-        t[b] = (now_us() - t0) / batch;
+        t[b] = (nn_cli_now_us() - t0) / batch;
     }
-    if (!err) *us = median(t, batches);
+    if (!err) *us = nn_cli_median(t, batches);
     free(t);
     close_ctx(&c);
     return err;
@@ -214,10 +196,10 @@ static int thread_rate(enum kind kind, int device, int n, long pairs, double *ra
             exit(1);
         }
     pthread_barrier_wait(&start);
-    double t0 = now_us();
+    double t0 = nn_cli_now_us();
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
-    double dt = now_us() - t0;
+    double dt = nn_cli_now_us() - t0;
     for (int i = 0; i < n; i++)
         err |= a[i].err;
     for (int i = 0; i < opened; i++)
@@ -415,7 +397,7 @@ static int replay(int device, const struct trace *t, int times, struct replay_re
     if (nn_mem_get_stats(device, &s0) != NN_OK) memset(&s0, 0, sizeof s0);
     size_t live = 0, peak = 0;
     int err = 0;
-    double t0 = now_us();
+    double t0 = nn_cli_now_us();
     for (int k = 0; k < times && !err; k++)
         for (size_t i = 0; i < t->n && !err; i++) {
             const struct op *o = &t->ops[i];
@@ -430,7 +412,7 @@ static int replay(int device, const struct trace *t, int times, struct replay_re
                 live -= bytes[o->id];
             }
         }
-    r->seconds = (now_us() - t0) * 1e-6;
+    r->seconds = (nn_cli_now_us() - t0) * 1e-6;
     for (uint64_t i = 0; i <= max_id; i++)
         if (ptr[i]) do_free(&c, ptr[i]);
     nn_mem_stats s;
@@ -559,7 +541,7 @@ int nn_cli_bench_mem(int argc, char **argv)
             for (int r = 0; r < 5; r++)
                 if (thread_rate((enum kind)k, pool, nthreads[i], pairs, &runs[r]))
                     return fail(kind_name[k]);
-            rate = median(runs, 5);
+            rate = nn_cli_median(runs, 5);
             if (i == 0) base[k] = rate;
             printf(" %*.3g %8.2f", k == K_NNPRIM ? 14 : 16, rate, rate / base[k]);
         }

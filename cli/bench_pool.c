@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
@@ -15,7 +16,6 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #endif
-
 
 struct shape {
     int64_t x[4];
@@ -66,18 +66,6 @@ static int parse(int argc, char **argv, struct opts *o)
         }
     }
     return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 static int fail(const char *what)
@@ -155,13 +143,6 @@ static void shape_name(const struct shape *s, char *buf, size_t cap)
              (long long)s->x[2], (long long)s->x[3], (long long)s->window, (long long)s->stride);
 }
 
-static double host_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
 static int bench_cpu(nn_ctx *ctx, const struct opts *o)
 {
     int reps = o->reps ? o->reps : 5, warmup = o->warmup ? o->warmup : 1;
@@ -179,13 +160,13 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
             shape_name(&cpu_shapes[si], name, sizeof name);
             for (int bwd = 0; bwd < 2 && !rc; bwd++) {
                 for (int i = 0; i < warmup + reps && !rc; i++) {
-                    double t0 = host_now_us();
+                    double t0 = nn_cli_now_us();
                     rc = nnprim_step(ctx, &pr, bwd);
-                    if (i >= warmup) t[i - warmup] = host_now_us() - t0;
+                    if (i >= warmup) t[i - warmup] = nn_cli_now_us() - t0;
                 }
                 if (!rc)
                     print_row(name, m ? "mean" : "max", bwd ? "fwd+bwd" : "fwd", "nnprim-ref",
-                              median(t, reps), bwd ? pr.fwdbwd_bytes : pr.fwd_bytes, 0);
+                              nn_cli_median(t, reps), bwd ? pr.fwdbwd_bytes : pr.fwd_bytes, 0);
             }
             problem_free(ctx, &pr);
         }
@@ -232,9 +213,8 @@ static int raw_init(struct raw *r, cudaStream_t stream, const struct problem *pr
     int win[2] = {(int)pr->p.window[0], (int)pr->p.window[1]}, pad[2] = {0, 0};
     int str[2] = {(int)pr->p.stride[0], (int)pr->p.stride[1]};
     /* The mode nnprim picks for a context that is not deterministic (the bench's). */
-    cudnnPoolingMode_t mode = pr->p.mode == NN_POOL_MAX
-                                  ? CUDNN_POOLING_MAX
-                                  : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    cudnnPoolingMode_t mode =
+        pr->p.mode == NN_POOL_MAX ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     int xd[4], xs[4], yd[4], ys[4];
     for (int i = 0; i < 4; i++) {
         xd[i] = (int)pr->x.dims[i];
@@ -303,7 +283,7 @@ static int time_gpu(cudaStream_t stream, int warmup, int reps, double *t, double
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
-    if (!rc) *med = median(t, reps);
+    if (!rc) *med = nn_cli_median(t, reps);
     return rc;
 }
 

@@ -923,6 +923,31 @@ nn_status nn__cudnn_DestroyTensorDescriptor_at(struct nn_ctx *ctx, const char *f
     return NN_OK;
 }
 
+nn_status nn__cudnn_TransformTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnTransformTensor", "x", (const void *)x, file, line));
+    NN__TRY(check_dev(ctx, "cudnnTransformTensor", "y", (const void *)y, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnTransformTensor(handle, alpha, xDesc, x, beta, yDesc, y);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnTransformTensor");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "xDesc", (const void *)xDesc);
+        trace_ptr(&t, "x", (const void *)x);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "yDesc", (const void *)yDesc);
+        trace_ptr(&t, "y", (const void *)y);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnTransformTensor", file, line);
+    return NN_OK;
+}
+
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc)
 {
     int traced = nn__verbose(ctx) >= 2;

@@ -93,6 +93,9 @@ nn_status nn__cudnn_SetTensorNdDescriptor_at(struct nn_ctx *ctx, const char *fil
 nn_status nn__cudnn_DestroyTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnTensorDescriptor_t tensorDesc);
 #define nn__cudnn_DestroyTensorDescriptor(ctx, ...) nn__cudnn_DestroyTensorDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
+nn_status nn__cudnn_TransformTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y);
+#define nn__cudnn_TransformTensor(ctx, ...) nn__cudnn_TransformTensor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc);
 #define nn__cudnn_CreatePoolingDescriptor(ctx, ...) nn__cudnn_CreatePoolingDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -1,7 +1,6 @@
 /* Pooling through cuDNN's legacy calls (cudnnPoolingForward / cudnnPoolingBackward; deprecated
  * in cuDNN 9, still present). 1-D pooling runs as 2-D with a leading spatial dim of size 1.
- * Checked calls use the small macro below: the generated bindings (src/cudnn/bindings_cudnn.h)
- * did not exist when this was written. */
+ * Calls go through the generated checked bindings (src/cudnn/bindings_cudnn.h). */
 #include <limits.h>
 #include <string.h>
 
@@ -11,32 +10,10 @@
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
+#include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
 #include "mem/mem.h"
 #include "pool/pool_internal.h"
-
-static nn_status cudnn_fail(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,
-                            const char *file, int line)
-{
-    char detail[256] = "";
-    cudnnGetLastErrorString(detail, sizeof detail);
-    /* cuDNN 9 groups statuses by thousands: 3xxx are the NOT_SUPPORTED family */
-    nn_status ours =
-        (int)st / 1000 == (int)CUDNN_STATUS_NOT_SUPPORTED / 1000 ? NN_E_UNSUPPORTED : NN_E_CUDNN;
-    return nn__record_error(ctx, ours, call, (int)st, cudnnGetErrorString(st), file, line,
-                            "%s failed: %s%s%s", call, cudnnGetErrorString(st),
-                            detail[0] ? ": " : "", detail);
-}
-
-/* Evaluates to NN_OK or the recorded NN_E_CUDNN (NN_E_UNSUPPORTED for cuDNN's NOT_SUPPORTED
- * family); fn is the bare function name. */
-#define POOL_CUDNN(ctx, fn, args) pool_cudnn_check((ctx), fn args, #fn, __FILE__, __LINE__)
-
-static inline nn_status pool_cudnn_check(struct nn_ctx *ctx, cudnnStatus_t st, const char *call,
-                                         const char *file, int line)
-{
-    return st == CUDNN_STATUS_SUCCESS ? NN_OK : cudnn_fail(ctx, st, call, file, line);
-}
 
 /* What backward needs besides the caller's views: the descriptors of forward (made once). */
 struct nn__pool_cudnn_saved {
@@ -119,9 +96,8 @@ static nn_status tensor_desc(struct nn_ctx *ctx, const nn_tensor *t, int contigu
     int dims[5], str[5];
     int nd = cudnn_shape(t, contiguous ? cs : t->strides, dims, str);
     cudnnTensorDescriptor_t d;
-    NN__TRY(POOL_CUDNN(ctx, cudnnCreateTensorDescriptor, (&d)));
-    nn_status st =
-        POOL_CUDNN(ctx, cudnnSetTensorNdDescriptor, (d, data_type(t->dtype), nd, dims, str));
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
+    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, data_type(t->dtype), nd, dims, str);
     if (st != NN_OK) {
         cudnnDestroyTensorDescriptor(d);
         return st;
@@ -146,10 +122,10 @@ static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
         str[j] = (int)p->stride[i];
     }
     cudnnPoolingDescriptor_t d;
-    NN__TRY(POOL_CUDNN(ctx, cudnnCreatePoolingDescriptor, (&d)));
-    nn_status st = POOL_CUDNN(ctx, cudnnSetPoolingNdDescriptor,
-                              (d, pool_mode(p->mode, ctx->settings.deterministic),
-                               CUDNN_PROPAGATE_NAN, nd, win, pad, str));
+    NN__TRY(nn__cudnn_CreatePoolingDescriptor(ctx, &d));
+    nn_status st =
+        nn__cudnn_SetPoolingNdDescriptor(ctx, d, pool_mode(p->mode, ctx->settings.deterministic),
+                                         CUDNN_PROPAGATE_NAN, nd, win, pad, str);
     if (st != NN_OK) {
         cudnnDestroyPoolingDescriptor(d);
         return st;
@@ -188,8 +164,8 @@ nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, co
     if (st == NN_OK) st = tensor_desc(ctx, x, 0, &s->xd);
     if (st == NN_OK) st = tensor_desc(ctx, y, 0, &yd_user);
     if (st == NN_OK)
-        st = POOL_CUDNN(ctx, cudnnPoolingForward,
-                        (h, s->pool, &one, s->xd, x->data, &zero, yd_user, y->data));
+        st = nn__cudnn_PoolingForward(ctx, h, s->pool, &one, s->xd, x->data, &zero, yd_user,
+                                      y->data);
     if (st == NN_OK && saved_out) {
         if (nn_tensor_is_contiguous(y)) {
             s->yd = yd_user;
@@ -213,7 +189,7 @@ static nn_status pack(struct nn_ctx *ctx, cudnnHandle_t h, const nn_tensor *t,
 {
     NN__TRY(nn__dev_alloc(ctx, (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype), out));
     float one = 1.0f, zero = 0.0f;
-    nn_status st = POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, td, t->data, &zero, cd, *out));
+    nn_status st = nn__cudnn_TransformTensor(ctx, h, &one, td, t->data, &zero, cd, *out);
     if (st != NN_OK) {
         nn__dev_free(ctx, *out);
         *out = NULL;
@@ -285,10 +261,10 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     if (p->mode != NN_POOL_MAX) yv = dyv;
     float one = 1.0f, zero = 0.0f;
     if (st == NN_OK)
-        st = POOL_CUDNN(ctx, cudnnPoolingBackward,
-                        (h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv, &zero, xd, dxv));
+        st = nn__cudnn_PoolingBackward(ctx, h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv, &zero,
+                                       xd, dxv);
     if (st == NN_OK && k.dx)
-        st = POOL_CUDNN(ctx, cudnnTransformTensor, (h, &one, k.xcd, k.dx, &zero, k.dxd, dx->data));
+        st = nn__cudnn_TransformTensor(ctx, h, &one, k.xcd, k.dx, &zero, k.dxd, dx->data);
     scratch_free(ctx, &k);
     return st;
 }

@@ -7,6 +7,7 @@
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_cache.h"
 
@@ -100,14 +101,14 @@ nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out)
     if (!s->cudnn) {
         cudnnHandle_t h;
         cudnnStatus_t st = cudnnCreate(&h);
-        if (st == CUDNN_STATUS_SUCCESS) {
-            st = cudnnSetStream(h, (cudaStream_t)ctx->stream);
-            if (st != CUDNN_STATUS_SUCCESS) cudnnDestroy(h);
-        }
         if (st != CUDNN_STATUS_SUCCESS)
-            return nn__record_error(
-                ctx, NN_E_CUDNN, "cudnnCreate", (int)st, cudnnGetErrorString(st), __FILE__,
-                __LINE__, "creating the cuDNN handle failed: %s", cudnnGetErrorString(st));
+            return nn__cudnn_fail(ctx, st, "cudnnCreate", __FILE__, __LINE__);
+        st = cudnnSetStream(h, (cudaStream_t)ctx->stream);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            nn_status failed = nn__cudnn_fail(ctx, st, "cudnnSetStream", __FILE__, __LINE__);
+            cudnnDestroy(h);
+            return failed;
+        }
         s->cudnn = h;
     }
     *out = s->cudnn;

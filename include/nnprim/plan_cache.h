@@ -35,20 +35,23 @@ extern "C" {
 
 /** Counters of one context's plan cache since the context was created. */
 typedef struct nn_plan_cache_stats {
-    uint64_t hits;              /**< lookups answered by a live plan */
-    uint64_t misses;            /**< lookups that found no live plan */
-    uint64_t plans_built;       /**< execution plans finalized (autotune candidates included) */
-    uint64_t plans_rebuilt;     /**< live plans rebuilt from known (loaded or evicted) records */
-    uint64_t heuristic_queries; /**< cuDNN heuristics queries */
-    uint64_t autotune_runs;     /**< keys autotuned (each times several candidates) */
-    uint64_t autotune_ns;       /**< host wall time spent in autotune runs, nanoseconds */
-    uint64_t records_loaded;    /**< records taken from plan files */
-    uint64_t records_skipped;   /**< file records of another cuDNN version or GPU, ignored */
-    uint64_t records_dropped;   /**< known records that no longer built a plan, forgotten */
-    uint64_t evictions;         /**< live plans evicted by the LRU bound */
-    uint64_t entries;           /**< live plans now */
-    uint64_t known_records;     /**< known records now (not counting live plans) */
-    uint64_t reserved[8];       /**< zero; room for the ABI to grow */
+    uint64_t hits;                /**< lookups answered by a live plan */
+    uint64_t misses;              /**< lookups that found no live plan */
+    uint64_t plans_built;         /**< execution plans finalized (autotune candidates included) */
+    uint64_t plans_rebuilt;       /**< live plans rebuilt from known (loaded or evicted) records */
+    uint64_t heuristic_queries;   /**< cuDNN heuristics queries */
+    uint64_t autotune_runs;       /**< keys autotuned (each times several candidates) */
+    uint64_t autotune_ns;         /**< host wall time spent in autotune runs, nanoseconds */
+    uint64_t records_loaded;      /**< records taken from plan files */
+    uint64_t records_skipped;     /**< file records of another cuDNN version or GPU, ignored */
+    uint64_t records_dropped;     /**< known records that no longer built a plan, forgotten */
+    uint64_t evictions;           /**< live plans evicted by the LRU bound */
+    uint64_t entries;             /**< live plans now */
+    uint64_t known_records;       /**< known records now (not counting live plans) */
+    uint64_t quick_plans;         /**< known records started on their quick alternate */
+    uint64_t background_builds;   /**< tuned plans built in the background that replaced one */
+    uint64_t background_failures; /**< background builds that failed (the alternate stays) */
+    uint64_t reserved[5];         /**< zero; room for the ABI to grow */
 } nn_plan_cache_stats;
 
 /**

@@ -145,6 +145,14 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k)
     return NULL;
 }
 
+void nn__plan_record_init(struct nn__plan_record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->time_us = -1;
+    r->build_ms = -1;
+    r->quick_engine = -1;
+}
+
 const char *nn__plan_record_invalid(const struct nn__plan_record *r)
 {
     if (r->engine < 0) return "engine index is negative";
@@ -152,9 +160,28 @@ const char *nn__plan_record_invalid(const struct nn__plan_record *r)
         return "knob count is out of 0..64";
     if (!isfinite(r->time_us) || (r->time_us < 0 && r->time_us != -1.0))
         return "time_us is neither >= 0 nor -1";
+    if (!isfinite(r->build_ms) || (r->build_ms < 0 && r->build_ms != -1.0))
+        return "build_ms is neither >= 0 nor -1";
+    if (r->quick_engine < -1) return "quick engine index is below -1";
+    if (r->quick_knob_count < 0 || r->quick_knob_count > NN__PLAN_KNOBS_MAX)
+        return "quick knob count is out of 0..64";
+    if (r->quick_engine == -1 && r->quick_knob_count)
+        return "quick knobs are given without a quick engine";
     if (r->json_len > NN__PLAN_JSON_MAX) return "JSON length exceeds 256 KiB";
     if (r->json_len && !r->json) return "JSON is NULL with a nonzero length";
     return NULL;
+}
+
+int nn__plan_pick_quick(const double *time_us, const double *build_ms, int n, int best)
+{
+    if (best < 0 || best >= n || build_ms[best] <= NN__PLAN_QUICK_BUILD_MS) return -1;
+    int quick = -1;
+    for (int i = 0; i < n; i++) {
+        if (i == best || time_us[i] < 0 || build_ms[i] < 0 || build_ms[i] > NN__PLAN_QUICK_BUILD_MS)
+            continue;
+        if (quick < 0 || time_us[i] < time_us[quick]) quick = i;
+    }
+    return quick;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -398,6 +425,27 @@ nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__plan_cache *c,
     return NN_OK;
 }
 
+nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                                      const struct nn__plan_key *key, void *plan,
+                                      const struct nn__plan_record *rec)
+{
+    struct entry *e = table_find(&c->live, key, nn__plan_key_hash(key));
+    if (!e) return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache: no live plan to replace");
+    if (rec) {
+        const char *bad = nn__plan_record_invalid(rec);
+        if (bad) return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache replace: record: %s", bad);
+        struct entry *n = entry_new(key, e->hash, rec);
+        if (!n) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan cache replace: out of host memory");
+        nn__host_free(e->json);
+        e->json = n->json;
+        e->rec = n->rec;
+        nn__host_free(n);
+    }
+    if (e->plan != plan) e->destroy(e->plan);
+    e->plan = plan;
+    return NN_OK;
+}
+
 const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__plan_cache *c,
                                                           const struct nn__plan_key *key)
 {
@@ -506,6 +554,9 @@ void nn__plan_cache_count(struct nn__plan_cache *c, enum nn__plan_cache_event e)
     case NN__PC_HEURISTIC_QUERY: c->stats.heuristic_queries++; break;
     case NN__PC_PLAN_BUILT: c->stats.plans_built++; break;
     case NN__PC_REBUILT: c->stats.plans_rebuilt++; break;
+    case NN__PC_QUICK: c->stats.quick_plans++; break;
+    case NN__PC_BACKGROUND_BUILT: c->stats.background_builds++; break;
+    case NN__PC_BACKGROUND_FAILED: c->stats.background_failures++; break;
     }
 }
 

@@ -135,14 +135,37 @@ struct nn__plan_record {
     struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
     uint64_t workspace; /* bytes the plan needs */
     double time_us;     /* measured median time, or -1 if the plan was not timed */
+    double build_ms;    /* time cuDNN took to finalize the plan when it was found, or -1 */
+    /* The quick alternate: the fastest autotune candidate that finalized within
+     * NN__PLAN_QUICK_BUILD_MS, kept when the tuned plan itself took longer (cuDNN compiles some
+     * engine configurations at finalization, in every process). A process that rebuilds the
+     * record runs the alternate until the tuned plan, built on a background thread, replaces it.
+     * quick_engine -1 = none (quick_knob_count is then 0). */
+    int64_t quick_engine;
+    int32_t quick_knob_count; /* 0..NN__PLAN_KNOBS_MAX */
+    struct nn__plan_knob quick_knobs[NN__PLAN_KNOBS_MAX];
     /* The plan's JSON form (optional fast path). json_len 0 = none. On insertion the cache
      * copies json_len bytes; in records the cache hands out, json is NUL-terminated. */
     uint32_t json_len; /* 0..NN__PLAN_JSON_MAX */
     const char *json;
 };
 
+/* Finalization time above which a tuned plan gets a quick alternate, and below which a
+ * candidate may be one. Rebuilding a precompiled engine's plan took 0.1-0.2 ms on the H200
+ * (cuDNN 9.14), runtime-compiled configurations 19-86 ms (docs/PERFORMANCE.md). */
+#define NN__PLAN_QUICK_BUILD_MS 1.0
+
+/* A record with every field "none": engine 0, no knobs, time_us, build_ms and quick_engine -1. */
+void nn__plan_record_init(struct nn__plan_record *r);
+
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
+
+/* Which of n timed candidates becomes the quick alternate of the fastest one, best (an index):
+ * none (-1) when best's build_ms[best] <= NN__PLAN_QUICK_BUILD_MS or unknown (< 0); otherwise
+ * the fastest (smallest time_us) other candidate whose build_ms is in 0..NN__PLAN_QUICK_BUILD_MS,
+ * or -1 if there is none. Candidates with time_us < 0 (not run) are never chosen. */
+int nn__plan_pick_quick(const double *time_us, const double *build_ms, int n, int best);
 
 /* ---------------------------------------------------------------------------------------------
  * The cache
@@ -188,6 +211,14 @@ const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__plan_
  * Returns 1 if there was one, else 0. */
 int nn__plan_cache_drop_known(struct nn__plan_cache *c, const struct nn__plan_key *key);
 
+/* Replace the live plan of key, keeping its place in the LRU order and the statistics; the old
+ * plan is destroyed through its callback unless it is plan itself. rec, if not NULL, replaces the
+ * entry's record (copied). Returns NN_OK; NN_E_INVALID_ARG (no live entry for key, or rec out of
+ * range: nothing changes and plan stays the caller's); NN_E_OOM_HOST (nothing changes). */
+nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                                      const struct nn__plan_key *key, void *plan,
+                                      const struct nn__plan_record *rec);
+
 /* Drop every live plan (through its callback) and every known record. Statistics are kept. */
 void nn__plan_cache_clear(struct nn__plan_cache *c);
 
@@ -225,9 +256,12 @@ int nn__plan_cache_visit(const struct nn__plan_cache *c, nn__plan_visit_fn fn, v
 /* Events the graph layer reports; hits, misses, evictions, loaded/skipped/dropped records are
  * counted by the cache and the file loader themselves. */
 enum nn__plan_cache_event {
-    NN__PC_HEURISTIC_QUERY, /* one cudnn heuristics query (mode A or fallback) */
-    NN__PC_PLAN_BUILT,      /* one execution plan finalized (autotune candidates included) */
-    NN__PC_REBUILT,         /* a live plan rebuilt from a known record */
+    NN__PC_HEURISTIC_QUERY,  /* one cudnn heuristics query (mode A or fallback) */
+    NN__PC_PLAN_BUILT,       /* one execution plan finalized (autotune candidates included) */
+    NN__PC_REBUILT,          /* a live plan rebuilt from a known record */
+    NN__PC_QUICK,            /* a known record started on its quick alternate */
+    NN__PC_BACKGROUND_BUILT, /* a tuned plan built in the background replaced its alternate */
+    NN__PC_BACKGROUND_FAILED /* a background build failed; the alternate stays */
 };
 void nn__plan_cache_count(struct nn__plan_cache *c, enum nn__plan_cache_event e);
 

@@ -354,7 +354,7 @@ static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_
     if (!get_u32(r, "body length", &body)) return 0;
     size_t start = r->pos;
     if (!need(r, body, "record body")) return 0;
-    memset(rec, 0, sizeof *rec);
+    nn__plan_record_init(rec);
     if (!get_key(r, k) || !get_i64(r, "engine", &rec->engine) ||
         !get_u64(r, "workspace", &rec->workspace))
         return 0;

@@ -122,7 +122,7 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
                            struct nn__plan_record *r, char **json)
 {
     const struct nn__engine_choice *ch = nn__cudnn_plan_choice(p);
-    memset(r, 0, sizeof *r);
+    nn__plan_record_init(r);
     r->engine = ch->engine;
     r->knob_count = ch->knob_count;
     for (int i = 0; i < ch->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {

@@ -55,7 +55,7 @@ static inline struct nn__plan_key fx_key(int seed)
 static inline struct nn__plan_record fx_record(int seed, char *buf)
 {
     struct nn__plan_record r;
-    memset(&r, 0, sizeof r);
+    nn__plan_record_init(&r);
     r.engine = seed * 7 % 40;
     r.knob_count = seed % 5;
     for (int i = 0; i < r.knob_count; i++) {

@@ -25,7 +25,7 @@ static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 Test(conv_harness, case_syntax_round_trips)
 {
     size_t n = nn_conv_standard_case_count();
-    cr_assert_eq(n, 65);
+    cr_assert_eq(n, 70);
     for (size_t i = 0; i < n; i++) {
         struct nn_conv_case c, back;
         char text[256], err[256];

@@ -227,6 +227,7 @@ static const char *const geometries[] = {
     "n2c8h5w5k8r3s3 g4 pad1 relu bias accdx accdw accdb", /* groups + everything */
     "n1c2d5h6w5k3t3r3s2 stride1x2x1 pad1x0x1 bias",       /* 3-D */
     "n2c4d4h5w6k4t2r3s3 g2 stride2x1x1 dil1x2x1 padlo1x1x0 padhi0x1x2 conv relu", /* 3-D */
+    "n2c4d4h5w6k4t2r3s3 g4 padlo1x1x0 padhi0x1x2 bias", /* 3-D, wrong 16-bit dw on cuDNN 9.14 */
 };
 static const char *const variants[] = {"f32", "f32 tf32", "f16", "bf16", "f64"};
 #define N_GEOMETRIES (sizeof geometries / sizeof geometries[0])

@@ -31,7 +31,7 @@ int nn_conv_case_parse_line(const char *line, struct nn_conv_case *c, char *err,
  * text as nnprim's verbose line for the forward call. */
 void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap);
 
-/* The standard cases: 13 geometries (rank 1/2/3, stride, dilation, groups and depthwise,
+/* The standard cases: 14 geometries (rank 1/2/3, stride, dilation, groups and depthwise,
  * asymmetric padding, both modes, batch 1, odd sizes, bias or not, relu, accumulation), each in
  * f32, f32 tf32, f16, bf16 and f64. nn_conv_standard_case() fills case i < count; returns 0. */
 size_t nn_conv_standard_case_count(void);

@@ -18,6 +18,7 @@
  *   NNPRIM_AUTOTUNE_CANDIDATES  how many plans autotune times, an integer >= 1
  *   NNPRIM_PLAN_CACHE         path of the plan cache file ("" = none)
  *   NNPRIM_PLAN_CACHE_CAPACITY  plans kept in memory per context, an integer >= 1
+ *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
  */
 #ifndef NNPRIM_CONTEXT_H
@@ -128,7 +129,14 @@ typedef struct nn_settings {
     const char *plan_cache_file; /**< NULL or "" = none; copied by nn_ctx_create() */
     int plan_cache_capacity;     /**< plans kept in memory (LRU), >= 1 */
     int verbose;                 /**< 0, 1 or 2; see NNPRIM_VERBOSE above */
-    uint64_t reserved[8];        /**< zero; room for the ABI to grow */
+    /** Nonzero (the default): when a plan-file record's tuned plan is one cuDNN compiles at
+     *  finalization (tens of ms in every process) and the record has a quick alternate, the
+     *  first call runs the alternate and a background thread builds the tuned plan, which
+     *  replaces it on a later call (nn_plan_cache_wait() waits for that). Results of the calls
+     *  before the swap come from another engine, so they can differ in the last bits; contexts
+     *  with deterministic set never do this. 0: the first call builds the tuned plan itself. */
+    int background_builds;
+    uint64_t reserved[7]; /**< zero; room for the ABI to grow */
 } nn_settings;
 
 /**
@@ -136,7 +144,7 @@ typedef struct nn_settings {
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
  * cap, heuristic tuning with 8 autotune candidates, no plan cache file, 256 cached plans,
- * verbose 0.
+ * verbose 0, background builds on.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message

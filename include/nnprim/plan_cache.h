@@ -15,6 +15,14 @@
  * When settings.plan_cache_file names a file, nn_ctx_create() loads it and nn_ctx_destroy()
  * saves it.
  *
+ * Some tuned plans are configurations cuDNN compiles when the plan is finalized, which takes tens
+ * of milliseconds in every process. Autotuning then also records a quick alternate: the fastest
+ * candidate that finalized within 1 ms. With settings.background_builds on (the default) and
+ * deterministic off, a process that loads such a record answers the first call of its shape with
+ * the alternate and builds the tuned plan on a background thread of the context; a later call
+ * finds it in place of the alternate (quick_plans and background_builds count both steps).
+ * nn_plan_cache_wait() waits for the background builds.
+ *
  * File format (version 1, all integers little-endian, fixed width): docs in src/cudnn/plan_file.c.
  *
  * Reference-backend contexts have no plans: nn_plan_cache_save() and nn_plan_cache_load() return
@@ -94,6 +102,16 @@ NN_API nn_status nn_plan_cache_load(nn_ctx *ctx, const char *path);
  *         NN_E_INVALID_ARG if ctx is NULL.
  */
 NN_API nn_status nn_plan_cache_clear(nn_ctx *ctx);
+
+/**
+ * Wait until the context's background plan builds (see above) have finished and their plans
+ * have replaced the quick alternates, e.g. before timing steady-state calls. Builds that failed
+ * leave the alternate in place (counted in background_failures, reported on stderr).
+ *
+ * @param ctx a context; a reference-backend context has nothing to wait for.
+ * @return NN_OK; NN_E_INVALID_ARG if ctx is NULL.
+ */
+NN_API nn_status nn_plan_cache_wait(nn_ctx *ctx);
 
 /**
  * Read the context's plan-cache counters.

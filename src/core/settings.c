@@ -47,6 +47,7 @@ static void set_defaults(nn_settings *s)
     s->tuning = NN_TUNING_HEURISTIC;
     s->autotune_candidates = 8;
     s->plan_cache_capacity = 256;
+    s->background_builds = 1;
 }
 
 #define NN__N(a) (sizeof(a) / sizeof((a)[0]))
@@ -83,6 +84,8 @@ static nn_status apply_env(nn_settings *s)
     NN__KEEP(nn__env_int("NNPRIM_AUTOTUNE_CANDIDATES", 1, 1000, &s->autotune_candidates));
     NN__KEEP(nn__env_int("NNPRIM_PLAN_CACHE_CAPACITY", 1, 1 << 20, &s->plan_cache_capacity));
     NN__KEEP(nn__env_int("NNPRIM_VERBOSE", 0, 2, &s->verbose));
+    NN__KEEP(nn__env_word("NNPRIM_BACKGROUND_BUILDS", bools, NN__N(bools), "0 or 1",
+                          &s->background_builds));
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;

@@ -28,6 +28,18 @@ nn_status nn__cublas_handle(struct nn_ctx *ctx, cublasHandle_t *out);
 /* The context's plan cache (never NULL after nn__cudnn_ctx_init). */
 struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
 
+/* Where the context keeps its background plan builder (plan_build_cudnn.h); NULL until the
+ * first background build. */
+struct nn__plan_builder;
+struct nn__plan_builder **nn__cudnn_builder_slot(struct nn_ctx *ctx);
+
+/* A context for a worker thread that builds plans for parent: same device, settings and stream,
+ * its own cuDNN handle (created on first use, like any context's) and last error; no pool and
+ * no plan cache, so it may only build graphs and plans. Returns NN_OK; NN_E_OOM_HOST. */
+nn_status nn__cudnn_worker_ctx_create(struct nn_ctx *parent, struct nn_ctx **out);
+/* Release a worker context and its handle. NULL is allowed. */
+void nn__cudnn_worker_ctx_destroy(struct nn_ctx *w);
+
 /* nn_plan_cache_save / _load for a cuDNN context: the file carries this process's cuDNN
  * version (cudnnGetVersion()) and the context's GPU. */
 nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path);

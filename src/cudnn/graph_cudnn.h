@@ -263,9 +263,11 @@ nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_gr
  * nn__plan_destroy_fn. NULL is allowed. */
 void nn__cudnn_plan_destroy(void *plan);
 
-/* The engine choice and workspace recorded when the plan was built. */
+/* The engine choice and workspace recorded when the plan was built, and how long cuDNN took to
+ * finalize it (host milliseconds; some configurations are compiled then). */
 const struct nn__engine_choice *nn__cudnn_plan_choice(const struct nn__cudnn_plan *p);
 int64_t nn__cudnn_plan_workspace(const struct nn__cudnn_plan *p);
+double nn__cudnn_plan_build_ms(const struct nn__cudnn_plan *p);
 
 /* The finalized CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (owned by p). */
 cudnnBackendDescriptor_t nn__cudnn_plan_backend(const struct nn__cudnn_plan *p);

@@ -9,12 +9,14 @@
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_cache.h"
 
 struct nn__cudnn_state {
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     struct nn__plan_cache *plans;
+    struct nn__plan_builder *builder;
     uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
     struct nn__gpu_id gpu;
 };
@@ -70,8 +72,10 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
     const char *path = ctx->settings.plan_cache_file;
     if (s->plans && path && nn__cudnn_plan_cache_save(ctx, path) != NN_OK)
         nn__log("saving the plan cache failed: %s", ctx->last_error.message);
-    /* Plans are cuDNN objects: they go before the handle. */
+    /* Plans are cuDNN objects: they go before the handles, the background builder's included. */
+    if (s->builder) nn__plan_builder_stop(s->builder);
     nn__plan_cache_destroy(s->plans);
+    nn__plan_builder_free(s->builder);
     if (s->cudnn) cudnnDestroy(s->cudnn);
     if (s->cublas) cublasDestroy(s->cublas);
     nn__host_free(s);
@@ -81,6 +85,41 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
 struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx)
 {
     return ctx->cudnn->plans;
+}
+
+struct nn__plan_builder **nn__cudnn_builder_slot(struct nn_ctx *ctx)
+{
+    return &ctx->cudnn->builder;
+}
+
+nn_status nn__cudnn_worker_ctx_create(struct nn_ctx *parent, struct nn_ctx **out)
+{
+    *out = NULL;
+    struct nn_ctx *w = nn__host_calloc(1, sizeof *w);
+    struct nn__cudnn_state *s = nn__host_calloc(1, sizeof *s);
+    if (!w || !s) {
+        nn__host_free(w);
+        nn__host_free(s);
+        return NN__FAIL(parent, NN_E_OOM_HOST, "plan builder: out of host memory");
+    }
+    w->settings = parent->settings;
+    w->settings.plan_cache_file = NULL;
+    w->device = parent->device;
+    w->stream = parent->stream;
+    w->stream_id = parent->stream_id;
+    s->cudnn_version = parent->cudnn->cudnn_version;
+    s->gpu = parent->cudnn->gpu;
+    w->cudnn = s;
+    *out = w;
+    return NN_OK;
+}
+
+void nn__cudnn_worker_ctx_destroy(struct nn_ctx *w)
+{
+    if (!w) return;
+    if (w->cudnn->cudnn) cudnnDestroy(w->cudnn->cudnn);
+    nn__host_free(w->cudnn);
+    nn__host_free(w);
 }
 
 nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path)

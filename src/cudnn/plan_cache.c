@@ -11,6 +11,9 @@
 #include "core/error.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_cache.h"
+#if NN_HAVE_CUDNN
+#include "cudnn/plan_build_cudnn.h"
+#endif
 
 /* ---------------------------------------------------------------------------------------------
  * Keys
@@ -441,8 +444,10 @@ nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__plan_cache 
         e->rec = n->rec;
         nn__host_free(n);
     }
-    if (e->plan != plan) e->destroy(e->plan);
-    e->plan = plan;
+    if (plan && e->plan != plan) {
+        e->destroy(e->plan);
+        e->plan = plan;
+    }
     return NN_OK;
 }
 
@@ -630,6 +635,15 @@ nn_status nn_plan_cache_get_stats(const nn_ctx *ctx, nn_plan_cache_stats *stats)
     memset(stats, 0, sizeof *stats);
 #if NN_HAVE_CUDNN
     if (nn__ctx_on_gpu(ctx)) nn__plan_cache_get_stats(nn__cudnn_plan_cache((nn_ctx *)ctx), stats);
+#endif
+    return NN_OK;
+}
+
+nn_status nn_plan_cache_wait(nn_ctx *ctx)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_plan_cache_wait: ctx must not be NULL");
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx)) nn__plan_builder_wait(ctx);
 #endif
     return NN_OK;
 }

@@ -212,9 +212,10 @@ const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__plan_
 int nn__plan_cache_drop_known(struct nn__plan_cache *c, const struct nn__plan_key *key);
 
 /* Replace the live plan of key, keeping its place in the LRU order and the statistics; the old
- * plan is destroyed through its callback unless it is plan itself. rec, if not NULL, replaces the
- * entry's record (copied). Returns NN_OK; NN_E_INVALID_ARG (no live entry for key, or rec out of
- * range: nothing changes and plan stays the caller's); NN_E_OOM_HOST (nothing changes). */
+ * plan is destroyed through its callback unless it is plan itself. plan NULL keeps the current
+ * plan. rec, if not NULL, replaces the entry's record (copied). Returns NN_OK; NN_E_INVALID_ARG (no
+ * live entry for key, or rec out of range: nothing changes and plan stays the caller's);
+ * NN_E_OOM_HOST (nothing changes). */
 nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__plan_cache *c,
                                       const struct nn__plan_key *key, void *plan,
                                       const struct nn__plan_record *rec);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
@@ -19,6 +20,7 @@ const char *nn__plan_source_name(enum nn__plan_source s)
     case NN__PLAN_REBUILT: return "rebuilt";
     case NN__PLAN_HEURISTIC: return "heuristic";
     case NN__PLAN_AUTOTUNED: return "autotuned";
+    case NN__PLAN_QUICK: return "quick";
     }
     return "?";
 }
@@ -116,10 +118,12 @@ static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search
         nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
 }
 
-/* The record of a freshly built plan: engine, knobs, workspace, time, and its JSON form when the
- * engine has one (the fast path of a later rebuild). *json is the caller's to free. */
+/* The record of a freshly built plan: engine, knobs, workspace, time, build time, its quick
+ * alternate (quick->engine -1: none), and its JSON form when the engine has one (the fallback of
+ * a later rebuild). *json is the caller's to free. */
 static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, double time_us,
-                           struct nn__plan_record *r, char **json)
+                           const struct nn__engine_choice *quick, struct nn__plan_record *r,
+                           char **json)
 {
     const struct nn__engine_choice *ch = nn__cudnn_plan_choice(p);
     nn__plan_record_init(r);
@@ -131,6 +135,15 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
     }
     r->workspace = (uint64_t)nn__cudnn_plan_workspace(p);
     r->time_us = time_us;
+    r->build_ms = nn__cudnn_plan_build_ms(p);
+    if (quick->engine >= 0) {
+        r->quick_engine = quick->engine;
+        r->quick_knob_count = quick->knob_count;
+        for (int i = 0; i < quick->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {
+            r->quick_knobs[i].type = quick->knobs[i].type;
+            r->quick_knobs[i].value = quick->knobs[i].value;
+        }
+    }
     *json = NULL;
     size_t len = 0;
     nn_error_info keep = ctx->last_error;
@@ -159,6 +172,69 @@ static void engine_choice_of(const struct nn__plan_record *r, struct nn__engine_
     }
 }
 
+static void quick_choice_of(const struct nn__plan_record *r, struct nn__engine_choice *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    ch->engine = r->quick_engine;
+    ch->knob_count = r->quick_knob_count;
+    for (int i = 0; i < r->quick_knob_count; i++) {
+        ch->knobs[i].type = r->quick_knobs[i].type;
+        ch->knobs[i].value = r->quick_knobs[i].value;
+    }
+}
+
+/* A known record with a quick alternate, on a context that allows it (background builds on,
+ * not deterministic: the calls before the swap run another engine): rebuild the alternate and
+ * queue the tuned configuration on the background builder. NN_OK with *plan NULL: not taken
+ * (no alternate, not allowed, or the alternate did not build; the failure is forgotten and the
+ * tuned plan is rebuilt in the foreground). */
+static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                             const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
+                             const struct nn__cudnn_filter *f, const struct nn__plan_record *known,
+                             struct nn__cudnn_plan **plan)
+{
+    *plan = NULL;
+    if (known->quick_engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
+        return NN_OK;
+    nn_error_info keep = ctx->last_error;
+    struct nn__engine_choice qc, tuned;
+    quick_choice_of(known, &qc);
+    engine_choice_of(known, &tuned);
+    nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &qc, plan);
+    if (st == NN_OK) {
+        struct nn__plan_record fallback;
+        nn__plan_record_init(&fallback);
+        fallback.engine = qc.engine;
+        fallback.knob_count = qc.knob_count;
+        memcpy(fallback.knobs, known->quick_knobs, sizeof fallback.knobs);
+        fallback.workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
+        fallback.build_ms = nn__cudnn_plan_build_ms(*plan);
+        st = nn__plan_builder_submit(ctx, key, nn__cudnn_graph_get_desc(g), f, &tuned, &fallback);
+    }
+    if (st == NN_E_OOM_HOST) {
+        nn__cudnn_plan_destroy(*plan);
+        *plan = NULL;
+        return st;
+    }
+    if (st != NN_OK) {
+        if (nn__verbose(ctx))
+            nn__log("plan cache: quick alternate (engine %lld) not used: %s", (long long)qc.engine,
+                    ctx->last_error.message);
+        nn__cudnn_plan_destroy(*plan);
+        *plan = NULL;
+        ctx->last_error = keep;
+        return NN_OK;
+    }
+    nn__plan_cache_count(c, NN__PC_REBUILT);
+    nn__plan_cache_count(c, NN__PC_QUICK);
+    if (nn__verbose(ctx) >= 2)
+        nn__log("plan cache: quick alternate engine %lld rebuilt in %.3f ms; tuned engine %lld "
+                "(%.1f ms to build when tuned) queued for the background",
+                (long long)qc.engine, nn__cudnn_plan_build_ms(*plan), (long long)tuned.engine,
+                known->build_ms);
+    return NN_OK;
+}
+
 /* Rebuild a known record: engine + knobs, else its JSON when there is one. The record is
  * copied into *out (json duplicated into *json, the caller's to free), because inserting the
  * rebuilt plan supersedes the cache's copy. NN_OK with *plan NULL: the record no longer builds
@@ -166,10 +242,11 @@ static void engine_choice_of(const struct nn__plan_record *r, struct nn__engine_
 static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
                                const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                                const struct nn__cudnn_filter *f, struct nn__cudnn_plan **plan,
-                               struct nn__plan_record *out, char **json)
+                               struct nn__plan_record *out, char **json, int *quick)
 {
     *plan = NULL;
     *json = NULL;
+    *quick = 0;
     const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, key);
     if (!known) return NN_OK;
     *out = *known;
@@ -183,6 +260,11 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
         (*json)[known->json_len] = 0;
         out->json = *json;
         out->json_len = known->json_len;
+    }
+    NN__TRY(start_quick(ctx, c, key, g, f, out, plan));
+    if (*plan) {
+        *quick = 1;
+        return NN_OK;
     }
     nn_error_info keep = ctx->last_error;
     uint64_t t0 = nn__now_ns();
@@ -284,12 +366,22 @@ static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
     ctx->last_error = keep;
 }
 
-/* Time every candidate; *best gets the fastest (the others are destroyed). A candidate that
- * fails to run is skipped; if none runs, the first failure is returned. */
+/* Time every candidate; *best gets the fastest (the others are destroyed) and *quick the choice
+ * of its quick alternate (engine -1: none; nn__plan_pick_quick). A candidate that fails to run
+ * is skipped; if none runs, the first failure is returned. */
 static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
                           const struct nn__plan_args *a, struct nn__cudnn_plan **best,
-                          double *best_us)
+                          double *best_us, struct nn__engine_choice *quick)
 {
+    double *times = nn__host_calloc((size_t)n * 2, sizeof *times);
+    if (!times) {
+        for (int i = 0; i < n; i++)
+            nn__cudnn_plan_destroy(plans[i]);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
+    }
+    double *builds = times + n;
+    quick->engine = -1;
+    quick->knob_count = 0;
     struct tune_scratch sc;
     nn_status st = scratch_init(ctx, plans, n, a, &sc);
     struct nn__cudnn_args args = a->args;
@@ -299,6 +391,8 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     nn_error_info fail_info;
     for (int i = 0; st == NN_OK && i < n; i++) {
         double us;
+        times[i] = -1;
+        builds[i] = nn__cudnn_plan_build_ms(plans[i]);
         nn_status rs = time_plan(ctx, plans[i], &args, sc.ws, sc.ev, &us);
         if (rs != NN_OK) {
             if (first_fail == NN_OK) {
@@ -308,10 +402,12 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
             if (rs == NN_E_OOM_HOST || rs == NN_E_CUDA) st = rs; /* the stream may be broken */
             continue;
         }
+        times[i] = us;
         if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: candidate %d engine %lld: %.2f us (workspace %lld bytes)", i,
-                    (long long)nn__cudnn_plan_choice(plans[i])->engine, us,
-                    (long long)nn__cudnn_plan_workspace(plans[i]));
+            nn__log("autotune: candidate %d engine %lld: %.2f us (workspace %lld bytes, built in "
+                    "%.3f ms)",
+                    i, (long long)nn__cudnn_plan_choice(plans[i])->engine, us,
+                    (long long)nn__cudnn_plan_workspace(plans[i]), builds[i]);
         if (besti < 0 || us < *best_us) {
             besti = i;
             *best_us = us;
@@ -323,6 +419,9 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
     scratch_fini(ctx, &sc);
+    int qi = st == NN_OK ? nn__plan_pick_quick(times, builds, n, besti) : -1;
+    if (qi >= 0) *quick = *nn__cudnn_plan_choice(plans[qi]);
+    nn__host_free(times);
     *best = NULL;
     for (int i = 0; i < n; i++) {
         if (st == NN_OK && i == besti)
@@ -340,11 +439,13 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
 static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
                         const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
                         const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                        double *time_us, enum nn__plan_source *src)
+                        double *time_us, struct nn__engine_choice *quick, enum nn__plan_source *src)
 {
     struct nn__cudnn_search_stats ss;
     memset(&ss, 0, sizeof ss);
     *time_us = -1;
+    quick->engine = -1;
+    quick->knob_count = 0;
     if (ctx->settings.tuning != NN_TUNING_AUTOTUNE) {
         nn_status st = nn__cudnn_plan_heuristic(ctx, g, f, plan, &ss);
         count_search(c, &ss);
@@ -358,7 +459,7 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     int n = 0;
     nn_status st = nn__cudnn_plan_candidates(ctx, g, f, max, cand, &n, &ss);
     count_search(c, &ss);
-    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us);
+    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, quick);
     nn__host_free(cand);
     if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
@@ -370,6 +471,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
                              struct nn__cudnn_plan **plan, enum nn__plan_source *src)
 {
     struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    nn__plan_builder_collect(ctx);
     *plan = nn__plan_cache_lookup(c, key, NULL);
     if (*plan) {
         *src = NN__PLAN_HIT;
@@ -384,13 +486,15 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
     struct nn__cudnn_plan *p = NULL;
     struct nn__plan_record rec;
     char *json = NULL;
-    nn_status st = rebuild_known(ctx, c, key, g, &f, &p, &rec, &json);
+    int quick;
+    nn_status st = rebuild_known(ctx, c, key, g, &f, &p, &rec, &json, &quick);
     if (st == NN_OK && p) {
-        *src = NN__PLAN_REBUILT;
+        *src = quick ? NN__PLAN_QUICK : NN__PLAN_REBUILT;
     } else if (st == NN_OK) {
         double us;
-        st = search(ctx, c, g, &f, a, &p, &us, src);
-        if (st == NN_OK) st = record_of(ctx, p, us, &rec, &json);
+        struct nn__engine_choice qc;
+        st = search(ctx, c, g, &f, a, &p, &us, &qc, src);
+        if (st == NN_OK) st = record_of(ctx, p, us, &qc, &rec, &json);
     }
     nn__cudnn_graph_destroy(g);
     if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p, nn__cudnn_plan_destroy);

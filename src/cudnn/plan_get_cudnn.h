@@ -4,9 +4,11 @@
  * Per call:
  *   hit   the live plan from the cache; no heuristics query, no cuDNN descriptor is built;
  *   miss  the graph is built from the op's description (a value struct), then
- *         1. a known record (loaded from a plan file, or evicted earlier) is rebuilt, from its JSON
- *            form when it has one, else from engine global index + knobs; one that no longer
- *            builds is dropped and the search goes on;
+ *         1. a known record (loaded from a plan file, or evicted earlier) is rebuilt from engine
+ *            global index + knobs, else from its JSON form; one that no longer builds is dropped
+ *            and the search goes on. A record with a quick alternate (its tuned plan is slow to
+ *            finalize) starts on the alternate while the background builder (plan_build_cudnn.h)
+ *            builds the tuned plan, which replaces it at a later lookup;
  *         2. heuristic tuning: the first plan that finalizes and passes the numerical-note filter
  *            and the workspace cap;
  *         3. autotune: the top settings.autotune_candidates plans are timed with CUDA events on
@@ -33,10 +35,11 @@ enum nn__plan_source {
     NN__PLAN_HIT = 0,       /* live in the cache */
     NN__PLAN_REBUILT = 1,   /* a known record rebuilt (plan file or evicted) */
     NN__PLAN_HEURISTIC = 2, /* heuristics, first plan that finalized */
-    NN__PLAN_AUTOTUNED = 3  /* autotune, the fastest candidate */
+    NN__PLAN_AUTOTUNED = 3, /* autotune, the fastest candidate */
+    NN__PLAN_QUICK = 4      /* a known record's quick alternate; the tuned plan builds meanwhile */
 };
 
-/* "hit", "rebuilt", "heuristic" or "autotuned". */
+/* "hit", "rebuilt", "heuristic", "autotuned" or "quick". */
 const char *nn__plan_source_name(enum nn__plan_source s);
 
 /* The plan-cache key of graph d under the context's settings (math mode, determinism,

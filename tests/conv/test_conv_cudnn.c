@@ -5,6 +5,7 @@
  * - the verbose line names the engine and the cache outcome.
  * The cuDNN-against-reference comparison of the standard cases is in test_conv_harness.c. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,4 +337,101 @@ Test(conv_cudnn, autotuned_plans_match_the_reference)
     cr_expect_eq(fails, 0, "%d failures (lines above, each with its reproducer)", fails);
     nn_ctx_destroy(ref);
     nn_ctx_destroy(dev);
+}
+
+/* y of a forward (inference) call, copied to the host as floats; NULL on failure. */
+static float *forward_to_host(nn_ctx *ctx, nn_ctx *host, struct conv_io *io, size_t *n)
+{
+    if (nn_conv_forward(ctx, &io->c.p, &io->x, &io->w, NULL, &io->y, NULL) != NN_OK) {
+        fprintf(stderr, "conv: %s\n", nn_last_error()->message);
+        return NULL;
+    }
+    nn_tensor h;
+    if (nn_h_to_host(ctx, host, &io->y, &h) != NN_OK) return NULL;
+    *n = (size_t)nn_tensor_numel(&h);
+    float *out = malloc(*n * sizeof *out);
+    if (out) memcpy(out, h.data, *n * sizeof *out);
+    nn_tensor_free(host, &h);
+    return out;
+}
+
+static nn_ctx *tuning_ctx(const char *plan_file)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_CUDNN;
+    s.tuning = NN_TUNING_AUTOTUNE;
+    s.deterministic = 0;
+    s.background_builds = 1;
+    s.plan_cache_file = plan_file;
+    nn_ctx *ctx = NULL;
+    return nn_ctx_create(&ctx, &s) == NN_OK ? ctx : NULL;
+}
+
+/* A loaded record whose tuned plan cuDNN compiles at finalization starts on its quick alternate
+ * (close to the tuned result, from another engine) and the tuned plan, built in the background,
+ * takes over: after nn_plan_cache_wait() the result is bit-identical to the tuning context's.
+ * The shape is the one whose tuned forward took 46-76 ms to build on the H200 (cuDNN 9.14);
+ * where autotune picks a plan that builds within 1 ms, there is no alternate and the test says
+ * so and skips. */
+Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
+{
+    NN_REQUIRE_GPU();
+    const char *shape = "n32c64h56w56k64r3s3 pad1";
+    char dir[] = "/tmp/nnprim_quick_test_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char plans[300];
+    snprintf(plans, sizeof plans, "%s/plans.nnp", dir);
+    nn_ctx *host = ref_ctx();
+    cr_assert_not_null(host);
+
+    nn_ctx *a = tuning_ctx(plans);
+    cr_assert_not_null(a);
+    struct conv_io io;
+    cr_assert_eq(io_alloc(a, shape, &io), 0);
+    size_t n = 0, n2 = 0;
+    float *tuned = forward_to_host(a, host, &io, &n);
+    cr_assert_not_null(tuned);
+    io_free(a, &io);
+    nn_ctx_destroy(a); /* saves the file */
+
+    nn_ctx *b = tuning_ctx(plans);
+    cr_assert_not_null(b);
+    cr_assert_eq(io_alloc(b, shape, &io), 0);
+    float *quick = forward_to_host(b, host, &io, &n2);
+    cr_assert_not_null(quick);
+    cr_assert_eq(n, n2);
+    nn_plan_cache_stats s;
+    nn_plan_cache_get_stats(b, &s);
+    cr_expect_eq(s.heuristic_queries, 0);
+    cr_expect_eq(s.autotune_runs, 0);
+    int skip = s.quick_plans == 0;
+    if (!skip) {
+        cr_expect_eq(s.quick_plans, 1);
+        /* Another engine: equal within strict fp32 rounding (576 products per element). */
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++)
+            if (fabsf(quick[i] - tuned[i]) > 1e-5f * (fabsf(tuned[i]) + 24.0f)) off++;
+        cr_expect_eq(off, 0, "%zu of %zu elements of the quick result are off", off, n);
+        cr_assert_eq(nn_plan_cache_wait(b), NN_OK);
+        nn_plan_cache_get_stats(b, &s);
+        cr_expect_eq(s.background_builds, 1);
+        cr_expect_eq(s.background_failures, 0);
+        free(quick);
+        quick = forward_to_host(b, host, &io, &n2);
+        cr_assert_not_null(quick);
+        nn_plan_cache_get_stats(b, &s);
+        cr_expect_eq(s.plans_built, 0, "the swap builds nothing in the foreground");
+        cr_expect(memcmp(quick, tuned, n * sizeof *tuned) == 0,
+                  "after the swap the result must be the tuned plan's, bit for bit");
+    }
+    io_free(b, &io);
+    nn_ctx_destroy(b);
+    nn_ctx_destroy(host);
+    free(tuned);
+    free(quick);
+    unlink(plans);
+    rmdir(dir);
+    if (skip)
+        cr_skip_test("autotune picked a plan that builds within 1 ms here: no quick alternate");
 }

@@ -22,6 +22,7 @@ Test(settings, defaults_without_environment)
     cr_expect_null(s.plan_cache_file);
     cr_expect_eq(s.plan_cache_capacity, 256);
     cr_expect_eq(s.verbose, 0);
+    cr_expect_eq(s.background_builds, 1);
 }
 
 Test(settings, environment_overrides_every_field)
@@ -36,6 +37,7 @@ Test(settings, environment_overrides_every_field)
     setenv("NNPRIM_PLAN_CACHE", "/tmp/plans.nnp", 1);
     setenv("NNPRIM_PLAN_CACHE_CAPACITY", "17", 1);
     setenv("NNPRIM_VERBOSE", "2", 1);
+    setenv("NNPRIM_BACKGROUND_BUILDS", "0", 1);
     nn_settings s;
     cr_assert_eq(nn_default_settings(&s), NN_OK);
     cr_expect_eq(s.backend, NN_BACKEND_REF);
@@ -48,6 +50,7 @@ Test(settings, environment_overrides_every_field)
     cr_expect_str_eq(s.plan_cache_file, "/tmp/plans.nnp");
     cr_expect_eq(s.plan_cache_capacity, 17);
     cr_expect_eq(s.verbose, 2);
+    cr_expect_eq(s.background_builds, 0);
 }
 
 struct bad_env {
@@ -60,6 +63,7 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_DEVICE", "1x", "an integer"},
     {"NNPRIM_MATH", "fp16", "strict or tf32"},
     {"NNPRIM_DETERMINISTIC", "yes", "0 or 1"},
+    {"NNPRIM_BACKGROUND_BUILDS", "on", "0 or 1"},
     {"NNPRIM_WORKSPACE_CAP", "12T", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "-5", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "99999999999999999999", "byte count"},

@@ -341,10 +341,92 @@ Test(plan_cache, invalid_records_are_refused_and_plan_stays_callers)
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
                  NN_E_INVALID_ARG);
     r = fx_record(1, json);
+    r.build_ms = -0.5;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "build_ms"));
+    r = fx_record(1, json);
+    r.quick_engine = -2;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "quick engine"));
+    r = fx_record(1, json);
+    r.quick_engine = 3;
+    r.quick_knob_count = NN__PLAN_KNOBS_MAX + 1;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "quick knob count"));
+    r = fx_record(1, json);
+    r.quick_engine = -1;
+    r.quick_knob_count = 2;
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), fake_destroy),
+                 NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "without a quick engine"));
+    r = fx_record(1, json);
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1), NULL), NN_E_INVALID_ARG);
     cr_expect_eq(nn__plan_cache_size(c), 0);
     nn__plan_cache_destroy(c);
     cr_expect_eq(destroyed_total, 0);
+}
+
+/* A background build's plan replaces the live one in place: same LRU position, the old plan
+ * destroyed once, the record kept unless a new one is given; NULL keeps the plan. */
+Test(plan_cache, replace_live_keeps_the_entry)
+{
+    reset_tally();
+    struct nn__plan_cache *c = new_cache(2);
+    insert(c, 1);
+    insert(c, 2); /* 2 is now the most recently used */
+    struct nn__plan_key k1 = fx_key(1), k9 = fx_key(9);
+    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, &k1, fake_plan(11), NULL), NN_OK);
+    cr_expect_eq(destroyed[1], 1);
+    cr_expect_eq(destroyed_total, 1);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.hits + st.misses + st.evictions, 0, "replacing is not a lookup");
+    insert(c, 3); /* evicts the least recently used: still 1 (now plan 11) */
+    cr_expect_eq(destroyed[11], 1);
+    cr_expect_not_null(lookup(c, 2));
+    cr_expect_null(nn__plan_cache_lookup(c, &k1, NULL));
+    /* No live entry: refused, the plan stays the caller's. */
+    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, &k9, fake_plan(12), NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(destroyed[12], 0);
+    /* A new record with the same plan (NULL): the record changes, the plan does not. */
+    char json[64];
+    struct nn__plan_key k3 = fx_key(3);
+    struct nn__plan_record r = fx_record(8, json);
+    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, &k3, NULL, &r), NN_OK);
+    const struct nn__plan_record *got = NULL;
+    cr_expect_eq(nn__plan_cache_lookup(c, &k3, &got), fake_plan(3));
+    cr_assert_not_null(got);
+    cr_expect(fx_record_equal(got, &r));
+    cr_expect_eq(destroyed[3], 0);
+    r.quick_engine = -2;
+    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, &k3, NULL, &r), NN_E_INVALID_ARG);
+    nn__plan_cache_destroy(c);
+    cr_expect_eq(destroyed[3], 1);
+}
+
+/* The quick alternate: only for a best plan that took over NN__PLAN_QUICK_BUILD_MS to build, the
+ * fastest other candidate that built within it, never one that did not run. */
+Test(plan_cache, quick_alternate_choice)
+{
+    const double q = NN__PLAN_QUICK_BUILD_MS;
+    double t1[] = {100, 120, 110, 130}, b1[] = {50, q / 2, q * 2, q / 10};
+    cr_expect_eq(nn__plan_pick_quick(t1, b1, 4, 0), 1, "110 us built in 2q is not quick");
+    double b2[] = {q, 0.1, 0.1, 0.1};
+    cr_expect_eq(nn__plan_pick_quick(t1, b2, 4, 0), -1, "the best built within q");
+    double b3[] = {-1, 0.1, 0.1, 0.1};
+    cr_expect_eq(nn__plan_pick_quick(t1, b3, 4, 0), -1, "unknown build time");
+    double b4[] = {50, 30, 40, 60};
+    cr_expect_eq(nn__plan_pick_quick(t1, b4, 4, 0), -1, "no candidate is quick");
+    double t5[] = {100, -1, 150, 140}, b5[] = {50, 0.1, 0.2, 0.3};
+    cr_expect_eq(nn__plan_pick_quick(t5, b5, 4, 0), 3, "a candidate that did not run is skipped");
+    double t6[] = {100}, b6[] = {50};
+    cr_expect_eq(nn__plan_pick_quick(t6, b6, 1, 0), -1, "a single candidate");
+    cr_expect_eq(nn__plan_pick_quick(t6, b6, 1, 1), -1, "best out of range");
+    double t7[] = {130, 100, 120}, b7[] = {0.1, 60, 0.2};
+    cr_expect_eq(nn__plan_pick_quick(t7, b7, 3, 1), 2, "the best need not be first");
 }
 
 Test(plan_cache, known_records_lookup_drop_and_clear)
@@ -415,6 +497,10 @@ Test(plan_cache, events_are_counted)
     nn__plan_cache_count(c, NN__PC_HEURISTIC_QUERY);
     nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
     nn__plan_cache_count(c, NN__PC_REBUILT);
+    nn__plan_cache_count(c, NN__PC_QUICK);
+    nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
+    nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
+    nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
     nn__plan_cache_count_autotune(c, 1500);
     nn__plan_cache_count_autotune(c, 500);
     nn__plan_cache_count_skipped(c, 5);
@@ -426,6 +512,9 @@ Test(plan_cache, events_are_counted)
     cr_expect_eq(st.autotune_runs, 2);
     cr_expect_eq(st.autotune_ns, 2000);
     cr_expect_eq(st.records_skipped, 5);
+    cr_expect_eq(st.quick_plans, 1);
+    cr_expect_eq(st.background_builds, 2);
+    cr_expect_eq(st.background_failures, 1);
     cr_expect_eq(st.hits + st.misses + st.evictions + st.records_loaded, 0);
     nn__plan_cache_destroy(c);
 }
@@ -495,6 +584,7 @@ Test(plan_cache_api, reference_context_has_no_plans)
     cr_expect_eq(access("/tmp/nnprim-never-written.plans", F_OK), -1);
     cr_expect_eq(nn_plan_cache_load(ctx, "/tmp/nnprim-never-written.plans"), NN_E_UNSUPPORTED);
     cr_expect_eq(nn_plan_cache_clear(ctx), NN_OK);
+    cr_expect_eq(nn_plan_cache_wait(ctx), NN_OK);
     nn_plan_cache_stats st;
     memset(&st, 0xFF, sizeof st);
     cr_expect_eq(nn_plan_cache_get_stats(ctx, &st), NN_OK);
@@ -514,6 +604,7 @@ Test(plan_cache_api, null_arguments)
     cr_expect_eq(nn_plan_cache_load(NULL, "x"), NN_E_INVALID_ARG);
     cr_expect_eq(nn_plan_cache_load(ctx, NULL), NN_E_INVALID_ARG);
     cr_expect_eq(nn_plan_cache_clear(NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn_plan_cache_wait(NULL), NN_E_INVALID_ARG);
     cr_expect_eq(nn_plan_cache_get_stats(NULL, &st), NN_E_INVALID_ARG);
     cr_expect_eq(nn_plan_cache_get_stats(ctx, NULL), NN_E_INVALID_ARG);
     nn_ctx_destroy(ctx);

@@ -1,0 +1,240 @@
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_build_cudnn.h"
+
+struct job {
+    struct nn__plan_key key;
+    struct nn__cudnn_graph_desc d;
+    struct nn__cudnn_filter f;
+    struct nn__engine_choice c;
+    struct nn__plan_record fallback; /* json dropped */
+    /* Results, written by the worker. */
+    struct nn__cudnn_plan *plan;
+    nn_status status;
+    char message[NN_ERROR_MESSAGE_MAX];
+    double ms; /* graph and plan, host wall time */
+    struct job *next;
+};
+
+struct nn__plan_builder {
+    struct nn_ctx *wctx; /* the worker's context: its handle and last error */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* a job was queued, or stop */
+    pthread_cond_t idle; /* a job finished */
+    struct job *queue, *queue_tail, *done;
+    int busy; /* the worker is building a job (taken off the queue) */
+    int stop;
+    atomic_int done_count; /* jobs on the done list; read without the lock by collect */
+};
+
+/* The worker's build: graph, plan, graph destroyed (the plan does not need it). */
+static void build(struct nn_ctx *w, struct job *j)
+{
+    uint64_t t0 = nn__now_ns();
+    struct nn__cudnn_graph *g = NULL;
+    j->plan = NULL;
+    j->status = nn__cudnn_graph_create(w, &j->d, &g);
+    if (j->status == NN_OK) j->status = nn__cudnn_plan_from_choice(w, g, &j->f, &j->c, &j->plan);
+    nn__cudnn_graph_destroy(g);
+    if (j->status != NN_OK) snprintf(j->message, sizeof j->message, "%s", w->last_error.message);
+    j->ms = (double)(nn__now_ns() - t0) / 1e6;
+}
+
+static void *worker_main(void *arg)
+{
+    struct nn__plan_builder *b = arg;
+    /* cuDNN takes the device from the calling thread; a failure shows up in the first build. */
+    cudaSetDevice(b->wctx->device);
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (!b->stop && !b->queue)
+            pthread_cond_wait(&b->wake, &b->mu);
+        if (b->stop) break;
+        struct job *j = b->queue;
+        b->queue = j->next;
+        if (!b->queue) b->queue_tail = NULL;
+        b->busy = 1;
+        pthread_mutex_unlock(&b->mu);
+        build(b->wctx, j);
+        pthread_mutex_lock(&b->mu);
+        j->next = b->done;
+        b->done = j;
+        b->busy = 0;
+        atomic_fetch_add(&b->done_count, 1);
+        pthread_cond_broadcast(&b->idle);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static nn_status builder_new(struct nn_ctx *ctx, struct nn__plan_builder **out)
+{
+    struct nn__plan_builder *b = nn__host_calloc(1, sizeof *b);
+    if (!b) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan builder: out of host memory");
+    nn_status st = nn__cudnn_worker_ctx_create(ctx, &b->wctx);
+    if (st != NN_OK) {
+        nn__host_free(b);
+        return st;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->wake, NULL);
+    pthread_cond_init(&b->idle, NULL);
+    atomic_init(&b->done_count, 0);
+    int e = pthread_create(&b->thread, NULL, worker_main, b);
+    if (e) {
+        nn__plan_builder_free(b);
+        return NN__FAIL(ctx, NN_E_INTERNAL, "plan builder: pthread_create failed: %s", strerror(e));
+    }
+    b->started = 1;
+    *out = b;
+    return NN_OK;
+}
+
+nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                                  const struct nn__cudnn_graph_desc *d,
+                                  const struct nn__cudnn_filter *f,
+                                  const struct nn__engine_choice *c,
+                                  const struct nn__plan_record *fallback)
+{
+    struct nn__plan_builder **slot = nn__cudnn_builder_slot(ctx);
+    struct job *j = nn__host_calloc(1, sizeof *j);
+    if (!j) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan builder: out of host memory");
+    if (!*slot) {
+        nn_status st = builder_new(ctx, slot);
+        if (st != NN_OK) {
+            nn__host_free(j);
+            return st;
+        }
+    }
+    j->key = *key;
+    j->d = *d;
+    j->f = *f;
+    j->c = *c;
+    j->fallback = *fallback;
+    j->fallback.json = NULL;
+    j->fallback.json_len = 0;
+    struct nn__plan_builder *b = *slot;
+    pthread_mutex_lock(&b->mu);
+    if (b->queue_tail)
+        b->queue_tail->next = j;
+    else
+        b->queue = j;
+    b->queue_tail = j;
+    pthread_cond_signal(&b->wake);
+    pthread_mutex_unlock(&b->mu);
+    return NN_OK;
+}
+
+/* One finished job into the cache; the job is freed. */
+static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job *j)
+{
+    nn_error_info keep = ctx->last_error;
+    if (j->status == NN_OK) {
+        if (nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
+            nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
+            if (nn__verbose(ctx))
+                nn__log("plan cache: tuned plan (engine %lld) built in the background in %.1f "
+                        "ms replaces its quick alternate (engine %lld)",
+                        (long long)j->c.engine, j->ms, (long long)j->fallback.engine);
+        } else {
+            /* The key was evicted or the cache cleared meanwhile: its record is known again
+             * (or gone), and the next miss rebuilds it. */
+            nn__cudnn_plan_destroy(j->plan);
+        }
+    } else {
+        nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
+        /* The tuned configuration no longer builds here: keep the alternate, and its record so
+         * that a save does not hand the failure on. */
+        nn__plan_cache_replace_live(ctx, c, &j->key, NULL, &j->fallback);
+        nn__log("plan cache: the tuned plan (engine %lld) did not build in the background, its "
+                "quick alternate (engine %lld) stays: %s",
+                (long long)j->c.engine, (long long)j->fallback.engine, j->message);
+    }
+    ctx->last_error = keep;
+    nn__host_free(j);
+}
+
+void nn__plan_builder_collect(struct nn_ctx *ctx)
+{
+    struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
+    if (!b || atomic_load(&b->done_count) == 0) return;
+    pthread_mutex_lock(&b->mu);
+    struct job *done = b->done;
+    b->done = NULL;
+    atomic_store(&b->done_count, 0);
+    pthread_mutex_unlock(&b->mu);
+    /* The list is newest first; swap oldest first. */
+    struct job *rev = NULL;
+    while (done) {
+        struct job *n = done->next;
+        done->next = rev;
+        rev = done;
+        done = n;
+    }
+    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    while (rev) {
+        struct job *n = rev->next;
+        collect_one(ctx, c, rev);
+        rev = n;
+    }
+}
+
+void nn__plan_builder_wait(struct nn_ctx *ctx)
+{
+    struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    while (b->queue || b->busy)
+        pthread_cond_wait(&b->idle, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    nn__plan_builder_collect(ctx);
+}
+
+static void free_jobs(struct job *j)
+{
+    while (j) {
+        struct job *n = j->next;
+        nn__cudnn_plan_destroy(j->plan);
+        nn__host_free(j);
+        j = n;
+    }
+}
+
+void nn__plan_builder_stop(struct nn__plan_builder *b)
+{
+    if (!b || !b->started) return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    free_jobs(b->queue);
+    b->queue = b->queue_tail = NULL;
+    pthread_cond_signal(&b->wake);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    b->started = 0;
+    free_jobs(b->done);
+    b->done = NULL;
+    atomic_store(&b->done_count, 0);
+}
+
+void nn__plan_builder_free(struct nn__plan_builder *b)
+{
+    if (!b) return;
+    nn__plan_builder_stop(b);
+    pthread_cond_destroy(&b->idle);
+    pthread_cond_destroy(&b->wake);
+    pthread_mutex_destroy(&b->mu);
+    nn__cudnn_worker_ctx_destroy(b->wctx);
+    nn__host_free(b);
+}

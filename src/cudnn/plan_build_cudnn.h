@@ -1,0 +1,55 @@
+/* Background builds of tuned plans.
+ *
+ * cuDNN compiles some engine configurations when their plan is finalized, in every process (46-76
+ * ms for the tuned 32x64x56x56 3x3 forward on the H200, cuDNN 9.14). A plan-file record whose
+ * tuned plan is such a configuration carries a quick alternate (plan_cache.h). The first call of
+ * its key in a process then runs the alternate, rebuilt in a fraction of a millisecond, and hands
+ * the tuned configuration to this builder: one worker thread per context, with its own cuDNN
+ * handle (a handle must not be used by two threads at once), builds the graph and the plan, and
+ * the context's next plan lookup swaps the finished plan into the cache in place of the
+ * alternate.
+ *
+ * The worker owns nothing the context's thread touches: it reads its jobs' value structs and
+ * writes their results; the queue and the finished list are guarded by a mutex, and a counter
+ * read without the lock lets nn__plan_builder_collect() return at once when nothing finished.
+ * Plans the worker built were finalized with its handle, which therefore lives until the plan
+ * cache is destroyed (nn__plan_builder_stop() then nn__plan_builder_free()).
+ * Compiled only with cuDNN. */
+#ifndef NN_CUDNN_PLAN_BUILD_CUDNN_H
+#define NN_CUDNN_PLAN_BUILD_CUDNN_H
+
+#include "cudnn/graph_cudnn.h"
+#include "cudnn/plan_cache.h"
+
+struct nn_ctx;
+struct nn__plan_builder;
+
+/* Queue the build of engine choice c for graph d under filter f; when it finishes, its plan
+ * replaces the live plan of key (the quick alternate). fallback is the record to keep if the
+ * build fails (the alternate's own record; copied, its JSON ignored). The worker thread and its
+ * handle are created on the first call.
+ * Returns NN_OK; NN_E_OOM_HOST; NN_E_INTERNAL (the thread could not be started: the message
+ * says why). On failure nothing is queued. */
+nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                                  const struct nn__cudnn_graph_desc *d,
+                                  const struct nn__cudnn_filter *f,
+                                  const struct nn__engine_choice *c,
+                                  const struct nn__plan_record *fallback);
+
+/* Swap every finished build into the context's plan cache (a key no longer live just drops its
+ * plan; a failed build replaces the entry's record with its fallback) and count them. Returns
+ * at once, without taking the lock, when nothing has finished. Never fails. */
+void nn__plan_builder_collect(struct nn_ctx *ctx);
+
+/* Wait until every queued build has finished, then collect. Does nothing without a builder. */
+void nn__plan_builder_wait(struct nn_ctx *ctx);
+
+/* Stop the worker: queued builds are dropped, the build in progress is waited for, and finished
+ * plans not yet collected are destroyed. The worker's handle stays (see above). */
+void nn__plan_builder_stop(struct nn__plan_builder *b);
+
+/* Release a stopped builder and its handle, after every plan it built has been destroyed.
+ * NULL is allowed. */
+void nn__plan_builder_free(struct nn__plan_builder *b);
+
+#endif

@@ -37,8 +37,10 @@ if [ "$what" = first ] || [ "$what" = conv ] || [ "$what" = all ]; then
       "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
   done
   bench tune_first "$build/cli/nnprim" tune --shapes $f --out "$plans"
-  bench first_call_loaded env NNPRIM_VERBOSE=1 NNPRIM_PLAN_CACHE="$plans" \
+  bench first_call_loaded env NNPRIM_VERBOSE=2 NNPRIM_PLAN_CACHE="$plans" \
     "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
+  bench first_call_loaded_no_background env NNPRIM_VERBOSE=1 NNPRIM_BACKGROUND_BUILDS=0 \
+    NNPRIM_PLAN_CACHE="$plans" "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   bench bench_mem "$build/cli/nnprim" bench mem --device 0

@@ -1,7 +1,8 @@
 /* `nnprim bench conv`: time forward, backward-data and backward-filter per shape.
  *
  * On a cuDNN context each call is timed on the GPU with a CUDA event pair on the context's
- * stream; on a reference context with the host clock. The figure is the median over the timed
+ * stream, the calls issued back to back (nn_cli_gpu_median_us: as PyTorch's benchmark times
+ * them); on a reference context with the host clock. The figure is the median over the timed
  * repetitions, after warm-up calls (which also fill the plan cache). The host time per forward
  * call is the wall time of back-to-back calls divided by their number (the cost of a plan-cache
  * hit for small shapes). Columns are a table (struct column) so that raw-cuDNN and other rows can
@@ -16,9 +17,6 @@
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
 
-#if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 #if NN_HAVE_CUDNN
 #include "bench_raw_cudnn.h"
 #endif
@@ -34,9 +32,6 @@ static const char *const small_shapes[] = {
 struct bench {
     nn_ctx *ctx;
     int gpu, reps, warmup;
-#if NN_HAVE_CUDA
-    cudaEvent_t start, stop;
-#endif
 };
 
 /* What one timed call runs. */
@@ -60,26 +55,21 @@ static nn_status call(struct bench *B, struct shape_io *s, enum which k)
     return NN_E_INTERNAL;
 }
 
-/* One call's time in microseconds, or a negative value on failure (message printed). */
-static double time_once(struct bench *B, struct shape_io *s, enum which k)
+struct one_call {
+    struct bench *B;
+    struct shape_io *s;
+    enum which k;
+};
+
+static int call_fn(void *arg)
 {
-#if NN_HAVE_CUDA
-    if (B->gpu) {
-        cudaStream_t st = (cudaStream_t)nn_ctx_stream(B->ctx);
-        float ms = 0;
-        if (cudaEventRecord(B->start, st) != cudaSuccess || call(B, s, k) != NN_OK ||
-            cudaEventRecord(B->stop, st) != cudaSuccess ||
-            cudaEventSynchronize(B->stop) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, B->start, B->stop) != cudaSuccess)
-            return -1;
-        return ms * 1e3;
-    }
-#endif
-    double t0 = nn_cli_now_us();
-    if (call(B, s, k) != NN_OK) return -1;
-    return nn_cli_now_us() - t0;
+    struct one_call *c = arg;
+    return call(c->B, c->s, c->k) == NN_OK ? 0 : -1;
 }
 
+/* Median time per call in microseconds after the warm-up calls (which also fill the plan
+ * cache): GPU time from CUDA event pairs on a cuDNN context (nn_cli_gpu_median_us), host time
+ * on a reference context. Negative on failure. */
 static double median_us(struct bench *B, struct shape_io *s, enum which k)
 {
     for (int i = 0; i < B->warmup; i++)
@@ -87,11 +77,15 @@ static double median_us(struct bench *B, struct shape_io *s, enum which k)
     /* Steady state: a tuned plan still building in the background replaces its quick alternate
      * before the timed calls (the first call of a shape, with --warmup 0, is timed as it is). */
     if (nn_plan_cache_wait(B->ctx) != NN_OK) return -1;
+    struct one_call oc = {B, s, k};
+    if (B->gpu) return nn_cli_gpu_median_us(nn_ctx_stream(B->ctx), B->reps, call_fn, &oc);
     double *t = malloc((size_t)B->reps * sizeof *t);
     if (!t) return -1;
     double m = 0;
-    for (int i = 0; i < B->reps && m >= 0; i++)
-        m = t[i] = time_once(B, s, k);
+    for (int i = 0; i < B->reps && m >= 0; i++) {
+        double t0 = nn_cli_now_us();
+        m = t[i] = call(B, s, k) == NN_OK ? nn_cli_now_us() - t0 : -1;
+    }
     if (m >= 0) m = nn_cli_median(t, B->reps);
     free(t);
     return m;
@@ -264,14 +258,6 @@ int nn_cli_bench_conv(int argc, char **argv)
     B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
     B.reps = reps > 0 ? reps : B.gpu ? 100 : 5;
     B.warmup = warmup >= 0 ? warmup : B.gpu ? 10 : 1;
-#if NN_HAVE_CUDA
-    if (B.gpu &&
-        (cudaEventCreate(&B.start) != cudaSuccess || cudaEventCreate(&B.stop) != cudaSuccess)) {
-        fprintf(stderr, "nnprim bench conv: cudaEventCreate failed\n");
-        nn_ctx_destroy(B.ctx);
-        return 1;
-    }
-#endif
     printf("# nnprim bench conv: backend %s, math %s, timing %s, median of %d after %d warm-up\n",
            B.gpu ? "cudnn" : "ref", s.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
            B.gpu ? "CUDA events" : "host clock", B.reps, B.warmup);
@@ -297,12 +283,6 @@ int nn_cli_bench_conv(int argc, char **argv)
         for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
             bench_line(&B, small_shapes[i], "built-in shape");
     }
-#if NN_HAVE_CUDA
-    if (B.gpu) {
-        cudaEventDestroy(B.start);
-        cudaEventDestroy(B.stop);
-    }
-#endif
     nn_ctx_destroy(B.ctx);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "bench_raw_cudnn.h"
+#include "cli/bench_util.h"
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -17,7 +18,6 @@ struct nn_raw_plan {
     cudnnBackendDescriptor_t plan, vp;
     void *ws;
     cudaStream_t stream;
-    cudaEvent_t ev[2];
 };
 
 static int cudnn_ok(cudnnStatus_t st, const char *what)
@@ -40,8 +40,6 @@ struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx)
     r->stream = (cudaStream_t)nn_ctx_stream(ctx);
     int ok = nn__cudnn_handle(ctx, &r->h) == NN_OK;
     ok = ok && (ws == 0 || cudaMalloc(&r->ws, (size_t)ws) == cudaSuccess);
-    ok = ok && cudaEventCreate(&r->ev[0]) == cudaSuccess &&
-         cudaEventCreate(&r->ev[1]) == cudaSuccess;
     ok = ok && cudnn_ok(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &r->vp),
                         "variant pack");
     ok = ok && cudnn_ok(cudnnBackendSetAttribute(r->vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
@@ -61,32 +59,17 @@ struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx)
     return r;
 }
 
-static int cmp_float(const void *a, const void *b)
+static int execute_fn(void *arg)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
+    struct nn_raw_plan *r = arg;
+    return cudnnBackendExecute(r->h, r->plan, r->vp) == CUDNN_STATUS_SUCCESS ? 0 : -1;
 }
 
 double nn_raw_plan_gpu_us(struct nn_raw_plan *r, int warmup, int reps)
 {
     for (int i = 0; i < warmup; i++)
-        if (cudnnBackendExecute(r->h, r->plan, r->vp) != CUDNN_STATUS_SUCCESS) return -1;
-    float *t = malloc((size_t)reps * sizeof *t);
-    if (!t) return -1;
-    int ok = 1;
-    for (int i = 0; i < reps && ok; i++)
-        ok = cudaEventRecord(r->ev[0], r->stream) == cudaSuccess &&
-             cudnnBackendExecute(r->h, r->plan, r->vp) == CUDNN_STATUS_SUCCESS &&
-             cudaEventRecord(r->ev[1], r->stream) == cudaSuccess &&
-             cudaEventSynchronize(r->ev[1]) == cudaSuccess &&
-             cudaEventElapsedTime(&t[i], r->ev[0], r->ev[1]) == cudaSuccess;
-    double m = -1;
-    if (ok) {
-        qsort(t, (size_t)reps, sizeof *t, cmp_float);
-        m = (double)t[reps / 2] * 1e3;
-    }
-    free(t);
-    return m;
+        if (execute_fn(r) != 0) return -1;
+    return nn_cli_gpu_median_us(r->stream, reps, execute_fn, r);
 }
 
 double nn_raw_plan_host_us(struct nn_raw_plan *r, int reps)
@@ -104,8 +87,6 @@ void nn_raw_plan_free(struct nn_raw_plan *r)
 {
     if (!r) return;
     if (r->vp) cudnnBackendDestroyDescriptor(r->vp);
-    for (int i = 0; i < 2; i++)
-        if (r->ev[i]) cudaEventDestroy(r->ev[i]);
     cudaFree(r->ws);
     free(r);
 }

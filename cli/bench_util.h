@@ -8,4 +8,11 @@ double nn_cli_now_us(void);
 /* The median of v[0..n) (n >= 1; the mean of the middle two for even n). Sorts v. */
 double nn_cli_median(double *v, int n);
 
+/* The median GPU time in microseconds of reps calls of fn(arg) (which returns 0 on success),
+ * each between its own CUDA event pair on stream (a cudaStream_t), issued back to back with one
+ * synchronisation at the end: the host cost of a call overlaps the GPU work queued before it,
+ * as in PyTorch's CUDA-event benchmarks (bench/torch_conv.py), so both sides are timed alike.
+ * Returns -1 on any failure. Needs CUDA (-1 in a build without it). */
+double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg);
+
 #endif

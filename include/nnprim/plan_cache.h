@@ -15,7 +15,7 @@
  * When settings.plan_cache_file names a file, nn_ctx_create() loads it and nn_ctx_destroy()
  * saves it.
  *
- * File format (version 1, all integers little-endian, fixed width): docs in src/cudnn/plan_file.c.
+ * File format (version 2; version 1 files load too): docs in src/cudnn/plan_file.c.
  *
  * Reference-backend contexts have no plans: nn_plan_cache_save() and nn_plan_cache_load() return
  * NN_E_UNSUPPORTED for them (in every build; a build without cuDNN has only such contexts),

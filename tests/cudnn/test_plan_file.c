@@ -755,3 +755,36 @@ Test(plan_file, corpus_replays_without_crashing)
     cr_expect_geq(files, 10, "the corpus has only %d files", files);
     cr_expect_geq(loaded, 1, "no corpus file loads: the seeds are missing");
 }
+
+static int expect_v1_defaults(void *arg, const struct nn__plan_key *k,
+                              const struct nn__plan_record *r)
+{
+    (void)k;
+    int *n = arg;
+    cr_expect_eq(r->build_ms, -1.0);
+    cr_expect_eq(r->quick_engine, -1);
+    cr_expect_eq(r->quick_knob_count, 0);
+    (*n)++;
+    return 0;
+}
+
+/* seed-v1-every-op (fuzz/make_seeds.c) is a version-1 file; it is byte-identical to the
+ * seed-every-op that the version-1 writer made, so it is a file an older build wrote. */
+Test(plan_file, corpus_version_1_seed_loads_with_defaults)
+{
+    const char *path = NN_SOURCE_ROOT "/tests/cudnn/plan_file_corpus/seed-v1-every-op";
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    unsigned char head[12];
+    cr_assert_eq(fread(head, 1, sizeof head, f), sizeof head);
+    fclose(f);
+    cr_expect_eq(fx_get_u32(head + 8), 1, "format version");
+    struct nn__gpu_id gpu = fx_gpu();
+    struct nn__plan_cache *c = new_cache(2);
+    cr_assert_eq(nn__plan_file_load(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    int n = 0;
+    nn__plan_cache_visit(c, expect_v1_defaults, &n);
+    cr_expect_eq(n, 12, "seed-every-op holds seeds 10..21");
+    nn__plan_cache_destroy(c);
+}

@@ -25,11 +25,7 @@ static int same_in_other(void *arg, const struct nn__plan_key *k, const struct n
 {
     struct check *c = arg;
     const struct nn__plan_record *o = nn__plan_cache_lookup_known(c->other, k);
-    if (!o || o->engine != r->engine || o->workspace != r->workspace ||
-        o->knob_count != r->knob_count || o->json_len != r->json_len ||
-        memcmp(o->knobs, r->knobs, sizeof r->knobs[0] * (size_t)r->knob_count) != 0 ||
-        memcmp(o->json, r->json, r->json_len) != 0)
-        abort();
+    if (!o || !fx_record_equal(o, r)) abort();
     return 0;
 }
 
@@ -47,8 +43,8 @@ static void decode_and_check(const unsigned char *data, size_t size)
         if (nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len) != NN_OK) abort();
         struct check chk = {NULL};
         if (nn__plan_cache_create(NULL, 4, &chk.other) != NN_OK) abort();
-        if (nn__plan_file_decode(NULL, chk.other, "re-encoded", buf, len, FX_CUDNN_VERSION,
-                                 &gpu) != NN_OK)
+        if (nn__plan_file_decode(NULL, chk.other, "re-encoded", buf, len, FX_CUDNN_VERSION, &gpu) !=
+            NN_OK)
             abort();
         if (nn__plan_cache_known_count(chk.other) != nn__plan_cache_known_count(c)) abort();
         nn__plan_cache_visit(c, same_in_other, &chk);

@@ -1,6 +1,7 @@
 /* Writes the starting corpus for fuzz_plan_file into the directory given as argv[1]: valid plan
  * files of several shapes (empty, one record, many records of every op kind, with and without
- * knobs and JSON, and one of another GPU). */
+ * knobs, JSON, build time and quick alternate, one of another GPU), written as format version 2,
+ * and one version-1 file (the records of seed-every-op without their version-2 fields). */
 #include <stdio.h>
 #include <string.h>
 
@@ -43,36 +44,65 @@ static struct nn__plan_key seed_key(int s)
     return k;
 }
 
-static int write_seed(const char *dir, const char *name, int first, int n, const char *gpu_name)
+static struct nn__plan_record seed_record(int s, char *json, size_t json_cap, int quick)
+{
+    struct nn__plan_record r;
+    nn__plan_record_init(&r);
+    r.engine = s % 60;
+    r.knob_count = s % 4;
+    for (int i = 0; i < r.knob_count; i++) {
+        r.knobs[i].type = i + 1;
+        r.knobs[i].value = s + i;
+    }
+    r.workspace = (uint64_t)s * 512;
+    r.time_us = s % 3 ? 3.5 * s : -1.0;
+    r.build_ms = s % 5 == 4 ? -1.0 : 0.5 * s;
+    if (quick && s % 3 != 2) {
+        r.quick_engine = (s * 7) % 60;
+        r.quick_knob_count = s % 3;
+        for (int i = 0; i < r.quick_knob_count; i++) {
+            r.quick_knobs[i].type = 2 * i + 1;
+            r.quick_knobs[i].value = 100 + s + i;
+        }
+    }
+    if (s % 2) {
+        r.json_len = (uint32_t)snprintf(json, json_cap, "{\"engineId\":%d}", s % 60);
+        r.json = json;
+    }
+    return r;
+}
+
+/* version 1: the records are written without quick alternates, then rewritten as version 1. */
+static int write_seed(const char *dir, const char *name, int first, int n, const char *gpu_name,
+                      int version)
 {
     struct nn__plan_cache *c;
     if (nn__plan_cache_create(NULL, 1, &c) != NN_OK) return 1;
     char json[128];
     for (int s = first; s < first + n; s++) {
         struct nn__plan_key k = seed_key(s);
-        struct nn__plan_record r;
-        memset(&r, 0, sizeof r);
-        r.engine = s % 60;
-        r.knob_count = s % 4;
-        for (int i = 0; i < r.knob_count; i++) {
-            r.knobs[i].type = i + 1;
-            r.knobs[i].value = s + i;
+        struct nn__plan_record r = seed_record(s, json, sizeof json, version == 2);
+        if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) {
+            nn__plan_cache_destroy(c);
+            return 1;
         }
-        r.workspace = (uint64_t)s * 512;
-        r.time_us = s % 3 ? 3.5 * s : -1.0;
-        if (s % 2) {
-            r.json_len = (uint32_t)snprintf(json, sizeof json, "{\"engineId\":%d}", s % 60);
-            r.json = json;
-        }
-        if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) return 1;
     }
     struct nn__gpu_id gpu = fx_gpu();
     if (gpu_name) snprintf(gpu.name, sizeof gpu.name, "%s", gpu_name);
+    unsigned char *buf;
+    size_t len;
+    nn_status st = nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len);
+    nn__plan_cache_destroy(c);
+    if (st != NN_OK) return 1;
+    if (version == 1) len = fx_plan_file_to_v1(buf);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    nn_status st = nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu);
-    nn__plan_cache_destroy(c);
-    return st != NN_OK;
+    FILE *f = fopen(path, "wb");
+    int bad = !f || fwrite(buf, 1, len, f) != len;
+    if (f && fclose(f) != 0) bad = 1;
+    if (bad) fprintf(stderr, "writing %s failed\n", path);
+    nn__host_free(buf);
+    return bad;
 }
 
 int main(int argc, char **argv)
@@ -81,11 +111,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
         return 2;
     }
-    int bad = write_seed(argv[1], "seed-empty", 0, 0, NULL);
-    bad |= write_seed(argv[1], "seed-one", 1, 1, NULL);
-    bad |= write_seed(argv[1], "seed-two", 2, 2, NULL);
-    bad |= write_seed(argv[1], "seed-every-op", 10, 12, NULL);
-    bad |= write_seed(argv[1], "seed-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB");
+    int bad = write_seed(argv[1], "seed-empty", 0, 0, NULL, 2);
+    bad |= write_seed(argv[1], "seed-one", 1, 1, NULL, 2);
+    bad |= write_seed(argv[1], "seed-two", 2, 2, NULL, 2);
+    bad |= write_seed(argv[1], "seed-every-op", 10, 12, NULL, 2);
+    bad |= write_seed(argv[1], "seed-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB", 2);
+    bad |= write_seed(argv[1], "seed-v1-every-op", 10, 12, NULL, 1);
     if (bad) fprintf(stderr, "writing the seeds failed: %s\n", nn_last_error()->message);
     return bad;
 }

@@ -7,6 +7,8 @@
 # it, libclang-rt-<version>-dev). Not part of CI: CI only replays the kept corpus
 # (tests/cudnn/plan_file_corpus) through the loader in the plan_file test suite.
 # The decoder and the cache are built on their own, without CUDA, cuDNN or jemalloc.
+# The seeds (fuzz/make_seeds.c, kept in the corpus under their names) are format version 2 files
+# and one version-1 file, seed-v1-every-op, that the plan_file suite also loads by name.
 set -eu
 seconds=${1:-300}
 root=$(cd "$(dirname "$0")/.." && pwd)

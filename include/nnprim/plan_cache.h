@@ -23,7 +23,8 @@
  * finds it in place of the alternate (quick_plans and background_builds count both steps).
  * nn_plan_cache_wait() waits for the background builds.
  *
- * File format (version 1, all integers little-endian, fixed width): docs in src/cudnn/plan_file.c.
+ * File format (version 2, all integers little-endian, fixed width; version 1 files load too):
+ * docs in src/cudnn/plan_file.c.
  *
  * Reference-backend contexts have no plans: nn_plan_cache_save() and nn_plan_cache_load() return
  * NN_E_UNSUPPORTED for them (in every build; a build without cuDNN has only such contexts),

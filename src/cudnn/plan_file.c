@@ -1,10 +1,10 @@
 /* The plan file: encoding, checked decoding, atomic save, load.
  *
- * Format version 1. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
+ * Format version 2. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
  * IEEE-754 bit pattern as a u64.
  *
  *   header   magic "NNPLANC\n" (8 bytes)
- *            u32 format version (1)
+ *            u32 format version (2; version 1 files are read too)
  *            u64 cuDNN version of the writer (cudnnGetVersion())
  *            i32 cc_major, i32 cc_minor, i32 sm_count
  *            u32 name_len (< 256), name_len bytes of GPU name (no NUL)
@@ -18,7 +18,13 @@
  *                 i32 mode, activation, pool_mode, flags; f64 alpha, beta
  *            i64 engine, u64 workspace, f64 time_us,
  *            u32 knob_count, knob_count x (i64 type, i64 value),
- *            u32 json_len, json_len bytes
+ *            u32 json_len, json_len bytes,
+ *            f64 build_ms (>= 0, or -1 = unknown),
+ *            i64 quick_engine (>= 0, or -1 = no quick alternate),
+ *            u32 quick_knob_count (<= 64, 0 without a quick engine),
+ *            quick_knob_count x (i64 type, i64 value)
+ *            Version 1 records end after the JSON; they load with build_ms and quick_engine -1
+ *            and no quick knobs (nn__plan_record_init()).
  *   trailer  u64 FNV-1a 64 of every byte before it
  *
  * The decoder trusts nothing: each read is bounds-checked against the file and each value
@@ -36,9 +42,10 @@
 #include "core/error.h"
 #include "cudnn/plan_cache.h"
 
-#define PLAN_FILE_MAGIC    "NNPLANC\n"
-#define PLAN_FILE_VERSION  1u
-#define PLAN_FILE_MAX_SIZE ((size_t)256 << 20)
+#define PLAN_FILE_MAGIC       "NNPLANC\n"
+#define PLAN_FILE_VERSION     2u /* written; MIN..this are read */
+#define PLAN_FILE_VERSION_MIN 1u
+#define PLAN_FILE_MAX_SIZE    ((size_t)256 << 20)
 
 static uint64_t fnv1a64(const unsigned char *p, size_t n)
 {
@@ -145,6 +152,13 @@ static void put_record_body(struct writer *w, const struct nn__plan_key *k,
     }
     put_u32(w, r->json_len);
     put_bytes(w, r->json, r->json_len);
+    put_f64(w, r->build_ms);
+    put_i64(w, r->quick_engine);
+    put_u32(w, (uint32_t)r->quick_knob_count);
+    for (int i = 0; i < r->quick_knob_count; i++) {
+        put_i64(w, r->quick_knobs[i].type);
+        put_i64(w, r->quick_knobs[i].value);
+    }
 }
 
 struct encode_state {
@@ -210,7 +224,8 @@ struct reader {
     const char *what; /* the path, for messages */
     const unsigned char *buf;
     size_t len, pos;
-    long record; /* index of the record being read, -1 in the header */
+    long record;      /* index of the record being read, -1 in the header */
+    uint32_t version; /* the file's format version, once the header is read */
     nn_status status;
 };
 
@@ -348,6 +363,16 @@ static int get_key(struct reader *r, struct nn__plan_key *k)
            get_f64_finite(r, "key alpha", &p->alpha) && get_f64_finite(r, "key beta", &p->beta);
 }
 
+/* The record's fields read so far must pass nn__plan_record_invalid() (the ones not read yet hold
+ * nn__plan_record_init()'s values): fields are checked in file order, so the problem found is the
+ * field that starts at byte offset at. */
+static int record_ok(struct reader *r, const struct nn__plan_record *rec, size_t at,
+                     const char *field)
+{
+    const char *problem = nn__plan_record_invalid(rec);
+    return problem ? bad(r, at, field, problem) : 1;
+}
+
 static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_record *rec)
 {
     uint32_t body;
@@ -363,7 +388,7 @@ static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_
     uint64_t bits;
     if (!get_u64(r, "time_us", &bits)) return 0;
     memcpy(&rec->time_us, &bits, sizeof bits);
-    if (nn__plan_record_invalid(rec)) return bad(r, at, "time_us", "neither >= 0 nor -1");
+    if (!record_ok(r, rec, at, "time_us")) return 0;
     if (!get_i32_in(r, "knob_count", 0, NN__PLAN_KNOBS_MAX, &rec->knob_count)) return 0;
     for (int i = 0; i < rec->knob_count; i++)
         if (!get_i64(r, "knob type", &rec->knobs[i].type) ||
@@ -375,6 +400,25 @@ static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_
     if (!need(r, rec->json_len, "json")) return 0;
     rec->json = (const char *)r->buf + r->pos;
     r->pos += rec->json_len;
+    if (r->version >= 2) {
+        at = r->pos;
+        if (!get_u64(r, "build_ms", &bits)) return 0;
+        memcpy(&rec->build_ms, &bits, sizeof bits);
+        if (!record_ok(r, rec, at, "build_ms")) return 0;
+        at = r->pos;
+        if (!get_i64(r, "quick_engine", &rec->quick_engine) ||
+            !record_ok(r, rec, at, "quick_engine"))
+            return 0;
+        /* The count is checked before any knob is read. */
+        at = r->pos;
+        if (!get_i32(r, "quick_knob_count", &rec->quick_knob_count) ||
+            !record_ok(r, rec, at, "quick_knob_count"))
+            return 0;
+        for (int i = 0; i < rec->quick_knob_count; i++)
+            if (!get_i64(r, "quick knob type", &rec->quick_knobs[i].type) ||
+                !get_i64(r, "quick knob value", &rec->quick_knobs[i].value))
+                return 0;
+    }
     if (r->pos - start != body) {
         char msg[96];
         snprintf(msg, sizeof msg, "says %u bytes, the fields take %zu", body, r->pos - start);
@@ -395,12 +439,11 @@ static int get_header(struct reader *r, struct header *h)
     if (memcmp(r->buf, PLAN_FILE_MAGIC, 8) != 0)
         return bad(r, 0, "magic", "not an nnprim plan file");
     r->pos = 8;
-    uint32_t version;
-    if (!get_u32(r, "format version", &version)) return 0;
-    if (version != PLAN_FILE_VERSION) {
+    if (!get_u32(r, "format version", &r->version)) return 0;
+    if (r->version < PLAN_FILE_VERSION_MIN || r->version > PLAN_FILE_VERSION) {
         char msg[96];
-        snprintf(msg, sizeof msg, "format version %u, this build reads version %u", version,
-                 PLAN_FILE_VERSION);
+        snprintf(msg, sizeof msg, "format version %u, this build reads versions %u and %u",
+                 r->version, PLAN_FILE_VERSION_MIN, PLAN_FILE_VERSION);
         return bad(r, 8, "format version", msg);
     }
     memset(&h->gpu, 0, sizeof h->gpu);
@@ -434,7 +477,7 @@ nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__plan_cache *c, con
                                const unsigned char *buf, size_t len, uint64_t cudnn_version,
                                const struct nn__gpu_id *gpu)
 {
-    struct reader r = {ctx, what, buf, len, 0, -1, NN_OK};
+    struct reader r = {ctx, what, buf, len, 0, -1, 0, NN_OK};
     struct header h;
     if (!get_header(&r, &h)) return r.status;
     int trusted = same_identity(&h, cudnn_version, gpu);

@@ -113,6 +113,19 @@ static void remove_dir(const char *dir)
 
 Test(plan_file, round_trip_in_memory)
 {
+    /* Seeds 1..11 cover records with and without JSON, build time and quick alternate (with
+     * knobs: 1, 4, 7, 10; without knobs: 2, 5, 8, 11; none: 3, 6, 9). */
+    char json[64];
+    int quick_knobs = 0, quick_bare = 0, no_quick = 0, no_build = 0;
+    for (int s = 1; s <= 11; s++) {
+        struct nn__plan_record r = fx_record(s, json);
+        cr_assert_null(nn__plan_record_invalid(&r), "fixture seed %d", s);
+        quick_knobs += r.quick_engine >= 0 && r.quick_knob_count > 0;
+        quick_bare += r.quick_engine >= 0 && r.quick_knob_count == 0;
+        no_quick += r.quick_engine == -1;
+        no_build += r.build_ms == -1;
+    }
+    cr_assert(quick_knobs >= 2 && quick_bare >= 2 && no_quick >= 2 && no_build >= 2);
     struct nn__plan_cache *c = filled_cache(1, 6, 5);
     unsigned char *buf;
     size_t len;
@@ -146,7 +159,7 @@ Test(plan_file, empty_cache_round_trip)
     encode(c, &buf, &len);
     cr_expect_eq(len, 8 + 4 + 8 + 12 + 4 + strlen("NVIDIA H200") + 4 + 8);
     cr_expect_eq(memcmp(buf, "NNPLANC\n", 8), 0);
-    cr_expect_eq(buf[8], 1, "format version, little-endian");
+    cr_expect_eq(buf[8], 2, "format version, little-endian");
     cr_expect_eq(decode(c, buf, len), NN_OK);
     cr_expect_eq(nn__plan_cache_known_count(c), 0);
     nn__host_free(buf);
@@ -265,20 +278,46 @@ static void expect_format_error(const unsigned char *buf, size_t len, const char
     nn__plan_cache_destroy(c);
 }
 
+static void expect_every_truncation_rejected(const unsigned char *buf, size_t len, const char *kind)
+{
+    char what[96];
+    for (size_t n = 0; n < len; n++) {
+        unsigned char *copy = malloc(n ? n : 1); /* exact size, so a read past n is caught */
+        memcpy(copy, buf, n);
+        snprintf(what, sizeof what, "%s truncated to %zu of %zu bytes", kind, n, len);
+        expect_format_error(copy, n, what);
+        free(copy);
+    }
+}
+
+static void expect_every_flip_rejected(unsigned char *buf, size_t len, const char *kind)
+{
+    char what[96];
+    for (size_t i = 0; i < len; i++) {
+        for (int mask = 0x01; mask <= 0x80; mask <<= 7) { /* the low bit, then the high bit */
+            buf[i] ^= (unsigned char)mask;
+            snprintf(what, sizeof what, "%s byte %zu ^ 0x%02x", kind, i, mask);
+            expect_format_error(buf, len, what);
+            buf[i] ^= (unsigned char)mask;
+        }
+        buf[i] ^= 0xFF;
+        snprintf(what, sizeof what, "%s byte %zu ^ 0xff", kind, i);
+        expect_format_error(buf, len, what);
+        buf[i] ^= 0xFF;
+    }
+    struct nn__plan_cache *d = new_cache(2);
+    cr_expect_eq(decode(d, buf, len), NN_OK, "%s: the restored image loads again", kind);
+    nn__plan_cache_destroy(d);
+}
+
+/* Seeds 1..4: quick alternates with knobs (1, 4) and without (2), none (3). */
 Test(plan_file, truncation_at_every_byte_is_rejected)
 {
     struct nn__plan_cache *c = filled_cache(1, 2, 2);
     unsigned char *buf;
     size_t len;
     encode(c, &buf, &len);
-    char what[64];
-    for (size_t n = 0; n < len; n++) {
-        unsigned char *copy = malloc(n ? n : 1); /* exact size, so a read past n is caught */
-        memcpy(copy, buf, n);
-        snprintf(what, sizeof what, "truncated to %zu of %zu bytes", n, len);
-        expect_format_error(copy, n, what);
-        free(copy);
-    }
+    expect_every_truncation_rejected(buf, len, "v2");
     nn__host_free(buf);
     nn__plan_cache_destroy(c);
 }
@@ -289,22 +328,7 @@ Test(plan_file, every_flipped_byte_is_rejected)
     unsigned char *buf;
     size_t len;
     encode(c, &buf, &len);
-    char what[64];
-    for (size_t i = 0; i < len; i++) {
-        for (int mask = 0x01; mask <= 0x80; mask <<= 7) { /* the low bit, then the high bit */
-            buf[i] ^= (unsigned char)mask;
-            snprintf(what, sizeof what, "byte %zu ^ 0x%02x", i, mask);
-            expect_format_error(buf, len, what);
-            buf[i] ^= (unsigned char)mask;
-        }
-        buf[i] ^= 0xFF;
-        snprintf(what, sizeof what, "byte %zu ^ 0xff", i);
-        expect_format_error(buf, len, what);
-        buf[i] ^= 0xFF;
-    }
-    struct nn__plan_cache *d = new_cache(2);
-    cr_expect_eq(decode(d, buf, len), NN_OK, "the restored image loads again");
-    nn__plan_cache_destroy(d);
+    expect_every_flip_rejected(buf, len, "v2");
     nn__host_free(buf);
     nn__plan_cache_destroy(c);
 }
@@ -328,16 +352,12 @@ Test(plan_file, extra_bytes_are_rejected)
 /* Rewrite a field and fix the checksum, so the decoder's own range checks are what reject it. */
 static void put_le(unsigned char *p, uint64_t v, int bytes)
 {
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
+    fx_put_le(p, v, bytes);
 }
 
 static void reseal(unsigned char *buf, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < len - 8; i++)
-        h = (h ^ buf[i]) * 0x100000001b3u;
-    put_le(buf + len - 8, h, 8);
+    put_le(buf + len - 8, fx_fnv1a64(buf, len - 8), 8);
 }
 
 static void expect_field_rejected(size_t offset, uint64_t value, int bytes, const char *field)
@@ -362,9 +382,15 @@ static void expect_field_rejected(size_t offset, uint64_t value, int bytes, cons
 Test(plan_file, wrong_magic_and_version)
 {
     expect_field_rejected(0, 0x4e4e504c414e4331u, 8, "magic"); /* "1CNALPNN" */
-    expect_field_rejected(8, 2, 4, "format version");
-    cr_expect(strstr(nn_last_error()->message, "format version 2, this build reads version 1"));
+    expect_field_rejected(8, 3, 4, "format version");
+    cr_expect(
+        strstr(nn_last_error()->message, "format version 3, this build reads versions 1 and 2"),
+        "message: %s", nn_last_error()->message);
     expect_field_rejected(8, 0, 4, "format version");
+    cr_expect(
+        strstr(nn_last_error()->message, "format version 0, this build reads versions 1 and 2"),
+        "message: %s", nn_last_error()->message);
+    expect_field_rejected(8, 0xFFFFFFFFu, 4, "format version");
 }
 
 Test(plan_file, hostile_lengths_and_values)
@@ -407,6 +433,148 @@ Test(plan_file, hostile_lengths_and_values)
     expect_field_rejected(REC + 508, NN__PLAN_JSON_MAX + 1, 4, "json_len");
     expect_field_rejected(REC + 508, 0xFFFFFFF0u, 4, "json_len");
     expect_field_rejected(REC + 508, 1000, 4, "json");
+    /* seed 1's JSON is 21 bytes: build_ms at REC + 533, quick_engine +541, quick_knob_count
+     * +549, its one quick knob +553..+569 (the end of the record) */
+    expect_field_rejected(REC + 533, 0x7ff8000000000000u, 8, "build_ms"); /* NaN */
+    expect_field_rejected(REC + 533, 0x7ff0000000000000u, 8, "build_ms"); /* +inf */
+    expect_field_rejected(REC + 533, 0xc000000000000000u, 8, "build_ms"); /* -2.0 */
+    expect_field_rejected(REC + 541, (uint64_t)-2, 8, "quick_engine");
+    cr_expect(strstr(nn_last_error()->message, "record 0 quick_engine at byte offset 596: "),
+              "message: %s", nn_last_error()->message);
+    expect_field_rejected(REC + 541, (uint64_t)INT64_MIN, 8, "quick_engine");
+    /* quick engine -1 (none) with a quick knob */
+    expect_field_rejected(REC + 541, (uint64_t)-1, 8, "quick_knob_count");
+    expect_field_rejected(REC + 549, NN__PLAN_KNOBS_MAX + 1, 4, "quick_knob_count");
+    /* refused before any knob is read (the 65 knobs would run past the file) */
+    cr_expect(strstr(nn_last_error()->message, "record 0 quick_knob_count at byte offset 604: "),
+              "message: %s", nn_last_error()->message);
+    expect_field_rejected(REC + 549, 0xFFFFFFFFu, 4, "quick_knob_count");
+    /* none: the record holds 16 bytes more than its fields */
+    expect_field_rejected(REC + 549, 0, 4, "body length");
+    /* one more: the second knob would run past the end of the file */
+    expect_field_rejected(REC + 549, 2, 4, "quick knob value");
+}
+
+/* The offsets above, checked against the encoder: seed 1's record ends after one quick knob. */
+Test(plan_file, record_layout_matches_the_offsets_of_the_field_tests)
+{
+    struct nn__plan_cache *c = filled_cache(1, 1, 0);
+    unsigned char *buf;
+    size_t len;
+    encode(c, &buf, &len);
+    cr_expect_eq(len, REC + 569 + 8, "header, record, checksum");
+    cr_expect_eq(fx_get_u32(buf + 51), 569, "body length");
+    cr_expect_eq(fx_get_u32(buf + REC + 508), 21, "seed 1's json_len");
+    double build_ms;
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; i++)
+        bits |= (uint64_t)buf[REC + 533 + i] << (8 * i);
+    memcpy(&build_ms, &bits, sizeof bits);
+    cr_expect_eq(build_ms, 0.125, "seed 1's build_ms");
+    cr_expect_eq(fx_get_u32(buf + REC + 541), 11, "seed 1's quick engine, low half");
+    cr_expect_eq(fx_get_u32(buf + REC + 549), 1, "seed 1's quick knob count");
+    cr_expect_eq(fx_get_u32(buf + REC + 553), 10, "seed 1's quick knob type");
+    nn__host_free(buf);
+    nn__plan_cache_destroy(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Version 1 files (no build time, no quick alternate) still load
+ */
+
+/* A version-1 image of seeds [first, first + n): their fx_record()s without a quick alternate
+ * (version 1 has none), written as version 2 and rewritten as version 1. */
+static void encode_v1(int first, int n, unsigned char **buf, size_t *len)
+{
+    struct nn__plan_cache *c = new_cache(1);
+    char json[64];
+    for (int s = first; s < first + n; s++) {
+        struct nn__plan_key k = fx_key(s);
+        struct nn__plan_record r = fx_record(s, json);
+        r.quick_engine = -1;
+        r.quick_knob_count = 0;
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+    }
+    size_t v2_len;
+    encode(c, buf, &v2_len);
+    *len = fx_plan_file_to_v1(*buf);
+    cr_assert_eq(*len, v2_len - 20 * (size_t)n);
+    cr_assert_eq((*buf)[8], 1);
+    nn__plan_cache_destroy(c);
+}
+
+/* The known records of c are seeds [first, first + n) as a version-1 file holds them. */
+static void expect_v1_seeds(const struct nn__plan_cache *c, int first, int n)
+{
+    cr_expect_eq(nn__plan_cache_known_count(c), (size_t)n);
+    char json[64];
+    for (int s = first; s < first + n; s++) {
+        struct nn__plan_key k = fx_key(s);
+        struct nn__plan_record want = fx_record(s, json);
+        want.build_ms = -1;
+        want.quick_engine = -1;
+        want.quick_knob_count = 0;
+        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, &k);
+        cr_assert_not_null(got, "seed %d missing", s);
+        cr_expect(fx_record_equal(got, &want), "seed %d differs", s);
+        cr_expect_eq(got->build_ms, -1.0, "seed %d", s);
+        cr_expect_eq(got->quick_engine, -1, "seed %d", s);
+        cr_expect_eq(got->quick_knob_count, 0, "seed %d", s);
+    }
+}
+
+Test(plan_file, version_1_file_loads_with_defaults_and_saves_as_version_2)
+{
+    unsigned char *v1;
+    size_t v1_len;
+    encode_v1(1, 7, &v1, &v1_len);
+    struct nn__plan_cache *c = new_cache(2);
+    cr_assert_eq(decode(c, v1, v1_len), NN_OK, "%s", nn_last_error()->message);
+    expect_v1_seeds(c, 1, 7);
+    nn_plan_cache_stats st;
+    nn__plan_cache_get_stats(c, &st);
+    cr_expect_eq(st.records_loaded, 7);
+
+    /* Saved again, the records are written as version 2 with the defaults, and load back. */
+    unsigned char *v2;
+    size_t v2_len;
+    encode(c, &v2, &v2_len);
+    cr_expect_eq(v2[8], 2);
+    cr_expect_eq(v2_len, v1_len + 7 * 20);
+    struct nn__plan_cache *d = new_cache(2);
+    cr_assert_eq(decode(d, v2, v2_len), NN_OK, "%s", nn_last_error()->message);
+    expect_v1_seeds(d, 1, 7);
+    nn__host_free(v2);
+    nn__host_free(v1);
+    nn__plan_cache_destroy(d);
+    nn__plan_cache_destroy(c);
+}
+
+Test(plan_file, version_2_records_under_a_version_1_header_are_rejected)
+{
+    /* A version-2 image relabelled as version 1: each record has 20 bytes more than a version-1
+     * record's fields take. */
+    struct nn__plan_cache *c = filled_cache(3, 1, 0); /* seed 3: no quick alternate */
+    unsigned char *buf;
+    size_t len;
+    encode(c, &buf, &len);
+    put_le(buf + 8, 1, 4);
+    reseal(buf, len);
+    expect_format_error(buf, len, "version 2 records in a version 1 file");
+    cr_expect(strstr(nn_last_error()->message, "body length"), "message: %s",
+              nn_last_error()->message);
+    nn__host_free(buf);
+    nn__plan_cache_destroy(c);
+}
+
+Test(plan_file, version_1_truncations_and_flipped_bytes_are_rejected)
+{
+    unsigned char *buf;
+    size_t len;
+    encode_v1(1, 4, &buf, &len);
+    expect_every_truncation_rejected(buf, len, "v1");
+    expect_every_flip_rejected(buf, len, "v1");
+    nn__host_free(buf);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -586,4 +754,37 @@ Test(plan_file, corpus_replays_without_crashing)
     closedir(d);
     cr_expect_geq(files, 10, "the corpus has only %d files", files);
     cr_expect_geq(loaded, 1, "no corpus file loads: the seeds are missing");
+}
+
+static int expect_v1_defaults(void *arg, const struct nn__plan_key *k,
+                              const struct nn__plan_record *r)
+{
+    (void)k;
+    int *n = arg;
+    cr_expect_eq(r->build_ms, -1.0);
+    cr_expect_eq(r->quick_engine, -1);
+    cr_expect_eq(r->quick_knob_count, 0);
+    (*n)++;
+    return 0;
+}
+
+/* seed-v1-every-op (fuzz/make_seeds.c) is a version-1 file; it is byte-identical to the
+ * seed-every-op that the version-1 writer made, so it is a file an older build wrote. */
+Test(plan_file, corpus_version_1_seed_loads_with_defaults)
+{
+    const char *path = NN_SOURCE_ROOT "/tests/cudnn/plan_file_corpus/seed-v1-every-op";
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    unsigned char head[12];
+    cr_assert_eq(fread(head, 1, sizeof head, f), sizeof head);
+    fclose(f);
+    cr_expect_eq(fx_get_u32(head + 8), 1, "format version");
+    struct nn__gpu_id gpu = fx_gpu();
+    struct nn__plan_cache *c = new_cache(2);
+    cr_assert_eq(nn__plan_file_load(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    int n = 0;
+    nn__plan_cache_visit(c, expect_v1_defaults, &n);
+    cr_expect_eq(n, 12, "seed-every-op holds seeds 10..21");
+    nn__plan_cache_destroy(c);
 }

@@ -65,6 +65,7 @@ void nn__cudnn_filter_from_ctx(const struct nn_ctx *ctx, nn_dtype dtype, struct 
     f->math = ctx->settings.math_mode;
     f->deterministic = ctx->settings.deterministic;
     f->workspace_cap = ctx->settings.workspace_cap;
+    f->precompiled_only = 0;
 }
 
 int nn__cudnn_notes_allowed(const int64_t *notes, int n, const struct nn__cudnn_filter *f,
@@ -642,7 +643,8 @@ struct nn__cudnn_plan {
     cudnnBackendDescriptor_t plan;
     int64_t workspace;
     struct nn__engine_choice choice;
-    double build_ms; /* host time of cudnnBackendFinalize on the plan */
+    double build_ms;      /* host time of cudnnBackendFinalize on the plan */
+    int runtime_compiled; /* the engine has CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION */
     int64_t uids[NN__UID_IO_END];
     int n_uids;
     /* The last variant pack and what it holds: reused while the pointers stay the same. */
@@ -673,6 +675,18 @@ int64_t nn__cudnn_plan_workspace(const struct nn__cudnn_plan *p)
 double nn__cudnn_plan_build_ms(const struct nn__cudnn_plan *p)
 {
     return p->build_ms;
+}
+
+int nn__cudnn_plan_runtime_compiled(const struct nn__cudnn_plan *p)
+{
+    return p->runtime_compiled;
+}
+
+static int has_runtime_compilation(const struct nn__cudnn_engine_info *info)
+{
+    for (int i = 0; i < info->n_behavior; i++)
+        if (info->behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return 1;
+    return 0;
 }
 
 cudnnBackendDescriptor_t nn__cudnn_plan_backend(const struct nn__cudnn_plan *p)
@@ -843,8 +857,15 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
                 log_candidate(ctx, modes[m], &info, -1, why);
                 continue;
             }
+            if (f->precompiled_only && has_runtime_compilation(&info)) {
+                last_why = "RUNTIME_COMPILATION (precompiled engines asked for)";
+                stats->rejected_notes++;
+                log_candidate(ctx, modes[m], &info, -1, last_why);
+                continue;
+            }
             int ws_refused;
             st = finalize_plan(ctx, g, f, cfgs[i], &info.choice, &plans[*n], &ws_refused);
+            if (st == NN_OK) plans[*n]->runtime_compiled = has_runtime_compilation(&info);
             if (st == NN_OK || ws_refused) stats->plans_built++;
             log_candidate(ctx, modes[m], &info, st == NN_OK ? plans[*n]->workspace : -1,
                           st == NN_OK ? NULL : nn_last_error()->message);
@@ -937,6 +958,7 @@ nn_status nn__cudnn_plan_from_choice(struct nn_ctx *ctx, const struct nn__cudnn_
     if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, cfg);
     int ws_refused;
     if (st == NN_OK) st = finalize_plan(ctx, g, f, cfg, c, out, &ws_refused);
+    if (st == NN_OK) (*out)->runtime_compiled = has_runtime_compilation(&info);
     if (cfg) nn__cudnn_BackendDestroyDescriptor(NULL, cfg);
     for (int i = 0; i < n_knobs; i++)
         nn__cudnn_BackendDestroyDescriptor(NULL, knobs[i]);
@@ -1003,8 +1025,10 @@ nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_gr
         info.engine.choice.engine = -1;
         info.engine.choice.knob_count = 0;
         info.engine.n_notes = 0;
+        info.engine.n_behavior = 0;
         ctx->last_error = saved;
     }
+    p->runtime_compiled = has_runtime_compilation(&info.engine);
     const char *why = NULL;
     if (st == NN_OK && (!nn__cudnn_notes_allowed(info.engine.notes, info.engine.n_notes, f, &why) ||
                         !nn__cudnn_workspace_usable(p->workspace, f->workspace_cap, &why)))

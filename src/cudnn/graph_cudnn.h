@@ -147,6 +147,8 @@ struct nn__cudnn_filter {
     nn_math_mode math;
     int deterministic;
     size_t workspace_cap; /* 0 = no cap */
+    int precompiled_only; /* candidates: skip engines cuDNN compiles at run time (their
+                           * CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION), for a quick alternate */
 };
 void nn__cudnn_filter_from_ctx(const struct nn_ctx *ctx, nn_dtype dtype,
                                struct nn__cudnn_filter *f);
@@ -268,6 +270,9 @@ void nn__cudnn_plan_destroy(void *plan);
 const struct nn__engine_choice *nn__cudnn_plan_choice(const struct nn__cudnn_plan *p);
 int64_t nn__cudnn_plan_workspace(const struct nn__cudnn_plan *p);
 double nn__cudnn_plan_build_ms(const struct nn__cudnn_plan *p);
+/* 1 if the plan's engine is one cuDNN compiles at finalization (its behavior notes say
+ * RUNTIME_COMPILATION): a fresh process pays that compilation again. */
+int nn__cudnn_plan_runtime_compiled(const struct nn__cudnn_plan *p);
 
 /* The finalized CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (owned by p). */
 cudnnBackendDescriptor_t nn__cudnn_plan_backend(const struct nn__cudnn_plan *p);

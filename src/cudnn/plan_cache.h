@@ -161,11 +161,15 @@ void nn__plan_record_init(struct nn__plan_record *r);
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
 
-/* Which of n timed candidates becomes the quick alternate of the fastest one, best (an index):
- * none (-1) when best's build_ms[best] <= NN__PLAN_QUICK_BUILD_MS or unknown (< 0); otherwise
- * the fastest (smallest time_us) other candidate whose build_ms is in 0..NN__PLAN_QUICK_BUILD_MS,
- * or -1 if there is none. Candidates with time_us < 0 (not run) are never chosen. */
-int nn__plan_pick_quick(const double *time_us, const double *build_ms, int n, int best);
+/* Which of n timed candidates becomes the quick alternate of the fastest one, best (an index).
+ * best needs one when it is slow to build: runtime-compiled (rtc[best] nonzero: a fresh process
+ * compiles it again, however fast it finalized here) or build_ms[best] above
+ * NN__PLAN_QUICK_BUILD_MS. The alternate is then the fastest (smallest time_us) other candidate
+ * that is not runtime-compiled and built within NN__PLAN_QUICK_BUILD_MS (build_ms >= 0);
+ * candidates with time_us < 0 (not run) are never chosen. Returns its index, or -1 (none
+ * needed, or none qualifies). */
+int nn__plan_pick_quick(const double *time_us, const double *build_ms, const int *rtc, int n,
+                        int best);
 
 /* ---------------------------------------------------------------------------------------------
  * The cache

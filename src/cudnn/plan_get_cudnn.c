@@ -374,7 +374,10 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
                           double *best_us, struct nn__engine_choice *quick)
 {
     double *times = nn__host_calloc((size_t)n * 2, sizeof *times);
-    if (!times) {
+    int *rtc = nn__host_calloc((size_t)n, sizeof *rtc);
+    if (!times || !rtc) {
+        nn__host_free(times);
+        nn__host_free(rtc);
         for (int i = 0; i < n; i++)
             nn__cudnn_plan_destroy(plans[i]);
         return NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
@@ -393,6 +396,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
         double us;
         times[i] = -1;
         builds[i] = nn__cudnn_plan_build_ms(plans[i]);
+        rtc[i] = nn__cudnn_plan_runtime_compiled(plans[i]);
         nn_status rs = time_plan(ctx, plans[i], &args, sc.ws, sc.ev, &us);
         if (rs != NN_OK) {
             if (first_fail == NN_OK) {
@@ -419,9 +423,10 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
     scratch_fini(ctx, &sc);
-    int qi = st == NN_OK ? nn__plan_pick_quick(times, builds, n, besti) : -1;
+    int qi = st == NN_OK ? nn__plan_pick_quick(times, builds, rtc, n, besti) : -1;
     if (qi >= 0) *quick = *nn__cudnn_plan_choice(plans[qi]);
     nn__host_free(times);
+    nn__host_free(rtc);
     *best = NULL;
     for (int i = 0; i < n; i++) {
         if (st == NN_OK && i == besti)
@@ -435,6 +440,33 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
 /* ---------------------------------------------------------------------------------------------
  * Search on a miss
  */
+
+/* The tuned plan is slow to build and no timed candidate can stand in for it: the first
+ * precompiled engine config in heuristic order becomes its quick alternate (not timed: it only
+ * answers the calls before the tuned plan is built). Finding none is no error. */
+static void find_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                             const struct nn__cudnn_filter *f, const struct nn__cudnn_plan *best,
+                             struct nn__engine_choice *quick, struct nn__cudnn_search_stats *ss)
+{
+    nn_error_info keep = ctx->last_error;
+    struct nn__cudnn_filter pf = *f;
+    pf.precompiled_only = 1;
+    struct nn__cudnn_plan *p = NULL;
+    int n = 0;
+    if (nn__cudnn_plan_candidates(ctx, g, &pf, 1, &p, &n, ss) == NN_OK && n == 1) {
+        if (nn__cudnn_plan_build_ms(p) <= NN__PLAN_QUICK_BUILD_MS)
+            *quick = *nn__cudnn_plan_choice(p);
+        if (nn__verbose(ctx) >= 2)
+            nn__log("autotune: tuned engine %lld took %.1f ms to build%s; precompiled engine %lld "
+                    "(%.3f ms) %s",
+                    (long long)nn__cudnn_plan_choice(best)->engine, nn__cudnn_plan_build_ms(best),
+                    nn__cudnn_plan_runtime_compiled(best) ? " (runtime-compiled)" : "",
+                    (long long)nn__cudnn_plan_choice(p)->engine, nn__cudnn_plan_build_ms(p),
+                    quick->engine >= 0 ? "is its quick alternate" : "is too slow to be one");
+        nn__cudnn_plan_destroy(p);
+    }
+    ctx->last_error = keep;
+}
 
 static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
                         const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
@@ -461,6 +493,10 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     count_search(c, &ss);
     if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, quick);
     nn__host_free(cand);
+    if (st == NN_OK && quick->engine < 0 &&
+        (nn__cudnn_plan_runtime_compiled(*plan) ||
+         nn__cudnn_plan_build_ms(*plan) > NN__PLAN_QUICK_BUILD_MS))
+        find_precompiled(ctx, g, f, *plan, quick, &ss);
     if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
     return st;

@@ -140,7 +140,7 @@ Test(cudnn_graph, numerical_note_filter)
     int64_t dc[] = {CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS};
     int64_t ok[] = {CUDNN_NUMERICAL_NOTE_WINOGRAD, CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP};
 
-    struct nn__cudnn_filter f = {NN_DTYPE_F32, NN_MATH_STRICT_FP32, 0, 0};
+    struct nn__cudnn_filter f = {NN_DTYPE_F32, NN_MATH_STRICT_FP32, 0, 0, 0};
     cr_expect_eq(nn__cudnn_notes_allowed(tc, 1, &f, &why), 0);
     cr_expect(strstr(why, "TENSOR_CORE"), "why: %s", why);
     cr_expect_eq(nn__cudnn_notes_allowed(ok, 2, &f, &why), 1);
@@ -160,7 +160,7 @@ Test(cudnn_graph, numerical_note_filter)
     cr_expect_eq(nn__cudnn_notes_allowed(nd, 2, &f, &why), 0);
     cr_expect(strstr(why, "NONDETERMINISTIC"), "why: %s", why);
 
-    f = (struct nn__cudnn_filter){NN_DTYPE_F16, NN_MATH_TF32, 0, 0};
+    f = (struct nn__cudnn_filter){NN_DTYPE_F16, NN_MATH_TF32, 0, 0, 0};
     cr_expect_eq(nn__cudnn_notes_allowed(dc, 2, &f, &why), 0); /* never down-convert */
     cr_expect(strstr(why, "DOWN_CONVERT_INPUTS"), "why: %s", why);
 }
@@ -638,6 +638,65 @@ static struct nn__cudnn_tensor tensor_nhwc(int64_t n, int64_t c, int64_t h, int6
 }
 
 /* conv + bias + relu as one graph, channels last, TF32 allowed (small integers stay exact). */
+/* Candidates with precompiled_only exclude runtime-compiled engines (the quick alternates of
+ * slow-to-build tuned plans come from them), and each still computes the right result. */
+Test(cudnn_graph, gpu_precompiled_only_candidates)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *ctx = gpu_ctx(NN_MATH_STRICT_FP32);
+    struct conv_case cc;
+    conv_case_init(&cc, make_shape(2, 8, 12, 12, 8, 3, 3, 1, 1, 1));
+    const struct shape *q = &cc.q;
+    size_t ny = (size_t)(q->n * q->k * q->oh * q->ow);
+    float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    ref_conv_fwd(q, cc.x, cc.w, want);
+    void *y = dev_copy(NULL, ny);
+    struct nn__cudnn_graph_desc d;
+    nn__cudnn_desc_conv_fwd(&d, &cc.tx, &cc.tw, NULL, &cc.ty, &cc.c, 0);
+    struct nn__cudnn_graph *g;
+    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    struct nn__cudnn_filter f;
+    nn__cudnn_filter_from_ctx(ctx, NN_DTYPE_F32, &f);
+    struct nn__cudnn_plan *all[16], *pre[16];
+    int n_all = 0, n_pre = 0, rtc_all = 0;
+    cr_assert_eq(nn__cudnn_plan_candidates(ctx, g, &f, 16, all, &n_all, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    for (int i = 0; i < n_all; i++)
+        rtc_all += nn__cudnn_plan_runtime_compiled(all[i]);
+    f.precompiled_only = 1;
+    cr_assert_eq(nn__cudnn_plan_candidates(ctx, g, &f, 16, pre, &n_pre, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_expect_geq(n_pre, 1);
+    cr_expect_leq(n_pre, n_all);
+    struct nn__cudnn_args args = {0};
+    args.p[NN__UID_X] = cc.dx;
+    args.p[NN__UID_W] = cc.dw;
+    args.p[NN__UID_Y] = y;
+    for (int i = 0; i < n_pre; i++) {
+        cr_expect_eq(nn__cudnn_plan_runtime_compiled(pre[i]), 0, "engine %lld",
+                     (long long)nn__cudnn_plan_choice(pre[i])->engine);
+        void *ws = NULL;
+        if (nn__cudnn_plan_workspace(pre[i]) > 0)
+            cr_assert_eq(cudaMalloc(&ws, (size_t)nn__cudnn_plan_workspace(pre[i])), cudaSuccess);
+        cr_assert_eq(nn__cudnn_plan_execute(ctx, pre[i], &args, ws), NN_OK, "%s",
+                     nn_last_error()->message);
+        cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
+        host_copy(got, y, ny);
+        expect_equal(got, want, ny, "y (precompiled engine)");
+        cudaFree(ws);
+        nn__cudnn_plan_destroy(pre[i]);
+    }
+    cr_log_info("%d of %d candidates runtime-compiled, %d precompiled", rtc_all, n_all, n_pre);
+    for (int i = 0; i < n_all; i++)
+        nn__cudnn_plan_destroy(all[i]);
+    nn__cudnn_graph_destroy(g);
+    cudaFree(y);
+    free(want);
+    free(got);
+    conv_case_fini(&cc);
+    nn_ctx_destroy(ctx);
+}
+
 Test(cudnn_graph, gpu_conv_forward_bias_relu_fused)
 {
     NN_REQUIRE_GPU();

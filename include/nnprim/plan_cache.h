@@ -16,12 +16,12 @@
  * saves it.
  *
  * Some tuned plans are configurations cuDNN compiles when the plan is finalized, which takes tens
- * of milliseconds in every process. Autotuning then also records a quick alternate: the fastest
- * candidate that finalized within 1 ms. With settings.background_builds on (the default) and
- * deterministic off, a process that loads such a record answers the first call of its shape with
- * the alternate and builds the tuned plan on a background thread of the context; a later call
- * finds it in place of the alternate (quick_plans and background_builds count both steps).
- * nn_plan_cache_wait() waits for the background builds.
+ * of milliseconds in every process. Autotuning then also records a quick alternate: a
+ * precompiled engine configuration (the fastest timed one, else cuDNN's first). With
+ * settings.background_builds on (the default) and deterministic off, a process that loads such a
+ * record answers the first call of its shape with the alternate and builds the tuned plan on a
+ * background thread of the context; a later call finds it in place of the alternate (quick_plans
+ * and background_builds count both steps). nn_plan_cache_wait() waits for the background builds.
  *
  * File format (version 2, all integers little-endian, fixed width; version 1 files load too):
  * docs in src/cudnn/plan_file.c.

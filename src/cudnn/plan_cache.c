@@ -175,16 +175,12 @@ const char *nn__plan_record_invalid(const struct nn__plan_record *r)
     return NULL;
 }
 
-int nn__plan_pick_quick(const double *time_us, const double *build_ms, const int *rtc, int n,
-                        int best)
+int nn__plan_pick_quick(const double *time_us, const int *rtc, int n, int best)
 {
-    if (best < 0 || best >= n || (!rtc[best] && build_ms[best] <= NN__PLAN_QUICK_BUILD_MS))
-        return -1;
+    if (best < 0 || best >= n || !rtc[best]) return -1;
     int quick = -1;
     for (int i = 0; i < n; i++) {
-        if (i == best || rtc[i] || time_us[i] < 0 || build_ms[i] < 0 ||
-            build_ms[i] > NN__PLAN_QUICK_BUILD_MS)
-            continue;
+        if (i == best || rtc[i] || time_us[i] < 0) continue;
         if (quick < 0 || time_us[i] < time_us[quick]) quick = i;
     }
     return quick;

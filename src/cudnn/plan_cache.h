@@ -136,9 +136,10 @@ struct nn__plan_record {
     uint64_t workspace; /* bytes the plan needs */
     double time_us;     /* measured median time, or -1 if the plan was not timed */
     double build_ms;    /* time cuDNN took to finalize the plan when it was found, or -1 */
-    /* The quick alternate: the fastest autotune candidate that finalized within
-     * NN__PLAN_QUICK_BUILD_MS, kept when the tuned plan itself took longer (cuDNN compiles some
-     * engine configurations at finalization, in every process). A process that rebuilds the
+    /* The quick alternate, kept when the tuned plan is runtime-compiled (cuDNN compiles its
+     * kernels when the plan is finalized, in every process: 46-115 ms on the H200, against
+     * 0.1-0.2 ms to rebuild a precompiled engine's plan): a precompiled engine config, the
+     * fastest timed candidate or else the first in heuristic order. A process that rebuilds the
      * record runs the alternate until the tuned plan, built on a background thread, replaces it.
      * quick_engine -1 = none (quick_knob_count is then 0). */
     int64_t quick_engine;
@@ -150,26 +151,17 @@ struct nn__plan_record {
     const char *json;
 };
 
-/* Finalization time above which a tuned plan gets a quick alternate, and below which a
- * candidate may be one. Rebuilding a precompiled engine's plan took 0.1-0.2 ms on the H200
- * (cuDNN 9.14), runtime-compiled configurations 19-86 ms (docs/PERFORMANCE.md). */
-#define NN__PLAN_QUICK_BUILD_MS 1.0
-
 /* A record with every field "none": engine 0, no knobs, time_us, build_ms and quick_engine -1. */
 void nn__plan_record_init(struct nn__plan_record *r);
 
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
 
-/* Which of n timed candidates becomes the quick alternate of the fastest one, best (an index).
- * best needs one when it is slow to build: runtime-compiled (rtc[best] nonzero: a fresh process
- * compiles it again, however fast it finalized here) or build_ms[best] above
- * NN__PLAN_QUICK_BUILD_MS. The alternate is then the fastest (smallest time_us) other candidate
- * that is not runtime-compiled and built within NN__PLAN_QUICK_BUILD_MS (build_ms >= 0);
- * candidates with time_us < 0 (not run) are never chosen. Returns its index, or -1 (none
- * needed, or none qualifies). */
-int nn__plan_pick_quick(const double *time_us, const double *build_ms, const int *rtc, int n,
-                        int best);
+/* Which of n timed candidates becomes the quick alternate of the fastest one, best (an index):
+ * none (-1) unless best is runtime-compiled (rtc[best] nonzero); then the fastest (smallest
+ * time_us) candidate that is not, never one that did not run (time_us < 0); -1 if there is none
+ * (the caller then looks further down cuDNN's heuristic list). */
+int nn__plan_pick_quick(const double *time_us, const int *rtc, int n, int best);
 
 /* ---------------------------------------------------------------------------------------------
  * The cache

@@ -423,7 +423,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
     scratch_fini(ctx, &sc);
-    int qi = st == NN_OK ? nn__plan_pick_quick(times, builds, rtc, n, besti) : -1;
+    int qi = st == NN_OK ? nn__plan_pick_quick(times, rtc, n, besti) : -1;
     if (qi >= 0) *quick = *nn__cudnn_plan_choice(plans[qi]);
     nn__host_free(times);
     nn__host_free(rtc);
@@ -441,7 +441,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
  * Search on a miss
  */
 
-/* The tuned plan is slow to build and no timed candidate can stand in for it: the first
+/* The tuned plan is runtime-compiled and no timed candidate can stand in for it: the first
  * precompiled engine config in heuristic order becomes its quick alternate (not timed: it only
  * answers the calls before the tuned plan is built). Finding none is no error. */
 static void find_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
@@ -454,15 +454,12 @@ static void find_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
     struct nn__cudnn_plan *p = NULL;
     int n = 0;
     if (nn__cudnn_plan_candidates(ctx, g, &pf, 1, &p, &n, ss) == NN_OK && n == 1) {
-        if (nn__cudnn_plan_build_ms(p) <= NN__PLAN_QUICK_BUILD_MS)
-            *quick = *nn__cudnn_plan_choice(p);
+        *quick = *nn__cudnn_plan_choice(p);
         if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: tuned engine %lld took %.1f ms to build%s; precompiled engine %lld "
-                    "(%.3f ms) %s",
+            nn__log("autotune: tuned engine %lld is runtime-compiled (%.1f ms to build here); "
+                    "precompiled engine %lld (%.3f ms) is its quick alternate",
                     (long long)nn__cudnn_plan_choice(best)->engine, nn__cudnn_plan_build_ms(best),
-                    nn__cudnn_plan_runtime_compiled(best) ? " (runtime-compiled)" : "",
-                    (long long)nn__cudnn_plan_choice(p)->engine, nn__cudnn_plan_build_ms(p),
-                    quick->engine >= 0 ? "is its quick alternate" : "is too slow to be one");
+                    (long long)nn__cudnn_plan_choice(p)->engine, nn__cudnn_plan_build_ms(p));
         nn__cudnn_plan_destroy(p);
     }
     ctx->last_error = keep;
@@ -493,10 +490,12 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     count_search(c, &ss);
     if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, quick);
     nn__host_free(cand);
-    if (st == NN_OK && quick->engine < 0 &&
-        (nn__cudnn_plan_runtime_compiled(*plan) ||
-         nn__cudnn_plan_build_ms(*plan) > NN__PLAN_QUICK_BUILD_MS))
-        find_precompiled(ctx, g, f, *plan, quick, &ss);
+    if (st == NN_OK && quick->engine < 0 && nn__cudnn_plan_runtime_compiled(*plan)) {
+        struct nn__cudnn_search_stats more;
+        memset(&more, 0, sizeof more);
+        find_precompiled(ctx, g, f, *plan, quick, &more);
+        count_search(c, &more);
+    }
     if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
     return st;

@@ -682,7 +682,13 @@ Test(cudnn_graph, gpu_precompiled_only_candidates)
                      nn_last_error()->message);
         cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
         host_copy(got, y, ny);
-        expect_equal(got, want, ny, "y (precompiled engine)");
+        /* Winograd and FFT engines are not exact on integer inputs: strict fp32 rounding of
+         * C*R*S = 72 products per element. */
+        size_t off = 0;
+        for (size_t j = 0; j < ny; j++)
+            if (fabsf(got[j] - want[j]) > 1e-5f * (fabsf(want[j]) + 72.0f)) off++;
+        cr_expect_eq(off, 0, "engine %lld: %zu of %zu elements off",
+                     (long long)nn__cudnn_plan_choice(pre[i])->engine, off, ny);
         cudaFree(ws);
         nn__cudnn_plan_destroy(pre[i]);
     }

@@ -407,35 +407,28 @@ Test(plan_cache, replace_live_keeps_the_entry)
     cr_expect_eq(destroyed[3], 1);
 }
 
-/* The quick alternate: only for a best plan that is runtime-compiled or took over
- * NN__PLAN_QUICK_BUILD_MS to build; the fastest other candidate that is neither; never one that
- * did not run. */
+/* The quick alternate: only for a runtime-compiled best plan; the fastest other candidate that
+ * is not runtime-compiled; never one that did not run. */
 Test(plan_cache, quick_alternate_choice)
 {
-    const double q = NN__PLAN_QUICK_BUILD_MS;
-    const int no[] = {0, 0, 0, 0};
-    double t1[] = {100, 120, 110, 130}, b1[] = {50, q / 2, q * 2, q / 10};
-    cr_expect_eq(nn__plan_pick_quick(t1, b1, no, 4, 0), 1, "110 us built in 2q is not quick");
-    double b2[] = {q, 0.1, 0.1, 0.1};
-    cr_expect_eq(nn__plan_pick_quick(t1, b2, no, 4, 0), -1, "the best built within q");
-    const int rtc_best[] = {1, 0, 0, 0};
-    cr_expect_eq(nn__plan_pick_quick(t1, b2, rtc_best, 4, 0), 2,
-                 "a runtime-compiled best needs one, however fast it built here");
-    const int rtc_2[] = {1, 0, 1, 0};
-    cr_expect_eq(nn__plan_pick_quick(t1, b2, rtc_2, 4, 0), 1,
+    double t[] = {100, 120, 110, 130};
+    const int none[] = {0, 0, 0, 0}, best_rtc[] = {1, 0, 0, 0}, two_rtc[] = {1, 0, 1, 0},
+              all_rtc[] = {1, 1, 1, 1};
+    cr_expect_eq(nn__plan_pick_quick(t, none, 4, 0), -1, "a precompiled best needs none");
+    cr_expect_eq(nn__plan_pick_quick(t, best_rtc, 4, 0), 2, "the fastest precompiled one");
+    cr_expect_eq(nn__plan_pick_quick(t, two_rtc, 4, 0), 1,
                  "a runtime-compiled one is no alternate");
-    double b3[] = {-1, 0.1, 0.1, 0.1};
-    cr_expect_eq(nn__plan_pick_quick(t1, b3, no, 4, 0), -1, "unknown build time");
-    double b4[] = {50, 30, 40, 60};
-    cr_expect_eq(nn__plan_pick_quick(t1, b4, no, 4, 0), -1, "no candidate is quick");
-    double t5[] = {100, -1, 150, 140}, b5[] = {50, 0.1, 0.2, 0.3};
-    cr_expect_eq(nn__plan_pick_quick(t5, b5, no, 4, 0), 3,
+    cr_expect_eq(nn__plan_pick_quick(t, all_rtc, 4, 0), -1, "no candidate is precompiled");
+    double t_skip[] = {100, -1, 150, 140};
+    cr_expect_eq(nn__plan_pick_quick(t_skip, best_rtc, 4, 0), 3,
                  "a candidate that did not run is skipped");
-    double t6[] = {100}, b6[] = {50};
-    cr_expect_eq(nn__plan_pick_quick(t6, b6, no, 1, 0), -1, "a single candidate");
-    cr_expect_eq(nn__plan_pick_quick(t6, b6, no, 1, 1), -1, "best out of range");
-    double t7[] = {130, 100, 120}, b7[] = {0.1, 60, 0.2};
-    cr_expect_eq(nn__plan_pick_quick(t7, b7, no, 3, 1), 2, "the best need not be first");
+    double t1[] = {100};
+    const int one[] = {1};
+    cr_expect_eq(nn__plan_pick_quick(t1, one, 1, 0), -1, "a single candidate");
+    cr_expect_eq(nn__plan_pick_quick(t1, one, 1, 1), -1, "best out of range");
+    double t3[] = {130, 100, 120};
+    const int mid_rtc[] = {0, 1, 0};
+    cr_expect_eq(nn__plan_pick_quick(t3, mid_rtc, 3, 1), 2, "the best need not be first");
 }
 
 Test(plan_cache, known_records_lookup_drop_and_clear)

@@ -643,7 +643,6 @@ struct nn__cudnn_plan {
     cudnnBackendDescriptor_t plan;
     int64_t workspace;
     struct nn__engine_choice choice;
-    double build_ms;      /* host time of cudnnBackendFinalize on the plan */
     int runtime_compiled; /* the engine has CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION */
     int64_t uids[NN__UID_IO_END];
     int n_uids;
@@ -670,11 +669,6 @@ const struct nn__engine_choice *nn__cudnn_plan_choice(const struct nn__cudnn_pla
 int64_t nn__cudnn_plan_workspace(const struct nn__cudnn_plan *p)
 {
     return p->workspace;
-}
-
-double nn__cudnn_plan_build_ms(const struct nn__cudnn_plan *p)
-{
-    return p->build_ms;
 }
 
 int nn__cudnn_plan_runtime_compiled(const struct nn__cudnn_plan *p)
@@ -714,9 +708,7 @@ static nn_status finalize_plan(struct nn_ctx *ctx, const struct nn__cudnn_graph 
     if (st == NN_OK)
         st = SET(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engcfg);
-    uint64_t t0 = nn__now_ns();
     if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, p->plan);
-    p->build_ms = (double)(nn__now_ns() - t0) / 1e6;
     if (st == NN_OK)
         st = nn__cudnn_BackendGetAttribute(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                            CUDNN_TYPE_INT64, 1, &n, &p->workspace);
@@ -1010,9 +1002,7 @@ nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_gr
     if (st == NN_OK)
         st = SET(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
                  (int64_t)len, json);
-    uint64_t t0 = nn__now_ns();
     if (st == NN_OK) st = nn__cudnn_BackendFinalize(ctx, p->plan);
-    p->build_ms = (double)(nn__now_ns() - t0) / 1e6;
     if (st == NN_OK)
         st = nn__cudnn_BackendGetAttribute(ctx, p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                            CUDNN_TYPE_INT64, 1, &n, &p->workspace);

@@ -265,11 +265,9 @@ nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_gr
  * nn__plan_destroy_fn. NULL is allowed. */
 void nn__cudnn_plan_destroy(void *plan);
 
-/* The engine choice and workspace recorded when the plan was built, and how long cuDNN took to
- * finalize it (host milliseconds; some configurations are compiled then). */
+/* The engine choice and workspace recorded when the plan was built. */
 const struct nn__engine_choice *nn__cudnn_plan_choice(const struct nn__cudnn_plan *p);
 int64_t nn__cudnn_plan_workspace(const struct nn__cudnn_plan *p);
-double nn__cudnn_plan_build_ms(const struct nn__cudnn_plan *p);
 /* 1 if the plan's engine is one cuDNN compiles at finalization (its behavior notes say
  * RUNTIME_COMPILATION): a fresh process pays that compilation again. */
 int nn__cudnn_plan_runtime_compiled(const struct nn__cudnn_plan *p);

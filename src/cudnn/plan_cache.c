@@ -175,15 +175,20 @@ const char *nn__plan_record_invalid(const struct nn__plan_record *r)
     return NULL;
 }
 
-int nn__plan_pick_quick(const double *time_us, const int *rtc, int n, int best)
+int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine, int n,
+                         int best, int *order)
 {
-    if (best < 0 || best >= n || !rtc[best]) return -1;
-    int quick = -1;
+    int m = 0;
     for (int i = 0; i < n; i++) {
-        if (i == best || rtc[i] || time_us[i] < 0) continue;
-        if (quick < 0 || time_us[i] < time_us[quick]) quick = i;
+        if (i == best || time_us[i] < 0 || rtc[i] ||
+            (best >= 0 && best < n && engine[i] == engine[best]))
+            continue;
+        int j = m++;
+        for (; j > 0 && time_us[order[j - 1]] > time_us[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
     }
-    return quick;
+    return m;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ struct nn__plan_record {
     struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
     uint64_t workspace; /* bytes the plan needs */
     double time_us;     /* measured median time, or -1 if the plan was not timed */
-    double build_ms;    /* time cuDNN took to finalize the plan when it was found, or -1 */
+    double build_ms;    /* host time to rebuild the plan (engine, knobs, plan), or -1 */
     /* The quick alternate, kept when the tuned plan is runtime-compiled (cuDNN compiles its
      * kernels when the plan is finalized, in every process: 46-115 ms on the H200, against
      * 0.1-0.2 ms to rebuild a precompiled engine's plan): a precompiled engine config, the
@@ -157,11 +157,19 @@ void nn__plan_record_init(struct nn__plan_record *r);
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
 
-/* Which of n timed candidates becomes the quick alternate of the fastest one, best (an index):
- * none (-1) unless best is runtime-compiled (rtc[best] nonzero); then the fastest (smallest
- * time_us) candidate that is not, never one that did not run (time_us < 0); -1 if there is none
- * (the caller then looks further down cuDNN's heuristic list). */
-int nn__plan_pick_quick(const double *time_us, const int *rtc, int n, int best);
+/* A tuned plan that takes longer than this to rebuild in a fresh process (or whose engine is
+ * runtime-compiled) gets a quick alternate that rebuilds within it. On the H200 (cuDNN 9.14)
+ * plans rebuilt in 0.1-0.2 ms, or 46-115 ms for the configurations cuDNN compiles. */
+#define NN__PLAN_SLOW_BUILD_MS 1.0
+/* Timed candidates whose rebuild is tried for the alternate, fastest first. */
+#define NN__PLAN_QUICK_TRIES   3
+
+/* The order in which n timed candidates are tried as the quick alternate of best (an index):
+ * ascending time_us, leaving out best, candidates that did not run (time_us < 0), runtime-compiled
+ * ones (rtc nonzero) and those of best's engine (other knobs of a compiled engine compile too).
+ * Writes the indices to order (room for n) and returns their count. */
+int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine, int n,
+                         int best, int *order);
 
 /* ---------------------------------------------------------------------------------------------
  * The cache

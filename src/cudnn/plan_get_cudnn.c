@@ -122,8 +122,8 @@ static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search
  * alternate (quick->engine -1: none), and its JSON form when the engine has one (the fallback of
  * a later rebuild). *json is the caller's to free. */
 static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, double time_us,
-                           const struct nn__engine_choice *quick, struct nn__plan_record *r,
-                           char **json)
+                           double build_ms, const struct nn__engine_choice *quick,
+                           struct nn__plan_record *r, char **json)
 {
     const struct nn__engine_choice *ch = nn__cudnn_plan_choice(p);
     nn__plan_record_init(r);
@@ -135,7 +135,7 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
     }
     r->workspace = (uint64_t)nn__cudnn_plan_workspace(p);
     r->time_us = time_us;
-    r->build_ms = nn__cudnn_plan_build_ms(p);
+    r->build_ms = build_ms >= 0 ? build_ms : -1;
     if (quick->engine >= 0) {
         r->quick_engine = quick->engine;
         r->quick_knob_count = quick->knob_count;
@@ -200,7 +200,9 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     struct nn__engine_choice qc, tuned;
     quick_choice_of(known, &qc);
     engine_choice_of(known, &tuned);
+    uint64_t t0 = nn__now_ns();
     nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &qc, plan);
+    double quick_ms = (double)(nn__now_ns() - t0) / 1e6;
     if (st == NN_OK) {
         struct nn__plan_record fallback;
         nn__plan_record_init(&fallback);
@@ -208,7 +210,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
         fallback.knob_count = qc.knob_count;
         memcpy(fallback.knobs, known->quick_knobs, sizeof fallback.knobs);
         fallback.workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
-        fallback.build_ms = nn__cudnn_plan_build_ms(*plan);
+        fallback.build_ms = quick_ms;
         st = nn__plan_builder_submit(ctx, key, nn__cudnn_graph_get_desc(g), f, &tuned, &fallback);
     }
     if (st == NN_E_OOM_HOST) {
@@ -230,8 +232,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: quick alternate engine %lld rebuilt in %.3f ms; tuned engine %lld "
                 "(%.1f ms to build when tuned) queued for the background",
-                (long long)qc.engine, nn__cudnn_plan_build_ms(*plan), (long long)tuned.engine,
-                known->build_ms);
+                (long long)qc.engine, quick_ms, (long long)tuned.engine, known->build_ms);
     return NN_OK;
 }
 
@@ -366,37 +367,34 @@ static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
     ctx->last_error = keep;
 }
 
-/* Time every candidate; *best gets the fastest (the others are destroyed) and *quick the choice
- * of its quick alternate (engine -1: none; nn__plan_pick_quick). A candidate that fails to run
- * is skipped; if none runs, the first failure is returned. */
+/* What autotune learned about one candidate. */
+struct tuned {
+    struct nn__engine_choice choice;
+    double time_us; /* median, or -1 if it did not run */
+    int rtc;        /* runtime-compiled engine (behavior note) */
+};
+
+/* Time every candidate; *best gets the fastest (the others are destroyed), *besti its index,
+ * and t[0..n) what each candidate was and took. A candidate that fails to run is skipped; if
+ * none runs, the first failure is returned. */
 static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
                           const struct nn__plan_args *a, struct nn__cudnn_plan **best,
-                          double *best_us, struct nn__engine_choice *quick)
+                          double *best_us, struct tuned *t, int *besti)
 {
-    double *times = nn__host_calloc((size_t)n * 2, sizeof *times);
-    int *rtc = nn__host_calloc((size_t)n, sizeof *rtc);
-    if (!times || !rtc) {
-        nn__host_free(times);
-        nn__host_free(rtc);
-        for (int i = 0; i < n; i++)
-            nn__cudnn_plan_destroy(plans[i]);
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
-    }
-    double *builds = times + n;
-    quick->engine = -1;
-    quick->knob_count = 0;
     struct tune_scratch sc;
     nn_status st = scratch_init(ctx, plans, n, a, &sc);
     struct nn__cudnn_args args = a->args;
     if (a->out_bytes) args.p[a->out_uid] = sc.out;
-    int besti = -1;
+    *besti = -1;
     nn_status first_fail = NN_OK;
-    nn_error_info fail_info;
+    nn_error_info fail_info = ctx->last_error;
+    for (int i = 0; i < n; i++) {
+        t[i].choice = *nn__cudnn_plan_choice(plans[i]);
+        t[i].time_us = -1;
+        t[i].rtc = nn__cudnn_plan_runtime_compiled(plans[i]);
+    }
     for (int i = 0; st == NN_OK && i < n; i++) {
         double us;
-        times[i] = -1;
-        builds[i] = nn__cudnn_plan_build_ms(plans[i]);
-        rtc[i] = nn__cudnn_plan_runtime_compiled(plans[i]);
         nn_status rs = time_plan(ctx, plans[i], &args, sc.ws, sc.ev, &us);
         if (rs != NN_OK) {
             if (first_fail == NN_OK) {
@@ -406,30 +404,25 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
             if (rs == NN_E_OOM_HOST || rs == NN_E_CUDA) st = rs; /* the stream may be broken */
             continue;
         }
-        times[i] = us;
+        t[i].time_us = us;
         if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: candidate %d engine %lld: %.2f us (workspace %lld bytes, built in "
-                    "%.3f ms)",
-                    i, (long long)nn__cudnn_plan_choice(plans[i])->engine, us,
-                    (long long)nn__cudnn_plan_workspace(plans[i]), builds[i]);
-        if (besti < 0 || us < *best_us) {
-            besti = i;
+            nn__log("autotune: candidate %d engine %lld%s: %.2f us (workspace %lld bytes)", i,
+                    (long long)t[i].choice.engine, t[i].rtc ? " (runtime-compiled)" : "", us,
+                    (long long)nn__cudnn_plan_workspace(plans[i]));
+        if (*besti < 0 || us < *best_us) {
+            *besti = i;
             *best_us = us;
         }
     }
-    if (st == NN_OK && besti < 0) {
+    if (st == NN_OK && *besti < 0) {
         st = first_fail;
         ctx->last_error = fail_info;
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
     scratch_fini(ctx, &sc);
-    int qi = st == NN_OK ? nn__plan_pick_quick(times, rtc, n, besti) : -1;
-    if (qi >= 0) *quick = *nn__cudnn_plan_choice(plans[qi]);
-    nn__host_free(times);
-    nn__host_free(rtc);
     *best = NULL;
     for (int i = 0; i < n; i++) {
-        if (st == NN_OK && i == besti)
+        if (st == NN_OK && i == *besti)
             *best = plans[i];
         else
             nn__cudnn_plan_destroy(plans[i]);
@@ -441,38 +434,106 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
  * Search on a miss
  */
 
-/* The tuned plan is runtime-compiled and no timed candidate can stand in for it: the first
- * precompiled engine config in heuristic order becomes its quick alternate (not timed: it only
- * answers the calls before the tuned plan is built). Finding none is no error. */
-static void find_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
-                             const struct nn__cudnn_filter *f, const struct nn__cudnn_plan *best,
-                             struct nn__engine_choice *quick, struct nn__cudnn_search_stats *ss)
+/* Host milliseconds to rebuild engine choice c for g from scratch (engine, knobs, config,
+ * plan: what a process that loads the record does), or -1 if it does not build. */
+static double time_rebuild(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                           const struct nn__cudnn_filter *f, const struct nn__engine_choice *c)
+{
+    nn_error_info keep = ctx->last_error;
+    struct nn__cudnn_plan *p = NULL;
+    uint64_t t0 = nn__now_ns();
+    nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, c, &p);
+    double ms = st == NN_OK ? (double)(nn__now_ns() - t0) / 1e6 : -1;
+    nn__cudnn_plan_destroy(p);
+    ctx->last_error = keep;
+    return ms;
+}
+
+/* The first precompiled engine config in heuristic order, as a last resort for a quick
+ * alternate (not timed: it only answers the calls before the tuned plan is built). */
+static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
+                             const struct nn__cudnn_filter *f, struct nn__engine_choice *out,
+                             struct nn__plan_cache *c)
 {
     nn_error_info keep = ctx->last_error;
     struct nn__cudnn_filter pf = *f;
     pf.precompiled_only = 1;
     struct nn__cudnn_plan *p = NULL;
     int n = 0;
-    if (nn__cudnn_plan_candidates(ctx, g, &pf, 1, &p, &n, ss) == NN_OK && n == 1) {
-        *quick = *nn__cudnn_plan_choice(p);
-        if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: tuned engine %lld is runtime-compiled (%.1f ms to build here); "
-                    "precompiled engine %lld (%.3f ms) is its quick alternate",
-                    (long long)nn__cudnn_plan_choice(best)->engine, nn__cudnn_plan_build_ms(best),
-                    (long long)nn__cudnn_plan_choice(p)->engine, nn__cudnn_plan_build_ms(p));
-        nn__cudnn_plan_destroy(p);
-    }
+    struct nn__cudnn_search_stats ss;
+    memset(&ss, 0, sizeof ss);
+    int found = nn__cudnn_plan_candidates(ctx, g, &pf, 1, &p, &n, &ss) == NN_OK && n == 1;
+    count_search(c, &ss);
+    if (found) *out = *nn__cudnn_plan_choice(p);
+    nn__cudnn_plan_destroy(p);
     ctx->last_error = keep;
+    return found;
+}
+
+/* After autotune: how long the best plan takes to rebuild (*build_ms, the record's), and, when
+ * that is slow (runtime-compiled, or above NN__PLAN_SLOW_BUILD_MS), its quick alternate: the
+ * fastest candidate in nn__plan_quick_order() that rebuilds within NN__PLAN_SLOW_BUILD_MS (at
+ * most NN__PLAN_QUICK_TRIES tried), else the first precompiled config in heuristic order that
+ * does. quick->engine -1: none. */
+static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
+                              const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
+                              const struct tuned *t, int n, int besti, double *build_ms,
+                              struct nn__engine_choice *quick)
+{
+    quick->engine = -1;
+    quick->knob_count = 0;
+    *build_ms = time_rebuild(ctx, g, f, &t[besti].choice);
+    if (!t[besti].rtc && *build_ms >= 0 && *build_ms <= NN__PLAN_SLOW_BUILD_MS) return NN_OK;
+    double *times = nn__host_alloc((size_t)n * sizeof *times);
+    int *rtc = nn__host_alloc((size_t)n * sizeof *rtc),
+        *order = nn__host_alloc((size_t)n * sizeof *order);
+    int64_t *engine = nn__host_alloc((size_t)n * sizeof *engine);
+    nn_status st = NN_OK;
+    if (!times || !rtc || !order || !engine) {
+        st = NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
+    } else {
+        for (int i = 0; i < n; i++) {
+            times[i] = t[i].time_us;
+            rtc[i] = t[i].rtc;
+            engine[i] = t[i].choice.engine;
+        }
+        int m = nn__plan_quick_order(times, rtc, engine, n, besti, order);
+        for (int k = 0; k < m && k < NN__PLAN_QUICK_TRIES && quick->engine < 0; k++) {
+            double ms = time_rebuild(ctx, g, f, &t[order[k]].choice);
+            if (nn__verbose(ctx) >= 2)
+                nn__log("autotune: candidate engine %lld rebuilds in %.3f ms",
+                        (long long)engine[order[k]], ms);
+            if (ms >= 0 && ms <= NN__PLAN_SLOW_BUILD_MS) *quick = t[order[k]].choice;
+        }
+        struct nn__engine_choice pre;
+        if (quick->engine < 0 && first_precompiled(ctx, g, f, &pre, c)) {
+            double ms = time_rebuild(ctx, g, f, &pre);
+            if (ms >= 0 && ms <= NN__PLAN_SLOW_BUILD_MS) *quick = pre;
+        }
+        if (nn__verbose(ctx) >= 2)
+            nn__log("autotune: tuned engine %lld rebuilds in %.1f ms%s; quick alternate: %s%lld",
+                    (long long)t[besti].choice.engine, *build_ms,
+                    t[besti].rtc ? " (runtime-compiled)" : "",
+                    quick->engine >= 0 ? "engine " : "none", (long long)quick->engine);
+    }
+    nn__host_free(times);
+    nn__host_free(rtc);
+    nn__host_free(order);
+    nn__host_free(engine);
+    return st;
 }
 
 static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
                         const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
                         const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                        double *time_us, struct nn__engine_choice *quick, enum nn__plan_source *src)
+                        double *time_us, double *build_ms, struct nn__engine_choice *quick,
+                        enum nn__plan_source *src)
 {
     struct nn__cudnn_search_stats ss;
     memset(&ss, 0, sizeof ss);
     *time_us = -1;
+    *build_ms = -1;
+    *plan = NULL;
     quick->engine = -1;
     quick->knob_count = 0;
     if (ctx->settings.tuning != NN_TUNING_AUTOTUNE) {
@@ -488,14 +549,21 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     int n = 0;
     nn_status st = nn__cudnn_plan_candidates(ctx, g, f, max, cand, &n, &ss);
     count_search(c, &ss);
-    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, quick);
-    nn__host_free(cand);
-    if (st == NN_OK && quick->engine < 0 && nn__cudnn_plan_runtime_compiled(*plan)) {
-        struct nn__cudnn_search_stats more;
-        memset(&more, 0, sizeof more);
-        find_precompiled(ctx, g, f, *plan, quick, &more);
-        count_search(c, &more);
+    struct tuned *t = st == NN_OK ? nn__host_calloc((size_t)n, sizeof *t) : NULL;
+    if (st == NN_OK && !t) {
+        for (int i = 0; i < n; i++)
+            nn__cudnn_plan_destroy(cand[i]);
+        st = NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
     }
+    int besti = -1;
+    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, t, &besti);
+    nn__host_free(cand);
+    if (st == NN_OK) st = choose_quick(ctx, c, g, f, t, n, besti, build_ms, quick);
+    if (st != NN_OK && *plan) {
+        nn__cudnn_plan_destroy(*plan);
+        *plan = NULL;
+    }
+    nn__host_free(t);
     if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
     return st;
@@ -526,10 +594,10 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
     if (st == NN_OK && p) {
         *src = quick ? NN__PLAN_QUICK : NN__PLAN_REBUILT;
     } else if (st == NN_OK) {
-        double us;
+        double us, build_ms;
         struct nn__engine_choice qc;
-        st = search(ctx, c, g, &f, a, &p, &us, &qc, src);
-        if (st == NN_OK) st = record_of(ctx, p, us, &qc, &rec, &json);
+        st = search(ctx, c, g, &f, a, &p, &us, &build_ms, &qc, src);
+        if (st == NN_OK) st = record_of(ctx, p, us, build_ms, &qc, &rec, &json);
     }
     nn__cudnn_graph_destroy(g);
     if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p, nn__cudnn_plan_destroy);

@@ -407,28 +407,27 @@ Test(plan_cache, replace_live_keeps_the_entry)
     cr_expect_eq(destroyed[3], 1);
 }
 
-/* The quick alternate: only for a runtime-compiled best plan; the fastest other candidate that
- * is not runtime-compiled; never one that did not run. */
-Test(plan_cache, quick_alternate_choice)
+/* Quick-alternate candidates: fastest first, never the best, one that did not run, a
+ * runtime-compiled one or one of the best's engine. */
+Test(plan_cache, quick_alternate_order)
 {
-    double t[] = {100, 120, 110, 130};
-    const int none[] = {0, 0, 0, 0}, best_rtc[] = {1, 0, 0, 0}, two_rtc[] = {1, 0, 1, 0},
-              all_rtc[] = {1, 1, 1, 1};
-    cr_expect_eq(nn__plan_pick_quick(t, none, 4, 0), -1, "a precompiled best needs none");
-    cr_expect_eq(nn__plan_pick_quick(t, best_rtc, 4, 0), 2, "the fastest precompiled one");
-    cr_expect_eq(nn__plan_pick_quick(t, two_rtc, 4, 0), 1,
-                 "a runtime-compiled one is no alternate");
-    cr_expect_eq(nn__plan_pick_quick(t, all_rtc, 4, 0), -1, "no candidate is precompiled");
-    double t_skip[] = {100, -1, 150, 140};
-    cr_expect_eq(nn__plan_pick_quick(t_skip, best_rtc, 4, 0), 3,
-                 "a candidate that did not run is skipped");
+    double t[] = {244, 260, 291, -1, 348, 120, 454};
+    const int rtc[] = {0, 0, 0, 0, 0, 1, 0};
+    const int64_t eng[] = {70, 70, 3, 0, 28, 5, 1};
+    int order[7];
+    int m = nn__plan_quick_order(t, rtc, eng, 7, 0, order);
+    cr_assert_eq(m, 3);
+    cr_expect_eq(order[0], 2, "engine 3 (291 us): the fastest of another engine");
+    cr_expect_eq(order[1], 4);
+    cr_expect_eq(order[2], 6);
+    const int none_rtc[] = {0, 0, 0, 0, 0, 0, 0};
+    m = nn__plan_quick_order(t, none_rtc, eng, 7, 5, order);
+    cr_assert_eq(m, 5, "best 5: every other engine that ran");
+    cr_expect_eq(order[0], 0);
+    cr_expect_eq(order[4], 6);
     double t1[] = {100};
-    const int one[] = {1};
-    cr_expect_eq(nn__plan_pick_quick(t1, one, 1, 0), -1, "a single candidate");
-    cr_expect_eq(nn__plan_pick_quick(t1, one, 1, 1), -1, "best out of range");
-    double t3[] = {130, 100, 120};
-    const int mid_rtc[] = {0, 1, 0};
-    cr_expect_eq(nn__plan_pick_quick(t3, mid_rtc, 3, 1), 2, "the best need not be first");
+    const int64_t e1[] = {1};
+    cr_expect_eq(nn__plan_quick_order(t1, none_rtc, e1, 1, 0, order), 0, "a single candidate");
 }
 
 Test(plan_cache, known_records_lookup_drop_and_clear)

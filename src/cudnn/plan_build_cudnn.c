@@ -143,6 +143,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
     nn_error_info keep = ctx->last_error;
     if (j->status == NN_OK) {
         if (nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
+            nn__plan_cache_note_build_ms(c, &j->key, j->ms);
             nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
             if (nn__verbose(ctx))
                 nn__log("plan cache: tuned plan (engine %lld) built in the background in %.1f "

@@ -455,6 +455,13 @@ nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__plan_cache 
     return NN_OK;
 }
 
+void nn__plan_cache_note_build_ms(struct nn__plan_cache *c, const struct nn__plan_key *key,
+                                  double ms)
+{
+    struct entry *e = table_find(&c->live, key, nn__plan_key_hash(key));
+    if (e && isfinite(ms) && ms > e->rec.build_ms) e->rec.build_ms = ms;
+}
+
 const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__plan_cache *c,
                                                           const struct nn__plan_key *key)
 {

@@ -135,7 +135,7 @@ struct nn__plan_record {
     struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
     uint64_t workspace; /* bytes the plan needs */
     double time_us;     /* measured median time, or -1 if the plan was not timed */
-    double build_ms;    /* host time to rebuild the plan (engine, knobs, plan), or -1 */
+    double build_ms;    /* slowest rebuild seen in a process that loaded the record, ms; -1 */
     /* The quick alternate, kept when the tuned plan is runtime-compiled (cuDNN compiles its
      * kernels when the plan is finalized, in every process: 46-115 ms on the H200, against
      * 0.1-0.2 ms to rebuild a precompiled engine's plan): a precompiled engine config, the
@@ -157,12 +157,11 @@ void nn__plan_record_init(struct nn__plan_record *r);
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
 
-/* A tuned plan that takes longer than this to rebuild in a fresh process (or whose engine is
- * runtime-compiled) gets a quick alternate that rebuilds within it. On the H200 (cuDNN 9.14)
- * plans rebuilt in 0.1-0.2 ms, or 46-115 ms for the configurations cuDNN compiles. */
+/* A record whose tuned plan took longer than this to rebuild in a process that loaded it (or
+ * whose rebuild time is not known yet) starts on its quick alternate. On the H200 (cuDNN 9.14)
+ * fresh processes rebuilt plans in 0.07-0.25 ms, or 2-115 ms for engines whose kernels cuDNN
+ * prepares when the engine config is built; a process that already holds them rebuilds fast. */
 #define NN__PLAN_SLOW_BUILD_MS 1.0
-/* Timed candidates whose rebuild is tried for the alternate, fastest first. */
-#define NN__PLAN_QUICK_TRIES   3
 
 /* The order in which n timed candidates are tried as the quick alternate of best (an index):
  * ascending time_us, leaving out best, candidates that did not run (time_us < 0), runtime-compiled
@@ -223,6 +222,11 @@ int nn__plan_cache_drop_known(struct nn__plan_cache *c, const struct nn__plan_ke
 nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__plan_cache *c,
                                       const struct nn__plan_key *key, void *plan,
                                       const struct nn__plan_record *rec);
+
+/* Raise the build_ms of key's live record to ms if that is larger (a background build's time).
+ * Does nothing when key has no live entry. */
+void nn__plan_cache_note_build_ms(struct nn__plan_cache *c, const struct nn__plan_key *key,
+                                  double ms);
 
 /* Drop every live plan (through its callback) and every known record. Statistics are kept. */
 void nn__plan_cache_clear(struct nn__plan_cache *c);

@@ -118,12 +118,14 @@ static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search
         nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
 }
 
-/* The record of a freshly built plan: engine, knobs, workspace, time, build time, its quick
- * alternate (quick->engine -1: none), and its JSON form when the engine has one (the fallback of
- * a later rebuild). *json is the caller's to free. */
+/* The record of a freshly built plan: engine, knobs, workspace, time, its quick alternate
+ * (quick->engine -1: none), and its JSON form when the engine has one (the fallback of a later
+ * rebuild). Its build time stays unknown (-1): a process that already holds an engine's kernels
+ * rebuilds it fast, so only a process that loads the record can measure it. *json is the
+ * caller's to free. */
 static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, double time_us,
-                           double build_ms, const struct nn__engine_choice *quick,
-                           struct nn__plan_record *r, char **json)
+                           const struct nn__engine_choice *quick, struct nn__plan_record *r,
+                           char **json)
 {
     const struct nn__engine_choice *ch = nn__cudnn_plan_choice(p);
     nn__plan_record_init(r);
@@ -135,7 +137,6 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
     }
     r->workspace = (uint64_t)nn__cudnn_plan_workspace(p);
     r->time_us = time_us;
-    r->build_ms = build_ms >= 0 ? build_ms : -1;
     if (quick->engine >= 0) {
         r->quick_engine = quick->engine;
         r->quick_knob_count = quick->knob_count;
@@ -183,18 +184,21 @@ static void quick_choice_of(const struct nn__plan_record *r, struct nn__engine_c
     }
 }
 
-/* A known record with a quick alternate, on a context that allows it (background builds on,
- * not deterministic: the calls before the swap run another engine): rebuild the alternate and
- * queue the tuned configuration on the background builder. NN_OK with *plan NULL: not taken
- * (no alternate, not allowed, or the alternate did not build; the failure is forgotten and the
- * tuned plan is rebuilt in the foreground). */
+/* A known record with a quick alternate whose tuned plan is slow to rebuild, or not known to be
+ * fast (build_ms -1: no process has rebuilt it yet), on a context that allows it (background
+ * builds on, not deterministic: the calls before the swap run another engine): rebuild the
+ * alternate and queue the tuned configuration on the background builder, which measures it. NN_OK
+ * with *plan NULL: not taken (no alternate, not allowed, or the alternate did not build; the
+ * failure is forgotten and the tuned plan is rebuilt in the foreground). */
 static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
                              const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, const struct nn__plan_record *known,
                              struct nn__cudnn_plan **plan)
 {
     *plan = NULL;
-    if (known->quick_engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
+    int fast = known->build_ms >= 0 && known->build_ms <= NN__PLAN_SLOW_BUILD_MS;
+    if (known->quick_engine < 0 || fast || !ctx->settings.background_builds ||
+        ctx->settings.deterministic)
         return NN_OK;
     nn_error_info keep = ctx->last_error;
     struct nn__engine_choice qc, tuned;
@@ -231,7 +235,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     nn__plan_cache_count(c, NN__PC_QUICK);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: quick alternate engine %lld rebuilt in %.3f ms; tuned engine %lld "
-                "(%.1f ms to build when tuned) queued for the background",
+                "(rebuild %.1f ms, -1 = not known yet) queued for the background",
                 (long long)qc.engine, quick_ms, (long long)tuned.engine, known->build_ms);
     return NN_OK;
 }
@@ -292,11 +296,12 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
         return NN_OK;
     }
     out->workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
+    double ms = (double)(nn__now_ns() - t0) / 1e6;
+    if (ms > out->build_ms) out->build_ms = ms; /* the slowest seen: a fresh process's */
     nn__plan_cache_count(c, NN__PC_REBUILT);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: engine %lld rebuilt from its %s in %.3f ms (workspace %llu bytes)",
-                (long long)out->engine, how, (double)(nn__now_ns() - t0) / 1e6,
-                (unsigned long long)out->workspace);
+                (long long)out->engine, how, ms, (unsigned long long)out->workspace);
     return NN_OK;
 }
 
@@ -434,23 +439,8 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
  * Search on a miss
  */
 
-/* Host milliseconds to rebuild engine choice c for g from scratch (engine, knobs, config,
- * plan: what a process that loads the record does), or -1 if it does not build. */
-static double time_rebuild(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
-                           const struct nn__cudnn_filter *f, const struct nn__engine_choice *c)
-{
-    nn_error_info keep = ctx->last_error;
-    struct nn__cudnn_plan *p = NULL;
-    uint64_t t0 = nn__now_ns();
-    nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, c, &p);
-    double ms = st == NN_OK ? (double)(nn__now_ns() - t0) / 1e6 : -1;
-    nn__cudnn_plan_destroy(p);
-    ctx->last_error = keep;
-    return ms;
-}
-
-/* The first precompiled engine config in heuristic order, as a last resort for a quick
- * alternate (not timed: it only answers the calls before the tuned plan is built). */
+/* The first precompiled engine config in heuristic order (not timed: a quick alternate only
+ * answers the calls before the tuned plan is built). */
 static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, struct nn__engine_choice *out,
                              struct nn__plan_cache *c)
@@ -470,23 +460,20 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
     return found;
 }
 
-/* After autotune: how long the best plan takes to rebuild (*build_ms, the record's), and, when
- * that is slow (runtime-compiled, or above NN__PLAN_SLOW_BUILD_MS), its quick alternate: the
- * fastest candidate in nn__plan_quick_order() that rebuilds within NN__PLAN_SLOW_BUILD_MS (at
- * most NN__PLAN_QUICK_TRIES tried), else the first precompiled config in heuristic order that
- * does. quick->engine -1: none. */
+/* The quick alternate of the tuned candidate besti: the first in nn__plan_quick_order() (the
+ * fastest other engine that is not runtime-compiled); if there is none and the tuned engine is
+ * runtime-compiled, the first precompiled config in heuristic order. quick->engine -1: none.
+ * Whether a process uses it is decided when it rebuilds the record (start_quick). */
 static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
                               const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
-                              const struct tuned *t, int n, int besti, double *build_ms,
+                              const struct tuned *t, int n, int besti,
                               struct nn__engine_choice *quick)
 {
     quick->engine = -1;
     quick->knob_count = 0;
-    *build_ms = time_rebuild(ctx, g, f, &t[besti].choice);
-    if (!t[besti].rtc && *build_ms >= 0 && *build_ms <= NN__PLAN_SLOW_BUILD_MS) return NN_OK;
     double *times = nn__host_alloc((size_t)n * sizeof *times);
-    int *rtc = nn__host_alloc((size_t)n * sizeof *rtc),
-        *order = nn__host_alloc((size_t)n * sizeof *order);
+    int *rtc = nn__host_alloc((size_t)n * sizeof *rtc);
+    int *order = nn__host_alloc((size_t)n * sizeof *order);
     int64_t *engine = nn__host_alloc((size_t)n * sizeof *engine);
     nn_status st = NN_OK;
     if (!times || !rtc || !order || !engine) {
@@ -497,24 +484,15 @@ static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
             rtc[i] = t[i].rtc;
             engine[i] = t[i].choice.engine;
         }
-        int m = nn__plan_quick_order(times, rtc, engine, n, besti, order);
-        for (int k = 0; k < m && k < NN__PLAN_QUICK_TRIES && quick->engine < 0; k++) {
-            double ms = time_rebuild(ctx, g, f, &t[order[k]].choice);
-            if (nn__verbose(ctx) >= 2)
-                nn__log("autotune: candidate engine %lld rebuilds in %.3f ms",
-                        (long long)engine[order[k]], ms);
-            if (ms >= 0 && ms <= NN__PLAN_SLOW_BUILD_MS) *quick = t[order[k]].choice;
-        }
         struct nn__engine_choice pre;
-        if (quick->engine < 0 && first_precompiled(ctx, g, f, &pre, c)) {
-            double ms = time_rebuild(ctx, g, f, &pre);
-            if (ms >= 0 && ms <= NN__PLAN_SLOW_BUILD_MS) *quick = pre;
-        }
+        if (nn__plan_quick_order(times, rtc, engine, n, besti, order) > 0)
+            *quick = t[order[0]].choice;
+        else if (t[besti].rtc && first_precompiled(ctx, g, f, &pre, c))
+            *quick = pre;
         if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: tuned engine %lld rebuilds in %.1f ms%s; quick alternate: %s%lld",
-                    (long long)t[besti].choice.engine, *build_ms,
-                    t[besti].rtc ? " (runtime-compiled)" : "",
-                    quick->engine >= 0 ? "engine " : "none", (long long)quick->engine);
+            nn__log("autotune: tuned engine %lld%s, quick alternate: %s%lld",
+                    (long long)t[besti].choice.engine, t[besti].rtc ? " (runtime-compiled)" : "",
+                    quick->engine >= 0 ? "engine " : "none ", (long long)quick->engine);
     }
     nn__host_free(times);
     nn__host_free(rtc);
@@ -526,13 +504,11 @@ static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
 static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
                         const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
                         const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                        double *time_us, double *build_ms, struct nn__engine_choice *quick,
-                        enum nn__plan_source *src)
+                        double *time_us, struct nn__engine_choice *quick, enum nn__plan_source *src)
 {
     struct nn__cudnn_search_stats ss;
     memset(&ss, 0, sizeof ss);
     *time_us = -1;
-    *build_ms = -1;
     *plan = NULL;
     quick->engine = -1;
     quick->knob_count = 0;
@@ -558,7 +534,7 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     int besti = -1;
     if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, t, &besti);
     nn__host_free(cand);
-    if (st == NN_OK) st = choose_quick(ctx, c, g, f, t, n, besti, build_ms, quick);
+    if (st == NN_OK) st = choose_quick(ctx, c, g, f, t, n, besti, quick);
     if (st != NN_OK && *plan) {
         nn__cudnn_plan_destroy(*plan);
         *plan = NULL;
@@ -594,10 +570,10 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
     if (st == NN_OK && p) {
         *src = quick ? NN__PLAN_QUICK : NN__PLAN_REBUILT;
     } else if (st == NN_OK) {
-        double us, build_ms;
+        double us;
         struct nn__engine_choice qc;
-        st = search(ctx, c, g, &f, a, &p, &us, &build_ms, &qc, src);
-        if (st == NN_OK) st = record_of(ctx, p, us, build_ms, &qc, &rec, &json);
+        st = search(ctx, c, g, &f, a, &p, &us, &qc, src);
+        if (st == NN_OK) st = record_of(ctx, p, us, &qc, &rec, &json);
     }
     nn__cudnn_graph_destroy(g);
     if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p, nn__cudnn_plan_destroy);

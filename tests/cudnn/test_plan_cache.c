@@ -407,6 +407,24 @@ Test(plan_cache, replace_live_keeps_the_entry)
     cr_expect_eq(destroyed[3], 1);
 }
 
+/* A background build's time raises the live record's build_ms, never lowers it. */
+Test(plan_cache, note_build_ms_keeps_the_slowest)
+{
+    struct nn__plan_cache *c = new_cache(2);
+    insert(c, 1);
+    struct nn__plan_key k = fx_key(1), other = fx_key(2);
+    const struct nn__plan_record *r = NULL;
+    nn__plan_cache_note_build_ms(c, &k, 40.5);
+    cr_assert_not_null(nn__plan_cache_lookup(c, &k, &r));
+    cr_expect_eq(r->build_ms, 40.5);
+    nn__plan_cache_note_build_ms(c, &k, 0.2);
+    nn__plan_cache_lookup(c, &k, &r);
+    cr_expect_eq(r->build_ms, 40.5);
+    nn__plan_cache_note_build_ms(c, &other, 1.0); /* no live entry: nothing happens */
+    cr_expect_eq(nn__plan_cache_size(c), 1);
+    nn__plan_cache_destroy(c);
+}
+
 /* Quick-alternate candidates: fastest first, never the best, one that did not run, a
  * runtime-compiled one or one of the best's engine. */
 Test(plan_cache, quick_alternate_order)

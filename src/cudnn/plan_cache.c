@@ -175,16 +175,24 @@ const char *nn__plan_record_invalid(const struct nn__plan_record *r)
     return NULL;
 }
 
-int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine, int n,
-                         int best, int *order)
+/* 1 if candidate a goes before b in nn__plan_quick_order(). */
+static int quick_before(const double *time_us, const int64_t *workspace, int64_t best_ws, int a,
+                        int b)
 {
+    int fits_a = workspace[a] <= best_ws, fits_b = workspace[b] <= best_ws;
+    if (fits_a != fits_b) return fits_a;
+    return time_us[a] < time_us[b];
+}
+
+int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine,
+                         const int64_t *workspace, int n, int best, int *order)
+{
+    if (best < 0 || best >= n) return 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (i == best || time_us[i] < 0 || rtc[i] ||
-            (best >= 0 && best < n && engine[i] == engine[best]))
-            continue;
+        if (i == best || time_us[i] < 0 || rtc[i] || engine[i] == engine[best]) continue;
         int j = m++;
-        for (; j > 0 && time_us[order[j - 1]] > time_us[i]; j--)
+        for (; j > 0 && quick_before(time_us, workspace, workspace[best], i, order[j - 1]); j--)
             order[j] = order[j - 1];
         order[j] = i;
     }

@@ -163,12 +163,14 @@ const char *nn__plan_record_invalid(const struct nn__plan_record *r);
  * prepares when the engine config is built; a process that already holds them rebuilds fast. */
 #define NN__PLAN_SLOW_BUILD_MS 1.0
 
-/* The order in which n timed candidates are tried as the quick alternate of best (an index):
- * ascending time_us, leaving out best, candidates that did not run (time_us < 0), runtime-compiled
- * ones (rtc nonzero) and those of best's engine (other knobs of a compiled engine compile too).
- * Writes the indices to order (room for n) and returns their count. */
-int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine, int n,
-                         int best, int *order);
+/* The order in which n timed candidates are taken as the quick alternate of best (an index):
+ * leaving out best, candidates that did not run (time_us < 0), runtime-compiled ones (rtc
+ * nonzero) and those of best's engine (other knobs of the engine cost the same to prepare);
+ * first those whose workspace is no larger than best's (a one-off plan should not grow the
+ * memory pool), then the others, each group by ascending time_us. Writes the indices to order
+ * (room for n) and returns their count. */
+int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine,
+                         const int64_t *workspace, int n, int best, int *order);
 
 /* ---------------------------------------------------------------------------------------------
  * The cache

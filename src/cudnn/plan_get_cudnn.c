@@ -375,6 +375,7 @@ static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
 /* What autotune learned about one candidate. */
 struct tuned {
     struct nn__engine_choice choice;
+    int64_t workspace;
     double time_us; /* median, or -1 if it did not run */
     int rtc;        /* runtime-compiled engine (behavior note) */
 };
@@ -395,6 +396,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     nn_error_info fail_info = ctx->last_error;
     for (int i = 0; i < n; i++) {
         t[i].choice = *nn__cudnn_plan_choice(plans[i]);
+        t[i].workspace = nn__cudnn_plan_workspace(plans[i]);
         t[i].time_us = -1;
         t[i].rtc = nn__cudnn_plan_runtime_compiled(plans[i]);
     }
@@ -461,7 +463,8 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
 }
 
 /* The quick alternate of the tuned candidate besti: the first in nn__plan_quick_order() (the
- * fastest other engine that is not runtime-compiled); if there is none and the tuned engine is
+ * fastest other engine that is not runtime-compiled, preferring those that need no more
+ * workspace); if there is none and the tuned engine is
  * runtime-compiled, the first precompiled config in heuristic order. quick->engine -1: none.
  * Whether a process uses it is decided when it rebuilds the record (start_quick). */
 static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
@@ -475,17 +478,19 @@ static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     int *rtc = nn__host_alloc((size_t)n * sizeof *rtc);
     int *order = nn__host_alloc((size_t)n * sizeof *order);
     int64_t *engine = nn__host_alloc((size_t)n * sizeof *engine);
+    int64_t *ws = nn__host_alloc((size_t)n * sizeof *ws);
     nn_status st = NN_OK;
-    if (!times || !rtc || !order || !engine) {
+    if (!times || !rtc || !order || !engine || !ws) {
         st = NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
     } else {
         for (int i = 0; i < n; i++) {
             times[i] = t[i].time_us;
             rtc[i] = t[i].rtc;
             engine[i] = t[i].choice.engine;
+            ws[i] = t[i].workspace;
         }
         struct nn__engine_choice pre;
-        if (nn__plan_quick_order(times, rtc, engine, n, besti, order) > 0)
+        if (nn__plan_quick_order(times, rtc, engine, ws, n, besti, order) > 0)
             *quick = t[order[0]].choice;
         else if (t[besti].rtc && first_precompiled(ctx, g, f, &pre, c))
             *quick = pre;
@@ -498,6 +503,7 @@ static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     nn__host_free(rtc);
     nn__host_free(order);
     nn__host_free(engine);
+    nn__host_free(ws);
     return st;
 }
 

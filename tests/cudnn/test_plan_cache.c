@@ -425,27 +425,35 @@ Test(plan_cache, note_build_ms_keeps_the_slowest)
     nn__plan_cache_destroy(c);
 }
 
-/* Quick-alternate candidates: fastest first, never the best, one that did not run, a
- * runtime-compiled one or one of the best's engine. */
+/* Quick-alternate candidates: never the best, one that did not run, a runtime-compiled one or
+ * one of the best's engine; those needing no more workspace than the best first, each group
+ * fastest first. */
 Test(plan_cache, quick_alternate_order)
 {
+    /* The H200's 32x64x56x56 forward: engine 70 tuned (no workspace), engine 3 faster than 28
+     * but with 207 MB of workspace. */
     double t[] = {244, 260, 291, -1, 348, 120, 454};
     const int rtc[] = {0, 0, 0, 0, 0, 1, 0};
     const int64_t eng[] = {70, 70, 3, 0, 28, 5, 1};
+    const int64_t ws[] = {0, 0, 207765504, 0, 0, 0, 2304};
     int order[7];
-    int m = nn__plan_quick_order(t, rtc, eng, 7, 0, order);
+    int m = nn__plan_quick_order(t, rtc, eng, ws, 7, 0, order);
     cr_assert_eq(m, 3);
-    cr_expect_eq(order[0], 2, "engine 3 (291 us): the fastest of another engine");
-    cr_expect_eq(order[1], 4);
+    cr_expect_eq(order[0], 4, "engine 28: no workspace");
+    cr_expect_eq(order[1], 2, "then engine 3 (291 us) before engine 1 (454 us)");
     cr_expect_eq(order[2], 6);
     const int none_rtc[] = {0, 0, 0, 0, 0, 0, 0};
-    m = nn__plan_quick_order(t, none_rtc, eng, 7, 5, order);
+    const int64_t no_ws[] = {0, 0, 0, 0, 0, 0, 0};
+    m = nn__plan_quick_order(t, none_rtc, eng, no_ws, 7, 5, order);
     cr_assert_eq(m, 5, "best 5: every other engine that ran");
     cr_expect_eq(order[0], 0);
+    cr_expect_eq(order[1], 1);
     cr_expect_eq(order[4], 6);
     double t1[] = {100};
     const int64_t e1[] = {1};
-    cr_expect_eq(nn__plan_quick_order(t1, none_rtc, e1, 1, 0, order), 0, "a single candidate");
+    cr_expect_eq(nn__plan_quick_order(t1, none_rtc, e1, no_ws, 1, 0, order), 0, "one candidate");
+    cr_expect_eq(nn__plan_quick_order(t1, none_rtc, e1, no_ws, 1, 3, order), 0,
+                 "best out of range");
 }
 
 Test(plan_cache, known_records_lookup_drop_and_clear)

@@ -394,6 +394,17 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     cr_assert_not_null(tuned);
     io_free(a, &io);
     nn_ctx_destroy(a); /* saves the file */
+    /* A copy as the tuning process left it (b's context saves the rebuild time it measures). */
+    char fresh[320];
+    snprintf(fresh, sizeof fresh, "%s/fresh.nnp", dir);
+    size_t flen = 0;
+    char *bytes = slurp(plans, &flen);
+    cr_assert_not_null(bytes);
+    FILE *ff = fopen(fresh, "wb");
+    cr_assert_not_null(ff);
+    cr_assert_eq(fwrite(bytes, 1, flen, ff), flen);
+    cr_assert_eq(fclose(ff), 0);
+    free(bytes);
 
     nn_ctx *b = tuning_ctx(plans);
     cr_assert_not_null(b);
@@ -431,13 +442,17 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     /* A context destroyed while its background build is still queued or running stops the
      * worker cleanly (the sanitizer build would report a leak or a race). */
     if (!skip) {
-        nn_ctx *d = tuning_ctx(plans);
+        nn_ctx *d = tuning_ctx(fresh);
         cr_assert_not_null(d);
         cr_assert_eq(io_alloc(d, shape, &io), 0);
         cr_assert_eq(nn_conv_forward(d, &io.c.p, &io.x, &io.w, NULL, &io.y, NULL), NN_OK);
+        nn_plan_cache_stats sd;
+        nn_plan_cache_get_stats(d, &sd);
+        cr_expect_eq(sd.quick_plans, 1);
         io_free(d, &io);
         nn_ctx_destroy(d);
     }
+    unlink(fresh);
     nn_ctx_destroy(host);
     free(tuned);
     free(quick);

@@ -315,31 +315,12 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median time of NN__AUTOTUNE_RUNS executions after one warm-up, in microseconds. */
-static nn_status time_plan(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
-                           const struct nn__cudnn_args *args, void *ws, cudaEvent_t ev[2],
-                           double *us)
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    float t[NN__AUTOTUNE_RUNS];
-    NN__TRY(nn__cudnn_plan_execute(ctx, p, args, ws));
-    for (int i = 0; i < NN__AUTOTUNE_RUNS; i++) {
-        NN__TRY(NN__CUDA(ctx, cudaEventRecord(ev[0], s)));
-        NN__TRY(nn__cudnn_plan_execute(ctx, p, args, ws));
-        NN__TRY(NN__CUDA(ctx, cudaEventRecord(ev[1], s)));
-        NN__TRY(NN__CUDA(ctx, cudaEventSynchronize(ev[1])));
-        NN__TRY(NN__CUDA(ctx, cudaEventElapsedTime(&t[i], ev[0], ev[1])));
-    }
-    qsort(t, NN__AUTOTUNE_RUNS, sizeof t[0], cmp_float);
-    *us = (double)t[NN__AUTOTUNE_RUNS / 2] * 1000.0;
-    return NN_OK;
-}
-
 /* Scratch for autotune: the largest workspace of the candidates and a copy of the output. */
 struct tune_scratch {
     void *ws, *out;
-    cudaEvent_t ev[2];
+    cudaEvent_t *ev; /* a start and a stop event per candidate */
     int nev;
+    float *samples; /* NN__AUTOTUNE_RUNS per candidate, milliseconds */
 };
 
 static nn_status scratch_init(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
@@ -357,7 +338,11 @@ static nn_status scratch_init(struct nn_ctx *ctx, struct nn__cudnn_plan **plans,
             NN__CUDA(ctx, cudaMemcpyAsync(sc->out, a->args.p[a->out_uid], a->out_bytes,
                                           cudaMemcpyDeviceToDevice, (cudaStream_t)ctx->stream)));
     }
-    for (; sc->nev < 2; sc->nev++)
+    sc->ev = nn__host_calloc((size_t)n * 2, sizeof *sc->ev);
+    sc->samples = nn__host_calloc((size_t)n * NN__AUTOTUNE_RUNS, sizeof *sc->samples);
+    if (!sc->ev || !sc->samples)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
+    for (; sc->nev < 2 * n; sc->nev++)
         NN__TRY(NN__CUDA(ctx, cudaEventCreate(&sc->ev[sc->nev])));
     return NN_OK;
 }
@@ -367,6 +352,8 @@ static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
     nn_error_info keep = ctx->last_error;
     for (int i = 0; i < sc->nev; i++)
         cudaEventDestroy(sc->ev[i]);
+    nn__host_free(sc->ev);
+    nn__host_free(sc->samples);
     nn__dev_free(ctx, sc->ws);
     nn__dev_free(ctx, sc->out);
     ctx->last_error = keep;
@@ -380,9 +367,24 @@ struct tuned {
     int rtc;        /* runtime-compiled engine (behavior note) */
 };
 
+/* A candidate's run failed: remember the first failure; a failure that may have broken the
+ * stream (out of memory, CUDA) ends the whole autotune. */
+static void candidate_failed(struct nn_ctx *ctx, nn_status rs, nn_status *st, nn_status *first,
+                             nn_error_info *first_info)
+{
+    if (*first == NN_OK) {
+        *first = rs;
+        *first_info = ctx->last_error;
+    }
+    if (rs == NN_E_OOM_HOST || rs == NN_E_CUDA) *st = rs;
+}
+
 /* Time every candidate; *best gets the fastest (the others are destroyed), *besti its index,
- * and t[0..n) what each candidate was and took. A candidate that fails to run is skipped; if
- * none runs, the first failure is returned. */
+ * and t[0..n) what each candidate was and took. Each candidate runs once as a warm-up, then
+ * NN__AUTOTUNE_RUNS rounds run every candidate once, back to back, each between its own event
+ * pair, starting each round at the next candidate: clock changes and the host's launch cost
+ * fall on all candidates alike. A candidate's time is the median of its rounds. A candidate
+ * that fails to run is skipped; if none runs, the first failure is returned. */
 static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
                           const struct nn__plan_args *a, struct nn__cudnn_plan **best,
                           double *best_us, struct tuned *t, int *besti)
@@ -391,6 +393,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     nn_status st = scratch_init(ctx, plans, n, a, &sc);
     struct nn__cudnn_args args = a->args;
     if (a->out_bytes) args.p[a->out_uid] = sc.out;
+    cudaStream_t s = (cudaStream_t)ctx->stream;
     *besti = -1;
     nn_status first_fail = NN_OK;
     nn_error_info fail_info = ctx->last_error;
@@ -400,32 +403,54 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
         t[i].time_us = -1;
         t[i].rtc = nn__cudnn_plan_runtime_compiled(plans[i]);
     }
+    int *ok = st == NN_OK ? nn__host_calloc((size_t)n, sizeof *ok) : NULL;
+    if (st == NN_OK && !ok) st = NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
     for (int i = 0; st == NN_OK && i < n; i++) {
-        double us;
-        nn_status rs = time_plan(ctx, plans[i], &args, sc.ws, sc.ev, &us);
-        if (rs != NN_OK) {
-            if (first_fail == NN_OK) {
-                first_fail = rs;
-                fail_info = ctx->last_error;
+        nn_status rs = nn__cudnn_plan_execute(ctx, plans[i], &args, sc.ws);
+        ok[i] = rs == NN_OK;
+        if (rs != NN_OK) candidate_failed(ctx, rs, &st, &first_fail, &fail_info);
+    }
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize(s));
+    for (int r = 0; st == NN_OK && r < NN__AUTOTUNE_RUNS; r++) {
+        for (int k = 0; st == NN_OK && k < n; k++) {
+            int i = (k + r) % n;
+            if (!ok[i]) continue;
+            st = NN__CUDA(ctx, cudaEventRecord(sc.ev[2 * i], s));
+            if (st != NN_OK) break;
+            nn_status rs = nn__cudnn_plan_execute(ctx, plans[i], &args, sc.ws);
+            if (rs != NN_OK) {
+                ok[i] = 0;
+                candidate_failed(ctx, rs, &st, &first_fail, &fail_info);
+                continue;
             }
-            if (rs == NN_E_OOM_HOST || rs == NN_E_CUDA) st = rs; /* the stream may be broken */
-            continue;
+            st = NN__CUDA(ctx, cudaEventRecord(sc.ev[2 * i + 1], s));
         }
+        if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize(s));
+        for (int i = 0; st == NN_OK && i < n; i++)
+            if (ok[i])
+                st = NN__CUDA(ctx, cudaEventElapsedTime(&sc.samples[i * NN__AUTOTUNE_RUNS + r],
+                                                        sc.ev[2 * i], sc.ev[2 * i + 1]));
+    }
+    for (int i = 0; st == NN_OK && i < n; i++) {
+        if (!ok[i]) continue;
+        float *v = &sc.samples[i * NN__AUTOTUNE_RUNS];
+        qsort(v, NN__AUTOTUNE_RUNS, sizeof *v, cmp_float);
+        double us = (double)v[NN__AUTOTUNE_RUNS / 2] * 1000.0;
         t[i].time_us = us;
         if (nn__verbose(ctx) >= 2)
             nn__log("autotune: candidate %d engine %lld%s: %.2f us (workspace %lld bytes)", i,
                     (long long)t[i].choice.engine, t[i].rtc ? " (runtime-compiled)" : "", us,
-                    (long long)nn__cudnn_plan_workspace(plans[i]));
+                    (long long)t[i].workspace);
         if (*besti < 0 || us < *best_us) {
             *besti = i;
             *best_us = us;
         }
     }
+    nn__host_free(ok);
     if (st == NN_OK && *besti < 0) {
         st = first_fail;
         ctx->last_error = fail_info;
     }
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
     scratch_fini(ctx, &sc);
     *best = NULL;
     for (int i = 0; i < n; i++) {

@@ -12,7 +12,8 @@
  *         2. heuristic tuning: the first plan that finalizes and passes the numerical-note filter
  *            and the workspace cap;
  *         3. autotune: the top settings.autotune_candidates plans are timed with CUDA events on
- *            the context's stream (one warm-up, then the median of NN__AUTOTUNE_RUNS), the fastest
+ *            the context's stream (one warm-up each, then the median of NN__AUTOTUNE_RUNS rounds
+ *            that run every candidate in turn), the fastest
  *            is kept and its time recorded;
  *         and the plan is inserted with its record. The plan cache's counters say what happened.
  * Execution takes the workspace from the pool on the context's stream and gives it back right
@@ -28,7 +29,7 @@
 
 struct nn_ctx;
 
-#define NN__AUTOTUNE_RUNS 5 /* timed runs per candidate, after one warm-up */
+#define NN__AUTOTUNE_RUNS 9 /* timed rounds over all candidates, after one warm-up each */
 
 /* How the plan of a call was found, for verbose lines. */
 enum nn__plan_source {

@@ -32,6 +32,7 @@ static const char *const small_shapes[] = {
 struct bench {
     nn_ctx *ctx;
     int gpu, reps, warmup;
+    int first; /* --mode first: only each op's first call, wall time to its completion */
 };
 
 /* What one timed call runs. */
@@ -197,6 +198,26 @@ static int bench_line(struct bench *B, const char *line, const char *where)
         free_io(B->ctx, &s);
         return 1;
     }
+    if (B->first) {
+        /* The wall time from the call to the end of its GPU work: what a caller waits for its
+         * first result (plan found or built, workspace, launch, kernel). */
+        for (enum which k = FWD; k <= BWD_FILTER; k++) {
+            double t0 = 0, ms = -1;
+            if (nn_ctx_synchronize(B->ctx) == NN_OK) {
+                t0 = nn_cli_now_us();
+                if (call(B, &s, k) == NN_OK && nn_ctx_synchronize(B->ctx) == NN_OK)
+                    ms = (nn_cli_now_us() - t0) / 1e3;
+            }
+            if (ms < 0)
+                printf(" %13s", "error");
+            else
+                printf(" %13.3f", ms);
+        }
+        printf("  %s\n", text);
+        fflush(stdout);
+        free_io(B->ctx, &s);
+        return 0;
+    }
     for (size_t i = 0; i < N_COLUMNS; i++) {
         double us = columns[i].measure(B, &s, columns[i].k);
         if (us < 0)
@@ -213,9 +234,11 @@ static int bench_line(struct bench *B, const char *line, const char *where)
 static int usage(FILE *to)
 {
     fprintf(to, "usage: nnprim bench conv [--shapes FILE] [--reps N] [--warmup N] "
-                "[--backend ref|cudnn] [--math strict|tf32]\n"
+                "[--backend ref|cudnn] [--math strict|tf32] [--mode steady|first]\n"
                 "Shapes use the docs/CONV.md syntax, one per line ('#' comments); without "
-                "--shapes a few small ones run.\n");
+                "--shapes a few small ones run.\n"
+                "--mode first times only the first forward, data-gradient and filter-gradient "
+                "call of each shape, in ms from the call to the end of its GPU work.\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -227,7 +250,7 @@ int nn_cli_bench_conv(int argc, char **argv)
         return 1;
     }
     const char *shapes = NULL;
-    int reps = 0, warmup = -1;
+    int reps = 0, warmup = -1, first = 0;
     for (int i = 1; i < argc; i += 2) { /* options come in pairs: --name value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
@@ -246,10 +269,13 @@ int nn_cli_bench_conv(int argc, char **argv)
             s.math_mode = NN_MATH_STRICT_FP32;
         else if (!strcmp(a, "--math") && !strcmp(v, "tf32"))
             s.math_mode = NN_MATH_TF32;
+        else if (!strcmp(a, "--mode") && (!strcmp(v, "steady") || !strcmp(v, "first")))
+            first = !strcmp(v, "first");
         else
             return usage(stderr);
     }
     struct bench B = {0};
+    B.first = first;
     if (nn_ctx_create(&B.ctx, &s) != NN_OK) {
         fprintf(stderr, "nnprim bench conv: cannot create a context: %s\n",
                 nn_last_error()->message);
@@ -258,11 +284,19 @@ int nn_cli_bench_conv(int argc, char **argv)
     B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
     B.reps = reps > 0 ? reps : B.gpu ? 100 : 5;
     B.warmup = warmup >= 0 ? warmup : B.gpu ? 10 : 1;
-    printf("# nnprim bench conv: backend %s, math %s, timing %s, median of %d after %d warm-up\n",
-           B.gpu ? "cudnn" : "ref", s.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
-           B.gpu ? "CUDA events" : "host clock", B.reps, B.warmup);
-    for (size_t i = 0; i < N_COLUMNS; i++)
-        printf(" %13s", columns[i].title);
+    if (B.first) {
+        printf("# nnprim bench conv: backend %s, math %s, first calls, ms from the call to the end "
+               "of its GPU work\n",
+               B.gpu ? "cudnn" : "ref", s.math_mode == NN_MATH_TF32 ? "tf32" : "strict");
+        printf(" %13s %13s %13s", "fwd_first_ms", "data_first_ms", "filt_first_ms");
+    } else {
+        printf("# nnprim bench conv: backend %s, math %s, timing %s, median of %d after %d "
+               "warm-up\n",
+               B.gpu ? "cudnn" : "ref", s.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
+               B.gpu ? "CUDA events" : "host clock", B.reps, B.warmup);
+        for (size_t i = 0; i < N_COLUMNS; i++)
+            printf(" %13s", columns[i].title);
+    }
     printf("  shape\n");
     int rc = 0;
     if (shapes) {

@@ -34,13 +34,13 @@ if [ "$what" = first ] || [ "$what" = conv ] || [ "$what" = all ]; then
   plans=$(mktemp -d)/first.nnp
   for tuning in heuristic autotune; do
     bench "first_call_$tuning" env NNPRIM_VERBOSE=1 NNPRIM_TUNING=$tuning \
-      "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
+      "$build/cli/nnprim" bench conv --shapes $f --mode first
   done
   bench tune_first "$build/cli/nnprim" tune --shapes $f --out "$plans"
-  bench first_call_loaded env NNPRIM_VERBOSE=2 NNPRIM_PLAN_CACHE="$plans" \
-    "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
+  bench first_call_loaded env NNPRIM_VERBOSE=1 NNPRIM_PLAN_CACHE="$plans" \
+    "$build/cli/nnprim" bench conv --shapes $f --mode first
   bench first_call_loaded_no_background env NNPRIM_VERBOSE=1 NNPRIM_BACKGROUND_BUILDS=0 \
-    NNPRIM_PLAN_CACHE="$plans" "$build/cli/nnprim" bench conv --shapes $f --reps 1 --warmup 0
+    NNPRIM_PLAN_CACHE="$plans" "$build/cli/nnprim" bench conv --shapes $f --mode first
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   bench bench_mem "$build/cli/nnprim" bench mem --device 0

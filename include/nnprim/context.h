@@ -129,12 +129,12 @@ typedef struct nn_settings {
     const char *plan_cache_file; /**< NULL or "" = none; copied by nn_ctx_create() */
     int plan_cache_capacity;     /**< plans kept in memory (LRU), >= 1 */
     int verbose;                 /**< 0, 1 or 2; see NNPRIM_VERBOSE above */
-    /** Nonzero (the default): when a plan-file record's tuned plan is one cuDNN compiles at
-     *  finalization (tens of ms in every process) and the record has a quick alternate, the
-     *  first call runs the alternate and a background thread builds the tuned plan, which
-     *  replaces it on a later call (nn_plan_cache_wait() waits for that). Results of the calls
-     *  before the swap come from another engine, so they can differ in the last bits; contexts
-     *  with deterministic set never do this. 0: the first call builds the tuned plan itself. */
+    /** Nonzero (the default): when a plan-file record has a quick alternate (see plan_cache.h),
+     *  the first call of its shape runs the alternate and a background thread builds the tuned
+     *  plan, which replaces it on a later call (nn_plan_cache_wait() waits for that): the first
+     *  rebuild of some engines in a process stalls for tens of ms. Results of the calls before
+     *  the swap come from another engine, so they can differ in the last bits; contexts with
+     *  deterministic set never do this. 0: the first call builds the tuned plan itself. */
     int background_builds;
     uint64_t reserved[7]; /**< zero; room for the ABI to grow */
 } nn_settings;

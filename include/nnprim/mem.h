@@ -114,7 +114,8 @@ typedef struct nn_mem_event {
 
 /**
  * Fill pool settings with the defaults, then apply the NNPRIM_MEM_* environment variables.
- * Defaults: cudaMalloc upstream, no limit, no bypass, no event log, growth_slack 0 (never release while growing).
+ * Defaults: cudaMalloc upstream, no limit, no bypass, no event log, growth_slack 0 (never release
+ * while growing).
  *
  * @param s out: always filled completely (a malformed variable leaves its default).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message

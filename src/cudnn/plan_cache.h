@@ -135,12 +135,16 @@ struct nn__plan_record {
     struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
     uint64_t workspace; /* bytes the plan needs */
     double time_us;     /* measured median time, or -1 if the plan was not timed */
-    double build_ms;    /* slowest rebuild seen in a process that loaded the record, ms; -1 */
-    /* The quick alternate, kept when the tuned plan is runtime-compiled (cuDNN compiles its
-     * kernels when the plan is finalized, in every process: 46-115 ms on the H200, against
-     * 0.1-0.2 ms to rebuild a precompiled engine's plan): a precompiled engine config, the
-     * fastest timed candidate or else the first in heuristic order. A process that rebuilds the
-     * record runs the alternate until the tuned plan, built on a background thread, replaces it.
+    /* The slowest rebuild of the tuned plan seen in a process that loaded the record (foreground
+     * or background), milliseconds, or -1: a diagnostic for verbose lines and reports. */
+    double build_ms;
+    /* The quick alternate: the fastest autotune candidate of another engine that is not
+     * runtime-compiled, preferring those that need no more workspace than the tuned plan (else,
+     * for a runtime-compiled tuned engine, cuDNN's first precompiled config). A process that
+     * rebuilds the record runs the alternate until the tuned plan, built on a background thread,
+     * replaces it: the first rebuild of some engines in a process stalls for tens of ms (63.6 ms
+     * for engine 70 on the H200, cuDNN 9.14), a cost the tuning process never sees again and that
+     * depends on what else the loading process has done, so it is not predicted, only avoided.
      * quick_engine -1 = none (quick_knob_count is then 0). */
     int64_t quick_engine;
     int32_t quick_knob_count; /* 0..NN__PLAN_KNOBS_MAX */
@@ -156,12 +160,6 @@ void nn__plan_record_init(struct nn__plan_record *r);
 
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
-
-/* A record whose tuned plan took longer than this to rebuild in a process that loaded it (or
- * whose rebuild time is not known yet) starts on its quick alternate. On the H200 (cuDNN 9.14)
- * fresh processes rebuilt plans in 0.07-0.25 ms, or 2-115 ms for engines whose kernels cuDNN
- * prepares when the engine config is built; a process that already holds them rebuilds fast. */
-#define NN__PLAN_SLOW_BUILD_MS 1.0
 
 /* The order in which n timed candidates are taken as the quick alternate of best (an index):
  * leaving out best, candidates that did not run (time_us < 0), runtime-compiled ones (rtc

@@ -120,9 +120,9 @@ static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search
 
 /* The record of a freshly built plan: engine, knobs, workspace, time, its quick alternate
  * (quick->engine -1: none), and its JSON form when the engine has one (the fallback of a later
- * rebuild). Its build time stays unknown (-1): a process that already holds an engine's kernels
- * rebuilds it fast, so only a process that loads the record can measure it. *json is the
- * caller's to free. */
+ * rebuild). Its build time stays unknown (-1): this process has prepared the engine already, so
+ * only a process that loads the record sees what a rebuild costs. *json is the caller's to
+ * free. */
 static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, double time_us,
                            const struct nn__engine_choice *quick, struct nn__plan_record *r,
                            char **json)
@@ -184,21 +184,18 @@ static void quick_choice_of(const struct nn__plan_record *r, struct nn__engine_c
     }
 }
 
-/* A known record with a quick alternate whose tuned plan is slow to rebuild, or not known to be
- * fast (build_ms -1: no process has rebuilt it yet), on a context that allows it (background
- * builds on, not deterministic: the calls before the swap run another engine): rebuild the
- * alternate and queue the tuned configuration on the background builder, which measures it. NN_OK
- * with *plan NULL: not taken (no alternate, not allowed, or the alternate did not build; the
- * failure is forgotten and the tuned plan is rebuilt in the foreground). */
+/* A known record with a quick alternate, on a context that allows it (background builds on, not
+ * deterministic: the calls before the swap run another engine): rebuild the alternate and queue
+ * the tuned configuration on the background builder. NN_OK with *plan NULL: not taken (no
+ * alternate, not allowed, or the alternate did not build; the failure is forgotten and the tuned
+ * plan is rebuilt in the foreground). */
 static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
                              const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, const struct nn__plan_record *known,
                              struct nn__cudnn_plan **plan)
 {
     *plan = NULL;
-    int fast = known->build_ms >= 0 && known->build_ms <= NN__PLAN_SLOW_BUILD_MS;
-    if (known->quick_engine < 0 || fast || !ctx->settings.background_builds ||
-        ctx->settings.deterministic)
+    if (known->quick_engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
         return NN_OK;
     nn_error_info keep = ctx->last_error;
     struct nn__engine_choice qc, tuned;
@@ -235,7 +232,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     nn__plan_cache_count(c, NN__PC_QUICK);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: quick alternate engine %lld rebuilt in %.3f ms; tuned engine %lld "
-                "(rebuild %.1f ms, -1 = not known yet) queued for the background",
+                "(slowest rebuild seen %.1f ms, -1 = none yet) queued for the background",
                 (long long)qc.engine, quick_ms, (long long)tuned.engine, known->build_ms);
     return NN_OK;
 }

@@ -2,7 +2,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -37,9 +36,7 @@ struct nn__plan_builder {
     struct job *queue, *queue_tail, *done;
     int busy; /* the worker is building a job (taken off the queue) */
     int stop;
-    int hurry;               /* nn__plan_builder_wait() is waiting: skip the quiet period */
-    uint64_t last_submit_ns; /* nn__now_ns() of the latest submit */
-    atomic_int done_count;   /* jobs on the done list; read without the lock by collect */
+    atomic_int done_count; /* jobs on the done list; read without the lock by collect */
 };
 
 /* The worker's build: graph, plan, graph destroyed (the plan does not need it). */
@@ -55,20 +52,6 @@ static void build(struct nn_ctx *w, struct job *j)
     j->ms = (double)(nn__now_ns() - t0) / 1e6;
 }
 
-/* Builds start once no job has been submitted for this long. The first calls of a process come
- * in a burst (each starting on its quick alternate), and a background build that needs one of
- * cuDNN's per-process engine preparations blocks, inside cuDNN, a first call that needs the same
- * one: on the H200 a data-gradient first call waited 66 ms for the build of another shape's
- * forward plan. */
-#define QUIET_NS (20u * 1000u * 1000u)
-
-/* Wait on b->wake until deadline_ns (nn__now_ns() clock, CLOCK_MONOTONIC) or a signal. */
-static void wait_until(struct nn__plan_builder *b, uint64_t deadline_ns)
-{
-    struct timespec ts = {(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
-    pthread_cond_timedwait(&b->wake, &b->mu, &ts);
-}
-
 static void *worker_main(void *arg)
 {
     struct nn__plan_builder *b = arg;
@@ -78,8 +61,6 @@ static void *worker_main(void *arg)
     for (;;) {
         while (!b->stop && !b->queue)
             pthread_cond_wait(&b->wake, &b->mu);
-        while (!b->stop && !b->hurry && nn__now_ns() - b->last_submit_ns < QUIET_NS)
-            wait_until(b, b->last_submit_ns + QUIET_NS);
         if (b->stop) break;
         struct job *j = b->queue;
         b->queue = j->next;
@@ -108,11 +89,7 @@ static nn_status builder_new(struct nn_ctx *ctx, struct nn__plan_builder **out)
         return st;
     }
     pthread_mutex_init(&b->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the clock of nn__now_ns() */
-    pthread_cond_init(&b->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&b->wake, NULL);
     pthread_cond_init(&b->idle, NULL);
     atomic_init(&b->done_count, 0);
     int e = pthread_create(&b->thread, NULL, worker_main, b);
@@ -155,7 +132,6 @@ nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key 
     else
         b->queue = j;
     b->queue_tail = j;
-    b->last_submit_ns = nn__now_ns();
     pthread_cond_signal(&b->wake);
     pthread_mutex_unlock(&b->mu);
     return NN_OK;
@@ -221,11 +197,8 @@ void nn__plan_builder_wait(struct nn_ctx *ctx)
     struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
     if (!b) return;
     pthread_mutex_lock(&b->mu);
-    b->hurry = 1;
-    pthread_cond_signal(&b->wake);
     while (b->queue || b->busy)
         pthread_cond_wait(&b->idle, &b->mu);
-    b->hurry = 0;
     pthread_mutex_unlock(&b->mu);
     nn__plan_builder_collect(ctx);
 }

@@ -201,17 +201,22 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     if (B->first) {
         /* The wall time from the call to the end of its GPU work: what a caller waits for its
          * first result (plan found or built, workspace, launch, kernel). */
+        double ms[3];
         for (enum which k = FWD; k <= BWD_FILTER; k++) {
-            double t0 = 0, ms = -1;
+            double t0 = 0;
+            ms[k] = -1;
             if (nn_ctx_synchronize(B->ctx) == NN_OK) {
                 t0 = nn_cli_now_us();
                 if (call(B, &s, k) == NN_OK && nn_ctx_synchronize(B->ctx) == NN_OK)
-                    ms = (nn_cli_now_us() - t0) / 1e3;
+                    ms[k] = (nn_cli_now_us() - t0) / 1e3;
             }
-            if (ms < 0)
+        }
+        /* Printed after the calls, so that their verbose lines (stderr) do not split it. */
+        for (int k = 0; k < 3; k++) {
+            if (ms[k] < 0)
                 printf(" %13s", "error");
             else
-                printf(" %13.3f", ms);
+                printf(" %13.3f", ms[k]);
         }
         printf("  %s\n", text);
         fflush(stdout);

@@ -344,12 +344,12 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
     desc_fwd(&d, fc);
     nn__cudnn_plan_key_of(ctx, &d, 0, &key);
     nn__cudnn_plan_key_of(ctx, &d, KEY_EPILOGUE, &epi);
-    if ((*plan = nn__plan_cache_lookup(c, &key, NULL))) {
+    if ((*plan = nn__cudnn_plan_lookup(ctx, &key))) {
         *src = NN__PLAN_HIT;
         *fused = 1;
         return NN_OK;
     }
-    if ((*plan = nn__plan_cache_lookup(c, &epi, NULL))) {
+    if ((*plan = nn__cudnn_plan_lookup(ctx, &epi))) {
         *src = NN__PLAN_HIT;
         return NN_OK;
     }

@@ -176,23 +176,22 @@ const char *nn__plan_record_invalid(const struct nn__plan_record *r)
 }
 
 /* 1 if candidate a goes before b in nn__plan_quick_order(). */
-static int quick_before(const double *time_us, const int64_t *workspace, int64_t best_ws, int a,
-                        int b)
+static int quick_before(const struct nn__plan_candidate *a, const struct nn__plan_candidate *b,
+                        int64_t best_ws)
 {
-    int fits_a = workspace[a] <= best_ws, fits_b = workspace[b] <= best_ws;
+    int fits_a = a->workspace <= best_ws, fits_b = b->workspace <= best_ws;
     if (fits_a != fits_b) return fits_a;
-    return time_us[a] < time_us[b];
+    return a->time_us < b->time_us;
 }
 
-int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine,
-                         const int64_t *workspace, int n, int best, int *order)
+int nn__plan_quick_order(const struct nn__plan_candidate *c, int n, int best, int *order)
 {
     if (best < 0 || best >= n) return 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (i == best || time_us[i] < 0 || rtc[i] || engine[i] == engine[best]) continue;
+        if (i == best || c[i].time_us < 0 || c[i].rtc || c[i].engine == c[best].engine) continue;
         int j = m++;
-        for (; j > 0 && quick_before(time_us, workspace, workspace[best], i, order[j - 1]); j--)
+        for (; j > 0 && quick_before(&c[i], &c[order[j - 1]], c[best].workspace); j--)
             order[j] = order[j - 1];
         order[j] = i;
     }

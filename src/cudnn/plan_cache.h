@@ -161,14 +161,20 @@ void nn__plan_record_init(struct nn__plan_record *r);
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */
 const char *nn__plan_record_invalid(const struct nn__plan_record *r);
 
-/* The order in which n timed candidates are taken as the quick alternate of best (an index):
- * leaving out best, candidates that did not run (time_us < 0), runtime-compiled ones (rtc
- * nonzero) and those of best's engine (other knobs of the engine cost the same to prepare);
- * first those whose workspace is no larger than best's (a one-off plan should not grow the
- * memory pool), then the others, each group by ascending time_us. Writes the indices to order
- * (room for n) and returns their count. */
-int nn__plan_quick_order(const double *time_us, const int *rtc, const int64_t *engine,
-                         const int64_t *workspace, int n, int best, int *order);
+/* What autotune learned about one timed candidate, for choosing a quick alternate. */
+struct nn__plan_candidate {
+    int64_t engine;    /* global index */
+    int64_t workspace; /* bytes */
+    double time_us;    /* median, or -1 if it did not run */
+    int rtc;           /* runtime-compiled engine (cuDNN's behavior note) */
+};
+
+/* The order in which the n candidates c are taken as the quick alternate of c[best]: leaving out
+ * best, candidates that did not run, runtime-compiled ones and those of best's engine (other
+ * knobs of the engine cost the same to prepare); first those whose workspace is no larger than
+ * best's (a one-off plan should not grow the memory pool), then the others, each group by
+ * ascending time_us. Writes the indices to order (room for n) and returns their count. */
+int nn__plan_quick_order(const struct nn__plan_candidate *c, int n, int best, int *order);
 
 /* ---------------------------------------------------------------------------------------------
  * The cache

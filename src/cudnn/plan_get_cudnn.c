@@ -118,6 +118,31 @@ static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search
         nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
 }
 
+/* A record holds two engine choices (the tuned one and its quick alternate) as (engine, knob
+ * count, knobs); these copy one to and from the graph layer's struct. */
+static void choice_from(int64_t engine, int32_t knob_count, const struct nn__plan_knob *knobs,
+                        struct nn__engine_choice *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    ch->engine = engine;
+    ch->knob_count = knob_count;
+    for (int i = 0; i < knob_count; i++) {
+        ch->knobs[i].type = knobs[i].type;
+        ch->knobs[i].value = knobs[i].value;
+    }
+}
+
+static void choice_to(const struct nn__engine_choice *ch, int64_t *engine, int32_t *knob_count,
+                      struct nn__plan_knob *knobs)
+{
+    *engine = ch->engine;
+    *knob_count = ch->knob_count;
+    for (int i = 0; i < ch->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {
+        knobs[i].type = ch->knobs[i].type;
+        knobs[i].value = ch->knobs[i].value;
+    }
+}
+
 /* The record of a freshly built plan: engine, knobs, workspace, time, its quick alternate
  * (quick->engine -1: none), and its JSON form when the engine has one (the fallback of a later
  * rebuild). Its build time stays unknown (-1): this process has prepared the engine already, so
@@ -127,24 +152,12 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
                            const struct nn__engine_choice *quick, struct nn__plan_record *r,
                            char **json)
 {
-    const struct nn__engine_choice *ch = nn__cudnn_plan_choice(p);
     nn__plan_record_init(r);
-    r->engine = ch->engine;
-    r->knob_count = ch->knob_count;
-    for (int i = 0; i < ch->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {
-        r->knobs[i].type = ch->knobs[i].type;
-        r->knobs[i].value = ch->knobs[i].value;
-    }
+    choice_to(nn__cudnn_plan_choice(p), &r->engine, &r->knob_count, r->knobs);
     r->workspace = (uint64_t)nn__cudnn_plan_workspace(p);
     r->time_us = time_us;
-    if (quick->engine >= 0) {
-        r->quick_engine = quick->engine;
-        r->quick_knob_count = quick->knob_count;
-        for (int i = 0; i < quick->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {
-            r->quick_knobs[i].type = quick->knobs[i].type;
-            r->quick_knobs[i].value = quick->knobs[i].value;
-        }
-    }
+    if (quick->engine >= 0)
+        choice_to(quick, &r->quick_engine, &r->quick_knob_count, r->quick_knobs);
     *json = NULL;
     size_t len = 0;
     nn_error_info keep = ctx->last_error;
@@ -162,28 +175,6 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
     return NN_OK;
 }
 
-static void engine_choice_of(const struct nn__plan_record *r, struct nn__engine_choice *ch)
-{
-    memset(ch, 0, sizeof *ch);
-    ch->engine = r->engine;
-    ch->knob_count = r->knob_count;
-    for (int i = 0; i < r->knob_count; i++) {
-        ch->knobs[i].type = r->knobs[i].type;
-        ch->knobs[i].value = r->knobs[i].value;
-    }
-}
-
-static void quick_choice_of(const struct nn__plan_record *r, struct nn__engine_choice *ch)
-{
-    memset(ch, 0, sizeof *ch);
-    ch->engine = r->quick_engine;
-    ch->knob_count = r->quick_knob_count;
-    for (int i = 0; i < r->quick_knob_count; i++) {
-        ch->knobs[i].type = r->quick_knobs[i].type;
-        ch->knobs[i].value = r->quick_knobs[i].value;
-    }
-}
-
 /* A known record with a quick alternate, on a context that allows it (background builds on, not
  * deterministic: the calls before the swap run another engine): rebuild the alternate and queue
  * the tuned configuration on the background builder. NN_OK with *plan NULL: not taken (no
@@ -199,17 +190,15 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
         return NN_OK;
     nn_error_info keep = ctx->last_error;
     struct nn__engine_choice qc, tuned;
-    quick_choice_of(known, &qc);
-    engine_choice_of(known, &tuned);
+    choice_from(known->quick_engine, known->quick_knob_count, known->quick_knobs, &qc);
+    choice_from(known->engine, known->knob_count, known->knobs, &tuned);
     uint64_t t0 = nn__now_ns();
     nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &qc, plan);
     double quick_ms = (double)(nn__now_ns() - t0) / 1e6;
     if (st == NN_OK) {
         struct nn__plan_record fallback;
         nn__plan_record_init(&fallback);
-        fallback.engine = qc.engine;
-        fallback.knob_count = qc.knob_count;
-        memcpy(fallback.knobs, known->quick_knobs, sizeof fallback.knobs);
+        choice_to(&qc, &fallback.engine, &fallback.knob_count, fallback.knobs);
         fallback.workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
         fallback.build_ms = quick_ms;
         st = nn__plan_builder_submit(ctx, key, nn__cudnn_graph_get_desc(g), f, &tuned, &fallback);
@@ -276,7 +265,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
      * as the fallback for a record whose engine index no longer resolves. */
     const char *how = "engine and knobs";
     struct nn__engine_choice ch;
-    engine_choice_of(out, &ch);
+    choice_from(out->engine, out->knob_count, out->knobs, &ch);
     nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &ch, plan);
     if (st != NN_OK && st != NN_E_OOM_HOST && *json) {
         how = "JSON";
@@ -356,14 +345,6 @@ static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
     ctx->last_error = keep;
 }
 
-/* What autotune learned about one candidate. */
-struct tuned {
-    struct nn__engine_choice choice;
-    int64_t workspace;
-    double time_us; /* median, or -1 if it did not run */
-    int rtc;        /* runtime-compiled engine (behavior note) */
-};
-
 /* A candidate's run failed: remember the first failure; a failure that may have broken the
  * stream (out of memory, CUDA) ends the whole autotune. */
 static void candidate_failed(struct nn_ctx *ctx, nn_status rs, nn_status *st, nn_status *first,
@@ -377,14 +358,15 @@ static void candidate_failed(struct nn_ctx *ctx, nn_status rs, nn_status *st, nn
 }
 
 /* Time every candidate; *best gets the fastest (the others are destroyed), *besti its index,
- * and t[0..n) what each candidate was and took. Each candidate runs once as a warm-up, then
- * NN__AUTOTUNE_RUNS rounds run every candidate once, back to back, each between its own event
+ * and ch[0..n) and t[0..n) what each candidate was and took. Each candidate runs once as a warm-up,
+ * then NN__AUTOTUNE_RUNS rounds run every candidate once, back to back, each between its own event
  * pair, starting each round at the next candidate: clock changes and the host's launch cost
  * fall on all candidates alike. A candidate's time is the median of its rounds. A candidate
  * that fails to run is skipped; if none runs, the first failure is returned. */
 static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
                           const struct nn__plan_args *a, struct nn__cudnn_plan **best,
-                          double *best_us, struct tuned *t, int *besti)
+                          double *best_us, struct nn__engine_choice *ch,
+                          struct nn__plan_candidate *t, int *besti)
 {
     struct tune_scratch sc;
     nn_status st = scratch_init(ctx, plans, n, a, &sc);
@@ -395,7 +377,8 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     nn_status first_fail = NN_OK;
     nn_error_info fail_info = ctx->last_error;
     for (int i = 0; i < n; i++) {
-        t[i].choice = *nn__cudnn_plan_choice(plans[i]);
+        ch[i] = *nn__cudnn_plan_choice(plans[i]);
+        t[i].engine = ch[i].engine;
         t[i].workspace = nn__cudnn_plan_workspace(plans[i]);
         t[i].time_us = -1;
         t[i].rtc = nn__cudnn_plan_runtime_compiled(plans[i]);
@@ -436,7 +419,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
         t[i].time_us = us;
         if (nn__verbose(ctx) >= 2)
             nn__log("autotune: candidate %d engine %lld%s: %.2f us (workspace %lld bytes)", i,
-                    (long long)t[i].choice.engine, t[i].rtc ? " (runtime-compiled)" : "", us,
+                    (long long)t[i].engine, t[i].rtc ? " (runtime-compiled)" : "", us,
                     (long long)t[i].workspace);
         if (*besti < 0 || us < *best_us) {
             *besti = i;
@@ -491,42 +474,25 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
  * Whether a process uses it is decided when it rebuilds the record (start_quick). */
 static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
                               const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
-                              const struct tuned *t, int n, int besti,
+                              const struct nn__engine_choice *ch,
+                              const struct nn__plan_candidate *t, int n, int besti,
                               struct nn__engine_choice *quick)
 {
     quick->engine = -1;
     quick->knob_count = 0;
-    double *times = nn__host_alloc((size_t)n * sizeof *times);
-    int *rtc = nn__host_alloc((size_t)n * sizeof *rtc);
     int *order = nn__host_alloc((size_t)n * sizeof *order);
-    int64_t *engine = nn__host_alloc((size_t)n * sizeof *engine);
-    int64_t *ws = nn__host_alloc((size_t)n * sizeof *ws);
-    nn_status st = NN_OK;
-    if (!times || !rtc || !order || !engine || !ws) {
-        st = NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
-    } else {
-        for (int i = 0; i < n; i++) {
-            times[i] = t[i].time_us;
-            rtc[i] = t[i].rtc;
-            engine[i] = t[i].choice.engine;
-            ws[i] = t[i].workspace;
-        }
-        struct nn__engine_choice pre;
-        if (nn__plan_quick_order(times, rtc, engine, ws, n, besti, order) > 0)
-            *quick = t[order[0]].choice;
-        else if (t[besti].rtc && first_precompiled(ctx, g, f, &pre, c))
-            *quick = pre;
-        if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: tuned engine %lld%s, quick alternate: %s%lld",
-                    (long long)t[besti].choice.engine, t[besti].rtc ? " (runtime-compiled)" : "",
-                    quick->engine >= 0 ? "engine " : "none ", (long long)quick->engine);
-    }
-    nn__host_free(times);
-    nn__host_free(rtc);
+    if (!order) return NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
+    struct nn__engine_choice pre;
+    if (nn__plan_quick_order(t, n, besti, order) > 0)
+        *quick = ch[order[0]];
+    else if (t[besti].rtc && first_precompiled(ctx, g, f, &pre, c))
+        *quick = pre;
     nn__host_free(order);
-    nn__host_free(engine);
-    nn__host_free(ws);
-    return st;
+    if (nn__verbose(ctx) >= 2)
+        nn__log("autotune: tuned engine %lld%s, quick alternate: %s%lld",
+                (long long)t[besti].engine, t[besti].rtc ? " (runtime-compiled)" : "",
+                quick->engine >= 0 ? "engine " : "none ", (long long)quick->engine);
+    return NN_OK;
 }
 
 static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
@@ -553,24 +519,32 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     int n = 0;
     nn_status st = nn__cudnn_plan_candidates(ctx, g, f, max, cand, &n, &ss);
     count_search(c, &ss);
-    struct tuned *t = st == NN_OK ? nn__host_calloc((size_t)n, sizeof *t) : NULL;
-    if (st == NN_OK && !t) {
+    struct nn__plan_candidate *t = st == NN_OK ? nn__host_calloc((size_t)n, sizeof *t) : NULL;
+    struct nn__engine_choice *ch = st == NN_OK ? nn__host_calloc((size_t)n, sizeof *ch) : NULL;
+    if (st == NN_OK && (!t || !ch)) {
         for (int i = 0; i < n; i++)
             nn__cudnn_plan_destroy(cand[i]);
         st = NN__FAIL(ctx, NN_E_OOM_HOST, "autotune: out of host memory");
     }
     int besti = -1;
-    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, t, &besti);
+    if (st == NN_OK) st = autotune(ctx, cand, n, a, plan, time_us, ch, t, &besti);
     nn__host_free(cand);
-    if (st == NN_OK) st = choose_quick(ctx, c, g, f, t, n, besti, quick);
+    if (st == NN_OK) st = choose_quick(ctx, c, g, f, ch, t, n, besti, quick);
     if (st != NN_OK && *plan) {
         nn__cudnn_plan_destroy(*plan);
         *plan = NULL;
     }
     nn__host_free(t);
+    nn__host_free(ch);
     if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
     return st;
+}
+
+struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn__plan_key *key)
+{
+    nn__plan_builder_collect(ctx);
+    return nn__plan_cache_lookup(nn__cudnn_plan_cache(ctx), key, NULL);
 }
 
 nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
@@ -578,8 +552,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
                              struct nn__cudnn_plan **plan, enum nn__plan_source *src)
 {
     struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
-    nn__plan_builder_collect(ctx);
-    *plan = nn__plan_cache_lookup(c, key, NULL);
+    *plan = nn__cudnn_plan_lookup(ctx, key);
     if (*plan) {
         *src = NN__PLAN_HIT;
         return NN_OK;

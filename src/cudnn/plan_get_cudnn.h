@@ -58,6 +58,11 @@ struct nn__plan_args {
     size_t out_bytes; /* its size */
 };
 
+/* The live plan for key, or NULL (counted as a hit or a miss): the cache-hit path of every op,
+ * which nn__cudnn_plan_get() takes first. Background builds that have finished replace their
+ * quick alternates before the lookup. Calls no cuDNN function and allocates nothing. */
+struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn__plan_key *key);
+
 /* The context's plan for key (made by nn__cudnn_plan_key_of() from d, perhaps with flags):
  * from the cache, or built from d as described above and inserted. *plan stays owned by the
  * cache (valid until the next plan-cache change of this context); *src says how it was found.

@@ -431,29 +431,28 @@ Test(plan_cache, note_build_ms_keeps_the_slowest)
 Test(plan_cache, quick_alternate_order)
 {
     /* The H200's 32x64x56x56 forward: engine 70 tuned (no workspace), engine 3 faster than 28
-     * but with 207 MB of workspace. */
-    double t[] = {244, 260, 291, -1, 348, 120, 454};
-    const int rtc[] = {0, 0, 0, 0, 0, 1, 0};
-    const int64_t eng[] = {70, 70, 3, 0, 28, 5, 1};
-    const int64_t ws[] = {0, 0, 207765504, 0, 0, 0, 2304};
+     * but with 207 MB of workspace. {engine, workspace, time_us, rtc} */
+    struct nn__plan_candidate c[] = {{70, 0, 244, 0},  {70, 0, 260, 0}, {3, 207765504, 291, 0},
+                                     {0, 0, -1, 0},    {28, 0, 348, 0}, {5, 0, 120, 1},
+                                     {1, 2304, 454, 0}};
     int order[7];
-    int m = nn__plan_quick_order(t, rtc, eng, ws, 7, 0, order);
+    int m = nn__plan_quick_order(c, 7, 0, order);
     cr_assert_eq(m, 3);
     cr_expect_eq(order[0], 4, "engine 28: no workspace");
     cr_expect_eq(order[1], 2, "then engine 3 (291 us) before engine 1 (454 us)");
     cr_expect_eq(order[2], 6);
-    const int none_rtc[] = {0, 0, 0, 0, 0, 0, 0};
-    const int64_t no_ws[] = {0, 0, 0, 0, 0, 0, 0};
-    m = nn__plan_quick_order(t, none_rtc, eng, no_ws, 7, 5, order);
+    for (int i = 0; i < 7; i++) {
+        c[i].rtc = 0;
+        c[i].workspace = 0;
+    }
+    m = nn__plan_quick_order(c, 7, 5, order);
     cr_assert_eq(m, 5, "best 5: every other engine that ran");
     cr_expect_eq(order[0], 0);
     cr_expect_eq(order[1], 1);
     cr_expect_eq(order[4], 6);
-    double t1[] = {100};
-    const int64_t e1[] = {1};
-    cr_expect_eq(nn__plan_quick_order(t1, none_rtc, e1, no_ws, 1, 0, order), 0, "one candidate");
-    cr_expect_eq(nn__plan_quick_order(t1, none_rtc, e1, no_ws, 1, 3, order), 0,
-                 "best out of range");
+    struct nn__plan_candidate one[] = {{1, 0, 100, 0}};
+    cr_expect_eq(nn__plan_quick_order(one, 1, 0, order), 0, "one candidate");
+    cr_expect_eq(nn__plan_quick_order(one, 1, 3, order), 0, "best out of range");
 }
 
 Test(plan_cache, known_records_lookup_drop_and_clear)

@@ -198,6 +198,16 @@ int nn__plan_quick_order(const struct nn__plan_candidate *c, int n, int best, in
     return m;
 }
 
+void nn__autotune_drop_slow(int *active, const float *first, int stride, int n, float factor)
+{
+    float fastest = -1;
+    for (int i = 0; i < n; i++)
+        if (active[i] == 1 && (fastest < 0 || first[i * stride] < fastest))
+            fastest = first[i * stride];
+    for (int i = 0; i < n; i++)
+        if (active[i] == 1 && first[i * stride] > factor * fastest) active[i] = 2;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Entries and tables
  */

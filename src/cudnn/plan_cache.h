@@ -176,6 +176,12 @@ struct nn__plan_candidate {
  * ascending time_us. Writes the indices to order (room for n) and returns their count. */
 int nn__plan_quick_order(const struct nn__plan_candidate *c, int n, int best, int *order);
 
+/* Autotune's cut after its first timed round: among the candidates with active[i] == 1, each
+ * whose first time first[i * stride] is more than factor times the fastest such time gets
+ * active[i] = 2 (it keeps that one time and runs no more rounds). Other active[] values (0: the
+ * candidate failed) are left alone and their times ignored. */
+void nn__autotune_drop_slow(int *active, const float *first, int stride, int n, float factor);
+
 /* ---------------------------------------------------------------------------------------------
  * The cache
  */

@@ -361,8 +361,11 @@ static void candidate_failed(struct nn_ctx *ctx, nn_status rs, nn_status *st, nn
  * and ch[0..n) and t[0..n) what each candidate was and took. Each candidate runs once as a warm-up,
  * then NN__AUTOTUNE_RUNS rounds run every candidate once, back to back, each between its own event
  * pair, starting each round at the next candidate: clock changes and the host's launch cost
- * fall on all candidates alike. A candidate's time is the median of its rounds. A candidate
- * that fails to run is skipped; if none runs, the first failure is returned. */
+ * fall on all candidates alike. A candidate slower than NN__AUTOTUNE_DROP times the fastest in
+ * the first round runs no further rounds (it cannot win, and the slowest candidates, often 10 to
+ * 50 times the fastest, would otherwise take most of the autotune time). A candidate's time is
+ * the median of its rounds. A candidate that fails to run is skipped; if none runs, the first
+ * failure is returned. */
 static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int n,
                           const struct nn__plan_args *a, struct nn__cudnn_plan **best,
                           double *best_us, struct nn__engine_choice *ch,
@@ -391,10 +394,12 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
         if (rs != NN_OK) candidate_failed(ctx, rs, &st, &first_fail, &fail_info);
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize(s));
+    int rounds = 0; /* rounds every candidate still in ok[] has run */
     for (int r = 0; st == NN_OK && r < NN__AUTOTUNE_RUNS; r++) {
+        if (r == 1) nn__autotune_drop_slow(ok, sc.samples, NN__AUTOTUNE_RUNS, n, NN__AUTOTUNE_DROP);
         for (int k = 0; st == NN_OK && k < n; k++) {
             int i = (k + r) % n;
-            if (!ok[i]) continue;
+            if (ok[i] != 1) continue;
             st = NN__CUDA(ctx, cudaEventRecord(sc.ev[2 * i], s));
             if (st != NN_OK) break;
             nn_status rs = nn__cudnn_plan_execute(ctx, plans[i], &args, sc.ws);
@@ -407,20 +412,22 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
         }
         if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize(s));
         for (int i = 0; st == NN_OK && i < n; i++)
-            if (ok[i])
+            if (ok[i] == 1)
                 st = NN__CUDA(ctx, cudaEventElapsedTime(&sc.samples[i * NN__AUTOTUNE_RUNS + r],
                                                         sc.ev[2 * i], sc.ev[2 * i + 1]));
+        if (st == NN_OK) rounds = r + 1;
     }
     for (int i = 0; st == NN_OK && i < n; i++) {
         if (!ok[i]) continue;
+        int runs = ok[i] == 1 ? rounds : 1;
         float *v = &sc.samples[i * NN__AUTOTUNE_RUNS];
-        qsort(v, NN__AUTOTUNE_RUNS, sizeof *v, cmp_float);
-        double us = (double)v[NN__AUTOTUNE_RUNS / 2] * 1000.0;
+        qsort(v, (size_t)runs, sizeof *v, cmp_float);
+        double us = (double)v[runs / 2] * 1000.0;
         t[i].time_us = us;
         if (nn__verbose(ctx) >= 2)
-            nn__log("autotune: candidate %d engine %lld%s: %.2f us (workspace %lld bytes)", i,
+            nn__log("autotune: candidate %d engine %lld%s: %.2f us (workspace %lld bytes%s)", i,
                     (long long)t[i].engine, t[i].rtc ? " (runtime-compiled)" : "", us,
-                    (long long)t[i].workspace);
+                    (long long)t[i].workspace, runs == 1 ? "; one round: too slow" : "");
         if (*besti < 0 || us < *best_us) {
             *besti = i;
             *best_us = us;

@@ -13,8 +13,9 @@
  *            and the workspace cap;
  *         3. autotune: the top settings.autotune_candidates plans are timed with CUDA events on
  *            the context's stream (one warm-up each, then the median of NN__AUTOTUNE_RUNS rounds
- *            that run every candidate in turn), the fastest
- *            is kept and its time recorded;
+ *            that run every candidate in turn; a candidate over NN__AUTOTUNE_DROP times the
+ *            fastest in the first round runs no more), the fastest is kept and its time
+ *            recorded;
  *         and the plan is inserted with its record. The plan cache's counters say what happened.
  * Execution takes the workspace from the pool on the context's stream and gives it back right
  * after (stream order makes its reuse safe). */
@@ -30,6 +31,7 @@
 struct nn_ctx;
 
 #define NN__AUTOTUNE_RUNS 9 /* timed rounds over all candidates, after one warm-up each */
+#define NN__AUTOTUNE_DROP 2.0f /* slower than this times the fastest in round 1: no more rounds */
 
 /* How the plan of a call was found, for verbose lines. */
 enum nn__plan_source {

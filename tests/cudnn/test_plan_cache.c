@@ -455,6 +455,27 @@ Test(plan_cache, quick_alternate_order)
     cr_expect_eq(nn__plan_quick_order(one, 1, 3, order), 0, "best out of range");
 }
 
+/* Autotune's cut after the first round: only active candidates (1) count and can be cut (to 2);
+ * failed ones (0) keep their value and their times are ignored. */
+Test(plan_cache, autotune_drops_candidates_over_twice_the_fastest)
+{
+    /* First-round times (ms) of the H200's n16c256h20w84k256r3s3 forward candidates, two per
+     * candidate (stride 2: the second column is a later round and must not be read). Candidate 4
+     * failed: its time 0.1 is garbage. */
+    float t[] = {1.05f, 9.0f, 9.69f, 0.0f, 2.11f, 0.0f, 2.09f, 0.0f, 0.1f, 0.0f, 16.57f, 0.0f};
+    int active[] = {1, 1, 1, 1, 0, 1};
+    nn__autotune_drop_slow(active, t, 2, 6, 2.0f);
+    int want[] = {1, 2, 2, 1, 0, 2};
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(active[i], want[i], "candidate %d: %d, expected %d", i, active[i], want[i]);
+    int again[] = {2, 1, 1};
+    float u[] = {0.5f, 3.0f, 7.0f};
+    nn__autotune_drop_slow(again, u, 1, 3, 2.0f);
+    cr_expect_eq(again[0], 2, "an already cut candidate is not the fastest");
+    cr_expect_eq(again[1], 1, "3.0 is the fastest active time");
+    cr_expect_eq(again[2], 2, "7.0 > 2 x 3.0");
+}
+
 Test(plan_cache, known_records_lookup_drop_and_clear)
 {
     reset_tally();

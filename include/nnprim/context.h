@@ -143,7 +143,7 @@ typedef struct nn_settings {
  * Fill settings with the library defaults, then apply the NNPRIM_* environment variables.
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
- * cap, heuristic tuning with 8 autotune candidates, no plan cache file, 256 cached plans,
+ * cap, heuristic tuning with 16 autotune candidates, no plan cache file, 256 cached plans,
  * verbose 0, background builds on.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).

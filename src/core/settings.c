@@ -45,7 +45,7 @@ static void set_defaults(nn_settings *s)
     s->device = 0;
     s->math_mode = NN_MATH_STRICT_FP32;
     s->tuning = NN_TUNING_HEURISTIC;
-    s->autotune_candidates = 8;
+    s->autotune_candidates = 16;
     s->plan_cache_capacity = 256;
     s->background_builds = 1;
 }

@@ -18,7 +18,7 @@ Test(settings, defaults_without_environment)
     cr_expect_eq(s.deterministic, 0);
     cr_expect_eq(s.workspace_cap, 0);
     cr_expect_eq(s.tuning, NN_TUNING_HEURISTIC);
-    cr_expect_eq(s.autotune_candidates, 8);
+    cr_expect_eq(s.autotune_candidates, 16);
     cr_expect_null(s.plan_cache_file);
     cr_expect_eq(s.plan_cache_capacity, 256);
     cr_expect_eq(s.verbose, 0);

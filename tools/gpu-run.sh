@@ -48,15 +48,17 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   bench torch_pool python3 bench/torch_pool.py
 fi
 if [ "$what" = conv ] || [ "$what" = all ]; then
-  for math in strict tf32; do
-    bench "bench_conv_resnet50_$math" "$build/cli/nnprim" bench conv --math $math \
-      --shapes bench/shapes_conv_resnet50.txt
-    bench "torch_conv_resnet50_$math" python3 bench/torch_conv.py --math $math \
-      --shapes bench/shapes_conv_resnet50.txt
+  # nnprim autotunes, as PyTorch does with cudnn.benchmark=True. PyTorch runs TORCH_RUNS times
+  # (default 3): its benchmark mode may pick another algorithm in each process;
+  # bench/summarize_conv.py compares with the fastest run per shape and pass.
+  for list_math in resnet50:strict resnet50:tf32 deepbench:strict; do
+    list=${list_math%:*} math=${list_math#*:}
+    bench "bench_conv_${list}_$math" env NNPRIM_TUNING=autotune "$build/cli/nnprim" bench conv --math $math \
+      --shapes bench/shapes_conv_$list.txt
+    for run in $(seq "${TORCH_RUNS:-3}"); do
+      bench "torch_conv_${list}_$math" python3 bench/torch_conv.py --math $math \
+        --shapes bench/shapes_conv_$list.txt
+    done
   done
-  bench bench_conv_deepbench_strict "$build/cli/nnprim" bench conv --math strict \
-    --shapes bench/shapes_conv_deepbench.txt
-  bench torch_conv_deepbench_strict python3 bench/torch_conv.py --math strict \
-    --shapes bench/shapes_conv_deepbench.txt
 fi
 printf '%s\n' "${summary[@]}"

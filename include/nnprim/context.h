@@ -19,6 +19,7 @@
  *   NNPRIM_PLAN_CACHE         path of the plan cache file ("" = none)
  *   NNPRIM_PLAN_CACHE_CAPACITY  plans kept in memory per context, an integer >= 1
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
+ *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
  */
 #ifndef NNPRIM_CONTEXT_H
@@ -136,6 +137,14 @@ typedef struct nn_settings {
      *  the swap come from another engine, so they can differ in the last bits; contexts with
      *  deterministic set never do this. 0: the first call builds the tuned plan itself. */
     int background_builds;
+    /** Nonzero (the default) with background_builds also nonzero: as soon as a plan file loads
+     *  (at nn_ctx_create() or nn_plan_cache_load()), the background thread starts building the
+     *  tuned plans of its records for this context's settings, up to plan_cache_capacity, so
+     *  that the first call of a shape finds its plan ready when there was time to build it
+     *  (plans_prebuilt counts them; a call that comes first is served as without prebuilding,
+     *  and its record's build moves to the front of the queue). The plans are the tuned ones, so
+     *  results are the same bits as without prebuilding. 0: plans are built when first needed. */
+    int prebuild_plans;
     uint64_t reserved[7]; /**< zero; room for the ABI to grow */
 } nn_settings;
 
@@ -144,7 +153,7 @@ typedef struct nn_settings {
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
  * cap, heuristic tuning with 16 autotune candidates, no plan cache file, 256 cached plans,
- * verbose 0, background builds on.
+ * verbose 0, background builds and prebuilding on.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message

@@ -22,7 +22,10 @@
  * deterministic off, a process that loads such a record answers the first call of its shape with
  * the alternate and builds the tuned plan on a background thread of the context; a later call
  * finds it in place of the alternate (quick_plans and background_builds count both steps).
- * nn_plan_cache_wait() waits for the background builds.
+ * With settings.prebuild_plans also on (the default), the same thread starts building the tuned
+ * plans of a file's records as soon as the file loads, so that a shape whose first call comes
+ * later finds its plan ready (plans_prebuilt); a first call that comes before its plan is built
+ * is served as above. nn_plan_cache_wait() waits for all of these background builds.
  *
  * File format (version 2, all integers little-endian, fixed width; version 1 files load too):
  * docs in src/cudnn/plan_file.c.
@@ -61,7 +64,8 @@ typedef struct nn_plan_cache_stats {
     uint64_t quick_plans;         /**< known records started on their quick alternate */
     uint64_t background_builds;   /**< tuned plans built in the background that replaced one */
     uint64_t background_failures; /**< background builds that failed (the alternate stays) */
-    uint64_t reserved[5];         /**< zero; room for the ABI to grow */
+    uint64_t plans_prebuilt;      /**< loaded records' plans prebuilt before a call needed them */
+    uint64_t reserved[4];         /**< zero; room for the ABI to grow */
 } nn_plan_cache_stats;
 
 /**
@@ -83,7 +87,9 @@ NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
  * Read a plan file and add its records to the context's known records (a record replaces a
  * known record with the same key; live plans are kept). Records written by another cuDNN version
  * or GPU are skipped and counted in records_skipped. The whole file is checked before anything is
- * added: on any failure the cache is unchanged.
+ * added: on any failure the cache is unchanged. With settings.background_builds and
+ * settings.prebuild_plans on, the records that match the context's settings are then queued for
+ * prebuilding (see above); what cannot be queued is built when first needed.
  *
  * @param ctx  a context.
  * @param path the file to read.
@@ -107,8 +113,10 @@ NN_API nn_status nn_plan_cache_clear(nn_ctx *ctx);
 
 /**
  * Wait until the context's background plan builds (see above) have finished and their plans
- * have replaced the quick alternates, e.g. before timing steady-state calls. Builds that failed
- * leave the alternate in place (counted in background_failures, reported on stderr).
+ * have replaced the quick alternates or, for prebuilt plans, gone live, e.g. before timing
+ * steady-state calls. Builds that failed leave the alternate in place (counted in
+ * background_failures, reported on stderr); a failed prebuild leaves its record to the first
+ * call.
  *
  * @param ctx a context; a reference-backend context has nothing to wait for.
  * @return NN_OK; NN_E_INVALID_ARG if ctx is NULL.

@@ -21,10 +21,6 @@
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
-/* Flag of the plan key (struct nn__key_params.flags): the plain convolution of a forward whose
- * bias and relu run after it (see forward_plan). */
-enum { KEY_EPILOGUE = 1 << 0 };
-
 /* ---------------------------------------------------------------------------------------------
  * Verbose: what the cuDNN calls of one op call did, read by conv.c's verbose line
  */
@@ -322,8 +318,8 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
 
 /* With bias or relu the forward first tries one fused plan (key with the bias flag and the
  * activation). When no engine takes that graph, the plain convolution plan is kept under the
- * epilogue key (the same key plus KEY_EPILOGUE) and the bias and relu run after it; that key is
- * cached and saved like any other, so neither this process nor one that loads the plan file asks
+ * epilogue key (the same key plus NN__KEY_FLAG_PLAIN) and the bias and relu run after it; that key
+ * is cached and saved like any other, so neither this process nor one that loads the plan file asks
  * cuDNN about the fused graph again. A call whose plans are live costs one or two lookups. */
 static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
                               const struct nn__plan_args *pa, struct nn__cudnn_plan **plan,
@@ -343,7 +339,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
     struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
     desc_fwd(&d, fc);
     nn__cudnn_plan_key_of(ctx, &d, 0, &key);
-    nn__cudnn_plan_key_of(ctx, &d, KEY_EPILOGUE, &epi);
+    nn__cudnn_plan_key_of(ctx, &d, NN__KEY_FLAG_PLAIN, &epi);
     if ((*plan = nn__cudnn_plan_lookup(ctx, &key))) {
         *src = NN__PLAN_HIT;
         *fused = 1;

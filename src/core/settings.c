@@ -48,6 +48,7 @@ static void set_defaults(nn_settings *s)
     s->autotune_candidates = 16;
     s->plan_cache_capacity = 256;
     s->background_builds = 1;
+    s->prebuild_plans = 1;
 }
 
 #define NN__N(a) (sizeof(a) / sizeof((a)[0]))
@@ -86,6 +87,8 @@ static nn_status apply_env(nn_settings *s)
     NN__KEEP(nn__env_int("NNPRIM_VERBOSE", 0, 2, &s->verbose));
     NN__KEEP(nn__env_word("NNPRIM_BACKGROUND_BUILDS", bools, NN__N(bools), "0 or 1",
                           &s->background_builds));
+    NN__KEEP(
+        nn__env_word("NNPRIM_PREBUILD_PLANS", bools, NN__N(bools), "0 or 1", &s->prebuild_plans));
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;

@@ -11,6 +11,7 @@
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_cache.h"
+#include "cudnn/plan_get_cudnn.h"
 
 struct nn__cudnn_state {
     cudnnHandle_t cudnn;
@@ -131,7 +132,9 @@ nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path)
 nn_status nn__cudnn_plan_cache_load(struct nn_ctx *ctx, const char *path)
 {
     struct nn__cudnn_state *s = ctx->cudnn;
-    return nn__plan_file_load(ctx, s->plans, path, s->cudnn_version, &s->gpu);
+    NN__TRY(nn__plan_file_load(ctx, s->plans, path, s->cudnn_version, &s->gpu));
+    nn__cudnn_plan_prebuild(ctx);
+    return NN_OK;
 }
 
 nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out)

@@ -17,7 +17,9 @@ struct job {
     struct nn__cudnn_graph_desc d;
     struct nn__cudnn_filter f;
     struct nn__engine_choice c;
-    struct nn__plan_record fallback; /* json dropped */
+    struct nn__plan_record fallback; /* json dropped; valid when has_fallback */
+    int has_fallback; /* a call runs the quick alternate until this job's plan replaces it */
+    int prebuild;     /* queued when a plan file loaded (no call was waiting for it) */
     /* Results, written by the worker. */
     struct nn__cudnn_plan *plan;
     nn_status status;
@@ -34,7 +36,7 @@ struct nn__plan_builder {
     pthread_cond_t wake; /* a job was queued, or stop */
     pthread_cond_t idle; /* a job finished */
     struct job *queue, *queue_tail, *done;
-    int busy; /* the worker is building a job (taken off the queue) */
+    struct job *current; /* the job the worker is building (taken off the queue), or NULL */
     int stop;
     atomic_int done_count; /* jobs on the done list; read without the lock by collect */
 };
@@ -65,13 +67,13 @@ static void *worker_main(void *arg)
         struct job *j = b->queue;
         b->queue = j->next;
         if (!b->queue) b->queue_tail = NULL;
-        b->busy = 1;
+        b->current = j;
         pthread_mutex_unlock(&b->mu);
         build(b->wctx, j);
         pthread_mutex_lock(&b->mu);
         j->next = b->done;
         b->done = j;
-        b->busy = 0;
+        b->current = NULL;
         atomic_fetch_add(&b->done_count, 1);
         pthread_cond_broadcast(&b->idle);
     }
@@ -102,39 +104,126 @@ static nn_status builder_new(struct nn_ctx *ctx, struct nn__plan_builder **out)
     return NN_OK;
 }
 
+/* A new job for key, the builder started if need be; NULL on failure (the status in *st). */
+static struct job *new_job(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                           const struct nn__cudnn_graph_desc *d, const struct nn__cudnn_filter *f,
+                           const struct nn__engine_choice *c, nn_status *st)
+{
+    struct nn__plan_builder **slot = nn__cudnn_builder_slot(ctx);
+    struct job *j = nn__host_calloc(1, sizeof *j);
+    if (!j) {
+        *st = NN__FAIL(ctx, NN_E_OOM_HOST, "plan builder: out of host memory");
+        return NULL;
+    }
+    if (!*slot && (*st = builder_new(ctx, slot)) != NN_OK) {
+        nn__host_free(j);
+        return NULL;
+    }
+    j->key = *key;
+    j->d = *d;
+    j->f = *f;
+    j->c = *c;
+    *st = NN_OK;
+    return j;
+}
+
+/* The job for key that is being built or queued, or NULL; *prev gets the queued job before it
+ * (NULL when it is first or being built). Called with the lock held. */
+static struct job *pending(struct nn__plan_builder *b, const struct nn__plan_key *key,
+                           struct job **prev)
+{
+    *prev = NULL;
+    if (b->current && nn__plan_key_equal(&b->current->key, key)) return b->current;
+    for (struct job *j = b->queue; j; *prev = j, j = j->next)
+        if (nn__plan_key_equal(&j->key, key)) return j;
+    return NULL;
+}
+
+static void queue_front(struct nn__plan_builder *b, struct job *j)
+{
+    j->next = b->queue;
+    b->queue = j;
+    if (!b->queue_tail) b->queue_tail = j;
+}
+
 nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
                                   const struct nn__cudnn_graph_desc *d,
                                   const struct nn__cudnn_filter *f,
                                   const struct nn__engine_choice *c,
                                   const struct nn__plan_record *fallback)
 {
-    struct nn__plan_builder **slot = nn__cudnn_builder_slot(ctx);
-    struct job *j = nn__host_calloc(1, sizeof *j);
-    if (!j) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan builder: out of host memory");
-    if (!*slot) {
-        nn_status st = builder_new(ctx, slot);
-        if (st != NN_OK) {
-            nn__host_free(j);
-            return st;
+    nn_status st;
+    struct job *j = new_job(ctx, key, d, f, c, &st);
+    if (!j) return st;
+    struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
+    pthread_mutex_lock(&b->mu);
+    struct job *prev, *p = pending(b, key, &prev);
+    if (p) {
+        /* Prebuilding already has it: that job takes the alternate's record, and moves to the
+         * front if it is still queued. */
+        nn__host_free(j);
+        j = p;
+        if (p != b->current && prev) {
+            prev->next = p->next;
+            if (b->queue_tail == p) b->queue_tail = prev;
+            queue_front(b, p);
         }
+    } else {
+        queue_front(b, j); /* a call is waiting for it: before any prebuilding */
     }
-    j->key = *key;
-    j->d = *d;
-    j->f = *f;
-    j->c = *c;
     j->fallback = *fallback;
     j->fallback.json = NULL;
     j->fallback.json_len = 0;
-    struct nn__plan_builder *b = *slot;
-    pthread_mutex_lock(&b->mu);
-    if (b->queue_tail)
-        b->queue_tail->next = j;
-    else
-        b->queue = j;
-    b->queue_tail = j;
+    j->has_fallback = 1;
     pthread_cond_signal(&b->wake);
     pthread_mutex_unlock(&b->mu);
     return NN_OK;
+}
+
+nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                                    const struct nn__cudnn_graph_desc *d,
+                                    const struct nn__cudnn_filter *f,
+                                    const struct nn__engine_choice *c)
+{
+    nn_status st;
+    struct job *j = new_job(ctx, key, d, f, c, &st);
+    if (!j) return st;
+    j->prebuild = 1;
+    struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
+    pthread_mutex_lock(&b->mu);
+    struct job *prev;
+    if (pending(b, key, &prev)) {
+        nn__host_free(j);
+    } else {
+        if (b->queue_tail)
+            b->queue_tail->next = j;
+        else
+            b->queue = j;
+        b->queue_tail = j;
+        pthread_cond_signal(&b->wake);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NN_OK;
+}
+
+/* A prebuilt plan for a key with no live plan: inserted with the key's known record (JSON
+ * included). 1 if inserted (the cache owns plan), else 0. */
+static int insert_prebuilt(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job *j)
+{
+    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, &j->key);
+    if (!known) return 0; /* cleared or dropped meanwhile */
+    struct nn__plan_record rec = *known;
+    char *json = NULL;
+    if (rec.json_len) {
+        json = nn__host_alloc(rec.json_len + 1);
+        if (!json) return 0;
+        memcpy(json, known->json, rec.json_len);
+        json[rec.json_len] = 0;
+        rec.json = json;
+    }
+    int ok = nn__plan_cache_insert(ctx, c, &j->key, &rec, j->plan, nn__cudnn_plan_destroy) == NN_OK;
+    nn__host_free(json);
+    return ok;
 }
 
 /* One finished job into the cache; the job is freed. */
@@ -142,19 +231,30 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
 {
     nn_error_info keep = ctx->last_error;
     if (j->status == NN_OK) {
-        if (nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
+        if (nn__plan_cache_is_live(c, &j->key) &&
+            nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
+            /* In place of the quick alternate (or of the same plan, rebuilt by a call that did
+             * not wait for prebuilding). */
             nn__plan_cache_note_build_ms(c, &j->key, j->ms);
-            nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
-            if (nn__verbose(ctx))
-                nn__log("plan cache: tuned plan (engine %lld) built in the background in %.1f "
-                        "ms replaces its quick alternate (engine %lld)",
-                        (long long)j->c.engine, j->ms, (long long)j->fallback.engine);
+            if (j->has_fallback) {
+                nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
+                if (nn__verbose(ctx))
+                    nn__log("plan cache: tuned plan (engine %lld) built in the background in "
+                            "%.1f ms replaces its quick alternate (engine %lld)",
+                            (long long)j->c.engine, j->ms, (long long)j->fallback.engine);
+            }
+        } else if (j->prebuild && insert_prebuilt(ctx, c, j)) {
+            nn__plan_cache_note_build_ms(c, &j->key, j->ms);
+            nn__plan_cache_count(c, NN__PC_PREBUILT);
+            if (nn__verbose(ctx) >= 2)
+                nn__log("plan cache: plan (engine %lld) prebuilt in %.1f ms",
+                        (long long)j->c.engine, j->ms);
         } else {
             /* The key was evicted or the cache cleared meanwhile: its record is known again
              * (or gone), and the next miss rebuilds it. */
             nn__cudnn_plan_destroy(j->plan);
         }
-    } else {
+    } else if (j->has_fallback) {
         nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
         /* The tuned configuration no longer builds here: keep the alternate, and its record so
          * that a save does not hand the failure on. */
@@ -162,6 +262,12 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
         nn__log("plan cache: the tuned plan (engine %lld) did not build in the background, its "
                 "quick alternate (engine %lld) stays: %s",
                 (long long)j->c.engine, (long long)j->fallback.engine, j->message);
+    } else {
+        nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
+        if (nn__verbose(ctx))
+            nn__log("plan cache: prebuilding a loaded record (engine %lld) failed; its first call "
+                    "rebuilds or searches: %s",
+                    (long long)j->c.engine, j->message);
     }
     ctx->last_error = keep;
     nn__host_free(j);
@@ -197,7 +303,7 @@ void nn__plan_builder_wait(struct nn_ctx *ctx)
     struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
     if (!b) return;
     pthread_mutex_lock(&b->mu);
-    while (b->queue || b->busy)
+    while (b->queue || b->current)
         pthread_cond_wait(&b->idle, &b->mu);
     pthread_mutex_unlock(&b->mu);
     nn__plan_builder_collect(ctx);

@@ -7,7 +7,9 @@
  * the tuned configuration to this builder: one worker thread per context, with its own cuDNN
  * handle (a handle must not be used by two threads at once), builds the graph and the plan, and
  * the context's next plan lookup swaps the finished plan into the cache in place of the
- * alternate.
+ * alternate. The same worker prebuilds the plans of a plan file as soon as it loads
+ * (settings.prebuild_plans), so that a first call that comes later finds its plan ready; a
+ * call that comes first moves its record's build to the front.
  *
  * The worker owns nothing the context's thread touches: it reads its jobs' value structs and
  * writes their results; the queue and the finished list are guarded by a mutex, and a counter
@@ -24,10 +26,12 @@
 struct nn_ctx;
 struct nn__plan_builder;
 
-/* Queue the build of engine choice c for graph d under filter f; when it finishes, its plan
- * replaces the live plan of key (the quick alternate). fallback is the record to keep if the
- * build fails (the alternate's own record; copied, its JSON ignored). The worker thread and its
- * handle are created on the first call.
+/* Queue the build of engine choice c for graph d under filter f, at the front of the queue (a
+ * call waits for it); when it finishes, its plan replaces the live plan of key (the quick
+ * alternate). fallback is the record to keep if the build fails (the alternate's own record;
+ * copied, its JSON ignored). If a prebuild of key is queued or running, that job takes the
+ * fallback instead (and moves to the front) and nothing new is queued. The worker thread and
+ * its handle are created on the first call.
  * Returns NN_OK; NN_E_OOM_HOST; NN_E_INTERNAL (the thread could not be started: the message
  * says why). On failure nothing is queued. */
 nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
@@ -36,9 +40,20 @@ nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key 
                                   const struct nn__engine_choice *c,
                                   const struct nn__plan_record *fallback);
 
+/* Queue, at the back, the prebuild of a loaded record's plan (engine choice c for graph d under
+ * filter f) unless a job for key is already queued or running. When it finishes, a key with no
+ * live plan gets it, with the key's known record; a key that went live meanwhile (its first
+ * call came first) has its live plan replaced. A failed prebuild is counted and left to the
+ * first call. Returns as nn__plan_builder_submit(). */
+nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                                    const struct nn__cudnn_graph_desc *d,
+                                    const struct nn__cudnn_filter *f,
+                                    const struct nn__engine_choice *c);
+
 /* Swap every finished build into the context's plan cache (a key no longer live just drops its
- * plan; a failed build replaces the entry's record with its fallback) and count them. Returns
- * at once, without taking the lock, when nothing has finished. Never fails. */
+ * plan, unless it was prebuilt; a failed build replaces the entry's record with its fallback)
+ * and count them. Returns at once, without taking the lock, when nothing has finished. Never
+ * fails. */
 void nn__plan_builder_collect(struct nn_ctx *ctx);
 
 /* Wait until every queued build has finished, then collect. Does nothing without a builder. */

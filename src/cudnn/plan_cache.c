@@ -399,6 +399,11 @@ void *nn__plan_cache_lookup(struct nn__plan_cache *c, const struct nn__plan_key 
     return e->plan;
 }
 
+int nn__plan_cache_is_live(const struct nn__plan_cache *c, const struct nn__plan_key *key)
+{
+    return table_find(&c->live, key, nn__plan_key_hash(key)) != NULL;
+}
+
 /* An evicted record stays useful: it is kept as a known record (up to the bound). */
 static void evict_lru(struct nn__plan_cache *c)
 {
@@ -590,6 +595,7 @@ void nn__plan_cache_count(struct nn__plan_cache *c, enum nn__plan_cache_event e)
     case NN__PC_QUICK: c->stats.quick_plans++; break;
     case NN__PC_BACKGROUND_BUILT: c->stats.background_builds++; break;
     case NN__PC_BACKGROUND_FAILED: c->stats.background_failures++; break;
+    case NN__PC_PREBUILT: c->stats.plans_prebuilt++; break;
     }
 }
 

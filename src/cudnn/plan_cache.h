@@ -217,6 +217,9 @@ nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__plan_cache *c,
                                 const struct nn__plan_key *key, const struct nn__plan_record *rec,
                                 void *plan, nn__plan_destroy_fn destroy);
 
+/* 1 if key has a live plan, else 0. Counts nothing and leaves the LRU order alone. */
+int nn__plan_cache_is_live(const struct nn__plan_cache *c, const struct nn__plan_key *key);
+
 /* The known record for key (loaded from a plan file, or evicted earlier), or NULL. Does not
  * count a hit or a miss. Valid until the next change of the cache. */
 const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__plan_cache *c,
@@ -277,12 +280,13 @@ int nn__plan_cache_visit(const struct nn__plan_cache *c, nn__plan_visit_fn fn, v
 /* Events the graph layer reports; hits, misses, evictions, loaded/skipped/dropped records are
  * counted by the cache and the file loader themselves. */
 enum nn__plan_cache_event {
-    NN__PC_HEURISTIC_QUERY,  /* one cudnn heuristics query (mode A or fallback) */
-    NN__PC_PLAN_BUILT,       /* one execution plan finalized (autotune candidates included) */
-    NN__PC_REBUILT,          /* a live plan rebuilt from a known record */
-    NN__PC_QUICK,            /* a known record started on its quick alternate */
-    NN__PC_BACKGROUND_BUILT, /* a tuned plan built in the background replaced its alternate */
-    NN__PC_BACKGROUND_FAILED /* a background build failed; the alternate stays */
+    NN__PC_HEURISTIC_QUERY,   /* one cudnn heuristics query (mode A or fallback) */
+    NN__PC_PLAN_BUILT,        /* one execution plan finalized (autotune candidates included) */
+    NN__PC_REBUILT,           /* a live plan rebuilt from a known record */
+    NN__PC_QUICK,             /* a known record started on its quick alternate */
+    NN__PC_BACKGROUND_BUILT,  /* a tuned plan built in the background replaced its alternate */
+    NN__PC_BACKGROUND_FAILED, /* a background build failed; the alternate stays */
+    NN__PC_PREBUILT           /* a loaded record's plan, prebuilt in the background, went live */
 };
 void nn__plan_cache_count(struct nn__plan_cache *c, enum nn__plan_cache_event e);
 

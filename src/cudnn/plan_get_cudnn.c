@@ -110,6 +110,67 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
     p->beta = d->beta;
 }
 
+static enum nn__cudnn_graph_kind kind_of(int32_t op)
+{
+    switch (op) {
+    case NN__OP_CONV_FWD: return NN__CUDNN_GRAPH_CONV_FWD;
+    case NN__OP_CONV_BWD_DATA: return NN__CUDNN_GRAPH_CONV_BWD_DATA;
+    case NN__OP_CONV_BWD_FILTER: return NN__CUDNN_GRAPH_CONV_BWD_FILTER;
+    case NN__OP_CONV_BIAS_GRAD: return NN__CUDNN_GRAPH_BIAS_GRAD;
+    case NN__OP_POOL_FWD: return NN__CUDNN_GRAPH_POOL_FWD;
+    }
+    return 0;
+}
+
+int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_graph_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = kind_of(k->op);
+    if (!d->kind) return -1;
+    for (int u = 1; u < NN__UID_IO_END && u - 1 < NN__KEY_OPERANDS; u++) {
+        const struct nn__key_tensor *kt = &k->t[u - 1];
+        struct nn__cudnn_tensor *t = &d->t[u];
+        if (!kt->rank) continue;
+        t->rank = kt->rank;
+        t->dtype = (nn_dtype)kt->dtype;
+        t->alignment = kt->alignment;
+        for (int i = 0; i < kt->rank; i++) {
+            t->dims[i] = kt->dims[i];
+            t->strides[i] = kt->strides[i];
+        }
+    }
+    const struct nn__key_params *p = &k->p;
+    if (d->kind == NN__CUDNN_GRAPH_POOL_FWD) {
+        d->pool.spatial_rank = p->spatial_rank;
+        for (int i = 0; i < p->spatial_rank; i++) {
+            d->pool.window[i] = p->window[i];
+            d->pool.stride[i] = p->stride[i];
+            d->pool.pre_pad[i] = p->pad_lo[i];
+            d->pool.post_pad[i] = p->pad_hi[i];
+        }
+        d->pool.mode = (enum nn__cudnn_pool_mode)p->pool_mode;
+        d->pool.compute = (nn_dtype)k->compute;
+    } else {
+        d->conv.spatial_rank = p->spatial_rank;
+        for (int i = 0; i < p->spatial_rank; i++) {
+            d->conv.stride[i] = p->stride[i];
+            d->conv.dilation[i] = p->dilation[i];
+            d->conv.pre_pad[i] = p->pad_lo[i];
+            d->conv.post_pad[i] = p->pad_hi[i];
+        }
+        d->conv.mode = (enum nn__cudnn_conv_mode)p->mode;
+        d->conv.compute = (nn_dtype)k->compute;
+    }
+    d->relu = p->activation != 0;
+    d->alpha = p->alpha;
+    d->beta = p->beta;
+    if (p->flags & NN__KEY_FLAG_PLAIN) {
+        memset(&d->t[NN__UID_B], 0, sizeof d->t[NN__UID_B]);
+        d->relu = 0;
+    }
+    return 0;
+}
+
 static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search_stats *s)
 {
     for (int i = 0; i < s->heuristic_queries; i++)
@@ -552,6 +613,58 @@ struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn
 {
     nn__plan_builder_collect(ctx);
     return nn__plan_cache_lookup(nn__cudnn_plan_cache(ctx), key, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Prebuilding loaded records
+ */
+
+struct prebuild_walk {
+    struct nn_ctx *ctx;
+    struct nn__plan_cache *c;
+    size_t room;    /* plans the cache can still take */
+    int queued;     /* jobs queued */
+    nn_status fail; /* why queuing stopped, NN_OK if it did not */
+};
+
+static int prebuild_one(void *arg, const struct nn__plan_key *key,
+                        const struct nn__plan_record *rec)
+{
+    struct prebuild_walk *w = arg;
+    const nn_settings *s = &w->ctx->settings;
+    if ((size_t)w->queued >= w->room) return 1;
+    if (key->math_mode != (int32_t)s->math_mode || key->deterministic != (s->deterministic != 0) ||
+        key->workspace_cap != (uint64_t)s->workspace_cap || nn__plan_cache_is_live(w->c, key))
+        return 0;
+    struct nn__cudnn_graph_desc d;
+    if (nn__cudnn_graph_desc_of_key(key, &d) != 0) return 0;
+    struct nn__cudnn_filter f;
+    nn__cudnn_filter_from_ctx(w->ctx, data_dtype(&d), &f);
+    struct nn__engine_choice ch;
+    choice_from(rec->engine, rec->knob_count, rec->knobs, &ch);
+    w->fail = nn__plan_builder_prebuild(w->ctx, key, &d, &f, &ch);
+    if (w->fail != NN_OK) return 1;
+    w->queued++;
+    return 0;
+}
+
+void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
+{
+    if (!ctx->settings.background_builds || !ctx->settings.prebuild_plans) return;
+    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    size_t cap = (size_t)nn__plan_cache_capacity(c), live = nn__plan_cache_size(c);
+    struct prebuild_walk w = {ctx, c, cap > live ? cap - live : 0, 0, NN_OK};
+    nn_error_info keep = ctx->last_error;
+    nn__plan_cache_visit(c, prebuild_one, &w);
+    if (nn__verbose(ctx)) {
+        if (w.fail != NN_OK)
+            nn__log("plan cache: prebuilding stopped after %d plans, the rest build when first "
+                    "needed: %s",
+                    w.queued, ctx->last_error.message);
+        else
+            nn__log("plan cache: %d plans of the loaded file queued for prebuilding", w.queued);
+    }
+    ctx->last_error = keep;
 }
 
 nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,

@@ -51,6 +51,25 @@ const char *nn__plan_source_name(enum nn__plan_source s);
 void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
                            int32_t flags, struct nn__plan_key *k);
 
+/* Key flag (struct nn__key_params.flags): the plan is for the graph without its bias and
+ * activation, which run after it (a forward whose epilogue no engine fuses); the key is made
+ * from the full graph so that it differs from the fused forward's. */
+#define NN__KEY_FLAG_PLAIN (1 << 0)
+
+/* The graph a key was made from, the inverse of nn__cudnn_plan_key_of() (with a key flagged
+ * NN__KEY_FLAG_PLAIN, the graph without bias and activation, which the plan was built for).
+ * Returns 0; -1 if the key's op has no graph (pooling backward, no op). Pure: tested on the
+ * CPU. */
+int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_graph_desc *d);
+
+/* Prebuilding (settings.prebuild_plans): queue on the background builder the tuned plan of
+ * every known record whose key matches the context's settings (math mode, determinism,
+ * workspace cap) and has no live plan, as many as the cache has room for. Called after a plan
+ * file loads. Best effort: what cannot be queued (out of host memory, no worker thread) is left
+ * to the first call, with a verbose line. Does nothing unless settings.background_builds and
+ * settings.prebuild_plans are set. */
+void nn__cudnn_plan_prebuild(struct nn_ctx *ctx);
+
 /* What autotune needs to run candidates: the call's pointers, and which output it may write.
  * Candidates write into a scratch copy of that output (out_bytes bytes, its old contents
  * copied in when the graph blends with beta), never into the caller's. */

@@ -230,7 +230,7 @@ Test(conv_cudnn, plan_file_from_another_process_needs_no_heuristics)
                  (unsigned long long)s.heuristic_queries);
     cr_expect_eq(s.autotune_runs, 0, "%llu autotune runs", (unsigned long long)s.autotune_runs);
     cr_expect_eq(s.plans_built, 0, "%llu plans built by search", (unsigned long long)s.plans_built);
-    cr_expect_gt(s.plans_rebuilt, 0);
+    cr_expect_gt(s.plans_rebuilt + s.plans_prebuilt, 0, "plans come from the file's records");
     cr_expect_eq(s.records_dropped, 0);
 
     size_t n1 = 0, n2 = 0;
@@ -355,7 +355,7 @@ static float *forward_to_host(nn_ctx *ctx, nn_ctx *host, struct conv_io *io, siz
     return out;
 }
 
-static nn_ctx *tuning_ctx(const char *plan_file)
+static nn_ctx *tuning_ctx(const char *plan_file, int prebuild)
 {
     nn_settings s;
     nn_default_settings(&s);
@@ -363,12 +363,14 @@ static nn_ctx *tuning_ctx(const char *plan_file)
     s.tuning = NN_TUNING_AUTOTUNE;
     s.deterministic = 0;
     s.background_builds = 1;
+    s.prebuild_plans = prebuild;
     s.plan_cache_file = plan_file;
     nn_ctx *ctx = NULL;
     return nn_ctx_create(&ctx, &s) == NN_OK ? ctx : NULL;
 }
 
 /* A loaded record whose tuned plan cuDNN compiles at finalization starts on its quick alternate
+ * (prebuilding is off here: with it, the tuned plan could be ready before the first call)
  * (close to the tuned result, from another engine) and the tuned plan, built in the background,
  * takes over: after nn_plan_cache_wait() the result is bit-identical to the tuning context's.
  * The shape is the one whose tuned forward took 46-76 ms to build on the H200 (cuDNN 9.14);
@@ -385,7 +387,7 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     nn_ctx *host = ref_ctx();
     cr_assert_not_null(host);
 
-    nn_ctx *a = tuning_ctx(plans);
+    nn_ctx *a = tuning_ctx(plans, 0);
     cr_assert_not_null(a);
     struct conv_io io;
     cr_assert_eq(io_alloc(a, shape, &io), 0);
@@ -406,7 +408,7 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     cr_assert_eq(fclose(ff), 0);
     free(bytes);
 
-    nn_ctx *b = tuning_ctx(plans);
+    nn_ctx *b = tuning_ctx(plans, 0);
     cr_assert_not_null(b);
     cr_assert_eq(io_alloc(b, shape, &io), 0);
     float *quick = forward_to_host(b, host, &io, &n2);
@@ -442,7 +444,7 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     /* A context destroyed while its background build is still queued or running stops the
      * worker cleanly (the sanitizer build would report a leak or a race). */
     if (!skip) {
-        nn_ctx *d = tuning_ctx(fresh);
+        nn_ctx *d = tuning_ctx(fresh, 0);
         cr_assert_not_null(d);
         cr_assert_eq(io_alloc(d, shape, &io), 0);
         cr_assert_eq(nn_conv_forward(d, &io.c.p, &io.x, &io.w, NULL, &io.y, NULL), NN_OK);
@@ -459,4 +461,74 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     unlink(plans);
     rmdir(dir);
     if (skip) cr_skip_test("autotune picked a precompiled plan here: no quick alternate needed");
+}
+
+/* With prebuild_plans on, a context that loads a plan file builds the file's plans in the
+ * background at once: after nn_plan_cache_wait() the first call is a cache hit (no rebuild, no
+ * quick alternate) and gives the tuning context's result bit for bit. Without it nothing is
+ * built until a call needs it. A context destroyed while prebuilds are queued stops cleanly. */
+Test(conv_cudnn, loaded_plans_are_prebuilt_in_the_background)
+{
+    NN_REQUIRE_GPU();
+    const char *shape = "n8c16h20w20k32r3s3 pad1";
+    char dir[] = "/tmp/nnprim_prebuild_test_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char plans[300];
+    snprintf(plans, sizeof plans, "%s/plans.nnp", dir);
+    nn_ctx *host = ref_ctx();
+    cr_assert_not_null(host);
+
+    nn_ctx *a = tuning_ctx(plans, 1);
+    cr_assert_not_null(a);
+    struct conv_io io;
+    cr_assert_eq(io_alloc(a, shape, &io), 0);
+    size_t n = 0, n2 = 0;
+    float *tuned = forward_to_host(a, host, &io, &n);
+    cr_assert_not_null(tuned);
+    io_free(a, &io);
+    nn_ctx_destroy(a); /* saves the file: one record */
+
+    nn_ctx *b = tuning_ctx(plans, 1);
+    cr_assert_not_null(b);
+    cr_assert_eq(nn_plan_cache_wait(b), NN_OK);
+    nn_plan_cache_stats s;
+    nn_plan_cache_get_stats(b, &s);
+    cr_expect_eq(s.records_loaded, 1);
+    cr_expect_eq(s.plans_prebuilt, 1);
+    cr_expect_eq(s.entries, 1, "the prebuilt plan is live");
+    cr_expect_eq(s.known_records, 0);
+    cr_assert_eq(io_alloc(b, shape, &io), 0);
+    float *first = forward_to_host(b, host, &io, &n2);
+    cr_assert_not_null(first);
+    cr_assert_eq(n, n2);
+    nn_plan_cache_get_stats(b, &s);
+    cr_expect_eq(s.hits, 1, "the first call finds its plan");
+    cr_expect_eq(s.misses, 0);
+    cr_expect_eq(s.plans_rebuilt, 0);
+    cr_expect_eq(s.quick_plans, 0);
+    cr_expect_eq(s.heuristic_queries, 0);
+    cr_expect_eq(s.autotune_runs, 0);
+    cr_expect(memcmp(first, tuned, n * sizeof *tuned) == 0,
+              "a prebuilt plan is the tuned plan: the same bits");
+    io_free(b, &io);
+    nn_ctx_destroy(b);
+
+    nn_ctx *c = tuning_ctx(plans, 0);
+    cr_assert_not_null(c);
+    cr_assert_eq(nn_plan_cache_wait(c), NN_OK);
+    nn_plan_cache_get_stats(c, &s);
+    cr_expect_eq(s.plans_prebuilt, 0);
+    cr_expect_eq(s.entries, 0);
+    cr_expect_eq(s.known_records, 1);
+    nn_ctx_destroy(c);
+
+    nn_ctx *d = tuning_ctx(plans, 1);
+    cr_assert_not_null(d);
+    nn_ctx_destroy(d);
+
+    nn_ctx_destroy(host);
+    free(tuned);
+    free(first);
+    unlink(plans);
+    rmdir(dir);
 }

@@ -23,6 +23,7 @@ Test(settings, defaults_without_environment)
     cr_expect_eq(s.plan_cache_capacity, 256);
     cr_expect_eq(s.verbose, 0);
     cr_expect_eq(s.background_builds, 1);
+    cr_expect_eq(s.prebuild_plans, 1);
 }
 
 Test(settings, environment_overrides_every_field)
@@ -38,6 +39,7 @@ Test(settings, environment_overrides_every_field)
     setenv("NNPRIM_PLAN_CACHE_CAPACITY", "17", 1);
     setenv("NNPRIM_VERBOSE", "2", 1);
     setenv("NNPRIM_BACKGROUND_BUILDS", "0", 1);
+    setenv("NNPRIM_PREBUILD_PLANS", "0", 1);
     nn_settings s;
     cr_assert_eq(nn_default_settings(&s), NN_OK);
     cr_expect_eq(s.backend, NN_BACKEND_REF);
@@ -51,6 +53,7 @@ Test(settings, environment_overrides_every_field)
     cr_expect_eq(s.plan_cache_capacity, 17);
     cr_expect_eq(s.verbose, 2);
     cr_expect_eq(s.background_builds, 0);
+    cr_expect_eq(s.prebuild_plans, 0);
 }
 
 struct bad_env {
@@ -64,6 +67,7 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_MATH", "fp16", "strict or tf32"},
     {"NNPRIM_DETERMINISTIC", "yes", "0 or 1"},
     {"NNPRIM_BACKGROUND_BUILDS", "on", "0 or 1"},
+    {"NNPRIM_PREBUILD_PLANS", "2", "0 or 1"},
     {"NNPRIM_WORKSPACE_CAP", "12T", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "-5", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "99999999999999999999", "byte count"},

@@ -273,6 +273,15 @@ Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
     cr_assert_not_null(known);
     cr_expect(fx_record_equal(known, &want));
 
+    /* is_live: live keys only, and it counts nothing. */
+    nn_plan_cache_stats before, after;
+    nn__plan_cache_get_stats(c, &before);
+    struct nn__plan_key k5 = fx_key(5);
+    cr_expect_eq(nn__plan_cache_is_live(c, &k5), 1);
+    cr_expect_eq(nn__plan_cache_is_live(c, &k2), 0, "known, not live");
+    nn__plan_cache_get_stats(c, &after);
+    cr_expect_eq(after.hits + after.misses, before.hits + before.misses);
+
     /* Re-inserting a known key makes it live again and removes the known copy. */
     insert(c, 2); /* evicts 1 */
     cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
@@ -548,6 +557,9 @@ Test(plan_cache, events_are_counted)
     nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
     nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
     nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
+    nn__plan_cache_count(c, NN__PC_PREBUILT);
+    nn__plan_cache_count(c, NN__PC_PREBUILT);
+    nn__plan_cache_count(c, NN__PC_PREBUILT);
     nn__plan_cache_count_autotune(c, 1500);
     nn__plan_cache_count_autotune(c, 500);
     nn__plan_cache_count_skipped(c, 5);
@@ -562,6 +574,7 @@ Test(plan_cache, events_are_counted)
     cr_expect_eq(st.quick_plans, 1);
     cr_expect_eq(st.background_builds, 2);
     cr_expect_eq(st.background_failures, 1);
+    cr_expect_eq(st.plans_prebuilt, 3);
     cr_expect_eq(st.hits + st.misses + st.evictions + st.records_loaded, 0);
     nn__plan_cache_destroy(c);
 }

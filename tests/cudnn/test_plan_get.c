@@ -157,3 +157,90 @@ Test(plan_get, source_names)
     cr_expect_str_eq(nn__plan_source_name(NN__PLAN_HEURISTIC), "heuristic");
     cr_expect_str_eq(nn__plan_source_name(NN__PLAN_AUTOTUNED), "autotuned");
 }
+
+/* Prebuilding rebuilds graphs from keys: nn__cudnn_graph_desc_of_key() inverts
+ * nn__cudnn_plan_key_of() for every graph kind, and a key flagged NN__KEY_FLAG_PLAIN gives the
+ * graph without bias and relu (the plan of a forward whose epilogue runs after it). */
+static void expect_round_trip(nn_ctx *ctx, const struct nn__cudnn_graph_desc *d, const char *what)
+{
+    struct nn__plan_key k, again;
+    struct nn__cudnn_graph_desc back;
+    nn__cudnn_plan_key_of(ctx, d, 0, &k);
+    cr_assert_eq(nn__cudnn_graph_desc_of_key(&k, &back), 0, "%s", what);
+    cr_expect_eq(back.kind, d->kind, "%s", what);
+    nn__cudnn_plan_key_of(ctx, &back, 0, &again);
+    cr_expect(nn__plan_key_equal(&k, &again), "%s: the key of the rebuilt graph differs", what);
+}
+
+Test(plan_get, graph_desc_of_key_inverts_the_key)
+{
+    nn_ctx *ctx = ref_ctx(NN_MATH_STRICT_FP32, 0, 0);
+    struct nn__cudnn_graph_desc d, plain, back;
+    fwd_desc(&d, 1, 1);
+    d.alpha = 0.5;
+    expect_round_trip(ctx, &d, "fwd+bias+relu");
+    struct nn__plan_key k;
+    nn__cudnn_plan_key_of(ctx, &d, 0, &k);
+    cr_assert_eq(nn__cudnn_graph_desc_of_key(&k, &back), 0);
+    cr_expect_eq(back.relu, 1);
+    cr_expect_eq(back.t[NN__UID_B].dims[1], 6);
+    cr_expect_eq(back.conv.post_pad[1], 1);
+    cr_expect_eq(back.conv.pre_pad[1], 0);
+    cr_expect_eq(back.alpha, 0.5);
+    cr_expect_eq(back.t[NN__UID_W].dims[1], 4, "the grouped filter's channels");
+
+    /* The epilogue key: the plain graph comes back. */
+    struct nn__plan_key epi, plain_key, back_key;
+    nn__cudnn_plan_key_of(ctx, &d, NN__KEY_FLAG_PLAIN, &epi);
+    cr_assert_eq(nn__cudnn_graph_desc_of_key(&epi, &back), 0);
+    cr_expect_eq(back.t[NN__UID_B].rank, 0);
+    cr_expect_eq(back.relu, 0);
+    fwd_desc(&plain, 0, 0);
+    plain.alpha = 0.5;
+    nn__cudnn_plan_key_of(ctx, &plain, 0, &plain_key);
+    nn__cudnn_plan_key_of(ctx, &back, 0, &back_key);
+    cr_expect(nn__plan_key_equal(&plain_key, &back_key));
+
+    int64_t xd[3] = {2, 4, 20}, wd[3] = {6, 4, 5}, yd[3] = {2, 6, 8};
+    struct nn__cudnn_tensor x = packed(NN_DTYPE_F16, 3, xd), w = packed(NN_DTYPE_F16, 3, wd),
+                            y = packed(NN_DTYPE_F16, 3, yd);
+    struct nn__cudnn_conv c;
+    memset(&c, 0, sizeof c);
+    c.spatial_rank = 1;
+    c.stride[0] = 2;
+    c.dilation[0] = 3;
+    c.mode = NN__CUDNN_CONVOLUTION;
+    c.compute = NN_DTYPE_F32;
+    nn__cudnn_desc_conv_bwd_data(&d, &y, &w, &x, &c);
+    d.beta = 1.0;
+    expect_round_trip(ctx, &d, "bwd data, 1-D, true convolution, accumulating");
+    nn__cudnn_desc_conv_bwd_filter(&d, &x, &y, &w, &c);
+    expect_round_trip(ctx, &d, "bwd filter");
+    int64_t dbd[3] = {1, 6, 1};
+    struct nn__cudnn_tensor db = packed(NN_DTYPE_F16, 3, dbd);
+    nn__cudnn_desc_bias_grad(&d, &y, &db);
+    expect_round_trip(ctx, &d, "bias gradient");
+
+    int64_t pxd[4] = {1, 3, 9, 9}, pyd[4] = {1, 3, 4, 4};
+    struct nn__cudnn_tensor px = packed(NN_DTYPE_F32, 4, pxd), py = packed(NN_DTYPE_F32, 4, pyd);
+    struct nn__cudnn_pool p;
+    memset(&p, 0, sizeof p);
+    p.spatial_rank = 2;
+    p.window[0] = p.window[1] = 3;
+    p.stride[0] = p.stride[1] = 2;
+    p.post_pad[0] = 1;
+    p.mode = NN__CUDNN_POOL_AVG_EXCLUDE_PAD;
+    p.compute = NN_DTYPE_F32;
+    nn__cudnn_desc_pool_fwd(&d, &px, &py, &p);
+    expect_round_trip(ctx, &d, "average pooling");
+    nn__cudnn_plan_key_of(ctx, &d, 0, &k);
+    cr_assert_eq(nn__cudnn_graph_desc_of_key(&k, &back), 0);
+    cr_expect_eq(back.pool.mode, NN__CUDNN_POOL_AVG_EXCLUDE_PAD);
+    cr_expect_eq(back.pool.post_pad[0], 1);
+
+    k.op = NN__OP_POOL_BWD;
+    cr_expect_eq(nn__cudnn_graph_desc_of_key(&k, &back), -1, "pooling backward has no graph");
+    k.op = NN__OP_NONE;
+    cr_expect_eq(nn__cudnn_graph_desc_of_key(&k, &back), -1);
+    nn_ctx_destroy(ctx);
+}

@@ -13,6 +13,9 @@ torch.ops.aten.convolution_backward with only the input or only the weight gradi
 which is what autograd runs. fwd_host_us is the wall time of back-to-back forward calls divided
 by their number (one synchronisation at the end): PyTorch's host cost per call from Python.
 
+--mode first times only each pass's first call per shape, in one process, the way
+`nnprim bench conv --mode first` does, and sums them over the shapes after the first.
+
 Shape syntax: docs/CONV.md. Asymmetric padding is emulated with F.pad before the convolution
 (the pad is part of the timed forward call and is noted); true convolution ("conv") flips the
 filter once, outside the timing; "relu" adds F.relu to the forward call (PyTorch eager does not
@@ -172,12 +175,43 @@ def host_us(fn, reps):
     return (time.perf_counter() - t0) / reps * 1e6
 
 
+def first_ms(c, dev):
+    """Wall time in ms of each pass's first call, from the call to the end of its GPU work (what
+    `nnprim bench conv --mode first` prints): with cudnn.benchmark=True the first call of a new
+    shape runs PyTorch's algorithm search."""
+    dt = DTYPES[c["dtype"]]
+    x = torch.randn(c["x"], device=dev, dtype=dt)
+    w = torch.randn([c["k"], c["x"][1] // c["groups"]] + c["filt"], device=dev, dtype=dt)
+    b = torch.randn([c["k"]], device=dev, dtype=dt) if c["bias"] else None
+    if c["padlo"] != c["padhi"]:
+        raise ValueError("--mode first takes symmetric padding only")
+    out = []
+
+    def timed(fn):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        r = fn()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+        return r
+
+    y = timed(lambda: CONV[c["nsp"]](x, w, b, c["stride"], c["padlo"], c["dil"], c["groups"]))
+    dy = torch.randn_like(y)
+    for mask in ([True, False, False], [False, True, False]):
+        timed(lambda: torch.ops.aten.convolution_backward(
+            dy, x, w, [c["k"]] if c["bias"] else None, c["stride"], c["padlo"], c["dil"], False,
+            [0] * c["nsp"], c["groups"], mask))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--math", choices=["strict", "tf32"], default="strict")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--mode", choices=["steady", "first"], default="steady",
+                    help="first: only each pass's first call, ms to the end of its GPU work")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torch_conv.py: no CUDA device")
@@ -185,6 +219,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = a.math == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = a.math == "tf32"
     dev = torch.device("cuda")
+    if a.mode == "first":
+        return main_first(a, dev)
     print(f"# torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"{torch.cuda.get_device_name()}, math {a.math}, cudnn.benchmark=True, "
           f"CUDA events, median of {a.reps} after {a.warmup} warm-up")
@@ -207,6 +243,38 @@ def main():
             print("".join(f" {v:13.2f}" for v in vals) + "  " + case_text(c) + note, flush=True)
             del fns
             torch.cuda.empty_cache()
+
+
+def main_first(a, dev):
+    print(f"# torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"{torch.cuda.get_device_name()}, math {a.math}, cudnn.benchmark=True, first calls, "
+          f"ms from the call to the end of its GPU work")
+    print("".join(f" {t:>13}" for t in ("fwd_first_ms", "data_first_ms", "filt_first_ms")) +
+          "  shape")
+    sums, shapes, over, slowest = [0.0, 0.0, 0.0], 0, 0, (0.0, "")
+    with open(a.shapes) as f:
+        for lineno, line in enumerate(f, 1):
+            try:
+                c = parse_case(line)
+                if c is None:
+                    continue
+                ms = first_ms(c, dev)
+            except (ValueError, KeyError) as e:
+                sys.exit(f"{a.shapes}:{lineno}: {e}")
+            print("".join(f" {v:13.3f}" for v in ms) + "  " + case_text(c), flush=True)
+            if shapes:  # the first shape pays the process's one-time cuDNN start
+                for k, name in enumerate(("fwd", "data", "filter")):
+                    sums[k] += ms[k]
+                    over += ms[k] > 1.0
+                    if ms[k] > slowest[0]:
+                        slowest = (ms[k], f"{name} of {case_text(c)}")
+            shapes += 1
+            torch.cuda.empty_cache()
+    if shapes > 1:
+        n = shapes - 1
+        print(f"# shapes after the first: {n}; first calls summed: fwd {sums[0]:.1f} ms, data "
+              f"{sums[1]:.1f} ms, filter {sums[2]:.1f} ms, all {sum(sums):.1f} ms; {over} of {3 * n} "
+              f"calls over 1 ms; slowest {slowest[0]:.1f} ms ({slowest[1]})")
 
 
 if __name__ == "__main__":

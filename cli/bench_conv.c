@@ -33,6 +33,12 @@ struct bench {
     nn_ctx *ctx;
     int gpu, reps, warmup;
     int first; /* --mode first: only each op's first call, wall time to its completion */
+    /* --mode first, shapes after the first one (which pays the process's one-time cuDNN
+     * start): count, sums per op, calls over 1 ms, and the slowest call. */
+    int shapes_seen, after_first;
+    double sum_ms[3], max_ms;
+    int over_1ms;
+    char max_what[300];
 };
 
 /* What one timed call runs. */
@@ -212,12 +218,21 @@ static int bench_line(struct bench *B, const char *line, const char *where)
             }
         }
         /* Printed after the calls, so that their verbose lines (stderr) do not split it. */
+        static const char *const op[3] = {"fwd", "data", "filter"};
         for (int k = 0; k < 3; k++) {
             if (ms[k] < 0)
                 printf(" %13s", "error");
             else
                 printf(" %13.3f", ms[k]);
+            if (B->shapes_seen == 0 || ms[k] < 0) continue;
+            B->sum_ms[k] += ms[k];
+            B->over_1ms += ms[k] > 1.0;
+            if (ms[k] > B->max_ms) {
+                B->max_ms = ms[k];
+                snprintf(B->max_what, sizeof B->max_what, "%s of %s", op[k], text);
+            }
         }
+        B->after_first += B->shapes_seen++ > 0;
         printf("  %s\n", text);
         fflush(stdout);
         free_io(B->ctx, &s);
@@ -322,6 +337,12 @@ int nn_cli_bench_conv(int argc, char **argv)
         for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
             bench_line(&B, small_shapes[i], "built-in shape");
     }
+    if (B.first && B.after_first > 0)
+        printf("# shapes after the first: %d; first calls summed: fwd %.1f ms, data %.1f ms, "
+               "filter %.1f ms, all %.1f ms; %d of %d calls over 1 ms; slowest %.1f ms (%s)\n",
+               B.after_first, B.sum_ms[0], B.sum_ms[1], B.sum_ms[2],
+               B.sum_ms[0] + B.sum_ms[1] + B.sum_ms[2], B.over_1ms, 3 * B.after_first, B.max_ms,
+               B.max_what);
     nn_ctx_destroy(B.ctx);
     return rc;
 }

@@ -39,8 +39,23 @@ if [ "$what" = first ] || [ "$what" = conv ] || [ "$what" = all ]; then
   bench tune_first "$build/cli/nnprim" tune --shapes $f --out "$plans"
   bench first_call_loaded env NNPRIM_VERBOSE=1 NNPRIM_PLAN_CACHE="$plans" \
     "$build/cli/nnprim" bench conv --shapes $f --mode first
+  bench first_call_loaded_no_prebuild env NNPRIM_VERBOSE=1 NNPRIM_PREBUILD_PLANS=0 \
+    NNPRIM_PLAN_CACHE="$plans" "$build/cli/nnprim" bench conv --shapes $f --mode first
   bench first_call_loaded_no_background env NNPRIM_VERBOSE=1 NNPRIM_BACKGROUND_BUILDS=0 \
     NNPRIM_PLAN_CACHE="$plans" "$build/cli/nnprim" bench conv --shapes $f --mode first
+  # A whole network's first pass: the tiny shape, then every ResNet-50 layer, from a plan file.
+  net=$(dirname "$plans")/net.txt
+  { echo "n1c4h8w8k4r3s3 pad1"; grep -v '^#' bench/shapes_conv_resnet50.txt; } > "$net"
+  bench tune_net "$build/cli/nnprim" tune --shapes "$net" --out "$plans.net"
+  bench first_pass_net env NNPRIM_PLAN_CACHE="$plans.net" "$build/cli/nnprim" bench conv \
+    --shapes "$net" --mode first
+  bench first_pass_net_no_prebuild env NNPRIM_PREBUILD_PLANS=0 NNPRIM_PLAN_CACHE="$plans.net" \
+    "$build/cli/nnprim" bench conv --shapes "$net" --mode first
+  bench first_pass_net_no_background env NNPRIM_BACKGROUND_BUILDS=0 \
+    NNPRIM_PLAN_CACHE="$plans.net" "$build/cli/nnprim" bench conv --shapes "$net" --mode first
+  bench first_pass_net_autotune env NNPRIM_TUNING=autotune "$build/cli/nnprim" bench conv \
+    --shapes "$net" --mode first
+  bench torch_first_pass_net python3 bench/torch_conv.py --mode first --shapes "$net"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   bench bench_mem "$build/cli/nnprim" bench mem --device 0

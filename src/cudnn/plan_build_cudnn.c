@@ -7,10 +7,13 @@
 
 #include "core/alloc.h"
 #include "core/ctx.h"
+#include "core/cuda_util.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_build_cudnn.h"
+#include "cudnn/plan_get_cudnn.h"
+#include "mem/mem.h"
 
 struct job {
     struct nn__plan_key key;
@@ -24,7 +27,9 @@ struct job {
     struct nn__cudnn_plan *plan;
     nn_status status;
     char message[NN_ERROR_MESSAGE_MAX];
-    double ms; /* graph and plan, host wall time */
+    double ms;      /* graph and plan, host wall time */
+    int warm;       /* the plan ran once on the worker's stream (warm_launch) */
+    double warm_ms; /* that run, host wall time */
     struct job *next;
 };
 
@@ -37,13 +42,41 @@ struct nn__plan_builder {
     pthread_cond_t idle; /* a job finished */
     struct job *queue, *queue_tail, *done;
     struct job *current; /* the job the worker is building (taken off the queue), or NULL */
+    cudaStream_t own;    /* the worker's stream for warm launches, or NULL (none then) */
     int stop;
     atomic_int done_count; /* jobs on the done list; read without the lock by collect */
 };
 
-/* The worker's build: graph, plan, graph destroyed (the plan does not need it). */
-static void build(struct nn_ctx *w, struct job *j)
+/* Run a freshly built plan once on the worker's own stream, on scratch buffers of the graph's
+ * sizes from the pool (their contents do not matter), and wait for it. CUDA loads a kernel's
+ * module at its first launch by default, and some cuDNN engines' first launch in a process took
+ * 2-19 ms on the H200: paid here, it is not paid by the call that first runs the plan. Returns 1
+ * if it ran; 0 if it could not (no memory: the first call pays instead). */
+static int warm_launch(struct nn_ctx *w, struct job *j)
 {
+    struct nn__cudnn_args args;
+    memset(&args, 0, sizeof args);
+    nn_status st = NN_OK;
+    for (int u = 1; u < NN__UID_IO_END && st == NN_OK; u++) {
+        const struct nn__cudnn_tensor *t = &j->d.t[u];
+        if (!t->rank) continue;
+        size_t n = 1;
+        for (int i = 0; i < t->rank; i++)
+            n += (size_t)(t->dims[i] - 1) * (size_t)t->strides[i];
+        st = nn__dev_alloc(w, n * nn_dtype_size(t->dtype), &args.p[u]);
+    }
+    if (st == NN_OK) st = nn__cudnn_plan_run(w, j->plan, &args);
+    if (st == NN_OK) st = NN__CUDA(w, cudaStreamSynchronize((cudaStream_t)w->stream));
+    for (int u = 1; u < NN__UID_IO_END; u++)
+        if (args.p[u]) nn__dev_free(w, args.p[u]);
+    return st == NN_OK;
+}
+
+/* The worker's build: graph, plan, graph destroyed (the plan does not need it), then a warm
+ * launch when the worker has its own stream. */
+static void build(struct nn__plan_builder *b, struct job *j)
+{
+    struct nn_ctx *w = b->wctx;
     uint64_t t0 = nn__now_ns();
     struct nn__cudnn_graph *g = NULL;
     j->plan = NULL;
@@ -52,13 +85,31 @@ static void build(struct nn_ctx *w, struct job *j)
     nn__cudnn_graph_destroy(g);
     if (j->status != NN_OK) snprintf(j->message, sizeof j->message, "%s", w->last_error.message);
     j->ms = (double)(nn__now_ns() - t0) / 1e6;
+    if (j->status == NN_OK && b->own) {
+        uint64_t t1 = nn__now_ns();
+        j->warm = warm_launch(w, j);
+        j->warm_ms = (double)(nn__now_ns() - t1) / 1e6;
+    }
 }
 
 static void *worker_main(void *arg)
 {
     struct nn__plan_builder *b = arg;
-    /* cuDNN takes the device from the calling thread; a failure shows up in the first build. */
-    cudaSetDevice(b->wctx->device);
+    /* cuDNN takes the device from the calling thread; a failure shows up in the first build.
+     * The worker's handle, created at its first build, runs warm launches on the worker's own
+     * stream, never on the context's. */
+    struct nn_ctx *w = b->wctx;
+    unsigned long long id = 0;
+    if (cudaSetDevice(w->device) == cudaSuccess &&
+        cudaStreamCreateWithFlags(&b->own, cudaStreamNonBlocking) == cudaSuccess &&
+        cudaStreamGetId(b->own, &id) == cudaSuccess) {
+        w->stream = b->own;
+        w->stream_id = id;
+    } else if (b->own) {
+        cudaStreamDestroy(b->own);
+        b->own = NULL;
+    }
+    (void)cudaGetLastError();
     pthread_mutex_lock(&b->mu);
     for (;;) {
         while (!b->stop && !b->queue)
@@ -69,7 +120,7 @@ static void *worker_main(void *arg)
         if (!b->queue) b->queue_tail = NULL;
         b->current = j;
         pthread_mutex_unlock(&b->mu);
-        build(b->wctx, j);
+        build(b, j);
         pthread_mutex_lock(&b->mu);
         j->next = b->done;
         b->done = j;
@@ -339,6 +390,7 @@ void nn__plan_builder_free(struct nn__plan_builder *b)
 {
     if (!b) return;
     nn__plan_builder_stop(b);
+    if (b->own) cudaStreamDestroy(b->own);
     pthread_cond_destroy(&b->idle);
     pthread_cond_destroy(&b->wake);
     pthread_mutex_destroy(&b->mu);

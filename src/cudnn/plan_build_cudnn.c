@@ -99,13 +99,19 @@ static void *worker_main(void *arg)
      * The worker's handle, created at its first build, runs warm launches on the worker's own
      * stream, never on the context's. */
     struct nn_ctx *w = b->wctx;
-    unsigned long long id = 0;
+    void *parent_stream = w->stream;
+    unsigned long long id = 0, parent_id = w->stream_id;
     if (cudaSetDevice(w->device) == cudaSuccess &&
         cudaStreamCreateWithFlags(&b->own, cudaStreamNonBlocking) == cudaSuccess &&
         cudaStreamGetId(b->own, &id) == cudaSuccess) {
         w->stream = b->own;
         w->stream_id = id;
-    } else if (b->own) {
+        if (nn__mem_stream_ref(w) != NN_OK) {
+            w->stream = parent_stream;
+            w->stream_id = parent_id;
+        }
+    }
+    if (b->own && w->stream != b->own) {
         cudaStreamDestroy(b->own);
         b->own = NULL;
     }
@@ -390,7 +396,11 @@ void nn__plan_builder_free(struct nn__plan_builder *b)
 {
     if (!b) return;
     nn__plan_builder_stop(b);
-    if (b->own) cudaStreamDestroy(b->own);
+    if (b->own) {
+        /* Warm launches were waited for; the stream's cached blocks go to every stream. */
+        nn__mem_stream_unref(b->wctx);
+        cudaStreamDestroy(b->own);
+    }
     pthread_cond_destroy(&b->idle);
     pthread_cond_destroy(&b->wake);
     pthread_mutex_destroy(&b->mu);

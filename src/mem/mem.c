@@ -245,6 +245,16 @@ void nn__mem_ctx_fini(struct nn_ctx *ctx)
     ctx->pool = NULL;
 }
 
+nn_status nn__mem_stream_ref(struct nn_ctx *ctx)
+{
+    return nn__pool_stream_ref(ctx->pool, ctx->stream, ctx->stream_id, ctx);
+}
+
+void nn__mem_stream_unref(struct nn_ctx *ctx)
+{
+    nn__pool_stream_unref(ctx->pool, ctx->stream_id);
+}
+
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out)
 {
     return nn__pool_alloc(ctx->pool, ctx->stream, ctx->stream_id, bytes, out, ctx);

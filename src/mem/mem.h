@@ -13,6 +13,12 @@ struct nn_ctx;
 nn_status nn__mem_ctx_init(struct nn_ctx *ctx);
 void nn__mem_ctx_fini(struct nn_ctx *ctx);
 
+/* A context that shares another's pool (ctx->pool set, not owned) on a stream of its own: the
+ * background plan builder's. ref registers the stream with the pool; unref, once the stream's
+ * work has completed, lets every stream reuse what it cached. */
+nn_status nn__mem_stream_ref(struct nn_ctx *ctx);
+void nn__mem_stream_unref(struct nn_ctx *ctx);
+
 /* bytes > 0. On failure *out is NULL and the status is NN_E_OOM_DEVICE (message with requested,
  * in use, reserved and limit) or NN_E_CUDA. */
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);

@@ -28,8 +28,7 @@ struct job {
     nn_status status;
     char message[NN_ERROR_MESSAGE_MAX];
     double ms;      /* graph and plan, host wall time */
-    int warm;       /* the plan ran once on the worker's stream (warm_launch) */
-    double warm_ms; /* that run, host wall time */
+    double warm_ms; /* its run on the worker's stream (warm_launch), host wall time; -1: none */
     struct job *next;
 };
 
@@ -85,10 +84,10 @@ static void build(struct nn__plan_builder *b, struct job *j)
     nn__cudnn_graph_destroy(g);
     if (j->status != NN_OK) snprintf(j->message, sizeof j->message, "%s", w->last_error.message);
     j->ms = (double)(nn__now_ns() - t0) / 1e6;
+    j->warm_ms = -1;
     if (j->status == NN_OK && b->own) {
         uint64_t t1 = nn__now_ns();
-        j->warm = warm_launch(w, j);
-        j->warm_ms = (double)(nn__now_ns() - t1) / 1e6;
+        if (warm_launch(w, j)) j->warm_ms = (double)(nn__now_ns() - t1) / 1e6;
     }
 }
 
@@ -196,18 +195,12 @@ static struct job *pending(struct nn__plan_builder *b, const struct nn__plan_key
     return NULL;
 }
 
-static void queue_front(struct nn__plan_builder *b, struct job *j)
-{
-    j->next = b->queue;
-    b->queue = j;
-    if (!b->queue_tail) b->queue_tail = j;
-}
-
-nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                                  const struct nn__cudnn_graph_desc *d,
-                                  const struct nn__cudnn_filter *f,
-                                  const struct nn__engine_choice *c,
-                                  const struct nn__plan_record *fallback)
+/* Queue a job for key: fallback NULL is a prebuild (at the back, unless a job for key is
+ * already queued or running); otherwise a call runs the quick alternate meanwhile: the job goes
+ * to the front, or the pending job for key moves there, and takes fallback. */
+static nn_status enqueue(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                         const struct nn__cudnn_graph_desc *d, const struct nn__cudnn_filter *f,
+                         const struct nn__engine_choice *c, const struct nn__plan_record *fallback)
 {
     nn_status st;
     struct job *j = new_job(ctx, key, d, f, c, &st);
@@ -216,25 +209,44 @@ nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key 
     pthread_mutex_lock(&b->mu);
     struct job *prev, *p = pending(b, key, &prev);
     if (p) {
-        /* Prebuilding already has it: that job takes the alternate's record, and moves to the
-         * front if it is still queued. */
         nn__host_free(j);
         j = p;
-        if (p != b->current && prev) {
-            prev->next = p->next;
-            if (b->queue_tail == p) b->queue_tail = prev;
-            queue_front(b, p);
-        }
     } else {
-        queue_front(b, j); /* a call is waiting for it: before any prebuilding */
+        j->prebuild = !fallback;
     }
-    j->fallback = *fallback;
-    j->fallback.json = NULL;
-    j->fallback.json_len = 0;
-    j->has_fallback = 1;
+    if (fallback) {
+        if (!p || prev) { /* to the front, a call is waiting for it (unless first or running) */
+            if (prev) {
+                prev->next = p->next;
+                if (b->queue_tail == p) b->queue_tail = prev;
+            }
+            j->next = b->queue;
+            b->queue = j;
+            if (!b->queue_tail) b->queue_tail = j;
+        }
+        j->fallback = *fallback;
+        j->fallback.json = NULL;
+        j->fallback.json_len = 0;
+        j->has_fallback = 1;
+    } else if (!p) {
+        if (b->queue_tail)
+            b->queue_tail->next = j;
+        else
+            b->queue = j;
+        b->queue_tail = j;
+    }
     pthread_cond_signal(&b->wake);
     pthread_mutex_unlock(&b->mu);
     return NN_OK;
+}
+
+nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
+                                  const struct nn__cudnn_graph_desc *d,
+                                  const struct nn__cudnn_filter *f,
+                                  const struct nn__engine_choice *c,
+                                  const struct nn__plan_record *fallback)
+{
+    return enqueue(ctx, key, d, f, c, fallback);
 }
 
 nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_key *key,
@@ -242,45 +254,7 @@ nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_ke
                                     const struct nn__cudnn_filter *f,
                                     const struct nn__engine_choice *c)
 {
-    nn_status st;
-    struct job *j = new_job(ctx, key, d, f, c, &st);
-    if (!j) return st;
-    j->prebuild = 1;
-    struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
-    pthread_mutex_lock(&b->mu);
-    struct job *prev;
-    if (pending(b, key, &prev)) {
-        nn__host_free(j);
-    } else {
-        if (b->queue_tail)
-            b->queue_tail->next = j;
-        else
-            b->queue = j;
-        b->queue_tail = j;
-        pthread_cond_signal(&b->wake);
-    }
-    pthread_mutex_unlock(&b->mu);
-    return NN_OK;
-}
-
-/* A prebuilt plan for a key with no live plan: inserted with the key's known record (JSON
- * included). 1 if inserted (the cache owns plan), else 0. */
-static int insert_prebuilt(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job *j)
-{
-    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, &j->key);
-    if (!known) return 0; /* cleared or dropped meanwhile */
-    struct nn__plan_record rec = *known;
-    char *json = NULL;
-    if (rec.json_len) {
-        json = nn__host_alloc(rec.json_len + 1);
-        if (!json) return 0;
-        memcpy(json, known->json, rec.json_len);
-        json[rec.json_len] = 0;
-        rec.json = json;
-    }
-    int ok = nn__plan_cache_insert(ctx, c, &j->key, &rec, j->plan, nn__cudnn_plan_destroy) == NN_OK;
-    nn__host_free(json);
-    return ok;
+    return enqueue(ctx, key, d, f, c, NULL);
 }
 
 /* One finished job into the cache; the job is freed. */
@@ -288,8 +262,8 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
 {
     nn_error_info keep = ctx->last_error;
     if (j->status == NN_OK) {
-        if (nn__plan_cache_is_live(c, &j->key) &&
-            nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
+        const struct nn__plan_record *known;
+        if (nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
             /* In place of the quick alternate (or of the same plan, rebuilt by a call that did
              * not wait for prebuilding). */
             nn__plan_cache_note_build_ms(c, &j->key, j->ms);
@@ -300,12 +274,17 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
                             "%.1f ms replaces its quick alternate (engine %lld)",
                             (long long)j->c.engine, j->ms, (long long)j->fallback.engine);
             }
-        } else if (j->prebuild && insert_prebuilt(ctx, c, j)) {
+        } else if (j->prebuild && (known = nn__plan_cache_lookup_known(c, &j->key)) &&
+                   nn__plan_cache_insert(ctx, c, &j->key, known, j->plan, nn__cudnn_plan_destroy) ==
+                       NN_OK) {
+            /* No live plan: it goes live with the key's known record (gone if the cache was
+             * cleared or the record dropped meanwhile). */
             nn__plan_cache_note_build_ms(c, &j->key, j->ms);
             nn__plan_cache_count(c, NN__PC_PREBUILT);
             if (nn__verbose(ctx) >= 2)
-                nn__log("plan cache: plan (engine %lld) prebuilt in %.1f ms",
-                        (long long)j->c.engine, j->ms);
+                nn__log("plan cache: plan (engine %lld) prebuilt in %.1f ms, first run on the "
+                        "builder's stream %.1f ms (-1: none)",
+                        (long long)j->c.engine, j->ms, j->warm_ms);
         } else {
             /* The key was evicted or the cache cleared meanwhile: its record is known again
              * (or gone), and the next miss rebuilds it. */

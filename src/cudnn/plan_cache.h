@@ -209,7 +209,8 @@ void *nn__plan_cache_lookup(struct nn__plan_cache *c, const struct nn__plan_key 
  * calls destroy(plan) when it lets go of it; an existing entry with an equal key is replaced (its
  * plan destroyed); the least recently used entry is evicted when the cache is full (its record
  * is kept as a known record, so a later miss can rebuild it without heuristics). A known record
- * with an equal key is superseded by the new record.
+ * with an equal key is superseded by the new record; rec may be that known record itself (it is
+ * copied before the known entry goes).
  * On failure nothing changes and plan stays the caller's.
  * Returns NN_OK; NN_E_INVALID_ARG (NULL key/rec/destroy, or a record out of range, named in the
  * message); NN_E_OOM_HOST. */

@@ -369,6 +369,21 @@ static nn_ctx *tuning_ctx(const char *plan_file, int prebuild)
     return nn_ctx_create(&ctx, &s) == NN_OK ? ctx : NULL;
 }
 
+/* A tuning context autotunes the forward of shape and saves its plan file to plans at
+ * destroy: returns the forward's result on the host (n floats, the caller's to free). */
+static float *tune_forward(const char *plans, nn_ctx *host, const char *shape, size_t *n)
+{
+    nn_ctx *a = tuning_ctx(plans, 0);
+    cr_assert_not_null(a);
+    struct conv_io io;
+    cr_assert_eq(io_alloc(a, shape, &io), 0);
+    float *tuned = forward_to_host(a, host, &io, n);
+    cr_assert_not_null(tuned);
+    io_free(a, &io);
+    nn_ctx_destroy(a);
+    return tuned;
+}
+
 /* A loaded record whose tuned plan cuDNN compiles at finalization starts on its quick alternate
  * (prebuilding is off here: with it, the tuned plan could be ready before the first call)
  * (close to the tuned result, from another engine) and the tuned plan, built in the background,
@@ -387,15 +402,9 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     nn_ctx *host = ref_ctx();
     cr_assert_not_null(host);
 
-    nn_ctx *a = tuning_ctx(plans, 0);
-    cr_assert_not_null(a);
-    struct conv_io io;
-    cr_assert_eq(io_alloc(a, shape, &io), 0);
     size_t n = 0, n2 = 0;
-    float *tuned = forward_to_host(a, host, &io, &n);
-    cr_assert_not_null(tuned);
-    io_free(a, &io);
-    nn_ctx_destroy(a); /* saves the file */
+    float *tuned = tune_forward(plans, host, shape, &n);
+    struct conv_io io;
     /* A copy as the tuning process left it (b's context saves the rebuild time it measures). */
     char fresh[320];
     snprintf(fresh, sizeof fresh, "%s/fresh.nnp", dir);
@@ -478,15 +487,9 @@ Test(conv_cudnn, loaded_plans_are_prebuilt_in_the_background)
     nn_ctx *host = ref_ctx();
     cr_assert_not_null(host);
 
-    nn_ctx *a = tuning_ctx(plans, 1);
-    cr_assert_not_null(a);
-    struct conv_io io;
-    cr_assert_eq(io_alloc(a, shape, &io), 0);
     size_t n = 0, n2 = 0;
-    float *tuned = forward_to_host(a, host, &io, &n);
-    cr_assert_not_null(tuned);
-    io_free(a, &io);
-    nn_ctx_destroy(a); /* saves the file: one record */
+    float *tuned = tune_forward(plans, host, shape, &n); /* the file holds one record */
+    struct conv_io io;
 
     nn_ctx *b = tuning_ctx(plans, 1);
     cr_assert_not_null(b);

@@ -282,9 +282,15 @@ Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
     nn__plan_cache_get_stats(c, &after);
     cr_expect_eq(after.hits + after.misses, before.hits + before.misses);
 
-    /* Re-inserting a known key makes it live again and removes the known copy. */
-    insert(c, 2); /* evicts 1 */
+    /* Re-inserting a known key makes it live again and removes the known copy; the record
+     * given may be that known record itself (as prebuilding does). */
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, &k2, nn__plan_cache_lookup_known(c, &k2),
+                                       fake_plan(2), fake_destroy),
+                 NN_OK); /* evicts 1 */
     cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
+    const struct nn__plan_record *live = NULL;
+    cr_expect_not_null(nn__plan_cache_lookup(c, &k2, &live));
+    cr_expect(live && fx_record_equal(live, &want), "the known record, JSON included, went live");
     cr_expect_eq(destroyed[1], 1);
     nn_plan_cache_stats st;
     nn__plan_cache_get_stats(c, &st);

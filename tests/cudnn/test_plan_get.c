@@ -107,19 +107,29 @@ Test(plan_get, keys_differ_where_plans_differ)
     nn_ctx_destroy(ctx);
 }
 
+/* f16 1-D tensors x 2x4x20, w 6x4x5, y 2x6x8 and a true convolution with stride 2 and
+ * dilation dil. */
+static void conv1d(int64_t dil, struct nn__cudnn_tensor *x, struct nn__cudnn_tensor *w,
+                   struct nn__cudnn_tensor *y, struct nn__cudnn_conv *c)
+{
+    int64_t xd[3] = {2, 4, 20}, wd[3] = {6, 4, 5}, yd[3] = {2, 6, 8};
+    *x = packed(NN_DTYPE_F16, 3, xd);
+    *w = packed(NN_DTYPE_F16, 3, wd);
+    *y = packed(NN_DTYPE_F16, 3, yd);
+    memset(c, 0, sizeof *c);
+    c->spatial_rank = 1;
+    c->stride[0] = 2;
+    c->dilation[0] = dil;
+    c->mode = NN__CUDNN_CONVOLUTION;
+    c->compute = NN_DTYPE_F32;
+}
+
 Test(plan_get, backward_kinds_map_to_their_ops)
 {
     nn_ctx *ctx = ref_ctx(NN_MATH_STRICT_FP32, 0, 0);
-    int64_t xd[3] = {2, 4, 20}, wd[3] = {6, 4, 5}, yd[3] = {2, 6, 8};
-    struct nn__cudnn_tensor x = packed(NN_DTYPE_F16, 3, xd), w = packed(NN_DTYPE_F16, 3, wd),
-                            y = packed(NN_DTYPE_F16, 3, yd);
+    struct nn__cudnn_tensor x, w, y;
     struct nn__cudnn_conv c;
-    memset(&c, 0, sizeof c);
-    c.spatial_rank = 1;
-    c.stride[0] = 2;
-    c.dilation[0] = 1;
-    c.mode = NN__CUDNN_CONVOLUTION;
-    c.compute = NN_DTYPE_F32;
+    conv1d(1, &x, &w, &y, &c);
     struct nn__cudnn_graph_desc d;
     struct nn__plan_key data, filter;
     nn__cudnn_desc_conv_bwd_data(&d, &y, &w, &x, &c);
@@ -201,16 +211,9 @@ Test(plan_get, graph_desc_of_key_inverts_the_key)
     nn__cudnn_plan_key_of(ctx, &back, 0, &back_key);
     cr_expect(nn__plan_key_equal(&plain_key, &back_key));
 
-    int64_t xd[3] = {2, 4, 20}, wd[3] = {6, 4, 5}, yd[3] = {2, 6, 8};
-    struct nn__cudnn_tensor x = packed(NN_DTYPE_F16, 3, xd), w = packed(NN_DTYPE_F16, 3, wd),
-                            y = packed(NN_DTYPE_F16, 3, yd);
+    struct nn__cudnn_tensor x, w, y;
     struct nn__cudnn_conv c;
-    memset(&c, 0, sizeof c);
-    c.spatial_rank = 1;
-    c.stride[0] = 2;
-    c.dilation[0] = 3;
-    c.mode = NN__CUDNN_CONVOLUTION;
-    c.compute = NN_DTYPE_F32;
+    conv1d(3, &x, &w, &y, &c);
     nn__cudnn_desc_conv_bwd_data(&d, &y, &w, &x, &c);
     d.beta = 1.0;
     expect_round_trip(ctx, &d, "bwd data, 1-D, true convolution, accumulating");

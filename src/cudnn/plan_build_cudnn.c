@@ -184,14 +184,17 @@ static struct job *new_job(struct nn_ctx *ctx, const struct nn__plan_key *key,
 }
 
 /* The job for key that is being built or queued, or NULL; *prev gets the queued job before it
- * (NULL when it is first or being built). Called with the lock held. */
+ * (NULL when it is first, being built or not found). Called with the lock held. */
 static struct job *pending(struct nn__plan_builder *b, const struct nn__plan_key *key,
                            struct job **prev)
 {
     *prev = NULL;
     if (b->current && nn__plan_key_equal(&b->current->key, key)) return b->current;
-    for (struct job *j = b->queue; j; *prev = j, j = j->next)
-        if (nn__plan_key_equal(&j->key, key)) return j;
+    for (struct job *before = NULL, *j = b->queue; j; before = j, j = j->next)
+        if (nn__plan_key_equal(&j->key, key)) {
+            *prev = before;
+            return j;
+        }
     return NULL;
 }
 

@@ -472,6 +472,47 @@ Test(conv_cudnn, slow_tuned_plan_starts_on_its_quick_alternate)
     if (skip) cr_skip_test("autotune picked a precompiled plan here: no quick alternate needed");
 }
 
+/* Without prebuilding, the three passes of a loaded shape start on their quick alternates
+ * one after the other, so a call's build is queued while others are queued or running (the
+ * builder's queue then holds several jobs); each tuned plan replaces its alternate. Where
+ * autotune recorded fewer than two alternates the test says so and skips. */
+Test(conv_cudnn, quick_starts_queue_behind_each_other)
+{
+    NN_REQUIRE_GPU();
+    const char *shape = "n8c16h20w20k32r3s3 pad1";
+    char dir[] = "/tmp/nnprim_queue_test_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char plans[300];
+    snprintf(plans, sizeof plans, "%s/plans.nnp", dir);
+    struct conv_io io;
+    nn_ctx *a = tuning_ctx(plans, 0);
+    cr_assert_not_null(a);
+    cr_assert_eq(io_alloc(a, shape, &io), 0);
+    cr_assert_eq(io_run(a, &io), 0);
+    io_free(a, &io);
+    nn_ctx_destroy(a); /* saves three records */
+
+    nn_ctx *b = tuning_ctx(plans, 0);
+    cr_assert_not_null(b);
+    cr_assert_eq(io_alloc(b, shape, &io), 0);
+    cr_assert_eq(io_run(b, &io), 0);
+    cr_assert_eq(nn_plan_cache_wait(b), NN_OK);
+    nn_plan_cache_stats s;
+    nn_plan_cache_get_stats(b, &s);
+    int skip = s.quick_plans < 2;
+    if (!skip) {
+        cr_expect_eq(s.background_builds, s.quick_plans, "every alternate replaced");
+        cr_expect_eq(s.background_failures, 0);
+        cr_expect_eq(s.plans_prebuilt, 0);
+        cr_assert_eq(io_run(b, &io), 0);
+    }
+    io_free(b, &io);
+    nn_ctx_destroy(b);
+    unlink(plans);
+    rmdir(dir);
+    if (skip) cr_skip_test("autotune recorded fewer than two quick alternates here");
+}
+
 /* With prebuild_plans on, a context that loads a plan file builds the file's plans in the
  * background at once: after nn_plan_cache_wait() the first call is a cache hit (no rebuild, no
  * quick alternate) and gives the tuning context's result bit for bit. Without it nothing is

@@ -197,9 +197,10 @@ static double mib(size_t bytes)
 
 nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t cap)
 {
-    if (!s || !buf || !cap)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "nn_mem_stats_format: s and buf must not be NULL and cap must be > 0");
+    const char *fn = "nn_mem_stats_format";
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: s must not be NULL", fn);
+    if (!buf) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: buf must not be NULL", fn);
+    if (!cap) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: cap must be > 0, got 0", fn);
     char lim[32] = "none";
     if (s->limit) snprintf(lim, sizeof lim, "%.1f MiB", mib(s->limit));
     snprintf(buf, cap,
@@ -239,8 +240,8 @@ nn_status nn_mem_log_enable(int device, int on)
 
 nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size_t *count)
 {
-    if (!out || !count)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: out and count must not be NULL");
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: out must not be NULL");
+    if (!count) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: count must not be NULL");
     *count = 0;
     struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_log_read", &p, NULL));

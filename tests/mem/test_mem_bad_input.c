@@ -222,10 +222,16 @@ Test(mem_cuda, context_allocations_fail_cleanly)
     cr_expect_eq(nn_mem_alloc(ctx, SIZE_MAX - 511, &p), NN_E_OOM_DEVICE);
     cr_expect_null(p);
     expect_message("nn_mem_alloc: out of device memory");
-    int64_t dims[2] = {(int64_t)1 << 31, (int64_t)1 << 31};
+    /* 4 TiB: below the pool's size cap, so cudaMalloc is asked and refuses. */
+    int64_t dims[2] = {(int64_t)1 << 20, (int64_t)1 << 20};
     nn_tensor t;
     cr_expect_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 2, dims, &t), NN_E_OOM_DEVICE);
-    expect_message("nn_tensor_empty: out of device memory");
+    expect_message("nn_tensor_empty: out of device memory (CUDA upstream): requested "
+                   "4398046511104 bytes");
+    expect_message("the CUDA upstream refused a segment of 4398046511104 bytes");
+    /* 2^64 bytes: refused before the pool. */
+    dims[0] = dims[1] = (int64_t)1 << 31;
+    cr_expect_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 2, dims, &t), NN_E_OVERFLOW);
     cr_assert_eq(nn_mem_alloc(ctx, 4096, &p), NN_OK);
     cr_expect_eq(nn_mem_free(ctx, p), NN_OK);
     cr_expect_eq(nn_mem_free(ctx, p), NN_E_BAD_POINTER);

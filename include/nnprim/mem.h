@@ -17,7 +17,7 @@
  *     no device has (so no size computation can overflow). Under a limit smaller than the
  *     pool's usual segments (2 MiB for requests up to 1 MiB, 20 MiB up to 10 MiB) a request
  *     gets a segment of what fits under the limit. The host pool (NN_MEM_HOST) runs the same
- *     code and also answers NN_E_OOM_DEVICE; its segments are capped at 1 TiB.
+ *     code and also answers NN_E_OOM_DEVICE.
  *   - Releasing segments (nn_mem_trim(), the out-of-memory retry) synchronises the device, as
  *     cudaFree() does.
  *

@@ -35,6 +35,21 @@ config="--with-jemalloc-prefix=nnprim_je_ --with-private-namespace=nnprim_je_int
   --disable-shared --enable-static --with-lg-page=$lg_page --with-lg-hugepage=21"
 
 log() { echo "jemalloc.sh: $*" >&2; }
+# The GPU machine's image may lack bzip2, xz or patch: python3's tarfile and git apply stand in.
+extract() { # tarball, folder
+  tar -xf "$1" -C "$2" 2> /dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"
+}
+apply_patch() { # folder, patch file
+  if command -v patch > /dev/null; then
+    patch -s -p1 -d "$1" < "$2" >&2
+  elif command -v git > /dev/null; then
+    (cd "$1" && git apply -p1 "$2")
+  else
+    # Both of Debian's 5.3.0-1 patches are inert on Linux (GNU Hurd, loongarch64 only).
+    log "neither patch nor git found: $2 not applied"
+  fi
+}
 
 mkdir -p "$area"
 area=$(cd "$area" && pwd)
@@ -63,14 +78,14 @@ if [ ! -f "$dest/done" ]; then
   rm -rf "$dest"
   mkdir -p "$dest"
   log "building jemalloc $version-$debrev from $src into $dest"
-  tar -xjf "$src/jemalloc_$version.orig.tar.bz2" -C "$dest"
+  extract "$src/jemalloc_$version.orig.tar.bz2" "$dest"
   tree="$dest/jemalloc-$version"
-  tar -xJf "$src/jemalloc_$version-$debrev.debian.tar.xz" -C "$tree"
+  extract "$src/jemalloc_$version-$debrev.debian.tar.xz" "$tree"
   # Debian's patches (GNU Hurd, loongarch64): applied for fidelity to the package. Their
   # configure.ac part only matters on Hurd, so the shipped configure is used, without autoconf.
   while read -r p; do
     case "$p" in '' | '#'*) continue ;; esac
-    patch -s -p1 -d "$tree" < "$tree/debian/patches/$p" >&2
+    apply_patch "$tree" "$tree/debian/patches/$p"
   done < "$tree/debian/patches/series"
   # shellcheck disable=SC2086 # $config is a list of words
   (cd "$tree" && CC=$cc CFLAGS="-O2 -g" ./configure --with-version="$version-0-g0" $config > "$dest/configure.log" 2>&1) || {

@@ -34,14 +34,14 @@ warn="-Wall -Wextra -pedantic -Werror"
 # shellcheck disable=SC2086 # flag lists
 cc -std=c11 $warn "$src/tests/link/consumer.c" $cflags $libs -o "$tmp/c_shared" ||
   fail "C11 build against the installed nnprim"
-LD_LIBRARY_PATH="$libdir" "$tmp/c_shared" || fail "the C program"
-LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_shared" | grep -q "$libdir/libnnprim.so" ||
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/c_shared" || fail "the C program"
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$tmp/c_shared" | grep -q "$libdir/libnnprim.so" ||
   fail "the C program did not load the installed libnnprim.so"
 
 # shellcheck disable=SC2086
 c++ -std=c++17 $warn -I"$src/tests/link" "$src/tests/link/consumer.cpp" $cflags $libs \
   -o "$tmp/cxx_shared" || fail "C++17 build against the installed nnprim"
-LD_LIBRARY_PATH="$libdir" "$tmp/cxx_shared" || fail "the C++ program"
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/cxx_shared" || fail "the C++ program"
 
 if [ -f "$libdir/libnnprim.a" ]; then
   static_libs=$(pkg-config --static --libs nnprim | sed 's/-lnnprim\b/-l:libnnprim.a/')
@@ -54,7 +54,7 @@ if [ -f "$libdir/libnnprim.a" ]; then
   [ -n "$defined" ] && fail "the static program defines $(echo $defined)"
   exported=$(nm -D --defined-only "$tmp/c_static" | awk '{ print $NF }' | sed 's/@.*//' | grep -E "$alloc")
   [ -n "$exported" ] && fail "the static program exports $(echo $exported)"
-  LD_LIBRARY_PATH="$cuda_path" "$tmp/c_static" || fail "the static program"
+  LD_LIBRARY_PATH="$cuda_path${LD_LIBRARY_PATH:-}" "$tmp/c_static" || fail "the static program"
   echo "static link: no allocator defined or exported"
 else
   echo "no libnnprim.a installed (-Ddefault_library=shared): static link not checked"

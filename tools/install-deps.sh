@@ -36,9 +36,10 @@ if [ "$(id -u)" != 0 ]; then
   else
     echo "install-deps.sh: not root and no sudo, so nothing can be installed." >&2
     [ -n "$missing" ] && echo "  As root, run: apt-get install --no-install-recommends$missing" >&2
-    [ $add_src = 1 ] && echo "  and add a deb-src entry for Debian's archive (apt-get source jemalloc must work)," \
-      "or put jemalloc_5.3.0-1.dsc and its tarballs in a folder named by NNPRIM_JEMALLOC_SRC." >&2
-    echo "  Then run this again. (Or configure with -Djemalloc=disabled to use plain malloc.)" >&2
+    [ $add_src = 1 ] && echo "  As root, add a deb-src entry for Debian's archive (so that apt-get source" \
+      "jemalloc works), or put jemalloc_5.3.0-1.dsc and its tarballs in a folder named by" \
+      "NNPRIM_JEMALLOC_SRC (or configure with -Djemalloc=disabled: plain malloc)." >&2
+    echo "  Then run this again." >&2
     exit 1
   fi
 fi

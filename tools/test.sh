@@ -38,7 +38,9 @@ for run in runs:
             passed += 1
         elif result == "SKIP":
             skipped += 1
-            skips.append(f"{name}: skipped by meson")
+            # Its reason: the last line it printed (exit status 77 is meson's skip).
+            why = (run.get("stdout") or "").strip().splitlines()
+            skips.append(f"{name}: {why[-1] if why else 'skipped by meson'}")
         else:
             print(f"test {name}: {result} without Criterion results: counted as 1 failure")
             failed += 1

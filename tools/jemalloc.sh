@@ -101,6 +101,12 @@ if [ ! -f "$dest/done" ]; then
   }
   touch "$dest/done"
 fi
-# The include folder first (for jemalloc/jemalloc.h), then the position-independent objects.
-echo "$dest/jemalloc-$version/include"
+# The header under a name of its own (nnprim_je/jemalloc.h): another jemalloc/jemalloc.h on the
+# include path (CPATH on the GPU machine names Debian's) must not be picked instead.
+if [ ! -f "$dest/include/nnprim_je/jemalloc.h" ]; then
+  mkdir -p "$dest/include/nnprim_je"
+  cp "$dest/jemalloc-$version/include/jemalloc/jemalloc.h" "$dest/include/nnprim_je/"
+fi
+# The include folder first, then the position-independent objects.
+echo "$dest/include"
 ls "$dest/jemalloc-$version"/src/*.pic.o

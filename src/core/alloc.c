@@ -8,7 +8,7 @@
 #include "core/alloc.h"
 
 #if NN_HAVE_JEMALLOC
-#include <jemalloc/jemalloc.h>
+#include <nnprim_je/jemalloc.h>
 #include <pthread.h>
 
 /* nnprim's own jemalloc build (tools/jemalloc.sh), whose every symbol is prefixed nnprim_je_.

@@ -44,7 +44,8 @@ apply_patch() { # folder, patch file
   if command -v patch > /dev/null; then
     patch -s -p1 -d "$1" < "$2" >&2
   elif command -v git > /dev/null; then
-    (cd "$1" && git apply -p1 "$2")
+    # Outside any repository (build-jemalloc/ is inside the checkout), git apply is plain patch.
+    (cd "$1" && GIT_CEILING_DIRECTORIES=$(dirname "$1") git apply -p1 "$2")
   else
     # Both of Debian's 5.3.0-1 patches are inert on Linux (GNU Hurd, loongarch64 only).
     log "neither patch nor git found: $2 not applied"

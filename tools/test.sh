@@ -2,6 +2,8 @@
 # Builds (if needed) and runs every test suite, then prints the skipped tests with their reasons
 # and, as the last line, the total: "N passed, M failed, K skipped".
 #   tools/test.sh [BUILD_DIR [MESON_SETUP_ARGS...]]     (default BUILD_DIR: build)
+# The arguments configure a new build directory, or reconfigure an existing one (CI passes
+# -Dwerror=true, which is not a default).
 # Criterion writes each suite's counts as JSON under BUILD_DIR/tests/results/; a test program
 # without them (not Criterion, or dead before writing) counts by meson's verdict, as one test.
 set -u
@@ -10,6 +12,8 @@ build=${1:-build}
 [ $# -gt 0 ] && shift
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$@" || { echo "0 passed, 1 failed"; exit 1; }
+elif [ $# -gt 0 ]; then
+  meson configure "$build" "$@" || { echo "0 passed, 1 failed"; exit 1; }
 fi
 ninja -C "$build" || { echo "0 passed, 1 failed"; exit 1; }
 results="$build/tests/results"
@@ -34,7 +38,9 @@ for run in runs:
             passed += 1
         elif result == "SKIP":
             skipped += 1
-            skips.append(f"{name}: skipped by meson")
+            # Its reason: the last line it printed (exit status 77 is meson's skip).
+            why = (run.get("stdout") or "").strip().splitlines()
+            skips.append(f"{name}: {why[-1] if why else 'skipped by meson'}")
         else:
             print(f"test {name}: {result} without Criterion results: counted as 1 failure")
             failed += 1

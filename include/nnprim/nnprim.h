@@ -2,7 +2,8 @@
  * nnprim: neural-network primitives for NVIDIA GPUs, with a plain-C reference backend.
  *
  * Include this header for the whole API. Each subject has its own header:
- *   status.h   status codes, nn_strerror(), the last-error record
+ *   version.h  NNPRIM_VERSION_MAJOR/MINOR/PATCH: the headers' version, at compile time
+ *   status.h   status codes, nn_status_string(), the last-error record
  *   context.h  version, build features, devices, settings, nn_ctx
  *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
  *   pool.h     max and mean pooling, forward and backward
@@ -13,6 +14,8 @@
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
 
+/* Generated: in the build tree it is under the build directory's include/nnprim/. */
+#include <nnprim/version.h>
 #include "status.h"
 #include "context.h"
 #include "tensor.h"

@@ -26,7 +26,7 @@ extern "C" {
 
 /*
  * The one list of status codes: X(NAME, value, description).
- * It generates the enum below, nn_strerror() and nn_status_name().
+ * It generates the enum below, nn_status_string() and nn_status_name().
  */
 #define NN_STATUS_LIST(X)                                                                          \
     X(NN_OK, 0, "success")                                                                         \
@@ -60,7 +60,7 @@ typedef enum nn_status { NN_STATUS_LIST(NN__STATUS_ENUM) } nn_status;
  * @param status any value; codes nnprim does not define give "unknown status".
  * @return a static string, never NULL. Owned by the library.
  */
-NN_API const char *nn_strerror(nn_status status);
+NN_API const char *nn_status_string(nn_status status);
 
 /**
  * The enumerator's name of a status, e.g. "NN_E_SHAPE".

@@ -9,10 +9,11 @@
 #include "core/alloc.h"
 
 #if NN_HAVE_JEMALLOC
-#include <jemalloc/jemalloc.h>
+#include <nnprim_je/jemalloc.h>
 #include <pthread.h>
 
-/* A private arena: nnprim's host memory never mixes with the application's heap, and the
+/* nnprim's own jemalloc build (tools/jemalloc.sh), whose every symbol is prefixed nnprim_je_.
+ * A private arena: nnprim's host memory never mixes with the application's heap, and the
  * application's malloc is not replaced. The thread cache is bypassed because a tcache is
  * bound to one arena per thread, and the application's threads use theirs. */
 static unsigned nn__arena;
@@ -22,7 +23,7 @@ static pthread_once_t nn__arena_once = PTHREAD_ONCE_INIT;
 static void create_arena(void)
 {
     size_t sz = sizeof nn__arena;
-    nn__arena_ok = mallctl("arenas.create", &nn__arena, &sz, NULL, 0) == 0;
+    nn__arena_ok = nnprim_je_mallctl("arenas.create", &nn__arena, &sz, NULL, 0) == 0;
 }
 
 static int arena_flags(void)
@@ -33,15 +34,15 @@ static int arena_flags(void)
 
 static void *raw_alloc(size_t size)
 {
-    return mallocx(size ? size : 1, arena_flags());
+    return nnprim_je_mallocx(size ? size : 1, arena_flags());
 }
 static void *raw_realloc(void *p, size_t size)
 {
-    return rallocx(p, size ? size : 1, arena_flags());
+    return nnprim_je_rallocx(p, size ? size : 1, arena_flags());
 }
 static void raw_free(void *p)
 {
-    dallocx(p, arena_flags());
+    nnprim_je_dallocx(p, arena_flags());
 }
 #else
 static void *raw_alloc(size_t size)

@@ -7,7 +7,7 @@
 
 static _Thread_local nn_error_info nn__thread_error;
 
-const char *nn_strerror(nn_status status)
+const char *nn_status_string(nn_status status)
 {
     switch (status) {
 #define NN__CASE(name, value, text)                                                                \

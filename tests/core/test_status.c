@@ -7,12 +7,12 @@ Test(status, names_and_texts_come_from_one_list)
 {
 #define CHECK(name, value, text)                                                                   \
     cr_expect_str_eq(nn_status_name(name), #name);                                                 \
-    cr_expect_str_eq(nn_strerror(name), text);                                                     \
+    cr_expect_str_eq(nn_status_string(name), text);                                                \
     cr_expect(value <= 0);
     NN_STATUS_LIST(CHECK)
 #undef CHECK
     cr_expect_str_eq(nn_status_name((nn_status)-9999), "NN_UNKNOWN");
-    cr_expect_str_eq(nn_strerror((nn_status)42), "unknown status");
+    cr_expect_str_eq(nn_status_string((nn_status)42), "unknown status");
 }
 
 Test(status, failing_call_records_thread_error)

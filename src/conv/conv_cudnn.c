@@ -336,7 +336,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
         nn__cudnn_plan_key_of(ctx, &dplain, 0, &key);
         return nn__cudnn_plan_get(ctx, &key, &dplain, pa, plan, src);
     }
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     desc_fwd(&d, fc);
     nn__cudnn_plan_key_of(ctx, &d, 0, &key);
     nn__cudnn_plan_key_of(ctx, &d, NN__KEY_FLAG_PLAIN, &epi);

@@ -7,16 +7,18 @@
 #include "nnprim/status.h"
 
 struct nn_ctx;
-struct nn__plan_cache;
+struct nn__cache;
 
 #if NN_HAVE_CUDNN
 #include <cublas_v2.h>
 #include <cudnn.h>
 
-/* Create the state and the plan cache, and load settings.plan_cache_file if it names a file (a
- * missing file is silently skipped; an unreadable or malformed one is logged and the cache starts
- * empty). Fails only on NN_E_OOM_HOST or when the device cannot be described. */
-nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx);
+/* Create the state and the plan cache (for the n entry kinds of table: the context assembly lists
+ * every family's kinds, so this layer knows none), and load settings.plan_cache_file if it names a
+ * file (a missing file is silently skipped; an unreadable or malformed one is logged and the cache
+ * starts empty). Fails only on NN_E_OOM_HOST or when the device cannot be described. */
+struct nn__cache_kind;
+nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n);
 
 /* Save settings.plan_cache_file if set (a failure is logged), then release plans and handles. */
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
@@ -26,7 +28,7 @@ nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out);
 nn_status nn__cublas_handle(struct nn_ctx *ctx, cublasHandle_t *out);
 
 /* The context's plan cache (never NULL after nn__cudnn_ctx_init). */
-struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
+struct nn__cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
 
 /* Where the context keeps its background plan builder (plan_build_cudnn.h); NULL until the
  * first background build. */

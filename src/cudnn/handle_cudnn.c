@@ -11,12 +11,13 @@
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_cache.h"
+#include "cudnn/plan_file.h"
 #include "cudnn/plan_get_cudnn.h"
 
 struct nn__cudnn_state {
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
-    struct nn__plan_cache *plans;
+    struct nn__cache *plans;
     struct nn__plan_builder *builder;
     uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
     struct nn__gpu_id gpu;
@@ -48,20 +49,20 @@ static void load_settings_file(struct nn_ctx *ctx)
                 ctx->last_error.message);
     ctx->last_error = keep;
     nn_plan_cache_stats st;
-    nn__plan_cache_get_stats(ctx->cudnn->plans, &st);
+    nn__cache_get_stats(ctx->cudnn->plans, &st);
     if (st.records_skipped)
         nn__log("plan cache file %s: %llu records of another cuDNN version or GPU skipped", path,
                 (unsigned long long)st.records_skipped);
 }
 
-nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx)
+nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n)
 {
     struct nn__cudnn_state *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_ctx_create: out of host memory");
     ctx->cudnn = s;
     s->cudnn_version = cudnnGetVersion();
     NN__TRY(describe_gpu(ctx, &s->gpu));
-    NN__TRY(nn__plan_cache_create(ctx, ctx->settings.plan_cache_capacity, &s->plans));
+    NN__TRY(nn__cache_create(ctx, table, n, ctx->settings.plan_cache_capacity, &s->plans));
     load_settings_file(ctx);
     return NN_OK;
 }
@@ -75,7 +76,7 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
         nn__log("saving the plan cache failed: %s", ctx->last_error.message);
     /* Plans are cuDNN objects: they go before the handles, the background builder's included. */
     if (s->builder) nn__plan_builder_stop(s->builder);
-    nn__plan_cache_destroy(s->plans);
+    nn__cache_destroy(s->plans);
     nn__plan_builder_free(s->builder);
     if (s->cudnn) cudnnDestroy(s->cudnn);
     if (s->cublas) cublasDestroy(s->cublas);
@@ -83,7 +84,7 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
     ctx->cudnn = NULL;
 }
 
-struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx)
+struct nn__cache *nn__cudnn_plan_cache(struct nn_ctx *ctx)
 {
     return ctx->cudnn->plans;
 }

@@ -30,7 +30,7 @@
 
 struct nn_ctx;
 
-#define NN__AUTOTUNE_RUNS 9 /* timed rounds over all candidates, after one warm-up each */
+#define NN__AUTOTUNE_RUNS 9    /* timed rounds over all candidates, after one warm-up each */
 #define NN__AUTOTUNE_DROP 2.0f /* slower than this times the fastest in round 1: no more rounds */
 
 /* How the plan of a call was found, for verbose lines. */
@@ -41,6 +41,10 @@ enum nn__plan_source {
     NN__PLAN_AUTOTUNED = 3, /* autotune, the fastest candidate */
     NN__PLAN_QUICK = 4      /* a known record's quick alternate; the tuned plan builds meanwhile */
 };
+
+/* The cache kind of graph plans (plan_cache.h: NN__PLAN_KIND_INIT with nn__cudnn_plan_destroy),
+ * for the context assembly's table of kinds. */
+extern const struct nn__cache_kind nn__cudnn_graph_plan_kind;
 
 /* "hit", "rebuilt", "heuristic", "autotuned" or "quick". */
 const char *nn__plan_source_name(enum nn__plan_source s);

@@ -15,6 +15,7 @@
 #include "cudnn/plan_get_cudnn.h"
 #endif
 #include "mem/mem.h"
+#include "rnn/rnn_internal.h"
 
 size_t nn_cudnn_runtime_version(void)
 {
@@ -75,6 +76,7 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 /* Every entry kind of the context's cache, one per family's kind (register a new kind here). */
 static const struct nn__cache_kind *const cache_kinds[] = {
     &nn__cudnn_graph_plan_kind,
+    &nn__rnn_cudnn_kind,
 };
 #endif
 

@@ -1185,6 +1185,24 @@ nn_status nn__cudnn_SetRNNDescriptor_v8_at(struct nn_ctx *ctx, const char *file,
     return NN_OK;
 }
 
+nn_status nn__cudnn_RNNSetClip_v9_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDescriptor_t rnnDesc, cudnnRNNClipMode_t clipMode, double lclip, double rclip)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnRNNSetClip_v9(rnnDesc, clipMode, lclip, rclip);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnRNNSetClip_v9");
+        trace_ptr(&t, "rnnDesc", (const void *)rnnDesc);
+        trace_int(&t, "clipMode", (long long)clipMode);
+        trace_float(&t, "lclip", (double)lclip);
+        trace_float(&t, "rclip", (double)rclip);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnRNNSetClip_v9", file, line);
+    return NN_OK;
+}
+
 nn_status nn__cudnn_CreateRNNDataDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDataDescriptor_t *rnnDataDesc)
 {
     int traced = nn__verbose(ctx) >= 2;

@@ -132,6 +132,9 @@ nn_status nn__cudnn_DestroyRNNDescriptor_at(struct nn_ctx *ctx, const char *file
 nn_status nn__cudnn_SetRNNDescriptor_v8_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDescriptor_t rnnDesc, cudnnRNNAlgo_t algo, cudnnRNNMode_t cellMode, cudnnRNNBiasMode_t biasMode, cudnnDirectionMode_t dirMode, cudnnRNNInputMode_t inputMode, cudnnDataType_t dataType, cudnnDataType_t mathPrec, cudnnMathType_t mathType, int32_t inputSize, int32_t hiddenSize, int32_t projSize, int32_t numLayers, cudnnDropoutDescriptor_t dropoutDesc, uint32_t auxFlags);
 #define nn__cudnn_SetRNNDescriptor_v8(ctx, ...) nn__cudnn_SetRNNDescriptor_v8_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
+nn_status nn__cudnn_RNNSetClip_v9_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDescriptor_t rnnDesc, cudnnRNNClipMode_t clipMode, double lclip, double rclip);
+#define nn__cudnn_RNNSetClip_v9(ctx, ...) nn__cudnn_RNNSetClip_v9_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
 nn_status nn__cudnn_CreateRNNDataDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDataDescriptor_t *rnnDataDesc);
 #define nn__cudnn_CreateRNNDataDescriptor(ctx, ...) nn__cudnn_CreateRNNDataDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 

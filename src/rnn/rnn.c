@@ -35,16 +35,29 @@ static const struct rnn_backend backend_ref = {
     nn__rnn_state_free_ref,
 };
 
+#if NN_HAVE_CUDNN
+static const struct rnn_backend backend_cudnn = {
+    "cudnn",
+    nn__rnn_weights_size_cudnn,
+    nn__rnn_weight_offset_cudnn,
+    nn__rnn_forward_cudnn,
+    nn__rnn_backward_cudnn,
+    nn__rnn_state_free_cudnn,
+};
+#endif
+
 static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct rnn_backend **out)
 {
-    if (!nn__ctx_on_gpu(ctx)) {
-        *out = &backend_ref;
-        return NN_OK;
-    }
-    return NN__FAIL(ctx, NN_E_NOT_BUILT,
-                    "%s: the cuDNN recurrent path is not built yet (src/rnn/rnn_cudnn.c); use a "
-                    "reference-backend context (NNPRIM_BACKEND=ref) for recurrent layers",
-                    op);
+    (void)op;
+#if NN_HAVE_CUDNN
+    *out = nn__ctx_on_gpu(ctx) ? &backend_cudnn : &backend_ref;
+    return NN_OK;
+#else
+    if (nn__ctx_on_gpu(ctx))
+        return NN__FAIL(ctx, NN_E_NOT_BUILT, "%s: this build of nnprim has no cuDNN", op);
+    *out = &backend_ref;
+    return NN_OK;
+#endif
 }
 
 struct nn_rnn_pullback {

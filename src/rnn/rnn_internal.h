@@ -14,6 +14,7 @@
 #include "nnprim/rnn.h"
 
 struct nn_ctx;
+struct nn__cache_kind;
 
 /* One recurrent problem, resolved. Plain values only (no pointers), zeroed before filling, so it
  * can serve as a cache key compared with memcmp. Lengths are per call and not part of it; varied
@@ -87,5 +88,22 @@ nn_status nn__rnn_forward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *
 nn_status nn__rnn_backward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
                                const struct nn__rnn_io *io);
 void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state);
+
+#if NN_HAVE_CUDNN
+/* rnn_cudnn.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
+ * listed in src/ctx.c's table). The same contracts as the _ref functions; *state is the reserve
+ * space, which the backward call reads and changes (so a pullback is single-use). */
+#define NN__RNN_CUDNN_KIND_ID 4u
+extern const struct nn__cache_kind nn__rnn_cudnn_kind;
+nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                     int64_t *numel);
+nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                      int64_t pseudo, nn_rnn_weight_name name, int64_t *offset);
+nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                const struct nn__rnn_io *io, void **state);
+nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
+                                 const struct nn__rnn_io *io);
+void nn__rnn_state_free_cudnn(struct nn_ctx *ctx, void *state);
+#endif
 
 #endif

@@ -60,6 +60,8 @@ static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct r
 #endif
 }
 
+_Thread_local const char *nn__rnn_note_impl;
+
 struct nn_rnn_pullback {
     struct nn_ctx *ctx;
     const struct rnn_backend *be;
@@ -158,7 +160,7 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
         size_t n = strlen(shape);
         snprintf(shape + n, sizeof shape - n, " acc");
     }
-    nn__verbose_op(ctx, op, impl, "-", shape, t0);
+    nn__verbose_op(ctx, op, nn__rnn_note_impl ? nn__rnn_note_impl : impl, "-", shape, t0);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -613,6 +615,7 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
                             .training = pullback_out != NULL};
     nn_rnn_pullback *pb = NULL;
     if (pullback_out) NN__TRY(make_pullback(ctx, op, be, &prob, p->flags, &io, &pb));
+    nn__rnn_note_impl = NULL;
     nn_status st = be->forward(ctx, &prob, &io, pb ? &pb->state : NULL);
     if (st != NN_OK) {
         if (pb) free_pullback(pb);
@@ -689,6 +692,7 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
                             .dcx = dcx,
                             .dw = dw,
                             .accumulate = (pb->flags & NN_RNN_ACCUMULATE_DW) != 0};
+    nn__rnn_note_impl = NULL;
     NN__TRY(pb->be->backward(ctx, prob, pb->state, &io));
     if (t0) verbose_line(ctx, op, pb->be->name, prob, pb->lengths, pb->flags, t0);
     return nn_rnn_pullback_free(pullback);

@@ -370,6 +370,16 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
     return NN_OK;
 }
 
+static void note(const struct rnn_live *e)
+{
+    switch (e->algo) {
+    case CUDNN_RNN_ALGO_PERSIST_STATIC: nn__rnn_note_impl = "cudnn-persist-static"; break;
+    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: nn__rnn_note_impl = "cudnn-persist-dynamic"; break;
+    case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H: nn__rnn_note_impl = "cudnn-persist-small-h"; break;
+    default: nn__rnn_note_impl = "cudnn-standard";
+    }
+}
+
 /* The shape's entry, built on a miss (from a known record's algorithm when the plan file has
  * one). with_data 0: a descriptor-only entry for weight queries. */
 static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int with_data,
@@ -380,6 +390,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
     key_of(ctx, p, with_data, &k);
     struct rnn_live *e = nn__cache_lookup(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
     if (e) {
+        note(e);
         *out = e;
         return NN_OK;
     }
@@ -405,6 +416,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         live_destroy(e);
         return st;
     }
+    note(e);
     *out = e;
     return NN_OK;
 }

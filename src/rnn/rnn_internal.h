@@ -71,6 +71,10 @@ struct nn__rnn_io {
     int accumulate; /* backward: NN_RNN_ACCUMULATE_DW */
 };
 
+/* What the backend ran, for the verbose line of the current call ("cudnn-standard"); rnn.c clears
+ * it before dispatching. Static strings only. */
+extern _Thread_local const char *nn__rnn_note_impl;
+
 /* Backend entry points; each returns NN_OK or a recorded failure, and queues its work on the
  * context's stream (the _ref ones finish before returning).
  *   weights_size:  the element count of the packed buffer

@@ -51,4 +51,17 @@ int nn_rnn_check_gradients(nn_ctx *ref, const struct nn_rnn_case *c, FILE *out);
  * dw): guards intact, every element written, padded positions of y and dx zero. */
 int nn_rnn_check_reference(nn_ctx *ref, const struct nn_rnn_case *c, FILE *out);
 
+/* The same inputs through dev (a cuDNN context, weights copied in through the views) and ref;
+ * y, hy, cy, dx, dhx, dcx and every view of dw compared with nn_h_tolerance() (1e-8 at least
+ * for a clipped LSTM), guards checked and every element written. Runs with dropout between layers
+ * only check guards and writes (the masks come from different generators). Returns the number of
+ * failures, each with its reproducer. */
+int nn_rnn_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_rnn_case *c, FILE *out);
+
+/* The GPU case matrix (cells x layers x directions x lengths with 0 x dtypes, then projection,
+ * clip, bias modes, skip input, batch-major, dropout, TF32). nn_rnn_gpu_case() fills case
+ * i < count; returns 0. */
+size_t nn_rnn_gpu_case_count(void);
+int nn_rnn_gpu_case(size_t i, struct nn_rnn_case *c);
+
 #endif

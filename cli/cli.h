@@ -9,5 +9,6 @@ int nn_cli_tune(int argc, char **argv);
 int nn_cli_bench_conv(int argc, char **argv);
 int nn_cli_bench_mem(int argc, char **argv);
 int nn_cli_bench_pool(int argc, char **argv);
+int nn_cli_bench_rnn(int argc, char **argv);
 
 #endif

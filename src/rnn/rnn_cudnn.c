@@ -277,12 +277,22 @@ static nn_status query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_l
                               (long long)pl, lin, gate - 1);
             }
         }
-        for (int k = 0; st == NN_OK && k < 5; k++)
-            if ((off[k] >= 0) != nn__rnn_view_exists(p, l, (nn_rnn_weight_name)k))
+        /* A view nnprim does not have (say a layer-0 matrix with skip input) is never handed
+         * out; one that cuDNN lacks would leave a PyTorch tensor nowhere to go. */
+        for (int k = 0; st == NN_OK && k < 5; k++) {
+            int want = nn__rnn_view_exists(p, l, (nn_rnn_weight_name)k);
+            if (!want)
+                off[k] = -1;
+            else if (off[k] < 0)
                 st = NN__FAIL(ctx, NN_E_INTERNAL,
-                              "cuDNN %s view %d of pseudo-layer %lld that nnprim %s",
-                              off[k] >= 0 ? "has a" : "lacks the", k, (long long)pl,
-                              off[k] >= 0 ? "does not expect" : "expects");
+                              "cuDNN has no %s view (nn_rnn_weight_name %d) of pseudo-layer %lld",
+                              k == NN_RNN_WEIGHT_IH   ? "weight_ih"
+                              : k == NN_RNN_WEIGHT_HH ? "weight_hh"
+                              : k == NN_RNN_BIAS_IH   ? "bias_ih"
+                              : k == NN_RNN_BIAS_HH   ? "bias_hh"
+                                                      : "weight_hr",
+                              k, (long long)pl);
+        }
     }
     if (md) cudnnDestroyTensorDescriptor(md);
     if (bd) cudnnDestroyTensorDescriptor(bd);

@@ -621,3 +621,29 @@ Test(rnn_ref, every_host_allocation_failure)
     cr_expect_gt(nn_test_every_host_alloc_failure(oom_step, &a, "forward + backward, all T"), 3);
     nn_ctx_destroy(ctx);
 }
+
+Test(rnn_ref, case_text_round_trips)
+{
+    char a[2048], b[2048], err[256];
+    for (size_t i = 0; i < nn_rnn_gpu_case_count() + nn_rnn_standard_case_count(); i++) {
+        struct nn_rnn_case c, back;
+        size_t g = nn_rnn_gpu_case_count();
+        cr_assert_eq(i < g ? nn_rnn_gpu_case(i, &c) : nn_rnn_standard_case(i - g, &c), 0);
+        nn_rnn_case_format(&c, a, sizeof a);
+        cr_assert_eq(nn_rnn_case_parse_line(a, &back, err, sizeof err), 1, "%s: %s", a, err);
+        nn_rnn_case_format(&back, b, sizeof b);
+        cr_expect_str_eq(a, b);
+        cr_expect_eq(memcmp(&c.p, &back.p, sizeof c.p), 0, "%s", a);
+    }
+    static const char *const bad[] = {"lstm",
+                                      "lstn t1n1i1h1",
+                                      "lstm t1n1i1",
+                                      "lstm t1n2i1h1 lens1",
+                                      "lstm t1n1i1h1 clip1",
+                                      "lstm t1n1i1h1 wobble",
+                                      "gru t1n1i1h1 drop0.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct nn_rnn_case c;
+        cr_expect_eq(nn_rnn_case_parse_line(bad[i], &c, err, sizeof err), -1, "%s", bad[i]);
+    }
+}

@@ -16,7 +16,7 @@
 #include "pool/pool_internal.h"
 
 /* What backward needs besides the caller's views: the descriptors of forward (made once). */
-struct nn__pool_cudnn_saved {
+struct nn__pool_saved {
     cudnnPoolingDescriptor_t pool;
     cudnnTensorDescriptor_t xd; /* x's dims and strides */
     cudnnTensorDescriptor_t yd; /* y's dims, contiguous: y and dy as backward sees them */
@@ -139,7 +139,7 @@ static int same_strides(const nn_tensor *a, const nn_tensor *b)
     return memcmp(a->strides, b->strides, (size_t)a->rank * sizeof a->strides[0]) == 0;
 }
 
-void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *s)
+static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__pool_saved *s)
 {
     if (!s) return;
     if (s->pool) cudnnDestroyPoolingDescriptor(s->pool);
@@ -148,15 +148,15 @@ void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *
     nn__host_free(s);
 }
 
-nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
-                                 nn_tensor *y, struct nn__pool_cudnn_saved **saved_out)
+static nn_status forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                               nn_tensor *y, struct nn__pool_saved **saved_out)
 {
     const char *op = "pool_forward";
     NN__TRY(check_supported(ctx, op, p, x, "x"));
     NN__TRY(check_supported(ctx, op, p, y, "y"));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    struct nn__pool_cudnn_saved *s = nn__host_calloc(1, sizeof *s);
+    struct nn__pool_saved *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for descriptors", op);
     cudnnTensorDescriptor_t yd_user = NULL;
     float one = 1.0f, zero = 0.0f;
@@ -176,7 +176,7 @@ nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, co
     }
     if (yd_user) cudnnDestroyTensorDescriptor(yd_user);
     if (st != NN_OK || !saved_out) {
-        nn__pool_cudnn_saved_free(ctx, s);
+        saved_free_cudnn(ctx, s);
         return st;
     }
     *saved_out = s;
@@ -218,9 +218,9 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
  * BAD_PARAM cases. A strided y (read by max pooling only) or dy is packed, and
  * when dx's strides differ from x's both go through contiguous scratch. The usual case (all
  * contiguous) reuses forward's descriptors and copies nothing. */
-nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
-                                  struct nn__pool_cudnn_saved *s, const nn_tensor *x,
-                                  const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx)
+static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
+                                struct nn__pool_saved *s, const nn_tensor *x, const nn_tensor *y,
+                                const nn_tensor *dy, nn_tensor *dx)
 {
     const char *op = "pool_backward";
     NN__TRY(check_supported(ctx, op, p, dy, "dy"));
@@ -268,3 +268,6 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     scratch_free(ctx, &k);
     return st;
 }
+
+const struct nn__pool_backend nn__pool_backend_cudnn = {"cudnn-legacy", forward_cudnn,
+                                                        backward_cudnn, saved_free_cudnn};

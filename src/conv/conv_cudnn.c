@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
@@ -176,24 +177,6 @@ static void desc_bwd_filter(struct nn__cudnn_graph_desc *d, const struct bwd_cal
  * Legacy tensor calls
  */
 
-/* A legacy call, its failure recorded under the function's name. */
-#define LEGACY(ctx, fn, ...)                                                                       \
-    do {                                                                                           \
-        cudnnStatus_t nn__cst = fn(__VA_ARGS__);                                                   \
-        if (nn__cst != CUDNN_STATUS_SUCCESS)                                                       \
-            return nn__cudnn_fail((ctx), nn__cst, #fn, __FILE__, __LINE__);                        \
-    } while (0)
-
-static cudnnDataType_t cudnn_dtype(nn_dtype t)
-{
-    switch (t) {
-    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
-    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
-    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
-    }
-}
-
 /* alpha/beta as the legacy calls read them: double for f64 data, float otherwise. */
 struct scale {
     float f;
@@ -234,7 +217,8 @@ static nn_status legacy_desc_set(struct nn_ctx *ctx, struct legacy_desc *ld, nn_
         strides[i] = (int)stride;
         stride *= d64[i];
     }
-    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, cudnn_dtype(dtype), rank, dims, strides);
+    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, nn__cudnn_data_type(dtype), rank, dims,
+                                           strides);
 }
 
 /* Two legacy descriptors, created and destroyed together. */
@@ -263,22 +247,19 @@ static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
     NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
     struct scale a, b;
-    LEGACY(ctx, cudnnConvolutionBackwardBias, h, scale_ptr(&a, p->dtype, alpha), ld[0].d, dy->data,
-           scale_ptr(&b, p->dtype, beta), ld[1].d, db->data);
-    return NN_OK;
+    return nn__cudnn_ConvolutionBackwardBias(ctx, h, scale_ptr(&a, p->dtype, alpha), ld[0].d,
+                                             dy->data, scale_ptr(&b, p->dtype, beta), ld[1].d,
+                                             db->data);
 }
 
 /* An activation descriptor for relu, made per call (a few host instructions). */
 static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
 {
-    LEGACY(ctx, cudnnCreateActivationDescriptor, out);
-    cudnnStatus_t st =
-        cudnnSetActivationDescriptor(*out, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        cudnnDestroyActivationDescriptor(*out);
-        return nn__cudnn_fail(ctx, st, "cudnnSetActivationDescriptor", __FILE__, __LINE__);
-    }
-    return NN_OK;
+    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, out));
+    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, *out, CUDNN_ACTIVATION_RELU,
+                                                     CUDNN_NOT_PROPAGATE_NAN, 0.0);
+    if (st != NN_OK) (void)nn__cudnn_DestroyActivationDescriptor(ctx, *out);
+    return st;
 }
 
 /* y = relu(y + b) in place, after a convolution plan without the fused epilogue. */
@@ -292,19 +273,17 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     if (b) {
         NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
         /* y = 1 * b + 1 * y, b broadcast over N and space. */
-        LEGACY(ctx, cudnnAddTensor, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
-               scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data);
+        NN__TRY(nn__cudnn_AddTensor(ctx, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
+                                    scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data));
     }
     if (!relu) return NN_OK;
     cudnnActivationDescriptor_t act;
     NN__TRY(relu_desc(ctx, &act));
-    cudnnStatus_t st =
-        cudnnActivationForward(h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
-                               scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
-    cudnnDestroyActivationDescriptor(act);
-    if (st != CUDNN_STATUS_SUCCESS)
-        return nn__cudnn_fail(ctx, st, "cudnnActivationForward", __FILE__, __LINE__);
-    return NN_OK;
+    nn_status st =
+        nn__cudnn_ActivationForward(ctx, h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
+                                    scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
+    (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -706,12 +685,10 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
         struct scale one, zero;
         /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
          * pre-activation is, so y serves as both y and x. */
-        cudnnStatus_t cst = cudnnActivationBackward(
-            h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d, y->data, ld[0].d, dy->data, ld[0].d,
-            y->data, scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
-        if (cst != CUDNN_STATUS_SUCCESS)
-            st = nn__cudnn_fail(ctx, cst, "cudnnActivationBackward", __FILE__, __LINE__);
-        cudnnDestroyActivationDescriptor(act);
+        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d,
+                                          y->data, ld[0].d, dy->data, ld[0].d, y->data,
+                                          scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
+        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     }
     legacy_pair_destroy(ctx, ld);
     verbose_add(ctx, note, "relu_bwd", "legacy", "-");

@@ -283,4 +283,8 @@ cudnnBackendDescriptor_t nn__cudnn_plan_backend(const struct nn__cudnn_plan *p);
 nn_status nn__cudnn_plan_execute(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
                                  const struct nn__cudnn_args *args, void *workspace);
 
+/* Run plan with a workspace from the pool (taken and given back on the context's stream). */
+nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
+                             const struct nn__cudnn_args *args);
+
 #endif

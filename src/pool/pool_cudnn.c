@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
 #include "mem/mem.h"
 #include "pool/pool_internal.h"
 
@@ -22,15 +23,22 @@ struct nn__pool_saved {
     cudnnTensorDescriptor_t yd; /* y's dims, contiguous: y and dy as backward sees them */
 };
 
-static cudnnDataType_t data_type(nn_dtype t)
+/* Descriptor releases go through the checked bindings (so NNPRIM_VERBOSE=2 shows them) but never
+ * replace the failure being reported: they run on error paths too. NULL is allowed. */
+static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
 {
-    switch (t) {
-    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
-    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
-    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
-    case NN_DTYPE_F32: break;
-    }
-    return CUDNN_DATA_FLOAT;
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
+    ctx->last_error = keep;
+}
+
+static void destroy_pooling(struct nn_ctx *ctx, cudnnPoolingDescriptor_t d)
+{
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyPoolingDescriptor(ctx, d);
+    ctx->last_error = keep;
 }
 
 /* Max pooling's plain mode is the fast one; its backward may add overlapping windows' gradients
@@ -97,9 +105,10 @@ static nn_status tensor_desc(struct nn_ctx *ctx, const nn_tensor *t, int contigu
     int nd = cudnn_shape(t, contiguous ? cs : t->strides, dims, str);
     cudnnTensorDescriptor_t d;
     NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, data_type(t->dtype), nd, dims, str);
+    nn_status st =
+        nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t->dtype), nd, dims, str);
     if (st != NN_OK) {
-        cudnnDestroyTensorDescriptor(d);
+        destroy_tensor(ctx, d);
         return st;
     }
     *out = d;
@@ -127,7 +136,7 @@ static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
         nn__cudnn_SetPoolingNdDescriptor(ctx, d, pool_mode(p->mode, ctx->settings.deterministic),
                                          CUDNN_PROPAGATE_NAN, nd, win, pad, str);
     if (st != NN_OK) {
-        cudnnDestroyPoolingDescriptor(d);
+        destroy_pooling(ctx, d);
         return st;
     }
     *out = d;
@@ -142,9 +151,9 @@ static int same_strides(const nn_tensor *a, const nn_tensor *b)
 static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__pool_saved *s)
 {
     if (!s) return;
-    if (s->pool) cudnnDestroyPoolingDescriptor(s->pool);
-    if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
-    if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
+    destroy_pooling(ctx, s->pool);
+    destroy_tensor(ctx, s->xd);
+    destroy_tensor(ctx, s->yd);
     nn__host_free(s);
 }
 
@@ -174,7 +183,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, cons
             st = tensor_desc(ctx, y, 1, &s->yd);
         }
     }
-    if (yd_user) cudnnDestroyTensorDescriptor(yd_user);
+    destroy_tensor(ctx, yd_user);
     if (st != NN_OK || !saved_out) {
         saved_free_cudnn(ctx, s);
         return st;
@@ -208,7 +217,7 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
     cudnnTensorDescriptor_t d[4] = {k->dyd, k->ydd, k->xcd, k->dxd};
     void *m[4] = {k->dy, k->y, k->x, k->dx};
     for (int i = 0; i < 4; i++) {
-        if (d[i]) cudnnDestroyTensorDescriptor(d[i]);
+        destroy_tensor(ctx, d[i]);
         if (m[i]) nn__dev_free(ctx, m[i]);
     }
 }

@@ -12,7 +12,6 @@
 #include "core/log.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_build_cudnn.h"
-#include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
 struct job {

@@ -98,10 +98,6 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
                              const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
                              struct nn__cudnn_plan **plan, enum nn__plan_source *src);
 
-/* Run plan with a workspace from the pool (taken and given back on the context's stream). */
-nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
-                             const struct nn__cudnn_args *args);
-
 /* Byte alignment of a device pointer as cuDNN is told about it: the largest power of two <= 16
  * that divides the address. */
 int32_t nn__cudnn_ptr_alignment(const void *p);

@@ -10,7 +10,7 @@
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/ptrset.h"
+#include "core/pullback.h"
 #include "core/tensor_util.h"
 #include "rnn/rnn_internal.h"
 
@@ -63,7 +63,7 @@ static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct r
 _Thread_local const char *nn__rnn_note_impl;
 
 struct nn_rnn_pullback {
-    struct nn_ctx *ctx;
+    struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
     const struct rnn_backend *be;
     struct nn__rnn_problem prob;
     unsigned flags;
@@ -73,8 +73,7 @@ struct nn_rnn_pullback {
     void *state;      /* the backend's (cuDNN: the reserve space) */
 };
 
-/* Live pullbacks, so that a consumed or foreign one is told apart from a real one. */
-static struct nn__ptrset live_pullbacks = NN__PTRSET_INIT;
+static const struct nn__pullback_kind pullback_kind = {"rnn"};
 
 /* ---------------------------------------------------------------------------------------------
  * Names and text form (docs/RNN.md)
@@ -548,7 +547,7 @@ static nn_status make_pullback(struct nn_ctx *ctx, const char *op, const struct 
         nn__host_free(pb);
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", op);
     }
-    pb->ctx = ctx;
+    pb->hdr.ctx = ctx; /* for free_pullback() before it is live */
     pb->be = be;
     pb->prob = *prob;
     pb->flags = flags;
@@ -563,7 +562,7 @@ static nn_status make_pullback(struct nn_ctx *ctx, const char *op, const struct 
 
 static void free_pullback(nn_rnn_pullback *pb)
 {
-    if (pb->state) pb->be->state_free(pb->ctx, pb->state);
+    if (pb->state) pb->be->state_free(pb->hdr.ctx, pb->state);
     nn__host_free(pb->lengths);
     nn__host_free(pb);
 }
@@ -621,9 +620,9 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
         if (pb) free_pullback(pb);
         return st;
     }
-    if (pb && nn__ptrset_add(&live_pullbacks, pb) != 0) {
+    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr)) != NN_OK) {
         free_pullback(pb);
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", op);
+        return st;
     }
     if (t0) verbose_line(ctx, op, be->name, &prob, lengths, 0, t0);
     if (pullback_out) *pullback_out = pb;
@@ -637,22 +636,7 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
 static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_rnn_pullback **pullback)
 {
     if (!pullback) return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL", op);
-    if (!*pullback)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: *pullback is NULL: it was already consumed by a backward call, freed, "
-                        "or never made (forward in inference mode)",
-                        op);
-    /* A live pullback stays live until this thread consumes it, so membership is enough. */
-    if (!nn__ptrset_contains(&live_pullbacks, *pullback))
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: *pullback (%p) is not a live pullback: already consumed or freed", op,
-                        (void *)*pullback);
-    if ((*pullback)->ctx != ctx)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: the pullback was made by a forward call with another context; use "
-                        "that context",
-                        op);
-    return NN_OK;
+    return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
 }
 
 nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
@@ -701,11 +685,7 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
 nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)
 {
     if (!pullback || !*pullback) return NN_OK;
-    if (!nn__ptrset_remove(&live_pullbacks, *pullback))
-        return NN__FAIL(NULL, NN_E_PULLBACK,
-                        "nn_rnn_pullback_free: *pullback (%p) is not a live pullback: already "
-                        "consumed or freed",
-                        (void *)*pullback);
+    NN__TRY(nn__pullback_remove("nn_rnn_pullback_free", &pullback_kind, *pullback));
     free_pullback(*pullback);
     *pullback = NULL;
     return NN_OK;

@@ -438,8 +438,9 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
 nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                      int64_t *numel)
 {
+    /* Inside a call (n > 0) the call's own entry answers, so a call builds one entry. */
     struct rnn_live *e;
-    NN__TRY(entry_get(ctx, p, 0, &e));
+    NN__TRY(entry_get(ctx, p, p->n > 0, &e));
     *numel = (int64_t)(e->weight_bytes / nn_dtype_size(p->dtype));
     return NN_OK;
 }

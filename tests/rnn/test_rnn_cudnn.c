@@ -255,3 +255,30 @@ Test(rnn_cudnn, verbose_line_standard_algorithm_with_varied_lengths_parses_back)
     cr_expect_eq(seen, 2);
     nn_ctx_destroy(r.ctx);
 }
+
+Test(rnn_cudnn, the_shape_record_persists_in_the_plan_file)
+{
+    NN_REQUIRE_GPU();
+    char path[] = "/tmp/nnprim_rnn_plans_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    struct run r;
+    setup(&r, make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32, 0), NN_DTYPE_F32);
+    cr_assert_eq(train_step(&r), NN_OK, "%s", nn_last_error()->message);
+    nn_plan_cache_stats st;
+    cr_assert_eq(nn_plan_cache_get_stats(r.ctx, &st), NN_OK);
+    cr_expect_geq(st.entries, 1);
+    cr_assert_eq(nn_plan_cache_save(r.ctx, path), NN_OK, "%s", nn_last_error()->message);
+    nn_ctx_destroy(r.ctx);
+    nn_ctx *ctx = make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32, 0);
+    cr_assert_eq(nn_plan_cache_load(ctx, path), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_plan_cache_get_stats(ctx, &st), NN_OK);
+    cr_expect_geq(st.records_loaded, 1);
+    setup(&r, ctx, NN_DTYPE_F32);
+    cr_assert_eq(train_step(&r), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_plan_cache_get_stats(ctx, &st), NN_OK);
+    cr_expect_geq(st.plans_rebuilt, 1, "the shape's entry was rebuilt from its loaded record");
+    unlink(path);
+    nn_ctx_destroy(ctx);
+}

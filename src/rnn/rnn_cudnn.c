@@ -234,13 +234,16 @@ static nn_status set_state_desc(struct nn_ctx *ctx, cudnnTensorDescriptor_t d, c
     return nn__cudnn_SetTensorNdDescriptor(ctx, d, dt, 3, dims, strides);
 }
 
-/* Offsets of every view, from cudnnGetRNNWeightParams on a made-up base address (the call only
- * does address arithmetic); the gates of one side must sit back to back in PyTorch's order
- * (measured on the H200, RNN.md), which is checked here rather than assumed. */
+/* Offsets of every view, from cudnnGetRNNWeightParams on a scratch weight space from the pool
+ * (the call only does address arithmetic on it, but gets a real device pointer); the gates of one
+ * side must sit back to back in PyTorch's order (measured on the H200, RNN.md), which is checked
+ * here rather than assumed. */
 static nn_status query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_live *e,
                                const struct nn__rnn_problem *p)
 {
-    const char *base = (const char *)(uintptr_t)(1ull << 32);
+    void *space;
+    NN__TRY(nn__dev_alloc(ctx, e->weight_bytes ? e->weight_bytes : 1, &space));
+    const char *base = space;
     size_t es = nn_dtype_size(p->dtype);
     cudnnTensorDescriptor_t md = NULL, bd = NULL;
     nn_status st = nn__cudnn_CreateTensorDescriptor(ctx, &md);
@@ -296,6 +299,7 @@ static nn_status query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_l
     }
     if (md) cudnnDestroyTensorDescriptor(md);
     if (bd) cudnnDestroyTensorDescriptor(bd);
+    nn__dev_free(ctx, space);
     return st;
 }
 

@@ -77,6 +77,7 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 static const struct nn__cache_kind *const cache_kinds[] = {
     &nn__cudnn_graph_plan_kind,
     &nn__rnn_cudnn_kind,
+    &nn__rnn_cudnn_dropout_kind,
 };
 #endif
 

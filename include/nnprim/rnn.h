@@ -200,8 +200,9 @@ typedef struct nn_rnn_pullback nn_rnn_pullback;
  *                     nn_rnn_backward() (NULL on failure). With a pullback and p.dropout > 0 the
  *                     call drops out. On the reference backend the mask is a function of
  *                     p.dropout_seed and the position only (change the seed each step for fresh
- *                     masks); on cuDNN it comes from the context's dropout state, initialised
- *                     from the seed at the first use of a seed, and advancing with each call.
+ *                     masks); on cuDNN it comes from cuDNN's random state, one per context and
+ *                     (p.dropout, p.dropout_seed), initialised from the seed once, so a fresh
+ *                     context repeats a run. The two backends' masks differ.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range, cx or cy with a
  *         cell other than LSTM, nonzero reserved fields, an output overlapping an input);
  *         NN_E_SHAPE (dims that do not agree with p: the message names the tensor and dim, the

@@ -1328,6 +1328,29 @@ nn_status nn__cudnn_SetDropoutDescriptor_at(struct nn_ctx *ctx, const char *file
     return NN_OK;
 }
 
+nn_status nn__cudnn_RestoreDropoutDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnDropoutDescriptor_t dropoutDesc, cudnnHandle_t handle, float dropout, void *states, size_t stateSizeInBytes, unsigned long long seed)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnRestoreDropoutDescriptor", "states", (const void *)states, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnRestoreDropoutDescriptor(dropoutDesc, handle, dropout, states, stateSizeInBytes, seed);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnRestoreDropoutDescriptor");
+        trace_ptr(&t, "dropoutDesc", (const void *)dropoutDesc);
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_float(&t, "dropout", (double)dropout);
+        trace_ptr(&t, "states", (const void *)states);
+        trace_uint(&t, "stateSizeInBytes", (unsigned long long)stateSizeInBytes);
+        trace_uint(&t, "seed", (unsigned long long)seed);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnRestoreDropoutDescriptor", file, line);
+    return NN_OK;
+}
+
 nn_status nn__cudnn_CreateRNNDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDescriptor_t *rnnDesc)
 {
     int traced = nn__verbose(ctx) >= 2;

@@ -153,6 +153,9 @@ nn_status nn__cudnn_DropoutGetStatesSize_at(struct nn_ctx *ctx, const char *file
 nn_status nn__cudnn_SetDropoutDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnDropoutDescriptor_t dropoutDesc, cudnnHandle_t handle, float dropout, void *states, size_t stateSizeInBytes, unsigned long long seed);
 #define nn__cudnn_SetDropoutDescriptor(ctx, ...) nn__cudnn_SetDropoutDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
+nn_status nn__cudnn_RestoreDropoutDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnDropoutDescriptor_t dropoutDesc, cudnnHandle_t handle, float dropout, void *states, size_t stateSizeInBytes, unsigned long long seed);
+#define nn__cudnn_RestoreDropoutDescriptor(ctx, ...) nn__cudnn_RestoreDropoutDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
 nn_status nn__cudnn_CreateRNNDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnRNNDescriptor_t *rnnDesc);
 #define nn__cudnn_CreateRNNDescriptor(ctx, ...) nn__cudnn_CreateRNNDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -103,12 +103,114 @@ static const char *record_invalid(const void *record, uint32_t blob_len)
     return NULL;
 }
 
+/* The dropout state (cuDNN's RNG states, about 2 MB, initialised by a kernel) is one per context
+ * and (probability, seed): an entry of its own kind, created once, and shared by every shape's
+ * descriptor through cudnnRestoreDropoutDescriptor (no new initialisation), as PyTorch shares
+ * its one state. The buffer is reference-counted, so a shape that uses it keeps it alive when the
+ * LRU evicts the dropout entry itself (a later miss then makes a fresh state). */
+struct drop_states {
+    int refs; /* the dropout entry's and each shape entry's; one context, one thread */
+    struct nn_ctx *ctx;
+    void *ptr;
+    size_t bytes;
+};
+
+static void states_unref(struct drop_states *d)
+{
+    if (!d || --d->refs > 0) return;
+    nn__dev_free(d->ctx, d->ptr);
+    nn__host_free(d);
+}
+
+struct drop_key {
+    double dropout;
+    uint64_t seed;
+    struct nn__cache_settings s;
+};
+
+static const struct nn__field drop_key_fields[] = {
+    NN__FIELD(struct drop_key, dropout, NN__FIELD_F64),
+    NN__FIELD(struct drop_key, seed, NN__FIELD_U64),
+    NN__CACHE_SETTINGS_FIELDS(struct drop_key, s),
+    NN__FIELD_END,
+};
+
+/* Nothing to rebuild from: the state is made from the key. */
+struct drop_record {
+    int32_t unused[2];
+};
+
+static const struct nn__field drop_record_fields[] = {
+    NN__FIELD(struct drop_record, unused, NN__FIELD_I32),
+    NN__FIELD_END,
+};
+
+static const char *drop_key_invalid(const void *key)
+{
+    const struct drop_key *k = key;
+    if (!(k->dropout > 0 && k->dropout < 1)) return "dropout";
+    return nn__cache_settings_invalid(&k->s);
+}
+
+static void drop_destroy(void *live)
+{
+    states_unref(live);
+}
+
+const struct nn__cache_kind nn__rnn_cudnn_dropout_kind = {
+    .id = NN__RNN_CUDNN_DROPOUT_KIND_ID,
+    .name = "rnn dropout state",
+    .key_size = sizeof(struct drop_key),
+    .key_fields = drop_key_fields,
+    .record_size = sizeof(struct drop_record),
+    .record_fields = drop_record_fields,
+    .key_invalid = drop_key_invalid,
+    .destroy = drop_destroy,
+};
+
+/* The context's state for (dropout, seed), made and initialised on first use. */
+static nn_status dropout_states(struct nn_ctx *ctx, cudnnHandle_t h, double dropout, uint64_t seed,
+                                struct drop_states **out)
+{
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    struct drop_key k;
+    memset(&k, 0, sizeof k);
+    k.dropout = dropout;
+    k.seed = seed;
+    nn__cache_settings_fill(ctx, &k.s);
+    struct drop_states *d = nn__cache_lookup(c, NN__RNN_CUDNN_DROPOUT_KIND_ID, &k, NULL);
+    if (d) {
+        *out = d;
+        return NN_OK;
+    }
+    d = nn__host_calloc(1, sizeof *d);
+    if (!d) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
+    d->refs = 1;
+    d->ctx = ctx;
+    cudnnDropoutDescriptor_t init = NULL;
+    nn_status st = nn__cudnn_DropoutGetStatesSize(ctx, h, &d->bytes);
+    if (st == NN_OK) st = nn__dev_alloc(ctx, d->bytes, &d->ptr);
+    if (st == NN_OK) st = nn__cudnn_CreateDropoutDescriptor(ctx, &init);
+    if (st == NN_OK)
+        st = nn__cudnn_SetDropoutDescriptor(ctx, init, h, (float)dropout, d->ptr, d->bytes, seed);
+    if (init) cudnnDestroyDropoutDescriptor(init);
+    struct drop_record rec = {{0, 0}};
+    if (st == NN_OK)
+        st = nn__cache_insert(ctx, c, NN__RNN_CUDNN_DROPOUT_KIND_ID, &k, &rec, NULL, 0, d);
+    if (st != NN_OK) {
+        states_unref(d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
 /* What one shape needs, built once. */
 struct rnn_live {
     struct nn_ctx *ctx; /* the dropout state goes back to its pool */
     cudnnRNNDescriptor_t rnn;
     cudnnDropoutDescriptor_t drop;
-    void *drop_states;
+    struct drop_states *states; /* shared with the context's dropout entry; NULL without dropout */
     cudnnRNNDataDescriptor_t xd, yd; /* NULL in a descriptor-only entry */
     cudnnTensorDescriptor_t hd, cd;
     cudnnDataType_t dtype;
@@ -128,7 +230,7 @@ static void live_destroy(void *p)
     if (e->cd) cudnnDestroyTensorDescriptor(e->cd);
     if (e->rnn) cudnnDestroyRNNDescriptor(e->rnn);
     if (e->drop) cudnnDestroyDropoutDescriptor(e->drop);
-    if (e->drop_states) nn__dev_free(e->ctx, e->drop_states);
+    states_unref(e->states);
     nn__host_free(e->offsets);
     nn__host_free(e->lengths);
     nn__host_free(e);
@@ -325,12 +427,13 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
         st = NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", op);
     if (st == NN_OK) st = nn__cudnn_CreateDropoutDescriptor(ctx, &e->drop);
     if (st == NN_OK && k->dropout > 0 && k->layers > 1) {
-        size_t bytes;
-        st = nn__cudnn_DropoutGetStatesSize(ctx, h, &bytes);
-        if (st == NN_OK) st = nn__dev_alloc(ctx, bytes, &e->drop_states);
-        if (st == NN_OK)
-            st = nn__cudnn_SetDropoutDescriptor(ctx, e->drop, h, (float)k->dropout, e->drop_states,
-                                                bytes, k->dropout_seed);
+        st = dropout_states(ctx, h, k->dropout, k->dropout_seed, &e->states);
+        if (st == NN_OK) {
+            e->states->refs++;
+            st = nn__cudnn_RestoreDropoutDescriptor(ctx, e->drop, h, (float)k->dropout,
+                                                    e->states->ptr, e->states->bytes,
+                                                    k->dropout_seed);
+        }
     } else if (st == NN_OK) {
         st = nn__cudnn_SetDropoutDescriptor(ctx, e->drop, h, 0.0f, NULL, 0, 0);
     }

@@ -95,10 +95,12 @@ void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state);
 
 #if NN_HAVE_CUDNN
 /* rnn_cudnn.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
- * listed in src/ctx.c's table). The same contracts as the _ref functions; *state is the reserve
- * space, which the backward call reads and changes (so a pullback is single-use). */
-#define NN__RNN_CUDNN_KIND_ID 4u
+ * both kinds listed in src/context.c's table). The same contracts as the _ref functions; *state is
+ * the reserve space, which the backward call reads and changes (so a pullback is single-use). */
+#define NN__RNN_CUDNN_KIND_ID         4u
+#define NN__RNN_CUDNN_DROPOUT_KIND_ID 5u
 extern const struct nn__cache_kind nn__rnn_cudnn_kind;
+extern const struct nn__cache_kind nn__rnn_cudnn_dropout_kind;
 nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                      int64_t *numel);
 nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,

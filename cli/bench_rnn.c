@@ -419,6 +419,7 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     print_us(host[1][STEP]);
     for (int p = 0; B->gpu && p < N_PASS; p++)
         printf(" %5.2f", us[0][p] / us[1][p]);
+    if (B->gpu) printf(" %6.2f", host[0][STEP] / host[1][STEP]);
     printf("  %s\n", text);
     fflush(stdout);
     free_shape(&s);
@@ -433,7 +434,7 @@ static int usage(FILE *to)
                 "line; without --shapes a few tiny ones run (bench/shapes_rnn_tiny.txt).\n"
                 "Columns: nnprim's GPU time per pass (fwd, bwd_data, bwd_weights = backward "
                 "minus its data pass, step), raw cuDNN's alike, host time per training step of "
-                "both, and nnprim / raw per pass.\n");
+                "both, and nnprim / raw per pass and for the step's host time.\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -485,6 +486,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
     if (B.gpu)
         for (int p = 0; p < N_PASS; p++)
             printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
+    if (B.gpu) printf(" %6s", "x_host");
     printf("  shape\n");
     int rc = 0;
     if (shapes) {

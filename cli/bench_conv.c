@@ -108,14 +108,14 @@ static double host_us(struct bench *B, struct shape_io *s, enum which k)
     return (nn_cli_now_us() - t0) / B->reps;
 }
 
-/* Raw cuDNN: the plan nnprim's forward just ran, executed with plain cudnnBackendExecute (GPU
+/* Raw cuDNN: the plan nnprim's forward runs, executed with plain cudnnBackendExecute (GPU
  * time, and host time per call back to back). -2: not applicable (no cuDNN context). */
 static double raw_measure(struct bench *B, struct shape_io *s, int host)
 {
 #if NN_HAVE_CUDNN
     if (!B->gpu) return -2;
-    if (call(B, s, FWD) != NN_OK) return -1;
-    struct nn_raw_plan *r = nn_raw_plan_take(B->ctx);
+    struct nn_raw_plan *r =
+        nn_raw_plan_take(B->ctx, &s->c.p, &s->x, &s->w, s->c.bias ? &s->b : NULL, &s->y);
     if (!r) return -1;
     double us = host ? nn_raw_plan_host_us(r, B->reps) : nn_raw_plan_gpu_us(r, B->warmup, B->reps);
     nn_raw_plan_free(r);

@@ -11,6 +11,7 @@ static int usage(FILE *to)
 {
     fprintf(to,
             "usage: nnprim check [--ref-only] [--shapes FILE | CASE TOKENS...]\n"
+            "       nnprim check rnn ... (recurrent layers; nnprim check rnn --help)\n"
             "\n"
             "Runs the convolution correctness harness: the reference backend's gradients against\n"
             "central finite differences (f64) and guard bytes around every output; with a GPU,\n"
@@ -84,6 +85,7 @@ static int run_file(struct runner *r, const char *path)
 
 int nn_cli_check(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "rnn")) return nn_cli_check_rnn(argc - 1, argv + 1);
     struct runner r = {0};
     const char *shapes = NULL;
     int first_case = argc, ref_only = 0;

@@ -4,9 +4,11 @@
 #define NN_CLI_CLI_H
 
 int nn_cli_check(int argc, char **argv);
+int nn_cli_check_rnn(int argc, char **argv);
 int nn_cli_tune(int argc, char **argv);
 int nn_cli_bench_conv(int argc, char **argv);
 int nn_cli_bench_mem(int argc, char **argv);
 int nn_cli_bench_pool(int argc, char **argv);
+int nn_cli_bench_rnn(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@
  *   plan_cache.h  the context's plan cache: save, load, clear, statistics
  *   mem.h      the device memory pool: settings, statistics, trim, event log, raw allocations
  *   conv.h     convolution forward and backward, pullbacks
+ *   rnn.h      recurrent layers (RNN, LSTM, GRU) forward and backward, packed weights, pullbacks
  */
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
@@ -23,5 +24,6 @@
 #include "plan_cache.h"
 #include "mem.h"
 #include "conv.h"
+#include "rnn.h"
 
 #endif /* NNPRIM_NNPRIM_H */

@@ -13,7 +13,7 @@
 
 #include <cudnn.h>
 
-#include "cudnn/graph_cudnn.h"
+#include "cudnn/graph_types_cudnn.h"
 
 struct nn_ctx;
 

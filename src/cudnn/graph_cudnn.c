@@ -11,6 +11,7 @@
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/describe_cudnn.h"
 #include "cudnn/graph_cudnn.h"
+#include "mem/mem.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Pure helpers
@@ -1084,4 +1085,21 @@ nn_status nn__cudnn_plan_execute(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(variant_pack(ctx, p, ptrs, workspace));
     return nn__cudnn_BackendExecute(ctx, h, p->plan, p->vp);
+}
+
+nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
+                             const struct nn__cudnn_args *args)
+{
+    int64_t bytes = nn__cudnn_plan_workspace(plan);
+    void *ws = NULL;
+    if (bytes > 0) {
+        uint64_t t0 = nn__verbose(ctx) >= 2 ? nn__now_ns() : 0;
+        NN__TRY(nn__dev_alloc(ctx, (size_t)bytes, &ws));
+        if (t0)
+            nn__log("workspace: %lld bytes from the pool in %.3f ms", (long long)bytes,
+                    (double)(nn__now_ns() - t0) / 1e6);
+    }
+    nn_status st = nn__cudnn_plan_execute(ctx, plan, args, ws);
+    nn_status fst = nn__dev_free(ctx, ws);
+    return st != NN_OK ? st : fst;
 }

@@ -13,6 +13,8 @@
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
+const struct nn__cache_kind nn__cudnn_graph_plan_kind = NN__PLAN_KIND_INIT(nn__cudnn_plan_destroy);
+
 const char *nn__plan_source_name(enum nn__plan_source s)
 {
     switch (s) {
@@ -171,12 +173,12 @@ int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_g
     return 0;
 }
 
-static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search_stats *s)
+static void count_search(struct nn__cache *c, const struct nn__cudnn_search_stats *s)
 {
     for (int i = 0; i < s->heuristic_queries; i++)
-        nn__plan_cache_count(c, NN__PC_HEURISTIC_QUERY);
+        nn__cache_count(c, NN__PC_HEURISTIC_QUERY);
     for (int i = 0; i < s->plans_built; i++)
-        nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
+        nn__cache_count(c, NN__PC_PLAN_BUILT);
 }
 
 /* A record holds two engine choices (the tuned one and its quick alternate) as (engine, knob
@@ -241,7 +243,7 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
  * the tuned configuration on the background builder. NN_OK with *plan NULL: not taken (no
  * alternate, not allowed, or the alternate did not build; the failure is forgotten and the tuned
  * plan is rebuilt in the foreground). */
-static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
+static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c,
                              const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, const struct nn__plan_record *known,
                              struct nn__cudnn_plan **plan)
@@ -278,8 +280,8 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
         ctx->last_error = keep;
         return NN_OK;
     }
-    nn__plan_cache_count(c, NN__PC_REBUILT);
-    nn__plan_cache_count(c, NN__PC_QUICK);
+    nn__cache_count(c, NN__PC_REBUILT);
+    nn__cache_count(c, NN__PC_QUICK);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: quick alternate engine %lld rebuilt in %.3f ms; tuned engine %lld "
                 "(slowest rebuild seen %.1f ms, -1 = none yet) queued for the background",
@@ -291,7 +293,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
  * copied into *out (json duplicated into *json, the caller's to free), because inserting the
  * rebuilt plan supersedes the cache's copy. NN_OK with *plan NULL: the record no longer builds
  * (it is dropped, and the failure forgotten). */
-static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
+static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
                                const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                                const struct nn__cudnn_filter *f, struct nn__cudnn_plan **plan,
                                struct nn__plan_record *out, char **json, int *quick)
@@ -345,7 +347,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
     out->workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
     double ms = (double)(nn__now_ns() - t0) / 1e6;
     if (ms > out->build_ms) out->build_ms = ms; /* the slowest seen: a fresh process's */
-    nn__plan_cache_count(c, NN__PC_REBUILT);
+    nn__cache_count(c, NN__PC_REBUILT);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: engine %lld rebuilt from its %s in %.3f ms (workspace %llu bytes)",
                 (long long)out->engine, how, ms, (unsigned long long)out->workspace);
@@ -518,7 +520,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
  * answers the calls before the tuned plan is built). */
 static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, struct nn__engine_choice *out,
-                             struct nn__plan_cache *c)
+                             struct nn__cache *c)
 {
     nn_error_info keep = ctx->last_error;
     struct nn__cudnn_filter pf = *f;
@@ -540,7 +542,7 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
  * workspace); if there is none and the tuned engine is
  * runtime-compiled, the first precompiled config in heuristic order. quick->engine -1: none.
  * Whether a process uses it is decided when it rebuilds the record (start_quick). */
-static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
+static nn_status choose_quick(struct nn_ctx *ctx, struct nn__cache *c,
                               const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
                               const struct nn__engine_choice *ch,
                               const struct nn__plan_candidate *t, int n, int besti,
@@ -563,10 +565,10 @@ static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     return NN_OK;
 }
 
-static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
-                        const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
-                        const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                        double *time_us, struct nn__engine_choice *quick, enum nn__plan_source *src)
+static nn_status search(struct nn_ctx *ctx, struct nn__cache *c, const struct nn__cudnn_graph *g,
+                        const struct nn__cudnn_filter *f, const struct nn__plan_args *a,
+                        struct nn__cudnn_plan **plan, double *time_us,
+                        struct nn__engine_choice *quick, enum nn__plan_source *src)
 {
     struct nn__cudnn_search_stats ss;
     memset(&ss, 0, sizeof ss);
@@ -604,7 +606,7 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     }
     nn__host_free(t);
     nn__host_free(ch);
-    if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
+    if (st == NN_OK) nn__cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
     return st;
 }
@@ -621,7 +623,7 @@ struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn
 
 struct prebuild_walk {
     struct nn_ctx *ctx;
-    struct nn__plan_cache *c;
+    struct nn__cache *c;
     size_t room;    /* plans the cache can still take */
     int queued;     /* jobs queued */
     nn_status fail; /* why queuing stopped, NN_OK if it did not */
@@ -651,8 +653,8 @@ static int prebuild_one(void *arg, const struct nn__plan_key *key,
 void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
 {
     if (!ctx->settings.background_builds || !ctx->settings.prebuild_plans) return;
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
-    size_t cap = (size_t)nn__plan_cache_capacity(c), live = nn__plan_cache_size(c);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    size_t cap = (size_t)nn__cache_capacity(c), live = nn__cache_size(c);
     struct prebuild_walk w = {ctx, c, cap > live ? cap - live : 0, 0, NN_OK};
     nn_error_info keep = ctx->last_error;
     nn__plan_cache_visit(c, prebuild_one, &w);
@@ -671,7 +673,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
                              const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
                              struct nn__cudnn_plan **plan, enum nn__plan_source *src)
 {
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     *plan = nn__cudnn_plan_lookup(ctx, key);
     if (*plan) {
         *src = NN__PLAN_HIT;
@@ -697,7 +699,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
         if (st == NN_OK) st = record_of(ctx, p, us, &qc, &rec, &json);
     }
     nn__cudnn_graph_destroy(g);
-    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p, nn__cudnn_plan_destroy);
+    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p);
     nn__host_free(json);
     if (st != NN_OK) {
         nn__cudnn_plan_destroy(p);
@@ -705,21 +707,4 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
     }
     *plan = p;
     return NN_OK;
-}
-
-nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
-                             const struct nn__cudnn_args *args)
-{
-    int64_t bytes = nn__cudnn_plan_workspace(plan);
-    void *ws = NULL;
-    if (bytes > 0) {
-        uint64_t t0 = nn__verbose(ctx) >= 2 ? nn__now_ns() : 0;
-        NN__TRY(nn__dev_alloc(ctx, (size_t)bytes, &ws));
-        if (t0)
-            nn__log("workspace: %lld bytes from the pool in %.3f ms", (long long)bytes,
-                    (double)(nn__now_ns() - t0) / 1e6);
-    }
-    nn_status st = nn__cudnn_plan_execute(ctx, plan, args, ws);
-    nn_status fst = nn__dev_free(ctx, ws);
-    return st != NN_OK ? st : fst;
 }

@@ -254,8 +254,8 @@ Test(conv_harness, comparison_tolerances)
 Test(conv_harness_gpu, cudnn_matches_reference)
 {
     NN_REQUIRE_GPU();
-#if !NN__CONV_CUDNN_PATH
-    cr_skip_test("the cuDNN convolution path (src/conv/conv_cudnn.c) is not built yet");
+#if !NN_HAVE_CUDNN
+    cr_skip_test("this build of nnprim has no cuDNN");
 #endif
     nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
     nn_ctx *strict = make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32);

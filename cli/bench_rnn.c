@@ -1,0 +1,513 @@
+/* `nnprim bench rnn`: time the recurrent passes per shape, nnprim against raw cuDNN.
+ *
+ * Passes: forward (training), backward-data, backward-weights and the whole training step
+ * (forward, data, weights). nnprim's backward-data is nn_rnn_backward without dw; its
+ * backward-weights is not a call of its own (nn_rnn_backward always runs the data pass first, the
+ * only order cuDNN gets right), so its column is backward (data and weights) minus
+ * backward-data. The raw column runs the same cuDNN calls with descriptors, workspace and reserve
+ * set up once, outside the timing, so the difference is nnprim's own cost.
+ *
+ * Timing alike on both sides: every timed pass sits between a CUDA event pair on the context's
+ * stream, passes issued back to back; what a pass needs first (a forward before a backward) is
+ * queued before the first event, untimed; the figure is the median over the repetitions after
+ * warm-up passes. Host time per call is the host clock around the timed call itself. On a
+ * reference context the host clock times everything and the raw columns are "-". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_config.h"
+#include "cli/bench_util.h"
+#include "cli/cli.h"
+#include "tests/harness/rnn_case.h"
+
+#if NN_HAVE_CUDNN
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#endif
+
+static const char *const small_shapes[] = {
+    "lstm t2n1i8h8 l1 uni",
+    "lstm t10n4i32h32 l2 bidir",
+    "gru t10n4i32h32 l1 uni lens10x7x3x1",
+    "tanh t10n4i32h32 l1 uni",
+};
+
+enum pass { FWD, DATA, WEIGHTS, STEP, N_PASS };
+static const char *const pass_names[N_PASS] = {"fwd", "data", "weights", "step"};
+
+struct shape {
+    nn_ctx *ctx;
+    struct nn_rnn_case c;
+    nn_tensor x, hx, cx, w, y, hy, cy, dy, dx, dhx, dcx, dw;
+    nn_rnn_pullback *pb;
+#if NN_HAVE_CUDNN
+    struct raw *raw;
+#endif
+};
+
+/* One side's passes: prep (untimed, queued first), the timed call, post (untimed). */
+struct side {
+    int (*prep)(struct shape *, enum pass);
+    int (*run)(struct shape *, enum pass);
+    int (*post)(struct shape *, enum pass);
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * nnprim
+ */
+
+static const int32_t *lengths_of(const struct shape *s)
+{
+    return s->c.has_lengths ? s->c.lengths : NULL;
+}
+
+static int nn_fwd(struct shape *s)
+{
+    return nn_rnn_forward(s->ctx, &s->c.p, &s->x, lengths_of(s), &s->hx,
+                          s->c.p.cell == NN_RNN_LSTM ? &s->cx : NULL, &s->w, &s->y, &s->hy,
+                          s->c.p.cell == NN_RNN_LSTM ? &s->cy : NULL, &s->pb) != NN_OK;
+}
+
+static int nn_bwd(struct shape *s, int with_dw)
+{
+    int lstm = s->c.p.cell == NN_RNN_LSTM;
+    return nn_rnn_backward(s->ctx, &s->pb, &s->dy, NULL, NULL, &s->dx, &s->dhx,
+                           lstm ? &s->dcx : NULL, with_dw ? &s->dw : NULL) != NN_OK;
+}
+
+static int nn_prep(struct shape *s, enum pass p)
+{
+    return p == DATA || p == WEIGHTS ? nn_fwd(s) : 0;
+}
+
+static int nn_run(struct shape *s, enum pass p)
+{
+    switch (p) {
+    case FWD: return nn_fwd(s);
+    case DATA: return nn_bwd(s, 0);
+    case WEIGHTS: return nn_bwd(s, 1); /* data + weights; the weights part is derived */
+    case STEP: return nn_fwd(s) || nn_bwd(s, 1);
+    default: return 1;
+    }
+}
+
+static int nn_post(struct shape *s, enum pass p)
+{
+    (void)p;
+    return nn_rnn_pullback_free(&s->pb) != NN_OK;
+}
+
+static const struct side nnprim_side = {nn_prep, nn_run, nn_post};
+
+/* ---------------------------------------------------------------------------------------------
+ * Raw cuDNN: the same calls with everything set up once
+ */
+
+#if NN_HAVE_CUDNN
+struct raw {
+    cudnnHandle_t h;
+    cudnnRNNDescriptor_t rnn;
+    cudnnDropoutDescriptor_t drop;
+    cudnnRNNDataDescriptor_t xd, yd;
+    cudnnTensorDescriptor_t hd, cd;
+    size_t wbytes, ws_bytes, rs_bytes;
+    void *ws, *rs;
+    int lstm;
+};
+
+#define RAW_TRY(call)                                                                              \
+    do {                                                                                           \
+        cudnnStatus_t st_ = (call);                                                                \
+        if (st_ != CUDNN_STATUS_SUCCESS) {                                                         \
+            fprintf(stderr, "# raw cuDNN: %s: %s\n", #call, cudnnGetErrorString(st_));             \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static cudnnDataType_t raw_dtype(nn_dtype d)
+{
+    return d == NN_DTYPE_F64    ? CUDNN_DATA_DOUBLE
+           : d == NN_DTYPE_F16  ? CUDNN_DATA_HALF
+           : d == NN_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                : CUDNN_DATA_FLOAT;
+}
+
+static void raw_free(struct raw *r)
+{
+    if (!r) return;
+    if (r->xd) cudnnDestroyRNNDataDescriptor(r->xd);
+    if (r->yd) cudnnDestroyRNNDataDescriptor(r->yd);
+    if (r->hd) cudnnDestroyTensorDescriptor(r->hd);
+    if (r->cd) cudnnDestroyTensorDescriptor(r->cd);
+    if (r->rnn) cudnnDestroyRNNDescriptor(r->rnn);
+    if (r->drop) cudnnDestroyDropoutDescriptor(r->drop);
+    if (r->ws) cudaFree(r->ws);
+    if (r->rs) cudaFree(r->rs);
+    if (r->h) cudnnDestroy(r->h);
+    free(r);
+}
+
+/* Descriptors as a careful cuDNN user would set them for this case (no dropout: the bench runs
+ * without). */
+static int raw_setup(struct shape *s, struct raw *r)
+{
+    const nn_rnn_params *p = &s->c.p;
+    nn_settings set;
+    nn_ctx_get_settings(s->ctx, &set);
+    cudnnDataType_t dt = raw_dtype(s->c.dtype), prec = CUDNN_DATA_FLOAT;
+    cudnnMathType_t math = set.math_mode == NN_MATH_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    if (s->c.dtype == NN_DTYPE_F64) prec = CUDNN_DATA_DOUBLE, math = CUDNN_DEFAULT_MATH;
+    if (s->c.dtype == NN_DTYPE_F16 || s->c.dtype == NN_DTYPE_BF16) math = CUDNN_TENSOR_OP_MATH;
+    static const cudnnRNNMode_t modes[] = {CUDNN_RNN_RELU, CUDNN_RNN_TANH, CUDNN_LSTM, CUDNN_GRU};
+    static const cudnnRNNBiasMode_t biases[] = {CUDNN_RNN_NO_BIAS, CUDNN_RNN_SINGLE_INP_BIAS,
+                                                CUDNN_RNN_SINGLE_REC_BIAS, CUDNN_RNN_DOUBLE_BIAS};
+    int D = p->bidirectional ? 2 : 1, O = (int)(p->proj_size ? p->proj_size : p->hidden_size);
+    int T = (int)s->c.t, N = (int)s->c.n, L = (int)p->num_layers, H = (int)p->hidden_size;
+    r->lstm = p->cell == NN_RNN_LSTM;
+    RAW_TRY(cudnnCreate(&r->h));
+    RAW_TRY(cudnnSetStream(r->h, (cudaStream_t)nn_ctx_stream(s->ctx)));
+    RAW_TRY(cudnnCreateDropoutDescriptor(&r->drop));
+    RAW_TRY(cudnnSetDropoutDescriptor(r->drop, r->h, 0, NULL, 0, 0));
+    RAW_TRY(cudnnCreateRNNDescriptor(&r->rnn));
+    RAW_TRY(cudnnSetRNNDescriptor_v8(
+        r->rnn, CUDNN_RNN_ALGO_STANDARD, modes[p->cell], biases[p->bias_mode],
+        D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+        p->input_mode == NN_RNN_INPUT_SKIP ? CUDNN_SKIP_INPUT : CUDNN_LINEAR_INPUT, dt, prec, math,
+        (int32_t)p->input_size, H, O, L, r->drop, CUDNN_RNN_PADDED_IO_ENABLED));
+    if (p->clip_enabled)
+        RAW_TRY(cudnnRNNSetClip_v9(r->rnn, CUDNN_RNN_CLIP_MINMAX, p->clip_lo, p->clip_hi));
+    RAW_TRY(cudnnGetRNNWeightSpaceSize(r->h, r->rnn, &r->wbytes));
+    int *lens = malloc((size_t)N * sizeof *lens);
+    if (!lens) return -1;
+    for (int i = 0; i < N; i++)
+        lens[i] = s->c.has_lengths ? s->c.lengths[i] : T;
+    double zero = 0;
+    cudnnRNNDataLayout_t layout = p->layout == NN_RNN_BATCH_MAJOR
+                                      ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
+                                      : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+    cudnnStatus_t st = cudnnCreateRNNDataDescriptor(&r->xd);
+    if (!st) st = cudnnCreateRNNDataDescriptor(&r->yd);
+    if (!st)
+        st = cudnnSetRNNDataDescriptor(r->xd, dt, layout, T, N, (int)p->input_size, lens, &zero);
+    if (!st) st = cudnnSetRNNDataDescriptor(r->yd, dt, layout, T, N, D * O, lens, &zero);
+    free(lens);
+    RAW_TRY(st);
+    int hdims[3] = {L * D, N, O}, hstr[3] = {N * O, O, 1}, cdims[3] = {L * D, N, H},
+        cstr[3] = {N * H, H, 1};
+    RAW_TRY(cudnnCreateTensorDescriptor(&r->hd));
+    RAW_TRY(cudnnSetTensorNdDescriptor(r->hd, dt, 3, hdims, hstr));
+    RAW_TRY(cudnnCreateTensorDescriptor(&r->cd));
+    RAW_TRY(cudnnSetTensorNdDescriptor(r->cd, dt, 3, cdims, cstr));
+    RAW_TRY(cudnnGetRNNTempSpaceSizes(r->h, r->rnn, CUDNN_FWD_MODE_TRAINING, r->xd, &r->ws_bytes,
+                                      &r->rs_bytes));
+    if ((r->ws_bytes && cudaMalloc(&r->ws, r->ws_bytes) != cudaSuccess) ||
+        (r->rs_bytes && cudaMalloc(&r->rs, r->rs_bytes) != cudaSuccess))
+        return -1;
+    return 0;
+}
+
+static int raw_fwd(struct shape *s)
+{
+    struct raw *r = s->raw;
+    return cudnnRNNForward(r->h, r->rnn, CUDNN_FWD_MODE_TRAINING, NULL, r->xd, s->x.data, r->yd,
+                           s->y.data, r->hd, s->hx.data, s->hy.data, r->cd,
+                           r->lstm ? s->cx.data : NULL, r->lstm ? s->cy.data : NULL, r->wbytes,
+                           s->w.data, r->ws_bytes, r->ws, r->rs_bytes, r->rs) != 0;
+}
+
+static int raw_data(struct shape *s)
+{
+    struct raw *r = s->raw;
+    return cudnnRNNBackwardData_v8(r->h, r->rnn, NULL, r->yd, s->y.data, s->dy.data, r->xd,
+                                   s->dx.data, r->hd, s->hx.data, NULL, s->dhx.data, r->cd,
+                                   r->lstm ? s->cx.data : NULL, NULL, r->lstm ? s->dcx.data : NULL,
+                                   r->wbytes, s->w.data, r->ws_bytes, r->ws, r->rs_bytes,
+                                   r->rs) != 0;
+}
+
+static int raw_weights(struct shape *s)
+{
+    struct raw *r = s->raw;
+    /* overwrite, as nnprim's: cuDNN only adds */
+    return cudaMemsetAsync(s->dw.data, 0, r->wbytes, (cudaStream_t)nn_ctx_stream(s->ctx)) != 0 ||
+           cudnnRNNBackwardWeights_v8(r->h, r->rnn, CUDNN_WGRAD_MODE_ADD, NULL, r->xd, s->x.data,
+                                      r->hd, s->hx.data, r->yd, s->y.data, r->wbytes, s->dw.data,
+                                      r->ws_bytes, r->ws, r->rs_bytes, r->rs) != 0;
+}
+
+static int raw_prep(struct shape *s, enum pass p)
+{
+    if (p == DATA) return raw_fwd(s);
+    if (p == WEIGHTS) return raw_fwd(s) || raw_data(s);
+    return 0;
+}
+
+static int raw_run(struct shape *s, enum pass p)
+{
+    switch (p) {
+    case FWD: return raw_fwd(s);
+    case DATA: return raw_data(s);
+    case WEIGHTS: return raw_weights(s);
+    case STEP: return raw_fwd(s) || raw_data(s) || raw_weights(s);
+    default: return 1;
+    }
+}
+
+static int raw_post(struct shape *s, enum pass p)
+{
+    (void)s;
+    (void)p;
+    return 0;
+}
+
+static const struct side raw_side = {raw_prep, raw_run, raw_post};
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Timing
+ */
+
+struct bench {
+    nn_ctx *ctx;
+    int gpu, reps, warmup;
+};
+
+/* Median time of the pass (GPU with events, or host) and mean host time of the timed call, in
+ * microseconds; -1 on failure. */
+static int time_pass(struct bench *B, struct shape *s, const struct side *side, enum pass p,
+                     double *gpu_us, double *host_us)
+{
+    int n = B->warmup + B->reps, ok = 1;
+    double *t = calloc((size_t)n, sizeof *t), host = 0;
+#if NN_HAVE_CUDNN
+    cudaEvent_t *ev = B->gpu ? calloc((size_t)n * 2, sizeof *ev) : NULL;
+    cudaStream_t stream = (cudaStream_t)nn_ctx_stream(B->ctx);
+    int made = 0;
+    ok = t && (!B->gpu || ev);
+    for (; ok && B->gpu && made < 2 * n; made++)
+        ok = cudaEventCreate(&ev[made]) == cudaSuccess;
+    if (!ok && made) made--;
+#else
+    ok = t != NULL;
+#endif
+    for (int i = 0; i < n && ok; i++) {
+        ok = side->prep(s, p) == 0;
+#if NN_HAVE_CUDNN
+        if (ok && B->gpu) ok = cudaEventRecord(ev[2 * i], stream) == cudaSuccess;
+#endif
+        double t0 = nn_cli_now_us();
+        ok = ok && side->run(s, p) == 0;
+        double dt = nn_cli_now_us() - t0;
+        if (i >= B->warmup) host += dt, t[i] = dt;
+#if NN_HAVE_CUDNN
+        if (ok && B->gpu) ok = cudaEventRecord(ev[2 * i + 1], stream) == cudaSuccess;
+#endif
+        ok = ok && side->post(s, p) == 0;
+    }
+    ok = ok && nn_ctx_synchronize(B->ctx) == NN_OK;
+#if NN_HAVE_CUDNN
+    for (int i = B->warmup; ok && B->gpu && i < n; i++) {
+        float ms;
+        ok = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == cudaSuccess;
+        t[i] = (double)ms * 1e3;
+    }
+    for (int i = 0; i < made; i++)
+        cudaEventDestroy(ev[i]);
+    free(ev);
+#endif
+    if (ok) {
+        *gpu_us = nn_cli_median(t + B->warmup, B->reps);
+        *host_us = host / B->reps;
+    }
+    free(t);
+    if (!ok) nn_rnn_pullback_free(&s->pb);
+    return ok ? 0 : -1;
+}
+
+static void free_shape(struct shape *s)
+{
+    nn_tensor *all[] = {&s->x,  &s->hx, &s->cx, &s->w,   &s->y,   &s->hy,
+                        &s->cy, &s->dy, &s->dx, &s->dhx, &s->dcx, &s->dw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) nn_tensor_free(s->ctx, all[i]);
+#if NN_HAVE_CUDNN
+    raw_free(s->raw);
+#endif
+}
+
+static nn_status alloc_shape(struct shape *s)
+{
+    const nn_rnn_params *p = &s->c.p;
+    int64_t D = p->bidirectional ? 2 : 1, O = p->proj_size ? p->proj_size : p->hidden_size, nw;
+    int seq = p->layout == NN_RNN_SEQ_MAJOR;
+    int64_t xd[3] = {seq ? s->c.t : s->c.n, seq ? s->c.n : s->c.t, p->input_size};
+    int64_t yd[3] = {xd[0], xd[1], D * O}, hd[3] = {p->num_layers * D, s->c.n, O};
+    int64_t cd[3] = {p->num_layers * D, s->c.n, p->hidden_size};
+    nn_status st = nn_rnn_weights_size(s->ctx, p, s->c.dtype, &nw);
+    struct {
+        nn_tensor *t;
+        int rank;
+        const int64_t *dims;
+    } all[] = {{&s->x, 3, xd},  {&s->hx, 3, hd},  {&s->cx, 3, cd},  {&s->w, 1, &nw},
+               {&s->y, 3, yd},  {&s->hy, 3, hd},  {&s->cy, 3, cd},  {&s->dy, 3, yd},
+               {&s->dx, 3, xd}, {&s->dhx, 3, hd}, {&s->dcx, 3, cd}, {&s->dw, 1, &nw}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && st == NN_OK; i++) {
+        st = nn_tensor_empty(s->ctx, s->c.dtype, all[i].rank, all[i].dims, all[i].t);
+        if (st == NN_OK)
+            st = nn_tensor_fill_uniform(s->ctx, all[i].t, i == 3 ? -0.1 : -1, i == 3 ? 0.1 : 1,
+                                        100 + i);
+    }
+    return st;
+}
+
+static void print_us(double us)
+{
+    if (isnan(us))
+        printf(" %11s", "error");
+    else if (isinf(us))
+        printf(" %11s", "-");
+    else
+        printf(" %11.1f", us);
+}
+
+static int bench_line(struct bench *B, const char *line, const char *where)
+{
+    static struct shape s;
+    memset(&s, 0, sizeof s);
+    s.ctx = B->ctx;
+    char err[256];
+    static char text[16384];
+    int got = nn_rnn_case_parse_line(line, &s.c, err, sizeof err);
+    if (got < 0) {
+        fprintf(stderr, "nnprim bench rnn: %s: %s\n", where, err);
+        return -1;
+    }
+    if (got == 0) return 0;
+    s.c.p.dropout = 0; /* masks cost alike on both sides; the bench compares the rest */
+    s.c.p.flags = 0;
+    nn_rnn_case_format(&s.c, text, sizeof text);
+    if (alloc_shape(&s) != NN_OK) {
+        printf("# %s: %s\n", text, nn_last_error()->message);
+        free_shape(&s);
+        return 1;
+    }
+    /* NAN: the pass failed; INFINITY: not measured on this backend */
+    double us[2][N_PASS], host[2][N_PASS];
+    for (int side = 0; side < 2; side++)
+        for (int p = 0; p < N_PASS; p++)
+            us[side][p] = host[side][p] = INFINITY;
+    for (int p = 0; p < N_PASS; p++)
+        if (time_pass(B, &s, &nnprim_side, (enum pass)p, &us[0][p], &host[0][p]))
+            us[0][p] = host[0][p] = NAN;
+    us[0][WEIGHTS] -= us[0][DATA]; /* backward minus its data pass */
+    host[0][WEIGHTS] -= host[0][DATA];
+#if NN_HAVE_CUDNN
+    if (B->gpu) {
+        s.raw = calloc(1, sizeof *s.raw);
+        int ok = s.raw && raw_setup(&s, s.raw) == 0;
+        for (int p = 0; p < N_PASS; p++)
+            if (!ok || time_pass(B, &s, &raw_side, (enum pass)p, &us[1][p], &host[1][p]))
+                us[1][p] = host[1][p] = NAN;
+    }
+#endif
+    for (int side = 0; side < 2; side++)
+        for (int p = 0; p < N_PASS; p++)
+            print_us(us[side][p]);
+    print_us(host[0][STEP]);
+    print_us(host[1][STEP]);
+    for (int p = 0; B->gpu && p < N_PASS; p++)
+        printf(" %5.2f", us[0][p] / us[1][p]);
+    if (B->gpu) printf(" %6.2f", host[0][STEP] / host[1][STEP]);
+    printf("  %s\n", text);
+    fflush(stdout);
+    free_shape(&s);
+    return 0;
+}
+
+static int usage(FILE *to)
+{
+    fprintf(to, "usage: nnprim bench rnn [--shapes FILE] [--reps N] [--warmup N] "
+                "[--backend ref|cudnn] [--math strict|tf32]\n"
+                "Shapes use the docs/RNN.md syntax (or whole NNPRIM_VERBOSE=1 lines), one per "
+                "line; without --shapes a few tiny ones run (bench/shapes_rnn_tiny.txt).\n"
+                "Columns: nnprim's GPU time per pass (fwd, bwd_data, bwd_weights = backward "
+                "minus its data pass, step), raw cuDNN's alike, host time per training step of "
+                "both, and nnprim / raw per pass and for the step's host time.\n");
+    return to == stdout ? 0 : 2;
+}
+
+int nn_cli_bench_rnn(int argc, char **argv)
+{
+    nn_settings set;
+    if (nn_default_settings(&set) != NN_OK) return 1;
+    const char *shapes = NULL;
+    int reps = 0, warmup = -1;
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
+        if (!v) return usage(stderr);
+        if (!strcmp(a, "--shapes"))
+            shapes = v;
+        else if (!strcmp(a, "--reps"))
+            reps = atoi(v);
+        else if (!strcmp(a, "--warmup"))
+            warmup = atoi(v);
+        else if (!strcmp(a, "--backend") && !strcmp(v, "ref"))
+            set.backend = NN_BACKEND_REF;
+        else if (!strcmp(a, "--backend") && !strcmp(v, "cudnn"))
+            set.backend = NN_BACKEND_CUDNN;
+        else if (!strcmp(a, "--math") && (!strcmp(v, "strict") || !strcmp(v, "tf32")))
+            set.math_mode = !strcmp(v, "tf32") ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
+        else
+            return usage(stderr);
+    }
+    struct bench B = {0};
+    if (nn_ctx_create(&B.ctx, &set) != NN_OK) {
+        fprintf(stderr, "nnprim bench rnn: cannot create a context: %s\n",
+                nn_last_error()->message);
+        return 1;
+    }
+    B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
+    B.reps = reps > 0 ? reps : B.gpu ? 30 : 3;
+    B.warmup = warmup >= 0 ? warmup : B.gpu ? 5 : 1;
+    printf("# nnprim bench rnn: backend %s, math %s, timing %s, median of %d after %d warm-up, "
+           "microseconds\n",
+           B.gpu ? "cudnn" : "ref", set.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
+           B.gpu ? "CUDA events" : "host clock", B.reps, B.warmup);
+    for (int side = 0; side < 2; side++)
+        for (int p = 0; p < N_PASS; p++) {
+            char title[32];
+            snprintf(title, sizeof title, "%s%s", side ? "raw_" : "", pass_names[p]);
+            printf(" %11s", title);
+        }
+    printf(" %11s %11s", "host_step", "raw_host");
+    if (B.gpu)
+        for (int p = 0; p < N_PASS; p++)
+            printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
+    if (B.gpu) printf(" %6s", "x_host");
+    printf("  shape\n");
+    int rc = 0;
+    if (shapes) {
+        FILE *f = fopen(shapes, "r");
+        if (!f) {
+            fprintf(stderr, "nnprim bench rnn: cannot open %s\n", shapes);
+            rc = 1;
+        } else {
+            static char line[16384];
+            char where[600];
+            int lineno = 0;
+            while (rc == 0 && fgets(line, sizeof line, f)) {
+                snprintf(where, sizeof where, "%s:%d", shapes, ++lineno);
+                if (bench_line(&B, line, where) < 0) rc = 2;
+            }
+            fclose(f);
+        }
+    } else {
+        for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
+            bench_line(&B, small_shapes[i], "built-in shape");
+    }
+    nn_ctx_destroy(B.ctx);
+    return rc;
+}

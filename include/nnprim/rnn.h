@@ -1,0 +1,264 @@
+/*
+ * nnprim: recurrent layers (RNN with relu or tanh, LSTM, GRU), forward and backward through
+ * pullbacks, in the style of PyTorch's nn.RNN / nn.LSTM / nn.GRU (docs/RNN.md has the full text).
+ *
+ * Sizes: T time steps, N sequences, I = input_size, H = hidden_size, P = proj_size (LSTM only;
+ * 0 = none), O = P if P > 0 else H (the width of h), L = num_layers, D = 2 if bidirectional else 1.
+ *   x   input          T x N x I   (NN_RNN_SEQ_MAJOR)  or  N x T x I   (NN_RNN_BATCH_MAJOR)
+ *   y   output         T x N x D*O                     or  N x T x D*O; direction 0 first
+ *   hx, hy  h state    L*D x N x O   entry l * D + d is layer l, direction d (0 forward)
+ *   cx, cy  c state    L*D x N x H   (LSTM only)
+ *   w   weights        one packed rank-1 buffer of nn_rnn_weights_size() elements
+ *   dx, dy, dhx, dhy, dcx, dcy, dw   the dims of x, y, hx, hy, cx, cy, w
+ * Every tensor of a call has one dtype and must be fully packed row-major.
+ *
+ * Equations (sigma = logistic function; W, R the input-side and recurrent matrices of a gate, bW,
+ * bR their biases, 0 where the bias mode drops them):
+ *   relu/tanh  h' = act(W x + bW + R h + bR)
+ *   LSTM       i, f, o = sigma(a_i), sigma(a_f), sigma(a_o); g = tanh(a_g), a_k = W_k x + bW_k +
+ * R_k h
+ *              + bR_k; c' = f * clip(c) + i * g; m = o * tanh(clip(c')); h' = W_hr m with a
+ *              projection, else m. clip is the identity unless clip_enabled: then clip(v) =
+ *              min(max(v, clip_lo), clip_hi), applied where the cell state is read (so also to
+ *              cx at the first step), while y, hy see h' and cy reports c' unclamped (cuDNN's
+ *              rule, which is not TensorFlow's cell_clip).
+ *   GRU        r = sigma(W_r x + bW_r + R_r h + bR_r), z = sigma(W_z x + bW_z + R_z h + bR_z),
+ *              n = tanh(W_n x + bW_n + r * (R_n h + bR_n)), h' = (1 - z) * n + z * h.
+ * Layer 0 reads x (with NN_RNN_INPUT_SKIP its W is the identity and there is no weight_ih for
+ * layer 0); layer l > 0 reads the D*O wide output of layer l - 1, after inverted dropout when the
+ * call trains (a pullback is asked for) and p.dropout > 0. Direction 0 runs t = 0 .. len - 1,
+ * direction 1 runs t = len - 1 .. 0, both from hx, cx (zero when NULL).
+ *
+ * Variable lengths: lengths[n] (0 <= lengths[n] <= T, any order) is sequence n's length. Padded
+ * positions (t >= lengths[n]) of y and dx are set to zero and dy there is ignored. A sequence of
+ * length 0 gives hy = hx, cy = cx and, in backward, dhx = dhy, dcx = dcy.
+ *
+ * Weights: one buffer holds every matrix and bias. nn_rnn_weight_view() returns a view of one of
+ * them by (layer, direction, name), with PyTorch's names, shapes and gate order, so a PyTorch
+ * state_dict copies in and out without reordering:
+ *   weight_ih  G*H x I (layer 0) or G*H x D*O (layer > 0)     rows: gates in the order below
+ *   weight_hh  G*H x O
+ *   bias_ih, bias_hh  G*H
+ *   weight_hr  P x H   (projection)
+ * G = 1 (relu, tanh), 4 (LSTM: i, f, g, o) or 3 (GRU: r, z, n). Where each view sits is the
+ * backend's business (cuDNN is asked once per shape), so copy through the views, never by offset:
+ * a buffer filled on one backend is not guaranteed to be laid out alike on the other.
+ *
+ * dtypes: f32 (strict, or TF32 by the context's math mode), f16 and bf16 (computed in f32 on
+ * cuDNN, in double on the reference), f64. The reference backend accumulates in double.
+ *
+ * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check rnn` and
+ * `nnprim bench rnn` all take it whole; docs/RNN.md has the grammar), e.g.
+ *   lstm t5n3i4h6 l2 bidir proj3 bias_double seq clip-2:2 drop0.25:7 lens5x2x0 f32
+ */
+#ifndef NNPRIM_RNN_H
+#define NNPRIM_RNN_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The recurrent cell. */
+typedef enum nn_rnn_cell {
+    NN_RNN_RELU = 0, /**< h' = max(a, 0) */
+    NN_RNN_TANH = 1, /**< h' = tanh(a) */
+    NN_RNN_LSTM = 2, /**< four gates i, f, g, o; cell state c */
+    NN_RNN_GRU = 3   /**< three gates r, z, n (reset applied after the recurrent product) */
+} nn_rnn_cell;
+
+/** Which biases exist. PyTorch always has both (DOUBLE). */
+typedef enum nn_rnn_bias_mode {
+    NN_RNN_BIAS_NONE = 0,      /**< no bias */
+    NN_RNN_BIAS_INPUT = 1,     /**< bias_ih only */
+    NN_RNN_BIAS_RECURRENT = 2, /**< bias_hh only */
+    NN_RNN_BIAS_DOUBLE = 3     /**< bias_ih and bias_hh (the default) */
+} nn_rnn_bias_mode;
+
+/** How layer 0 reads x. */
+typedef enum nn_rnn_input_mode {
+    NN_RNN_INPUT_LINEAR = 0, /**< through weight_ih (the default) */
+    NN_RNN_INPUT_SKIP = 1 /**< x as it is (needs input_size == hidden_size); no layer-0 weight_ih */
+} nn_rnn_input_mode;
+
+/** Order of the dims of x, y, dx and dy. */
+typedef enum nn_rnn_layout {
+    NN_RNN_SEQ_MAJOR = 0,  /**< T x N x C (PyTorch's default, batch_first=False) */
+    NN_RNN_BATCH_MAJOR = 1 /**< N x T x C (batch_first=True) */
+} nn_rnn_layout;
+
+/** Bits of nn_rnn_params.flags. */
+enum nn_rnn_flag {
+    NN_RNN_ACCUMULATE_DW = 1 << 0 /**< dw += gradient instead of dw = gradient */
+};
+
+/** Names of the weight views (PyTorch's, without the _l{k} / _reverse suffix). */
+typedef enum nn_rnn_weight_name {
+    NN_RNN_WEIGHT_IH = 0, /**< G*H x (I or D*O) */
+    NN_RNN_WEIGHT_HH = 1, /**< G*H x O */
+    NN_RNN_BIAS_IH = 2,   /**< G*H */
+    NN_RNN_BIAS_HH = 3,   /**< G*H */
+    NN_RNN_WEIGHT_HR = 4  /**< P x H (LSTM with a projection) */
+} nn_rnn_weight_name;
+
+/**
+ * Recurrent-layer parameters. Fill with nn_rnn_params_default(), then change what you need.
+ */
+typedef struct nn_rnn_params {
+    nn_rnn_cell cell;
+    int64_t input_size;  /**< I >= 1 */
+    int64_t hidden_size; /**< H >= 1 */
+    int64_t proj_size;   /**< P: 0 = no projection; 1 <= P < H, LSTM only */
+    int64_t num_layers;  /**< L >= 1 */
+    int bidirectional;   /**< 0 or 1 */
+    nn_rnn_bias_mode bias_mode;
+    nn_rnn_input_mode input_mode;
+    nn_rnn_layout layout;
+    double dropout;        /**< in [0, 1): probability of zeroing a layer's input (layers > 0,
+                                training calls only); kept values are scaled by 1 / (1 - dropout) */
+    uint64_t dropout_seed; /**< the dropout mask's seed (see nn_rnn_forward()) */
+    int clip_enabled;      /**< LSTM only: clamp the cell state where it is read */
+    double clip_lo;        /**< finite, clip_lo <= clip_hi */
+    double clip_hi;
+    unsigned flags;       /**< OR of nn_rnn_flag bits; read by nn_rnn_backward() */
+    uint64_t reserved[4]; /**< zero */
+} nn_rnn_params;
+
+/**
+ * Default parameters: one unidirectional layer, no projection, both biases, linear input,
+ * sequence-major, no dropout, no clip, no flags.
+ *
+ * @param p           out: filled completely.
+ * @param cell        the cell.
+ * @param input_size  I.
+ * @param hidden_size H.
+ * @return NN_OK; NN_E_INVALID_ARG if p is NULL, the cell is unknown or a size is < 1 (p is
+ *         untouched then).
+ */
+NN_API nn_status nn_rnn_params_default(nn_rnn_params *p, nn_rnn_cell cell, int64_t input_size,
+                                       int64_t hidden_size);
+
+/**
+ * The number of elements of the packed weight buffer w (and of dw).
+ *
+ * @param ctx   the context whose backend lays the buffer out (cuDNN is asked, once per shape).
+ * @param p     parameters, checked as by nn_rnn_forward().
+ * @param dtype the weights' dtype.
+ * @param numel out: the element count; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL argument, a parameter out of range: the message names
+ *         it); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_NOT_BUILT (a cuDNN context in a build without the
+ *         cuDNN RNN path); NN_E_UNSUPPORTED; NN_E_OOM_HOST; NN_E_CUDNN.
+ */
+NN_API nn_status nn_rnn_weights_size(nn_ctx *ctx, const nn_rnn_params *p, nn_dtype dtype,
+                                     int64_t *numel);
+
+/**
+ * A view of one matrix or bias inside a packed weight buffer (w or dw).
+ *
+ * @param ctx       the context (the backend that lays w out).
+ * @param p         parameters.
+ * @param w         the packed buffer: rank 1, nn_rnn_weights_size() elements, in the context's
+ *                  memory space.
+ * @param layer     0 <= layer < p.num_layers.
+ * @param direction 0 (forward) or 1 (reverse, bidirectional only).
+ * @param name      which one; its dims are listed at the top of this header.
+ * @param out       out: a packed view (rank 2 for matrices, rank 1 for biases) sharing w's data,
+ *                  dtype and memory space; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL argument, layer or direction out of range, a name that
+ *         does not exist for these parameters: a bias the bias mode drops, weight_ih of layer 0
+ *         with skip input, weight_hr without a projection); NN_E_SHAPE (w's dims); NN_E_DTYPE;
+ *         NN_E_MEMSPACE; the statuses of nn_rnn_weights_size().
+ * Ownership: the view borrows w's storage.
+ */
+NN_API nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *w,
+                                    int64_t layer, int direction, nn_rnn_weight_name name,
+                                    nn_tensor *out);
+
+/** State kept from a training-mode forward call for the matching backward call. Opaque. */
+typedef struct nn_rnn_pullback nn_rnn_pullback;
+
+/**
+ * Forward through every layer and direction.
+ *
+ * @param ctx          the context; its backend runs the op on its stream.
+ * @param p            parameters (flags are not read here).
+ * @param x            input, T x N x I or N x T x I.
+ * @param lengths      NULL (every sequence has length T) or a host array of N lengths, each in
+ *                     [0, T], any order; read during the call and copied into the pullback.
+ * @param hx           initial h, L*D x N x O, or NULL for zeros.
+ * @param cx           initial c, L*D x N x H, or NULL for zeros; LSTM only.
+ * @param w            packed weights (nn_rnn_weight_view() fills them).
+ * @param y            output, overwritten (zero at padded positions).
+ * @param hy           out: final h, L*D x N x O, or NULL if not wanted.
+ * @param cy           out: final c, L*D x N x H, or NULL if not wanted; LSTM only.
+ * @param pullback_out NULL for inference (no dropout); otherwise out: a new pullback for
+ *                     nn_rnn_backward() (NULL on failure). With a pullback and p.dropout > 0 the
+ *                     call drops out. On the reference backend the mask is a function of
+ *                     p.dropout_seed and the position only (change the seed each step for fresh
+ *                     masks); on cuDNN it comes from cuDNN's random state, one per context and
+ *                     (p.dropout, p.dropout_seed), initialised from the seed once, so a fresh
+ *                     context repeats a run. The two backends' masks differ.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range, cx or cy with a
+ *         cell other than LSTM, nonzero reserved fields, an output overlapping an input);
+ *         NN_E_SHAPE (dims that do not agree with p: the message names the tensor and dim, the
+ *         expected and actual value; a length outside [0, T]); NN_E_DTYPE (dtypes differ);
+ *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors, a configuration the backend cannot
+ *         run); NN_E_OVERFLOW; NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA;
+ *         NN_E_CUDNN.
+ * Ownership: the pullback belongs to the caller until nn_rnn_backward() consumes it or
+ * nn_rnn_pullback_free() drops it. It holds the views of x, hx, cx, w and y (not their data) and,
+ * on cuDNN, the reserve space (from the pool): the caller keeps the storage of x, hx, cx, w and y
+ * alive and unchanged until the backward call (cuDNN's backward reads them; changing one gives
+ * wrong gradients without an error).
+ */
+NN_API nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                                const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
+                                const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+                                nn_rnn_pullback **pullback_out);
+
+/**
+ * Backward through a training-mode forward call: the data gradients, then the weight gradient
+ * (in this order, the only one cuDNN gets right).
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: the pullback from nn_rnn_forward(); set to NULL on success.
+ * @param dy       gradient with respect to y, or NULL for zero (ignored at padded positions).
+ * @param dhy      gradient with respect to hy, or NULL for zero.
+ * @param dcy      gradient with respect to cy, or NULL for zero; LSTM only.
+ * @param dx       out: gradient with respect to x (zero at padded positions), or NULL to skip.
+ * @param dhx      out: gradient with respect to hx, or NULL to skip.
+ * @param dcx      out: gradient with respect to cx, or NULL to skip; LSTM only.
+ * @param dw       out: gradient with respect to w, or NULL to skip; overwritten, or added to
+ *                 with NN_RNN_ACCUMULATE_DW in the forward call's p.flags. Its elements that
+ *                 belong to no view are left zero (overwrite) or unchanged (accumulate).
+ * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, or
+ *         made with another context); the statuses of nn_rnn_forward(); outputs must not overlap
+ *         each other, the gradients in, or the views the pullback holds.
+ * Ownership: on success the pullback is freed and *pullback set to NULL: a pullback is single-use,
+ * since cuDNN's backward-data changes the reserve space. On failure it stays with the caller.
+ * Outputs may be partly written on a failure after validation.
+ */
+NN_API nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
+                                 const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
+                                 nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw);
+
+/**
+ * Drop a pullback without using it (its reserve space goes back to the pool of the context it was
+ * made with, ordered on that context's stream).
+ *
+ * @param pullback in/out: NULL or *pullback NULL is a no-op; set to NULL. The context the
+ *                 pullback was made with must still exist.
+ * @return NN_OK; NN_E_PULLBACK if *pullback is not a live pullback (already consumed or freed).
+ */
+NN_API nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_RNN_H */

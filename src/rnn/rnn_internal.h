@@ -1,0 +1,115 @@
+/* The recurrent op's internal interface: the validated problem rnn.c hands to a backend, the
+ * arguments of one call, and the backend entry points (_ref in rnn_ref.c, _cudnn in rnn_cudnn.c).
+ *
+ * rnn.c has checked everything before a backend is called: parameters, every dim against them,
+ * dtypes (all tensors share p->dtype), memory spaces, that every tensor is fully packed
+ * row-major, lengths in [0, T], and that outputs overlap nothing else of the call. */
+#ifndef NN_RNN_RNN_INTERNAL_H
+#define NN_RNN_RNN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn_config.h"
+#include "nnprim/rnn.h"
+
+struct nn_ctx;
+struct nn__cache_kind;
+
+/* One recurrent problem, resolved. Plain values only (no pointers), zeroed before filling, so it
+ * can serve as a cache key compared with memcmp. Lengths are per call and not part of it; varied
+ * says whether this call's lengths differ from one another (cuDNN's persistent algorithms refuse
+ * them). */
+struct nn__rnn_problem {
+    nn_rnn_cell cell;
+    int64_t t, n;          /* time steps, sequences */
+    int64_t input, hidden; /* I, H */
+    int64_t proj;          /* P, 0 = none */
+    int64_t out;           /* O = P or H: the width of h */
+    int64_t layers;        /* L */
+    int dirs;              /* D: 1 or 2 */
+    int gates;             /* G: 1, 4 or 3 */
+    nn_rnn_bias_mode bias_mode;
+    nn_rnn_input_mode input_mode;
+    nn_rnn_layout layout;
+    double dropout;
+    uint64_t dropout_seed;
+    int clip_enabled;
+    double clip_lo, clip_hi;
+    nn_dtype dtype;
+    nn_math_mode math; /* the context's; TF32 only matters for f32 on cuDNN */
+    int deterministic; /* the context's */
+    int varied;        /* this call's lengths are not all equal */
+};
+
+/* Width of layer l's input: I for layer 0, D*O above. */
+static inline int64_t nn__rnn_layer_input(const struct nn__rnn_problem *p, int64_t layer)
+{
+    return layer == 0 ? p->input : p->dirs * p->out;
+}
+
+/* Whether a weight view exists for these parameters, and its dims (rank 1 or 2). */
+int nn__rnn_view_exists(const struct nn__rnn_problem *p, int64_t layer, nn_rnn_weight_name name);
+int nn__rnn_view_dims(const struct nn__rnn_problem *p, int64_t layer, nn_rnn_weight_name name,
+                      int64_t *dims);
+
+/* The problem as text in the CLI syntax (include/nnprim/rnn.h, docs/RNN.md); lengths NULL = all
+ * T. Always NUL-terminated; truncated to cap. */
+void nn__rnn_problem_text(const struct nn__rnn_problem *p, const int32_t *lengths, char *buf,
+                          size_t cap);
+
+/* The tensors of one call. Absent optional tensors are NULL; lengths NULL means all T. Forward
+ * reads x, hx, cx, w and writes y, hy, cy; backward reads x, hx, cx, w, y, dy, dhy, dcy and
+ * writes dx, dhx, dcx, dw (dw added to when accumulate is set). */
+struct nn__rnn_io {
+    const nn_tensor *x, *hx, *cx, *w, *y;
+    nn_tensor *y_out, *hy, *cy;
+    const int32_t *lengths;
+    const nn_tensor *dy, *dhy, *dcy;
+    nn_tensor *dx, *dhx, *dcx, *dw;
+    int training;   /* forward: a pullback was asked for (dropout applies) */
+    int accumulate; /* backward: NN_RNN_ACCUMULATE_DW */
+};
+
+/* What the backend ran, for the verbose line of the current call ("cudnn-standard"); rnn.c clears
+ * it before dispatching. Static strings only. */
+extern _Thread_local const char *nn__rnn_note_impl;
+
+/* Backend entry points; each returns NN_OK or a recorded failure, and queues its work on the
+ * context's stream (the _ref ones finish before returning).
+ *   weights_size:  the element count of the packed buffer
+ *   weight_offset: where view (layer * D + direction, name) starts in the buffer, in elements;
+ *                  called only for views that exist (nn__rnn_view_exists)
+ *   forward:       state NULL for inference; otherwise *state receives what backward needs
+ *   backward:      consumes nothing: rnn.c frees the state after a successful call
+ *   state_free:    NULL state is a no-op */
+nn_status nn__rnn_weights_size_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                   int64_t *numel);
+nn_status nn__rnn_weight_offset_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                    int64_t pseudo, nn_rnn_weight_name name, int64_t *offset);
+nn_status nn__rnn_forward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                              const struct nn__rnn_io *io, void **state);
+nn_status nn__rnn_backward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
+                               const struct nn__rnn_io *io);
+void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state);
+
+#if NN_HAVE_CUDNN
+/* rnn_cudnn.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
+ * both kinds listed in src/context.c's table). The same contracts as the _ref functions; *state is
+ * the reserve space, which the backward call reads and changes (so a pullback is single-use). */
+#define NN__RNN_CUDNN_KIND_ID         4u
+#define NN__RNN_CUDNN_DROPOUT_KIND_ID 5u
+extern const struct nn__cache_kind nn__rnn_cudnn_kind;
+extern const struct nn__cache_kind nn__rnn_cudnn_dropout_kind;
+nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                     int64_t *numel);
+nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                      int64_t pseudo, nn_rnn_weight_name name, int64_t *offset);
+nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                const struct nn__rnn_io *io, void **state);
+nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
+                                 const struct nn__rnn_io *io);
+void nn__rnn_state_free_cudnn(struct nn_ctx *ctx, void *state);
+#endif
+
+#endif

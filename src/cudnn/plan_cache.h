@@ -29,6 +29,8 @@ enum nn__op_kind {
     NN__OP_CONV_FWD = 1,
     NN__OP_CONV_BWD_DATA = 2,
     NN__OP_CONV_BWD_FILTER = 3,
+    /* 4..6 were the bias-gradient and pooling graphs, no longer built (pooling and the bias
+     * gradient run on legacy calls): keys of files may still hold them, nothing looks them up. */
     NN__OP_CONV_BIAS_GRAD = 4,
     NN__OP_POOL_FWD = 5,
     NN__OP_POOL_BWD = 6,

@@ -42,8 +42,6 @@ static enum nn__op_kind op_of(enum nn__cudnn_graph_kind k)
     case NN__CUDNN_GRAPH_CONV_FWD: return NN__OP_CONV_FWD;
     case NN__CUDNN_GRAPH_CONV_BWD_DATA: return NN__OP_CONV_BWD_DATA;
     case NN__CUDNN_GRAPH_CONV_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
-    case NN__CUDNN_GRAPH_BIAS_GRAD: return NN__OP_CONV_BIAS_GRAD;
-    case NN__CUDNN_GRAPH_POOL_FWD: return NN__OP_POOL_FWD;
     }
     return NN__OP_NONE;
 }
@@ -60,9 +58,8 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
                            int32_t flags, struct nn__plan_key *k)
 {
     nn__plan_key_init(k);
-    int pool = d->kind == NN__CUDNN_GRAPH_POOL_FWD;
     k->op = op_of(d->kind);
-    k->compute = pool ? d->pool.compute : d->conv.compute;
+    k->compute = d->conv.compute;
     if (!k->compute) k->compute = NN_DTYPE_F32;
     k->math_mode = ctx->settings.math_mode;
     k->deterministic = ctx->settings.deterministic ? 1 : 0;
@@ -81,31 +78,18 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
         }
     }
     struct nn__key_params *p = &k->p;
-    if (pool) {
-        p->spatial_rank = d->pool.spatial_rank;
-        for (int i = 0; i < d->pool.spatial_rank; i++) {
-            p->window[i] = d->pool.window[i];
-            p->stride[i] = d->pool.stride[i];
-            p->pad_lo[i] = d->pool.pre_pad[i];
-            p->pad_hi[i] = d->pool.post_pad[i];
-        }
-        p->pool_mode = d->pool.mode;
-    } else if (d->kind != NN__CUDNN_GRAPH_BIAS_GRAD) {
-        p->spatial_rank = d->conv.spatial_rank;
-        for (int i = 0; i < d->conv.spatial_rank; i++) {
-            p->stride[i] = d->conv.stride[i];
-            p->dilation[i] = d->conv.dilation[i];
-            p->pad_lo[i] = d->conv.pre_pad[i];
-            p->pad_hi[i] = d->conv.post_pad[i];
-        }
-        /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
-        const struct nn__cudnn_tensor *x =
-            d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
-        const struct nn__cudnn_tensor *w =
-            d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
-        p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
-        p->mode = d->conv.mode;
+    p->spatial_rank = d->conv.spatial_rank;
+    for (int i = 0; i < d->conv.spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
+        p->stride[i] = d->conv.stride[i];
+        p->dilation[i] = d->conv.dilation[i];
+        p->pad_lo[i] = d->conv.pre_pad[i];
+        p->pad_hi[i] = d->conv.post_pad[i];
     }
+    /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
+    const struct nn__cudnn_tensor *x = d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
+    const struct nn__cudnn_tensor *w = d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
+    p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
+    p->mode = d->conv.mode;
     p->activation = d->relu ? 1 : 0;
     p->flags = flags;
     p->alpha = d->alpha;
@@ -118,8 +102,6 @@ static enum nn__cudnn_graph_kind kind_of(int32_t op)
     case NN__OP_CONV_FWD: return NN__CUDNN_GRAPH_CONV_FWD;
     case NN__OP_CONV_BWD_DATA: return NN__CUDNN_GRAPH_CONV_BWD_DATA;
     case NN__OP_CONV_BWD_FILTER: return NN__CUDNN_GRAPH_CONV_BWD_FILTER;
-    case NN__OP_CONV_BIAS_GRAD: return NN__CUDNN_GRAPH_BIAS_GRAD;
-    case NN__OP_POOL_FWD: return NN__CUDNN_GRAPH_POOL_FWD;
     }
     return 0;
 }
@@ -142,27 +124,15 @@ int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_g
         }
     }
     const struct nn__key_params *p = &k->p;
-    if (d->kind == NN__CUDNN_GRAPH_POOL_FWD) {
-        d->pool.spatial_rank = p->spatial_rank;
-        for (int i = 0; i < p->spatial_rank; i++) {
-            d->pool.window[i] = p->window[i];
-            d->pool.stride[i] = p->stride[i];
-            d->pool.pre_pad[i] = p->pad_lo[i];
-            d->pool.post_pad[i] = p->pad_hi[i];
-        }
-        d->pool.mode = (enum nn__cudnn_pool_mode)p->pool_mode;
-        d->pool.compute = (nn_dtype)k->compute;
-    } else {
-        d->conv.spatial_rank = p->spatial_rank;
-        for (int i = 0; i < p->spatial_rank; i++) {
-            d->conv.stride[i] = p->stride[i];
-            d->conv.dilation[i] = p->dilation[i];
-            d->conv.pre_pad[i] = p->pad_lo[i];
-            d->conv.post_pad[i] = p->pad_hi[i];
-        }
-        d->conv.mode = (enum nn__cudnn_conv_mode)p->mode;
-        d->conv.compute = (nn_dtype)k->compute;
+    d->conv.spatial_rank = p->spatial_rank;
+    for (int i = 0; i < p->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
+        d->conv.stride[i] = p->stride[i];
+        d->conv.dilation[i] = p->dilation[i];
+        d->conv.pre_pad[i] = p->pad_lo[i];
+        d->conv.post_pad[i] = p->pad_hi[i];
     }
+    d->conv.mode = (enum nn__cudnn_conv_mode)p->mode;
+    d->conv.compute = (nn_dtype)k->compute;
     d->relu = p->activation != 0;
     d->alpha = p->alpha;
     d->beta = p->beta;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cudnn/cache.h"
+#include "cudnn/graph_types_cudnn.h"
 #include "nnprim/status.h"
 #include "nnprim/tensor.h"
 
@@ -113,20 +114,15 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k);
  * Records: what is needed to rebuild a plan
  */
 
-#define NN__PLAN_KNOBS_MAX 64           /* knob choices per engine config */
-#define NN__PLAN_JSON_MAX  (256 * 1024) /* bytes of the plan's JSON form, without a NUL */
+#define NN__PLAN_KNOBS_MAX NN__ENGINE_KNOBS_MAX /* knob choices per engine config */
+#define NN__PLAN_JSON_MAX  (256 * 1024)         /* bytes of the plan's JSON form, without a NUL */
 
-struct nn__plan_knob {
-    int64_t type;  /* cudnnBackendKnobType_t */
-    int64_t value; /* the choice */
-};
-
+/* Both engine choices of a record are the graph layer's own struct (graph_types_cudnn.h), so a
+ * plan is rebuilt from a record and a record filled from a plan without conversions. */
 struct nn__plan_record {
-    int64_t engine;     /* the engine's global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
-    int32_t knob_count; /* 0..NN__PLAN_KNOBS_MAX */
-    struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
-    uint64_t workspace; /* bytes the plan needs */
-    double time_us;     /* measured median time, or -1 if the plan was not timed */
+    struct nn__engine_choice tuned; /* engine (its global index), knob_count 0..64, knobs */
+    uint64_t workspace;             /* bytes the plan needs */
+    double time_us;                 /* measured median time, or -1 if the plan was not timed */
     /* The slowest rebuild of the tuned plan seen in a process that loaded the record (foreground
      * or background), milliseconds, or -1: a diagnostic for verbose lines and reports. */
     double build_ms;
@@ -137,17 +133,15 @@ struct nn__plan_record {
      * replaces it: the first rebuild of some engines in a process stalls for tens of ms (63.6 ms
      * for engine 70 on the H200, cuDNN 9.14), a cost the tuning process never sees again and that
      * depends on what else the loading process has done, so it is not predicted, only avoided.
-     * quick_engine -1 = none (quick_knob_count is then 0). */
-    int64_t quick_engine;
-    int32_t quick_knob_count; /* 0..NN__PLAN_KNOBS_MAX */
-    struct nn__plan_knob quick_knobs[NN__PLAN_KNOBS_MAX];
+     * quick.engine -1 = none (quick.knob_count is then 0). */
+    struct nn__engine_choice quick;
     /* The plan's JSON form (optional fast path). json_len 0 = none. On insertion the cache
      * copies json_len bytes; in records the cache hands out, json is NUL-terminated. */
     uint32_t json_len; /* 0..NN__PLAN_JSON_MAX */
     const char *json;
 };
 
-/* A record with every field "none": engine 0, no knobs, time_us, build_ms and quick_engine -1. */
+/* A record with every field "none": engine 0, no knobs, time_us, build_ms and quick.engine -1. */
 void nn__plan_record_init(struct nn__plan_record *r);
 
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */

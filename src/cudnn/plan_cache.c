@@ -97,9 +97,9 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k)
     if (k->deterministic != 0 && k->deterministic != 1) return "deterministic is not 0 or 1";
     for (int i = 0; i < NN__KEY_OPERANDS; i++) {
         const struct nn__key_tensor *t = &k->t[i];
-        if (t->rank < 0 || t->rank > NN_MAX_RANK) return "an operand's rank is out of 0..8";
+        if (t->rank < 0 || t->rank > NN__KEY_RANK_MAX) return "an operand's rank is out of 0..5";
         /* Entries a key does not use are 0 (nn__plan_key_init()), as equality needs. */
-        for (int d = t->rank; d < NN_MAX_RANK; d++)
+        for (int d = t->rank; d < NN__KEY_RANK_MAX; d++)
             if (t->dims[d] || t->strides[d])
                 return "an operand's entries beyond its rank are not 0";
         if (t->rank == 0) {

@@ -54,13 +54,17 @@ enum nn__key_operand {
 
 #define NN__KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D convolution and pooling */
 
+/* Graph tensors have rank 3..5 (N, C and 1..3 spatial dims; graph_cudnn checks it): the key
+ * holds no more, so that a lookup hashes and compares as few bytes as it can. */
+#define NN__KEY_RANK_MAX 5
+
 /* One tensor of the key. rank 0 = the op has no such tensor (all other fields then 0). */
 struct nn__key_tensor {
-    int32_t rank;                 /* 0..NN_MAX_RANK */
-    int32_t dtype;                /* nn_dtype */
-    int64_t alignment;            /* byte alignment of the data pointer cuDNN is told about */
-    int64_t dims[NN_MAX_RANK];    /* entries >= rank are 0 */
-    int64_t strides[NN_MAX_RANK]; /* in elements; entries >= rank are 0 */
+    int32_t rank;                      /* 0..NN__KEY_RANK_MAX */
+    int32_t dtype;                     /* nn_dtype */
+    int64_t alignment;                 /* byte alignment of the data pointer cuDNN is told about */
+    int64_t dims[NN__KEY_RANK_MAX];    /* entries >= rank are 0 */
+    int64_t strides[NN__KEY_RANK_MAX]; /* in elements; entries >= rank are 0 */
 };
 
 /* Op parameters as plain values. Entries of the spatial arrays >= spatial_rank are 0;

@@ -267,7 +267,7 @@ static int get_f64_finite(struct reader *r, const char *field, double *v)
 
 static int get_key_tensor(struct reader *r, struct nn__key_tensor *t)
 {
-    if (!get_i32_in(r, "key operand rank", 0, NN_MAX_RANK, &t->rank)) return 0;
+    if (!get_i32_in(r, "key operand rank", 0, NN__KEY_RANK_MAX, &t->rank)) return 0;
     if (t->rank == 0)
         return get_i32_in(r, "key operand dtype", 0, 0, &t->dtype) &&
                get_i64_min(r, "key operand alignment", 0, &t->alignment) &&

@@ -72,7 +72,8 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
         kt->rank = t->rank;
         kt->dtype = t->dtype;
         kt->alignment = t->alignment;
-        for (int i = 0; i < t->rank; i++) {
+        /* A rank the key cannot hold is a graph that graph_cudnn refuses (ranks 3..5). */
+        for (int i = 0; i < t->rank && i < NN__KEY_RANK_MAX; i++) {
             kt->dims[i] = t->dims[i];
             kt->strides[i] = t->strides[i];
         }

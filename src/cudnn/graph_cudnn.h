@@ -34,10 +34,9 @@ struct nn_ctx;
  */
 nn_status nn__cudnn_tensor_insert_unit_dim(struct nn__cudnn_tensor *t, int axis);
 
-/* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding
- * (window 1 for pooling). Rank 2 and 3 are left alone. */
+/* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding.
+ * Rank 2 and 3 are left alone. */
 void nn__cudnn_conv_to_2d(struct nn__cudnn_conv *c);
-void nn__cudnn_pool_to_2d(struct nn__cudnn_pool *p);
 
 /* Plan selection rules, from the context's settings and the data type. */
 struct nn__cudnn_filter {
@@ -69,8 +68,8 @@ int nn__cudnn_workspace_usable(int64_t ws, size_t cap, const char **why);
 
 struct nn__cudnn_graph;
 
-/* Build and finalize the operation graph described by d (checked first: ranks, matching dtypes,
- * spatial ranks, conv/pool parameters). 1-D convolutions and pools run as 2-D.
+/* Build and finalize the operation graph described by d (checked first: the kind, ranks, matching
+ * dtypes, spatial ranks, conv parameters). 1-D convolutions run as 2-D.
  * Returns NN_OK; NN_E_INVALID_ARG (the message names the field); NN_E_UNSUPPORTED (cuDNN
  * rejects the graph); NN_E_CUDNN; NN_E_OOM_HOST. */
 nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
@@ -98,11 +97,6 @@ void nn__cudnn_desc_conv_bwd_filter(struct nn__cudnn_graph_desc *d,
                                     const struct nn__cudnn_tensor *dy,
                                     const struct nn__cudnn_tensor *dw,
                                     const struct nn__cudnn_conv *c);
-/* db has dy's rank with 1 in every reduced dimension (all but C). */
-void nn__cudnn_desc_bias_grad(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
-                              const struct nn__cudnn_tensor *db);
-void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_pool *p);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans

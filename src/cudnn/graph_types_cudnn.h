@@ -38,31 +38,14 @@ struct nn__cudnn_conv {
     nn_dtype compute; /* accumulation type: F32 for f32/f16/bf16 data, F64 for f64 */
 };
 
-enum nn__cudnn_pool_mode {
-    NN__CUDNN_POOL_MAX = 0,
-    NN__CUDNN_POOL_AVG_INCLUDE_PAD = 1,
-    NN__CUDNN_POOL_AVG_EXCLUDE_PAD = 2
-};
-
-struct nn__cudnn_pool {
-    int spatial_rank; /* 1..3; 1-D runs as 2-D with a unit height */
-    int64_t window[NN__CUDNN_SPATIAL_MAX];
-    int64_t stride[NN__CUDNN_SPATIAL_MAX];
-    int64_t pre_pad[NN__CUDNN_SPATIAL_MAX];
-    int64_t post_pad[NN__CUDNN_SPATIAL_MAX];
-    enum nn__cudnn_pool_mode mode;
-    nn_dtype compute;
-};
-
 /* What a graph computes. */
 enum nn__cudnn_graph_kind {
-    NN__CUDNN_GRAPH_CONV_FWD = 1,        /* y = conv(x, w) [+ b] [relu] */
-    NN__CUDNN_GRAPH_CONV_BWD_DATA = 2,   /* dx = alpha conv_bwd_data(dy, w) + beta dx */
-    NN__CUDNN_GRAPH_CONV_BWD_FILTER = 3, /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
-    NN__CUDNN_GRAPH_BIAS_GRAD = 4,       /* db = sum of dy over N and spatial dims */
-    NN__CUDNN_GRAPH_POOL_FWD = 5         /* y = pool(x) */
-    /* No pooling backward: cuDNN 9.14's resample backward refused average pooling without x
-     * (BAD_PARAM) and crashed on max pooling on the H200; src/pool uses the legacy calls. */
+    NN__CUDNN_GRAPH_CONV_FWD = 1,       /* y = conv(x, w) [+ b] [relu] */
+    NN__CUDNN_GRAPH_CONV_BWD_DATA = 2,  /* dx = alpha conv_bwd_data(dy, w) + beta dx */
+    NN__CUDNN_GRAPH_CONV_BWD_FILTER = 3 /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
+    /* No pooling graphs: cuDNN 9.14's resample backward refused average pooling without x
+     * (BAD_PARAM) and crashed on max pooling on the H200, so src/pool uses the legacy calls; the
+     * bias gradient is the legacy call (or the bf16 ones trick), never a reduction graph. */
 };
 
 /* Unique ids of a graph's tensors: the variant pack's keys, and the index into
@@ -81,6 +64,35 @@ enum nn__cudnn_uid {
     NN__UID_VIRTUAL_BIAS = 102  /* bias-add output before relu */
 };
 
+/* The one table of graph kinds: each kind's name and the tensors it takes (bit 1 << uid). Looked
+ * up by value, never by range, so a new kind is described here or nowhere. */
+struct nn__cudnn_graph_kind_info {
+    enum nn__cudnn_graph_kind kind;
+    const char *name;  /* as describe_cudnn prints it */
+    unsigned uses;     /* tensors the kind must have */
+    unsigned optional; /* tensors it may have (conv forward's fused bias) */
+};
+
+#define NN__UID_BIT(u) (1u << (u))
+
+/* The kind's entry, or NULL for a value that is no kind. */
+static inline const struct nn__cudnn_graph_kind_info *
+nn__cudnn_graph_kind_info(enum nn__cudnn_graph_kind k)
+{
+    static const struct nn__cudnn_graph_kind_info table[] = {
+        {NN__CUDNN_GRAPH_CONV_FWD, "conv_fwd",
+         NN__UID_BIT(NN__UID_X) | NN__UID_BIT(NN__UID_W) | NN__UID_BIT(NN__UID_Y),
+         NN__UID_BIT(NN__UID_B)},
+        {NN__CUDNN_GRAPH_CONV_BWD_DATA, "conv_bwd_data",
+         NN__UID_BIT(NN__UID_DY) | NN__UID_BIT(NN__UID_W) | NN__UID_BIT(NN__UID_DX), 0},
+        {NN__CUDNN_GRAPH_CONV_BWD_FILTER, "conv_bwd_filter",
+         NN__UID_BIT(NN__UID_X) | NN__UID_BIT(NN__UID_DY) | NN__UID_BIT(NN__UID_DW), 0},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].kind == k) return &table[i];
+    return NULL;
+}
+
 /* Data pointers of one execution, indexed by enum nn__cudnn_uid; unused entries are ignored. */
 struct nn__cudnn_args {
     void *p[NN__UID_IO_END];
@@ -91,15 +103,13 @@ struct nn__cudnn_args {
 struct nn__cudnn_graph_desc {
     enum nn__cudnn_graph_kind kind;
     struct nn__cudnn_tensor t[NN__UID_IO_END]; /* indexed by enum nn__cudnn_uid */
-    struct nn__cudnn_conv conv;                /* conv kinds */
-    struct nn__cudnn_pool pool;                /* pool kinds */
-    int relu;                                  /* conv forward: fused relu */
-    double alpha, beta;                        /* blend: out = alpha * result + beta * out */
+    struct nn__cudnn_conv conv;
+    int relu;           /* conv forward: fused relu */
+    double alpha, beta; /* blend: out = alpha * result + beta * out */
 };
 
 /* An engine and its knob choices: all that is needed to rebuild a plan for the same graph on
- * the same cuDNN and GPU. Field for field the plan cache's struct nn__plan_record (engine,
- * knob_count, knobs[].type/.value). */
+ * the same cuDNN and GPU. A plan-cache record holds two (plan_cache.h: tuned and quick). */
 #define NN__ENGINE_KNOBS_MAX 64
 struct nn__engine_knob {
     int64_t type;  /* cudnnBackendKnobType_t */

@@ -62,8 +62,8 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
 
 /* The graph a key was made from, the inverse of nn__cudnn_plan_key_of() (with a key flagged
  * NN__KEY_FLAG_PLAIN, the graph without bias and activation, which the plan was built for).
- * Returns 0; -1 if the key's op has no graph (pooling backward, no op). Pure: tested on the
- * CPU. */
+ * Returns 0; -1 if the key's op has no graph (the bias-gradient and pooling ops of old plan files,
+ * no op). Pure: tested on the CPU. */
 int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_graph_desc *d);
 
 /* Prebuilding (settings.prebuild_plans): queue on the background builder the tuned plan of

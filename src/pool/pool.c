@@ -169,17 +169,36 @@ static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, cons
     return NN_OK;
 }
 
+/* One list of the case syntax: " win3x3". */
+static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int nsp, const int64_t *v)
+{
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", name);
+    for (int i = 0; i < nsp && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? "x%lld" : "%lld", (long long)v[i]);
+    return n;
+}
+
+/* The call in the case syntax of docs/POOL.md (what `nnprim check pool` and the harness read),
+ * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32". */
 static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
 {
-    char xd[128];
-    nn__dims_text(x, xd, sizeof xd);
-    int n = snprintf(buf, cap, "mode=%s x=%s %s", mode_name(p->mode), xd, nn_dtype_name(x->dtype));
-    const char *keys[4] = {" window=", " stride=", " pad_lo=", " pad_hi="};
-    const int64_t *vals[4] = {p->window, p->stride, p->pad_lo, p->pad_hi};
-    for (int k = 0; k < 4; k++)
-        for (int i = 0; i < p->spatial_rank && n > 0 && (size_t)n < cap; i++)
-            n += snprintf(buf + n, cap - (size_t)n, "%s%lld", i ? "x" : keys[k],
-                          (long long)vals[k][i]);
+    static const char letters[] = "dhw";
+    int nsp = p->spatial_rank, off = 3 - nsp;
+    size_t n =
+        (size_t)snprintf(buf, cap, "n%lldc%lld", (long long)x->dims[0], (long long)x->dims[1]);
+    for (int i = 0; i < nsp && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%c%lld", letters[off + i],
+                              (long long)x->dims[2 + i]);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", mode_name(p->mode));
+    n = put_list(buf, cap, n, "win", nsp, p->window);
+    n = put_list(buf, cap, n, "stride", nsp, p->stride);
+    if (memcmp(p->pad_lo, p->pad_hi, (size_t)nsp * sizeof p->pad_lo[0]) == 0) {
+        n = put_list(buf, cap, n, "pad", nsp, p->pad_lo);
+    } else {
+        n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
+        n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
+    }
+    if (n < cap) snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
 }
 
 static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *be,

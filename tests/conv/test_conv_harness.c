@@ -165,6 +165,13 @@ Test(conv_harness, verbose_line_carries_the_case)
     char want[256];
     snprintf(want, sizeof want, "nnprim_verbose,conv_forward,ref,ref,-,%s,", text);
     cr_expect(strncmp(line, want, strlen(want)) == 0, "line: %s", line);
+    /* The whole line, pasted, is the same case. */
+    struct nn_conv_case back;
+    cr_expect_eq(nn_conv_case_parse_line(line, &back, err, sizeof err), 1, "%s: %s", line, err);
+    cr_expect_eq(memcmp(&c, &back, sizeof c), 0, "the verbose line parses to another case");
+    cr_expect_eq(nn_conv_case_parse_line("nnprim_verbose,conv_forward,ref", &back, err, sizeof err),
+                 -1);
+    cr_expect(strstr(err, "without its shape field"), "%s", err);
     nn_tensor *all[] = {&x, &w, &b, &y};
     for (int i = 0; i < 4; i++)
         nn_tensor_free(ctx, all[i]);

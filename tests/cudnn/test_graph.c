@@ -15,6 +15,7 @@
 
 #include "nnprim/nnprim.h"
 
+#include "core/alloc.h"
 #include "core/ctx.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
@@ -596,7 +597,7 @@ Test(cudnn_graph, gpu_conv_forward_matches_host_and_rebuilds_bit_identical)
     cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
     host_copy(again, y2, ny);
     cr_expect_eq(memcmp(again, got, ny * sizeof(float)), 0, "plan from JSON differs");
-    free(json);
+    nn__host_free(json);
 
     nn__cudnn_plan_destroy(p3);
     nn__cudnn_plan_destroy(p2);

@@ -445,6 +445,19 @@ int nn_pool_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_pool_case *c
         fprintf(out, "note: the cuDNN pooling backend has no f64 path | %s\n", repro);
         return 0;
     }
+    if (memcmp(c->p.pad_lo, c->p.pad_hi, sizeof c->p.pad_lo) != 0) {
+        /* pool.h: cuDNN's pooling pads both sides equally, so the backend refuses the case with
+         * NN_E_UNSUPPORTED; anything else (a result, or another status) is a failure. */
+        struct io got;
+        nn_status dst = run_case(dev, ref, c, c->dtype, &got);
+        io_free(dev, ref, &got);
+        if (dst != NN_E_UNSUPPORTED)
+            return dst == NN_OK ? (fprintf(out, "FAIL asymmetric padding accepted | %s\n", repro), 1)
+                                : report_status(dst, "backend run", out, repro);
+        fprintf(out, "note: asymmetric padding refused by the cuDNN backend, as documented | %s\n",
+                repro);
+        return 0;
+    }
     int64_t window = prod(c->p.window, c->p.spatial_rank);
     struct io want, got;
     int fails = 0;

@@ -58,6 +58,11 @@ static nn_status check_params(nn_ctx *ctx, const char *op, const nn_pool_params 
                                 op, s ? "pad_hi" : "pad_lo", i, i, (long long)p->window[i] - 1,
                                 (long long)pads[s][i]);
     }
+    /* Zero today, so that a later version can give them a meaning without breaking callers. */
+    for (int i = 0; i < (int)(sizeof p->reserved / sizeof p->reserved[0]); i++)
+        if (p->reserved[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params.reserved[%d] must be 0, got %llu",
+                            op, i, (unsigned long long)p->reserved[i]);
     return NN_OK;
 }
 
@@ -132,6 +137,49 @@ static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, cons
     return NN_OK;
 }
 
+/* An output with two elements at one address (a stride 0 on a dim > 1) would be written twice. */
+static nn_status check_distinct(nn_ctx *ctx, const char *op, const char *name, const nn_tensor *t)
+{
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] > 1 && t->strides[i] == 0)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "%s: %s is an output, but its elements overlap in memory "
+                            "(%s.strides[%d] = 0 with %s.dims[%d] = %lld)",
+                            op, name, name, i, name, i, (long long)t->dims[i]);
+    return NN_OK;
+}
+
+/* The byte range a view can touch: [data, data + extent). Both views are valid. */
+static nn_status check_no_overlap(nn_ctx *ctx, const char *op, const char *out_name,
+                                  const nn_tensor *out, const char *in_name, const nn_tensor *in)
+{
+    if (out->space != in->space || out->device != in->device) return NN_OK;
+    size_t a_len, b_len;
+    nn_tensor_extent_bytes(out, &a_len);
+    nn_tensor_extent_bytes(in, &b_len);
+    const char *a = out->data, *b = in->data;
+    if (a < b + b_len && b < a + a_len)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not overlap %s in memory", op, out_name,
+                        in_name);
+    return NN_OK;
+}
+
+/* Sizes the context's backend cannot take (cuDNN: int), refused before it sees them. */
+static nn_status check_backend_limits(nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                                      const nn_tensor *t, const char *name)
+{
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx)) return nn__pool_cudnn_check_limits(ctx, op, p, t, name);
+#else
+    (void)ctx;
+    (void)op;
+    (void)p;
+    (void)t;
+    (void)name;
+#endif
+    return NN_OK;
+}
+
 static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
 {
     char xd[128];
@@ -150,13 +198,15 @@ static void verbose(nn_ctx *ctx, const char *op, const nn_pool_params *p, const 
 {
     char shape[512];
     shape_text(p, x, shape, sizeof shape);
-    nn__verbose_op(ctx, op, nn__ctx_on_gpu(ctx) ? "cudnn-legacy" : "ref", "-", shape, start);
+    /* The verbose line names the op without the "nn_" of the public function (docs/POOL.md). */
+    nn__verbose_op(ctx, op + strlen("nn_"), nn__ctx_on_gpu(ctx) ? "cudnn-legacy" : "ref", "-",
+                   shape, start);
 }
 
 nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
                           nn_tensor *y, nn_pool_pullback **pullback_out)
 {
-    const char *op = "pool_forward";
+    const char *op = "nn_pool_forward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
@@ -168,6 +218,10 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
     NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
     NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    NN__TRY(check_distinct(ctx, op, "y", y));
+    NN__TRY(check_no_overlap(ctx, op, "y", y, "x", x));
+    NN__TRY(check_backend_limits(ctx, op, params, x, "x"));
+    NN__TRY(check_backend_limits(ctx, op, params, y, "y"));
 
     nn_pool_pullback *pb = NULL;
     if (pullback_out) {
@@ -228,7 +282,7 @@ static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **
 nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
                            nn_tensor *dx)
 {
-    const char *op = "pool_backward";
+    const char *op = "nn_pool_backward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_pullback(ctx, op, pullback));
@@ -239,6 +293,13 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
     NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
     NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
+    NN__TRY(check_distinct(ctx, op, "dx", dx));
+    NN__TRY(check_no_overlap(ctx, op, "dx", dx, "dy", dy));
+    /* backward reads the forward's x (and y, for max pooling on cuDNN) while it writes dx */
+    NN__TRY(check_no_overlap(ctx, op, "dx", dx, "the forward's x", &pb->x));
+    NN__TRY(check_no_overlap(ctx, op, "dx", dx, "the forward's y", &pb->y));
+    NN__TRY(check_backend_limits(ctx, op, &pb->params, dy, "dy"));
+    NN__TRY(check_backend_limits(ctx, op, &pb->params, dx, "dx"));
     nn_status st;
 #if NN_HAVE_CUDNN
     if (nn__ctx_on_gpu(ctx))

@@ -33,6 +33,11 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
                                   struct nn__pool_cudnn_saved *saved, const nn_tensor *x,
                                   const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx);
 void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *saved);
+/* NN_E_UNSUPPORTED naming op (the public function) and the field for what cuDNN's legacy pooling
+ * cannot take: pad_lo != pad_hi, a dim, stride, window or element count beyond int, a zero
+ * stride. pool.c calls it for every tensor of a call on a cuDNN context, before the backend. */
+nn_status nn__pool_cudnn_check_limits(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                                      const nn_tensor *t, const char *name);
 #endif
 
 #endif

@@ -21,6 +21,10 @@
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
+ *
+ * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
+ * a '-' (except in a negative integer range, which none of these has) or trailing characters
+ * make the variable malformed, so " -5" is refused rather than read as a huge count.
  */
 #ifndef NNPRIM_CONTEXT_H
 #define NNPRIM_CONTEXT_H
@@ -179,8 +183,11 @@ typedef struct nn_ctx nn_ctx;
  * @param out      out: the new context; set to NULL on failure.
  * @param settings NULL for nn_default_settings(); otherwise read, not kept (strings are copied).
  * @return NN_OK;
- *         NN_E_INVALID_ARG for a NULL out or a setting out of range (named in the message);
- *         NN_E_ENV if settings is NULL and the environment is malformed;
+ *         NN_E_INVALID_ARG for a NULL out, a setting out of range or a nonzero reserved field
+ *         (named in the message: "nn_ctx_create: settings.reserved[3] must be 0, got 7");
+ *         NN_E_ENV if settings is NULL and the environment is malformed, or (cuDNN backend)
+ *         when the device's memory pool is first used while an NNPRIM_MEM_* variable is
+ *         malformed (see mem.h);
  *         NN_E_NO_DEVICE if backend is CUDNN and the device cannot be used;
  *         NN_E_NOT_BUILT if backend is CUDNN and this build has no cuDNN;
  *         NN_E_CUDA if creating the stream fails; NN_E_OOM_HOST.

@@ -12,12 +12,21 @@
  *     cudaStreamGetId(), not by handle.
  *   - A byte limit caps the memory the pool reserves from the driver. When a request does not
  *     fit, the pool releases its cached unused segments and retries once; then it fails with
- *     NN_E_OOM_DEVICE and a message giving requested, in use, reserved and limit.
+ *     NN_E_OOM_DEVICE and a message giving requested, in use, reserved and limit, and why: the
+ *     room the limit leaves, the segment the driver refused, or a size above 2^48 bytes, which
+ *     no device has (so no size computation can overflow). Under a limit smaller than the
+ *     pool's usual segments (2 MiB for requests up to 1 MiB, 20 MiB up to 10 MiB) a request
+ *     gets a segment of what fits under the limit. The host pool (NN_MEM_HOST) runs the same
+ *     code and also answers NN_E_OOM_DEVICE.
  *   - Releasing segments (nn_mem_trim(), the out-of-memory retry) synchronises the device, as
  *     cudaFree() does.
  *
  * Environment (read by nn_mem_default_settings(), which is applied when a device's pool is first
- * used unless nn_mem_configure() came first):
+ * used unless nn_mem_configure() came first). While a variable is malformed, a pool that does not
+ * exist yet is not created: every call that would create it (each nn_mem_* function taking a
+ * device, nn_mem_stream_open(), nn_ctx_create() with the cuDNN backend) fails with NN_E_ENV
+ * naming the variable and its value, so a limit asked for is never silently dropped. Numbers
+ * are decimal digits only: no blanks, no sign.
  *
  *   NNPRIM_MEM_BYPASS     0 | 1: 1 sends every allocation straight to cudaMalloc/cudaFree, so
  *                         compute-sanitizer's memcheck sees each one (slow; for debugging)
@@ -28,7 +37,8 @@
  *   NNPRIM_MEM_GROWTH_SLACK  0 or a number >= 1.0 (see nn_mem_settings.growth_slack)
  *
  * Functions that take a device accept a CUDA ordinal or NN_MEM_HOST, a pool over host memory that
- * runs the same code with simulated streams (for tests and benchmarks without a GPU).
+ * runs the same code with simulated streams (for tests and benchmarks without a GPU). Any other
+ * negative value is NN_E_INVALID_ARG. Messages start with the public function called.
  */
 #ifndef NNPRIM_MEM_H
 #define NNPRIM_MEM_H
@@ -117,7 +127,8 @@ typedef struct nn_mem_event {
  * Defaults: cudaMalloc upstream, no limit, no bypass, no event log, growth_slack 0 (never release
  * while growing).
  *
- * @param s out: always filled completely (a malformed variable leaves its default).
+ * @param s out: always filled completely (a malformed variable leaves its default in s; the
+ *          pools themselves are not created with such defaults: see the top of this header).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
  *         names it, the accepted values and what it held).
  */
@@ -127,14 +138,19 @@ NN_API nn_status nn_mem_default_settings(nn_mem_settings *s);
  * Set a device's pool settings. The upstream and the bypass switch can change only while the pool
  * holds no memory (before its first allocation, or after everything was freed and trimmed); the
  * limit and the log switch can change at any time. A limit below what is reserved now does not
- * release anything: later allocations fail until memory is freed and trimmed.
+ * release anything at once: while reserved memory stays above it, every allocation first
+ * releases the cached unused segments (synchronising the device, as nn_mem_trim() does) and
+ * fails with NN_E_OOM_DEVICE if the pool is still above the limit, even when cached memory could
+ * serve it. So allocations fail until enough memory is freed. The environment is not read.
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
  * @param s      the settings; read, not kept.
- * @return NN_OK; NN_E_INVALID_ARG for a NULL s, an unknown upstream, a growth_slack that is
- *         neither 0 nor >= 1.0 (nor a number), or an upstream/bypass change
- *         while the pool holds memory; NN_E_NO_DEVICE for an ordinal without a device;
- *         NN_E_NOT_BUILT for a CUDA ordinal in a build without CUDA; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG for a NULL s, a negative device other than NN_MEM_HOST, an
+ *         unknown upstream, a growth_slack that is neither 0 nor >= 1.0 (nor a number), a
+ *         nonzero reserved field ("s.reserved[3] must be 0, got 7"), or an upstream/bypass
+ *         change while the pool holds memory; NN_E_NO_DEVICE for an ordinal without a device;
+ *         NN_E_NOT_BUILT for a CUDA ordinal in a build without CUDA; NN_E_UNSUPPORTED
+ *         (cudaMallocAsync on a device without memory pools); NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_configure(int device, const nn_mem_settings *s);
 
@@ -143,7 +159,8 @@ NN_API nn_status nn_mem_configure(int device, const nn_mem_settings *s);
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
  * @param limit  bytes; 0 = no limit.
- * @return NN_OK; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (a negative device other than NN_MEM_HOST); NN_E_ENV (see the
+ *         top of this header); NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_set_limit(int device, size_t limit);
 
@@ -153,8 +170,8 @@ NN_API nn_status nn_mem_set_limit(int device, size_t limit);
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
  * @param out    out: the statistics (counters are zero for a pool never used).
- * @return NN_OK; NN_E_INVALID_ARG if out is NULL; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA;
- *         NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG if out is NULL or the device negative (not NN_MEM_HOST);
+ *         NN_E_ENV; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_get_stats(int device, nn_mem_stats *out);
 
@@ -162,7 +179,8 @@ NN_API nn_status nn_mem_get_stats(int device, nn_mem_stats *out);
  * Reset the peak figures (allocated and reserved bytes, segments) to the current values.
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
- * @return NN_OK; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (a negative device other than NN_MEM_HOST); NN_E_ENV;
+ *         NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_reset_peak_stats(int device);
 
@@ -182,7 +200,8 @@ NN_API nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t ca
  *
  * @param device   a CUDA ordinal or NN_MEM_HOST.
  * @param released out, may be NULL: the bytes released.
- * @return NN_OK; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (a negative device other than NN_MEM_HOST); NN_E_ENV;
+ *         NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_trim(int device, size_t *released);
 
@@ -192,7 +211,8 @@ NN_API nn_status nn_mem_trim(int device, size_t *released);
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
  * @param on     nonzero to start, 0 to stop (the entries so far stay readable).
- * @return NN_OK; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (a negative device other than NN_MEM_HOST); NN_E_ENV;
+ *         NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_log_enable(int device, int on);
 
@@ -204,8 +224,8 @@ NN_API nn_status nn_mem_log_enable(int device, int on);
  * @param out    out: up to cap entries.
  * @param cap    room in out.
  * @param count  out: entries written.
- * @return NN_OK; NN_E_INVALID_ARG if out or count is NULL; NN_E_NO_DEVICE; NN_E_NOT_BUILT;
- *         NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG if out or count is NULL or the device negative (not
+ *         NN_MEM_HOST); NN_E_ENV; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size_t *count);
 
@@ -217,7 +237,9 @@ NN_API nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size
  * @param bytes > 0.
  * @param out   out: the memory (512-byte aligned), NULL on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx or out, bytes 0, a reference-backend context);
- *         NN_E_OOM_DEVICE (message: requested, in use, reserved, limit); NN_E_OOM_HOST; NN_E_CUDA.
+ *         NN_E_OOM_DEVICE (message: requested, in use, reserved, limit and why; also for sizes
+ *         above 2^48 and while reserved memory stays above a lowered limit); NN_E_OOM_HOST;
+ *         NN_E_CUDA.
  * Ownership: the memory is the pool's until nn_mem_free().
  */
 NN_API nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out);
@@ -245,8 +267,9 @@ typedef struct nn_mem_stream nn_mem_stream;
  * @param stream a cudaStream_t of that device (NULL = the legacy default stream); must be NULL
  *               for NN_MEM_HOST, which creates a simulated stream whose work is always complete.
  * @param out    out: the handle; NULL on failure.
- * @return NN_OK; NN_E_INVALID_ARG (NULL out, a stream given with NN_MEM_HOST); NN_E_NO_DEVICE;
- *         NN_E_NOT_BUILT; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL out, a stream given with NN_MEM_HOST, a negative device
+ *         other than NN_MEM_HOST); NN_E_ENV; NN_E_NO_DEVICE; NN_E_NOT_BUILT; NN_E_CUDA;
+ *         NN_E_OOM_HOST.
  * Ownership: the caller closes it with nn_mem_stream_close() before destroying the stream.
  */
 NN_API nn_status nn_mem_stream_open(int device, void *stream, nn_mem_stream **out);
@@ -266,7 +289,8 @@ NN_API void nn_mem_stream_close(nn_mem_stream *s);
  * @param s     the handle.
  * @param bytes > 0.
  * @param out   out: the memory, NULL on failure.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_OOM_DEVICE; NN_E_OOM_HOST; NN_E_CUDA.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL s or out, bytes 0); NN_E_OOM_DEVICE (as
+ *         nn_mem_alloc()); NN_E_OOM_HOST; NN_E_CUDA.
  */
 NN_API nn_status nn_mem_stream_alloc(nn_mem_stream *s, size_t bytes, void **out);
 
@@ -275,7 +299,8 @@ NN_API nn_status nn_mem_stream_alloc(nn_mem_stream *s, size_t bytes, void **out)
  *
  * @param s the handle.
  * @param p the memory; NULL is a no-op.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_BAD_POINTER; NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL s); NN_E_BAD_POINTER (not from the pool, or already
+ *         freed: nothing changes then); NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_stream_free(nn_mem_stream *s, void *p);
 

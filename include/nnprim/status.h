@@ -77,9 +77,10 @@ NN_API const char *nn_status_name(nn_status status);
 /**
  * The detail of one failure.
  *
- * message    what went wrong in words, naming the argument, the expected and the actual value
- *            (for example "conv_forward: x.dims[1] (channels) must equal w.dims[1] * groups = 6,
- *            got 4"), or for a library call failure cuDNN's or CUDA's own message.
+ * message    what went wrong in words: it starts with the public function that was called and
+ *            names the argument, the expected and the actual value (for example
+ *            "nn_conv_forward: x.dims[1] (channels) must equal w.dims[1] * groups = 6, got 4"),
+ *            or for a library call failure cuDNN's or CUDA's own message.
  * call       the check or the CUDA/cuDNN function that failed ("cudnnBackendFinalize",
  *            "validate x"), or "" when none applies.
  * raw_status the raw cudaError_t / cudnnStatus_t / cublasStatus_t value, or 0.

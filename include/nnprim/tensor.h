@@ -12,7 +12,21 @@
  * (a stride of 0 broadcasts); ops say which strided layouts they accept.
  *
  * A valid tensor has 1 <= rank <= NN_MAX_RANK, every dim >= 1, every stride >= 0, a non-NULL
- * data pointer, and a byte extent that fits in size_t.
+ * data pointer aligned to its element size (4 bytes for f32, 8 for f64, 2 for f16 and bf16),
+ * space NN_SPACE_HOST or NN_SPACE_DEVICE (then device >= 0), reserved fields zero, an element
+ * count that fits in int64_t and a byte extent that fits in int64_t (and size_t).
+ *
+ * Overlap: a view that a function writes (an output) must not map two of its elements to one
+ * address: a stride 0 on a dim > 1 is refused there, and so is any stride pattern that cannot be
+ * proven distinct (sorted by stride, each dim > 1 must step past the whole extent of the
+ * smaller ones; packed layouts in any dim order, and padded ones, pass). Inputs may broadcast.
+ * Where a function forbids its output to overlap an input, the test is conservative: the byte
+ * ranges [data, data + extent) of two views in the same memory space may not intersect, even
+ * when the views interleave without sharing an element. Each op's header says which of its
+ * arguments may overlap.
+ *
+ * Every failure message starts with the public function called and names the argument
+ * ("nn_tensor_copy: dst.data (0x...) is aligned to 2 byte(s), but f32 elements need 4").
  */
 #ifndef NNPRIM_TENSOR_H
 #define NNPRIM_TENSOR_H
@@ -66,24 +80,32 @@ NN_API const char *nn_dtype_name(nn_dtype dtype);
  *
  * @param t    the view.
  * @param name how the message names it ("x", "dw"); NULL gives "tensor".
- * @return NN_OK; NN_E_INVALID_ARG (NULL t or data, rank, dims, strides, space), NN_E_DTYPE,
- *         NN_E_OVERFLOW (extent does not fit in size_t); the message names the field.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL t or data, misaligned data, rank, dims, strides, space,
+ *         device, a nonzero reserved field); NN_E_DTYPE; NN_E_OVERFLOW (the element count or the
+ *         extent does not fit); the message starts "nn_tensor_validate: " and names the field.
  */
 NN_API nn_status nn_tensor_validate(const nn_tensor *t, const char *name);
 
-/** @return the number of elements (product of dims), or 0 for an invalid rank. */
+/**
+ * @return the number of elements (the product of dims): exact for every tensor that passes
+ *         nn_tensor_validate(); 0 for a NULL t or a rank outside [1, NN_MAX_RANK]; -1 when the
+ *         product overflows int64_t (computed without undefined behaviour). Dims < 1 are not
+ *         checked: validate first.
+ */
 NN_API int64_t nn_tensor_numel(const nn_tensor *t);
 
 /**
  * Bytes spanned by the tensor's elements: (1 + sum of (dims[i] - 1) * strides[i]) * element size.
  *
- * @param t   a view with valid rank, dims and strides.
+ * @param t   a view with valid dtype, rank, dims and strides (data is not looked at).
  * @param out out: the byte extent.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_OVERFLOW if the extent does not fit in size_t.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL t or out, rank, dims, a negative stride); NN_E_DTYPE;
+ *         NN_E_OVERFLOW if the element count or the extent does not fit in int64_t.
  */
 NN_API nn_status nn_tensor_extent_bytes(const nn_tensor *t, size_t *out);
 
-/** @return nonzero if t's strides are the row-major contiguous strides of its dims. */
+/** @return nonzero if t's strides are the row-major contiguous strides of its dims (dims of 1
+ *          may have any stride); 0 for a NULL t or an invalid rank. */
 NN_API int nn_tensor_is_contiguous(const nn_tensor *t);
 
 /**
@@ -92,7 +114,8 @@ NN_API int nn_tensor_is_contiguous(const nn_tensor *t);
  * @param rank    1..NN_MAX_RANK.
  * @param dims    rank dims, each >= 1.
  * @param strides out: rank strides.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_OVERFLOW if the element count overflows int64_t.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL dims or strides, rank, a dim < 1); NN_E_OVERFLOW if the
+ *         element count overflows int64_t (the message gives the dims).
  */
 NN_API nn_status nn_contiguous_strides(int rank, const int64_t *dims, int64_t *strides);
 
@@ -105,8 +128,10 @@ NN_API nn_status nn_contiguous_strides(int rank, const int64_t *dims, int64_t *s
  * @param rank  1..NN_MAX_RANK.
  * @param dims  rank dims, each >= 1.
  * @param out   out: the view; zeroed on failure.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_DTYPE; NN_E_OVERFLOW; NN_E_OOM_HOST; NN_E_OOM_DEVICE
- *         (the message gives requested, in use, reserved and limit); NN_E_CUDA.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, out or dims, rank, a dim < 1); NN_E_DTYPE;
+ *         NN_E_OVERFLOW (element count or byte extent, with the dims); NN_E_OOM_HOST;
+ *         NN_E_OOM_DEVICE (the message gives requested, in use, reserved, limit and why: the
+ *         limit, the driver, or a size no device has); NN_E_CUDA.
  * Ownership: the storage belongs to nnprim until nn_tensor_free() is called with the same
  * context (or another context of the same device).
  */
@@ -120,8 +145,10 @@ NN_API nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const in
  *
  * @param ctx a context of the same device (or the host, for host tensors).
  * @param t   the view; its data is set to NULL on success. A view with NULL data is a no-op.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_BAD_POINTER if the data was not allocated by
- *         nn_tensor_empty() or was already freed (nothing is changed then).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx or t, an invalid space); NN_E_MEMSPACE for device
+ *         memory given to a reference context or to a context of another device;
+ *         NN_E_BAD_POINTER if the data was not allocated by nn_tensor_empty() or was already
+ *         freed (nothing is changed then); NN_E_CUDA.
  */
 NN_API nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t);
 
@@ -139,8 +166,9 @@ NN_API nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t);
  * @param dims    rank dims, each >= 1.
  * @param strides rank strides in elements, each >= 0; NULL = row-major contiguous.
  * @param out     out: the view; zeroed on failure.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE (the message says
- *         where the pointer lives and where the context needs it).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, data, out or dims, rank, a dim < 1, a negative
+ *         stride, data not aligned to the element size); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE
+ *         (the message says where the pointer lives and where the context needs it).
  * Ownership: the memory stays the caller's; it must outlive every use of the view.
  */
 NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int rank,
@@ -153,19 +181,28 @@ NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int ran
  * device memory are queued on the context's stream.
  *
  * @param ctx a context (its stream orders device copies).
- * @param dst destination view; must not overlap src.
- * @param src source view.
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_SHAPE (dims differ); NN_E_DTYPE (dtypes differ);
- *         NN_E_UNSUPPORTED (strided device copy); NN_E_CUDA; NN_E_OOM_HOST.
+ * @param dst destination view; must not overlap src (byte ranges, see the top of this header)
+ *            nor map two elements to one address.
+ * @param src source view; may broadcast (stride 0).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, an invalid view, dst and src overlapping, a
+ *         self-overlapping dst); NN_E_OVERFLOW (an invalid view); NN_E_SHAPE (dims differ);
+ *         NN_E_DTYPE (dtypes differ or are invalid); NN_E_MEMSPACE (a device view with a
+ *         reference context); NN_E_UNSUPPORTED (strided device copy); NN_E_CUDA;
+ *         NN_E_NOT_BUILT (device memory in a build without CUDA). A refused call writes nothing.
  */
 NN_API nn_status nn_tensor_copy(nn_ctx *ctx, nn_tensor *dst, const nn_tensor *src);
 
 /**
  * Set every element to value (rounded to the dtype). Device tensors are filled through a host
- * staging copy on the context's stream.
+ * staging copy on the context's stream. Every fill writes t, so t must not self-overlap (see the
+ * top of this header); t lives where the context computes, or in host memory.
  *
- * @return NN_OK; NN_E_INVALID_ARG; NN_E_UNSUPPORTED (strided device tensor); NN_E_CUDA;
- *         NN_E_OOM_HOST.
+ * @param value any double that is NaN, infinite or within the dtype's finite range (a finite
+ *              value beyond it, which would become infinite, is refused).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, an invalid or self-overlapping t, value out of
+ *         range); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE (a device t with a reference
+ *         context); NN_E_UNSUPPORTED (strided device tensor); NN_E_CUDA; NN_E_NOT_BUILT;
+ *         NN_E_OOM_HOST (the staging copy).
  */
 NN_API nn_status nn_tensor_fill_constant(nn_ctx *ctx, nn_tensor *t, double value);
 
@@ -174,8 +211,10 @@ NN_API nn_status nn_tensor_fill_constant(nn_ctx *ctx, nn_tensor *t, double value
  * and dtype give the same values on every backend and machine (elements are drawn in row-major
  * order of the dims).
  *
- * @return NN_OK; NN_E_INVALID_ARG (also for lo > hi or non-finite bounds); NN_E_UNSUPPORTED;
- *         NN_E_CUDA; NN_E_OOM_HOST.
+ * @return NN_OK; NN_E_INVALID_ARG (as nn_tensor_fill_constant(), and for lo > hi, a NaN or
+ *         infinite bound, a width hi - lo that overflows a double, or a bound beyond the dtype's
+ *         finite range); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE; NN_E_UNSUPPORTED; NN_E_CUDA;
+ *         NN_E_NOT_BUILT; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, double hi,
                                         uint64_t seed);
@@ -184,8 +223,12 @@ NN_API nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, do
  * Fill with uniform integers in [lo, hi], reproducible from seed. Small integers make sums exact
  * in floating point, so results can be compared with zero tolerance.
  *
- * @return NN_OK; NN_E_INVALID_ARG (also for lo > hi); NN_E_UNSUPPORTED; NN_E_CUDA;
- *         NN_E_OOM_HOST.
+ * Every integer in [lo, hi] must be exact in the dtype: |lo| and |hi| at most 2048 for f16, 256
+ * for bf16, 2^24 for f32 (any int for f64).
+ *
+ * @return NN_OK; NN_E_INVALID_ARG (as nn_tensor_fill_constant(), and for lo > hi or a bound
+ *         outside the exact range); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE; NN_E_UNSUPPORTED;
+ *         NN_E_CUDA; NN_E_NOT_BUILT; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_tensor_fill_ints(nn_ctx *ctx, nn_tensor *t, int lo, int hi, uint64_t seed);
 

@@ -1,4 +1,5 @@
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,21 @@ static void raw_free(void *p)
 }
 #endif
 
+/* Requests above this fail with NULL before reaching the allocator. No object may exceed
+ * PTRDIFF_MAX; and AddressSanitizer's allocator aborts on a request above its maximum (1 TiB by
+ * default) instead of returning NULL, so sanitizer builds refuse earlier: bad input (a huge
+ * nn_tensor_empty) must come back as NN_E_OOM_HOST there too. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HOST_MAX ((size_t)1 << 40)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HOST_MAX ((size_t)1 << 40)
+#endif
+#endif
+#ifndef HOST_MAX
+#define HOST_MAX ((size_t)PTRDIFF_MAX)
+#endif
+
 static atomic_long nn__alloc_count;
 static atomic_long nn__live;
 static atomic_long nn__fail_at; /* allocation number (from the last reset) that fails; 0 none */
@@ -82,7 +98,7 @@ long nn__host_alloc_live(void)
 
 void *nn__host_alloc(size_t size)
 {
-    if (injected_failure()) return NULL;
+    if (injected_failure() || size > HOST_MAX) return NULL;
     void *p = raw_alloc(size);
     if (p) atomic_fetch_add(&nn__live, 1);
     return p;
@@ -99,7 +115,7 @@ void *nn__host_calloc(size_t count, size_t size)
 void *nn__host_realloc(void *p, size_t size)
 {
     if (!p) return nn__host_alloc(size);
-    if (injected_failure()) return NULL;
+    if (injected_failure() || size > HOST_MAX) return NULL;
     return raw_realloc(p, size);
 }
 

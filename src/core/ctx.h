@@ -8,7 +8,7 @@
 #include "nnprim/context.h"
 #include "nnprim/status.h"
 
-struct nn__pool;        /* src/mem: the device's memory pool */
+struct nn__mem_pool;        /* src/mem: the device's memory pool */
 struct nn__cudnn_state; /* src/cudnn: handles, plan cache */
 
 struct nn_ctx {
@@ -17,7 +17,7 @@ struct nn_ctx {
     void *stream;         /* cudaStream_t, NULL for the reference backend */
     int owns_stream;
     unsigned long long stream_id; /* cudaStreamGetId, for the pool's stream keys */
-    struct nn__pool *pool;
+    struct nn__mem_pool *mem_pool;
     struct nn__cudnn_state *cudnn;
     nn_error_info last_error;
 };

@@ -55,7 +55,7 @@ static void set_defaults(nn_settings *s)
 
 /* Apply every variable; remember the first failure but keep going, so that one bad variable
  * does not hide the others' values. */
-static nn_status apply_env(nn_settings *s)
+static nn_status apply_env(const char *fn, nn_settings *s)
 {
     static const struct nn__env_word backends[] = {
         {"auto", NN_BACKEND_AUTO}, {"ref", NN_BACKEND_REF}, {"cudnn", NN_BACKEND_CUDNN}};
@@ -70,25 +70,27 @@ static nn_status apply_env(nn_settings *s)
 #define NN__KEEP(expr)                                                                             \
     if ((st = (expr)) != NN_OK && first == NN_OK) first = st
     v = (int)s->backend;
-    NN__KEEP(nn__env_word("NNPRIM_BACKEND", backends, NN__N(backends), "auto, ref or cudnn", &v));
+    NN__KEEP(
+        nn__env_word(fn, "NNPRIM_BACKEND", backends, NN__N(backends), "auto, ref or cudnn", &v));
     s->backend = (nn_backend)v;
-    NN__KEEP(nn__env_int("NNPRIM_DEVICE", 0, INT_MAX, &s->device));
+    NN__KEEP(nn__env_int(fn, "NNPRIM_DEVICE", 0, INT_MAX, &s->device));
     v = (int)s->math_mode;
-    NN__KEEP(nn__env_word("NNPRIM_MATH", maths, NN__N(maths), "strict or tf32", &v));
+    NN__KEEP(nn__env_word(fn, "NNPRIM_MATH", maths, NN__N(maths), "strict or tf32", &v));
     s->math_mode = (nn_math_mode)v;
     NN__KEEP(
-        nn__env_word("NNPRIM_DETERMINISTIC", bools, NN__N(bools), "0 or 1", &s->deterministic));
-    NN__KEEP(nn__env_bytes("NNPRIM_WORKSPACE_CAP", &s->workspace_cap));
+        nn__env_word(fn, "NNPRIM_DETERMINISTIC", bools, NN__N(bools), "0 or 1", &s->deterministic));
+    NN__KEEP(nn__env_bytes(fn, "NNPRIM_WORKSPACE_CAP", &s->workspace_cap));
     v = (int)s->tuning;
-    NN__KEEP(nn__env_word("NNPRIM_TUNING", tunings, NN__N(tunings), "heuristic or autotune", &v));
-    s->tuning = (nn_tuning_mode)v;
-    NN__KEEP(nn__env_int("NNPRIM_AUTOTUNE_CANDIDATES", 1, 1000, &s->autotune_candidates));
-    NN__KEEP(nn__env_int("NNPRIM_PLAN_CACHE_CAPACITY", 1, 1 << 20, &s->plan_cache_capacity));
-    NN__KEEP(nn__env_int("NNPRIM_VERBOSE", 0, 2, &s->verbose));
-    NN__KEEP(nn__env_word("NNPRIM_BACKGROUND_BUILDS", bools, NN__N(bools), "0 or 1",
-                          &s->background_builds));
     NN__KEEP(
-        nn__env_word("NNPRIM_PREBUILD_PLANS", bools, NN__N(bools), "0 or 1", &s->prebuild_plans));
+        nn__env_word(fn, "NNPRIM_TUNING", tunings, NN__N(tunings), "heuristic or autotune", &v));
+    s->tuning = (nn_tuning_mode)v;
+    NN__KEEP(nn__env_int(fn, "NNPRIM_AUTOTUNE_CANDIDATES", 1, 1000, &s->autotune_candidates));
+    NN__KEEP(nn__env_int(fn, "NNPRIM_PLAN_CACHE_CAPACITY", 1, 1 << 20, &s->plan_cache_capacity));
+    NN__KEEP(nn__env_int(fn, "NNPRIM_VERBOSE", 0, 2, &s->verbose));
+    NN__KEEP(nn__env_word(fn, "NNPRIM_BACKGROUND_BUILDS", bools, NN__N(bools), "0 or 1",
+                          &s->background_builds));
+    NN__KEEP(nn__env_word(fn, "NNPRIM_PREBUILD_PLANS", bools, NN__N(bools), "0 or 1",
+                          &s->prebuild_plans));
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;
@@ -99,34 +101,45 @@ nn_status nn_default_settings(nn_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_default_settings: s must not be NULL");
     set_defaults(s);
-    return apply_env(s);
+    return apply_env("nn_default_settings", s);
 }
 
 nn_status nn__settings_check(const nn_settings *s)
 {
     if (s->backend != NN_BACKEND_AUTO && s->backend != NN_BACKEND_REF &&
         s->backend != NN_BACKEND_CUDNN)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "settings.backend must be NN_BACKEND_AUTO, _REF or _CUDNN, got %d",
-                        (int)s->backend);
+        return NN__FAIL(
+            NULL, NN_E_INVALID_ARG,
+            "nn_ctx_create: settings.backend must be NN_BACKEND_AUTO, _REF or _CUDNN, got %d",
+            (int)s->backend);
     if (s->device < 0)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "settings.device must be >= 0, got %d", s->device);
-    if (s->math_mode != NN_MATH_STRICT_FP32 && s->math_mode != NN_MATH_TF32)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "settings.math_mode must be NN_MATH_STRICT_FP32 or NN_MATH_TF32, got %d",
-                        (int)s->math_mode);
+                        "nn_ctx_create: settings.device must be >= 0, got %d", s->device);
+    if (s->math_mode != NN_MATH_STRICT_FP32 && s->math_mode != NN_MATH_TF32)
+        return NN__FAIL(
+            NULL, NN_E_INVALID_ARG,
+            "nn_ctx_create: settings.math_mode must be NN_MATH_STRICT_FP32 or NN_MATH_TF32, got %d",
+            (int)s->math_mode);
     if (s->tuning != NN_TUNING_HEURISTIC && s->tuning != NN_TUNING_AUTOTUNE)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "settings.tuning must be NN_TUNING_HEURISTIC or NN_TUNING_AUTOTUNE, got %d",
+                        "nn_ctx_create: settings.tuning must be NN_TUNING_HEURISTIC or "
+                        "NN_TUNING_AUTOTUNE, got %d",
                         (int)s->tuning);
     if (s->autotune_candidates < 1)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "settings.autotune_candidates must be >= 1, got %d",
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_create: settings.autotune_candidates must be >= 1, got %d",
                         s->autotune_candidates);
     if (s->plan_cache_capacity < 1)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "settings.plan_cache_capacity must be >= 1, got %d",
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_create: settings.plan_cache_capacity must be >= 1, got %d",
                         s->plan_cache_capacity);
     if (s->verbose < 0 || s->verbose > 2)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "settings.verbose must be 0, 1 or 2, got %d",
-                        s->verbose);
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_create: settings.verbose must be 0, 1 or 2, got %d", s->verbose);
+    for (size_t i = 0; i < NN__N(s->reserved); i++)
+        if (s->reserved[i])
+            return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                            "nn_ctx_create: settings.reserved[%zu] must be 0, got %llu", i,
+                            (unsigned long long)s->reserved[i]);
     return NN_OK;
 }

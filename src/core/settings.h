@@ -3,7 +3,8 @@
 
 #include "nnprim/context.h"
 
-/* Check every field's range; the message names the field and what it accepts. */
+/* Check every field's range (and that the reserved fields are zero) for nn_ctx_create(); the
+ * message names nn_ctx_create, the field and what it accepts. */
 nn_status nn__settings_check(const nn_settings *s);
 
 /* Names for messages and the CLI. */

@@ -1,3 +1,4 @@
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,12 +10,7 @@
 #include "core/cuda_util.h"
 #include "core/elem.h"
 #include "core/error.h"
-#include "core/ptrset.h"
 #include "core/tensor_util.h"
-#include "mem/mem.h"
-
-/* Host blocks handed out by nn_tensor_empty() for reference contexts. */
-static struct nn__ptrset nn__host_tensors = NN__PTRSET_INIT;
 
 size_t nn_dtype_size(nn_dtype dtype)
 {
@@ -38,30 +34,67 @@ const char *nn_dtype_name(nn_dtype dtype)
     return "invalid";
 }
 
-static nn_status check_shape(const char *name, nn_dtype dtype, int rank, const int64_t *dims)
+/* "x." for a named tensor, "" for the bare arguments of nn_tensor_empty and its kind. */
+#define FIELD(name) (name) ? (name) : "", (name) ? "." : ""
+
+static void shape_text(int rank, const int64_t *dims, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    if (rank > NN_MAX_RANK) rank = NN_MAX_RANK;
+    for (int i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? "x%lld" : "%lld", (long long)dims[i]);
+}
+
+void nn__dims_text(const nn_tensor *t, char *buf, size_t cap)
+{
+    shape_text(t->rank, t->dims, buf, cap);
+}
+
+static nn_status check_shape(struct nn_ctx *ctx, const char *fn, const char *name, nn_dtype dtype,
+                             int rank, const int64_t *dims)
 {
     if (nn_dtype_size(dtype) == 0)
-        return NN__FAIL(NULL, NN_E_DTYPE, "%s.dtype must be f32, f64, f16 or bf16, got %d", name,
-                        (int)dtype);
+        return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s%sdtype must be f32, f64, f16 or bf16, got %d", fn,
+                        FIELD(name), (int)dtype);
     if (rank < 1 || rank > NN_MAX_RANK)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s.rank must be in [1, %d], got %d", name,
-                        NN_MAX_RANK, rank);
-    if (!dims) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: dims must not be NULL", name);
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s%srank must be in [1, %d], got %d", fn,
+                        FIELD(name), NN_MAX_RANK, rank);
+    if (!dims) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: dims must not be NULL", fn);
     for (int i = 0; i < rank; i++)
         if (dims[i] < 1)
-            return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s.dims[%d] must be >= 1, got %lld", name, i,
-                            (long long)dims[i]);
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s%sdims[%d] must be >= 1, got %lld", fn,
+                            FIELD(name), i, (long long)dims[i]);
     return NN_OK;
 }
 
-static nn_status extent(const char *name, nn_dtype dtype, int rank, const int64_t *dims,
-                        const int64_t *strides, size_t *out)
+nn_status nn__tensor_check_shape(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, int rank,
+                                 const int64_t *dims)
 {
+    return check_shape(ctx, fn, NULL, dtype, rank, dims);
+}
+
+/* Product of dims (each >= 1); nonzero when it overflows int64. */
+static int count_overflows(int rank, const int64_t *dims, int64_t *count)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (__builtin_mul_overflow(n, dims[i], &n)) return 1;
+    *count = n;
+    return 0;
+}
+
+/* Byte extent of a checked shape with the given strides; the element count must fit int64 too
+ * (a stride 0 makes a small extent hold a huge count). */
+static nn_status extent(struct nn_ctx *ctx, const char *fn, const char *name, nn_dtype dtype,
+                        int rank, const int64_t *dims, const int64_t *strides, size_t *out)
+{
+    char text[160];
     uint64_t last = 0; /* offset of the last element, in elements */
     for (int i = 0; i < rank; i++) {
         if (strides[i] < 0)
-            return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s.strides[%d] must be >= 0, got %lld", name,
-                            i, (long long)strides[i]);
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s%sstrides[%d] must be >= 0, got %lld", fn,
+                            FIELD(name), i, (long long)strides[i]);
         uint64_t step;
         if (__builtin_mul_overflow((uint64_t)(dims[i] - 1), (uint64_t)strides[i], &step) ||
             __builtin_add_overflow(last, step, &last))
@@ -72,54 +105,113 @@ static nn_status extent(const char *name, nn_dtype dtype, int rank, const int64_
         __builtin_mul_overflow(last, (uint64_t)nn_dtype_size(dtype), &bytes) || bytes > SIZE_MAX ||
         bytes > (uint64_t)INT64_MAX)
         goto overflow;
+    int64_t count;
+    if (count_overflows(rank, dims, &count)) {
+        shape_text(rank, dims, text, sizeof text);
+        return NN__FAIL(ctx, NN_E_OVERFLOW, "%s: the element count of %s%sdims %s overflows int64",
+                        fn, FIELD(name), text);
+    }
     *out = (size_t)bytes;
     return NN_OK;
 overflow:
-    return NN__FAIL(NULL, NN_E_OVERFLOW, "%s: the byte extent of the tensor does not fit in size_t",
-                    name);
+    shape_text(rank, dims, text, sizeof text);
+    return NN__FAIL(ctx, NN_E_OVERFLOW,
+                    "%s: the byte extent of %s%sdims %s (%s) with its strides does not fit in "
+                    "int64 bytes",
+                    fn, FIELD(name), text, nn_dtype_name(dtype));
 }
 
-nn_status nn_contiguous_strides(int rank, const int64_t *dims, int64_t *strides)
+static nn_status contiguous(struct nn_ctx *ctx, const char *fn, int rank, const int64_t *dims,
+                            int64_t *strides)
 {
-    if (!strides) return NN__FAIL(NULL, NN_E_INVALID_ARG, "strides must not be NULL");
-    NN__TRY(check_shape("tensor", NN_DTYPE_F32, rank, dims));
     int64_t s = 1;
     for (int i = rank - 1; i >= 0; i--) {
         strides[i] = s;
-        if (__builtin_mul_overflow(s, dims[i], &s))
-            return NN__FAIL(NULL, NN_E_OVERFLOW, "tensor: the element count overflows int64");
+        if (__builtin_mul_overflow(s, dims[i], &s)) {
+            char text[160];
+            shape_text(rank, dims, text, sizeof text);
+            return NN__FAIL(ctx, NN_E_OVERFLOW, "%s: the element count of dims %s overflows int64",
+                            fn, text);
+        }
     }
     return NN_OK;
 }
 
-nn_status nn_tensor_validate(const nn_tensor *t, const char *name)
+nn_status nn__tensor_layout(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, int rank,
+                            const int64_t *dims, const int64_t *strides, int64_t *strides_out,
+                            size_t *bytes)
+{
+    if (!strides) {
+        NN__TRY(contiguous(ctx, fn, rank, dims, strides_out));
+        strides = strides_out;
+    } else if (strides != strides_out) {
+        memcpy(strides_out, strides, (size_t)rank * sizeof *strides);
+    }
+    return extent(ctx, fn, NULL, dtype, rank, dims, strides, bytes);
+}
+
+nn_status nn_contiguous_strides(int rank, const int64_t *dims, int64_t *strides)
+{
+    const char *fn = "nn_contiguous_strides";
+    if (!strides) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: strides must not be NULL", fn);
+    NN__TRY(check_shape(NULL, fn, NULL, NN_DTYPE_F32, rank, dims));
+    return contiguous(NULL, fn, rank, dims, strides);
+}
+
+/* The largest power of two dividing the address (capped: an aligned pointer needs no more). */
+static size_t alignment_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    return a ? (size_t)(a & (~a + 1)) : 0;
+}
+
+nn_status nn__tensor_validate(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                              const char *name)
 {
     if (!name) name = "tensor";
-    if (!t) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s must not be NULL", name);
-    NN__TRY(check_shape(name, t->dtype, t->rank, t->dims));
-    if (!t->data) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s.data must not be NULL", name);
+    if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", fn, name);
+    NN__TRY(check_shape(ctx, fn, name, t->dtype, t->rank, t->dims));
+    if (!t->data) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s.data must not be NULL", fn, name);
+    size_t es = nn_dtype_size(t->dtype);
+    if ((uintptr_t)t->data % es)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: %s.data (%p) is aligned to %zu byte(s), but %s elements need %zu", fn,
+                        name, t->data, alignment_of(t->data), nn_dtype_name(t->dtype), es);
     if (t->space != NN_SPACE_HOST && t->space != NN_SPACE_DEVICE)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "%s.space must be NN_SPACE_HOST or NN_SPACE_DEVICE, got %d", name,
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: %s.space must be NN_SPACE_HOST or NN_SPACE_DEVICE, got %d", fn, name,
                         (int)t->space);
+    if (t->space == NN_SPACE_DEVICE && t->device < 0)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: %s.device must be a CUDA ordinal >= 0 for device memory, got %d", fn,
+                        name, t->device);
+    for (int i = 0; i < 2; i++)
+        if (t->reserved[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s.reserved[%d] must be 0, got %llu", fn,
+                            name, i, (unsigned long long)t->reserved[i]);
     size_t bytes;
-    return extent(name, t->dtype, t->rank, t->dims, t->strides, &bytes);
+    return extent(ctx, fn, name, t->dtype, t->rank, t->dims, t->strides, &bytes);
+}
+
+nn_status nn_tensor_validate(const nn_tensor *t, const char *name)
+{
+    return nn__tensor_validate(NULL, "nn_tensor_validate", t, name);
 }
 
 int64_t nn_tensor_numel(const nn_tensor *t)
 {
     if (!t || t->rank < 1 || t->rank > NN_MAX_RANK) return 0;
-    int64_t n = 1;
-    for (int i = 0; i < t->rank; i++)
-        n *= t->dims[i];
-    return n;
+    int64_t n;
+    return count_overflows(t->rank, t->dims, &n) ? -1 : n;
 }
 
 nn_status nn_tensor_extent_bytes(const nn_tensor *t, size_t *out)
 {
-    if (!t || !out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "t and out must not be NULL");
-    NN__TRY(check_shape("tensor", t->dtype, t->rank, t->dims));
-    return extent("tensor", t->dtype, t->rank, t->dims, t->strides, out);
+    const char *fn = "nn_tensor_extent_bytes";
+    if (!t) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: t must not be NULL", fn);
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: out must not be NULL", fn);
+    NN__TRY(check_shape(NULL, fn, "t", t->dtype, t->rank, t->dims));
+    return extent(NULL, fn, "t", t->dtype, t->rank, t->dims, t->strides, out);
 }
 
 int nn_tensor_is_contiguous(const nn_tensor *t)
@@ -128,28 +220,87 @@ int nn_tensor_is_contiguous(const nn_tensor *t)
     int64_t s = 1;
     for (int i = t->rank - 1; i >= 0; i--) {
         if (t->dims[i] != 1 && t->strides[i] != s) return 0;
-        s *= t->dims[i];
+        /* Past the outermost dim the product is not needed; before it, an overflowing product
+         * means no stride can match. */
+        if (i > 0 && __builtin_mul_overflow(s, t->dims[i], &s)) return 0;
     }
     return 1;
 }
 
-void nn__dims_text(const nn_tensor *t, char *buf, size_t cap)
+/* The extent of a valid view (cannot fail). */
+static size_t extent_of(const nn_tensor *t)
 {
-    size_t n = 0;
-    buf[0] = 0;
-    for (int i = 0; i < t->rank && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, i ? "x%lld" : "%lld", (long long)t->dims[i]);
+    uint64_t last = 0;
+    for (int i = 0; i < t->rank; i++)
+        last += (uint64_t)(t->dims[i] - 1) * (uint64_t)t->strides[i];
+    return (size_t)((last + 1) * nn_dtype_size(t->dtype));
 }
 
-static nn_status check_ctx(nn_ctx *ctx, const char *fn)
+static uintptr_t end_of(const nn_tensor *t)
 {
-    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
-    return NN_OK;
+    uintptr_t p = (uintptr_t)t->data, e;
+    return __builtin_add_overflow(p, (uintptr_t)extent_of(t), &e) ? UINTPTR_MAX : e;
+}
+
+int nn__tensors_overlap(const nn_tensor *a, const nn_tensor *b)
+{
+    if (a->space != b->space) return 0;
+    if (a->space == NN_SPACE_DEVICE && a->device != b->device) return 0;
+    return (uintptr_t)a->data < end_of(b) && (uintptr_t)b->data < end_of(a);
+}
+
+nn_status nn__check_no_overlap(struct nn_ctx *ctx, const char *fn, const nn_tensor *a,
+                               const char *aname, const nn_tensor *b, const char *bname)
+{
+    if (!nn__tensors_overlap(a, b)) return NN_OK;
+    return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                    "%s: %s and %s must not overlap in memory, but %s spans [%p, +%zu bytes) and "
+                    "%s [%p, +%zu bytes)",
+                    fn, aname, bname, aname, a->data, extent_of(a), bname, b->data, extent_of(b));
+}
+
+int nn__tensor_self_overlaps(const nn_tensor *t)
+{
+    int64_t d[NN_MAX_RANK], s[NN_MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] == 1) continue;
+        if (t->strides[i] == 0) return 1;
+        /* Insertion by stride: at most NN_MAX_RANK entries. */
+        int k = n++;
+        for (; k > 0 && s[k - 1] > t->strides[i]; k--) {
+            s[k] = s[k - 1];
+            d[k] = d[k - 1];
+        }
+        s[k] = t->strides[i];
+        d[k] = t->dims[i];
+    }
+    /* Each dim must step past the span of the smaller ones: then every element has its own
+     * offset. The sums fit: the view's extent does. */
+    int64_t span = 0;
+    for (int k = 0; k < n; k++) {
+        if (s[k] <= span) return 1;
+        span += (d[k] - 1) * s[k];
+    }
+    return 0;
+}
+
+nn_status nn__check_output_distinct(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                                    const char *name)
+{
+    if (!nn__tensor_self_overlaps(t)) return NN_OK;
+    char dims[160], strides[160];
+    nn__dims_text(t, dims, sizeof dims);
+    shape_text(t->rank, t->strides, strides, sizeof strides);
+    return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                    "%s: %s is written, so its elements must not share memory, but dims %s with "
+                    "strides %s map two elements to one address",
+                    fn, name, dims, strides);
 }
 
 nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name)
 {
-    if (nn_tensor_validate(t, name) != NN_OK) return nn__error_rethrow(ctx, op);
+    NN__TRY(nn__tensor_validate(ctx, op, t, name));
     if (nn__ctx_on_gpu(ctx)) {
         if (t->space != NN_SPACE_DEVICE || t->device != ctx->device)
             return NN__FAIL(ctx, NN_E_MEMSPACE,
@@ -166,8 +317,8 @@ nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, cons
     return NN_OK;
 }
 
-static void fill_view(nn_tensor *out, void *data, nn_dtype dtype, int rank, const int64_t *dims,
-                      const int64_t *strides, nn_space space, int device)
+void nn__tensor_set(nn_tensor *out, void *data, nn_dtype dtype, int rank, const int64_t *dims,
+                    const int64_t *strides, nn_space space, int device)
 {
     memset(out, 0, sizeof *out);
     out->data = data;
@@ -179,55 +330,9 @@ static void fill_view(nn_tensor *out, void *data, nn_dtype dtype, int rank, cons
     out->device = device;
 }
 
-nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const int64_t *dims,
-                          nn_tensor *out)
+static nn_status check_ctx(nn_ctx *ctx, const char *fn)
 {
-    NN__TRY(check_ctx(ctx, "nn_tensor_empty"));
-    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_tensor_empty: out must not be NULL");
-    memset(out, 0, sizeof *out);
-    int64_t strides[NN_MAX_RANK];
-    size_t bytes;
-    nn_status st = check_shape("nn_tensor_empty", dtype, rank, dims);
-    if (st == NN_OK) st = nn_contiguous_strides(rank, dims, strides);
-    if (st == NN_OK) st = extent("nn_tensor_empty", dtype, rank, dims, strides, &bytes);
-    if (st != NN_OK) return nn__error_rethrow(ctx, NULL);
-    void *data;
-    if (nn__ctx_on_gpu(ctx)) {
-        NN__TRY(nn__dev_alloc(ctx, bytes, &data));
-        fill_view(out, data, dtype, rank, dims, strides, NN_SPACE_DEVICE, ctx->device);
-        return NN_OK;
-    }
-    data = nn__host_alloc(bytes);
-    if (!data || nn__ptrset_add(&nn__host_tensors, data) != 0) {
-        nn__host_free(data);
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_tensor_empty: out of host memory for %zu bytes",
-                        bytes);
-    }
-    fill_view(out, data, dtype, rank, dims, strides, NN_SPACE_HOST, -1);
-    return NN_OK;
-}
-
-nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t)
-{
-    NN__TRY(check_ctx(ctx, "nn_tensor_free"));
-    if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_tensor_free: t must not be NULL");
-    if (!t->data) return NN_OK;
-    if (t->space == NN_SPACE_DEVICE) {
-        if (!nn__ctx_on_gpu(ctx) || t->device != ctx->device)
-            return NN__FAIL(ctx, NN_E_MEMSPACE,
-                            "nn_tensor_free: t is device memory of device %d; free it with a "
-                            "context of that device",
-                            t->device);
-        NN__TRY(nn__dev_free(ctx, t->data));
-    } else {
-        if (!nn__ptrset_remove(&nn__host_tensors, t->data))
-            return NN__FAIL(ctx, NN_E_BAD_POINTER,
-                            "nn_tensor_free: t.data %p was not allocated by nn_tensor_empty() or "
-                            "was already freed",
-                            t->data);
-        nn__host_free(t->data);
-    }
-    t->data = NULL;
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
     return NN_OK;
 }
 
@@ -258,41 +363,45 @@ static nn_status locate(nn_ctx *ctx, const void *data, nn_space *space, int *dev
 nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int rank, const int64_t *dims,
                          const int64_t *strides, nn_tensor *out)
 {
-    NN__TRY(check_ctx(ctx, "nn_tensor_wrap"));
-    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_tensor_wrap: out must not be NULL");
+    const char *fn = "nn_tensor_wrap";
+    NN__TRY(check_ctx(ctx, fn));
+    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: out must not be NULL", fn);
     memset(out, 0, sizeof *out);
-    if (!data) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_tensor_wrap: data must not be NULL");
-    int64_t contiguous[NN_MAX_RANK];
+    if (!data) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: data must not be NULL", fn);
+    int64_t layout[NN_MAX_RANK];
     size_t bytes;
-    nn_status st = check_shape("nn_tensor_wrap", dtype, rank, dims);
-    if (st == NN_OK && !strides) st = nn_contiguous_strides(rank, dims, contiguous);
-    if (st == NN_OK)
-        st = extent("nn_tensor_wrap", dtype, rank, dims, strides ? strides : contiguous, &bytes);
-    if (st != NN_OK) return nn__error_rethrow(ctx, NULL);
+    NN__TRY(nn__tensor_check_shape(ctx, fn, dtype, rank, dims));
+    NN__TRY(nn__tensor_layout(ctx, fn, dtype, rank, dims, strides, layout, &bytes));
+    size_t es = nn_dtype_size(dtype);
+    if ((uintptr_t)data % es)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: data (%p) is aligned to %zu byte(s), but %s elements need %zu", fn,
+                        data, alignment_of(data), nn_dtype_name(dtype), es);
     nn_space space;
     int device;
     NN__TRY(locate(ctx, data, &space, &device));
     nn_tensor view;
-    fill_view(&view, data, dtype, rank, dims, strides ? strides : contiguous, space, device);
-    NN__TRY(nn__check_tensor(ctx, "nn_tensor_wrap", &view, "data"));
+    nn__tensor_set(&view, data, dtype, rank, dims, layout, space, device);
+    NN__TRY(nn__check_tensor(ctx, fn, &view, "data"));
     *out = view;
     return NN_OK;
 }
 
-static nn_status same_shape(nn_ctx *ctx, const nn_tensor *dst, const nn_tensor *src)
+static nn_status same_shape(nn_ctx *ctx, const char *fn, const nn_tensor *dst, const char *dname,
+                            const nn_tensor *src, const char *sname)
 {
     if (dst->dtype != src->dtype)
-        return NN__FAIL(ctx, NN_E_DTYPE, "nn_tensor_copy: dst.dtype (%s) must equal src.dtype (%s)",
-                        nn_dtype_name(dst->dtype), nn_dtype_name(src->dtype));
+        return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype (%s) must equal %s.dtype (%s)", fn, dname,
+                        nn_dtype_name(dst->dtype), sname, nn_dtype_name(src->dtype));
     int same = dst->rank == src->rank;
     for (int i = 0; same && i < dst->rank; i++)
         same = dst->dims[i] == src->dims[i];
     if (!same) {
-        char a[128], b[128];
+        char a[160], b[160];
         nn__dims_text(dst, a, sizeof a);
         nn__dims_text(src, b, sizeof b);
-        return NN__FAIL(ctx, NN_E_SHAPE, "nn_tensor_copy: dst dims (%s) must equal src dims (%s)",
-                        a, b);
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s dims (%s) must equal %s dims (%s)", fn, dname, a,
+                        sname, b);
     }
     return NN_OK;
 }
@@ -306,37 +415,50 @@ static void copy_host_strided(nn_tensor *dst, const nn_tensor *src)
                (const char *)src->data + nn__offset_of(src, i) * (int64_t)es, es);
 }
 
-nn_status nn_tensor_copy(nn_ctx *ctx, nn_tensor *dst, const nn_tensor *src)
+/* nn_tensor_copy for fn (the public function called) and its argument names. */
+static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *dname,
+                      const nn_tensor *src, const char *sname)
 {
-    NN__TRY(check_ctx(ctx, "nn_tensor_copy"));
-    if (nn_tensor_validate(dst, "dst") != NN_OK || nn_tensor_validate(src, "src") != NN_OK)
-        return nn__error_rethrow(ctx, "nn_tensor_copy");
-    NN__TRY(same_shape(ctx, dst, src));
+    NN__TRY(nn__tensor_validate(ctx, fn, dst, dname));
+    NN__TRY(nn__tensor_validate(ctx, fn, src, sname));
+    NN__TRY(same_shape(ctx, fn, dst, dname, src, sname));
+    NN__TRY(nn__check_output_distinct(ctx, fn, dst, dname));
+    NN__TRY(nn__check_no_overlap(ctx, fn, dst, dname, src, sname));
     size_t bytes = (size_t)nn_tensor_numel(src) * nn_dtype_size(src->dtype);
     if (dst->space == NN_SPACE_HOST && src->space == NN_SPACE_HOST) {
         if (nn_tensor_is_contiguous(dst) && nn_tensor_is_contiguous(src))
-            memmove(dst->data, src->data, bytes);
+            memcpy(dst->data, src->data, bytes);
         else
             copy_host_strided(dst, src);
         return NN_OK;
     }
+    if (!nn__ctx_on_gpu(ctx)) {
+        const nn_tensor *d = dst->space == NN_SPACE_DEVICE ? dst : src;
+        return NN__FAIL(ctx, NN_E_MEMSPACE,
+                        "%s: %s is in device memory of device %d, which needs a cuDNN context; "
+                        "this context runs the reference backend",
+                        fn, d == dst ? dname : sname, d->device);
+    }
     if (!nn_tensor_is_contiguous(dst) || !nn_tensor_is_contiguous(src))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "nn_tensor_copy: a copy to or from device memory needs contiguous dst and "
-                        "src; copy through a contiguous host tensor first");
+                        "%s: a copy to or from device memory needs contiguous %s and %s; copy "
+                        "through a contiguous host tensor first",
+                        fn, dname, sname);
 #if NN_HAVE_CUDA
-    if (!nn__ctx_on_gpu(ctx))
-        return NN__FAIL(ctx, NN_E_MEMSPACE,
-                        "nn_tensor_copy: device memory needs a cuDNN context; this context runs "
-                        "the reference backend");
     NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(dst->data, src->data, bytes, cudaMemcpyDefault,
                                           (cudaStream_t)ctx->stream)));
     if (dst->space == NN_SPACE_HOST)
         NN__TRY(NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream)));
     return NN_OK;
 #else
-    return NN__FAIL(ctx, NN_E_NOT_BUILT, "nn_tensor_copy: this build of nnprim has no CUDA");
+    return NN__FAIL(ctx, NN_E_NOT_BUILT, "%s: this build of nnprim has no CUDA", fn);
 #endif
+}
+
+nn_status nn_tensor_copy(nn_ctx *ctx, nn_tensor *dst, const nn_tensor *src)
+{
+    NN__TRY(check_ctx(ctx, "nn_tensor_copy"));
+    return copy(ctx, "nn_tensor_copy", dst, "dst", src, "src");
 }
 
 /* splitmix64: small, fast, and the same sequence everywhere. */
@@ -370,28 +492,91 @@ static double draw(struct fill *f)
     return 0;
 }
 
+/* Largest finite value of a dtype: a larger double would become infinite (converting it to f32
+ * is even undefined). */
+static double finite_max(nn_dtype dtype)
+{
+    switch (dtype) {
+    case NN_DTYPE_F32: return FLT_MAX;
+    case NN_DTYPE_F64: return DBL_MAX;
+    case NN_DTYPE_F16: return 65504.0;
+    case NN_DTYPE_BF16: return 0x1.fep127;
+    }
+    return 0;
+}
+
+/* Largest n such that every integer in [-n, n] is exact in the dtype. */
+static double exact_int_max(nn_dtype dtype)
+{
+    switch (dtype) {
+    case NN_DTYPE_F32: return 0x1p24;
+    case NN_DTYPE_F64: return 0x1p53;
+    case NN_DTYPE_F16: return 2048.0;
+    case NN_DTYPE_BF16: return 256.0;
+    }
+    return 0;
+}
+
+/* The bounds of f must be values of t's dtype (already validated). */
+static nn_status check_bounds(nn_ctx *ctx, const char *fn, const nn_tensor *t, const struct fill *f)
+{
+    const char *dt = nn_dtype_name(t->dtype);
+    if (f->kind == FILL_INTS) {
+        double m = exact_int_max(t->dtype);
+        if (f->a < -m || f->b > m)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "%s: lo=%.0f and hi=%.0f must lie in [-%.0f, %.0f], where every "
+                            "integer is exact in %s",
+                            fn, f->a, f->b, m, m, dt);
+        return NN_OK;
+    }
+    double m = finite_max(t->dtype);
+    int n = f->kind == FILL_CONSTANT ? 1 : 2;
+    for (int i = 0; i < n; i++) {
+        double v = i ? f->b : f->a;
+        if (isfinite(v) && fabs(v) > m)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "%s: %s=%g does not fit in %s (largest finite %g); it would become "
+                            "infinite",
+                            fn,
+                            f->kind == FILL_CONSTANT ? "value"
+                            : i                      ? "hi"
+                                                     : "lo",
+                            v, dt, m);
+    }
+    return NN_OK;
+}
+
 static nn_status fill(nn_ctx *ctx, const char *fn, nn_tensor *t, struct fill *f)
 {
     NN__TRY(check_ctx(ctx, fn));
-    if (nn_tensor_validate(t, "t") != NN_OK) return nn__error_rethrow(ctx, fn);
+    NN__TRY(nn__tensor_validate(ctx, fn, t, "t"));
+    NN__TRY(nn__check_output_distinct(ctx, fn, t, "t"));
+    NN__TRY(check_bounds(ctx, fn, t, f));
     int64_t n = nn_tensor_numel(t);
     if (t->space == NN_SPACE_HOST) {
         for (int64_t i = 0; i < n; i++)
             nn__store(t->data, t->dtype, nn__offset_of(t, i), draw(f));
         return NN_OK;
     }
+    if (!nn__ctx_on_gpu(ctx))
+        return NN__FAIL(ctx, NN_E_MEMSPACE,
+                        "%s: t is in device memory of device %d, which needs a cuDNN context; "
+                        "this context runs the reference backend",
+                        fn, t->device);
     if (!nn_tensor_is_contiguous(t))
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: a device tensor must be contiguous to fill",
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: a device tensor t must be contiguous to fill",
                         fn);
     nn_tensor staging = *t;
     staging.space = NN_SPACE_HOST;
     staging.device = -1;
     staging.data = nn__host_alloc((size_t)n * nn_dtype_size(t->dtype));
     if (!staging.data)
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for staging", fn);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for %zu bytes of staging", fn,
+                        (size_t)n * nn_dtype_size(t->dtype));
     for (int64_t i = 0; i < n; i++)
         nn__store(staging.data, t->dtype, i, draw(f));
-    nn_status st = nn_tensor_copy(ctx, t, &staging);
+    nn_status st = copy(ctx, fn, t, "t", &staging, "the host staging copy of t");
     nn__host_free(staging.data);
     return st;
 }
@@ -404,18 +589,24 @@ nn_status nn_tensor_fill_constant(nn_ctx *ctx, nn_tensor *t, double value)
 
 nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, double hi, uint64_t seed)
 {
+    const char *fn = "nn_tensor_fill_uniform";
     if (!isfinite(lo) || !isfinite(hi) || lo > hi)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: need finite lo <= hi, got lo=%g hi=%g", fn, lo,
+                        hi);
+    if (!isfinite(hi - lo))
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                        "nn_tensor_fill_uniform: need finite lo <= hi, got lo=%g hi=%g", lo, hi);
+                        "%s: the width hi - lo must be finite, got lo=%g hi=%g (the width "
+                        "overflows a double)",
+                        fn, lo, hi);
     struct fill f = {FILL_UNIFORM, lo, hi, seed};
-    return fill(ctx, "nn_tensor_fill_uniform", t, &f);
+    return fill(ctx, fn, t, &f);
 }
 
 nn_status nn_tensor_fill_ints(nn_ctx *ctx, nn_tensor *t, int lo, int hi, uint64_t seed)
 {
+    const char *fn = "nn_tensor_fill_ints";
     if (lo > hi)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                        "nn_tensor_fill_ints: need lo <= hi, got lo=%d hi=%d", lo, hi);
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: need lo <= hi, got lo=%d hi=%d", fn, lo, hi);
     struct fill f = {FILL_INTS, lo, hi, seed};
-    return fill(ctx, "nn_tensor_fill_ints", t, &f);
+    return fill(ctx, fn, t, &f);
 }

@@ -108,7 +108,7 @@ nn_status nn__cudnn_worker_ctx_create(struct nn_ctx *parent, struct nn_ctx **out
     w->device = parent->device;
     w->stream = parent->stream; /* the worker replaces it with its own (plan_build_cudnn.c) */
     w->stream_id = parent->stream_id;
-    w->pool = parent->pool; /* borrowed: the worker stops before the context lets it go */
+    w->mem_pool = parent->mem_pool; /* borrowed: the worker stops before the context lets it go */
     s->cudnn_version = parent->cudnn->cudnn_version;
     s->gpu = parent->cudnn->gpu;
     w->cudnn = s;

@@ -1,6 +1,7 @@
 /* The per-device pools, the context hooks (mem.h) and the public nn_mem_* functions. A pool is
  * created on first use of its device and lives as long as the process. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,12 +17,12 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "mem/mem.h"
-#include "mem/pool.h"
+#include "mem/mem_pool.h"
 
 #define MAX_DEVICES 64
 
 /* Slot 0 is the host pool, slot d + 1 device d. */
-static struct nn__pool *_Atomic pools[MAX_DEVICES + 1];
+static struct nn__mem_pool *_Atomic pools[MAX_DEVICES + 1];
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static nn_status check_device(int device, const char *fn)
@@ -40,31 +41,36 @@ static nn_status check_device(int device, const char *fn)
     return NN_OK;
 }
 
-static nn_status create_pool(int device, const nn_mem_settings *s, struct nn__pool **out)
+static nn_status create_pool(int device, const nn_mem_settings *s, const char *fn,
+                             struct nn__mem_pool **out)
 {
     struct nn__upstream up;
     if (device == NN_MEM_HOST) {
         NN__TRY(nn__upstream_host(&up));
     } else {
 #if NN_HAVE_CUDA
-        NN__TRY(nn__upstream_cuda(device, s, &up, NULL));
+        NN__TRY(nn__upstream_cuda(device, s, fn, &up, NULL));
 #else
-        return NN__FAIL(NULL, NN_E_NOT_BUILT, "nn_mem: device memory needs a build with CUDA");
+        return NN__FAIL(NULL, NN_E_NOT_BUILT, "%s: device memory needs a build with CUDA", fn);
 #endif
     }
-    return nn__pool_create(up, s, out);
+    return nn__mem_pool_create(up, s, fn, out);
 }
 
+static nn_status default_settings(const char *fn, nn_mem_settings *s);
+
 /* The device's pool, created with settings s (NULL: nn_mem_default_settings()) if it does not
- * exist yet. *created tells whether this call made it. */
+ * exist yet. *created tells whether this call made it. While an NNPRIM_MEM_* variable is
+ * malformed a pool is not created with defaults: the call fails with NN_E_ENV, so that a limit
+ * the user asked for is never silently dropped. */
 static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
-                          struct nn__pool **out, int *created)
+                          struct nn__mem_pool **out, int *created)
 {
     *out = NULL;
     if (created) *created = 0;
     NN__TRY(check_device(device, fn));
-    _Atomic(struct nn__pool *) *slot = &pools[device + 1];
-    struct nn__pool *p = atomic_load_explicit(slot, memory_order_acquire);
+    _Atomic(struct nn__mem_pool *) *slot = &pools[device + 1];
+    struct nn__mem_pool *p = atomic_load_explicit(slot, memory_order_acquire);
     if (p) {
         *out = p;
         return NN_OK;
@@ -75,10 +81,10 @@ static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
     if (!p) {
         nn_mem_settings d;
         if (!s) {
-            st = nn_mem_default_settings(&d);
+            st = default_settings(fn, &d);
             s = &d;
         }
-        if (st == NN_OK) st = create_pool(device, s, &p);
+        if (st == NN_OK) st = create_pool(device, s, fn, &p);
         if (st == NN_OK) {
             atomic_store_explicit(slot, p, memory_order_release);
             if (created) *created = 1;
@@ -94,6 +100,12 @@ static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
 nn_status nn_mem_default_settings(nn_mem_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
+    return default_settings("nn_mem_default_settings", s);
+}
+
+/* The defaults and the environment; fn names the public function called in messages. */
+static nn_status default_settings(const char *fn, nn_mem_settings *s)
+{
     memset(s, 0, sizeof *s);
     s->growth_slack = 0.0; /* no device synchronisation while a workload repeats: docs/MEMORY.md */
     nn_status first = NN_OK, st;
@@ -101,11 +113,13 @@ nn_status nn_mem_default_settings(nn_mem_settings *s)
     static const struct nn__env_word upstreams[] = {{"malloc", NN_MEM_UPSTREAM_MALLOC},
                                                     {"async", NN_MEM_UPSTREAM_MALLOC_ASYNC}};
     int v_int = s->bypass;
-    if ((st = nn__env_word("NNPRIM_MEM_BYPASS", bools, 2, "0 or 1", &v_int)) != NN_OK) first = st;
+    if ((st = nn__env_word(fn, "NNPRIM_MEM_BYPASS", bools, 2, "0 or 1", &v_int)) != NN_OK)
+        first = st;
     s->bypass = v_int;
-    if ((st = nn__env_bytes("NNPRIM_MEM_LIMIT", &s->limit)) != NN_OK && first == NN_OK) first = st;
+    if ((st = nn__env_bytes(fn, "NNPRIM_MEM_LIMIT", &s->limit)) != NN_OK && first == NN_OK)
+        first = st;
     v_int = (int)s->upstream;
-    if ((st = nn__env_word("NNPRIM_MEM_UPSTREAM", upstreams, 2, "malloc or async", &v_int)) !=
+    if ((st = nn__env_word(fn, "NNPRIM_MEM_UPSTREAM", upstreams, 2, "malloc or async", &v_int)) !=
             NN_OK &&
         first == NN_OK)
         first = st;
@@ -113,12 +127,15 @@ nn_status nn_mem_default_settings(nn_mem_settings *s)
     const char *v = getenv("NNPRIM_MEM_GROWTH_SLACK");
     if (v) {
         char *end;
-        double x = strtod(v, &end);
-        if (end != v && !*end && (x == 0.0 || x >= 1.0))
+        /* strtod takes leading blanks and signs: a number starts with a digit here. */
+        double x = v[0] >= '0' && v[0] <= '9' ? strtod(v, &end) : -1.0;
+        if (x != -1.0 && !*end && (x == 0.0 || (x >= 1.0 && isfinite(x))))
             s->growth_slack = x;
         else if (first == NN_OK)
             first = NN__FAIL(NULL, NN_E_ENV,
-                             "NNPRIM_MEM_GROWTH_SLACK must be 0 or a number >= 1.0, got \"%s\"", v);
+                             "%s: NNPRIM_MEM_GROWTH_SLACK must be 0 or a finite number >= 1.0, "
+                             "got \"%s\"",
+                             fn, v);
     }
     return first;
 }
@@ -131,21 +148,26 @@ nn_status nn_mem_configure(int device, const nn_mem_settings *s)
                         "nn_mem_configure: s.upstream must be NN_MEM_UPSTREAM_MALLOC or "
                         "NN_MEM_UPSTREAM_MALLOC_ASYNC, got %d",
                         (int)s->upstream);
+    for (size_t i = 0; i < sizeof s->reserved / sizeof s->reserved[0]; i++)
+        if (s->reserved[i])
+            return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                            "nn_mem_configure: s.reserved[%zu] must be 0, got %llu", i,
+                            (unsigned long long)s->reserved[i]);
     if (!(s->growth_slack == 0.0 || s->growth_slack >= 1.0))
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
                         "nn_mem_configure: s.growth_slack must be 0 or >= 1.0, got %g",
                         s->growth_slack);
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     int created;
     NN__TRY(pool_get(device, s, "nn_mem_configure", &p, &created));
-    return created ? NN_OK : nn__pool_configure(p, s, NULL);
+    return created ? NN_OK : nn__mem_pool_configure(p, s, NULL);
 }
 
 nn_status nn_mem_set_limit(int device, size_t limit)
 {
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_set_limit", &p, NULL));
-    nn__pool_set_limit(p, limit);
+    nn__mem_pool_set_limit(p, limit);
     return NN_OK;
 }
 
@@ -154,17 +176,17 @@ nn_status nn_mem_set_limit(int device, size_t limit)
 nn_status nn_mem_get_stats(int device, nn_mem_stats *out)
 {
     if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_get_stats: out must not be NULL");
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_get_stats", &p, NULL));
-    nn__pool_get_stats(p, out);
+    nn__mem_pool_get_stats(p, out);
     return NN_OK;
 }
 
 nn_status nn_mem_reset_peak_stats(int device)
 {
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_reset_peak_stats", &p, NULL));
-    nn__pool_reset_peak(p);
+    nn__mem_pool_reset_peak(p);
     return NN_OK;
 }
 
@@ -175,9 +197,10 @@ static double mib(size_t bytes)
 
 nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t cap)
 {
-    if (!s || !buf || !cap)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "nn_mem_stats_format: s and buf must not be NULL and cap must be > 0");
+    const char *fn = "nn_mem_stats_format";
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: s must not be NULL", fn);
+    if (!buf) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: buf must not be NULL", fn);
+    if (!cap) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: cap must be > 0, got 0", fn);
     char lim[32] = "none";
     if (s->limit) snprintf(lim, sizeof lim, "%.1f MiB", mib(s->limit));
     snprintf(buf, cap,
@@ -200,29 +223,29 @@ nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t cap)
 
 nn_status nn_mem_trim(int device, size_t *released)
 {
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_trim", &p, NULL));
-    size_t r = nn__pool_trim(p);
+    size_t r = nn__mem_pool_trim(p);
     if (released) *released = r;
     return NN_OK;
 }
 
 nn_status nn_mem_log_enable(int device, int on)
 {
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_log_enable", &p, NULL));
-    nn__pool_log_enable(p, on);
+    nn__mem_pool_log_enable(p, on);
     return NN_OK;
 }
 
 nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size_t *count)
 {
-    if (!out || !count)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: out and count must not be NULL");
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: out must not be NULL");
+    if (!count) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_log_read: count must not be NULL");
     *count = 0;
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_log_read", &p, NULL));
-    *count = nn__pool_log_read(p, out, cap);
+    *count = nn__mem_pool_log_read(p, out, cap);
     return NN_OK;
 }
 
@@ -230,45 +253,56 @@ nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size_t *cou
 
 nn_status nn__mem_ctx_init(struct nn_ctx *ctx)
 {
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     nn_status st = pool_get(ctx->device, NULL, "nn_ctx_create", &p, NULL);
     if (st != NN_OK) return nn__error_rethrow(ctx, NULL);
-    NN__TRY(nn__pool_stream_ref(p, ctx->stream, ctx->stream_id, ctx));
-    ctx->pool = p;
+    NN__TRY(nn__mem_pool_stream_ref(p, ctx->stream, ctx->stream_id, "nn_ctx_create", ctx));
+    ctx->mem_pool = p;
     return NN_OK;
 }
 
 void nn__mem_ctx_fini(struct nn_ctx *ctx)
 {
-    if (!ctx->pool) return;
-    nn__pool_stream_unref(ctx->pool, ctx->stream_id);
-    ctx->pool = NULL;
+    if (!ctx->mem_pool) return;
+    nn__mem_pool_stream_unref(ctx->mem_pool, ctx->stream_id);
+    ctx->mem_pool = NULL;
 }
 
 nn_status nn__mem_stream_ref(struct nn_ctx *ctx)
 {
-    return nn__pool_stream_ref(ctx->pool, ctx->stream, ctx->stream_id, ctx);
+    return nn__mem_pool_stream_ref(ctx->mem_pool, ctx->stream, ctx->stream_id,
+                                   "the background plan builder", ctx);
 }
 
 void nn__mem_stream_unref(struct nn_ctx *ctx)
 {
-    nn__pool_stream_unref(ctx->pool, ctx->stream_id);
+    nn__mem_pool_stream_unref(ctx->mem_pool, ctx->stream_id);
+}
+
+nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out)
+{
+    return nn__mem_pool_alloc(ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn, ctx);
+}
+
+nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p)
+{
+    return nn__mem_pool_free(ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
 }
 
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out)
 {
-    return nn__pool_alloc(ctx->pool, ctx->stream, ctx->stream_id, bytes, out, ctx);
+    return nn__dev_alloc_for(ctx, "nnprim's device memory pool", bytes, out);
 }
 
 nn_status nn__dev_free(struct nn_ctx *ctx, void *p)
 {
-    return nn__pool_free(ctx->pool, ctx->stream, ctx->stream_id, p, ctx);
+    return nn__dev_free_for(ctx, "nnprim's device memory pool", p);
 }
 
 static nn_status check_ctx(nn_ctx *ctx, const char *fn)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
-    if (!ctx->pool)
+    if (!ctx->mem_pool)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: ctx runs the reference backend and has no device memory", fn);
     return NN_OK;
@@ -278,19 +312,19 @@ nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out)
 {
     NN__TRY(check_ctx(ctx, "nn_mem_alloc"));
     if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_mem_alloc: out must not be NULL");
-    return nn__dev_alloc(ctx, bytes, out);
+    return nn__dev_alloc_for(ctx, "nn_mem_alloc", bytes, out);
 }
 
 nn_status nn_mem_free(nn_ctx *ctx, void *p)
 {
     NN__TRY(check_ctx(ctx, "nn_mem_free"));
-    return nn__dev_free(ctx, p);
+    return nn__dev_free_for(ctx, "nn_mem_free", p);
 }
 
 /* ---- stream handles ---- */
 
 struct nn_mem_stream {
-    struct nn__pool *pool;
+    struct nn__mem_pool *mem_pool;
     void *stream; /* cudaStream_t, or the host stream */
     uint64_t id;
     struct nn__hstream *host;
@@ -303,11 +337,11 @@ nn_status nn_mem_stream_open(int device, void *stream, nn_mem_stream **out)
     if (device == NN_MEM_HOST && stream)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
                         "nn_mem_stream_open: stream must be NULL for NN_MEM_HOST, got %p", stream);
-    struct nn__pool *p;
+    struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_stream_open", &p, NULL));
     nn_mem_stream *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(NULL, NN_E_OOM_HOST, "nn_mem_stream_open: out of host memory");
-    s->pool = p;
+    s->mem_pool = p;
     nn_status st = NN_OK;
     if (device == NN_MEM_HOST) {
         st = nn__hstream_create(&s->host);
@@ -323,7 +357,7 @@ nn_status nn_mem_stream_open(int device, void *stream, nn_mem_stream **out)
         s->id = id;
 #endif
     }
-    if (st == NN_OK) st = nn__pool_stream_ref(p, s->stream, s->id, NULL);
+    if (st == NN_OK) st = nn__mem_pool_stream_ref(p, s->stream, s->id, "nn_mem_stream_open", NULL);
     if (st != NN_OK) {
         nn__hstream_destroy(s->host);
         nn__host_free(s);
@@ -343,22 +377,23 @@ void nn_mem_stream_close(nn_mem_stream *s)
         if (cudaStreamSynchronize((cudaStream_t)s->stream) != cudaSuccess) (void)cudaGetLastError();
 #endif
     }
-    nn__pool_stream_unref(s->pool, s->id);
+    nn__mem_pool_stream_unref(s->mem_pool, s->id);
     nn__hstream_destroy(s->host);
     nn__host_free(s);
 }
 
 nn_status nn_mem_stream_alloc(nn_mem_stream *s, size_t bytes, void **out)
 {
-    if (!s || !out)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_alloc: s and out must not be NULL");
-    return nn__pool_alloc(s->pool, s->stream, s->id, bytes, out, NULL);
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_alloc: s must not be NULL");
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_alloc: out must not be NULL");
+    return nn__mem_pool_alloc(s->mem_pool, s->stream, s->id, bytes, out, "nn_mem_stream_alloc",
+                              NULL);
 }
 
 nn_status nn_mem_stream_free(nn_mem_stream *s, void *p)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_free: s must not be NULL");
-    return nn__pool_free(s->pool, s->stream, s->id, p, NULL);
+    return nn__mem_pool_free(s->mem_pool, s->stream, s->id, p, "nn_mem_stream_free", NULL);
 }
 
 struct nn__hstream *nn__mem_stream_host(nn_mem_stream *s)

@@ -13,18 +13,23 @@ struct nn_ctx;
 nn_status nn__mem_ctx_init(struct nn_ctx *ctx);
 void nn__mem_ctx_fini(struct nn_ctx *ctx);
 
-/* A context that shares another's pool (ctx->pool set, not owned) on a stream of its own: the
+/* A context that shares another's pool (ctx->mem_pool set, not owned) on a stream of its own: the
  * background plan builder's. ref registers the stream with the pool; unref, once the stream's
  * work has completed, lets every stream reuse what it cached. */
 nn_status nn__mem_stream_ref(struct nn_ctx *ctx);
 void nn__mem_stream_unref(struct nn_ctx *ctx);
 
 /* bytes > 0. On failure *out is NULL and the status is NN_E_OOM_DEVICE (message with requested,
- * in use, reserved and limit) or NN_E_CUDA. */
-nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);
+ * in use, reserved, limit and why), NN_E_OOM_HOST or NN_E_CUDA. fn, the public function the
+ * user called ("nn_conv_forward"), starts the message. */
+nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out);
 
 /* NULL is a no-op. A pointer the pool did not hand out, or one already freed, gives
  * NN_E_BAD_POINTER and changes nothing. */
+nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p);
+
+/* The same, with messages that name the pool instead of a function: prefer the _for forms. */
+nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);
 nn_status nn__dev_free(struct nn_ctx *ctx, void *p);
 
 #endif

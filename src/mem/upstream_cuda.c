@@ -10,7 +10,7 @@
 #include "core/alloc.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
-#include "mem/pool.h"
+#include "mem/mem_pool.h"
 
 struct cuda_up {
     int device;
@@ -132,8 +132,10 @@ static int cuda_event_query(void *st, void *ev)
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
     if (e == cudaSuccess) return 1;
     /* Not ready is an answer, not a failure; clear it so that no later check reports it. */
-    if (e == cudaErrorNotReady) (void)cudaGetLastError();
-    else (void)NN__CUDA(NULL, e);
+    if (e == cudaErrorNotReady)
+        (void)cudaGetLastError();
+    else
+        (void)NN__CUDA(NULL, e);
     return 0;
 }
 
@@ -174,11 +176,11 @@ static const struct nn__upstream_ops cuda_ops = {
     cuda_event_query, cuda_configure,    cuda_destroy,
 };
 
-nn_status nn__upstream_cuda(int device, const nn_mem_settings *s, struct nn__upstream *out,
-                            struct nn_ctx *ectx)
+nn_status nn__upstream_cuda(int device, const nn_mem_settings *s, const char *fn,
+                            struct nn__upstream *out, struct nn_ctx *ectx)
 {
     struct cuda_up *u = nn__host_calloc(1, sizeof *u);
-    if (!u) return NN__FAIL(ectx, NN_E_OOM_HOST, "nn_mem: out of host memory for an upstream");
+    if (!u) return NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory for an upstream", fn);
     u->device = device;
     nn_status st = cuda_configure(u, s, ectx);
     if (st != NN_OK) {

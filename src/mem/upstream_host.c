@@ -6,7 +6,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "mem/pool.h"
+#include "mem/mem_pool.h"
 
 struct nn__hstream {
     uint64_t id;
@@ -25,7 +25,9 @@ nn_status nn__hstream_create(struct nn__hstream **out)
 {
     struct nn__hstream *s = nn__host_calloc(1, sizeof *s);
     *out = s;
-    if (!s) return NN__FAIL(NULL, NN_E_OOM_HOST, "nn_mem: out of host memory for a host stream");
+    if (!s)
+        return NN__FAIL(NULL, NN_E_OOM_HOST,
+                        "nn_mem_stream_open: out of host memory for a host stream");
     s->id = atomic_fetch_add(&next_id, 1);
     atomic_store(&s->refs, 1);
     return NN_OK;

@@ -20,6 +20,10 @@ Test(alloc, host_allocator_basics)
     nn__host_free(NULL);
     cr_expect_eq(nn__host_alloc_live(), live);
     cr_expect_null(nn__host_calloc(SIZE_MAX / 2, 4), "count * size overflow");
+    cr_expect_null(nn__host_alloc(SIZE_MAX), "no object exceeds PTRDIFF_MAX");
+    char *q = nn__host_alloc(8);
+    cr_expect_null(nn__host_realloc(q, SIZE_MAX - 7));
+    nn__host_free(q);
     char *z = nn__host_calloc(10, 10);
     for (int i = 0; i < 100; i++)
         cr_expect_eq(z[i], 0);
@@ -85,5 +89,24 @@ Test(alloc, tensors_survive_every_host_allocation_failure)
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
     cr_expect_geq(nn_test_every_host_alloc_failure(tensor_round_trip, ctx, "tensor round trip"), 2);
+    nn_ctx_destroy(ctx);
+}
+
+/* 2^62 bytes: the extent fits, no host has it. Under AddressSanitizer this used to abort the
+ * process (its allocator refuses such sizes fatally); it must be NN_E_OOM_HOST everywhere. */
+Test(alloc, huge_reference_tensor_is_out_of_host_memory)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
+    int64_t dims[2] = {(int64_t)1 << 31, (int64_t)1 << 29};
+    nn_tensor t;
+    cr_expect_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 2, dims, &t), NN_E_OOM_HOST);
+    cr_expect(strstr(nn_last_error()->message, "nn_tensor_empty: out of host memory for "
+                                               "4611686018427387904 bytes"),
+              "%s", nn_last_error()->message);
+    cr_expect_null(t.data);
     nn_ctx_destroy(ctx);
 }

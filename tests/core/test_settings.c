@@ -75,6 +75,19 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_AUTOTUNE_CANDIDATES", "0", "an integer in [1,"},
     {"NNPRIM_PLAN_CACHE_CAPACITY", "", "an integer"},
     {"NNPRIM_VERBOSE", "3", "an integer in [0, 2]"},
+    /* strtoul and strtol take leading blanks and signs: " -5" was a huge workspace cap. */
+    {"NNPRIM_WORKSPACE_CAP", " -5", "byte count"},
+    {"NNPRIM_WORKSPACE_CAP", "+5", "byte count"},
+    {"NNPRIM_WORKSPACE_CAP", " 5", "byte count"},
+    {"NNPRIM_WORKSPACE_CAP", "5 ", "byte count"},
+    {"NNPRIM_WORKSPACE_CAP", "5 M", "byte count"},
+    {"NNPRIM_WORKSPACE_CAP", "17179869184G", "byte count"},
+    {"NNPRIM_DEVICE", " 1", "an integer in [0,"},
+    {"NNPRIM_DEVICE", "+1", "an integer in [0,"},
+    {"NNPRIM_DEVICE", "-0x1", "an integer in [0,"},
+    {"NNPRIM_VERBOSE", "1 ", "an integer in [0, 2]"},
+    {"NNPRIM_AUTOTUNE_CANDIDATES", "99999999999999999999999", "an integer in [1,"},
+    {"NNPRIM_AUTOTUNE_CANDIDATES", "-", "an integer in [1,"},
 };
 
 Test(settings, malformed_environment_is_named_and_defaulted)
@@ -85,7 +98,8 @@ Test(settings, malformed_environment_is_named_and_defaulted)
         nn_settings s;
         cr_expect_eq(nn_default_settings(&s), NN_E_ENV, "%s=%s", b->var, b->value);
         const char *m = nn_last_error()->message;
-        cr_expect(strstr(m, b->var) && strstr(m, b->expect_in_message) && strstr(m, b->value),
+        cr_expect(strstr(m, "nn_default_settings: ") && strstr(m, b->var) &&
+                      strstr(m, b->expect_in_message) && strstr(m, b->value),
                   "message for %s=%s: %s", b->var, b->value, m);
         /* The field kept its default. */
         nn_settings d;

@@ -2,7 +2,7 @@
 
 #include "mem_test.h"
 #include "nn_config.h"
-#include "mem/pool.h"
+#include "mem/mem_pool.h"
 
 #if NN_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "mem/pool.h"
+#include "mem/mem_pool.h"
 #include "mem_test.h"
 #include "stress.h"
 
@@ -41,7 +41,7 @@ Test(mem_classes, monotonic_and_bounded)
 
 /* A run that exercises every kind of host allocation of the pool: segments, split blocks, table
  * growth, events of cross-stream frees, the stream table. Returns how many steps failed. */
-static int scripted_run(struct nn__pool *pool, struct nn__hstream *s1, struct nn__hstream *s2)
+static int scripted_run(struct nn__mem_pool *pool, struct nn__hstream *s1, struct nn__hstream *s2)
 {
     void *p[200] = {0};
     int failed = 0;
@@ -62,30 +62,32 @@ static int scripted_run(struct nn__pool *pool, struct nn__hstream *s1, struct nn
         STEP(expr);                                                                                \
         if (st != NN_OK) cr_assert_eq((expr), NN_OK, "%s", nn_last_error()->message);              \
     } while (0)
-    STEP(nn__pool_stream_ref(pool, s1, id1, NULL));
+    STEP(nn__mem_pool_stream_ref(pool, s1, id1, "test", NULL));
     int ref2 = 0;
-    STEP((ref2 = 1, nn__pool_stream_ref(pool, s2, id2, NULL)));
+    STEP((ref2 = 1, nn__mem_pool_stream_ref(pool, s2, id2, "test", NULL)));
     if (st != NN_OK) ref2 = 0;
     for (int i = 0; i < 200; i++) {
         size_t bytes = (size_t)(i % 7 + 1) * (i % 3 == 0 ? 300 * 1024 : 4000);
         if (i % 50 == 49) bytes = 12 * MiB;
-        STEP(nn__pool_alloc(pool, s1, id1, bytes, &p[i], NULL));
+        STEP(nn__mem_pool_alloc(pool, s1, id1, bytes, &p[i], "test", NULL));
         if (st != NN_OK) cr_assert_null(p[i]);
     }
     for (int i = 0; i < 200; i += 2)
-        if (p[i]) FREE_STEP(nn__pool_free(pool, i % 4 ? s2 : s1, i % 4 ? id2 : id1, p[i], NULL));
+        if (p[i])
+            FREE_STEP(
+                nn__mem_pool_free(pool, i % 4 ? s2 : s1, i % 4 ? id2 : id1, p[i], "test", NULL));
     void *q[50] = {0};
     for (int i = 0; i < 50; i++)
-        STEP(nn__pool_alloc(pool, s2, id2, 5000 * (size_t)(i + 1), &q[i], NULL));
+        STEP(nn__mem_pool_alloc(pool, s2, id2, 5000 * (size_t)(i + 1), &q[i], "test", NULL));
     for (int i = 1; i < 200; i += 2)
-        if (p[i]) FREE_STEP(nn__pool_free(pool, s1, id1, p[i], NULL));
+        if (p[i]) FREE_STEP(nn__mem_pool_free(pool, s1, id1, p[i], "test", NULL));
     for (int i = 0; i < 50; i++)
-        if (q[i]) FREE_STEP(nn__pool_free(pool, s2, id2, q[i], NULL));
-    nn__pool_trim(pool);
+        if (q[i]) FREE_STEP(nn__mem_pool_free(pool, s2, id2, q[i], "test", NULL));
+    nn__mem_pool_trim(pool);
 #undef FREE_STEP
 #undef STEP
-    nn__pool_stream_unref(pool, id1);
-    if (ref2) nn__pool_stream_unref(pool, id2);
+    nn__mem_pool_stream_unref(pool, id1);
+    if (ref2) nn__mem_pool_stream_unref(pool, id2);
     return failed;
 }
 
@@ -96,40 +98,40 @@ Test(mem_inject, every_host_allocation_failure_is_an_oom_status_and_leaks_nothin
     struct nn__hstream *s1, *s2;
     cr_assert_eq(nn__hstream_create(&s1), NN_OK);
     cr_assert_eq(nn__hstream_create(&s2), NN_OK);
-    long base = nn__pool_meta_live();
+    long base = nn__mem_pool_meta_live();
 
     /* How many host allocations does a clean run make? */
     struct nn__upstream up;
-    struct nn__pool *pool;
+    struct nn__mem_pool *pool;
     nn__upstream_host(&up);
-    cr_assert_eq(nn__pool_create(up, &set, &pool), NN_OK);
+    cr_assert_eq(nn__mem_pool_create(up, &set, "test", &pool), NN_OK);
     nn__host_alloc_fail_at(0);
     cr_assert_eq(scripted_run(pool, s1, s2), 0);
     long made = nn__host_alloc_fail_at(0);
     nn_mem_stats s;
-    nn__pool_get_stats(pool, &s);
+    nn__mem_pool_get_stats(pool, &s);
     cr_assert_eq(s.allocated_bytes, 0);
     cr_assert_eq(s.reserved_bytes, 0, "trim released every segment: %zu left in %llu",
                  s.reserved_bytes, (unsigned long long)s.segment_count);
-    nn__pool_destroy(pool);
-    cr_assert_eq(nn__pool_meta_live(), base);
+    nn__mem_pool_destroy(pool);
+    cr_assert_eq(nn__mem_pool_meta_live(), base);
     cr_assert_gt(made, 20, "the run exercises many allocations (%ld)", made);
 
     for (long n = 1; n <= made; n++) {
         nn__upstream_host(&up);
-        cr_assert_eq(nn__pool_create(up, &set, &pool), NN_OK);
+        cr_assert_eq(nn__mem_pool_create(up, &set, "test", &pool), NN_OK);
         nn__host_alloc_fail_at(n);
         int failed = scripted_run(pool, s1, s2);
         nn__host_alloc_fail_at(0);
         /* The run's own trim is best effort when its host allocation is the one that fails. */
-        nn__pool_trim(pool);
-        nn__pool_get_stats(pool, &s);
+        nn__mem_pool_trim(pool);
+        nn__mem_pool_get_stats(pool, &s);
         cr_assert_eq(s.allocated_bytes, 0, "run %ld: every successful allocation was freed", n);
         cr_assert_eq(s.alloc_count, 0, "run %ld", n);
         cr_assert_eq(s.reserved_bytes, 0, "run %ld: nothing reserved after trim", n);
         cr_assert_leq(failed, 1, "run %ld: one injected failure fails at most one step", n);
-        nn__pool_destroy(pool);
-        cr_assert_eq(nn__pool_meta_live(), base, "run %ld leaked pool structures", n);
+        nn__mem_pool_destroy(pool);
+        cr_assert_eq(nn__mem_pool_meta_live(), base, "run %ld leaked pool structures", n);
     }
     nn__hstream_destroy(s1);
     nn__hstream_destroy(s2);

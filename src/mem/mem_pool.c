@@ -17,7 +17,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "mem/pool.h"
+#include "mem/mem_pool.h"
 
 #define NSHARD          64
 #define SMALL_MAX       ((size_t)1 << 20)
@@ -32,10 +32,18 @@
 #define EVENT_CACHE     16
 #define OVERSIZE_DIV    8 /* an own-segment request takes blocks up to 1/8 larger (+2 MiB) */
 #define GROWTH_FLOOR    ((size_t)8 << 20)
+#define MAX_REQUEST     ((size_t)1 << 48) /* more than any device has; keeps sums exact */
 #define NWORDS          ((NN__MEM_CLASSES + 63) / 64)
 
 enum { B_LIVE = 1, B_FREE = 2, B_PENDING = 3 };
 enum { F_SMALL = 0, F_LARGE = 1 };
+
+/* Why an allocation found no memory, for the message. */
+enum why { WHY_SIZE, WHY_LIMIT, WHY_OVER_LIMIT, WHY_UPSTREAM };
+struct oom {
+    enum why why;
+    size_t bytes; /* WHY_LIMIT: the room left; WHY_UPSTREAM: the segment refused */
+};
 
 struct seg;
 
@@ -90,11 +98,12 @@ struct stream_ref {
     long refs;
 };
 
-struct nn__pool {
+struct nn__mem_pool {
     struct nn__upstream up;
     atomic_int bypass;
     atomic_int log_on;
-    pthread_mutex_t lock; /* everything below up to the log */
+    atomic_int over_limit; /* reserved > limit: read without the lock on every allocation */
+    pthread_mutex_t lock;  /* everything below up to the log */
     nn_mem_upstream upstream_kind;
     double growth_slack;
     size_t limit, reserved, reserved_peak;
@@ -108,11 +117,18 @@ struct nn__pool {
     struct shard shards[NSHARD];
 };
 
+/* After any change of limit or reserved (pool lock held). */
+static void note_limit(struct nn__mem_pool *pool)
+{
+    atomic_store_explicit(&pool->over_limit, pool->limit && pool->reserved > pool->limit,
+                          memory_order_relaxed);
+}
+
 /* ---- host structures, counted for the leak check ---- */
 
 static atomic_long meta_live;
 
-long nn__pool_meta_live(void)
+long nn__mem_pool_meta_live(void)
 {
     return atomic_load(&meta_live);
 }
@@ -260,7 +276,8 @@ static void list_remove(struct blk **head, struct blk *b)
     if (b->lnext) b->lnext->lprev = b->lprev;
 }
 
-static nn_status event_get(struct nn__pool *pool, struct shard *sh, void **ev, struct nn_ctx *ectx)
+static nn_status event_get(struct nn__mem_pool *pool, struct shard *sh, void **ev,
+                           struct nn_ctx *ectx)
 {
     if (sh->n_events) {
         *ev = sh->events[--sh->n_events];
@@ -269,7 +286,7 @@ static nn_status event_get(struct nn__pool *pool, struct shard *sh, void **ev, s
     return pool->up.ops->event_create(pool->up.st, ev, ectx);
 }
 
-static void event_put(struct nn__pool *pool, struct shard *sh, void *ev)
+static void event_put(struct nn__mem_pool *pool, struct shard *sh, void *ev)
 {
     if (sh->n_events < EVENT_CACHE)
         sh->events[sh->n_events++] = ev;
@@ -279,8 +296,8 @@ static void event_put(struct nn__pool *pool, struct shard *sh, void *ev)
 
 /* ---- statistics and log ---- */
 
-static void log_event(struct nn__pool *pool, nn_mem_event_kind kind, uint64_t sid, const void *p,
-                      size_t bytes)
+static void log_event(struct nn__mem_pool *pool, nn_mem_event_kind kind, uint64_t sid,
+                      const void *p, size_t bytes)
 {
     if (!atomic_load_explicit(&pool->log_on, memory_order_relaxed)) return;
     nn_mem_event e = {kind, nn__now_ns(), sid, (uintptr_t)p, bytes};
@@ -297,7 +314,7 @@ static void log_event(struct nn__pool *pool, nn_mem_event_kind kind, uint64_t si
     pthread_mutex_unlock(&pool->log_lock);
 }
 
-static void publish(struct nn__pool *pool, struct shard *sh, long long delta)
+static void publish(struct nn__mem_pool *pool, struct shard *sh, long long delta)
 {
     sh->unpublished += delta;
     if (sh->unpublished < PUBLISH_QUANTUM && sh->unpublished > -PUBLISH_QUANTUM) return;
@@ -307,7 +324,7 @@ static void publish(struct nn__pool *pool, struct shard *sh, long long delta)
     while (v > peak && !atomic_compare_exchange_weak(&pool->published_peak, &peak, v)) {}
 }
 
-static void count_alloc(struct nn__pool *pool, struct shard *sh, struct blk *b)
+static void count_alloc(struct nn__mem_pool *pool, struct shard *sh, struct blk *b)
 {
     sh->alloc_bytes += b->size;
     sh->req_bytes += b->requested;
@@ -319,7 +336,7 @@ static void count_alloc(struct nn__pool *pool, struct shard *sh, struct blk *b)
     log_event(pool, NN_MEM_EVENT_ALLOC, b->stream_id, b->ptr, b->requested);
 }
 
-static void count_free(struct nn__pool *pool, struct shard *sh, struct blk *b, uint64_t sid)
+static void count_free(struct nn__mem_pool *pool, struct shard *sh, struct blk *b, uint64_t sid)
 {
     sh->alloc_bytes -= b->size;
     sh->req_bytes -= b->requested;
@@ -396,7 +413,7 @@ static size_t split_min(int family)
 
 /* Hand out b (FREE, in its bin) for size bytes; split off the rest when it is worth keeping and
  * host memory allows (otherwise the whole block goes out). */
-static void take(struct nn__pool *pool, struct shard *sh, struct blk *b, size_t size,
+static void take(struct nn__mem_pool *pool, struct shard *sh, struct blk *b, size_t size,
                  size_t requested, void *stream, uint64_t sid)
 {
     bin_remove(sh, b);
@@ -477,7 +494,7 @@ static void note_free_neighbours(struct shard *sh, struct blk *b)
 }
 
 /* Blocks freed from another stream become usable by all once their event has completed. */
-static void poll_pending(struct nn__pool *pool, struct shard *sh)
+static void poll_pending(struct nn__mem_pool *pool, struct shard *sh)
 {
     struct blk *b = sh->pending, *next;
     for (; b; b = next) {
@@ -495,7 +512,7 @@ static void poll_pending(struct nn__pool *pool, struct shard *sh)
 
 /* Try to make a block of another stream usable by sid: record an event on its owner stream
  * (once) and query it. Returns 1 if one became usable. */
-static int steal_one(struct nn__pool *pool, struct shard *sh, int f, size_t size, uint64_t sid,
+static int steal_one(struct nn__mem_pool *pool, struct shard *sh, int f, size_t size, uint64_t sid,
                      int whole_only, struct nn_ctx *ectx)
 {
     int records = 0;
@@ -528,7 +545,7 @@ static int steal_one(struct nn__pool *pool, struct shard *sh, int f, size_t size
 
 /* ---- segments ---- */
 
-static void seg_release(struct nn__pool *pool, struct shard *sh, struct seg *s)
+static void seg_release(struct nn__mem_pool *pool, struct shard *sh, struct seg *s)
 {
     struct blk *b = s->first;
     bin_remove(sh, b);
@@ -545,6 +562,7 @@ static void seg_release(struct nn__pool *pool, struct shard *sh, struct seg *s)
     log_event(pool, NN_MEM_EVENT_SEGMENT_FREE, 0, s->base, s->size);
     pthread_mutex_lock(&pool->lock);
     pool->reserved -= s->size;
+    note_limit(pool);
     pool->segs--;
     pool->seg_frees++;
     pthread_mutex_unlock(&pool->lock);
@@ -553,7 +571,7 @@ static void seg_release(struct nn__pool *pool, struct shard *sh, struct seg *s)
 
 /* After a quiesce, a free block owned by a stream can be shared when its stream is idle: known
  * when the upstream says every stream is, else asked through an event. */
-static void share_if_idle(struct nn__pool *pool, struct shard *sh, struct blk *b, int all_idle)
+static void share_if_idle(struct nn__mem_pool *pool, struct shard *sh, struct blk *b, int all_idle)
 {
     if (b->state != B_FREE || b->any_stream) return;
     if (!all_idle) {
@@ -574,7 +592,7 @@ static void share_if_idle(struct nn__pool *pool, struct shard *sh, struct blk *b
 }
 
 /* Make what can be shared shareable and merge, so that entirely free segments show. */
-static void shard_settle(struct nn__pool *pool, struct shard *sh, int all_idle)
+static void shard_settle(struct nn__mem_pool *pool, struct shard *sh, int all_idle)
 {
     poll_pending(pool, sh);
     for (struct seg *s = sh->segs; s; s = s->next)
@@ -592,7 +610,7 @@ static int releasable(const struct seg *s, int all_idle)
 }
 
 /* Release every segment that is one free block once shared blocks are merged. */
-static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
+static size_t shard_trim(struct nn__mem_pool *pool, struct shard *sh, int all_idle)
 {
     size_t released = 0;
     pthread_mutex_lock(&sh->lock);
@@ -609,7 +627,7 @@ static size_t shard_trim(struct nn__pool *pool, struct shard *sh, int all_idle)
     return released;
 }
 
-size_t nn__pool_trim(struct nn__pool *pool)
+size_t nn__mem_pool_trim(struct nn__mem_pool *pool)
 {
     int all_idle = pool->up.ops->quiesce(pool->up.st);
     size_t released = 0;
@@ -634,7 +652,7 @@ static int by_last_use(const void *a, const void *b)
 
 /* Release entirely free segments, least recently used first, until at least want bytes went.
  * Falls back to releasing all of them when the candidate list cannot be allocated. */
-static void release_lru(struct nn__pool *pool, size_t want)
+static void release_lru(struct nn__mem_pool *pool, size_t want)
 {
     int all_idle = pool->up.ops->quiesce(pool->up.st);
     struct candidate *c = NULL;
@@ -663,7 +681,7 @@ static void release_lru(struct nn__pool *pool, size_t want)
     }
     if (oom) {
         nn__host_free(c);
-        nn__pool_trim(pool);
+        nn__mem_pool_trim(pool);
         return;
     }
     if (n) qsort(c, n, sizeof *c, by_last_use);
@@ -684,60 +702,79 @@ static void release_lru(struct nn__pool *pool, size_t want)
     nn__host_free(c);
 }
 
+/* size rounded up to LARGE_ROUND; 0 when that overflows. */
+static size_t round_large(size_t size)
+{
+    if (size > SIZE_MAX - (LARGE_ROUND - 1)) return 0;
+    return (size + LARGE_ROUND - 1) / LARGE_ROUND * LARGE_ROUND;
+}
+
 static size_t segment_size(int f, size_t size)
 {
     if (f == F_SMALL) return SMALL_SEG;
     if (size <= MEDIUM_MAX) return MEDIUM_SEG;
-    if (size > SIZE_MAX - LARGE_ROUND) return 0;
-    return (size + LARGE_ROUND - 1) / LARGE_ROUND * LARGE_ROUND;
+    return round_large(size);
 }
 
-/* Count a segment against the limit; a medium request falls back to a segment of its own size
- * when the usual 20 MiB one does not fit. Returns the bytes counted, 0 for none. */
-static size_t reserve_bytes(struct nn__pool *pool, int f, size_t size)
+/* Count a segment for a request of size bytes in family f against the limit: the usual segment
+ * when it fits; else a medium request's own 2 MiB-rounded size; else whatever fits under the
+ * limit, if the request does (so a small limit still serves small requests). Returns the bytes
+ * counted, 0 for none; *room receives what the limit left. */
+static size_t reserve_bytes(struct nn__mem_pool *pool, int f, size_t size, size_t *room)
 {
-    size_t want = segment_size(f, size);
-    size_t own = f == F_SMALL ? want : segment_size(F_LARGE, MEDIUM_MAX + size);
-    if (f == F_LARGE && size <= SIZE_MAX - LARGE_ROUND)
-        own = (size + LARGE_ROUND - 1) / LARGE_ROUND * LARGE_ROUND;
+    size_t want = segment_size(f, size); /* 0 when rounding overflows */
+    size_t own = f == F_SMALL ? 0 : round_large(size);
     size_t got = 0;
     pthread_mutex_lock(&pool->lock);
-    size_t room = !pool->limit                   ? SIZE_MAX
-                  : pool->limit > pool->reserved ? pool->limit - pool->reserved
-                                                 : 0;
-    if (want && want <= room)
+    *room = !pool->limit                   ? SIZE_MAX
+            : pool->limit > pool->reserved ? pool->limit - pool->reserved
+                                           : 0;
+    if (want && want <= *room) {
         got = want;
-    else if (own && own <= room)
+    } else if (own && own <= *room) {
         got = own;
-    if (got) pool->reserved += got;
+    } else if (size <= *room) {
+        size_t cap = want ? want : own ? own : size, fit = *room & ~(size_t)(NN__MEM_ALIGN - 1);
+        got = fit < cap ? fit : cap;
+    }
+    if (got) {
+        pool->reserved += got;
+        note_limit(pool);
+    }
     pthread_mutex_unlock(&pool->lock);
     return got;
 }
 
-static void unreserve(struct nn__pool *pool, size_t bytes)
+static void unreserve(struct nn__mem_pool *pool, size_t bytes)
 {
     pthread_mutex_lock(&pool->lock);
     pool->reserved -= bytes;
+    note_limit(pool);
     pthread_mutex_unlock(&pool->lock);
 }
 
-/* A new segment in sh, and the block for the request taken from it. NN_E_OOM_DEVICE unrecorded
- * when the limit or the upstream refuses (the caller writes the message). */
-static nn_status grow(struct nn__pool *pool, struct shard *sh, int f, size_t size, size_t requested,
-                      void *stream, uint64_t sid, void **out, struct nn_ctx *ectx)
+/* A new segment in sh, and the block for the request taken from it. NN_E_OOM_DEVICE when the
+ * limit or the upstream refuses, *why saying which (the caller writes the message). */
+static nn_status grow(struct nn__mem_pool *pool, struct shard *sh, int f, size_t size,
+                      size_t requested, void *stream, uint64_t sid, void **out, const char *fn,
+                      struct oom *why, struct nn_ctx *ectx)
 {
-    size_t bytes = reserve_bytes(pool, f, size);
-    if (!bytes) return NN_E_OOM_DEVICE;
+    size_t room, bytes = reserve_bytes(pool, f, size, &room);
+    if (!bytes) {
+        *why = (struct oom){WHY_LIMIT, room};
+        return NN_E_OOM_DEVICE;
+    }
     struct seg *s = meta_calloc(1, sizeof *s);
     if (!s) {
         unreserve(pool, bytes);
-        return NN__FAIL(ectx, NN_E_OOM_HOST, "nn_mem_alloc: out of host memory for a segment");
+        return NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory for a segment", fn);
     }
     void *base;
     nn_status st = pool->up.ops->seg_alloc(pool->up.st, bytes, stream, &base, ectx);
     if (st != NN_OK) {
         meta_free(s);
         unreserve(pool, bytes);
+        *why = (struct oom){WHY_UPSTREAM, bytes};
         return st;
     }
     pthread_mutex_lock(&sh->lock);
@@ -747,7 +784,7 @@ static nn_status grow(struct nn__pool *pool, struct shard *sh, int f, size_t siz
         pool->up.ops->seg_free(pool->up.st, base);
         meta_free(s);
         unreserve(pool, bytes);
-        return NN__FAIL(ectx, NN_E_OOM_HOST, "nn_mem_alloc: out of host memory for a segment");
+        return NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory for a segment", fn);
     }
     s->base = base;
     s->size = bytes;
@@ -782,14 +819,15 @@ static nn_status grow(struct nn__pool *pool, struct shard *sh, int f, size_t siz
 
 /* ---- allocation and free ---- */
 
-static struct shard *shard_of(struct nn__pool *pool, uint64_t sid)
+static struct shard *shard_of(struct nn__mem_pool *pool, uint64_t sid)
 {
     return &pool->shards[sid % NSHARD];
 }
 
-static void allocated_now(struct nn__pool *pool, size_t *bytes, size_t *req);
+static void allocated_now(struct nn__mem_pool *pool, size_t *bytes, size_t *req);
 
-static nn_status oom_message(struct nn__pool *pool, size_t requested, struct nn_ctx *ectx)
+static nn_status oom_message(struct nn__mem_pool *pool, const char *fn, size_t requested,
+                             const struct oom *why, struct nn_ctx *ectx)
 {
     size_t in_use, req;
     allocated_now(pool, &in_use, &req);
@@ -797,19 +835,36 @@ static nn_status oom_message(struct nn__pool *pool, size_t requested, struct nn_
     pool->oom_failures++;
     size_t reserved = pool->reserved, limit = pool->limit;
     pthread_mutex_unlock(&pool->lock);
-    char lim[32];
+    char lim[32], reason[160];
     if (limit)
         snprintf(lim, sizeof lim, "%zu", limit);
     else
         snprintf(lim, sizeof lim, "none");
+    switch (why->why) {
+    case WHY_SIZE:
+        snprintf(reason, sizeof reason, "no pool can serve more than %zu bytes", MAX_REQUEST);
+        break;
+    case WHY_LIMIT:
+        snprintf(reason, sizeof reason, "the limit leaves room for %zu more bytes", why->bytes);
+        break;
+    case WHY_OVER_LIMIT:
+        snprintf(reason, sizeof reason,
+                 "the limit is below what is reserved, also after releasing the cached "
+                 "segments; free memory first");
+        break;
+    case WHY_UPSTREAM:
+        snprintf(reason, sizeof reason, "the %s upstream refused a segment of %zu bytes",
+                 pool->up.name, why->bytes);
+        break;
+    }
     return NN__FAIL(ectx, NN_E_OOM_DEVICE,
-                    "nn_mem_alloc: out of device memory (%s): requested %zu bytes, in use %zu, "
-                    "reserved %zu, limit %s",
-                    pool->up.name, requested, in_use, reserved, lim);
+                    "%s: out of device memory (%s): requested %zu bytes, in use %zu, "
+                    "reserved %zu, limit %s: %s",
+                    fn, pool->up.name, requested, in_use, reserved, lim, reason);
 }
 
 /* Take the segment of b (its only block, FREE) out of sh. */
-static void seg_detach(struct nn__pool *pool, struct shard *sh, struct blk *b)
+static void seg_detach(struct nn__mem_pool *pool, struct shard *sh, struct blk *b)
 {
     struct seg *s = b->seg;
     bin_remove(sh, b);
@@ -841,7 +896,7 @@ static void seg_attach(struct shard *sh, struct blk *b)
  * blocks cached by other streams. From other shards only whole free segments are taken (and
  * moved to the requester's shard) unless partial_ok: a stream that takes a piece of another
  * stream's segment works under that stream's lock from then on, which serialises the two. */
-static int alloc_from_cache(struct nn__pool *pool, int f, size_t size, size_t requested,
+static int alloc_from_cache(struct nn__mem_pool *pool, int f, size_t size, size_t requested,
                             void *stream, uint64_t sid, int partial_ok, void **out,
                             struct nn_ctx *ectx)
 {
@@ -888,19 +943,28 @@ static int alloc_from_cache(struct nn__pool *pool, int f, size_t size, size_t re
     return 0;
 }
 
-static nn_status alloc_bypass(struct nn__pool *pool, size_t size, size_t requested, void *stream,
-                              uint64_t sid, void **out, struct nn_ctx *ectx)
+static nn_status alloc_bypass(struct nn__mem_pool *pool, size_t size, size_t requested,
+                              void *stream, uint64_t sid, void **out, const char *fn,
+                              struct nn_ctx *ectx)
 {
     pthread_mutex_lock(&pool->lock);
-    int over = pool->limit && pool->reserved + size > pool->limit;
-    if (!over) pool->reserved += size;
+    size_t room = !pool->limit                   ? SIZE_MAX
+                  : pool->limit > pool->reserved ? pool->limit - pool->reserved
+                                                 : 0;
+    int over = size > room;
+    if (!over) {
+        pool->reserved += size;
+        note_limit(pool);
+    }
     pthread_mutex_unlock(&pool->lock);
-    if (over) return oom_message(pool, requested, ectx);
+    if (over) return oom_message(pool, fn, requested, &(struct oom){WHY_LIMIT, room}, ectx);
     void *p;
     nn_status st = pool->up.ops->raw_alloc(pool->up.st, size, &p, ectx);
     if (st != NN_OK) {
         unreserve(pool, size);
-        return st == NN_E_OOM_DEVICE ? oom_message(pool, requested, ectx) : st;
+        return st == NN_E_OOM_DEVICE
+                   ? oom_message(pool, fn, requested, &(struct oom){WHY_UPSTREAM, size}, ectx)
+                   : st;
     }
     struct shard *sh = shard_of(pool, sid);
     pthread_mutex_lock(&sh->lock);
@@ -909,7 +973,7 @@ static nn_status alloc_bypass(struct nn__pool *pool, size_t size, size_t request
         pthread_mutex_unlock(&sh->lock);
         pool->up.ops->raw_free(pool->up.st, p);
         unreserve(pool, size);
-        return NN__FAIL(ectx, NN_E_OOM_HOST, "nn_mem_alloc: out of host memory");
+        return NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory", fn);
     }
     b->ptr = p;
     b->size = size;
@@ -930,8 +994,8 @@ static nn_status alloc_bypass(struct nn__pool *pool, size_t size, size_t request
 }
 
 /* The fast path: a fit in one shard, no bookkeeping beyond the block itself. */
-static int try_shard(struct nn__pool *pool, struct shard *sh, int f, size_t size, size_t requested,
-                     void *stream, uint64_t sid, void **out)
+static int try_shard(struct nn__mem_pool *pool, struct shard *sh, int f, size_t size,
+                     size_t requested, void *stream, uint64_t sid, void **out)
 {
     pthread_mutex_lock(&sh->lock);
     struct blk *b = find_fit(sh, f, size, sid);
@@ -949,7 +1013,7 @@ static int try_shard(struct nn__pool *pool, struct shard *sh, int f, size_t size
  * memory follows the peak in use instead of the sum of every size ever asked for. Measuring
  * against the peak keeps a repeating workload from releasing and re-taking the same segments at
  * every round. */
-static void release_for_growth(struct nn__pool *pool, int f, size_t size)
+static void release_for_growth(struct nn__mem_pool *pool, int f, size_t size)
 {
     pthread_mutex_lock(&pool->lock);
     double slack = pool->growth_slack;
@@ -973,16 +1037,30 @@ static void release_for_growth(struct nn__pool *pool, int f, size_t size)
     release_lru(pool, (size_t)((double)(reserved + seg) - allowed));
 }
 
-nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id, size_t bytes,
-                         void **out, struct nn_ctx *ectx)
+/* While a lowered limit sits below what is reserved, every allocation first releases the cached
+ * segments (as the out-of-memory ladder does) and fails if that does not bring the pool under the
+ * limit: serving from the cache would keep the pool above the limit indefinitely. */
+static int still_over_limit(struct nn__mem_pool *pool)
+{
+    if (!atomic_load_explicit(&pool->over_limit, memory_order_relaxed)) return 0;
+    pthread_mutex_lock(&pool->lock);
+    pool->oom_retries++;
+    pthread_mutex_unlock(&pool->lock);
+    nn__mem_pool_trim(pool);
+    return atomic_load_explicit(&pool->over_limit, memory_order_relaxed);
+}
+
+nn_status nn__mem_pool_alloc(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
+                             size_t bytes, void **out, const char *fn, struct nn_ctx *ectx)
 {
     *out = NULL;
-    if (bytes == 0)
-        return NN__FAIL(ectx, NN_E_INVALID_ARG, "nn_mem_alloc: bytes must be > 0, got 0");
+    if (bytes == 0) return NN__FAIL(ectx, NN_E_INVALID_ARG, "%s: bytes must be > 0, got 0", fn);
+    if (bytes > MAX_REQUEST) return oom_message(pool, fn, bytes, &(struct oom){WHY_SIZE, 0}, ectx);
+    if (still_over_limit(pool))
+        return oom_message(pool, fn, bytes, &(struct oom){WHY_OVER_LIMIT, 0}, ectx);
     size_t size = nn__mem_round(bytes);
-    if (!size) return oom_message(pool, bytes, ectx);
     if (atomic_load_explicit(&pool->bypass, memory_order_relaxed))
-        return alloc_bypass(pool, size, bytes, stream, stream_id, out, ectx);
+        return alloc_bypass(pool, size, bytes, stream, stream_id, out, fn, ectx);
     int f = family_of_size(size);
     struct shard *sh = shard_of(pool, stream_id);
 
@@ -995,29 +1073,30 @@ nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id
 
     if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, 0, out, ectx)) return NN_OK;
     release_for_growth(pool, f, size);
-    nn_status st = grow(pool, sh, f, size, bytes, stream, stream_id, out, ectx);
+    struct oom why;
+    nn_status st = grow(pool, sh, f, size, bytes, stream, stream_id, out, fn, &why, ectx);
     if (st != NN_E_OOM_DEVICE) return st;
     /* The ladder: give cached segments back to the driver and try once more. */
     pthread_mutex_lock(&pool->lock);
     pool->oom_retries++;
     pthread_mutex_unlock(&pool->lock);
-    nn__pool_trim(pool);
+    nn__mem_pool_trim(pool);
     if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, 1, out, ectx)) return NN_OK;
-    st = grow(pool, sh, f, size, bytes, stream, stream_id, out, ectx);
+    st = grow(pool, sh, f, size, bytes, stream, stream_id, out, fn, &why, ectx);
     if (st != NN_E_OOM_DEVICE) return st;
-    return oom_message(pool, bytes, ectx);
+    return oom_message(pool, fn, bytes, &why, ectx);
 }
 
-static nn_status bad_pointer(struct nn_ctx *ectx, const void *p, const char *why)
+static nn_status bad_pointer(struct nn_ctx *ectx, const char *fn, const void *p, const char *why)
 {
-    return NN__FAIL(ectx, NN_E_BAD_POINTER, "nn_mem_free: %p %s; nothing was changed", p, why);
+    return NN__FAIL(ectx, NN_E_BAD_POINTER, "%s: %p %s; nothing was changed", fn, p, why);
 }
 
 /* Free b, found in sh (locked). */
-static nn_status free_in(struct nn__pool *pool, struct shard *sh, struct blk *b, void *stream,
-                         uint64_t sid, struct nn_ctx *ectx)
+static nn_status free_in(struct nn__mem_pool *pool, struct shard *sh, struct blk *b, void *stream,
+                         uint64_t sid, const char *fn, struct nn_ctx *ectx)
 {
-    if (b->state != B_LIVE) return bad_pointer(ectx, b->ptr, "was already freed");
+    if (b->state != B_LIVE) return bad_pointer(ectx, fn, b->ptr, "was already freed");
     if (!b->seg) {
         count_free(pool, sh, b, sid);
         map_del(&sh->map, (uintptr_t)b->ptr);
@@ -1048,8 +1127,8 @@ static nn_status free_in(struct nn__pool *pool, struct shard *sh, struct blk *b,
     return NN_OK;
 }
 
-nn_status nn__pool_free(struct nn__pool *pool, void *stream, uint64_t stream_id, void *p,
-                        struct nn_ctx *ectx)
+nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
+                            const char *fn, struct nn_ctx *ectx)
 {
     if (!p) return NN_OK;
     size_t own = stream_id % NSHARD;
@@ -1063,19 +1142,20 @@ nn_status nn__pool_free(struct nn__pool *pool, void *stream, uint64_t stream_id,
         pthread_mutex_lock(&sh->lock);
         struct blk *b = map_get(&sh->map, (uintptr_t)p);
         if (b) {
-            nn_status st = free_in(pool, sh, b, stream, stream_id, ectx);
+            nn_status st = free_in(pool, sh, b, stream, stream_id, fn, ectx);
             pthread_mutex_unlock(&sh->lock);
             return st;
         }
         pthread_mutex_unlock(&sh->lock);
     }
-    return bad_pointer(ectx, p, "was not allocated by nnprim's memory pool or was already freed");
+    return bad_pointer(ectx, fn, p,
+                       "was not allocated by nnprim's memory pool or was already freed");
 }
 
 /* ---- streams ---- */
 
-nn_status nn__pool_stream_ref(struct nn__pool *pool, void *stream, uint64_t stream_id,
-                              struct nn_ctx *ectx)
+nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
+                                  const char *fn, struct nn_ctx *ectx)
 {
     (void)stream;
     nn_status st = NN_OK;
@@ -1099,13 +1179,13 @@ nn_status nn__pool_stream_ref(struct nn__pool *pool, void *stream, uint64_t stre
         if (pool->n_streams < pool->cap_streams)
             pool->streams[pool->n_streams++] = (struct stream_ref){stream_id, 1};
         else
-            st = NN__FAIL(ectx, NN_E_OOM_HOST, "nn_mem: out of host memory for the stream table");
+            st = NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory for the stream table", fn);
     }
     pthread_mutex_unlock(&pool->lock);
     return st;
 }
 
-void nn__pool_stream_unref(struct nn__pool *pool, uint64_t stream_id)
+void nn__mem_pool_stream_unref(struct nn__mem_pool *pool, uint64_t stream_id)
 {
     int last = 0;
     pthread_mutex_lock(&pool->lock);
@@ -1140,13 +1220,14 @@ void nn__pool_stream_unref(struct nn__pool *pool, uint64_t stream_id)
 
 /* ---- creation, settings, statistics ---- */
 
-nn_status nn__pool_create(struct nn__upstream up, const nn_mem_settings *s, struct nn__pool **out)
+nn_status nn__mem_pool_create(struct nn__upstream up, const nn_mem_settings *s, const char *fn,
+                              struct nn__mem_pool **out)
 {
     *out = NULL;
-    struct nn__pool *pool = meta_calloc(1, sizeof *pool);
+    struct nn__mem_pool *pool = meta_calloc(1, sizeof *pool);
     if (!pool) {
         up.ops->destroy(up.st);
-        return NN__FAIL(NULL, NN_E_OOM_HOST, "nn_mem: out of host memory for a pool");
+        return NN__FAIL(NULL, NN_E_OOM_HOST, "%s: out of host memory for a pool", fn);
     }
     pool->up = up;
     pthread_mutex_init(&pool->lock, NULL);
@@ -1162,7 +1243,7 @@ nn_status nn__pool_create(struct nn__upstream up, const nn_mem_settings *s, stru
     return NN_OK;
 }
 
-void nn__pool_destroy(struct nn__pool *pool)
+void nn__mem_pool_destroy(struct nn__mem_pool *pool)
 {
     if (!pool) return;
     for (int i = 0; i < NSHARD; i++) {
@@ -1199,16 +1280,18 @@ void nn__pool_destroy(struct nn__pool *pool)
     meta_free(pool);
 }
 
-int nn__pool_bypass(const struct nn__pool *pool)
+int nn__mem_pool_bypass(const struct nn__mem_pool *pool)
 {
     return atomic_load((atomic_int *)&pool->bypass);
 }
 
-nn_status nn__pool_configure(struct nn__pool *pool, const nn_mem_settings *s, struct nn_ctx *ectx)
+nn_status nn__mem_pool_configure(struct nn__mem_pool *pool, const nn_mem_settings *s,
+                                 struct nn_ctx *ectx)
 {
     nn_status st = NN_OK;
     pthread_mutex_lock(&pool->lock);
-    int changes = (s->bypass != 0) != nn__pool_bypass(pool) || s->upstream != pool->upstream_kind;
+    int changes =
+        (s->bypass != 0) != nn__mem_pool_bypass(pool) || s->upstream != pool->upstream_kind;
     if (changes && pool->reserved != 0)
         st = NN__FAIL(ectx, NN_E_INVALID_ARG,
                       "nn_mem_configure: the upstream and bypass can change only while the pool "
@@ -1221,21 +1304,23 @@ nn_status nn__pool_configure(struct nn__pool *pool, const nn_mem_settings *s, st
         atomic_store(&pool->bypass, s->bypass != 0);
         pool->upstream_kind = s->upstream;
         pool->limit = s->limit;
+        note_limit(pool);
         pool->growth_slack = s->growth_slack;
     }
     pthread_mutex_unlock(&pool->lock);
-    if (st == NN_OK) nn__pool_log_enable(pool, s->log_events);
+    if (st == NN_OK) nn__mem_pool_log_enable(pool, s->log_events);
     return st;
 }
 
-void nn__pool_set_limit(struct nn__pool *pool, size_t limit)
+void nn__mem_pool_set_limit(struct nn__mem_pool *pool, size_t limit)
 {
     pthread_mutex_lock(&pool->lock);
     pool->limit = limit;
+    note_limit(pool);
     pthread_mutex_unlock(&pool->lock);
 }
 
-static void allocated_now(struct nn__pool *pool, size_t *bytes, size_t *req)
+static void allocated_now(struct nn__mem_pool *pool, size_t *bytes, size_t *req)
 {
     *bytes = *req = 0;
     for (int i = 0; i < NSHARD; i++) {
@@ -1264,7 +1349,7 @@ static void free_runs(struct shard *sh, size_t *largest, size_t *total)
     }
 }
 
-void nn__pool_get_stats(struct nn__pool *pool, nn_mem_stats *out)
+void nn__mem_pool_get_stats(struct nn__mem_pool *pool, nn_mem_stats *out)
 {
     memset(out, 0, sizeof *out);
     size_t shard_peak = 0, free_total = 0;
@@ -1306,7 +1391,7 @@ void nn__pool_get_stats(struct nn__pool *pool, nn_mem_stats *out)
         free_total ? 1.0 - (double)out->largest_free_bytes / (double)free_total : 0.0;
 }
 
-void nn__pool_reset_peak(struct nn__pool *pool)
+void nn__mem_pool_reset_peak(struct nn__mem_pool *pool)
 {
     for (int i = 0; i < NSHARD; i++) {
         struct shard *sh = &pool->shards[i];
@@ -1321,7 +1406,7 @@ void nn__pool_reset_peak(struct nn__pool *pool)
     pthread_mutex_unlock(&pool->lock);
 }
 
-void nn__pool_log_enable(struct nn__pool *pool, int on)
+void nn__mem_pool_log_enable(struct nn__mem_pool *pool, int on)
 {
     pthread_mutex_lock(&pool->log_lock);
     if (on && !atomic_load(&pool->log_on)) pool->log_n = 0;
@@ -1329,7 +1414,7 @@ void nn__pool_log_enable(struct nn__pool *pool, int on)
     pthread_mutex_unlock(&pool->log_lock);
 }
 
-size_t nn__pool_log_read(struct nn__pool *pool, nn_mem_event *out, size_t cap)
+size_t nn__mem_pool_log_read(struct nn__mem_pool *pool, nn_mem_event *out, size_t cap)
 {
     pthread_mutex_lock(&pool->log_lock);
     size_t n = pool->log_n < cap ? pool->log_n : cap;

@@ -1,8 +1,8 @@
 /* The caching pool's core, generic over an upstream that provides segments and events.
  * Two upstreams exist: CUDA (upstream_cuda.c) and host memory (upstream_host.c), so that every
  * line of bookkeeping runs and is tested on machines without a GPU. */
-#ifndef NN_MEM_POOL_H
-#define NN_MEM_POOL_H
+#ifndef NN_MEM_MEM_POOL_H
+#define NN_MEM_MEM_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,7 +43,7 @@ struct nn__upstream {
     const char *name;
 };
 
-struct nn__pool;
+struct nn__mem_pool;
 
 /* Size classes: four per doubling from 512 bytes. Class c covers [nn__class_lo(c),
  * nn__class_lo(c + 1)). Requests are rounded up to NN__MEM_ALIGN. */
@@ -71,39 +71,44 @@ static inline size_t nn__mem_round(size_t bytes)
 }
 
 /* Create a pool over an upstream; the pool owns the upstream afterwards (also on failure). */
-nn_status nn__pool_create(struct nn__upstream up, const nn_mem_settings *s, struct nn__pool **out);
+nn_status nn__mem_pool_create(struct nn__upstream up, const nn_mem_settings *s, const char *fn,
+                              struct nn__mem_pool **out);
 /* Release every segment and structure. Memory still handed out is released too. */
-void nn__pool_destroy(struct nn__pool *pool);
+void nn__mem_pool_destroy(struct nn__mem_pool *pool);
 
-nn_status nn__pool_alloc(struct nn__pool *pool, void *stream, uint64_t stream_id, size_t bytes,
-                         void **out, struct nn_ctx *ectx);
-nn_status nn__pool_free(struct nn__pool *pool, void *stream, uint64_t stream_id, void *p,
-                        struct nn_ctx *ectx);
+/* fn is the public function called, for the messages. An impossible size, a request the limit
+ * or the upstream refuses, and any request while reserved memory stays above a lowered limit
+ * give NN_E_OOM_DEVICE with requested, in use, reserved, limit and the reason. */
+nn_status nn__mem_pool_alloc(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
+                             size_t bytes, void **out, const char *fn, struct nn_ctx *ectx);
+nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
+                            const char *fn, struct nn_ctx *ectx);
 
 /* A stream that allocates from the pool: counted, so that when its last user goes (after its
  * work has completed) its cached blocks become usable by every stream. */
-nn_status nn__pool_stream_ref(struct nn__pool *pool, void *stream, uint64_t stream_id,
-                              struct nn_ctx *ectx);
-void nn__pool_stream_unref(struct nn__pool *pool, uint64_t stream_id);
+nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
+                                  const char *fn, struct nn_ctx *ectx);
+void nn__mem_pool_stream_unref(struct nn__mem_pool *pool, uint64_t stream_id);
 
-nn_status nn__pool_configure(struct nn__pool *pool, const nn_mem_settings *s, struct nn_ctx *ectx);
-void nn__pool_set_limit(struct nn__pool *pool, size_t limit);
-void nn__pool_get_stats(struct nn__pool *pool, nn_mem_stats *out);
-void nn__pool_reset_peak(struct nn__pool *pool);
-size_t nn__pool_trim(struct nn__pool *pool);
-void nn__pool_log_enable(struct nn__pool *pool, int on);
-size_t nn__pool_log_read(struct nn__pool *pool, nn_mem_event *out, size_t cap);
-int nn__pool_bypass(const struct nn__pool *pool);
+nn_status nn__mem_pool_configure(struct nn__mem_pool *pool, const nn_mem_settings *s,
+                                 struct nn_ctx *ectx);
+void nn__mem_pool_set_limit(struct nn__mem_pool *pool, size_t limit);
+void nn__mem_pool_get_stats(struct nn__mem_pool *pool, nn_mem_stats *out);
+void nn__mem_pool_reset_peak(struct nn__mem_pool *pool);
+size_t nn__mem_pool_trim(struct nn__mem_pool *pool);
+void nn__mem_pool_log_enable(struct nn__mem_pool *pool, int on);
+size_t nn__mem_pool_log_read(struct nn__mem_pool *pool, nn_mem_event *out, size_t cap);
+int nn__mem_pool_bypass(const struct nn__mem_pool *pool);
 
 /* Structures (blocks, segments, table slots) the pools hold from nn__host_alloc, over all
  * pools of the process: a test's leak check. */
-long nn__pool_meta_live(void);
+long nn__mem_pool_meta_live(void);
 
 /* Upstream constructors. */
 nn_status nn__upstream_host(struct nn__upstream *out);
 #if NN_HAVE_CUDA
-nn_status nn__upstream_cuda(int device, const nn_mem_settings *s, struct nn__upstream *out,
-                            struct nn_ctx *ectx);
+nn_status nn__upstream_cuda(int device, const nn_mem_settings *s, const char *fn,
+                            struct nn__upstream *out, struct nn_ctx *ectx);
 #endif
 
 /* Host upstream streams: simulated streams whose work completes only when told. */

@@ -289,19 +289,6 @@ nn_status nn_conv_output_shape(const nn_conv_params *p, int rank, const int64_t 
     return NN_OK;
 }
 
-/* An output with two elements at one address (a stride 0 on a dim > 1) would be written twice. */
-static nn_status check_distinct(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
-                                const char *name)
-{
-    for (int i = 0; i < t->rank; i++)
-        if (t->dims[i] > 1 && t->strides[i] == 0)
-            return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                            "%s: %s is an output, but its elements overlap in memory "
-                            "(%s.strides[%d] = 0 with %s.dims[%d] = %lld)",
-                            op, name, name, i, name, i, (long long)t->dims[i]);
-    return NN_OK;
-}
-
 /* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed; an
  * output (output nonzero) also with distinct elements. */
 static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name,
@@ -312,7 +299,7 @@ static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *
     if (t->dtype != dtype)
         return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal %s.dtype (%s), got %s", op, name,
                         dtype_from, nn_dtype_name(dtype), nn_dtype_name(t->dtype));
-    if (output) NN__TRY(check_distinct(ctx, op, t, name));
+    if (output) NN__TRY(nn__check_output_distinct(ctx, op, t, name));
     if (!nn_tensor_is_contiguous(t))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
                         "%s: %s must be fully packed row-major (NCHW / NCDHW / KCRS order); other "
@@ -362,24 +349,12 @@ static nn_status check_bias_dims(struct nn_ctx *ctx, const char *op, const nn_te
     return check_dims(ctx, op, t, name, rank, want);
 }
 
-/* Bytes [lo, hi) a packed tensor covers. */
-static void span_of(const nn_tensor *t, const char **lo, const char **hi)
-{
-    *lo = t->data;
-    *hi = *lo + (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype);
-}
-
+/* The shared overlap check, for optional tensors: a NULL one overlaps nothing. */
 static nn_status check_no_overlap(struct nn_ctx *ctx, const char *op, const nn_tensor *out,
                                   const char *out_name, const nn_tensor *in, const char *in_name)
 {
-    if (!out || !in || out->space != in->space) return NN_OK;
-    const char *a0, *a1, *b0, *b1;
-    span_of(out, &a0, &a1);
-    span_of(in, &b0, &b1);
-    if (a0 < b1 && b0 < a1)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not overlap %s in memory", op, out_name,
-                        in_name);
-    return NN_OK;
+    if (!out || !in) return NN_OK;
+    return nn__check_no_overlap(ctx, op, out, out_name, in, in_name);
 }
 
 /* Sizes the context's backend cannot take (cuDNN: int), refused before it sees them. */

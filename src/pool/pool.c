@@ -137,33 +137,6 @@ static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, cons
     return NN_OK;
 }
 
-/* An output with two elements at one address (a stride 0 on a dim > 1) would be written twice. */
-static nn_status check_distinct(nn_ctx *ctx, const char *op, const char *name, const nn_tensor *t)
-{
-    for (int i = 0; i < t->rank; i++)
-        if (t->dims[i] > 1 && t->strides[i] == 0)
-            return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                            "%s: %s is an output, but its elements overlap in memory "
-                            "(%s.strides[%d] = 0 with %s.dims[%d] = %lld)",
-                            op, name, name, i, name, i, (long long)t->dims[i]);
-    return NN_OK;
-}
-
-/* The byte range a view can touch: [data, data + extent). Both views are valid. */
-static nn_status check_no_overlap(nn_ctx *ctx, const char *op, const char *out_name,
-                                  const nn_tensor *out, const char *in_name, const nn_tensor *in)
-{
-    if (out->space != in->space || out->device != in->device) return NN_OK;
-    size_t a_len, b_len;
-    nn_tensor_extent_bytes(out, &a_len);
-    nn_tensor_extent_bytes(in, &b_len);
-    const char *a = out->data, *b = in->data;
-    if (a < b + b_len && b < a + a_len)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not overlap %s in memory", op, out_name,
-                        in_name);
-    return NN_OK;
-}
-
 /* Sizes the context's backend cannot take (cuDNN: int), refused before it sees them. */
 static nn_status check_backend_limits(nn_ctx *ctx, const char *op, const nn_pool_params *p,
                                       const nn_tensor *t, const char *name)
@@ -218,8 +191,8 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
     NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
     NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
-    NN__TRY(check_distinct(ctx, op, "y", y));
-    NN__TRY(check_no_overlap(ctx, op, "y", y, "x", x));
+    NN__TRY(nn__check_output_distinct(ctx, op, y, "y"));
+    NN__TRY(nn__check_no_overlap(ctx, op, y, "y", x, "x"));
     NN__TRY(check_backend_limits(ctx, op, params, x, "x"));
     NN__TRY(check_backend_limits(ctx, op, params, y, "y"));
 
@@ -293,11 +266,11 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
     NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
     NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
-    NN__TRY(check_distinct(ctx, op, "dx", dx));
-    NN__TRY(check_no_overlap(ctx, op, "dx", dx, "dy", dy));
+    NN__TRY(nn__check_output_distinct(ctx, op, dx, "dx"));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", dy, "dy"));
     /* backward reads the forward's x (and y, for max pooling on cuDNN) while it writes dx */
-    NN__TRY(check_no_overlap(ctx, op, "dx", dx, "the forward's x", &pb->x));
-    NN__TRY(check_no_overlap(ctx, op, "dx", dx, "the forward's y", &pb->y));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", &pb->x, "the forward's x"));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", &pb->y, "the forward's y"));
     NN__TRY(check_backend_limits(ctx, op, &pb->params, dy, "dy"));
     NN__TRY(check_backend_limits(ctx, op, &pb->params, dx, "dx"));
     nn_status st;

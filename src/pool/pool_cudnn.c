@@ -77,8 +77,8 @@ nn_status nn__pool_cudnn_check_limits(struct nn_ctx *ctx, const char *op, const 
     for (int i = 0; i < p->spatial_rank; i++)
         if (p->window[i] > INT_MAX || p->stride[i] > INT_MAX)
             return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                            "%s: cuDNN takes int sizes, but params.window[%d] = %lld, stride[%d] = "
-                            "%lld",
+                            "%s: cuDNN takes int sizes, but params.window[%d] = %lld, "
+                            "params.stride[%d] = %lld",
                             op, i, (long long)p->window[i], i, (long long)p->stride[i]);
     return NN_OK;
 }

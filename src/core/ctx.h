@@ -8,7 +8,7 @@
 #include "nnprim/context.h"
 #include "nnprim/status.h"
 
-struct nn__mem_pool;        /* src/mem: the device's memory pool */
+struct nn__mem_pool;    /* src/mem: the device's memory pool */
 struct nn__cudnn_state; /* src/cudnn: handles, plan cache */
 
 struct nn_ctx {

@@ -853,8 +853,8 @@ static nn_status oom_message(struct nn__mem_pool *pool, const char *fn, size_t r
                  "segments; free memory first");
         break;
     case WHY_UPSTREAM:
-        snprintf(reason, sizeof reason, "the %s upstream refused a segment of %zu bytes",
-                 pool->up.name, why->bytes);
+        snprintf(reason, sizeof reason, "the %s refused a segment of %zu bytes", pool->up.name,
+                 why->bytes);
         break;
     }
     return NN__FAIL(ectx, NN_E_OOM_DEVICE,

@@ -139,22 +139,23 @@ static int cuda_event_query(void *st, void *ev)
     return 0;
 }
 
-static nn_status cuda_configure(void *st, const nn_mem_settings *s, struct nn_ctx *ectx)
+/* Apply s's upstream choice; fn names the public function called (a pool is also configured
+ * when first used, by whatever call that is). */
+static nn_status configure_for(struct cuda_up *u, const nn_mem_settings *s, const char *fn,
+                               struct nn_ctx *ectx)
 {
-    struct cuda_up *u = st;
     if (s->upstream != NN_MEM_UPSTREAM_MALLOC && s->upstream != NN_MEM_UPSTREAM_MALLOC_ASYNC)
         return NN__FAIL(ectx, NN_E_INVALID_ARG,
-                        "nn_mem_configure: upstream must be NN_MEM_UPSTREAM_MALLOC or "
+                        "%s: upstream must be NN_MEM_UPSTREAM_MALLOC or "
                         "NN_MEM_UPSTREAM_MALLOC_ASYNC, got %d",
-                        (int)s->upstream);
+                        fn, (int)s->upstream);
     if (s->upstream == NN_MEM_UPSTREAM_MALLOC_ASYNC) {
         int ok = 0;
         NN__TRY(NN__CUDA(ectx,
                          cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, u->device)));
         if (!ok)
             return NN__FAIL(ectx, NN_E_UNSUPPORTED,
-                            "nn_mem_configure: device %d does not support cudaMallocAsync",
-                            u->device);
+                            "%s: device %d does not support cudaMallocAsync", fn, u->device);
         cudaMemPool_t mp;
         uint64_t keep = UINT64_MAX;
         NN__TRY(NN__CUDA(ectx, cudaDeviceGetDefaultMemPool(&mp, u->device)));
@@ -163,6 +164,11 @@ static nn_status cuda_configure(void *st, const nn_mem_settings *s, struct nn_ct
     }
     u->async = s->upstream == NN_MEM_UPSTREAM_MALLOC_ASYNC;
     return NN_OK;
+}
+
+static nn_status cuda_configure(void *st, const nn_mem_settings *s, struct nn_ctx *ectx)
+{
+    return configure_for(st, s, "nn_mem_configure", ectx);
 }
 
 static void cuda_destroy(void *st)
@@ -182,7 +188,7 @@ nn_status nn__upstream_cuda(int device, const nn_mem_settings *s, const char *fn
     struct cuda_up *u = nn__host_calloc(1, sizeof *u);
     if (!u) return NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory for an upstream", fn);
     u->device = device;
-    nn_status st = cuda_configure(u, s, ectx);
+    nn_status st = configure_for(u, s, fn, ectx);
     if (st != NN_OK) {
         nn__host_free(u);
         return st;

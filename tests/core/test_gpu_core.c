@@ -119,3 +119,43 @@ Test(gpu_core, verbose_two_traces_cuda_calls, .init = cr_redirect_stderr)
     buf[n] = 0;
     cr_expect(strstr(buf, "nnprim_trace,cuda,cudaMemcpyAsync"), "stderr was: %s", buf);
 }
+
+/* Issue 11 on device memory: misaligned views, overlapping device copies and a broadcast
+ * output are refused before any CUDA call; memory stays usable. */
+Test(gpu_core, bad_device_views_are_refused)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 0);
+    int64_t dims[1] = {16}, half[1] = {8};
+    nn_tensor d, t, u;
+    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 1, dims, &d), NN_OK);
+    cr_expect_eq(nn_tensor_wrap(gpu, (char *)d.data + 2, NN_DTYPE_F32, 1, half, NULL, &t),
+                 NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "nn_tensor_wrap: data ("), "%s",
+              nn_last_error()->message);
+    cr_assert_eq(nn_tensor_wrap(gpu, (float *)d.data + 4, NN_DTYPE_F32, 1, half, NULL, &t), NN_OK);
+    cr_assert_eq(nn_tensor_wrap(gpu, d.data, NN_DTYPE_F32, 1, half, NULL, &u), NN_OK);
+    cr_expect_eq(nn_tensor_copy(gpu, &t, &u), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "nn_tensor_copy: dst and src must not overlap"),
+              "%s", nn_last_error()->message);
+    nn_tensor b = u;
+    b.strides[0] = 0;
+    cr_expect_eq(nn_tensor_fill_ints(gpu, &b, 0, 3, 1), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "nn_tensor_fill_ints: t is written"), "%s",
+              nn_last_error()->message);
+    /* Disjoint halves copy fine. */
+    nn_tensor v;
+    cr_assert_eq(nn_tensor_wrap(gpu, (float *)d.data + 8, NN_DTYPE_F32, 1, half, NULL, &v), NN_OK);
+    cr_expect_eq(nn_tensor_fill_ints(gpu, &u, 1, 1, 1), NN_OK);
+    cr_expect_eq(nn_tensor_copy(gpu, &v, &u), NN_OK);
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, 0);
+    nn_tensor h;
+    cr_assert_eq(nn_tensor_empty(ref, NN_DTYPE_F32, 1, half, &h), NN_OK);
+    cr_assert_eq(nn_tensor_copy(gpu, &h, &v), NN_OK);
+    for (int i = 0; i < 8; i++)
+        cr_expect_eq(((float *)h.data)[i], 1.0f);
+    nn_tensor_free(ref, &h);
+    nn_tensor_free(gpu, &d);
+    nn_ctx_destroy(ref);
+    nn_ctx_destroy(gpu);
+}

@@ -238,3 +238,24 @@ Test(mem_cuda, context_allocations_fail_cleanly)
     expect_message("nn_mem_free: ");
     nn_ctx_destroy(ctx);
 }
+
+/* When the upstream refuses a segment, the message says so instead of blaming a limit. 192 TiB
+ * passes the pool's size cap but exceeds the 128 TiB user address space of x86-64 and any device,
+ * so malloc and cudaMalloc always refuse it. */
+MEM_TEST(upstream_refusal_is_named)
+{
+    struct tstream a;
+    ts_open(&a, device);
+    size_t huge = (size_t)3 << 46;
+    void *p = (void *)1;
+    cr_expect_eq(nn_mem_stream_alloc(a.h, huge, &p), NN_E_OOM_DEVICE);
+    cr_expect_null(p);
+    expect_message("nn_mem_stream_alloc: out of device memory (");
+    expect_message("limit none: the ");
+    expect_message(" upstream refused a segment of 211106232532992 bytes");
+    nn_mem_stats s = ts_stats(device);
+    cr_expect_eq(s.reserved_bytes, 0);
+    cr_expect_eq(s.oom_retries, 1);
+    ts_free(&a, ts_alloc(&a, 4096));
+    ts_close(&a);
+}

@@ -27,6 +27,13 @@
  * The reference backend runs on host tensors, the cuDNN backend on device tensors of the
  * context's device; the backend is the context's (nn_ctx_backend()).
  *
+ * Memory (docs/INPUT.md): an output must not overlap any tensor the call reads or writes (for
+ * nn_conv_backward also the forward's x and w, which the pullback reads), and no two of its
+ * elements may share memory; inputs may overlap each other. Data pointers must be aligned to the
+ * element size. Both are refused with NN_E_INVALID_ARG naming the tensors. The cuDNN backend
+ * takes every dim, stride, dilation and padding as int: larger values are refused with
+ * NN_E_UNSUPPORTED before cuDNN sees them (the reference backend computes them).
+ *
  * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check` and
  * `nnprim bench conv` all use it; docs/CONV.md has the grammar):
  *   n2c4h9w9k6r3s3 g2 stride2x1 dil1x1 padlo1x0 padhi2x1 conv relu bias f32
@@ -81,7 +88,7 @@ typedef struct nn_conv_params {
     nn_conv_mode mode;
     nn_activation activation; /**< applied by nn_conv_forward() after the bias */
     unsigned flags;           /**< OR of nn_conv_flag bits; read by the backward calls */
-    uint64_t reserved[4];     /**< zero */
+    uint64_t reserved[4];     /**< zero (NN_E_INVALID_ARG otherwise, naming the index) */
 } nn_conv_params;
 
 /**
@@ -102,7 +109,8 @@ NN_API nn_status nn_conv_params_default(nn_conv_params *p, int spatial_rank);
  * @param x_dims rank dims of x.
  * @param w_dims rank dims of w.
  * @param y_dims out: rank dims of y; untouched on failure.
- * @return NN_OK; NN_E_INVALID_ARG (NULL pointer, a parameter out of range: the message names it);
+ * @return NN_OK; NN_E_INVALID_ARG (NULL pointer, a parameter out of range or a non-zero reserved
+ *         field: the message names it);
  *         NN_E_SHAPE (rank mismatch, channels not matching w.dims[1] * groups, K not divisible by
  *         groups, an output size < 1); NN_E_OVERFLOW (padded or dilated sizes overflow int64).
  */
@@ -120,14 +128,17 @@ typedef struct nn_conv_pullback nn_conv_pullback;
  * @param x            input.
  * @param w            filter.
  * @param b            bias, or NULL for none.
- * @param y            output, overwritten; must not overlap x, w or b.
+ * @param y            output, overwritten; must not overlap x, w or b, nor itself (see the top).
  * @param pullback_out NULL for inference; otherwise out: a new pullback for nn_conv_backward()
  *                     (set to NULL on failure).
- * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range); NN_E_SHAPE (dims
- *         that do not agree: the message names the tensor and dim, the expected and actual
- *         value); NN_E_OVERFLOW; NN_E_DTYPE (dtypes differ, or f64 where the backend cannot);
- *         NN_E_MEMSPACE;
- *         NN_E_UNSUPPORTED (strided layout, or a configuration the backend cannot run);
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range, a non-zero
+ *         p.reserved, a malformed or misaligned tensor, y overlapping an input or itself);
+ *         NN_E_SHAPE (dims that do not agree: the message names the tensor and dim, the expected
+ *         and actual value); NN_E_OVERFLOW (padded or dilated sizes, tensor extents);
+ *         NN_E_DTYPE (dtypes differ, or f64 where the backend cannot); NN_E_MEMSPACE (a tensor
+ *         not where the context computes);
+ *         NN_E_UNSUPPORTED (strided layout, a size beyond int on cuDNN, or a configuration the
+ *         backend cannot run);
  *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
  * Ownership: the pullback belongs to the caller until nn_conv_backward() consumes it or
  * nn_conv_pullback_free() drops it. It holds copies of the *views* of x and w (and of y when
@@ -147,12 +158,15 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  * @param ctx      the context the forward call used.
  * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success.
  * @param dy       gradient with respect to y.
- * @param dx       out: gradient with respect to x, or NULL to skip.
+ * @param dx       out: gradient with respect to x, or NULL to skip. dx, dw and db must not
+ *                 overlap each other, dy, or the forward's x and w (which the pullback reads:
+ *                 dx on x's storage would change x before dw reads it).
  * @param dw       out: gradient with respect to w, or NULL to skip.
  * @param db       out: gradient with respect to b, or NULL to skip (the forward call needs no
  *                 bias for db to be computed; its dims are K or 1 x K x 1 ... x 1).
- * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, or
- *         from a call with another context); the statuses of nn_conv_forward().
+ * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, a
+ *         pullback of another op family, or from a call with another context); NN_E_INVALID_ARG
+ *         for the overlaps above; the statuses of nn_conv_forward().
  * Ownership: on success the pullback is freed and *pullback set to NULL; on failure it stays
  * with the caller (who may retry or free it). Outputs may be partly written on a failure after
  * validation (for example out of device memory half way).
@@ -176,7 +190,7 @@ NN_API nn_status nn_conv_pullback_free(nn_conv_pullback **pullback);
  * @param p   the forward call's parameters.
  * @param dy  gradient with respect to y.
  * @param w   the filter.
- * @param dx  out: gradient with respect to x; its dims define x's.
+ * @param dx  out: gradient with respect to x; its dims define x's. Must not overlap dy or w.
  * @return as nn_conv_forward(); NN_E_INVALID_ARG also for an activation other than IDENTITY.
  */
 NN_API nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
@@ -190,7 +204,7 @@ NN_API nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, con
  * @param p   the forward call's parameters.
  * @param x   the forward call's input.
  * @param dy  gradient with respect to y.
- * @param dw  out: gradient with respect to w; its dims define w's.
+ * @param dw  out: gradient with respect to w; its dims define w's. Must not overlap x or dy.
  * @return as nn_conv_backward_data().
  */
 NN_API nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
@@ -203,7 +217,7 @@ NN_API nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, c
  * @param ctx the context.
  * @param p   the forward call's parameters (spatial_rank and flags are read).
  * @param dy  gradient with respect to y.
- * @param db  out: K or 1 x K x 1 ... x 1.
+ * @param db  out: K or 1 x K x 1 ... x 1. Must not overlap dy.
  * @return as nn_conv_backward_data().
  */
 NN_API nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,

@@ -21,6 +21,14 @@
  * f32, f16 and bf16 through the legacy pooling calls (the verbose line says "cudnn-legacy"); 1-D
  * pooling runs as 2-D. cuDNN's legacy pooling has one padding per dim, so the cuDNN backend
  * refuses pad_lo != pad_hi with NN_E_UNSUPPORTED.
+ *
+ * Memory (docs/INPUT.md): an output (y, dx) must not overlap what the call reads (for backward
+ * also the forward's x and y, which the pullback keeps), and no two of its elements may share
+ * memory (a zero stride on a dim > 1, or interleaved strides); x may broadcast (zero strides) on
+ * the reference backend. Data pointers must be aligned to the element size. Both are refused with
+ * NN_E_INVALID_ARG. The cuDNN backend takes dims, strides, window and stride as int, strides
+ * >= 1 and at most INT_MAX elements per tensor: anything else is NN_E_UNSUPPORTED before cuDNN
+ * sees it.
  */
 #ifndef NNPRIM_POOL_H
 #define NNPRIM_POOL_H
@@ -56,7 +64,7 @@ typedef struct nn_pool_params {
     int64_t stride[NN_POOL_MAX_SPATIAL]; /**< >= 1 */
     int64_t pad_lo[NN_POOL_MAX_SPATIAL]; /**< padding before the first input, 0 <= pad < window */
     int64_t pad_hi[NN_POOL_MAX_SPATIAL]; /**< padding after the last input, 0 <= pad < window */
-    uint64_t reserved[4];                /**< zero; room for the ABI to grow */
+    uint64_t reserved[4]; /**< zero (NN_E_INVALID_ARG otherwise); room for the ABI to grow */
 } nn_pool_params;
 
 /** Opaque: what backward needs from forward. Created by nn_pool_forward() in training mode. */
@@ -70,7 +78,8 @@ typedef struct nn_pool_pullback nn_pool_pullback;
  * @param x_dims x_rank dims of x, each >= 1.
  * @param y_dims out: x_rank dims of y (N and C copied, spatial sizes with floor rounding).
  * @return NN_OK; NN_E_INVALID_ARG for NULL pointers, a spatial rank outside 1..3, an unknown
- *         mode, a window or stride < 1, padding < 0 or >= window, or a dim < 1; NN_E_SHAPE for
+ *         mode, a window or stride < 1, padding < 0 or >= window, a non-zero reserved field, or
+ *         a dim < 1; NN_E_SHAPE for
  *         x_rank != spatial_rank + 2 or a window larger than the padded input; NN_E_OVERFLOW if
  *         a dim plus its padding overflows. Each message names the field, the expected and the
  *         actual value.
@@ -86,19 +95,21 @@ NN_API nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank,
  * @param params       pooling parameters, read and copied (not kept).
  * @param x            input, rank params->spatial_rank + 2.
  * @param y            output, dims from nn_pool_output_shape(), same dtype and memory space as x;
- *                     overwritten. Must not overlap x.
+ *                     overwritten. Must not overlap x or itself (see the top).
  * @param pullback_out NULL for inference; otherwise out: a new pullback on success, NULL on
  *                     failure. The pullback keeps *views* of x and y (not copies): the caller
  *                     must keep the storage of both alive and unchanged until nn_pool_backward()
  *                     or nn_pool_pullback_free() (cuDNN's max-pooling backward finds each window's
  *                     maximum by comparing x with y; frameworks keep both for autograd anyway).
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, params, x or y, bad parameters as in
- *         nn_pool_output_shape(), malformed tensors); NN_E_SHAPE (x's rank or size does not
- *         fit params, as in nn_pool_output_shape(), or y's dims are not the output shape);
- *         NN_E_OVERFLOW; NN_E_DTYPE (x and y differ, or f64 on the cuDNN backend);
- *         NN_E_MEMSPACE (a tensor is not where the context computes); NN_E_UNSUPPORTED (cuDNN
- *         backend: pad_lo != pad_hi, a size beyond int, or a configuration cuDNN reports as not
- *         supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ *         nn_pool_output_shape(), a non-zero params.reserved, malformed or misaligned tensors, y
+ *         overlapping x or itself); NN_E_SHAPE (x's rank or size does not fit params, as in
+ *         nn_pool_output_shape(), or y's dims are not the output shape); NN_E_OVERFLOW (tensor
+ *         extents; on the reference backend a window volume or spatial size beyond int64);
+ *         NN_E_DTYPE (x and y differ, or f64 on the cuDNN backend); NN_E_MEMSPACE (a tensor is
+ *         not where the context computes); NN_E_UNSUPPORTED (cuDNN backend: pad_lo != pad_hi, a
+ *         size beyond int, a zero stride, more than INT_MAX elements, or a configuration cuDNN
+ *         reports as not supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
  * Ownership: a returned pullback is the caller's until passed to nn_pool_backward() (which
  * consumes it) or nn_pool_pullback_free(). On failure nothing is allocated and y's contents are
  * unspecified.
@@ -115,12 +126,12 @@ NN_API nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, cons
  *                 it, or retry with correct arguments).
  * @param dy       gradient of y: y's dims and x's dtype, in the context's memory space.
  * @param dx       out: gradient of x, x's dims and dtype; overwritten (not accumulated). Must not
- *                 overlap dy.
- * @return NN_OK; NN_E_INVALID_ARG (NULL arguments, malformed tensors); NN_E_PULLBACK (*pullback
- *         is NULL, i.e. already consumed, or was created with another context); NN_E_SHAPE (dy or
- *         dx has the wrong dims); NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN backend: a
- *         size beyond int, or a configuration cuDNN reports as not supported); NN_E_OOM_HOST;
- *         NN_E_CUDA; NN_E_CUDNN.
+ *                 overlap dy, itself, or the forward's x and y (which backward reads).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL arguments, malformed or misaligned tensors, the
+ *         overlaps above); NN_E_PULLBACK (*pullback is NULL, i.e. already consumed, not a live
+ *         pooling pullback, or created with another context); NN_E_SHAPE (dy or dx has the wrong
+ *         dims); NN_E_OVERFLOW; NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN backend: as
+ *         nn_pool_forward()); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN.
  * A second copy of a consumed pullback pointer is a dangling pointer; keep only the one that
  * nn_pool_backward() sets to NULL.
  */

@@ -28,6 +28,9 @@ static const struct nn__pullback_kind pullback_kind = {"conv"};
 
 struct conv_backend {
     const char *name;
+    /* NN_E_UNSUPPORTED naming op and the field for sizes the backend cannot take (cuDNN: int);
+     * NULL for none. Called on every problem before the backend sees it. */
+    nn_status (*check_limits)(struct nn_ctx *, const char *, const struct nn__conv_problem *);
     nn_status (*forward)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
                          const nn_tensor *, const nn_tensor *, nn_tensor *, double, double,
                          struct nn__conv_note *);
@@ -45,6 +48,7 @@ struct conv_backend {
 
 static const struct conv_backend backend_ref = {
     "ref",
+    NULL,
     nn__conv_forward_ref,
     nn__conv_backward_data_ref,
     nn__conv_backward_filter_ref,
@@ -55,6 +59,7 @@ static const struct conv_backend backend_ref = {
 #if NN_HAVE_CUDNN
 static const struct conv_backend backend_cudnn = {
     "cudnn",
+    nn__conv_cudnn_check_limits,
     nn__conv_forward_cudnn,
     nn__conv_backward_data_cudnn,
     nn__conv_backward_filter_cudnn,
@@ -175,6 +180,11 @@ static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_conv_
     if (p->flags & ~known)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.flags has unknown bits 0x%x", op,
                         p->flags & ~known);
+    /* Zero today, so that a later version can give them a meaning without breaking callers. */
+    for (int i = 0; i < (int)(sizeof p->reserved / sizeof p->reserved[0]); i++)
+        if (p->reserved[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.reserved[%d] must be 0, got %llu", op, i,
+                            (unsigned long long)p->reserved[i]);
     return NN_OK;
 }
 
@@ -204,7 +214,9 @@ static nn_status resolve(struct nn_ctx *ctx, const char *op, const nn_conv_param
                         "%s: %s.dims[0] (output channels) must be divisible by p.groups = %lld, "
                         "got %lld",
                         op, wn, (long long)p->groups, (long long)w_dims[0]);
-    if (w_dims[1] * p->groups != x_dims[1])
+    /* x_dims[1] is a multiple of groups here, so the division is exact (and cannot overflow, as
+     * w_dims[1] * groups could). */
+    if (w_dims[1] != x_dims[1] / p->groups)
         return NN__FAIL(ctx, NN_E_SHAPE,
                         "%s: %s.dims[1] (input channels per group) must be %s.dims[1] / p.groups "
                         "= %lld, got %lld",
@@ -218,13 +230,19 @@ static nn_status resolve(struct nn_ctx *ctx, const char *op, const nn_conv_param
     for (int i = 0; i < nsp; i++) {
         int64_t span, padded;
         if (__builtin_mul_overflow(p->dilation[i], w_dims[2 + i] - 1, &span) ||
-            __builtin_add_overflow(span, 1, &span) ||
-            __builtin_add_overflow(x_dims[2 + i], p->pad_lo[i], &padded) ||
+            __builtin_add_overflow(span, 1, &span))
+            return NN__FAIL(ctx, NN_E_OVERFLOW,
+                            "%s: spatial dim %d: the dilated filter size p.dilation[%d] * "
+                            "(%s.dims[%d] - 1) + 1 overflows int64 (dilation %lld, filter %lld)",
+                            op, i, i, wn, 2 + i, (long long)p->dilation[i],
+                            (long long)w_dims[2 + i]);
+        if (__builtin_add_overflow(x_dims[2 + i], p->pad_lo[i], &padded) ||
             __builtin_add_overflow(padded, p->pad_hi[i], &padded))
             return NN__FAIL(ctx, NN_E_OVERFLOW,
-                            "%s: spatial dim %d: the padded input or the dilated filter size "
-                            "overflows int64",
-                            op, i);
+                            "%s: spatial dim %d: the padded input %s.dims[%d] + p.pad_lo[%d] + "
+                            "p.pad_hi[%d] overflows int64 (%lld + %lld + %lld)",
+                            op, i, xn, 2 + i, i, i, (long long)x_dims[2 + i],
+                            (long long)p->pad_lo[i], (long long)p->pad_hi[i]);
         if (padded < span)
             return NN__FAIL(ctx, NN_E_SHAPE,
                             "%s: output spatial dim %d would be < 1: the padded input (%s.dims[%d] "
@@ -275,15 +293,17 @@ nn_status nn_conv_output_shape(const nn_conv_params *p, int rank, const int64_t 
     return NN_OK;
 }
 
-/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed. */
+/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed; an
+ * output (output nonzero) also with distinct elements. */
 static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name,
-                           nn_dtype dtype, const char *dtype_from)
+                           nn_dtype dtype, const char *dtype_from, int output)
 {
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, name);
     NN__TRY(nn__check_tensor(ctx, op, t, name));
     if (t->dtype != dtype)
         return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal %s.dtype (%s), got %s", op, name,
                         dtype_from, nn_dtype_name(dtype), nn_dtype_name(t->dtype));
+    if (output) NN__TRY(nn__check_output_distinct(ctx, op, t, name));
     if (!nn_tensor_is_contiguous(t))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
                         "%s: %s must be fully packed row-major (NCHW / NCDHW / KCRS order); other "
@@ -333,24 +353,20 @@ static nn_status check_bias_dims(struct nn_ctx *ctx, const char *op, const nn_te
     return check_dims(ctx, op, t, name, rank, want);
 }
 
-/* Bytes [lo, hi) a packed tensor covers. */
-static void span_of(const nn_tensor *t, const char **lo, const char **hi)
-{
-    *lo = t->data;
-    *hi = *lo + (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype);
-}
-
+/* The shared overlap check, for optional tensors: a NULL one overlaps nothing. */
 static nn_status check_no_overlap(struct nn_ctx *ctx, const char *op, const nn_tensor *out,
                                   const char *out_name, const nn_tensor *in, const char *in_name)
 {
-    if (!out || !in || out->space != in->space) return NN_OK;
-    const char *a0, *a1, *b0, *b1;
-    span_of(out, &a0, &a1);
-    span_of(in, &b0, &b1);
-    if (a0 < b1 && b0 < a1)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not overlap %s in memory", op, out_name,
-                        in_name);
-    return NN_OK;
+    if (!out || !in) return NN_OK;
+    return nn__check_no_overlap(ctx, op, out, out_name, in, in_name);
+}
+
+/* Sizes the context's backend cannot take (cuDNN: int), refused before it sees them. */
+static nn_status check_backend_limits(struct nn_ctx *ctx, const char *op,
+                                      const struct nn__conv_problem *prob)
+{
+    const struct conv_backend *be = backend_of(ctx);
+    return be->check_limits ? be->check_limits(ctx, op, prob) : NN_OK;
 }
 
 static void fill_ctx_fields(struct nn_ctx *ctx, struct nn__conv_problem *prob, nn_dtype dtype)
@@ -370,8 +386,8 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
 {
     nn_conv_pullback *pb = nn__host_calloc(1, sizeof *pb);
     if (!pb)
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_forward: out of host memory for the pullback");
-    nn_status st = nn__pullback_add(ctx, "conv_forward", &pullback_kind, &pb->hdr);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_conv_forward: out of host memory for the pullback");
+    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -391,7 +407,8 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
 {
     char shape[256];
     nn__conv_problem_text(prob, shape, sizeof shape);
-    nn__verbose_op(ctx, op, note->impl[0] ? note->impl : impl, note->cache[0] ? note->cache : "-",
+    /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
+    nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl, note->cache[0] ? note->cache : "-",
                    shape, t0);
 }
 
@@ -399,16 +416,19 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
                               const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
                               nn_conv_pullback **pullback_out, struct nn__conv_exec *exec)
 {
-    const char *op = "conv_forward";
+    const char *op = "nn_conv_forward";
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     NN__TRY(check_params(ctx, op, p));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
-    NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x"));
-    NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x"));
-    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x"));
-    NN__TRY(check_arg(ctx, op, y, "y", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x", 0));
+    NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x", 0));
+    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x", 0));
+    NN__TRY(check_arg(ctx, op, y, "y", x->dtype, "x", 1));
+    if (x->rank != p->spatial_rank + 2)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be p.spatial_rank + 2 = %d, got %d", op,
+                        p->spatial_rank + 2, x->rank);
     if (w->rank != x->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
                         w->rank);
@@ -423,6 +443,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     NN__TRY(check_no_overlap(ctx, op, y, "y", x, "x"));
     NN__TRY(check_no_overlap(ctx, op, y, "y", w, "w"));
     NN__TRY(check_no_overlap(ctx, op, y, "y", b, "b"));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
     const struct conv_backend *be = backend_of(ctx);
 
     nn_conv_pullback *pb = NULL;
@@ -476,12 +497,12 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *op,
 {
     int rank = prob->nsp + 2;
     nn_dtype dt = prob->dtype;
-    NN__TRY(check_arg(ctx, op, g->dy, "dy", dt, dtype_from));
+    NN__TRY(check_arg(ctx, op, g->dy, "dy", dt, dtype_from, 0));
     int64_t d[NN_MAX_RANK];
     y_dims_of(prob, d);
     NN__TRY(check_dims(ctx, op, g->dy, "dy", rank, d));
     if (g->dx) {
-        NN__TRY(check_arg(ctx, op, g->dx, "dx", dt, dtype_from));
+        NN__TRY(check_arg(ctx, op, g->dx, "dx", dt, dtype_from, 1));
         d[0] = prob->n;
         d[1] = prob->c;
         for (int i = 0; i < prob->nsp; i++)
@@ -489,9 +510,11 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *op,
         NN__TRY(check_dims(ctx, op, g->dx, "dx", rank, d));
         NN__TRY(check_no_overlap(ctx, op, g->dx, "dx", g->dy, "dy"));
         NN__TRY(check_no_overlap(ctx, op, g->dx, "dx", g->w, "w"));
+        /* dw reads x after dx is written */
+        NN__TRY(check_no_overlap(ctx, op, g->dx, "dx", g->x, "x"));
     }
     if (g->dw) {
-        NN__TRY(check_arg(ctx, op, g->dw, "dw", dt, dtype_from));
+        NN__TRY(check_arg(ctx, op, g->dw, "dw", dt, dtype_from, 1));
         d[0] = prob->k;
         d[1] = prob->c / prob->groups;
         for (int i = 0; i < prob->nsp; i++)
@@ -499,12 +522,15 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *op,
         NN__TRY(check_dims(ctx, op, g->dw, "dw", rank, d));
         NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->dy, "dy"));
         NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->x, "x"));
+        NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->w, "w"));
         NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->dx, "dx"));
     }
     if (g->db) {
-        NN__TRY(check_arg(ctx, op, g->db, "db", dt, dtype_from));
+        NN__TRY(check_arg(ctx, op, g->db, "db", dt, dtype_from, 1));
         NN__TRY(check_bias_dims(ctx, op, g->db, "db", prob));
         NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dy, "dy"));
+        NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->x, "x"));
+        NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->w, "w"));
         NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dx, "dx"));
         NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dw, "dw"));
     }
@@ -552,7 +578,7 @@ static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_conv_pull
 nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
                            nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
-    const char *op = "conv_backward";
+    const char *op = "nn_conv_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     NN__TRY(check_pullback(ctx, op, pullback));
@@ -594,6 +620,7 @@ static nn_status standalone_params(struct nn_ctx *ctx, const char *op, const nn_
     return NN_OK;
 }
 
+/* xlike (x or dx) and wlike (w or dw) give the problem's shapes; one of them is the output. */
 static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_params *p,
                             const nn_tensor *xlike, const char *xn, const nn_tensor *wlike,
                             const char *wn, struct grads *g)
@@ -602,8 +629,8 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     NN__TRY(standalone_params(ctx, op, p));
     if (!xlike) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, xn);
-    NN__TRY(check_arg(ctx, op, xlike, xn, xlike->dtype, xn));
-    NN__TRY(check_arg(ctx, op, wlike, wn, xlike->dtype, xn));
+    NN__TRY(check_arg(ctx, op, xlike, xn, xlike->dtype, xn, xlike == g->dx));
+    NN__TRY(check_arg(ctx, op, wlike, wn, xlike->dtype, xn, wlike == g->dw));
     if (wlike->rank != xlike->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must equal %s.rank (%d), got %d", op, wn, xn,
                         xlike->rank, wlike->rank);
@@ -611,6 +638,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     NN__TRY(resolve(ctx, op, p, xlike->rank, xlike->dims, wlike->dims, xn, wn, &prob));
     fill_ctx_fields(ctx, &prob, xlike->dtype);
     NN__TRY(check_grads(ctx, op, &prob, g, xn));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
@@ -623,29 +651,29 @@ nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_t
                                 const nn_tensor *w, nn_tensor *dx)
 {
     struct grads g = {NULL, w, dy, dx, NULL, NULL};
-    return standalone(ctx, "conv_backward_data", p, dx, "dx", w, "w", &g);
+    return standalone(ctx, "nn_conv_backward_data", p, dx, "dx", w, "w", &g);
 }
 
 nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
                                   const nn_tensor *dy, nn_tensor *dw)
 {
     struct grads g = {x, NULL, dy, NULL, dw, NULL};
-    return standalone(ctx, "conv_backward_filter", p, x, "x", dw, "dw", &g);
+    return standalone(ctx, "nn_conv_backward_filter", p, x, "x", dw, "dw", &g);
 }
 
 nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
                                 nn_tensor *db)
 {
-    const char *op = "conv_backward_bias";
+    const char *op = "nn_conv_backward_bias";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     NN__TRY(standalone_params(ctx, op, p));
     if (!dy) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: dy must not be NULL", op);
-    NN__TRY(check_arg(ctx, op, dy, "dy", dy->dtype, "dy"));
+    NN__TRY(check_arg(ctx, op, dy, "dy", dy->dtype, "dy", 0));
     if (dy->rank != p->spatial_rank + 2)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: dy.rank must be p.spatial_rank + 2 = %d, got %d", op,
                         p->spatial_rank + 2, dy->rank);
-    NN__TRY(check_arg(ctx, op, db, "db", dy->dtype, "dy"));
+    NN__TRY(check_arg(ctx, op, db, "db", dy->dtype, "dy", 1));
     /* Only N, K and the output sizes matter for the bias: describe dy as a 1x1 convolution. */
     struct nn__conv_problem prob;
     memset(&prob, 0, sizeof prob);
@@ -660,6 +688,7 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
     fill_ctx_fields(ctx, &prob, dy->dtype);
     NN__TRY(check_bias_dims(ctx, op, db, "db", &prob));
     NN__TRY(check_no_overlap(ctx, op, db, "db", dy, "dy"));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);

@@ -23,7 +23,42 @@
 #include "mem/mem.h"
 
 /* ---------------------------------------------------------------------------------------------
- * Verbose: what the cuDNN calls of one op call did, into the op call's note (conv_internal.h)
+ * Limits: cuDNN takes convolution sizes as int (a stride of INT64_MAX, valid for a 1x1 output,
+ * failed inside cuDNN with INTERNAL_ERROR in an integer cast)
+ */
+
+static nn_status limit(struct nn_ctx *ctx, const char *op, const char *field, int i, int64_t v)
+{
+    if (v <= INT32_MAX) return NN_OK;
+    char at[16] = "";
+    if (i >= 0) snprintf(at, sizeof at, "[%d]", i);
+    return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                    "%s: %s%s = %lld is beyond what cuDNN takes (%d, sizes are int there); use a "
+                    "reference-backend context",
+                    op, field, at, (long long)v, INT32_MAX);
+}
+
+nn_status nn__conv_cudnn_check_limits(struct nn_ctx *ctx, const char *op,
+                                      const struct nn__conv_problem *p)
+{
+    NN__TRY(limit(ctx, op, "x.dims[0] (N)", -1, p->n));
+    NN__TRY(limit(ctx, op, "x.dims[1] (C)", -1, p->c));
+    NN__TRY(limit(ctx, op, "w.dims[0] (K)", -1, p->k));
+    NN__TRY(limit(ctx, op, "p.groups", -1, p->groups));
+    for (int i = 0; i < p->nsp; i++) {
+        NN__TRY(limit(ctx, op, "p.stride", i, p->stride[i]));
+        NN__TRY(limit(ctx, op, "p.dilation", i, p->dilation[i]));
+        NN__TRY(limit(ctx, op, "p.pad_lo", i, p->pad_lo[i]));
+        NN__TRY(limit(ctx, op, "p.pad_hi", i, p->pad_hi[i]));
+        NN__TRY(limit(ctx, op, "the input size of spatial dim", i, p->in[i]));
+        NN__TRY(limit(ctx, op, "the filter size of spatial dim", i, p->filt[i]));
+        NN__TRY(limit(ctx, op, "the output size of spatial dim", i, p->out[i]));
+    }
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+* Verbose: what the cuDNN calls of one op call did, into the op call's note (conv_internal.h)
  */
 
 /* Each cuDNN step of an op call appends "what:impl" and its cache outcome. */

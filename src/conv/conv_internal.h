@@ -125,6 +125,12 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
                                        nn_tensor *dyr, struct nn__conv_note *note);
 
+/* What cuDNN cannot take, refused before it sees it (docs/INPUT.md): NN_E_UNSUPPORTED naming op
+ * (the public function) and the field when a dim, stride, dilation or padding of p is beyond
+ * INT32_MAX (cuDNN casts them to int). conv.c calls it for every problem on a cuDNN context. */
+nn_status nn__conv_cudnn_check_limits(struct nn_ctx *ctx, const char *op,
+                                      const struct nn__conv_problem *p);
+
 #endif
 
 #endif

@@ -39,7 +39,7 @@ static void saved_free_ref(struct nn_ctx *ctx, struct nn__pool_saved *saved)
 }
 
 static const struct nn__pool_backend backend_ref = {"ref", forward_ref, backward_ref,
-                                                    saved_free_ref};
+                                                    saved_free_ref, NULL};
 
 /* A GPU context exists only in builds with cuDNN. */
 static const struct nn__pool_backend *backend_of(const struct nn_ctx *ctx)
@@ -95,6 +95,11 @@ static nn_status check_params(nn_ctx *ctx, const char *op, const nn_pool_params 
                                 op, s ? "pad_hi" : "pad_lo", i, i, (long long)p->window[i] - 1,
                                 (long long)pads[s][i]);
     }
+    /* Zero today, so that a later version can give them a meaning without breaking callers. */
+    for (int i = 0; i < (int)(sizeof p->reserved / sizeof p->reserved[0]); i++)
+        if (p->reserved[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params.reserved[%d] must be 0, got %llu",
+                            op, i, (unsigned long long)p->reserved[i]);
     return NN_OK;
 }
 
@@ -169,6 +174,14 @@ static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, cons
     return NN_OK;
 }
 
+/* Sizes the context's backend cannot take (cuDNN: int), refused before it sees them. */
+static nn_status check_backend_limits(nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                                      const nn_tensor *t, const char *name)
+{
+    const struct nn__pool_backend *be = backend_of(ctx);
+    return be->check_limits ? be->check_limits(ctx, op, p, t, name) : NN_OK;
+}
+
 /* One list of the case syntax: " win3x3". */
 static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int nsp, const int64_t *v)
 {
@@ -206,13 +219,14 @@ static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *
 {
     char shape[512];
     shape_text(p, x, shape, sizeof shape);
-    nn__verbose_op(ctx, op, be->name, "-", shape, start);
+    /* The verbose line names the op without the "nn_" of the public function (docs/POOL.md). */
+    nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
 
 nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
                           nn_tensor *y, nn_pool_pullback **pullback_out)
 {
-    const char *op = "pool_forward";
+    const char *op = "nn_pool_forward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
@@ -224,6 +238,10 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
     NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
     NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    NN__TRY(nn__check_output_distinct(ctx, op, y, "y"));
+    NN__TRY(nn__check_no_overlap(ctx, op, y, "y", x, "x"));
+    NN__TRY(check_backend_limits(ctx, op, params, x, "x"));
+    NN__TRY(check_backend_limits(ctx, op, params, y, "y"));
 
     const struct nn__pool_backend *be = backend_of(ctx);
     nn_pool_pullback *pb = NULL;
@@ -262,7 +280,7 @@ static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **
 nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
                            nn_tensor *dx)
 {
-    const char *op = "pool_backward";
+    const char *op = "nn_pool_backward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_pullback(ctx, op, pullback));
@@ -273,6 +291,13 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
     NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
     NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
+    NN__TRY(nn__check_output_distinct(ctx, op, dx, "dx"));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", dy, "dy"));
+    /* backward reads the forward's x (and y, for max pooling on cuDNN) while it writes dx */
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", &pb->x, "the forward's x"));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", &pb->y, "the forward's y"));
+    NN__TRY(check_backend_limits(ctx, op, &pb->params, dy, "dy"));
+    NN__TRY(check_backend_limits(ctx, op, &pb->params, dx, "dx"));
     const struct nn__pool_backend *be = backend_of(ctx);
     NN__TRY(be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx));
     if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);

@@ -53,9 +53,9 @@ static cudnnPoolingMode_t pool_mode(nn_pool_mode m, int deterministic)
     return deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
 }
 
-/* cuDNN takes int sizes; everything else was checked by pool.c. */
-static nn_status check_supported(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
-                                 const nn_tensor *t, const char *name)
+/* What cuDNN's legacy pooling cannot take, refused before it sees it. */
+static nn_status check_limits_cudnn(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                                     const nn_tensor *t, const char *name)
 {
     for (int i = 0; i < p->spatial_rank; i++)
         if (p->pad_lo[i] != p->pad_hi[i])
@@ -64,16 +64,29 @@ static nn_status check_supported(struct nn_ctx *ctx, const char *op, const nn_po
                             "params.pad_lo[%d] = %lld and pad_hi[%d] = %lld; use symmetric "
                             "padding, or pad x yourself, or use the reference backend",
                             op, i, (long long)p->pad_lo[i], i, (long long)p->pad_hi[i]);
-    for (int i = 0; i < t->rank; i++)
+    for (int i = 0; i < t->rank; i++) {
         if (t->dims[i] > INT_MAX || t->strides[i] > INT_MAX)
             return NN__FAIL(ctx, NN_E_UNSUPPORTED,
                             "%s: cuDNN takes int sizes, but %s.dims[%d] = %lld, strides[%d] = %lld",
                             op, name, i, (long long)t->dims[i], i, (long long)t->strides[i]);
+        /* cudnnSetTensorNdDescriptor answers BAD_PARAM for a zero stride */
+        if (t->strides[i] < 1)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: cuDNN's tensor descriptors take strides >= 1, but "
+                            "%s.strides[%d] = %lld (a broadcast view); copy %s to a packed tensor, "
+                            "or use the reference backend",
+                            op, name, i, (long long)t->strides[i], name);
+    }
+    if (nn_tensor_numel(t) > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: cuDNN's legacy pooling takes at most %d elements per tensor, but %s "
+                        "has %lld",
+                        op, INT_MAX, name, (long long)nn_tensor_numel(t));
     for (int i = 0; i < p->spatial_rank; i++)
         if (p->window[i] > INT_MAX || p->stride[i] > INT_MAX)
             return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                            "%s: cuDNN takes int sizes, but params.window[%d] = %lld, stride[%d] = "
-                            "%lld",
+                            "%s: cuDNN takes int sizes, but params.window[%d] = %lld, "
+                            "params.stride[%d] = %lld",
                             op, i, (long long)p->window[i], i, (long long)p->stride[i]);
     return NN_OK;
 }
@@ -161,8 +174,6 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, cons
                                nn_tensor *y, struct nn__pool_saved **saved_out)
 {
     const char *op = "pool_forward";
-    NN__TRY(check_supported(ctx, op, p, x, "x"));
-    NN__TRY(check_supported(ctx, op, p, y, "y"));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct nn__pool_saved *s = nn__host_calloc(1, sizeof *s);
@@ -231,9 +242,6 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
                                 struct nn__pool_saved *s, const nn_tensor *x, const nn_tensor *y,
                                 const nn_tensor *dy, nn_tensor *dx)
 {
-    const char *op = "pool_backward";
-    NN__TRY(check_supported(ctx, op, p, dy, "dy"));
-    NN__TRY(check_supported(ctx, op, p, dx, "dx"));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct scratch k = {0};
@@ -279,4 +287,5 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
 }
 
 const struct nn__pool_backend nn__pool_backend_cudnn = {"cudnn-legacy", forward_cudnn,
-                                                        backward_cudnn, saved_free_cudnn};
+                                                        backward_cudnn, saved_free_cudnn,
+                                                        check_limits_cudnn};

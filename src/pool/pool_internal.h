@@ -30,6 +30,12 @@ struct nn__pool_backend {
                           const nn_tensor *x, const nn_tensor *y, const nn_tensor *dy,
                           nn_tensor *dx);
     void (*saved_free)(struct nn_ctx *ctx, struct nn__pool_saved *saved);
+    /* NN_E_UNSUPPORTED naming op (the public function) and the field for what the backend cannot
+     * take (cuDNN's legacy pooling: pad_lo != pad_hi, a dim, stride, window or element count
+     * beyond int, a zero stride); pool.c calls it for every tensor of a call before the backend
+     * sees any. NULL: no limits beyond the checks of pool.c. */
+    nn_status (*check_limits)(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                              const nn_tensor *t, const char *name);
 };
 
 /* Reference backend. Arguments are validated; y and dy have the output dims. */

@@ -1,6 +1,7 @@
 /* Plain-C reference pooling: loops over every output and its window, double accumulation.
  * It defines the semantics (docs/POOL.md); the cuDNN path is compared against it. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -37,6 +38,28 @@ static void make_geom(const nn_pool_params *p, const nn_tensor *x, const nn_tens
         g->xs[1 + k] = i < 0 ? 0 : x->strides[2 + i];
         g->ys[1 + k] = i < 0 ? 0 : y->strides[2 + i];
     }
+}
+
+/* The products the loops use, checked once: the window volume (the mean's divisor) and the size
+ * of one (n, c) plane (backward's accumulators). Offsets into x, y, dy and dx stay below their
+ * validated extents, and o * stride below the padded input, so nothing else can overflow. */
+static nn_status check_products(struct nn_ctx *ctx, const char *op, const struct geom *g,
+                                int64_t *plane_size)
+{
+    int64_t vol = 1, plane = 1;
+    for (int k = 0; k < 3; k++) {
+        if (__builtin_mul_overflow(vol, g->win[k], &vol))
+            return NN__FAIL(ctx, NN_E_OVERFLOW,
+                            "%s: the window volume (the product of params.window) overflows int64",
+                            op);
+        if (__builtin_mul_overflow(plane, g->in[k], &plane) || (uint64_t)plane > SIZE_MAX / 8)
+            return NN__FAIL(ctx, NN_E_OVERFLOW,
+                            "%s: the spatial size of x (the product of its spatial dims) "
+                            "overflows int64",
+                            op);
+    }
+    if (plane_size) *plane_size = plane;
+    return NN_OK;
 }
 
 /* The inputs one output window covers, clipped to the input. */
@@ -101,9 +124,9 @@ static double window_sum(const struct geom *g, const nn_tensor *x, int64_t plane
 nn_status nn__pool_forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
                                nn_tensor *y)
 {
-    (void)ctx;
     struct geom g;
     make_geom(p, x, y, &g);
+    NN__TRY(check_products(ctx, "nn_pool_forward", &g, NULL));
     for (int64_t n = 0; n < g.n; n++)
         for (int64_t c = 0; c < g.c; c++) {
             int64_t xplane = n * g.xsn + c * g.xs[0], yplane = n * g.ysn + c * g.ys[0];
@@ -132,11 +155,12 @@ nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const nn_pool_params *p, con
     struct geom g, gdx;
     make_geom(p, x, dy, &g);
     make_geom(p, dx, dy, &gdx);
-    int64_t plane_size = g.in[0] * g.in[1] * g.in[2];
+    int64_t plane_size;
+    NN__TRY(check_products(ctx, "nn_pool_backward", &g, &plane_size));
     double *acc = nn__host_calloc((size_t)plane_size, sizeof *acc);
     if (!acc)
         return NN__FAIL(ctx, NN_E_OOM_HOST,
-                        "pool_backward: out of host memory for %lld gradient accumulators",
+                        "nn_pool_backward: out of host memory for %lld gradient accumulators",
                         (long long)plane_size);
     for (int64_t n = 0; n < g.n; n++)
         for (int64_t c = 0; c < g.c; c++) {

@@ -223,7 +223,7 @@ Test(conv_validation, dtypes_layouts_memory)
     nn_tensor alias = f.y; /* y over x's memory */
     alias.data = f.x.data;
     EXPECT_ERROR(nn_conv_forward(f.ctx, &f.p, &f.x, &f.w, NULL, &alias, NULL), NN_E_INVALID_ARG,
-                 "y must not overlap x");
+                 "y and x must not overlap");
     f.p.activation = NN_ACTIVATION_RELU;
     EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx), NN_E_INVALID_ARG,
                  "p.activation must be NN_ACTIVATION_IDENTITY for a stand-alone gradient");

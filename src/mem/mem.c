@@ -310,6 +310,7 @@ static nn_status check_ctx(nn_ctx *ctx, const char *fn)
 
 nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out)
 {
+    if (out) *out = NULL; /* mem.h: NULL on every failure */
     NN__TRY(check_ctx(ctx, "nn_mem_alloc"));
     if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_mem_alloc: out must not be NULL");
     return nn__dev_alloc_for(ctx, "nn_mem_alloc", bytes, out);

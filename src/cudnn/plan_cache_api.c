@@ -27,7 +27,11 @@ nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "nn_plan_cache_save: ctx and path must not be NULL, path not empty");
 #if NN_HAVE_CUDNN
-    if (nn__ctx_on_gpu(ctx)) return nn__cudnn_plan_cache_save(ctx, path);
+    /* The file layer's messages start with the path; the user called this function. */
+    if (nn__ctx_on_gpu(ctx))
+        return nn__cudnn_plan_cache_save(ctx, path) == NN_OK
+                   ? NN_OK
+                   : nn__error_rethrow(ctx, "nn_plan_cache_save");
 #endif
     return no_plans(ctx, "nn_plan_cache_save");
 }
@@ -38,7 +42,10 @@ nn_status nn_plan_cache_load(nn_ctx *ctx, const char *path)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "nn_plan_cache_load: ctx and path must not be NULL, path not empty");
 #if NN_HAVE_CUDNN
-    if (nn__ctx_on_gpu(ctx)) return nn__cudnn_plan_cache_load(ctx, path);
+    if (nn__ctx_on_gpu(ctx))
+        return nn__cudnn_plan_cache_load(ctx, path) == NN_OK
+                   ? NN_OK
+                   : nn__error_rethrow(ctx, "nn_plan_cache_load");
 #endif
     return no_plans(ctx, "nn_plan_cache_load");
 }

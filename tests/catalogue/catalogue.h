@@ -54,34 +54,27 @@ struct cat_row {
     enum cat_needs needs;
     const char *known; /* NULL, or why the row is skipped for now (tests/catalogue/KNOWN.md) */
     nn_status (*call)(struct cat *c);
-    /* NULL, or a KNOWN.md entry: on a cuDNN context the status is checked, the message is not. */
-    const char *gpu_message_known;
 };
 
 /* A row with the same status on both backends. */
 #define ROW(name, fn, arg, st, call)                                                               \
     {                                                                                              \
-        name, fn, arg, st, st, CAT_ANY, NULL, call, NULL                                           \
+        name, fn, arg, st, st, CAT_ANY, NULL, call                                                 \
     }
 /* A row whose status differs by backend. */
 #define ROW2(name, fn, arg, st_ref, st_gpu, call)                                                  \
     {                                                                                              \
-        name, fn, arg, st_ref, st_gpu, CAT_ANY, NULL, call, NULL                                   \
-    }
-/* ROW2 whose cuDNN message is a known defect (KNOWN.md): the status is still checked there. */
-#define ROW2_MSG_KNOWN(name, fn, arg, st_ref, st_gpu, call, known)                                 \
-    {                                                                                              \
-        name, fn, arg, st_ref, st_gpu, CAT_ANY, NULL, call, known                                  \
+        name, fn, arg, st_ref, st_gpu, CAT_ANY, NULL, call                                         \
     }
 /* A row skipped until a defect listed in KNOWN.md is fixed. */
 #define ROW_KNOWN(name, fn, arg, st, call, known)                                                  \
     {                                                                                              \
-        name, fn, arg, st, st, CAT_ANY, known, call, NULL                                          \
+        name, fn, arg, st, st, CAT_ANY, known, call                                                \
     }
 /* A row for one backend only. */
 #define ROW_ON(needs, name, fn, arg, st, call)                                                     \
     {                                                                                              \
-        name, fn, arg, st, st, needs, NULL, call, NULL                                             \
+        name, fn, arg, st, st, needs, NULL, call                                                   \
     }
 
 void cat_run(const struct cat_row *row);

@@ -108,14 +108,14 @@ static double host_us(struct bench *B, struct shape_io *s, enum which k)
     return (nn_cli_now_us() - t0) / B->reps;
 }
 
-/* Raw cuDNN: the plan nnprim's forward just ran, executed with plain cudnnBackendExecute (GPU
+/* Raw cuDNN: the plan nnprim's forward runs, executed with plain cudnnBackendExecute (GPU
  * time, and host time per call back to back). -2: not applicable (no cuDNN context). */
 static double raw_measure(struct bench *B, struct shape_io *s, int host)
 {
 #if NN_HAVE_CUDNN
     if (!B->gpu) return -2;
-    if (call(B, s, FWD) != NN_OK) return -1;
-    struct nn_raw_plan *r = nn_raw_plan_take(B->ctx);
+    struct nn_raw_plan *r =
+        nn_raw_plan_take(B->ctx, &s->c.p, &s->x, &s->w, s->c.bias ? &s->b : NULL, &s->y);
     if (!r) return -1;
     double us = host ? nn_raw_plan_host_us(r, B->reps) : nn_raw_plan_gpu_us(r, B->warmup, B->reps);
     nn_raw_plan_free(r);
@@ -253,10 +253,11 @@ static int bench_line(struct bench *B, const char *line, const char *where)
 
 static int usage(FILE *to)
 {
-    fprintf(to, "usage: nnprim bench conv [--shapes FILE] [--reps N] [--warmup N] "
+    fprintf(to, "usage: nnprim bench conv [--shapes FILE | --case TEXT] [--reps N] [--warmup N] "
                 "[--backend ref|cudnn] [--math strict|tf32] [--mode steady|first]\n"
-                "Shapes use the docs/CONV.md syntax, one per line ('#' comments); without "
-                "--shapes a few small ones run.\n"
+                "Shapes use the docs/CONV.md syntax, one per line ('#' comments), or are whole "
+                "NNPRIM_VERBOSE lines of conv calls; --case runs one (quote it); without either "
+                "a few small shapes run.\n"
                 "--mode first times only the first forward, data-gradient and filter-gradient "
                 "call of each shape, in ms from the call to the end of its GPU work.\n");
     return to == stdout ? 0 : 2;
@@ -269,7 +270,7 @@ int nn_cli_bench_conv(int argc, char **argv)
         fprintf(stderr, "nnprim bench conv: %s\n", nn_last_error()->message);
         return 1;
     }
-    const char *shapes = NULL;
+    const char *shapes = NULL, *one = NULL;
     int reps = 0, warmup = -1, first = 0;
     for (int i = 1; i < argc; i += 2) { /* options come in pairs: --name value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -277,6 +278,8 @@ int nn_cli_bench_conv(int argc, char **argv)
         if (!v) return usage(stderr);
         if (!strcmp(a, "--shapes"))
             shapes = v;
+        else if (!strcmp(a, "--case"))
+            one = v;
         else if (!strcmp(a, "--reps"))
             reps = atoi(v);
         else if (!strcmp(a, "--warmup"))
@@ -319,7 +322,9 @@ int nn_cli_bench_conv(int argc, char **argv)
     }
     printf("  shape\n");
     int rc = 0;
-    if (shapes) {
+    if (one) {
+        if (bench_line(&B, one, "--case") < 0) rc = 2;
+    } else if (shapes) {
         FILE *f = fopen(shapes, "r");
         if (!f) {
             fprintf(stderr, "nnprim bench conv: cannot open %s\n", shapes);

@@ -27,11 +27,12 @@ static int cudnn_ok(cudnnStatus_t st, const char *what)
     return 0;
 }
 
-struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx)
+struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx, const nn_conv_params *params, const nn_tensor *x,
+                                     const nn_tensor *w, const nn_tensor *b, nn_tensor *y)
 {
-    struct nn__conv_cudnn_last_fwd last;
-    nn__conv_cudnn_last_forward(&last);
-    if (!last.plan) return NULL;
+    struct nn__conv_exec last;
+    if (nn__conv_forward_capture(ctx, params, x, w, b, y, &last) != NN_OK || !last.plan)
+        return NULL;
     struct nn_raw_plan *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     const struct nn__cudnn_plan *p = last.plan;

@@ -1,6 +1,6 @@
-/* The raw-cuDNN rows of `nnprim bench conv`: the plan nnprim's last forward call on this thread
- * executed, run again through plain cudnnBackendExecute with a variant pack built once, so the
- * difference from nnprim's figures is nnprim's own per-call cost. */
+/* The raw-cuDNN rows of `nnprim bench conv`: the plan an nnprim forward call executes, run again
+ * through plain cudnnBackendExecute with a variant pack built once, so the difference from
+ * nnprim's figures is nnprim's own per-call cost. */
 #ifndef NN_CLI_BENCH_RAW_CUDNN_H
 #define NN_CLI_BENCH_RAW_CUDNN_H
 
@@ -8,9 +8,11 @@
 
 struct nn_raw_plan;
 
-/* Take the last forward's plan (call nn_conv_forward on ctx first). Returns NULL with a line on
- * stderr when there is none or cuDNN refuses the variant pack. */
-struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx);
+/* Run nn_conv_forward(ctx, params, x, w, b, y, NULL) once and take the plan it executed, with its
+ * tensors. Returns NULL when the call fails, ran no graph plan, or cuDNN refuses the variant
+ * pack (with a line on stderr for the last). */
+struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx, const nn_conv_params *params, const nn_tensor *x,
+                                     const nn_tensor *w, const nn_tensor *b, nn_tensor *y);
 
 /* Median GPU time (CUDA events) of one execute after warmup executes, in microseconds; host
  * wall time per execute of reps back-to-back executes and one synchronisation. Negative on

@@ -13,12 +13,13 @@
 
 #include "core/alloc.h"
 #include "cudnn/plan_cache.h"
+#include "cudnn/plan_file.h"
 #include "plan_fixtures.h" /* the identity the corpus test replays with */
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 struct check {
-    struct nn__plan_cache *other;
+    struct nn__cache *other;
 };
 
 static int same_in_other(void *arg, const struct nn__plan_key *k, const struct nn__plan_record *r)
@@ -32,26 +33,26 @@ static int same_in_other(void *arg, const struct nn__plan_key *k, const struct n
 static void decode_and_check(const unsigned char *data, size_t size)
 {
     struct nn__gpu_id gpu = fx_gpu();
-    struct nn__plan_cache *c = NULL;
-    if (nn__plan_cache_create(NULL, 4, &c) != NN_OK) abort();
+    struct nn__cache *c = NULL;
+    if (fx_cache_create(NULL, 4, &c) != NN_OK) abort();
     nn_status st = nn__plan_file_decode(NULL, c, "fuzz", data, size, FX_CUDNN_VERSION, &gpu);
     if (st != NN_OK && st != NN_E_FORMAT) abort();
-    if (st == NN_E_FORMAT && nn__plan_cache_known_count(c) != 0) abort();
+    if (st == NN_E_FORMAT && nn__cache_known_count(c) != 0) abort();
     if (st == NN_OK) {
         unsigned char *buf;
         size_t len;
         if (nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len) != NN_OK) abort();
         struct check chk = {NULL};
-        if (nn__plan_cache_create(NULL, 4, &chk.other) != NN_OK) abort();
+        if (fx_cache_create(NULL, 4, &chk.other) != NN_OK) abort();
         if (nn__plan_file_decode(NULL, chk.other, "re-encoded", buf, len, FX_CUDNN_VERSION, &gpu) !=
             NN_OK)
             abort();
-        if (nn__plan_cache_known_count(chk.other) != nn__plan_cache_known_count(c)) abort();
+        if (nn__cache_known_count(chk.other) != nn__cache_known_count(c)) abort();
         nn__plan_cache_visit(c, same_in_other, &chk);
-        nn__plan_cache_destroy(chk.other);
+        nn__cache_destroy(chk.other);
         nn__host_free(buf);
     }
-    nn__plan_cache_destroy(c);
+    nn__cache_destroy(c);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

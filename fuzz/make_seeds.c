@@ -1,12 +1,15 @@
 /* Writes the starting corpus for fuzz_plan_file into the directory given as argv[1]: valid plan
  * files of several shapes (empty, one record, many records of every op kind, with and without
- * knobs, JSON, build time and quick alternate, one of another GPU), written as format version 2,
- * and one version-1 file (the records of seed-every-op without their version-2 fields). */
+ * knobs, JSON, build time and quick alternate, one of another GPU), written as format version 2
+ * (the names without a version) and 3 (seed-v3-*), and one version-1 file (the records of
+ * seed-every-op without their version-2 fields). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "cudnn/plan_cache.h"
+#include "cudnn/plan_file.h"
 #include "plan_fixtures.h" /* the identity the corpus test replays with */
 
 static struct nn__plan_key seed_key(int s)
@@ -72,18 +75,20 @@ static struct nn__plan_record seed_record(int s, char *json, size_t json_cap, in
     return r;
 }
 
-/* version 1: the records are written without quick alternates, then rewritten as version 1. */
+/* version 1: the records are written without quick alternates, then rewritten as version 1;
+ * versions 1 and 2 are written by the tests' writer of those versions (plan_fixtures.h), version
+ * 3 by the library. */
 static int write_seed(const char *dir, const char *name, int first, int n, const char *gpu_name,
                       int version)
 {
-    struct nn__plan_cache *c;
-    if (nn__plan_cache_create(NULL, 1, &c) != NN_OK) return 1;
+    struct nn__cache *c;
+    if (fx_cache_create(NULL, 1, &c) != NN_OK) return 1;
     char json[128];
     for (int s = first; s < first + n; s++) {
         struct nn__plan_key k = seed_key(s);
         struct nn__plan_record r = seed_record(s, json, sizeof json, version == 2);
         if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) {
-            nn__plan_cache_destroy(c);
+            nn__cache_destroy(c);
             return 1;
         }
     }
@@ -91,8 +96,14 @@ static int write_seed(const char *dir, const char *name, int first, int n, const
     if (gpu_name) snprintf(gpu.name, sizeof gpu.name, "%s", gpu_name);
     unsigned char *buf;
     size_t len;
-    nn_status st = nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len);
-    nn__plan_cache_destroy(c);
+    nn_status st = NN_OK;
+    if (version == 3) {
+        st = nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len);
+    } else {
+        buf = fx_plan_file_v2(c, FX_CUDNN_VERSION, &gpu, &len);
+        if (!buf) st = NN_E_OOM_HOST;
+    }
+    nn__cache_destroy(c);
     if (st != NN_OK) return 1;
     if (version == 1) len = fx_plan_file_to_v1(buf);
     char path[1024];
@@ -101,7 +112,10 @@ static int write_seed(const char *dir, const char *name, int first, int n, const
     int bad = !f || fwrite(buf, 1, len, f) != len;
     if (f && fclose(f) != 0) bad = 1;
     if (bad) fprintf(stderr, "writing %s failed\n", path);
-    nn__host_free(buf);
+    if (version == 3)
+        nn__host_free(buf);
+    else
+        free(buf);
     return bad;
 }
 
@@ -117,6 +131,10 @@ int main(int argc, char **argv)
     bad |= write_seed(argv[1], "seed-every-op", 10, 12, NULL, 2);
     bad |= write_seed(argv[1], "seed-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB", 2);
     bad |= write_seed(argv[1], "seed-v1-every-op", 10, 12, NULL, 1);
+    bad |= write_seed(argv[1], "seed-v3-empty", 0, 0, NULL, 3);
+    bad |= write_seed(argv[1], "seed-v3-one", 1, 1, NULL, 3);
+    bad |= write_seed(argv[1], "seed-v3-every-op", 10, 12, NULL, 3);
+    bad |= write_seed(argv[1], "seed-v3-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB", 3);
     if (bad) fprintf(stderr, "writing the seeds failed: %s\n", nn_last_error()->message);
     return bad;
 }

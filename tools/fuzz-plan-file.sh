@@ -7,8 +7,9 @@
 # it, libclang-rt-<version>-dev). Not part of CI: CI only replays the kept corpus
 # (tests/cudnn/plan_file_corpus) through the loader in the plan_file test suite.
 # The decoder and the cache are built on their own, without CUDA, cuDNN or jemalloc.
-# The seeds (fuzz/make_seeds.c, kept in the corpus under their names) are format version 2 files
-# and one version-1 file, seed-v1-every-op, that the plan_file suite also loads by name.
+# The seeds (fuzz/make_seeds.c, kept in the corpus under their names) are format version 2 files,
+# version 3 files (seed-v3-*) and one version-1 file, seed-v1-every-op, that the plan_file suite
+# also loads by name.
 set -eu
 seconds=${1:-300}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +25,7 @@ cat > "$work/gen/nn_config.h" <<CONF
 #define NN_SOURCE_ROOT "$root"
 CONF
 
-srcs="$root/src/cudnn/plan_cache.c $root/src/cudnn/plan_file.c $root/src/core/alloc.c $root/src/core/status.c"
+srcs="$root/src/cudnn/cache.c $root/src/cudnn/plan_cache.c $root/src/cudnn/plan_file.c $root/src/core/alloc.c $root/src/core/status.c"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -I$work/gen -I$root/include -I$root/src -I$root/fuzz -I$root/tests/cudnn"
 
 clang $flags -fsanitize=address,undefined -o "$work/make_seeds" "$root/fuzz/make_seeds.c" $srcs -lm
@@ -37,7 +38,7 @@ cp "$work/seeds"/* "$corpus"/
 
 # Fuzz from the kept corpus; new inputs go to $work/found.
 mkdir -p "$work/found"
-"$work/fuzz_plan_file" -max_total_time="$seconds" -max_len=2048 -timeout=10 \
+"$work/fuzz_plan_file" -max_total_time="$seconds" -max_len=16384 -timeout=10 \
     -print_final_stats=1 "$work/found" "$corpus"
 
 # Keep a minimal corpus: the inputs that together cover what the fuzzer reached.

@@ -45,7 +45,8 @@ def strip_c(text):
 
 
 def parse_headers(incdir):
-    protos, enums, handles = {}, {}, set()
+    # cudaStream_t comes from CUDA's driver_types.h, not from cuDNN's headers: an opaque pointer.
+    protos, enums, handles = {}, {}, {"cudaStream_t"}
     version = None
     vpath = os.path.join(incdir, "cudnn_version_v9.h")
     if not os.path.exists(vpath):

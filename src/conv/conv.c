@@ -10,18 +10,17 @@
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/ptrset.h"
+#include "core/pullback.h"
 #include "core/tensor_util.h"
 
 struct nn_conv_pullback {
-    struct nn_ctx *ctx;
+    struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
     struct nn__conv_problem prob;
     unsigned flags;
     nn_tensor x, w, y; /* views; y only with a fused relu */
 };
 
-/* Live pullbacks, so that a consumed or foreign one is told apart from a real one. */
-static struct nn__ptrset live_pullbacks = NN__PTRSET_INIT;
+static const struct nn__pullback_kind pullback_kind = {"conv"};
 
 /* ---------------------------------------------------------------------------------------------
  * Backends
@@ -30,17 +29,19 @@ static struct nn__ptrset live_pullbacks = NN__PTRSET_INIT;
 struct conv_backend {
     const char *name;
     nn_status (*forward)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
-                         const nn_tensor *, const nn_tensor *, nn_tensor *, double, double);
+                         const nn_tensor *, const nn_tensor *, nn_tensor *, double, double,
+                         struct nn__conv_note *);
     nn_status (*backward_data)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
-                               const nn_tensor *, nn_tensor *, double, double);
+                               const nn_tensor *, nn_tensor *, double, double,
+                               struct nn__conv_note *);
     nn_status (*backward_filter)(struct nn_ctx *, const struct nn__conv_problem *,
-                                 const nn_tensor *, const nn_tensor *, nn_tensor *, double, double);
+                                 const nn_tensor *, const nn_tensor *, nn_tensor *, double, double,
+                                 struct nn__conv_note *);
     nn_status (*backward_bias)(struct nn_ctx *, const struct nn__conv_problem *, const nn_tensor *,
-                               nn_tensor *, double, double);
-    nn_status (*relu_backward)(struct nn_ctx *, const nn_tensor *, const nn_tensor *, nn_tensor *);
+                               nn_tensor *, double, double, struct nn__conv_note *);
+    nn_status (*relu_backward)(struct nn_ctx *, const nn_tensor *, const nn_tensor *, nn_tensor *,
+                               struct nn__conv_note *);
 };
-
-_Thread_local struct nn__conv_note nn__conv_note;
 
 static const struct conv_backend backend_ref = {
     "ref",
@@ -51,7 +52,7 @@ static const struct conv_backend backend_ref = {
     nn__conv_relu_backward_ref,
 };
 
-#if NN__CONV_CUDNN_PATH
+#if NN_HAVE_CUDNN
 static const struct conv_backend backend_cudnn = {
     "cudnn",
     nn__conv_forward_cudnn,
@@ -62,23 +63,21 @@ static const struct conv_backend backend_cudnn = {
 };
 #endif
 
-/* Also clears the verbose note: every op call picks its backend right before running it. */
-static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct conv_backend **out)
+/* A GPU context exists only in builds with cuDNN. */
+static const struct conv_backend *backend_of(const struct nn_ctx *ctx)
 {
-    nn__conv_note.impl = nn__conv_note.cache = NULL;
-    if (!nn__ctx_on_gpu(ctx)) {
-        *out = &backend_ref;
-        return NN_OK;
-    }
-#if NN__CONV_CUDNN_PATH
-    *out = &backend_cudnn;
-    return NN_OK;
-#else
-    return NN__FAIL(ctx, NN_E_NOT_BUILT,
-                    "%s: the cuDNN convolution path is not built yet (src/conv/conv_cudnn.c); "
-                    "use a reference-backend context (NNPRIM_BACKEND=ref) for convolutions",
-                    op);
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx)) return &backend_cudnn;
 #endif
+    (void)ctx;
+    return &backend_ref;
+}
+
+/* An empty note for one op call. */
+static void note_init(struct nn__conv_note *n, struct nn__conv_exec *exec)
+{
+    n->impl[0] = n->cache[0] = '\0';
+    n->exec = exec;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -370,11 +369,13 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
                                const nn_tensor *y, nn_conv_pullback **out)
 {
     nn_conv_pullback *pb = nn__host_calloc(1, sizeof *pb);
-    if (!pb || nn__ptrset_add(&live_pullbacks, pb) != 0) {
-        nn__host_free(pb);
+    if (!pb)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_forward: out of host memory for the pullback");
+    nn_status st = nn__pullback_add(ctx, "conv_forward", &pullback_kind, &pb->hdr);
+    if (st != NN_OK) {
+        nn__host_free(pb);
+        return st;
     }
-    pb->ctx = ctx;
     pb->prob = *prob;
     pb->flags = flags;
     pb->x = *x;
@@ -385,17 +386,18 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
-                         const struct nn__conv_problem *prob, uint64_t t0)
+                         const struct nn__conv_note *note, const struct nn__conv_problem *prob,
+                         uint64_t t0)
 {
     char shape[256];
     nn__conv_problem_text(prob, shape, sizeof shape);
-    nn__verbose_op(ctx, op, nn__conv_note.impl ? nn__conv_note.impl : impl,
-                   nn__conv_note.cache ? nn__conv_note.cache : "-", shape, t0);
+    nn__verbose_op(ctx, op, note->impl[0] ? note->impl : impl, note->cache[0] ? note->cache : "-",
+                   shape, t0);
 }
 
-nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
-                          const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
-                          nn_conv_pullback **pullback_out)
+static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                              const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                              nn_conv_pullback **pullback_out, struct nn__conv_exec *exec)
 {
     const char *op = "conv_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -421,19 +423,35 @@ nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor 
     NN__TRY(check_no_overlap(ctx, op, y, "y", x, "x"));
     NN__TRY(check_no_overlap(ctx, op, y, "y", w, "w"));
     NN__TRY(check_no_overlap(ctx, op, y, "y", b, "b"));
-    const struct conv_backend *be;
-    NN__TRY(pick_backend(ctx, op, &be));
+    const struct conv_backend *be = backend_of(ctx);
 
     nn_conv_pullback *pb = NULL;
     if (pullback_out) NN__TRY(make_pullback(ctx, &prob, p->flags, x, w, y, &pb));
-    nn_status st = be->forward(ctx, &prob, x, w, b, y, 1.0, 0.0);
+    struct nn__conv_note note;
+    note_init(&note, exec);
+    nn_status st = be->forward(ctx, &prob, x, w, b, y, 1.0, 0.0, &note);
     if (st != NN_OK) {
         nn_conv_pullback_free(&pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
+}
+
+nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                          const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                          nn_conv_pullback **pullback_out)
+{
+    return conv_forward(ctx, p, x, w, b, y, pullback_out, NULL);
+}
+
+nn_status nn__conv_forward_capture(struct nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                   const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                                   struct nn__conv_exec *exec)
+{
+    memset(exec, 0, sizeof *exec);
+    return conv_forward(ctx, p, x, w, b, y, NULL, exec);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -496,29 +514,31 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *op,
 /* Runs the asked-for gradients with dy already masked; prob->activation is ignored. */
 static nn_status run_grads(struct nn_ctx *ctx, const struct conv_backend *be,
                            const struct nn__conv_problem *prob, unsigned flags,
-                           const struct grads *g, const nn_tensor *dy)
+                           const struct grads *g, const nn_tensor *dy, struct nn__conv_note *note)
 {
     struct nn__conv_problem q = *prob;
     q.activation = NN_ACTIVATION_IDENTITY;
     if (g->dx)
         NN__TRY(be->backward_data(ctx, &q, dy, g->w, g->dx, 1.0,
-                                  beta_for(flags, NN_CONV_ACCUMULATE_DX)));
+                                  beta_for(flags, NN_CONV_ACCUMULATE_DX), note));
     if (g->dw)
         NN__TRY(be->backward_filter(ctx, &q, g->x, dy, g->dw, 1.0,
-                                    beta_for(flags, NN_CONV_ACCUMULATE_DW)));
+                                    beta_for(flags, NN_CONV_ACCUMULATE_DW), note));
     if (g->db)
-        NN__TRY(be->backward_bias(ctx, &q, dy, g->db, 1.0, beta_for(flags, NN_CONV_ACCUMULATE_DB)));
+        NN__TRY(be->backward_bias(ctx, &q, dy, g->db, 1.0, beta_for(flags, NN_CONV_ACCUMULATE_DB),
+                                  note));
     return NN_OK;
 }
 
 /* With a fused relu, the gradients see dy masked by y > 0, in a temporary from the context. */
 static nn_status run_masked(struct nn_ctx *ctx, const struct conv_backend *be,
-                            const nn_conv_pullback *pb, const struct grads *g)
+                            const nn_conv_pullback *pb, const struct grads *g,
+                            struct nn__conv_note *note)
 {
     nn_tensor dyr;
     NN__TRY(nn_tensor_empty(ctx, g->dy->dtype, g->dy->rank, g->dy->dims, &dyr));
-    nn_status st = be->relu_backward(ctx, &pb->y, g->dy, &dyr);
-    if (st == NN_OK) st = run_grads(ctx, be, &pb->prob, pb->flags, g, &dyr);
+    nn_status st = be->relu_backward(ctx, &pb->y, g->dy, &dyr, note);
+    if (st == NN_OK) st = run_grads(ctx, be, &pb->prob, pb->flags, g, &dyr, note);
     nn_status fst = nn_tensor_free(ctx, &dyr);
     return st != NN_OK ? st : fst;
 }
@@ -526,22 +546,7 @@ static nn_status run_masked(struct nn_ctx *ctx, const struct conv_backend *be,
 static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_conv_pullback **pullback)
 {
     if (!pullback) return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL", op);
-    if (!*pullback)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: *pullback is NULL: it was already consumed by a backward call, freed, "
-                        "or never made (forward in inference mode)",
-                        op);
-    /* A live pullback stays live until this thread consumes it, so membership is enough. */
-    if (!nn__ptrset_contains(&live_pullbacks, *pullback))
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: *pullback (%p) is not a live pullback: already consumed or freed", op,
-                        (void *)*pullback);
-    if ((*pullback)->ctx != ctx)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: the pullback was made by a forward call with another context; "
-                        "use that context",
-                        op);
-    return NN_OK;
+    return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
 }
 
 nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
@@ -554,26 +559,23 @@ nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_te
     nn_conv_pullback *pb = *pullback;
     struct grads g = {&pb->x, &pb->w, dy, dx, dw, db};
     NN__TRY(check_grads(ctx, op, &pb->prob, &g, "x"));
-    const struct conv_backend *be;
-    NN__TRY(pick_backend(ctx, op, &be));
+    const struct conv_backend *be = backend_of(ctx);
+    struct nn__conv_note note;
+    note_init(&note, NULL);
     if (dx || dw || db) {
         if (pb->prob.activation == NN_ACTIVATION_RELU)
-            NN__TRY(run_masked(ctx, be, pb, &g));
+            NN__TRY(run_masked(ctx, be, pb, &g, &note));
         else
-            NN__TRY(run_grads(ctx, be, &pb->prob, pb->flags, &g, dy));
+            NN__TRY(run_grads(ctx, be, &pb->prob, pb->flags, &g, dy, &note));
     }
-    if (t0) verbose_line(ctx, op, be->name, &pb->prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &pb->prob, t0);
     return nn_conv_pullback_free(pullback);
 }
 
 nn_status nn_conv_pullback_free(nn_conv_pullback **pullback)
 {
     if (!pullback || !*pullback) return NN_OK;
-    if (!nn__ptrset_remove(&live_pullbacks, *pullback))
-        return NN__FAIL(NULL, NN_E_PULLBACK,
-                        "nn_conv_pullback_free: *pullback (%p) is not a live pullback: already "
-                        "consumed or freed",
-                        (void *)*pullback);
+    NN__TRY(nn__pullback_remove("nn_conv_pullback_free", &pullback_kind, *pullback));
     nn__host_free(*pullback);
     *pullback = NULL;
     return NN_OK;
@@ -609,10 +611,11 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     NN__TRY(resolve(ctx, op, p, xlike->rank, xlike->dims, wlike->dims, xn, wn, &prob));
     fill_ctx_fields(ctx, &prob, xlike->dtype);
     NN__TRY(check_grads(ctx, op, &prob, g, xn));
-    const struct conv_backend *be;
-    NN__TRY(pick_backend(ctx, op, &be));
-    NN__TRY(run_grads(ctx, be, &prob, p->flags, g, g->dy));
-    if (t0) verbose_line(ctx, op, be->name, &prob, t0);
+    const struct conv_backend *be = backend_of(ctx);
+    struct nn__conv_note note;
+    note_init(&note, NULL);
+    NN__TRY(run_grads(ctx, be, &prob, p->flags, g, g->dy, &note));
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return NN_OK;
 }
 
@@ -657,9 +660,11 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
     fill_ctx_fields(ctx, &prob, dy->dtype);
     NN__TRY(check_bias_dims(ctx, op, db, "db", &prob));
     NN__TRY(check_no_overlap(ctx, op, db, "db", dy, "dy"));
-    const struct conv_backend *be;
-    NN__TRY(pick_backend(ctx, op, &be));
-    NN__TRY(be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB)));
-    if (t0) verbose_line(ctx, op, be->name, &prob, t0);
+    const struct conv_backend *be = backend_of(ctx);
+    struct nn__conv_note note;
+    note_init(&note, NULL);
+    NN__TRY(be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB),
+                              &note));
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return NN_OK;
 }

@@ -18,39 +18,35 @@
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
 /* ---------------------------------------------------------------------------------------------
- * Verbose: what the cuDNN calls of one op call did, read by conv.c's verbose line
+ * Verbose: what the cuDNN calls of one op call did, into the op call's note (conv_internal.h)
  */
 
-static _Thread_local char verbose_impl[160];
-static _Thread_local char verbose_cache[96];
-
-/* Each cuDNN step of an op call appends "what:impl" and its cache outcome; conv.c prints them
- * through nn__conv_note, whose reset (before every op call) also restarts the text here. */
-static void verbose_add(struct nn_ctx *ctx, const char *what, const char *impl, const char *cache)
+/* Each cuDNN step of an op call appends "what:impl" and its cache outcome. */
+static void verbose_add(struct nn_ctx *ctx, struct nn__conv_note *note, const char *what,
+                        const char *impl, const char *cache)
 {
     if (!nn__verbose(ctx)) return;
-    if (nn__conv_note.impl != verbose_impl) {
-        snprintf(verbose_impl, sizeof verbose_impl, "cudnn");
-        verbose_cache[0] = 0;
-        nn__conv_note.impl = verbose_impl;
-        nn__conv_note.cache = verbose_cache;
+    if (!note->impl[0]) {
+        snprintf(note->impl, sizeof note->impl, "cudnn");
+        note->cache[0] = 0;
     }
-    size_t n = strlen(verbose_impl), m = strlen(verbose_cache);
-    snprintf(verbose_impl + n, sizeof verbose_impl - n, " %s:%s", what, impl);
-    snprintf(verbose_cache + m, sizeof verbose_cache - m, "%s%s", m ? " " : "", cache);
+    size_t n = strlen(note->impl), m = strlen(note->cache);
+    snprintf(note->impl + n, sizeof note->impl - n, " %s:%s", what, impl);
+    snprintf(note->cache + m, sizeof note->cache - m, "%s%s", m ? " " : "", cache);
 }
 
-static void verbose_plan(struct nn_ctx *ctx, const char *what, const struct nn__cudnn_plan *plan,
-                         enum nn__plan_source src)
+static void verbose_plan(struct nn_ctx *ctx, struct nn__conv_note *note, const char *what,
+                         const struct nn__cudnn_plan *plan, enum nn__plan_source src)
 {
     if (!nn__verbose(ctx)) return;
     char impl[48];
     snprintf(impl, sizeof impl, "eng%lld", (long long)nn__cudnn_plan_choice(plan)->engine);
-    verbose_add(ctx, what, impl, nn__plan_source_name(src));
+    verbose_add(ctx, note, what, impl, nn__plan_source_name(src));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -181,24 +177,6 @@ static void desc_bwd_filter(struct nn__cudnn_graph_desc *d, const struct bwd_cal
  * Legacy tensor calls
  */
 
-/* A legacy call, its failure recorded under the function's name. */
-#define LEGACY(ctx, fn, ...)                                                                       \
-    do {                                                                                           \
-        cudnnStatus_t nn__cst = fn(__VA_ARGS__);                                                   \
-        if (nn__cst != CUDNN_STATUS_SUCCESS)                                                       \
-            return nn__cudnn_fail((ctx), nn__cst, #fn, __FILE__, __LINE__);                        \
-    } while (0)
-
-static cudnnDataType_t cudnn_dtype(nn_dtype t)
-{
-    switch (t) {
-    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
-    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
-    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
-    }
-}
-
 /* alpha/beta as the legacy calls read them: double for f64 data, float otherwise. */
 struct scale {
     float f;
@@ -239,7 +217,8 @@ static nn_status legacy_desc_set(struct nn_ctx *ctx, struct legacy_desc *ld, nn_
         strides[i] = (int)stride;
         stride *= d64[i];
     }
-    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, cudnn_dtype(dtype), rank, dims, strides);
+    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, nn__cudnn_data_type(dtype), rank, dims,
+                                           strides);
 }
 
 /* Two legacy descriptors, created and destroyed together. */
@@ -268,22 +247,19 @@ static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
     NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
     struct scale a, b;
-    LEGACY(ctx, cudnnConvolutionBackwardBias, h, scale_ptr(&a, p->dtype, alpha), ld[0].d, dy->data,
-           scale_ptr(&b, p->dtype, beta), ld[1].d, db->data);
-    return NN_OK;
+    return nn__cudnn_ConvolutionBackwardBias(ctx, h, scale_ptr(&a, p->dtype, alpha), ld[0].d,
+                                             dy->data, scale_ptr(&b, p->dtype, beta), ld[1].d,
+                                             db->data);
 }
 
 /* An activation descriptor for relu, made per call (a few host instructions). */
 static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
 {
-    LEGACY(ctx, cudnnCreateActivationDescriptor, out);
-    cudnnStatus_t st =
-        cudnnSetActivationDescriptor(*out, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        cudnnDestroyActivationDescriptor(*out);
-        return nn__cudnn_fail(ctx, st, "cudnnSetActivationDescriptor", __FILE__, __LINE__);
-    }
-    return NN_OK;
+    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, out));
+    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, *out, CUDNN_ACTIVATION_RELU,
+                                                     CUDNN_NOT_PROPAGATE_NAN, 0.0);
+    if (st != NN_OK) (void)nn__cudnn_DestroyActivationDescriptor(ctx, *out);
+    return st;
 }
 
 /* y = relu(y + b) in place, after a convolution plan without the fused epilogue. */
@@ -297,19 +273,17 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     if (b) {
         NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
         /* y = 1 * b + 1 * y, b broadcast over N and space. */
-        LEGACY(ctx, cudnnAddTensor, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
-               scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data);
+        NN__TRY(nn__cudnn_AddTensor(ctx, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
+                                    scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data));
     }
     if (!relu) return NN_OK;
     cudnnActivationDescriptor_t act;
     NN__TRY(relu_desc(ctx, &act));
-    cudnnStatus_t st =
-        cudnnActivationForward(h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
-                               scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
-    cudnnDestroyActivationDescriptor(act);
-    if (st != CUDNN_STATUS_SUCCESS)
-        return nn__cudnn_fail(ctx, st, "cudnnActivationForward", __FILE__, __LINE__);
-    return NN_OK;
+    nn_status st =
+        nn__cudnn_ActivationForward(ctx, h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
+                                    scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
+    (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -336,7 +310,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
         nn__cudnn_plan_key_of(ctx, &dplain, 0, &key);
         return nn__cudnn_plan_get(ctx, &key, &dplain, pa, plan, src);
     }
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     desc_fwd(&d, fc);
     nn__cudnn_plan_key_of(ctx, &d, 0, &key);
     nn__cudnn_plan_key_of(ctx, &d, NN__KEY_FLAG_PLAIN, &epi);
@@ -366,27 +340,23 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
     return nn__cudnn_plan_get(ctx, &epi, &dplain, pa, plan, src);
 }
 
-static _Thread_local struct nn__conv_cudnn_last_fwd last_fwd;
-
-static void remember_forward(struct nn__cudnn_plan *plan, int fused, const struct nn__cudnn_args *a)
+/* For nn__conv_forward_capture(): the plan and its variant pack's tensors. */
+static void capture(struct nn__conv_exec *e, struct nn__cudnn_plan *plan, int fused,
+                    const struct nn__cudnn_args *a)
 {
     static const int64_t uids[4] = {NN__UID_X, NN__UID_W, NN__UID_Y, NN__UID_B};
-    last_fwd.plan = plan;
-    last_fwd.n = fused && a->p[NN__UID_B] ? 4 : 3;
+    e->plan = plan;
+    e->n = fused && a->p[NN__UID_B] ? 4 : 3;
     for (int i = 0; i < 4; i++) {
-        last_fwd.uids[i] = uids[i];
-        last_fwd.ptrs[i] = a->p[uids[i]];
+        e->uids[i] = uids[i];
+        e->ptrs[i] = a->p[uids[i]];
     }
-}
-
-void nn__conv_cudnn_last_forward(struct nn__conv_cudnn_last_fwd *out)
-{
-    *out = last_fwd;
 }
 
 nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                  const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
-                                 nn_tensor *y, double alpha, double beta)
+                                 nn_tensor *y, double alpha, double beta,
+                                 struct nn__conv_note *note)
 {
     const char *op = "conv_forward";
     int relu = p->activation == NN_ACTIVATION_RELU;
@@ -411,13 +381,13 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
     int fused;
     nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
     if (st != NN_OK) return explain(ctx, st, op, p);
-    verbose_plan(ctx,
+    verbose_plan(ctx, note,
                  !fused      ? "fwd"
                  : b && relu ? "fwd+bias+relu"
                  : b         ? "fwd+bias"
                              : "fwd+relu",
                  plan, src);
-    remember_forward(plan, fused, &pa.args);
+    if (note->exec) capture(note->exec, plan, fused, &pa.args);
     NN__TRY(nn__cudnn_plan_run(ctx, plan, &pa.args));
     if (fused || (!b && !relu)) return NN_OK;
 
@@ -427,7 +397,7 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
     NN__TRY(legacy_pair_create(ctx, ld));
     st = bias_relu_legacy(ctx, h, p, ld, b, y, relu);
     legacy_pair_destroy(ctx, ld);
-    verbose_add(ctx, b && relu ? "bias+relu" : b ? "bias" : "relu", "legacy", "-");
+    verbose_add(ctx, note, b && relu ? "bias+relu" : b ? "bias" : "relu", "legacy", "-");
     return st;
 }
 
@@ -439,7 +409,7 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
 static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
                           const struct nn__conv_problem *p, const struct nn__cudnn_graph_desc *d,
                           int in0, const void *ptr0, int in1, const void *ptr1, int out,
-                          nn_tensor *y)
+                          nn_tensor *y, struct nn__conv_note *note)
 {
     struct nn__plan_key key;
     nn__cudnn_plan_key_of(ctx, d, 0, &key);
@@ -454,31 +424,31 @@ static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
     enum nn__plan_source src;
     nn_status st = nn__cudnn_plan_get(ctx, &key, d, &pa, &plan, &src);
     if (st != NN_OK) return explain(ctx, st, op, p);
-    verbose_plan(ctx, what, plan, src);
+    verbose_plan(ctx, note, what, plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
 }
 
 nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
-                                       double alpha, double beta)
+                                       double alpha, double beta, struct nn__conv_note *note)
 {
     struct bwd_call bc = {p, dy, w, dx, alpha, beta};
     struct nn__cudnn_graph_desc d;
     desc_bwd_data(&d, &bc);
     return run_plan(ctx, "conv_backward_data", "data", p, &d, NN__UID_DY, dy->data, NN__UID_W,
-                    w->data, NN__UID_DX, dx);
+                    w->data, NN__UID_DX, dx, note);
 }
 
 /* dw = alpha * wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
 static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn__conv_problem *p,
                            const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double alpha,
-                           double beta)
+                           double beta, struct nn__conv_note *note)
 {
     struct bwd_call bc = {p, x, dy, dw, alpha, beta};
     struct nn__cudnn_graph_desc d;
     desc_bwd_filter(&d, &bc);
     return run_plan(ctx, "conv_backward_filter", what, p, &d, NN__UID_X, x->data, NN__UID_DY,
-                    dy->data, NN__UID_DW, dw);
+                    dy->data, NN__UID_DW, dw, note);
 }
 
 /* One element of value 1 in dtype, as bytes. */
@@ -551,7 +521,7 @@ static int post_pad_short(const struct nn__conv_problem *p)
 
 static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                       double alpha, double beta)
+                                       double alpha, double beta, struct nn__conv_note *note)
 {
     struct nn__conv_problem q = *p;
     nn_tensor dy2 = *dy;
@@ -567,7 +537,7 @@ static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv
     static const int64_t at_low[NN_CONV_MAX_SPATIAL] = {0};
     nn_status st = copy_into_zeroed(ctx, p->nsp, p->n * p->k, p->out, q.out, at_low,
                                     nn_dtype_size(p->dtype), dy->data, dy2.data, bytes);
-    if (st == NN_OK) st = wgrad_run(ctx, "filter(raised pad)", &q, x, &dy2, dw, alpha, beta);
+    if (st == NN_OK) st = wgrad_run(ctx, "filter(raised pad)", &q, x, &dy2, dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, dy2.data);
     return st != NN_OK ? st : fst;
 }
@@ -593,7 +563,7 @@ static int wgrad_needs_padded_copy(const struct nn__conv_problem *p)
  * and a problem without padding: the same output size, the same products, so the same dw. */
 static nn_status wgrad_padded_copy(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                    const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                   double alpha, double beta)
+                                   double alpha, double beta, struct nn__conv_note *note)
 {
     /* The copy reads x as packed planes. conv.c only passes packed tensors
      * (conv_internal.h); checked here too, since a strided x would be copied wrongly. */
@@ -613,7 +583,7 @@ static nn_status wgrad_padded_copy(struct nn_ctx *ctx, const struct nn__conv_pro
     NN__TRY(nn__dev_alloc(ctx, bytes, &x2.data));
     nn_status st = copy_into_zeroed(ctx, p->nsp, p->n * p->c, p->in, q.in, p->pad_lo,
                                     nn_dtype_size(p->dtype), x->data, x2.data, bytes);
-    if (st == NN_OK) st = wgrad_run(ctx, "filter(padded copy)", &q, &x2, dy, dw, alpha, beta);
+    if (st == NN_OK) st = wgrad_run(ctx, "filter(padded copy)", &q, &x2, dy, dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, x2.data);
     return st != NN_OK ? st : fst;
 }
@@ -622,18 +592,19 @@ static nn_status wgrad_padded_copy(struct nn_ctx *ctx, const struct nn__conv_pro
  * pre-padding), the padded copy runs: it leaves no padding, so the raise has nothing to do. */
 nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                          const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                         double alpha, double beta)
+                                         double alpha, double beta, struct nn__conv_note *note)
 {
-    if (wgrad_needs_padded_copy(p)) return wgrad_padded_copy(ctx, p, x, dy, dw, alpha, beta);
-    if (post_pad_short(p)) return wgrad_raised_post_pad(ctx, p, x, dy, dw, alpha, beta);
-    return wgrad_run(ctx, "filter", p, x, dy, dw, alpha, beta);
+    if (wgrad_needs_padded_copy(p)) return wgrad_padded_copy(ctx, p, x, dy, dw, alpha, beta, note);
+    if (post_pad_short(p)) return wgrad_raised_post_pad(ctx, p, x, dy, dw, alpha, beta, note);
+    return wgrad_run(ctx, "filter", p, x, dy, dw, alpha, beta, note);
 }
 
 /* bf16 bias gradient: cudnnConvolutionBackwardBias has no bf16 kernel (NOT_SUPPORTED on cuDNN
  * 9.14), so db is the filter gradient of a 1x1 convolution whose input is all ones with one
  * channel: dw[k] = sum over n and space of dy[n, k, ...] * 1, a plan like any other. */
 static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
+                                const nn_tensor *dy, nn_tensor *db, double alpha, double beta,
+                                struct nn__conv_note *note)
 {
     struct nn__conv_problem q;
     memset(&q, 0, sizeof q);
@@ -672,28 +643,28 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
         st = NN__CUDA(ctx, cudaMemcpyAsync(ones.data, h, count * es, cudaMemcpyHostToDevice,
                                            (cudaStream_t)ctx->stream));
     nn__host_free(h);
-    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta);
+    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, ones.data);
     return st != NN_OK ? st : fst;
 }
 
 nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *dy, nn_tensor *db, double alpha,
-                                       double beta)
+                                       double beta, struct nn__conv_note *note)
 {
-    if (p->dtype == NN_DTYPE_BF16) return bias_grad_ones(ctx, p, dy, db, alpha, beta);
+    if (p->dtype == NN_DTYPE_BF16) return bias_grad_ones(ctx, p, dy, db, alpha, beta, note);
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct legacy_desc ld[2];
     NN__TRY(legacy_pair_create(ctx, ld));
     nn_status st = bias_grad_legacy(ctx, h, p, ld, dy, db, alpha, beta);
     legacy_pair_destroy(ctx, ld);
-    verbose_add(ctx, "bias", "legacy", "-");
+    verbose_add(ctx, note, "bias", "legacy", "-");
     return st;
 }
 
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
-                                       nn_tensor *dyr)
+                                       nn_tensor *dyr, struct nn__conv_note *note)
 {
     int64_t numel = nn_tensor_numel(dy);
     if (numel > INT_MAX)
@@ -714,14 +685,12 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
         struct scale one, zero;
         /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
          * pre-activation is, so y serves as both y and x. */
-        cudnnStatus_t cst = cudnnActivationBackward(
-            h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d, y->data, ld[0].d, dy->data, ld[0].d,
-            y->data, scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
-        if (cst != CUDNN_STATUS_SUCCESS)
-            st = nn__cudnn_fail(ctx, cst, "cudnnActivationBackward", __FILE__, __LINE__);
-        cudnnDestroyActivationDescriptor(act);
+        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d,
+                                          y->data, ld[0].d, dy->data, ld[0].d, y->data,
+                                          scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
+        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     }
     legacy_pair_destroy(ctx, ld);
-    verbose_add(ctx, "relu_bwd", "legacy", "-");
+    verbose_add(ctx, note, "relu_bwd", "legacy", "-");
     return st;
 }

@@ -47,15 +47,33 @@ struct nn__conv_problem {
  * f32 problem adds " tf32". Always NUL-terminated; truncated to cap. */
 void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap);
 
-/* What the backend's calls did, for the verbose line of the current op call: conv.c clears it
- * before dispatching and prints it after. A backend may set impl (e.g. the engine, "eng12") and
- * cache ("hit" / "miss"); static strings only. Unset fields print as the backend's name and "-".
- * With several backend calls in one op call (backward), the last one set wins. */
-struct nn__conv_note {
-    const char *impl;
-    const char *cache;
+/* The forward plan a cuDNN forward ran, with its variant pack's tensors: for `nnprim bench conv`,
+ * which runs the same plan through raw cudnnBackendExecute to show nnprim's host overhead (see
+ * nn__conv_forward_capture()). plan is a struct nn__cudnn_plan * owned by the context's plan
+ * cache; NULL when the backend ran none. */
+struct nn__conv_exec {
+    void *plan;
+    int n;
+    int64_t uids[4];
+    void *ptrs[4];
 };
-extern _Thread_local struct nn__conv_note nn__conv_note;
+
+/* What the backend's calls did during one op call, for its verbose line: conv.c puts one on its
+ * stack per op call (empty strings, exec NULL), passes it to every backend call of that op call
+ * and prints it after. A backend appends to impl (e.g. "cudnn fwd:eng12") and cache ("hit"),
+ * only when verbose output is on; empty fields print as the backend's name and "-". exec, when
+ * not NULL, asks a forward to say which plan it ran. */
+struct nn__conv_note {
+    char impl[160];
+    char cache[96];
+    struct nn__conv_exec *exec;
+};
+
+/* nn_conv_forward() with a note whose exec is exec (exec->plan stays NULL on the reference
+ * backend). The same statuses as nn_conv_forward() in inference mode. */
+nn_status nn__conv_forward_capture(struct nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                   const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                                   struct nn__conv_exec *exec);
 
 /* Backend entry points. Each returns NN_OK or a recorded failure; all queue their work on the
  * context's stream (the _ref ones finish before returning).
@@ -69,56 +87,44 @@ extern _Thread_local struct nn__conv_note nn__conv_note;
  *
  * conv.c calls them with alpha = 1 and beta = 0, or beta = 1 for an accumulating flag; with
  * beta = 0 the old contents of the output are never read (they may be NaN). The backward calls
- * always get p->activation == IDENTITY: conv.c masks dy through relu_backward first. */
+ * always get p->activation == IDENTITY: conv.c masks dy through relu_backward first. note is the
+ * op call's verbose note (never NULL). */
 nn_status nn__conv_forward_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
-                               nn_tensor *y, double alpha, double beta);
+                               nn_tensor *y, double alpha, double beta, struct nn__conv_note *note);
 nn_status nn__conv_backward_data_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                      const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
-                                     double alpha, double beta);
+                                     double alpha, double beta, struct nn__conv_note *note);
 nn_status nn__conv_backward_filter_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                       double alpha, double beta);
+                                       double alpha, double beta, struct nn__conv_note *note);
 nn_status nn__conv_backward_bias_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                     const nn_tensor *dy, nn_tensor *db, double alpha, double beta);
+                                     const nn_tensor *dy, nn_tensor *db, double alpha, double beta,
+                                     struct nn__conv_note *note);
 nn_status nn__conv_relu_backward_ref(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
-                                     nn_tensor *dyr);
+                                     nn_tensor *dyr, struct nn__conv_note *note);
 
-/* 1 once conv_cudnn.c is in the build (whoever adds it to nn_cudnn_sources sets this to
- * NN_HAVE_CUDNN); until then a cuDNN context gets NN_E_NOT_BUILT from every conv call. */
-#define NN__CONV_CUDNN_PATH NN_HAVE_CUDNN
-
-#if NN__CONV_CUDNN_PATH
+#if NN_HAVE_CUDNN
 /* conv_cudnn.c: the graph API through the cuDNN layer (plan cache keyed by the problem, workspace
  * from the pool). The same contracts as the _ref functions; f64 may be refused with
  * NN_E_UNSUPPORTED. A cuDNN plan that fuses the relu into the forward is welcome; the results
  * must match the reference within the harness tolerances. */
 nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                  const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
-                                 nn_tensor *y, double alpha, double beta);
+                                 nn_tensor *y, double alpha, double beta,
+                                 struct nn__conv_note *note);
 nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
-                                       double alpha, double beta);
+                                       double alpha, double beta, struct nn__conv_note *note);
 nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                          const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                         double alpha, double beta);
+                                         double alpha, double beta, struct nn__conv_note *note);
 nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *dy, nn_tensor *db, double alpha,
-                                       double beta);
+                                       double beta, struct nn__conv_note *note);
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
-                                       nn_tensor *dyr);
+                                       nn_tensor *dyr, struct nn__conv_note *note);
 
-/* The graph plan the last nn__conv_forward_cudnn() on this thread executed, with its variant
- * pack's tensors: for `nnprim bench conv`, which runs the same plan through raw
- * cudnnBackendExecute to show nnprim's host overhead. plan is a struct nn__cudnn_plan * owned by
- * the context's plan cache; NULL before any forward. */
-struct nn__conv_cudnn_last_fwd {
-    void *plan;
-    int n;
-    int64_t uids[4];
-    void *ptrs[4];
-};
-void nn__conv_cudnn_last_forward(struct nn__conv_cudnn_last_fwd *out);
 #endif
 
 #endif

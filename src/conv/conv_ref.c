@@ -80,8 +80,9 @@ static void store_scaled(nn_tensor *t, int64_t i, double v, double beta)
 
 nn_status nn__conv_forward_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
-                               nn_tensor *y, double alpha, double beta)
+                               nn_tensor *y, double alpha, double beta, struct nn__conv_note *note)
 {
+    (void)note;
     (void)ctx;
     struct geom g;
     expand(p, &g);
@@ -117,8 +118,9 @@ nn_status nn__conv_forward_ref(struct nn_ctx *ctx, const struct nn__conv_problem
  * the transpose of the forward loop, so both share x_offset() and tap_offset(). */
 nn_status nn__conv_backward_data_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                      const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
-                                     double alpha, double beta)
+                                     double alpha, double beta, struct nn__conv_note *note)
 {
+    (void)note;
     struct geom g;
     expand(p, &g);
     nn_dtype dt = p->dtype;
@@ -160,8 +162,9 @@ nn_status nn__conv_backward_data_ref(struct nn_ctx *ctx, const struct nn__conv_p
 
 nn_status nn__conv_backward_filter_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
-                                       double alpha, double beta)
+                                       double alpha, double beta, struct nn__conv_note *note)
 {
+    (void)note;
     (void)ctx;
     struct geom g;
     expand(p, &g);
@@ -193,8 +196,10 @@ nn_status nn__conv_backward_filter_ref(struct nn_ctx *ctx, const struct nn__conv
 }
 
 nn_status nn__conv_backward_bias_ref(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                     const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
+                                     const nn_tensor *dy, nn_tensor *db, double alpha, double beta,
+                                     struct nn__conv_note *note)
 {
+    (void)note;
     (void)ctx;
     int64_t plane = 1;
     for (int i = 0; i < p->nsp; i++)
@@ -210,8 +215,9 @@ nn_status nn__conv_backward_bias_ref(struct nn_ctx *ctx, const struct nn__conv_p
 }
 
 nn_status nn__conv_relu_backward_ref(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
-                                     nn_tensor *dyr)
+                                     nn_tensor *dyr, struct nn__conv_note *note)
 {
+    (void)note;
     (void)ctx;
     int64_t count = nn_tensor_numel(dy);
     for (int64_t i = 0; i < count; i++) {

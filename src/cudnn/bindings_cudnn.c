@@ -772,6 +772,52 @@ const char *nn__cudnn_ResampleMode_name(int v)
     }
 }
 
+nn_status nn__cudnn_Create_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t *handle)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnCreate(handle);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnCreate");
+        trace_out_ptr(&t, "handle", handle, handle ? (const void *)*handle : NULL);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnCreate", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_SetStream_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudaStream_t streamId)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnSetStream(handle, streamId);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnSetStream");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "streamId", (const void *)streamId);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnSetStream", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_Destroy_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnDestroy(handle);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnDestroy");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnDestroy", file, line);
+    return NN_OK;
+}
+
 nn_status nn__cudnn_BackendCreateDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor)
 {
     int traced = nn__verbose(ctx) >= 2;
@@ -945,6 +991,162 @@ nn_status nn__cudnn_TransformTensor_at(struct nn_ctx *ctx, const char *file, int
         trace_end(&t, st, start);
     }
     if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnTransformTensor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_AddTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t aDesc, const void *A, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnAddTensor", "A", (const void *)A, file, line));
+    NN__TRY(check_dev(ctx, "cudnnAddTensor", "C", (const void *)C, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnAddTensor(handle, alpha, aDesc, A, beta, cDesc, C);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnAddTensor");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "aDesc", (const void *)aDesc);
+        trace_ptr(&t, "A", (const void *)A);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "cDesc", (const void *)cDesc);
+        trace_ptr(&t, "C", (const void *)C);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnAddTensor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_CreateActivationDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnActivationDescriptor_t *activationDesc)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnCreateActivationDescriptor(activationDesc);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnCreateActivationDescriptor");
+        trace_out_ptr(&t, "activationDesc", activationDesc, activationDesc ? (const void *)*activationDesc : NULL);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnCreateActivationDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_SetActivationDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnActivationDescriptor_t activationDesc, cudnnActivationMode_t mode, cudnnNanPropagation_t reluNanOpt, double coef)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnSetActivationDescriptor(activationDesc, mode, reluNanOpt, coef);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnSetActivationDescriptor");
+        trace_ptr(&t, "activationDesc", (const void *)activationDesc);
+        trace_int(&t, "mode", (long long)mode);
+        trace_int(&t, "reluNanOpt", (long long)reluNanOpt);
+        trace_float(&t, "coef", (double)coef);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnSetActivationDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_DestroyActivationDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnActivationDescriptor_t activationDesc)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnDestroyActivationDescriptor(activationDesc);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnDestroyActivationDescriptor");
+        trace_ptr(&t, "activationDesc", (const void *)activationDesc);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnDestroyActivationDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_ActivationForward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnActivationDescriptor_t activationDesc, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnActivationForward", "x", (const void *)x, file, line));
+    NN__TRY(check_dev(ctx, "cudnnActivationForward", "y", (const void *)y, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnActivationForward(handle, activationDesc, alpha, xDesc, x, beta, yDesc, y);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnActivationForward");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "activationDesc", (const void *)activationDesc);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "xDesc", (const void *)xDesc);
+        trace_ptr(&t, "x", (const void *)x);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "yDesc", (const void *)yDesc);
+        trace_ptr(&t, "y", (const void *)y);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnActivationForward", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_ActivationBackward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnActivationDescriptor_t activationDesc, const void *alpha, const cudnnTensorDescriptor_t yDesc, const void *y, const cudnnTensorDescriptor_t dyDesc, const void *dy, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t dxDesc, void *dx)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnActivationBackward", "y", (const void *)y, file, line));
+    NN__TRY(check_dev(ctx, "cudnnActivationBackward", "dy", (const void *)dy, file, line));
+    NN__TRY(check_dev(ctx, "cudnnActivationBackward", "x", (const void *)x, file, line));
+    NN__TRY(check_dev(ctx, "cudnnActivationBackward", "dx", (const void *)dx, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnActivationBackward(handle, activationDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta, dxDesc, dx);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnActivationBackward");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "activationDesc", (const void *)activationDesc);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "yDesc", (const void *)yDesc);
+        trace_ptr(&t, "y", (const void *)y);
+        trace_ptr(&t, "dyDesc", (const void *)dyDesc);
+        trace_ptr(&t, "dy", (const void *)dy);
+        trace_ptr(&t, "xDesc", (const void *)xDesc);
+        trace_ptr(&t, "x", (const void *)x);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "dxDesc", (const void *)dxDesc);
+        trace_ptr(&t, "dx", (const void *)dx);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnActivationBackward", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_ConvolutionBackwardBias_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t dyDesc, const void *dy, const void *beta, const cudnnTensorDescriptor_t dbDesc, void *db)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnConvolutionBackwardBias", "dy", (const void *)dy, file, line));
+    NN__TRY(check_dev(ctx, "cudnnConvolutionBackwardBias", "db", (const void *)db, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnConvolutionBackwardBias(handle, alpha, dyDesc, dy, beta, dbDesc, db);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnConvolutionBackwardBias");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "dyDesc", (const void *)dyDesc);
+        trace_ptr(&t, "dy", (const void *)dy);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "dbDesc", (const void *)dbDesc);
+        trace_ptr(&t, "db", (const void *)db);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnConvolutionBackwardBias", file, line);
     return NN_OK;
 }
 

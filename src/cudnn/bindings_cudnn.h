@@ -66,6 +66,15 @@ const char *nn__cudnn_PointwiseMode_name(int v);
  * not name. */
 const char *nn__cudnn_ResampleMode_name(int v);
 
+nn_status nn__cudnn_Create_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t *handle);
+#define nn__cudnn_Create(ctx, ...) nn__cudnn_Create_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_SetStream_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudaStream_t streamId);
+#define nn__cudnn_SetStream(ctx, ...) nn__cudnn_SetStream_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_Destroy_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle);
+#define nn__cudnn_Destroy(ctx, ...) nn__cudnn_Destroy_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
 nn_status nn__cudnn_BackendCreateDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor);
 #define nn__cudnn_BackendCreateDescriptor(ctx, ...) nn__cudnn_BackendCreateDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
@@ -95,6 +104,27 @@ nn_status nn__cudnn_DestroyTensorDescriptor_at(struct nn_ctx *ctx, const char *f
 
 nn_status nn__cudnn_TransformTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y);
 #define nn__cudnn_TransformTensor(ctx, ...) nn__cudnn_TransformTensor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_AddTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t aDesc, const void *A, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C);
+#define nn__cudnn_AddTensor(ctx, ...) nn__cudnn_AddTensor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_CreateActivationDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnActivationDescriptor_t *activationDesc);
+#define nn__cudnn_CreateActivationDescriptor(ctx, ...) nn__cudnn_CreateActivationDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_SetActivationDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnActivationDescriptor_t activationDesc, cudnnActivationMode_t mode, cudnnNanPropagation_t reluNanOpt, double coef);
+#define nn__cudnn_SetActivationDescriptor(ctx, ...) nn__cudnn_SetActivationDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_DestroyActivationDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnActivationDescriptor_t activationDesc);
+#define nn__cudnn_DestroyActivationDescriptor(ctx, ...) nn__cudnn_DestroyActivationDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_ActivationForward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnActivationDescriptor_t activationDesc, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y);
+#define nn__cudnn_ActivationForward(ctx, ...) nn__cudnn_ActivationForward_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_ActivationBackward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnActivationDescriptor_t activationDesc, const void *alpha, const cudnnTensorDescriptor_t yDesc, const void *y, const cudnnTensorDescriptor_t dyDesc, const void *dy, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t dxDesc, void *dx);
+#define nn__cudnn_ActivationBackward(ctx, ...) nn__cudnn_ActivationBackward_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_ConvolutionBackwardBias_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t dyDesc, const void *dy, const void *beta, const cudnnTensorDescriptor_t dbDesc, void *db);
+#define nn__cudnn_ConvolutionBackwardBias(ctx, ...) nn__cudnn_ConvolutionBackwardBias_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc);
 #define nn__cudnn_CreatePoolingDescriptor(ctx, ...) nn__cudnn_CreatePoolingDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)

@@ -1,36 +1,53 @@
-/* The cuDNN layer's per-context state: handles (created on first use, bound to the context's
- * stream once), the plan cache with the identity its file records carry (cuDNN version, GPU). */
+/* The cuDNN layer's per-context state: the cuDNN handle (created on first use, bound to the
+ * context's stream once), the context's cache with the identity its file records carry (cuDNN
+ * version, GPU), and the background plan builder.
+ *
+ * Two files share it, one above the other: handle_cudnn.c (the state's parts: the handle, the
+ * cache and builder slots, worker contexts), which the plan machinery uses, and ctx_cudnn.c (the
+ * state's life: creation with the plan file loaded and prebuilt, saving and release), which only
+ * the context assembly and the public plan-cache calls use. */
 #ifndef NN_CUDNN_CUDNN_CTX_H
 #define NN_CUDNN_CUDNN_CTX_H
+
+#include <stdint.h>
 
 #include "nn_config.h"
 #include "nnprim/status.h"
 
 struct nn_ctx;
-struct nn__plan_cache;
+struct nn__cache;
 
 #if NN_HAVE_CUDNN
-#include <cublas_v2.h>
 #include <cudnn.h>
 
-/* Create the state and the plan cache, and load settings.plan_cache_file if it names a file (a
- * missing file is silently skipped; an unreadable or malformed one is logged and the cache starts
- * empty). Fails only on NN_E_OOM_HOST or when the device cannot be described. */
-nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx);
+#include "cudnn/plan_file.h"
 
-/* Save settings.plan_cache_file if set (a failure is logged), then release plans and handles. */
-void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
+struct nn__plan_builder;
 
-/* The context's handles, created on first use with the context's stream set once. */
+struct nn__cudnn_state {
+    cudnnHandle_t cudnn;
+    struct nn__cache *plans;
+    struct nn__plan_builder *builder;
+    uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
+    struct nn__gpu_id gpu;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * handle_cudnn.c
+ */
+
+/* The context's handle, created on first use with the context's stream set once.
+ * Returns NN_OK; NN_E_CUDNN. */
 nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out);
-nn_status nn__cublas_handle(struct nn_ctx *ctx, cublasHandle_t *out);
 
-/* The context's plan cache (never NULL after nn__cudnn_ctx_init). */
-struct nn__plan_cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
+/* Release a handle (NULL is allowed) without touching ctx's last error. */
+void nn__cudnn_handle_destroy(struct nn_ctx *ctx, cudnnHandle_t h);
+
+/* The context's cache (never NULL after nn__cudnn_ctx_init). */
+struct nn__cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
 
 /* Where the context keeps its background plan builder (plan_build_cudnn.h); NULL until the
  * first background build. */
-struct nn__plan_builder;
 struct nn__plan_builder **nn__cudnn_builder_slot(struct nn_ctx *ctx);
 
 /* A context for a worker thread that builds plans for parent: same device, settings and stream,
@@ -40,8 +57,23 @@ nn_status nn__cudnn_worker_ctx_create(struct nn_ctx *parent, struct nn_ctx **out
 /* Release a worker context and its handle. NULL is allowed. */
 void nn__cudnn_worker_ctx_destroy(struct nn_ctx *w);
 
+/* ---------------------------------------------------------------------------------------------
+ * ctx_cudnn.c
+ */
+
+/* Create the state and the cache (for the n entry kinds of table: the context assembly lists
+ * every family's kinds, so this layer knows none), and load settings.plan_cache_file if it names
+ * a file (a missing file is silently skipped; an unreadable or malformed one is logged and the
+ * cache starts empty). Fails only on NN_E_OOM_HOST, NN_E_INVALID_ARG (a malformed kind table) or
+ * when the device cannot be described. */
+struct nn__cache_kind;
+nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n);
+
+/* Save settings.plan_cache_file if set (a failure is logged), then release plans and handles. */
+void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
+
 /* nn_plan_cache_save / _load for a cuDNN context: the file carries this process's cuDNN
- * version (cudnnGetVersion()) and the context's GPU. */
+ * version (cudnnGetVersion()) and the context's GPU; a load queues prebuilds. */
 nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path);
 nn_status nn__cudnn_plan_cache_load(struct nn_ctx *ctx, const char *path);
 #endif

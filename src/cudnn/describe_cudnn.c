@@ -111,55 +111,22 @@ const char *nn__cudnn_describe_conv(char *buf, size_t cap, const struct nn__cudn
     return buf;
 }
 
-static void put_pool(struct out *o, const struct nn__cudnn_pool *p)
-{
-    int n = p->spatial_rank;
-    static const char *const modes[] = {"maxpool", "avgpool_incl_pad", "avgpool_excl_pad"};
-    const char *mode = p->mode >= 0 && p->mode <= 2 ? modes[p->mode] : "pool(invalid mode)";
-    if (n < 1 || n > NN__CUDNN_SPATIAL_MAX) {
-        put(o, "%s(invalid spatial rank %d)", mode, n);
-        return;
-    }
-    put(o, "%s%dd window=", mode, n);
-    put_list(o, p->window, n, "x");
-    put(o, " stride=");
-    put_list(o, p->stride, n, "x");
-    put(o, " pad=");
-    put_list(o, p->pre_pad, n, "x");
-    put(o, "/");
-    put_list(o, p->post_pad, n, "x");
-    put(o, " acc=%s", nn_dtype_name(p->compute));
-}
-
-const char *nn__cudnn_describe_pool(char *buf, size_t cap, const struct nn__cudnn_pool *p)
-{
-    struct out o = out_init(buf, cap);
-    put_pool(&o, p);
-    return buf;
-}
-
 const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,
                                           const struct nn__cudnn_graph_desc *d)
 {
-    static const char *const kinds[] = {"?",         "conv_fwd", "conv_bwd_data", "conv_bwd_filter",
-                                        "bias_grad", "pool_fwd"};
     static const char *const names[NN__UID_IO_END] = {"",   "x",  "w",  "y", "b",
                                                       "dx", "dw", "dy", "db"};
     struct out o = out_init(buf, cap);
-    int k =
-        d->kind >= NN__CUDNN_GRAPH_CONV_FWD && d->kind <= NN__CUDNN_GRAPH_POOL_FWD ? d->kind : 0;
-    put(&o, "%s", kinds[k]);
+    const struct nn__cudnn_graph_kind_info *kind = nn__cudnn_graph_kind_info(d->kind);
+    put(&o, "%s", kind ? kind->name : "?");
     for (int u = 1; u < NN__UID_IO_END; u++) {
         if (d->t[u].rank <= 0) continue;
         put(&o, " ");
         put_tensor(&o, names[u], &d->t[u]);
     }
-    if (k >= NN__CUDNN_GRAPH_CONV_FWD && k <= NN__CUDNN_GRAPH_CONV_BWD_FILTER) {
+    if (kind) {
         put(&o, " ");
         put_conv(&o, &d->conv);
-    } else if (k >= NN__CUDNN_GRAPH_POOL_FWD) {
-        put(&o, " ");
-        put_pool(&o, &d->pool);
     }
     if (d->relu) put(&o, " +relu");
     if (d->alpha != 1.0 || d->beta != 0.0) put(&o, " alpha=%g beta=%g", d->alpha, d->beta);

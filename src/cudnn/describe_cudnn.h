@@ -13,7 +13,7 @@
 
 #include <cudnn.h>
 
-#include "cudnn/graph_cudnn.h"
+#include "cudnn/graph_types_cudnn.h"
 
 struct nn_ctx;
 
@@ -27,9 +27,6 @@ const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
 
 /* "conv2d stride=1x1 dilation=1x1 pad=0x0/0x0 xcorr acc=f32" */
 const char *nn__cudnn_describe_conv(char *buf, size_t cap, const struct nn__cudnn_conv *c);
-
-/* "maxpool2d window=2x2 stride=2x2 pad=0x0/0x0 acc=f32" */
-const char *nn__cudnn_describe_pool(char *buf, size_t cap, const struct nn__cudnn_pool *p);
 
 /* The whole graph: "conv_fwd x:... w:... b:... y:... conv2d ... +relu alpha=1 beta=0" */
 const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,

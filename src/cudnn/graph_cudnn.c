@@ -11,6 +11,7 @@
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/describe_cudnn.h"
 #include "cudnn/graph_cudnn.h"
+#include "mem/mem.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Pure helpers
@@ -47,16 +48,6 @@ void nn__cudnn_conv_to_2d(struct nn__cudnn_conv *c)
     shift_in(c->pre_pad, 0);
     shift_in(c->post_pad, 0);
     c->spatial_rank = 2;
-}
-
-void nn__cudnn_pool_to_2d(struct nn__cudnn_pool *p)
-{
-    if (p->spatial_rank != 1) return;
-    shift_in(p->window, 1);
-    shift_in(p->stride, 1);
-    shift_in(p->pre_pad, 0);
-    shift_in(p->post_pad, 0);
-    p->spatial_rank = 2;
 }
 
 void nn__cudnn_filter_from_ctx(const struct nn_ctx *ctx, nn_dtype dtype, struct nn__cudnn_filter *f)
@@ -268,87 +259,6 @@ static nn_status make_pointwise_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g
     return NN_OK;
 }
 
-static nn_status make_reduction_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g, nn_dtype compute,
-                                   cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y,
-                                   cudnnBackendDescriptor_t *op)
-{
-    cudnnBackendDescriptor_t r, d;
-    cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
-    cudnnDataType_t ct = nn__cudnn_data_type(compute);
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &r));
-    NN__TRY(
-        SET(ctx, r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add));
-    NN__TRY(SET(ctx, r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
-    NN__TRY(nn__cudnn_BackendFinalize(ctx, r));
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &d));
-    NN__TRY(
-        SET(ctx, d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    NN__TRY(
-        SET(ctx, d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r));
-    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-    *op = d;
-    return NN_OK;
-}
-
-static void to_fractions(cudnnFraction_t *f, const int64_t *v, int n)
-{
-    for (int i = 0; i < n; i++) {
-        f[i].numerator = v[i];
-        f[i].denominator = 1;
-    }
-}
-
-/* Resample descriptor: window, strides and paddings are fractions in the backend API. */
-static nn_status make_resample(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                               const struct nn__cudnn_pool *p, cudnnBackendDescriptor_t *out)
-{
-    cudnnBackendDescriptor_t d;
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_RESAMPLE_DESCRIPTOR, &d));
-    cudnnResampleMode_t mode = p->mode == NN__CUDNN_POOL_MAX ? CUDNN_RESAMPLE_MAXPOOL
-                               : p->mode == NN__CUDNN_POOL_AVG_EXCLUDE_PAD
-                                   ? CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING
-                                   : CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING;
-    cudnnPaddingMode_t pad = p->mode == NN__CUDNN_POOL_MAX ? CUDNN_NEG_INF_PAD : CUDNN_ZERO_PAD;
-    cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
-    cudnnDataType_t ct = nn__cudnn_data_type(p->compute);
-    int64_t n = p->spatial_rank;
-    cudnnFraction_t f[NN__CUDNN_SPATIAL_MAX];
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_MODE, CUDNN_TYPE_RESAMPLE_MODE, 1, &mode));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_PADDING_MODE, CUDNN_TYPE_PADDING_MODE, 1, &pad));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n));
-    to_fractions(f, p->window, (int)n);
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, CUDNN_TYPE_FRACTION, n, f));
-    to_fractions(f, p->stride, (int)n);
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_STRIDES, CUDNN_TYPE_FRACTION, n, f));
-    to_fractions(f, p->pre_pad, (int)n);
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_PRE_PADDINGS, CUDNN_TYPE_FRACTION, n, f));
-    to_fractions(f, p->post_pad, (int)n);
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_RESAMPLE_POST_PADDINGS, CUDNN_TYPE_FRACTION, n, f));
-    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-    *out = d;
-    return NN_OK;
-}
-
-/* Which tensors each kind uses (the rest must have rank 0). */
-static int kind_uses(enum nn__cudnn_graph_kind k, int uid, int fused_bias)
-{
-    switch (k) {
-    case NN__CUDNN_GRAPH_CONV_FWD:
-        return uid == NN__UID_X || uid == NN__UID_W || uid == NN__UID_Y ||
-               (uid == NN__UID_B && fused_bias);
-    case NN__CUDNN_GRAPH_CONV_BWD_DATA:
-        return uid == NN__UID_DY || uid == NN__UID_W || uid == NN__UID_DX;
-    case NN__CUDNN_GRAPH_CONV_BWD_FILTER:
-        return uid == NN__UID_X || uid == NN__UID_DY || uid == NN__UID_DW;
-    case NN__CUDNN_GRAPH_BIAS_GRAD: return uid == NN__UID_DY || uid == NN__UID_DB;
-    case NN__CUDNN_GRAPH_POOL_FWD: return uid == NN__UID_X || uid == NN__UID_Y;
-    }
-    return 0;
-}
-
 static const char *uid_name(int uid)
 {
     static const char *const names[NN__UID_IO_END] = {"?",  "x",  "w",  "y", "b",
@@ -368,19 +278,18 @@ static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, c
 
 static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d)
 {
-    if (d->kind < NN__CUDNN_GRAPH_CONV_FWD || d->kind > NN__CUDNN_GRAPH_POOL_FWD)
+    const struct nn__cudnn_graph_kind_info *kind = nn__cudnn_graph_kind_info(d->kind);
+    if (!kind)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->kind);
-    int is_conv = d->kind <= NN__CUDNN_GRAPH_CONV_BWD_FILTER;
-    int is_pool = d->kind >= NN__CUDNN_GRAPH_POOL_FWD;
-    int srank = is_conv ? d->conv.spatial_rank : is_pool ? d->pool.spatial_rank : 0;
-    if ((is_conv || is_pool) && (srank < 1 || srank > NN__CUDNN_SPATIAL_MAX))
+    int srank = d->conv.spatial_rank;
+    if (srank < 1 || srank > NN__CUDNN_SPATIAL_MAX)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: spatial rank must be 1..%d, got %d",
                         NN__CUDNN_SPATIAL_MAX, srank);
     nn_dtype dtype = 0;
-    int fused_bias = d->kind == NN__CUDNN_GRAPH_CONV_FWD && d->t[NN__UID_B].rank > 0;
     for (int u = 1; u < NN__UID_IO_END; u++) {
         const struct nn__cudnn_tensor *t = &d->t[u];
-        int used = kind_uses(d->kind, u, fused_bias);
+        unsigned bit = NN__UID_BIT(u);
+        int used = (kind->uses & bit) || ((kind->optional & bit) && t->rank > 0);
         if (!used) {
             if (t->rank != 0)
                 return NN__FAIL(ctx, NN_E_INVALID_ARG,
@@ -389,7 +298,7 @@ static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_des
                                 uid_name(u), t->rank);
             continue;
         }
-        int want = srank ? 2 + srank : t->rank;
+        int want = 2 + srank;
         if (t->rank < 3 || t->rank > 5 || t->rank != want)
             return NN__FAIL(
                 ctx, NN_E_INVALID_ARG,
@@ -409,35 +318,15 @@ static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_des
         NN__TRY(check_spatial(ctx, "dims", t->rank, t->dims, 1));
         NN__TRY(check_spatial(ctx, "strides", t->rank, t->strides, 1));
     }
-    if (d->kind == NN__CUDNN_GRAPH_BIAS_GRAD) {
-        const struct nn__cudnn_tensor *dy = &d->t[NN__UID_DY], *db = &d->t[NN__UID_DB];
-        for (int i = 0; i < dy->rank; i++)
-            if (db->dims[i] != (i == 1 ? dy->dims[1] : 1))
-                return NN__FAIL(ctx, NN_E_SHAPE,
-                                "graph_cudnn: db.dims[%d] must be %lld (dy's channels at 1, else "
-                                "1), got %lld",
-                                i, (long long)(i == 1 ? dy->dims[1] : 1), (long long)db->dims[i]);
-    }
-    nn_dtype compute = is_pool ? d->pool.compute : d->conv.compute;
-    if (d->kind != NN__CUDNN_GRAPH_BIAS_GRAD || compute) {
-        if (compute != NN_DTYPE_F32 && compute != NN_DTYPE_F64)
-            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: compute type must be f32 or f64, got %s",
-                            nn_dtype_name(compute));
-    }
-    if (is_conv) {
-        const struct nn__cudnn_conv *c = &d->conv;
-        NN__TRY(check_spatial(ctx, "conv.stride", srank, c->stride, 1));
-        NN__TRY(check_spatial(ctx, "conv.dilation", srank, c->dilation, 1));
-        NN__TRY(check_spatial(ctx, "conv.pre_pad", srank, c->pre_pad, 0));
-        NN__TRY(check_spatial(ctx, "conv.post_pad", srank, c->post_pad, 0));
-    }
-    if (is_pool) {
-        const struct nn__cudnn_pool *p = &d->pool;
-        NN__TRY(check_spatial(ctx, "pool.window", srank, p->window, 1));
-        NN__TRY(check_spatial(ctx, "pool.stride", srank, p->stride, 1));
-        NN__TRY(check_spatial(ctx, "pool.pre_pad", srank, p->pre_pad, 0));
-        NN__TRY(check_spatial(ctx, "pool.post_pad", srank, p->post_pad, 0));
-    }
+    nn_dtype compute = d->conv.compute;
+    if (compute != NN_DTYPE_F32 && compute != NN_DTYPE_F64)
+        return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: compute type must be f32 or f64, got %s",
+                        nn_dtype_name(compute));
+    const struct nn__cudnn_conv *c = &d->conv;
+    NN__TRY(check_spatial(ctx, "conv.stride", srank, c->stride, 1));
+    NN__TRY(check_spatial(ctx, "conv.dilation", srank, c->dilation, 1));
+    NN__TRY(check_spatial(ctx, "conv.pre_pad", srank, c->pre_pad, 0));
+    NN__TRY(check_spatial(ctx, "conv.post_pad", srank, c->post_pad, 0));
     return NN_OK;
 }
 
@@ -450,7 +339,7 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
     for (int u = 1; u < NN__UID_IO_END; u++)
         if (m->t[u].rank) NN__TRY(make_tensor(ctx, g, &m->t[u], u, false, &t[u]));
     *n_ops = 0;
-    cudnnBackendDescriptor_t cd, rd;
+    cudnnBackendDescriptor_t cd;
     switch (m->kind) {
     case NN__CUDNN_GRAPH_CONV_FWD: {
         nn_dtype ct = m->conv.compute;
@@ -485,23 +374,6 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
         return make_conv_op(ctx, g, &conv_bwd_filter_attrs, t[NN__UID_X], t[NN__UID_DY],
                             t[NN__UID_DW], cd, m->conv.compute, m->alpha, m->beta,
                             &ops[(*n_ops)++]);
-    case NN__CUDNN_GRAPH_BIAS_GRAD:
-        return make_reduction_op(ctx, g, m->conv.compute ? m->conv.compute : NN_DTYPE_F32,
-                                 t[NN__UID_DY], t[NN__UID_DB], &ops[(*n_ops)++]);
-    case NN__CUDNN_GRAPH_POOL_FWD: {
-        cudnnBackendDescriptor_t d;
-        NN__TRY(make_resample(ctx, g, &m->pool, &rd));
-        NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR, &d));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_X]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &t[NN__UID_Y]));
-        NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_RESAMPLE_FWD_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                    1, &rd));
-        NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-        ops[(*n_ops)++] = d;
-        return NN_OK;
-    }
     }
     return NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: unknown graph kind %d", (int)m->kind);
 }
@@ -510,14 +382,10 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
 static nn_status map_to_2d(const struct nn__cudnn_graph_desc *d, struct nn__cudnn_graph_desc *m)
 {
     *m = *d;
-    int one_d = (d->kind <= NN__CUDNN_GRAPH_CONV_BWD_FILTER && d->conv.spatial_rank == 1) ||
-                (d->kind >= NN__CUDNN_GRAPH_POOL_FWD && d->pool.spatial_rank == 1) ||
-                (d->kind == NN__CUDNN_GRAPH_BIAS_GRAD && d->t[NN__UID_DY].rank == 3);
-    if (!one_d) return NN_OK;
+    if (d->conv.spatial_rank != 1) return NN_OK;
     for (int u = 1; u < NN__UID_IO_END; u++)
         if (m->t[u].rank) NN__TRY(nn__cudnn_tensor_insert_unit_dim(&m->t[u], 2));
     nn__cudnn_conv_to_2d(&m->conv);
-    nn__cudnn_pool_to_2d(&m->pool);
     return NN_OK;
 }
 
@@ -615,24 +483,6 @@ void nn__cudnn_desc_conv_bwd_filter(struct nn__cudnn_graph_desc *d,
     d->t[NN__UID_DY] = *dy;
     d->t[NN__UID_DW] = *dw;
     d->conv = *c;
-}
-
-void nn__cudnn_desc_bias_grad(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
-                              const struct nn__cudnn_tensor *db)
-{
-    desc_init(d, NN__CUDNN_GRAPH_BIAS_GRAD);
-    d->t[NN__UID_DY] = *dy;
-    d->t[NN__UID_DB] = *db;
-    d->conv.compute = dy->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
-}
-
-void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_pool *p)
-{
-    desc_init(d, NN__CUDNN_GRAPH_POOL_FWD);
-    d->t[NN__UID_X] = *x;
-    d->t[NN__UID_Y] = *y;
-    d->pool = *p;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1084,4 +934,21 @@ nn_status nn__cudnn_plan_execute(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(variant_pack(ctx, p, ptrs, workspace));
     return nn__cudnn_BackendExecute(ctx, h, p->plan, p->vp);
+}
+
+nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
+                             const struct nn__cudnn_args *args)
+{
+    int64_t bytes = nn__cudnn_plan_workspace(plan);
+    void *ws = NULL;
+    if (bytes > 0) {
+        uint64_t t0 = nn__verbose(ctx) >= 2 ? nn__now_ns() : 0;
+        NN__TRY(nn__dev_alloc(ctx, (size_t)bytes, &ws));
+        if (t0)
+            nn__log("workspace: %lld bytes from the pool in %.3f ms", (long long)bytes,
+                    (double)(nn__now_ns() - t0) / 1e6);
+    }
+    nn_status st = nn__cudnn_plan_execute(ctx, plan, args, ws);
+    nn_status fst = nn__dev_free(ctx, ws);
+    return st != NN_OK ? st : fst;
 }

@@ -18,113 +18,11 @@
 
 #include <cudnn.h>
 
+#include "cudnn/graph_types_cudnn.h"
 #include "nnprim/context.h"
 #include "nnprim/tensor.h"
 
 struct nn_ctx;
-
-#define NN__CUDNN_SPATIAL_MAX 3 /* 1-D (as 2-D), 2-D and 3-D */
-
-/* ---------------------------------------------------------------------------------------------
- * Value structs
- */
-
-/* A tensor as cuDNN sees it. rank is 2 + spatial rank (N, C, spatial...) or what the op needs;
- * strides are in elements; alignment is the byte alignment of the data pointer (16 for pool
- * blocks; a smaller power of two for views into them). */
-struct nn__cudnn_tensor {
-    nn_dtype dtype;
-    int rank;
-    int64_t dims[NN_MAX_RANK];
-    int64_t strides[NN_MAX_RANK];
-    int64_t alignment;
-};
-
-/* Convolution mode: frameworks mean cross-correlation by "convolution". */
-enum nn__cudnn_conv_mode { NN__CUDNN_CROSS_CORRELATION = 0, NN__CUDNN_CONVOLUTION = 1 };
-
-struct nn__cudnn_conv {
-    int spatial_rank; /* 1..3; 1-D runs as 2-D with a unit height */
-    int64_t stride[NN__CUDNN_SPATIAL_MAX];
-    int64_t dilation[NN__CUDNN_SPATIAL_MAX];
-    int64_t pre_pad[NN__CUDNN_SPATIAL_MAX];
-    int64_t post_pad[NN__CUDNN_SPATIAL_MAX];
-    enum nn__cudnn_conv_mode mode;
-    nn_dtype compute; /* accumulation type: F32 for f32/f16/bf16 data, F64 for f64 */
-};
-
-enum nn__cudnn_pool_mode {
-    NN__CUDNN_POOL_MAX = 0,
-    NN__CUDNN_POOL_AVG_INCLUDE_PAD = 1,
-    NN__CUDNN_POOL_AVG_EXCLUDE_PAD = 2
-};
-
-struct nn__cudnn_pool {
-    int spatial_rank; /* 1..3; 1-D runs as 2-D with a unit height */
-    int64_t window[NN__CUDNN_SPATIAL_MAX];
-    int64_t stride[NN__CUDNN_SPATIAL_MAX];
-    int64_t pre_pad[NN__CUDNN_SPATIAL_MAX];
-    int64_t post_pad[NN__CUDNN_SPATIAL_MAX];
-    enum nn__cudnn_pool_mode mode;
-    nn_dtype compute;
-};
-
-/* What a graph computes. */
-enum nn__cudnn_graph_kind {
-    NN__CUDNN_GRAPH_CONV_FWD = 1,        /* y = conv(x, w) [+ b] [relu] */
-    NN__CUDNN_GRAPH_CONV_BWD_DATA = 2,   /* dx = alpha conv_bwd_data(dy, w) + beta dx */
-    NN__CUDNN_GRAPH_CONV_BWD_FILTER = 3, /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
-    NN__CUDNN_GRAPH_BIAS_GRAD = 4,       /* db = sum of dy over N and spatial dims */
-    NN__CUDNN_GRAPH_POOL_FWD = 5         /* y = pool(x) */
-    /* No pooling backward: cuDNN 9.14's resample backward refused average pooling without x
-     * (BAD_PARAM) and crashed on max pooling on the H200; src/pool uses the legacy calls. */
-};
-
-/* Unique ids of a graph's tensors: the variant pack's keys, and the index into
- * struct nn__cudnn_args. Fixed by role so records and JSON plans stay valid across runs. */
-enum nn__cudnn_uid {
-    NN__UID_X = 1,
-    NN__UID_W = 2,
-    NN__UID_Y = 3,
-    NN__UID_B = 4,
-    NN__UID_DX = 5,
-    NN__UID_DW = 6,
-    NN__UID_DY = 7,
-    NN__UID_DB = 8,
-    NN__UID_IO_END = 9,         /* first id that is not a graph input or output */
-    NN__UID_VIRTUAL_CONV = 101, /* conv output before the fused bias/relu */
-    NN__UID_VIRTUAL_BIAS = 102  /* bias-add output before relu */
-};
-
-/* Data pointers of one execution, indexed by enum nn__cudnn_uid; unused entries are ignored. */
-struct nn__cudnn_args {
-    void *p[NN__UID_IO_END];
-};
-
-/* The graph as plain values: what was asked for (also what describe_cudnn prints). Tensors are
- * kept as given (before the 1-D to 2-D mapping). Unused tensors have rank 0. */
-struct nn__cudnn_graph_desc {
-    enum nn__cudnn_graph_kind kind;
-    struct nn__cudnn_tensor t[NN__UID_IO_END]; /* indexed by enum nn__cudnn_uid */
-    struct nn__cudnn_conv conv;                /* conv kinds */
-    struct nn__cudnn_pool pool;                /* pool kinds */
-    int relu;                                  /* conv forward: fused relu */
-    double alpha, beta;                        /* blend: out = alpha * result + beta * out */
-};
-
-/* An engine and its knob choices: all that is needed to rebuild a plan for the same graph on
- * the same cuDNN and GPU. Field for field the plan cache's struct nn__plan_record (engine,
- * knob_count, knobs[].type/.value). */
-#define NN__ENGINE_KNOBS_MAX 64
-struct nn__engine_knob {
-    int64_t type;  /* cudnnBackendKnobType_t */
-    int64_t value; /* the choice */
-};
-struct nn__engine_choice {
-    int64_t engine; /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX */
-    int32_t knob_count;
-    struct nn__engine_knob knobs[NN__ENGINE_KNOBS_MAX];
-};
 
 /* ---------------------------------------------------------------------------------------------
  * Pure helpers (no cuDNN calls; tested on the CPU)
@@ -136,10 +34,9 @@ struct nn__engine_choice {
  */
 nn_status nn__cudnn_tensor_insert_unit_dim(struct nn__cudnn_tensor *t, int axis);
 
-/* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding
- * (window 1 for pooling). Rank 2 and 3 are left alone. */
+/* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding.
+ * Rank 2 and 3 are left alone. */
 void nn__cudnn_conv_to_2d(struct nn__cudnn_conv *c);
-void nn__cudnn_pool_to_2d(struct nn__cudnn_pool *p);
 
 /* Plan selection rules, from the context's settings and the data type. */
 struct nn__cudnn_filter {
@@ -171,8 +68,8 @@ int nn__cudnn_workspace_usable(int64_t ws, size_t cap, const char **why);
 
 struct nn__cudnn_graph;
 
-/* Build and finalize the operation graph described by d (checked first: ranks, matching dtypes,
- * spatial ranks, conv/pool parameters). 1-D convolutions and pools run as 2-D.
+/* Build and finalize the operation graph described by d (checked first: the kind, ranks, matching
+ * dtypes, spatial ranks, conv parameters). 1-D convolutions run as 2-D.
  * Returns NN_OK; NN_E_INVALID_ARG (the message names the field); NN_E_UNSUPPORTED (cuDNN
  * rejects the graph); NN_E_CUDNN; NN_E_OOM_HOST. */
 nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
@@ -200,11 +97,6 @@ void nn__cudnn_desc_conv_bwd_filter(struct nn__cudnn_graph_desc *d,
                                     const struct nn__cudnn_tensor *dy,
                                     const struct nn__cudnn_tensor *dw,
                                     const struct nn__cudnn_conv *c);
-/* db has dy's rank with 1 in every reduced dimension (all but C). */
-void nn__cudnn_desc_bias_grad(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
-                              const struct nn__cudnn_tensor *db);
-void nn__cudnn_desc_pool_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_pool *p);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans
@@ -282,5 +174,9 @@ cudnnBackendDescriptor_t nn__cudnn_plan_backend(const struct nn__cudnn_plan *p);
  * missing); NN_E_CUDNN; NN_E_OOM_HOST. */
 nn_status nn__cudnn_plan_execute(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
                                  const struct nn__cudnn_args *args, void *workspace);
+
+/* Run plan with a workspace from the pool (taken and given back on the context's stream). */
+nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
+                             const struct nn__cudnn_args *args);
 
 #endif

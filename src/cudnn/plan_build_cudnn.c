@@ -12,7 +12,6 @@
 #include "core/log.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_build_cudnn.h"
-#include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
 struct job {
@@ -261,7 +260,7 @@ nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_ke
 }
 
 /* One finished job into the cache; the job is freed. */
-static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job *j)
+static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
 {
     nn_error_info keep = ctx->last_error;
     if (j->status == NN_OK) {
@@ -271,19 +270,18 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
              * not wait for prebuilding). */
             nn__plan_cache_note_build_ms(c, &j->key, j->ms);
             if (j->has_fallback) {
-                nn__plan_cache_count(c, NN__PC_BACKGROUND_BUILT);
+                nn__cache_count(c, NN__PC_BACKGROUND_BUILT);
                 if (nn__verbose(ctx))
                     nn__log("plan cache: tuned plan (engine %lld) built in the background in "
                             "%.1f ms replaces its quick alternate (engine %lld)",
                             (long long)j->c.engine, j->ms, (long long)j->fallback.engine);
             }
         } else if (j->prebuild && (known = nn__plan_cache_lookup_known(c, &j->key)) &&
-                   nn__plan_cache_insert(ctx, c, &j->key, known, j->plan, nn__cudnn_plan_destroy) ==
-                       NN_OK) {
+                   nn__plan_cache_insert(ctx, c, &j->key, known, j->plan) == NN_OK) {
             /* No live plan: it goes live with the key's known record (gone if the cache was
              * cleared or the record dropped meanwhile). */
             nn__plan_cache_note_build_ms(c, &j->key, j->ms);
-            nn__plan_cache_count(c, NN__PC_PREBUILT);
+            nn__cache_count(c, NN__PC_PREBUILT);
             if (nn__verbose(ctx) >= 2)
                 nn__log("plan cache: plan (engine %lld) prebuilt in %.1f ms, first run on the "
                         "builder's stream %.1f ms (-1: none)",
@@ -294,7 +292,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
             nn__cudnn_plan_destroy(j->plan);
         }
     } else if (j->has_fallback) {
-        nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
+        nn__cache_count(c, NN__PC_BACKGROUND_FAILED);
         /* The tuned configuration no longer builds here: keep the alternate, and its record so
          * that a save does not hand the failure on. */
         nn__plan_cache_replace_live(ctx, c, &j->key, NULL, &j->fallback);
@@ -302,7 +300,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__plan_cache *c, struct job
                 "quick alternate (engine %lld) stays: %s",
                 (long long)j->c.engine, (long long)j->fallback.engine, j->message);
     } else {
-        nn__plan_cache_count(c, NN__PC_BACKGROUND_FAILED);
+        nn__cache_count(c, NN__PC_BACKGROUND_FAILED);
         if (nn__verbose(ctx))
             nn__log("plan cache: prebuilding a loaded record (engine %lld) failed; its first call "
                     "rebuilds or searches: %s",
@@ -329,7 +327,7 @@ void nn__plan_builder_collect(struct nn_ctx *ctx)
         rev = done;
         done = n;
     }
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     while (rev) {
         struct job *n = rev->next;
         collect_one(ctx, c, rev);

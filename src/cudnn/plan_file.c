@@ -1,34 +1,30 @@
 /* The plan file: encoding, checked decoding, atomic save, load.
  *
- * Format version 2. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
+ * Format version 3. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
  * IEEE-754 bit pattern as a u64.
  *
  *   header   magic "NNPLANC\n" (8 bytes)
- *            u32 format version (2; version 1 files are read too)
+ *            u32 format version (3; versions 1 and 2 are read too)
  *            u64 cuDNN version of the writer (cudnnGetVersion())
  *            i32 cc_major, i32 cc_minor, i32 sm_count
  *            u32 name_len (< 256), name_len bytes of GPU name (no NUL)
- *            u32 record count (<= NN__PLAN_KNOWN_MAX)
+ *            u32 record count (<= NN__CACHE_KNOWN_MAX)
  *   record   u32 body bytes (what follows, up to the next record)
- *            key: i32 op, compute, math_mode, deterministic; u64 workspace_cap;
- *                 8 operands (x w y b dx dw dy db): i32 rank, i32 dtype, i64 alignment,
- *                     rank x (i64 dim, i64 stride)   (rank 0: dtype and alignment are 0);
- *                 i32 spatial_rank, i32 groups,
- *                 spatial_rank x (i64 stride, dilation, pad_lo, pad_hi, window),
- *                 i32 mode, activation, pool_mode, flags; f64 alpha, beta
- *            i64 engine, u64 workspace, f64 time_us,
- *            u32 knob_count, knob_count x (i64 type, i64 value),
- *            u32 json_len, json_len bytes,
- *            f64 build_ms (>= 0, or -1 = unknown),
- *            i64 quick_engine (>= 0, or -1 = no quick alternate),
- *            u32 quick_knob_count (<= 64, 0 without a quick engine),
- *            quick_knob_count x (i64 type, i64 value)
- *            Version 1 records end after the JSON; they load with build_ms and quick_engine -1
- *            and no quick knobs (nn__plan_record_init()).
+ *            u32 kind id (struct nn__cache_kind.id)
+ *            the key, field by field in the order of the kind's key field list, each array
+ *                element at its field's width
+ *            the record, likewise, by the kind's record field list
+ *            u32 blob_len (<= the kind's blob_max), blob_len bytes
+ *            A record of a kind the reading process does not have is skipped whole (counted as
+ *            skipped); for a kind it has, the body must be exactly what the field lists take.
  *   trailer  u64 FNV-1a 64 of every byte before it
  *
+ * Versions 1 and 2 (before the cache knew more than one kind) had graph-plan records only, in
+ * their own layout (read_v2_record() below); their convolution records load as known records of
+ * the graph-plan kind and their pooling records, which nothing uses, are skipped.
+ *
  * The decoder trusts nothing: each read is bounds-checked against the file and each value
- * range-checked, and any failure names the field and its byte offset. */
+ * range-checked (by the kind's hooks), and any failure names the field and its byte offset. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -41,9 +37,10 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "cudnn/plan_cache.h"
+#include "cudnn/plan_file.h"
 
 #define PLAN_FILE_MAGIC       "NNPLANC\n"
-#define PLAN_FILE_VERSION     2u /* written; MIN..this are read */
+#define PLAN_FILE_VERSION     3u /* written; MIN..this are read */
 #define PLAN_FILE_VERSION_MIN 1u
 #define PLAN_FILE_MAX_SIZE    ((size_t)256 << 20)
 
@@ -91,74 +88,22 @@ static void put_i32(struct writer *w, int32_t v)
     put_u32(w, (uint32_t)v);
 }
 
-static void put_i64(struct writer *w, int64_t v)
+/* The fields of a key or record, through the field list's own encoder. */
+static void put_fields(struct writer *w, const struct nn__field *fields, const void *v)
 {
-    put_u64(w, (uint64_t)v);
+    size_t n = nn__field_list_encoded_size(fields);
+    if (w->buf) nn__field_list_encode(fields, v, w->buf + w->pos);
+    w->pos += n;
 }
 
-static void put_f64(struct writer *w, double v)
+static void put_record_body(struct writer *w, const struct nn__cache_kind *kind, const void *key,
+                            const struct nn__cache_view *v)
 {
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    put_u64(w, u);
-}
-
-static void put_key(struct writer *w, const struct nn__plan_key *k)
-{
-    put_i32(w, k->op);
-    put_i32(w, k->compute);
-    put_i32(w, k->math_mode);
-    put_i32(w, k->deterministic);
-    put_u64(w, k->workspace_cap);
-    for (int i = 0; i < NN__KEY_OPERANDS; i++) {
-        const struct nn__key_tensor *t = &k->t[i];
-        put_i32(w, t->rank);
-        put_i32(w, t->rank ? t->dtype : 0);
-        put_i64(w, t->rank ? t->alignment : 0);
-        for (int d = 0; d < t->rank; d++) {
-            put_i64(w, t->dims[d]);
-            put_i64(w, t->strides[d]);
-        }
-    }
-    const struct nn__key_params *p = &k->p;
-    put_i32(w, p->spatial_rank);
-    put_i32(w, p->groups);
-    for (int i = 0; i < p->spatial_rank; i++) {
-        put_i64(w, p->stride[i]);
-        put_i64(w, p->dilation[i]);
-        put_i64(w, p->pad_lo[i]);
-        put_i64(w, p->pad_hi[i]);
-        put_i64(w, p->window[i]);
-    }
-    put_i32(w, p->mode);
-    put_i32(w, p->activation);
-    put_i32(w, p->pool_mode);
-    put_i32(w, p->flags);
-    put_f64(w, p->alpha);
-    put_f64(w, p->beta);
-}
-
-static void put_record_body(struct writer *w, const struct nn__plan_key *k,
-                            const struct nn__plan_record *r)
-{
-    put_key(w, k);
-    put_i64(w, r->engine);
-    put_u64(w, r->workspace);
-    put_f64(w, r->time_us);
-    put_u32(w, (uint32_t)r->knob_count);
-    for (int i = 0; i < r->knob_count; i++) {
-        put_i64(w, r->knobs[i].type);
-        put_i64(w, r->knobs[i].value);
-    }
-    put_u32(w, r->json_len);
-    put_bytes(w, r->json, r->json_len);
-    put_f64(w, r->build_ms);
-    put_i64(w, r->quick_engine);
-    put_u32(w, (uint32_t)r->quick_knob_count);
-    for (int i = 0; i < r->quick_knob_count; i++) {
-        put_i64(w, r->quick_knobs[i].type);
-        put_i64(w, r->quick_knobs[i].value);
-    }
+    put_u32(w, kind->id);
+    put_fields(w, kind->key_fields, key);
+    put_fields(w, kind->record_fields, v->record);
+    put_u32(w, v->blob_len);
+    put_bytes(w, v->blob, v->blob_len);
 }
 
 struct encode_state {
@@ -166,19 +111,20 @@ struct encode_state {
     uint32_t count;
 };
 
-static int encode_record(void *arg, const struct nn__plan_key *k, const struct nn__plan_record *r)
+static int encode_record(void *arg, const struct nn__cache_kind *kind, const void *key,
+                         const struct nn__cache_view *v)
 {
     struct encode_state *s = arg;
     struct writer sizer = {NULL, 0};
-    put_record_body(&sizer, k, r);
+    put_record_body(&sizer, kind, key, v);
     put_u32(&s->w, (uint32_t)sizer.pos);
-    put_record_body(&s->w, k, r);
+    put_record_body(&s->w, kind, key, v);
     s->count++;
     return 0;
 }
 
-static void encode_all(struct encode_state *s, const struct nn__plan_cache *c,
-                       uint64_t cudnn_version, const struct nn__gpu_id *gpu, uint32_t count)
+static void encode_all(struct encode_state *s, const struct nn__cache *c, uint64_t cudnn_version,
+                       const struct nn__gpu_id *gpu, uint32_t count)
 {
     size_t name_len = strnlen(gpu->name, NN__GPU_NAME_MAX - 1);
     put_bytes(&s->w, PLAN_FILE_MAGIC, 8);
@@ -190,10 +136,10 @@ static void encode_all(struct encode_state *s, const struct nn__plan_cache *c,
     put_u32(&s->w, (uint32_t)name_len);
     put_bytes(&s->w, gpu->name, name_len);
     put_u32(&s->w, count);
-    nn__plan_cache_visit(c, encode_record, s);
+    nn__cache_visit(c, encode_record, s);
 }
 
-nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__plan_cache *c,
+nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__cache *c,
                                uint64_t cudnn_version, const struct nn__gpu_id *gpu,
                                unsigned char **out, size_t *out_len)
 {
@@ -201,9 +147,9 @@ nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__plan_cache *
     *out_len = 0;
     struct encode_state size = {{NULL, 0}, 0};
     encode_all(&size, c, cudnn_version, gpu, 0);
-    if (size.count > NN__PLAN_KNOWN_MAX)
+    if (size.count > NN__CACHE_KNOWN_MAX)
         return NN__FAIL(ctx, NN_E_OVERFLOW, "plan file: %u records, the format holds at most %d",
-                        size.count, NN__PLAN_KNOWN_MAX);
+                        size.count, NN__CACHE_KNOWN_MAX);
     size_t total = size.w.pos + 8;
     unsigned char *buf = nn__host_alloc(total);
     if (!buf) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file: out of host memory");
@@ -227,6 +173,7 @@ struct reader {
     long record;      /* index of the record being read, -1 in the header */
     uint32_t version; /* the file's format version, once the header is read */
     nn_status status;
+    int has_plans; /* the cache has the graph-plan kind (version 1 and 2 records are of it) */
 };
 
 /* Records NN_E_FORMAT once (the first problem found is the one reported). */
@@ -338,7 +285,7 @@ static int get_key_tensor(struct reader *r, struct nn__key_tensor *t)
 
 static int get_key(struct reader *r, struct nn__plan_key *k)
 {
-    nn__plan_key_init(k);
+    memset(k, 0, sizeof *k);
     if (!get_i32_in(r, "key op", NN__OP_NONE + 1, NN__OP_KIND_COUNT - 1, &k->op) ||
         !get_i32_in(r, "key compute", NN_DTYPE_F32, NN_DTYPE_BF16, &k->compute) ||
         !get_i32_in(r, "key math_mode", NN_MATH_STRICT_FP32, NN_MATH_TF32, &k->math_mode) ||
@@ -373,7 +320,8 @@ static int record_ok(struct reader *r, const struct nn__plan_record *rec, size_t
     return problem ? bad(r, at, field, problem) : 1;
 }
 
-static int get_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_record *rec)
+/* A version 1 or 2 record: a graph-plan key and record in the layout of those versions. */
+static int read_v2_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_record *rec)
 {
     uint32_t body;
     if (!get_u32(r, "body length", &body)) return 0;
@@ -442,7 +390,7 @@ static int get_header(struct reader *r, struct header *h)
     if (!get_u32(r, "format version", &r->version)) return 0;
     if (r->version < PLAN_FILE_VERSION_MIN || r->version > PLAN_FILE_VERSION) {
         char msg[96];
-        snprintf(msg, sizeof msg, "format version %u, this build reads versions %u and %u",
+        snprintf(msg, sizeof msg, "format version %u, this build reads versions %u to %u",
                  r->version, PLAN_FILE_VERSION_MIN, PLAN_FILE_VERSION);
         return bad(r, 8, "format version", msg);
     }
@@ -459,7 +407,7 @@ static int get_header(struct reader *r, struct header *h)
     r->pos += name_len;
     size_t at = r->pos;
     if (!get_u32(r, "record count", &h->count)) return 0;
-    if (h->count > NN__PLAN_KNOWN_MAX) return bad(r, at, "record count", "exceeds 1048576");
+    if (h->count > NN__CACHE_KNOWN_MAX) return bad(r, at, "record count", "exceeds 1048576");
     return 1;
 }
 
@@ -471,27 +419,121 @@ static int same_identity(const struct header *h, uint64_t cudnn_version,
            strncmp(h->gpu.name, gpu->name, NN__GPU_NAME_MAX - 1) == 0;
 }
 
+/* One version-3 record of a kind the cache has, after its kind id: key, record and blob, decoded
+ * into buffers of kind's sizes (zeroed by the caller) and range-checked by the kind's hooks.
+ * body is the body length, start its first byte. */
+static int read_v3_fields(struct reader *r, const struct nn__cache_kind *kind, uint32_t body,
+                          size_t start, void *key, void *rec, uint32_t *blob_len)
+{
+    size_t klen = nn__field_list_encoded_size(kind->key_fields),
+           rlen = nn__field_list_encoded_size(kind->record_fields);
+    if (!need(r, klen, "key")) return 0;
+    size_t at = r->pos;
+    nn__field_list_decode(kind->key_fields, r->buf + r->pos, key);
+    r->pos += klen;
+    const char *problem = kind->key_invalid ? kind->key_invalid(key) : NULL;
+    if (problem) return bad(r, at, "key", problem);
+    if (!need(r, rlen, "record")) return 0;
+    size_t rec_at = r->pos;
+    nn__field_list_decode(kind->record_fields, r->buf + r->pos, rec);
+    r->pos += rlen;
+    at = r->pos;
+    if (!get_u32(r, "blob_len", blob_len)) return 0;
+    if (*blob_len > kind->blob_max) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%u bytes, a %s holds at most %u", *blob_len, kind->name,
+                 kind->blob_max);
+        return bad(r, at, "blob_len", msg);
+    }
+    problem = kind->record_invalid ? kind->record_invalid(rec, *blob_len) : NULL;
+    if (problem) return bad(r, rec_at, "record", problem);
+    if (!need(r, *blob_len, "blob")) return 0;
+    r->pos += *blob_len;
+    if (r->pos - start != body) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "says %u bytes, the fields of a %s take %zu", body, kind->name,
+                 r->pos - start);
+        return bad(r, start - 4, "body length", msg);
+    }
+    return 1;
+}
+
+/* Where a file's records go: the scratch cache (when the file is trusted), and how many were
+ * skipped. */
+struct sink {
+    struct nn__cache *scratch; /* NULL: the file is of another cuDNN version or GPU */
+    uint64_t skipped;
+};
+
+static int add(struct reader *r, struct sink *s, uint32_t kind, const void *key, const void *rec,
+               const char *blob, uint32_t blob_len)
+{
+    if (!s->scratch) return 1;
+    if (nn__cache_add_known(r->ctx, s->scratch, kind, key, rec, blob, blob_len) == NN_OK) return 1;
+    r->status = nn__error_rethrow(r->ctx, "plan file");
+    return 0;
+}
+
+static int read_v3_record(struct reader *r, struct nn__cache *c, struct sink *s)
+{
+    uint32_t body, id;
+    if (!get_u32(r, "body length", &body)) return 0;
+    size_t start = r->pos;
+    if (!need(r, body, "record body") || !get_u32(r, "kind", &id)) return 0;
+    const struct nn__cache_kind *kind = nn__cache_kind_of(c, id);
+    if (!kind) {
+        if (body < 4) return bad(r, start - 4, "body length", "is shorter than the kind id");
+        r->pos = start + body;
+        s->skipped++;
+        return 1;
+    }
+    unsigned char *key = nn__host_calloc(1, kind->key_size + kind->record_size);
+    if (!key) {
+        r->status = NN__FAIL(r->ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", r->what);
+        return 0;
+    }
+    uint32_t blob_len = 0;
+    int ok = read_v3_fields(r, kind, body, start, key, key + kind->key_size, &blob_len) &&
+             add(r, s, id, key, key + kind->key_size, (const char *)r->buf + r->pos - blob_len,
+                 blob_len);
+    nn__host_free(key);
+    return ok;
+}
+
+static int is_pooling(const struct nn__plan_key *k)
+{
+    return k->op == NN__OP_POOL_FWD || k->op == NN__OP_POOL_BWD;
+}
+
+static int read_record(struct reader *r, struct nn__cache *c, struct sink *s)
+{
+    if (r->version >= 3) return read_v3_record(r, c, s);
+    struct nn__plan_key k;
+    struct nn__plan_record rec;
+    if (!read_v2_record(r, &k, &rec)) return 0;
+    if (is_pooling(&k) || !r->has_plans) {
+        s->skipped++;
+        return 1;
+    }
+    return add(r, s, NN__PLAN_KIND_ID, &k, &rec, rec.json, rec.json_len);
+}
+
 /* Every record goes into a scratch cache first; only a file that checks out completely reaches
  * the context's cache, in one step that cannot half-fail. */
-nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__plan_cache *c, const char *what,
+nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const char *what,
                                const unsigned char *buf, size_t len, uint64_t cudnn_version,
                                const struct nn__gpu_id *gpu)
 {
-    struct reader r = {ctx, what, buf, len, 0, -1, 0, NN_OK};
+    struct reader r = {
+        ctx, what, buf, len, 0, -1, 0, NN_OK, nn__cache_kind_of(c, NN__PLAN_KIND_ID) != NULL};
     struct header h;
     if (!get_header(&r, &h)) return r.status;
-    int trusted = same_identity(&h, cudnn_version, gpu);
-    struct nn__plan_cache *scratch = NULL;
-    NN__TRY(nn__plan_cache_create(ctx, 1, &scratch));
+    struct sink s = {NULL, 0};
+    if (same_identity(&h, cudnn_version, gpu))
+        NN__TRY(nn__cache_create_like(ctx, c, 1, &s.scratch));
     for (uint32_t i = 0; i < h.count; i++) {
         r.record = (long)i;
-        struct nn__plan_key k;
-        struct nn__plan_record rec;
-        if (!get_record(&r, &k, &rec)) break;
-        if (trusted && nn__plan_cache_add_known(ctx, scratch, &k, &rec) != NN_OK) {
-            r.status = nn__error_rethrow(ctx, "plan file");
-            break;
-        }
+        if (!read_record(&r, c, &s)) break;
     }
     r.record = -1;
     size_t at = r.pos;
@@ -500,12 +542,14 @@ nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__plan_cache *c, con
         bad(&r, at, "checksum", "does not match the contents (the file is corrupted)");
     if (r.status == NN_OK && r.pos != len) bad(&r, r.pos, "end", "extra bytes after the checksum");
     if (r.status == NN_OK) {
-        if (trusted)
-            r.status = nn__plan_cache_take_known(ctx, c, scratch);
-        else
-            nn__plan_cache_count_skipped(c, h.count);
+        if (s.scratch) {
+            r.status = nn__cache_take_known(ctx, c, s.scratch);
+            if (r.status == NN_OK) nn__cache_count_skipped(c, s.skipped);
+        } else {
+            nn__cache_count_skipped(c, h.count);
+        }
     }
-    nn__plan_cache_destroy(scratch);
+    nn__cache_destroy(s.scratch);
     return r.status;
 }
 
@@ -551,7 +595,7 @@ static void sync_parent_dir(const char *path)
     nn__host_free(dir);
 }
 
-nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__plan_cache *c, const char *path,
+nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__cache *c, const char *path,
                              uint64_t cudnn_version, const struct nn__gpu_id *gpu)
 {
     unsigned char *buf;
@@ -598,7 +642,7 @@ nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__plan_cache *c,
     return st;
 }
 
-nn_status nn__plan_file_load(struct nn_ctx *ctx, struct nn__plan_cache *c, const char *path,
+nn_status nn__plan_file_load(struct nn_ctx *ctx, struct nn__cache *c, const char *path,
                              uint64_t cudnn_version, const struct nn__gpu_id *gpu)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -13,6 +13,8 @@
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
+const struct nn__cache_kind nn__cudnn_graph_plan_kind = NN__PLAN_KIND_INIT(nn__cudnn_plan_destroy);
+
 const char *nn__plan_source_name(enum nn__plan_source s)
 {
     switch (s) {
@@ -40,8 +42,6 @@ static enum nn__op_kind op_of(enum nn__cudnn_graph_kind k)
     case NN__CUDNN_GRAPH_CONV_FWD: return NN__OP_CONV_FWD;
     case NN__CUDNN_GRAPH_CONV_BWD_DATA: return NN__OP_CONV_BWD_DATA;
     case NN__CUDNN_GRAPH_CONV_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
-    case NN__CUDNN_GRAPH_BIAS_GRAD: return NN__OP_CONV_BIAS_GRAD;
-    case NN__CUDNN_GRAPH_POOL_FWD: return NN__OP_POOL_FWD;
     }
     return NN__OP_NONE;
 }
@@ -58,9 +58,8 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
                            int32_t flags, struct nn__plan_key *k)
 {
     nn__plan_key_init(k);
-    int pool = d->kind == NN__CUDNN_GRAPH_POOL_FWD;
     k->op = op_of(d->kind);
-    k->compute = pool ? d->pool.compute : d->conv.compute;
+    k->compute = d->conv.compute;
     if (!k->compute) k->compute = NN_DTYPE_F32;
     k->math_mode = ctx->settings.math_mode;
     k->deterministic = ctx->settings.deterministic ? 1 : 0;
@@ -79,31 +78,18 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
         }
     }
     struct nn__key_params *p = &k->p;
-    if (pool) {
-        p->spatial_rank = d->pool.spatial_rank;
-        for (int i = 0; i < d->pool.spatial_rank; i++) {
-            p->window[i] = d->pool.window[i];
-            p->stride[i] = d->pool.stride[i];
-            p->pad_lo[i] = d->pool.pre_pad[i];
-            p->pad_hi[i] = d->pool.post_pad[i];
-        }
-        p->pool_mode = d->pool.mode;
-    } else if (d->kind != NN__CUDNN_GRAPH_BIAS_GRAD) {
-        p->spatial_rank = d->conv.spatial_rank;
-        for (int i = 0; i < d->conv.spatial_rank; i++) {
-            p->stride[i] = d->conv.stride[i];
-            p->dilation[i] = d->conv.dilation[i];
-            p->pad_lo[i] = d->conv.pre_pad[i];
-            p->pad_hi[i] = d->conv.post_pad[i];
-        }
-        /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
-        const struct nn__cudnn_tensor *x =
-            d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
-        const struct nn__cudnn_tensor *w =
-            d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
-        p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
-        p->mode = d->conv.mode;
+    p->spatial_rank = d->conv.spatial_rank;
+    for (int i = 0; i < d->conv.spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
+        p->stride[i] = d->conv.stride[i];
+        p->dilation[i] = d->conv.dilation[i];
+        p->pad_lo[i] = d->conv.pre_pad[i];
+        p->pad_hi[i] = d->conv.post_pad[i];
     }
+    /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
+    const struct nn__cudnn_tensor *x = d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
+    const struct nn__cudnn_tensor *w = d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
+    p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
+    p->mode = d->conv.mode;
     p->activation = d->relu ? 1 : 0;
     p->flags = flags;
     p->alpha = d->alpha;
@@ -116,8 +102,6 @@ static enum nn__cudnn_graph_kind kind_of(int32_t op)
     case NN__OP_CONV_FWD: return NN__CUDNN_GRAPH_CONV_FWD;
     case NN__OP_CONV_BWD_DATA: return NN__CUDNN_GRAPH_CONV_BWD_DATA;
     case NN__OP_CONV_BWD_FILTER: return NN__CUDNN_GRAPH_CONV_BWD_FILTER;
-    case NN__OP_CONV_BIAS_GRAD: return NN__CUDNN_GRAPH_BIAS_GRAD;
-    case NN__OP_POOL_FWD: return NN__CUDNN_GRAPH_POOL_FWD;
     }
     return 0;
 }
@@ -140,27 +124,15 @@ int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_g
         }
     }
     const struct nn__key_params *p = &k->p;
-    if (d->kind == NN__CUDNN_GRAPH_POOL_FWD) {
-        d->pool.spatial_rank = p->spatial_rank;
-        for (int i = 0; i < p->spatial_rank; i++) {
-            d->pool.window[i] = p->window[i];
-            d->pool.stride[i] = p->stride[i];
-            d->pool.pre_pad[i] = p->pad_lo[i];
-            d->pool.post_pad[i] = p->pad_hi[i];
-        }
-        d->pool.mode = (enum nn__cudnn_pool_mode)p->pool_mode;
-        d->pool.compute = (nn_dtype)k->compute;
-    } else {
-        d->conv.spatial_rank = p->spatial_rank;
-        for (int i = 0; i < p->spatial_rank; i++) {
-            d->conv.stride[i] = p->stride[i];
-            d->conv.dilation[i] = p->dilation[i];
-            d->conv.pre_pad[i] = p->pad_lo[i];
-            d->conv.post_pad[i] = p->pad_hi[i];
-        }
-        d->conv.mode = (enum nn__cudnn_conv_mode)p->mode;
-        d->conv.compute = (nn_dtype)k->compute;
+    d->conv.spatial_rank = p->spatial_rank;
+    for (int i = 0; i < p->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
+        d->conv.stride[i] = p->stride[i];
+        d->conv.dilation[i] = p->dilation[i];
+        d->conv.pre_pad[i] = p->pad_lo[i];
+        d->conv.post_pad[i] = p->pad_hi[i];
     }
+    d->conv.mode = (enum nn__cudnn_conv_mode)p->mode;
+    d->conv.compute = (nn_dtype)k->compute;
     d->relu = p->activation != 0;
     d->alpha = p->alpha;
     d->beta = p->beta;
@@ -171,12 +143,12 @@ int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_g
     return 0;
 }
 
-static void count_search(struct nn__plan_cache *c, const struct nn__cudnn_search_stats *s)
+static void count_search(struct nn__cache *c, const struct nn__cudnn_search_stats *s)
 {
     for (int i = 0; i < s->heuristic_queries; i++)
-        nn__plan_cache_count(c, NN__PC_HEURISTIC_QUERY);
+        nn__cache_count(c, NN__PC_HEURISTIC_QUERY);
     for (int i = 0; i < s->plans_built; i++)
-        nn__plan_cache_count(c, NN__PC_PLAN_BUILT);
+        nn__cache_count(c, NN__PC_PLAN_BUILT);
 }
 
 /* A record holds two engine choices (the tuned one and its quick alternate) as (engine, knob
@@ -241,7 +213,7 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
  * the tuned configuration on the background builder. NN_OK with *plan NULL: not taken (no
  * alternate, not allowed, or the alternate did not build; the failure is forgotten and the tuned
  * plan is rebuilt in the foreground). */
-static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
+static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c,
                              const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, const struct nn__plan_record *known,
                              struct nn__cudnn_plan **plan)
@@ -278,8 +250,8 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
         ctx->last_error = keep;
         return NN_OK;
     }
-    nn__plan_cache_count(c, NN__PC_REBUILT);
-    nn__plan_cache_count(c, NN__PC_QUICK);
+    nn__cache_count(c, NN__PC_REBUILT);
+    nn__cache_count(c, NN__PC_QUICK);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: quick alternate engine %lld rebuilt in %.3f ms; tuned engine %lld "
                 "(slowest rebuild seen %.1f ms, -1 = none yet) queued for the background",
@@ -291,7 +263,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
  * copied into *out (json duplicated into *json, the caller's to free), because inserting the
  * rebuilt plan supersedes the cache's copy. NN_OK with *plan NULL: the record no longer builds
  * (it is dropped, and the failure forgotten). */
-static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
+static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
                                const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
                                const struct nn__cudnn_filter *f, struct nn__cudnn_plan **plan,
                                struct nn__plan_record *out, char **json, int *quick)
@@ -345,7 +317,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__plan_cache *c,
     out->workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
     double ms = (double)(nn__now_ns() - t0) / 1e6;
     if (ms > out->build_ms) out->build_ms = ms; /* the slowest seen: a fresh process's */
-    nn__plan_cache_count(c, NN__PC_REBUILT);
+    nn__cache_count(c, NN__PC_REBUILT);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: engine %lld rebuilt from its %s in %.3f ms (workspace %llu bytes)",
                 (long long)out->engine, how, ms, (unsigned long long)out->workspace);
@@ -518,7 +490,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
  * answers the calls before the tuned plan is built). */
 static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g,
                              const struct nn__cudnn_filter *f, struct nn__engine_choice *out,
-                             struct nn__plan_cache *c)
+                             struct nn__cache *c)
 {
     nn_error_info keep = ctx->last_error;
     struct nn__cudnn_filter pf = *f;
@@ -540,7 +512,7 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
  * workspace); if there is none and the tuned engine is
  * runtime-compiled, the first precompiled config in heuristic order. quick->engine -1: none.
  * Whether a process uses it is decided when it rebuilds the record (start_quick). */
-static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
+static nn_status choose_quick(struct nn_ctx *ctx, struct nn__cache *c,
                               const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
                               const struct nn__engine_choice *ch,
                               const struct nn__plan_candidate *t, int n, int besti,
@@ -563,10 +535,10 @@ static nn_status choose_quick(struct nn_ctx *ctx, struct nn__plan_cache *c,
     return NN_OK;
 }
 
-static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
-                        const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
-                        const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
-                        double *time_us, struct nn__engine_choice *quick, enum nn__plan_source *src)
+static nn_status search(struct nn_ctx *ctx, struct nn__cache *c, const struct nn__cudnn_graph *g,
+                        const struct nn__cudnn_filter *f, const struct nn__plan_args *a,
+                        struct nn__cudnn_plan **plan, double *time_us,
+                        struct nn__engine_choice *quick, enum nn__plan_source *src)
 {
     struct nn__cudnn_search_stats ss;
     memset(&ss, 0, sizeof ss);
@@ -604,7 +576,7 @@ static nn_status search(struct nn_ctx *ctx, struct nn__plan_cache *c,
     }
     nn__host_free(t);
     nn__host_free(ch);
-    if (st == NN_OK) nn__plan_cache_count_autotune(c, nn__now_ns() - t0);
+    if (st == NN_OK) nn__cache_count_autotune(c, nn__now_ns() - t0);
     *src = NN__PLAN_AUTOTUNED;
     return st;
 }
@@ -621,7 +593,7 @@ struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn
 
 struct prebuild_walk {
     struct nn_ctx *ctx;
-    struct nn__plan_cache *c;
+    struct nn__cache *c;
     size_t room;    /* plans the cache can still take */
     int queued;     /* jobs queued */
     nn_status fail; /* why queuing stopped, NN_OK if it did not */
@@ -651,8 +623,8 @@ static int prebuild_one(void *arg, const struct nn__plan_key *key,
 void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
 {
     if (!ctx->settings.background_builds || !ctx->settings.prebuild_plans) return;
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
-    size_t cap = (size_t)nn__plan_cache_capacity(c), live = nn__plan_cache_size(c);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    size_t cap = (size_t)nn__cache_capacity(c), live = nn__cache_size(c);
     struct prebuild_walk w = {ctx, c, cap > live ? cap - live : 0, 0, NN_OK};
     nn_error_info keep = ctx->last_error;
     nn__plan_cache_visit(c, prebuild_one, &w);
@@ -671,7 +643,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
                              const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
                              struct nn__cudnn_plan **plan, enum nn__plan_source *src)
 {
-    struct nn__plan_cache *c = nn__cudnn_plan_cache(ctx);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     *plan = nn__cudnn_plan_lookup(ctx, key);
     if (*plan) {
         *src = NN__PLAN_HIT;
@@ -697,7 +669,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
         if (st == NN_OK) st = record_of(ctx, p, us, &qc, &rec, &json);
     }
     nn__cudnn_graph_destroy(g);
-    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p, nn__cudnn_plan_destroy);
+    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p);
     nn__host_free(json);
     if (st != NN_OK) {
         nn__cudnn_plan_destroy(p);
@@ -705,21 +677,4 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
     }
     *plan = p;
     return NN_OK;
-}
-
-nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
-                             const struct nn__cudnn_args *args)
-{
-    int64_t bytes = nn__cudnn_plan_workspace(plan);
-    void *ws = NULL;
-    if (bytes > 0) {
-        uint64_t t0 = nn__verbose(ctx) >= 2 ? nn__now_ns() : 0;
-        NN__TRY(nn__dev_alloc(ctx, (size_t)bytes, &ws));
-        if (t0)
-            nn__log("workspace: %lld bytes from the pool in %.3f ms", (long long)bytes,
-                    (double)(nn__now_ns() - t0) / 1e6);
-    }
-    nn_status st = nn__cudnn_plan_execute(ctx, plan, args, ws);
-    nn_status fst = nn__dev_free(ctx, ws);
-    return st != NN_OK ? st : fst;
 }

@@ -30,7 +30,7 @@
 
 struct nn_ctx;
 
-#define NN__AUTOTUNE_RUNS 9 /* timed rounds over all candidates, after one warm-up each */
+#define NN__AUTOTUNE_RUNS 9    /* timed rounds over all candidates, after one warm-up each */
 #define NN__AUTOTUNE_DROP 2.0f /* slower than this times the fastest in round 1: no more rounds */
 
 /* How the plan of a call was found, for verbose lines. */
@@ -41,6 +41,10 @@ enum nn__plan_source {
     NN__PLAN_AUTOTUNED = 3, /* autotune, the fastest candidate */
     NN__PLAN_QUICK = 4      /* a known record's quick alternate; the tuned plan builds meanwhile */
 };
+
+/* The cache kind of graph plans (plan_cache.h: NN__PLAN_KIND_INIT with nn__cudnn_plan_destroy),
+ * for the context assembly's table of kinds. */
+extern const struct nn__cache_kind nn__cudnn_graph_plan_kind;
 
 /* "hit", "rebuilt", "heuristic", "autotuned" or "quick". */
 const char *nn__plan_source_name(enum nn__plan_source s);
@@ -58,8 +62,8 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
 
 /* The graph a key was made from, the inverse of nn__cudnn_plan_key_of() (with a key flagged
  * NN__KEY_FLAG_PLAIN, the graph without bias and activation, which the plan was built for).
- * Returns 0; -1 if the key's op has no graph (pooling backward, no op). Pure: tested on the
- * CPU. */
+ * Returns 0; -1 if the key's op has no graph (the bias-gradient and pooling ops of old plan files,
+ * no op). Pure: tested on the CPU. */
 int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_graph_desc *d);
 
 /* Prebuilding (settings.prebuild_plans): queue on the background builder the tuned plan of
@@ -93,10 +97,6 @@ struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn
 nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
                              const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
                              struct nn__cudnn_plan **plan, enum nn__plan_source *src);
-
-/* Run plan with a workspace from the pool (taken and given back on the context's stream). */
-nn_status nn__cudnn_plan_run(struct nn_ctx *ctx, struct nn__cudnn_plan *plan,
-                             const struct nn__cudnn_args *args);
 
 /* Byte alignment of a device pointer as cuDNN is told about it: the largest power of two <= 16
  * that divides the address. */

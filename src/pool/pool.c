@@ -6,18 +6,55 @@
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/ptrset.h"
+#include "core/pullback.h"
 #include "core/tensor_util.h"
 #include "pool/pool_internal.h"
 
-/* Pullbacks handed out and not yet consumed or freed. */
-static struct nn__ptrset live_pullbacks = NN__PTRSET_INIT;
+static const struct nn__pullback_kind pullback_kind = {"pool"};
 
-static void free_pullback(nn_pool_pullback *pb)
+/* ---------------------------------------------------------------------------------------------
+ * Backends
+ */
+
+static nn_status forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                             nn_tensor *y, struct nn__pool_saved **saved_out)
+{
+    if (saved_out) *saved_out = NULL; /* backward needs only x */
+    return nn__pool_forward_ref(ctx, p, x, y);
+}
+
+static nn_status backward_ref(struct nn_ctx *ctx, const nn_pool_params *p,
+                              struct nn__pool_saved *saved, const nn_tensor *x, const nn_tensor *y,
+                              const nn_tensor *dy, nn_tensor *dx)
+{
+    (void)saved;
+    (void)y;
+    return nn__pool_backward_ref(ctx, p, x, dy, dx);
+}
+
+static void saved_free_ref(struct nn_ctx *ctx, struct nn__pool_saved *saved)
+{
+    (void)ctx;
+    (void)saved;
+}
+
+static const struct nn__pool_backend backend_ref = {"ref", forward_ref, backward_ref,
+                                                    saved_free_ref};
+
+/* A GPU context exists only in builds with cuDNN. */
+static const struct nn__pool_backend *backend_of(const struct nn_ctx *ctx)
 {
 #if NN_HAVE_CUDNN
-    if (pb->cudnn) nn__pool_cudnn_saved_free(pb->ctx, pb->cudnn);
+    if (nn__ctx_on_gpu(ctx)) return &nn__pool_backend_cudnn;
 #endif
+    (void)ctx;
+    return &backend_ref;
+}
+
+/* The backend that made the pullback releases what it saved. */
+static void free_pullback(nn_pool_pullback *pb)
+{
+    backend_of(pb->hdr.ctx)->saved_free(pb->hdr.ctx, pb->saved);
     nn__host_free(pb);
 }
 
@@ -132,25 +169,44 @@ static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, cons
     return NN_OK;
 }
 
-static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
+/* One list of the case syntax: " win3x3". */
+static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int nsp, const int64_t *v)
 {
-    char xd[128];
-    nn__dims_text(x, xd, sizeof xd);
-    int n = snprintf(buf, cap, "mode=%s x=%s %s", mode_name(p->mode), xd, nn_dtype_name(x->dtype));
-    const char *keys[4] = {" window=", " stride=", " pad_lo=", " pad_hi="};
-    const int64_t *vals[4] = {p->window, p->stride, p->pad_lo, p->pad_hi};
-    for (int k = 0; k < 4; k++)
-        for (int i = 0; i < p->spatial_rank && n > 0 && (size_t)n < cap; i++)
-            n += snprintf(buf + n, cap - (size_t)n, "%s%lld", i ? "x" : keys[k],
-                          (long long)vals[k][i]);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", name);
+    for (int i = 0; i < nsp && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? "x%lld" : "%lld", (long long)v[i]);
+    return n;
 }
 
-static void verbose(nn_ctx *ctx, const char *op, const nn_pool_params *p, const nn_tensor *x,
-                    uint64_t start)
+/* The call in the case syntax of docs/POOL.md (what `nnprim check pool` and the harness read),
+ * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32". */
+static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
+{
+    static const char letters[] = "dhw";
+    int nsp = p->spatial_rank, off = 3 - nsp;
+    size_t n =
+        (size_t)snprintf(buf, cap, "n%lldc%lld", (long long)x->dims[0], (long long)x->dims[1]);
+    for (int i = 0; i < nsp && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%c%lld", letters[off + i],
+                              (long long)x->dims[2 + i]);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", mode_name(p->mode));
+    n = put_list(buf, cap, n, "win", nsp, p->window);
+    n = put_list(buf, cap, n, "stride", nsp, p->stride);
+    if (memcmp(p->pad_lo, p->pad_hi, (size_t)nsp * sizeof p->pad_lo[0]) == 0) {
+        n = put_list(buf, cap, n, "pad", nsp, p->pad_lo);
+    } else {
+        n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
+        n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
+    }
+    if (n < cap) snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
+}
+
+static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *be,
+                    const nn_pool_params *p, const nn_tensor *x, uint64_t start)
 {
     char shape[512];
     shape_text(p, x, shape, sizeof shape);
-    nn__verbose_op(ctx, op, nn__ctx_on_gpu(ctx) ? "cudnn-legacy" : "ref", "-", shape, start);
+    nn__verbose_op(ctx, op, be->name, "-", shape, start);
 }
 
 nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
@@ -169,34 +225,30 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
     NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
 
+    const struct nn__pool_backend *be = backend_of(ctx);
     nn_pool_pullback *pb = NULL;
     if (pullback_out) {
         pb = nn__host_calloc(1, sizeof *pb);
         if (!pb) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", op);
-        pb->ctx = ctx;
+        pb->hdr.ctx = ctx; /* for free_pullback() before it is live */
         pb->params = *params;
         pb->x = *x;
         pb->y = *y;
     }
-    nn_status st;
-#if NN_HAVE_CUDNN
-    if (nn__ctx_on_gpu(ctx))
-        st = nn__pool_forward_cudnn(ctx, params, x, y, pb ? &pb->cudnn : NULL);
-    else
-#endif
-        st = nn__pool_forward_ref(ctx, params, x, y);
+    nn_status st = be->forward(ctx, params, x, y, pb ? &pb->saved : NULL);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
     }
     if (pb) {
-        if (nn__ptrset_add(&live_pullbacks, pb) != 0) {
+        st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr);
+        if (st != NN_OK) {
             free_pullback(pb);
-            return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", op);
+            return st;
         }
         *pullback_out = pb;
     }
-    if (nn__verbose(ctx)) verbose(ctx, op, params, x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
     return NN_OK;
 }
 
@@ -204,25 +256,7 @@ static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **
 {
     if (!pullback)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: pullback must not be NULL (pass &pb)", op);
-    const nn_pool_pullback *pb = *pullback;
-    if (!pb)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: *pullback is NULL: it was already consumed by an earlier backward "
-                        "call, or forward ran without one",
-                        op);
-    /* Membership, not a field of *pb: a stale copy of a consumed pullback points at freed memory.
-     */
-    if (!nn__ptrset_contains(&live_pullbacks, *pullback))
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: *pullback (%p) is not a live pooling pullback: already consumed or "
-                        "freed",
-                        op, (void *)*pullback);
-    if (pb->ctx != ctx)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
-                        "%s: the pullback was created with context %p, but backward was called "
-                        "with context %p",
-                        op, (void *)pb->ctx, (void *)ctx);
-    return NN_OK;
+    return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
 }
 
 nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
@@ -239,26 +273,16 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
     NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
     NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
-    nn_status st;
-#if NN_HAVE_CUDNN
-    if (nn__ctx_on_gpu(ctx))
-        st = nn__pool_backward_cudnn(ctx, &pb->params, pb->cudnn, &pb->x, &pb->y, dy, dx);
-    else
-#endif
-        st = nn__pool_backward_ref(ctx, &pb->params, &pb->x, dy, dx);
-    if (st != NN_OK) return st;
-    if (nn__verbose(ctx)) verbose(ctx, op, &pb->params, &pb->x, start);
+    const struct nn__pool_backend *be = backend_of(ctx);
+    NN__TRY(be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx));
+    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
     return nn_pool_pullback_free(pullback);
 }
 
 nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)
 {
     if (!pullback || !*pullback) return NN_OK;
-    if (!nn__ptrset_remove(&live_pullbacks, *pullback))
-        return NN__FAIL(NULL, NN_E_PULLBACK,
-                        "nn_pool_pullback_free: *pullback (%p) is not a live pullback: already "
-                        "consumed or freed",
-                        (void *)*pullback);
+    NN__TRY(nn__pullback_remove("nn_pool_pullback_free", &pullback_kind, *pullback));
     free_pullback(*pullback);
     *pullback = NULL;
     return NN_OK;

@@ -12,25 +12,33 @@
 #include "core/error.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
 #include "mem/mem.h"
 #include "pool/pool_internal.h"
 
 /* What backward needs besides the caller's views: the descriptors of forward (made once). */
-struct nn__pool_cudnn_saved {
+struct nn__pool_saved {
     cudnnPoolingDescriptor_t pool;
     cudnnTensorDescriptor_t xd; /* x's dims and strides */
     cudnnTensorDescriptor_t yd; /* y's dims, contiguous: y and dy as backward sees them */
 };
 
-static cudnnDataType_t data_type(nn_dtype t)
+/* Descriptor releases go through the checked bindings (so NNPRIM_VERBOSE=2 shows them) but never
+ * replace the failure being reported: they run on error paths too. NULL is allowed. */
+static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
 {
-    switch (t) {
-    case NN_DTYPE_F16: return CUDNN_DATA_HALF;
-    case NN_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
-    case NN_DTYPE_F64: return CUDNN_DATA_DOUBLE;
-    case NN_DTYPE_F32: break;
-    }
-    return CUDNN_DATA_FLOAT;
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
+    ctx->last_error = keep;
+}
+
+static void destroy_pooling(struct nn_ctx *ctx, cudnnPoolingDescriptor_t d)
+{
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyPoolingDescriptor(ctx, d);
+    ctx->last_error = keep;
 }
 
 /* Max pooling's plain mode is the fast one; its backward may add overlapping windows' gradients
@@ -97,9 +105,10 @@ static nn_status tensor_desc(struct nn_ctx *ctx, const nn_tensor *t, int contigu
     int nd = cudnn_shape(t, contiguous ? cs : t->strides, dims, str);
     cudnnTensorDescriptor_t d;
     NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, data_type(t->dtype), nd, dims, str);
+    nn_status st =
+        nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t->dtype), nd, dims, str);
     if (st != NN_OK) {
-        cudnnDestroyTensorDescriptor(d);
+        destroy_tensor(ctx, d);
         return st;
     }
     *out = d;
@@ -127,7 +136,7 @@ static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
         nn__cudnn_SetPoolingNdDescriptor(ctx, d, pool_mode(p->mode, ctx->settings.deterministic),
                                          CUDNN_PROPAGATE_NAN, nd, win, pad, str);
     if (st != NN_OK) {
-        cudnnDestroyPoolingDescriptor(d);
+        destroy_pooling(ctx, d);
         return st;
     }
     *out = d;
@@ -139,24 +148,24 @@ static int same_strides(const nn_tensor *a, const nn_tensor *b)
     return memcmp(a->strides, b->strides, (size_t)a->rank * sizeof a->strides[0]) == 0;
 }
 
-void nn__pool_cudnn_saved_free(struct nn_ctx *ctx, struct nn__pool_cudnn_saved *s)
+static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__pool_saved *s)
 {
     if (!s) return;
-    if (s->pool) cudnnDestroyPoolingDescriptor(s->pool);
-    if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
-    if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
+    destroy_pooling(ctx, s->pool);
+    destroy_tensor(ctx, s->xd);
+    destroy_tensor(ctx, s->yd);
     nn__host_free(s);
 }
 
-nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
-                                 nn_tensor *y, struct nn__pool_cudnn_saved **saved_out)
+static nn_status forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                               nn_tensor *y, struct nn__pool_saved **saved_out)
 {
     const char *op = "pool_forward";
     NN__TRY(check_supported(ctx, op, p, x, "x"));
     NN__TRY(check_supported(ctx, op, p, y, "y"));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    struct nn__pool_cudnn_saved *s = nn__host_calloc(1, sizeof *s);
+    struct nn__pool_saved *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for descriptors", op);
     cudnnTensorDescriptor_t yd_user = NULL;
     float one = 1.0f, zero = 0.0f;
@@ -174,9 +183,9 @@ nn_status nn__pool_forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, co
             st = tensor_desc(ctx, y, 1, &s->yd);
         }
     }
-    if (yd_user) cudnnDestroyTensorDescriptor(yd_user);
+    destroy_tensor(ctx, yd_user);
     if (st != NN_OK || !saved_out) {
-        nn__pool_cudnn_saved_free(ctx, s);
+        saved_free_cudnn(ctx, s);
         return st;
     }
     *saved_out = s;
@@ -208,7 +217,7 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
     cudnnTensorDescriptor_t d[4] = {k->dyd, k->ydd, k->xcd, k->dxd};
     void *m[4] = {k->dy, k->y, k->x, k->dx};
     for (int i = 0; i < 4; i++) {
-        if (d[i]) cudnnDestroyTensorDescriptor(d[i]);
+        destroy_tensor(ctx, d[i]);
         if (m[i]) nn__dev_free(ctx, m[i]);
     }
 }
@@ -218,9 +227,9 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
  * BAD_PARAM cases. A strided y (read by max pooling only) or dy is packed, and
  * when dx's strides differ from x's both go through contiguous scratch. The usual case (all
  * contiguous) reuses forward's descriptors and copies nothing. */
-nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
-                                  struct nn__pool_cudnn_saved *s, const nn_tensor *x,
-                                  const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx)
+static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
+                                struct nn__pool_saved *s, const nn_tensor *x, const nn_tensor *y,
+                                const nn_tensor *dy, nn_tensor *dx)
 {
     const char *op = "pool_backward";
     NN__TRY(check_supported(ctx, op, p, dy, "dy"));
@@ -268,3 +277,6 @@ nn_status nn__pool_backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     scratch_free(ctx, &k);
     return st;
 }
+
+const struct nn__pool_backend nn__pool_backend_cudnn = {"cudnn-legacy", forward_cudnn,
+                                                        backward_cudnn, saved_free_cudnn};

@@ -165,6 +165,13 @@ Test(conv_harness, verbose_line_carries_the_case)
     char want[256];
     snprintf(want, sizeof want, "nnprim_verbose,conv_forward,ref,ref,-,%s,", text);
     cr_expect(strncmp(line, want, strlen(want)) == 0, "line: %s", line);
+    /* The whole line, pasted, is the same case. */
+    struct nn_conv_case back;
+    cr_expect_eq(nn_conv_case_parse_line(line, &back, err, sizeof err), 1, "%s: %s", line, err);
+    cr_expect_eq(memcmp(&c, &back, sizeof c), 0, "the verbose line parses to another case");
+    cr_expect_eq(nn_conv_case_parse_line("nnprim_verbose,conv_forward,ref", &back, err, sizeof err),
+                 -1);
+    cr_expect(strstr(err, "without its shape field"), "%s", err);
     nn_tensor *all[] = {&x, &w, &b, &y};
     for (int i = 0; i < 4; i++)
         nn_tensor_free(ctx, all[i]);
@@ -254,8 +261,8 @@ Test(conv_harness, comparison_tolerances)
 Test(conv_harness_gpu, cudnn_matches_reference)
 {
     NN_REQUIRE_GPU();
-#if !NN__CONV_CUDNN_PATH
-    cr_skip_test("the cuDNN convolution path (src/conv/conv_cudnn.c) is not built yet");
+#if !NN_HAVE_CUDNN
+    cr_skip_test("this build of nnprim has no cuDNN");
 #endif
     nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
     nn_ctx *strict = make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32);

@@ -3,9 +3,11 @@
 #define NN_TESTS_PLAN_FIXTURES_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cudnn/plan_cache.h"
+#include "cudnn/plan_file.h"
 
 /* A 2-D convolution key whose batch size is the seed, so seeds give distinct keys; seeds that
  * are multiples of 5 also have a bias operand. */
@@ -112,6 +114,23 @@ static inline struct nn__gpu_id fx_gpu(void)
 
 #define FX_CUDNN_VERSION 91400u
 
+/* Caches of graph plans (and no other kind) for the tests: live plans are fakes, released through
+ * fx_plan_destroy (set it before inserting; NULL releases nothing). */
+static void (*fx_plan_destroy)(void *plan);
+
+static inline void fx_destroy_thunk(void *plan)
+{
+    if (fx_plan_destroy) fx_plan_destroy(plan);
+}
+
+static const struct nn__cache_kind fx_plan_kind = NN__PLAN_KIND_INIT(fx_destroy_thunk);
+static const struct nn__cache_kind *const fx_kinds[] = {&fx_plan_kind};
+
+static inline nn_status fx_cache_create(struct nn_ctx *ctx, int capacity, struct nn__cache **out)
+{
+    return nn__cache_create(ctx, fx_kinds, 1, capacity, out);
+}
+
 /* Plan files: FNV-1a 64, the file's checksum. */
 static inline uint64_t fx_fnv1a64(const unsigned char *p, size_t n)
 {
@@ -132,11 +151,131 @@ static inline void fx_put_le(unsigned char *p, uint64_t v, int bytes)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* Version 2 plan files, which the library reads but no longer writes: the writer of that version,
+ * kept here to make the images the version 1 and 2 tests and the corpus seeds need. */
+struct fx_v2 {
+    unsigned char *buf; /* NULL while sizing */
+    size_t pos;
+    uint32_t count;
+};
+
+static inline void fx_v2_put(struct fx_v2 *w, uint64_t v, int bytes)
+{
+    if (w->buf) fx_put_le(w->buf + w->pos, v, bytes);
+    w->pos += (size_t)bytes;
+}
+
+static inline void fx_v2_put_f64(struct fx_v2 *w, double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    fx_v2_put(w, u, 8);
+}
+
+static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
+                              const struct nn__plan_record *r)
+{
+    fx_v2_put(w, (uint32_t)k->op, 4);
+    fx_v2_put(w, (uint32_t)k->compute, 4);
+    fx_v2_put(w, (uint32_t)k->math_mode, 4);
+    fx_v2_put(w, (uint32_t)k->deterministic, 4);
+    fx_v2_put(w, k->workspace_cap, 8);
+    for (int i = 0; i < NN__KEY_OPERANDS; i++) {
+        const struct nn__key_tensor *t = &k->t[i];
+        fx_v2_put(w, (uint32_t)t->rank, 4);
+        fx_v2_put(w, t->rank ? (uint32_t)t->dtype : 0, 4);
+        fx_v2_put(w, t->rank ? (uint64_t)t->alignment : 0, 8);
+        for (int d = 0; d < t->rank; d++) {
+            fx_v2_put(w, (uint64_t)t->dims[d], 8);
+            fx_v2_put(w, (uint64_t)t->strides[d], 8);
+        }
+    }
+    const struct nn__key_params *p = &k->p;
+    fx_v2_put(w, (uint32_t)p->spatial_rank, 4);
+    fx_v2_put(w, (uint32_t)p->groups, 4);
+    for (int i = 0; i < p->spatial_rank; i++) {
+        fx_v2_put(w, (uint64_t)p->stride[i], 8);
+        fx_v2_put(w, (uint64_t)p->dilation[i], 8);
+        fx_v2_put(w, (uint64_t)p->pad_lo[i], 8);
+        fx_v2_put(w, (uint64_t)p->pad_hi[i], 8);
+        fx_v2_put(w, (uint64_t)p->window[i], 8);
+    }
+    fx_v2_put(w, (uint32_t)p->mode, 4);
+    fx_v2_put(w, (uint32_t)p->activation, 4);
+    fx_v2_put(w, (uint32_t)p->pool_mode, 4);
+    fx_v2_put(w, (uint32_t)p->flags, 4);
+    fx_v2_put_f64(w, p->alpha);
+    fx_v2_put_f64(w, p->beta);
+    fx_v2_put(w, (uint64_t)r->engine, 8);
+    fx_v2_put(w, r->workspace, 8);
+    fx_v2_put_f64(w, r->time_us);
+    fx_v2_put(w, (uint32_t)r->knob_count, 4);
+    for (int i = 0; i < r->knob_count; i++) {
+        fx_v2_put(w, (uint64_t)r->knobs[i].type, 8);
+        fx_v2_put(w, (uint64_t)r->knobs[i].value, 8);
+    }
+    fx_v2_put(w, r->json_len, 4);
+    if (w->buf && r->json_len) memcpy(w->buf + w->pos, r->json, r->json_len);
+    w->pos += r->json_len;
+    fx_v2_put_f64(w, r->build_ms);
+    fx_v2_put(w, (uint64_t)r->quick_engine, 8);
+    fx_v2_put(w, (uint32_t)r->quick_knob_count, 4);
+    for (int i = 0; i < r->quick_knob_count; i++) {
+        fx_v2_put(w, (uint64_t)r->quick_knobs[i].type, 8);
+        fx_v2_put(w, (uint64_t)r->quick_knobs[i].value, 8);
+    }
+}
+
+static inline int fx_v2_record(void *arg, const struct nn__plan_key *k,
+                               const struct nn__plan_record *r)
+{
+    struct fx_v2 *w = arg;
+    struct fx_v2 sizer = {NULL, 0, 0};
+    fx_v2_body(&sizer, k, r);
+    fx_v2_put(w, sizer.pos, 4);
+    fx_v2_body(w, k, r);
+    w->count++;
+    return 0;
+}
+
+static inline void fx_v2_all(struct fx_v2 *w, const struct nn__cache *c, uint64_t cudnn_version,
+                             const struct nn__gpu_id *gpu, uint32_t count)
+{
+    size_t name_len = strlen(gpu->name);
+    if (w->buf) memcpy(w->buf, "NNPLANC\n", 8);
+    w->pos = 8;
+    fx_v2_put(w, 2, 4);
+    fx_v2_put(w, cudnn_version, 8);
+    fx_v2_put(w, (uint32_t)gpu->cc_major, 4);
+    fx_v2_put(w, (uint32_t)gpu->cc_minor, 4);
+    fx_v2_put(w, (uint32_t)gpu->sm_count, 4);
+    fx_v2_put(w, (uint32_t)name_len, 4);
+    if (w->buf) memcpy(w->buf + w->pos, gpu->name, name_len);
+    w->pos += name_len;
+    fx_v2_put(w, count, 4);
+    nn__plan_cache_visit(c, fx_v2_record, w);
+}
+
+/* The version-2 image of c's graph-plan records (in nn__plan_cache_visit() order), in a malloc'd
+ * buffer of *len bytes. */
+static inline unsigned char *fx_plan_file_v2(const struct nn__cache *c, uint64_t cudnn_version,
+                                             const struct nn__gpu_id *gpu, size_t *len)
+{
+    struct fx_v2 size = {NULL, 0, 0};
+    fx_v2_all(&size, c, cudnn_version, gpu, 0);
+    struct fx_v2 w = {malloc(size.pos + 8), 0, 0};
+    if (!w.buf) return NULL;
+    fx_v2_all(&w, c, cudnn_version, gpu, size.count);
+    fx_put_le(w.buf + w.pos, fx_fnv1a64(w.buf, w.pos), 8);
+    *len = w.pos + 8;
+    return w.buf;
+}
+
 /* Rewrites, in place, a version-2 plan file image whose records have no quick knobs as the
  * version-1 image of the same records: the version becomes 1, each record loses its last 20
  * bytes (f64 build_ms, i64 quick_engine, u32 quick_knob_count 0) and its body length shrinks to
- * match, and the checksum is recomputed. Returns the new length. Only for images the encoder
- * wrote (nothing is checked). */
+ * match, and the checksum is recomputed. Returns the new length. Only for images
+ * fx_plan_file_v2() wrote (nothing is checked). */
 static inline size_t fx_plan_file_to_v1(unsigned char *buf)
 {
     fx_put_le(buf + 8, 1, 4);

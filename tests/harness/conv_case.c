@@ -152,7 +152,8 @@ int nn_conv_case_parse(int ntok, char **tok, struct nn_conv_case *c, char *err, 
 int nn_conv_case_parse_line(const char *line, struct nn_conv_case *c, char *err, size_t cap)
 {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", line);
+    if (nn_h_verbose_shape(line, buf, sizeof buf) < 0)
+        return fail(err, cap, "%s", "a verbose line without its shape field");
     char *hash = strchr(buf, '#');
     if (hash) *hash = 0;
     char *tok[32];
@@ -463,7 +464,7 @@ int nn_conv_check_reference(nn_ctx *ref, const struct nn_conv_case *c, FILE *out
 {
     char repro[320], text[256];
     nn_conv_case_format(c, text, sizeof text);
-    snprintf(repro, sizeof repro, "nnprim check %s", text);
+    snprintf(repro, sizeof repro, "nnprim check conv %s", text);
     int fails = check_fd(ref, c, out, repro);
     struct io io;
     nn_status st = run_case(ref, ref, c, c->dtype, 1, &io);
@@ -483,7 +484,7 @@ int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c
 {
     char repro[320], text[256];
     nn_conv_case_format(c, text, sizeof text);
-    snprintf(repro, sizeof repro, "nnprim check %s", text);
+    snprintf(repro, sizeof repro, "nnprim check conv %s", text);
     int64_t yd[NN_CONV_MAX_SPATIAL + 2];
     nn_status st = nn_conv_output_shape(&c->p, rank_of(c), c->x_dims, c->w_dims, yd);
     if (st != NN_OK) return report_status(st, "output shape", out, repro);

@@ -23,8 +23,9 @@ struct nn_conv_case {
  * pad0, xcorr, no relu, no bias, f32, strict math, no accumulation. */
 int nn_conv_case_parse(int ntok, char **tok, struct nn_conv_case *c, char *err, size_t cap);
 
-/* One line of a shape file: tokens separated by blanks, '#' starts a comment. Returns 1 for a
- * case, 0 for a blank or comment-only line, -1 on a parse error (err says why). */
+/* One line of a shape file: tokens separated by blanks, '#' starts a comment; or a whole verbose
+ * line ("nnprim_verbose,conv_forward,...": its shape field is taken). Returns 1 for a case, 0 for
+ * a blank or comment-only line, -1 on a parse error (err says why). */
 int nn_conv_case_parse_line(const char *line, struct nn_conv_case *c, char *err, size_t cap);
 
 /* The case as text; parses back to the same case. Without accumulation flags it is the same

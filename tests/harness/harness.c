@@ -145,3 +145,27 @@ int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const ch
         }
     return 0;
 }
+
+int nn_h_verbose_shape(const char *line, char *buf, size_t cap)
+{
+    static const char prefix[] = "nnprim_verbose,";
+    while (*line == ' ' || *line == '\t')
+        line++;
+    if (strncmp(line, prefix, sizeof prefix - 1) != 0) {
+        snprintf(buf, cap, "%s", line);
+        return 0;
+    }
+    /* Fields: op, backend, impl, cache, shape, ms: the shape is the fifth after the prefix. */
+    const char *f = line + sizeof prefix - 1;
+    for (int i = 0; i < 4 && f; i++) {
+        f = strchr(f, ',');
+        if (f) f++;
+    }
+    const char *end = f ? strchr(f, ',') : NULL;
+    if (!f || !end) {
+        snprintf(buf, cap, "%s", "");
+        return -1;
+    }
+    snprintf(buf, cap, "%.*s", (int)(end - f), f);
+    return 1;
+}

@@ -52,6 +52,12 @@ int nn_h_exact(nn_dtype dtype, int64_t terms);
 int nn_h_compare(const char *name, const nn_tensor *got, const nn_tensor *want, double a,
                  int64_t terms, FILE *out, const char *repro);
 
+/* The case text of one input line: a whole verbose line ("nnprim_verbose,op,backend,impl,cache,
+ * shape,ms", as nnprim prints it) gives its shape field, any other line is copied as it is.
+ * Returns 1 (a verbose line), 0 (another line) or -1 (a verbose line without a shape field);
+ * buf is always NUL-terminated. */
+int nn_h_verbose_shape(const char *line, char *buf, size_t cap);
+
 /* 0 if no element of a host tensor is NaN; otherwise 1 and a line (an element never written). */
 int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const char *repro);
 

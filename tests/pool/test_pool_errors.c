@@ -178,7 +178,31 @@ Test(pool_errors, pullback_free_without_backward)
     cr_expect_null(pb);
     /* A stale copy is recognised without touching the freed memory. */
     EXPECT_FAIL(nn_pool_pullback_free(&stale), NN_E_PULLBACK, "not a live pullback");
-    EXPECT_FAIL(nn_pool_backward(ctx, &stale, &dy, &dx), NN_E_PULLBACK, "not a live pooling");
+    EXPECT_FAIL(nn_pool_backward(ctx, &stale, &dy, &dx), NN_E_PULLBACK, "pool_backward",
+                "not a live pullback");
+}
+
+/* One registry holds every family's pullbacks (src/core/pullback.h): another family's live
+ * pullback is refused by name, and stays live for its own family. */
+Test(pool_errors, another_familys_pullback_is_refused)
+{
+    nn_conv_params cp;
+    cr_assert_eq(nn_conv_params_default(&cp, 2), NN_OK);
+    nn_tensor w = pc_empty(ctx, NN_DTYPE_F32, 4, (int64_t[]){3, 3, 1, 1});
+    nn_tensor cy = pc_empty(ctx, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    pc_fill_distinct(&w, 3, 1, 0);
+    nn_conv_pullback *cpb = NULL;
+    cr_assert_eq(nn_conv_forward(ctx, &cp, &x, &w, NULL, &cy, &cpb), NN_OK, "%s",
+                 nn_last_error()->message);
+    nn_pool_pullback *as_pool = (nn_pool_pullback *)cpb;
+    EXPECT_FAIL(nn_pool_backward(ctx, &as_pool, &dy, &dx), NN_E_PULLBACK, "pool_backward",
+                "is a conv pullback, not a pool one");
+    EXPECT_FAIL(nn_pool_pullback_free(&as_pool), NN_E_PULLBACK, "nn_pool_pullback_free",
+                "is a conv pullback, not a pool one");
+    cr_expect_eq(as_pool, (nn_pool_pullback *)cpb, "left with the caller");
+    cr_expect_eq(nn_conv_pullback_free(&cpb), NN_OK, "still live for conv");
+    nn_tensor_free(ctx, &cy);
+    nn_tensor_free(ctx, &w);
 }
 
 /* Every host allocation failure comes back as NN_E_OOM_HOST with nothing changed or leaked. */

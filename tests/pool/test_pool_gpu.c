@@ -201,8 +201,8 @@ Test(pool_gpu, verbose_line_says_cudnn_legacy, .init = cr_redirect_stderr)
     FILE *f = cr_get_redirected_stderr();
     int found = 0;
     while (fgets(line, sizeof line, f))
-        found |= strstr(line, "nnprim_verbose,pool_forward,cudnn,cudnn-legacy,-,mode=max x=1x2x8 "
-                              "f16 window=2 stride=2 pad_lo=0 pad_hi=0,") != NULL;
+        found |= strstr(line, "nnprim_verbose,pool_forward,cudnn,cudnn-legacy,-,n1c2w8 max win2 "
+                              "stride2 pad0 f16,") != NULL;
     cr_expect(found, "no cudnn-legacy verbose line; last line: %s", line);
     nn_tensor_free(g, &x);
     nn_tensor_free(g, &y);

@@ -435,8 +435,8 @@ Test(pool_verbose, line_names_op_and_path, .init = cr_redirect_stderr)
     char line[512] = "";
     FILE *f = cr_get_redirected_stderr();
     cr_assert(fgets(line, sizeof line, f));
-    cr_expect(strstr(line, "nnprim_verbose,pool_forward,ref,ref,-,mode=mean_exclude_pad "
-                           "x=1x2x6x6 f32 window=3x3 stride=2x2 pad_lo=1x1 pad_hi=0x0,"),
+    cr_expect(strstr(line, "nnprim_verbose,pool_forward,ref,ref,-,n1c2h6w6 mean_exclude_pad "
+                           "win3x3 stride2x2 padlo1x1 padhi0x0 f32,"),
               "line: %s", line);
     nn_tensor_free(v, &x);
     nn_tensor_free(v, &y);

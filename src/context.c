@@ -11,6 +11,9 @@
 #include "core/log.h"
 #include "core/settings.h"
 #include "cudnn/cudnn_ctx.h"
+#if NN_HAVE_CUDNN
+#include "cudnn/plan_get_cudnn.h"
+#endif
 #include "mem/mem.h"
 
 size_t nn_cudnn_runtime_version(void)
@@ -68,12 +71,19 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 }
 #endif
 
+#if NN_HAVE_CUDNN
+/* Every entry kind of the context's cache, one per family's kind (register a new kind here). */
+static const struct nn__cache_kind *const cache_kinds[] = {
+    &nn__cudnn_graph_plan_kind,
+};
+#endif
+
 static nn_status open_gpu(nn_ctx *ctx)
 {
 #if NN_HAVE_CUDNN
     NN__TRY(open_stream(ctx, ctx->settings.stream));
     NN__TRY(nn__mem_ctx_init(ctx));
-    return nn__cudnn_ctx_init(ctx);
+    return nn__cudnn_ctx_init(ctx, cache_kinds, (int)(sizeof cache_kinds / sizeof *cache_kinds));
 #else
     return NN__FAIL(ctx, NN_E_NOT_BUILT, "nn_ctx_create: this build of nnprim has no cuDNN");
 #endif

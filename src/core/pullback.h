@@ -1,0 +1,42 @@
+/* The pullback registry shared by every op family: one set of live pullbacks, so that a consumed,
+ * freed, foreign or other-family pullback is told apart from a real one without touching its
+ * memory, and one set of checks (liveness, family, context) with messages that name the called
+ * public function.
+ *
+ * A family's pullback struct starts with a struct nn__pullback, and the family has one static
+ * struct nn__pullback_kind. Thread-safe (the set has its own lock). */
+#ifndef NN_CORE_PULLBACK_H
+#define NN_CORE_PULLBACK_H
+
+#include "nnprim/status.h"
+
+struct nn_ctx;
+
+/* One per op family ("conv", "pool"), for messages and the family check. */
+struct nn__pullback_kind {
+    const char *name;
+};
+
+/* The first member of every family's pullback struct. */
+struct nn__pullback {
+    const struct nn__pullback_kind *kind;
+    struct nn_ctx *ctx; /* the context of the forward call that made it */
+};
+
+/* Make pb live as a pullback of kind made with ctx (its header is filled in).
+ * Returns NN_OK; NN_E_OOM_HOST ("fn: out of host memory for the pullback"; pb is not live). */
+nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__pullback_kind *kind,
+                           struct nn__pullback *pb);
+
+/* Check the pullback a backward call fn (a public function's name) of family kind was given
+ * (*pullback, may be NULL): live, of this family, made with ctx. Returns NN_OK or NN_E_PULLBACK
+ * with a message naming fn and what is wrong; nothing changes either way. */
+nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,
+                             const struct nn__pullback_kind *kind, const void *pb);
+
+/* Make pb (not NULL) no longer live, before the family frees it. Returns NN_OK; NN_E_PULLBACK
+ * (recorded without a context, message naming fn) when pb is not a live pullback of kind, which
+ * then stays as it was. */
+nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb);
+
+#endif

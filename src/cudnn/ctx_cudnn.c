@@ -1,0 +1,91 @@
+/* The cuDNN layer's per-context state over its life (cudnn_ctx.h): created with the plan file
+ * loaded and its plans queued for prebuilding, saved and released at the end. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/cache.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/plan_build_cudnn.h"
+#include "cudnn/plan_file.h"
+#include "cudnn/plan_get_cudnn.h"
+#include "nnprim/context.h"
+
+static nn_status describe_gpu(struct nn_ctx *ctx, struct nn__gpu_id *gpu)
+{
+    nn_device_info info;
+    nn_status st = nn_device_get_info(ctx->device, &info);
+    if (st != NN_OK) return nn__error_rethrow(ctx, "nn_ctx_create: describing the GPU");
+    memset(gpu, 0, sizeof *gpu);
+    snprintf(gpu->name, sizeof gpu->name, "%s", info.name);
+    gpu->cc_major = info.cc_major;
+    gpu->cc_minor = info.cc_minor;
+    gpu->sm_count = info.sm_count;
+    return NN_OK;
+}
+
+/* A missing file is the normal first run; anything else wrong with it is said once on stderr and
+ * the context carries on with an empty cache. */
+static void load_settings_file(struct nn_ctx *ctx)
+{
+    const char *path = ctx->settings.plan_cache_file;
+    struct stat sb;
+    if (!path || (stat(path, &sb) != 0 && errno == ENOENT)) return;
+    nn_error_info keep = ctx->last_error;
+    if (nn__cudnn_plan_cache_load(ctx, path) != NN_OK)
+        nn__log("plan cache file not used, starting with an empty cache: %s",
+                ctx->last_error.message);
+    ctx->last_error = keep;
+    nn_plan_cache_stats st;
+    nn__cache_get_stats(ctx->cudnn->plans, &st);
+    if (st.records_skipped)
+        nn__log("plan cache file %s: %llu records of another cuDNN version or GPU skipped", path,
+                (unsigned long long)st.records_skipped);
+}
+
+nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n)
+{
+    struct nn__cudnn_state *s = nn__host_calloc(1, sizeof *s);
+    if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_ctx_create: out of host memory");
+    ctx->cudnn = s;
+    s->cudnn_version = cudnnGetVersion();
+    NN__TRY(describe_gpu(ctx, &s->gpu));
+    NN__TRY(nn__cache_create(ctx, table, n, ctx->settings.plan_cache_capacity, &s->plans));
+    load_settings_file(ctx);
+    return NN_OK;
+}
+
+void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s) return;
+    const char *path = ctx->settings.plan_cache_file;
+    if (s->plans && path && nn__cudnn_plan_cache_save(ctx, path) != NN_OK)
+        nn__log("saving the plan cache failed: %s", ctx->last_error.message);
+    /* Plans are cuDNN objects: they go before the handles, the background builder's included. */
+    if (s->builder) nn__plan_builder_stop(s->builder);
+    nn__cache_destroy(s->plans);
+    nn__plan_builder_free(s->builder);
+    nn__cudnn_handle_destroy(ctx, s->cudnn);
+    nn__host_free(s);
+    ctx->cudnn = NULL;
+}
+
+nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    return nn__plan_file_save(ctx, s->plans, path, s->cudnn_version, &s->gpu);
+}
+
+nn_status nn__cudnn_plan_cache_load(struct nn_ctx *ctx, const char *path)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    NN__TRY(nn__plan_file_load(ctx, s->plans, path, s->cudnn_version, &s->gpu));
+    nn__cudnn_plan_prebuild(ctx);
+    return NN_OK;
+}

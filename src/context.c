@@ -13,6 +13,7 @@
 #include "cudnn/cudnn_ctx.h"
 #if NN_HAVE_CUDNN
 #include "cudnn/plan_get_cudnn.h"
+#include "linear/linear_internal.h"
 #endif
 #include "mem/mem.h"
 
@@ -75,6 +76,7 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 /* Every entry kind of the context's cache, one per family's kind (register a new kind here). */
 static const struct nn__cache_kind *const cache_kinds[] = {
     &nn__cudnn_graph_plan_kind,
+    &nn__linear_matmul_kind,
 };
 #endif
 

@@ -20,5 +20,6 @@
 #include "plan_cache.h"
 #include "mem.h"
 #include "conv.h"
+#include "linear.h"
 
 #endif /* NNPRIM_NNPRIM_H */

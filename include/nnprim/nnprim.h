@@ -21,5 +21,6 @@
 #include "mem.h"
 #include "conv.h"
 #include "linear.h"
+#include "softmax.h"
 
 #endif /* NNPRIM_NNPRIM_H */

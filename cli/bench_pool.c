@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
+#include "tests/harness/pool_case.h"
 
 #if NN_HAVE_CUDNN
 #include <cuda_runtime_api.h>
@@ -27,6 +28,8 @@ static const struct shape cpu_shapes[] = {{{2, 8, 56, 56}, 3, 2}, {{2, 16, 28, 2
 struct opts {
     int reps, warmup, cpu;
     nn_dtype dtype;
+    int has_case; /* --case: one pooling call instead of the built-in shapes */
+    struct nn_pool_case one;
 };
 
 static int usage(void)
@@ -35,7 +38,10 @@ static int usage(void)
                     "[--cpu]\n"
                     "  shapes (GPU): 32x64x112x112 3x3 stride 2, 32x256x56x56 2x2 stride 2;\n"
                     "  modes max and mean; forward and forward+backward; nnprim vs raw cuDNN.\n"
-                    "  --cpu (or no GPU): small shapes on the reference backend, host timing.\n");
+                    "  --cpu (or no GPU): small shapes on the reference backend, host timing.\n"
+                    "  --case TEXT: one call instead, in docs/POOL.md syntax or a whole\n"
+                    "  NNPRIM_VERBOSE line of pool_forward (quote it); its dtype wins; the raw\n"
+                    "  cuDNN rows need 2-D and pad_lo == pad_hi.\n");
     return 2;
 }
 
@@ -50,6 +56,15 @@ static int parse(int argc, char **argv, struct opts *o)
             int n = atoi(v);
             if (n < 1) return usage();
             *(!strcmp(a, "--reps") ? &o->reps : &o->warmup) = n;
+            i++;
+        } else if (!strcmp(a, "--case") && v) {
+            char err[256];
+            if (nn_pool_case_parse_line(v, &o->one, err, sizeof err) != 1) {
+                fprintf(stderr, "nnprim bench pool: --case: %s\n", err);
+                return 2;
+            }
+            o->has_case = 1;
+            o->dtype = o->one.dtype;
             i++;
         } else if (!strcmp(a, "--dtype") && v) {
             if (!strcmp(v, "f32"))
@@ -82,21 +97,20 @@ struct problem {
     double fwd_bytes, fwdbwd_bytes;
 };
 
-static int problem_init(nn_ctx *ctx, const struct shape *s, nn_pool_mode mode, nn_dtype dt,
-                        struct problem *pr)
+/* The problem of params p on x dims xd (rank p->spatial_rank + 2). */
+static int problem_init_params(nn_ctx *ctx, const nn_pool_params *p, const int64_t *xd, nn_dtype dt,
+                               struct problem *pr)
 {
     memset(pr, 0, sizeof *pr);
-    pr->p = (nn_pool_params){.spatial_rank = 2, .mode = mode};
-    for (int i = 0; i < 2; i++) {
-        pr->p.window[i] = s->window;
-        pr->p.stride[i] = s->stride;
-    }
-    int64_t yd[4];
-    if (nn_pool_output_shape(&pr->p, 4, s->x, yd) != NN_OK) return fail("output shape");
-    if (nn_tensor_empty(ctx, dt, 4, s->x, &pr->x) != NN_OK ||
-        nn_tensor_empty(ctx, dt, 4, yd, &pr->y) != NN_OK ||
-        nn_tensor_empty(ctx, dt, 4, yd, &pr->dy) != NN_OK ||
-        nn_tensor_empty(ctx, dt, 4, s->x, &pr->dx) != NN_OK)
+    pr->p = *p;
+    nn_pool_mode mode = p->mode;
+    int rank = p->spatial_rank + 2;
+    int64_t yd[NN_POOL_MAX_SPATIAL + 2];
+    if (nn_pool_output_shape(&pr->p, rank, xd, yd) != NN_OK) return fail("output shape");
+    if (nn_tensor_empty(ctx, dt, rank, xd, &pr->x) != NN_OK ||
+        nn_tensor_empty(ctx, dt, rank, yd, &pr->y) != NN_OK ||
+        nn_tensor_empty(ctx, dt, rank, yd, &pr->dy) != NN_OK ||
+        nn_tensor_empty(ctx, dt, rank, xd, &pr->dx) != NN_OK)
         return fail("allocating tensors");
     if (nn_tensor_fill_uniform(ctx, &pr->x, -1, 1, 1) != NN_OK ||
         nn_tensor_fill_uniform(ctx, &pr->dy, -1, 1, 2) != NN_OK)
@@ -108,6 +122,22 @@ static int problem_init(nn_ctx *ctx, const struct shape *s, nn_pool_mode mode, n
     pr->fwd_bytes = nx + ny;
     pr->fwdbwd_bytes = mode == NN_POOL_MAX ? 3 * nx + 3 * ny : 2 * nx + 2 * ny;
     return 0;
+}
+
+static int problem_init(nn_ctx *ctx, const struct shape *s, nn_pool_mode mode, nn_dtype dt,
+                        struct problem *pr)
+{
+    nn_pool_params p = {.spatial_rank = 2, .mode = mode};
+    for (int i = 0; i < 2; i++) {
+        p.window[i] = s->window;
+        p.stride[i] = s->stride;
+    }
+    return problem_init_params(ctx, &p, s->x, dt, pr);
+}
+
+static const char *mode_word(nn_pool_mode m)
+{
+    return m == NN_POOL_MAX ? "max" : m == NN_POOL_MEAN_INCLUDE_PAD ? "mean" : "meanx";
 }
 
 static void problem_free(nn_ctx *ctx, struct problem *pr)
@@ -151,13 +181,21 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
     printf("reference backend, host timing, median of %d after %d warm-up\n", reps, warmup);
     printf("%-24s %-5s %-8s %-12s %10s %9s\n", "shape", "mode", "pass", "impl", "us", "GB/s");
     int rc = 0;
-    for (size_t si = 0; si < sizeof cpu_shapes / sizeof cpu_shapes[0] && !rc; si++)
-        for (int m = 0; m < 2 && !rc; m++) {
+    size_t nshapes = o->has_case ? 1 : sizeof cpu_shapes / sizeof cpu_shapes[0];
+    for (size_t si = 0; si < nshapes && !rc; si++)
+        for (int m = 0; m < (o->has_case ? 1 : 2) && !rc; m++) {
             struct problem pr;
-            nn_pool_mode mode = m ? NN_POOL_MEAN_INCLUDE_PAD : NN_POOL_MAX;
-            rc = problem_init(ctx, &cpu_shapes[si], mode, o->dtype, &pr);
-            char name[64];
-            shape_name(&cpu_shapes[si], name, sizeof name);
+            nn_pool_mode mode = o->has_case ? o->one.p.mode
+                                : m         ? NN_POOL_MEAN_INCLUDE_PAD
+                                            : NN_POOL_MAX;
+            char name[256];
+            if (o->has_case) {
+                rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, &pr);
+                nn_pool_case_format(&o->one, name, sizeof name);
+            } else {
+                rc = problem_init(ctx, &cpu_shapes[si], mode, o->dtype, &pr);
+                shape_name(&cpu_shapes[si], name, sizeof name);
+            }
             for (int bwd = 0; bwd < 2 && !rc; bwd++) {
                 for (int i = 0; i < warmup + reps && !rc; i++) {
                     double t0 = nn_cli_now_us();
@@ -165,7 +203,7 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
                     if (i >= warmup) t[i - warmup] = nn_cli_now_us() - t0;
                 }
                 if (!rc)
-                    print_row(name, m ? "mean" : "max", bwd ? "fwd+bwd" : "fwd", "nnprim-ref",
+                    print_row(name, mode_word(mode), bwd ? "fwd+bwd" : "fwd", "nnprim-ref",
                               nn_cli_median(t, reps), bwd ? pr.fwdbwd_bytes : pr.fwd_bytes, 0);
             }
             problem_free(ctx, &pr);
@@ -210,11 +248,14 @@ static cudnnDataType_t raw_type(nn_dtype t)
 static int raw_init(struct raw *r, cudaStream_t stream, const struct problem *pr)
 {
     memset(r, 0, sizeof *r);
-    int win[2] = {(int)pr->p.window[0], (int)pr->p.window[1]}, pad[2] = {0, 0};
+    int win[2] = {(int)pr->p.window[0], (int)pr->p.window[1]};
+    int pad[2] = {(int)pr->p.pad_lo[0], (int)pr->p.pad_lo[1]};
     int str[2] = {(int)pr->p.stride[0], (int)pr->p.stride[1]};
     /* The mode nnprim picks for a context that is not deterministic (the bench's). */
-    cudnnPoolingMode_t mode =
-        pr->p.mode == NN_POOL_MAX ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    cudnnPoolingMode_t mode = pr->p.mode == NN_POOL_MAX ? CUDNN_POOLING_MAX
+                              : pr->p.mode == NN_POOL_MEAN_INCLUDE_PAD
+                                  ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     int xd[4], xs[4], yd[4], ys[4];
     for (int i = 0; i < 4; i++) {
         xd[i] = (int)pr->x.dims[i];
@@ -304,23 +345,36 @@ static int bench_gpu(nn_ctx *ctx, const struct opts *o)
     printf("%-24s %-5s %-8s %-12s %10s %9s %9s\n", "shape", "mode", "pass", "impl", "us", "GB/s",
            "vs cudnn");
     int rc = 0;
-    for (size_t si = 0; si < sizeof gpu_shapes / sizeof gpu_shapes[0] && !rc; si++)
-        for (int m = 0; m < 2 && !rc; m++) {
+    size_t nshapes = o->has_case ? 1 : sizeof gpu_shapes / sizeof gpu_shapes[0];
+    for (size_t si = 0; si < nshapes && !rc; si++)
+        for (int m = 0; m < (o->has_case ? 1 : 2) && !rc; m++) {
             struct problem pr;
             struct raw raw;
-            nn_pool_mode mode = m ? NN_POOL_MEAN_INCLUDE_PAD : NN_POOL_MAX;
-            rc = problem_init(ctx, &gpu_shapes[si], mode, o->dtype, &pr);
-            if (!rc) rc = raw_init(&raw, stream, &pr);
-            char name[64];
-            shape_name(&gpu_shapes[si], name, sizeof name);
+            memset(&raw, 0, sizeof raw);
+            nn_pool_mode mode = o->has_case ? o->one.p.mode
+                                : m         ? NN_POOL_MEAN_INCLUDE_PAD
+                                            : NN_POOL_MAX;
+            char name[256];
+            if (o->has_case) {
+                rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, &pr);
+                nn_pool_case_format(&o->one, name, sizeof name);
+            } else {
+                rc = problem_init(ctx, &gpu_shapes[si], mode, o->dtype, &pr);
+                shape_name(&gpu_shapes[si], name, sizeof name);
+            }
+            /* The raw rows run cuDNN's 2-D legacy call, one padding per dim. */
+            int raw_ok = pr.p.spatial_rank == 2 && pr.p.pad_lo[0] == pr.p.pad_hi[0] &&
+                         pr.p.pad_lo[1] == pr.p.pad_hi[1];
+            if (!raw_ok && !rc) printf("# no raw cuDNN rows: they need 2-D and pad_lo == pad_hi\n");
+            if (!rc && raw_ok) rc = raw_init(&raw, stream, &pr);
             for (int bwd = 0; bwd < 2 && !rc; bwd++) {
                 double raw_us = 0, nn_us = 0, bytes = bwd ? pr.fwdbwd_bytes : pr.fwd_bytes;
-                rc = time_gpu(stream, warmup, reps, t, &raw_us, ctx, &raw, &pr, bwd);
+                if (raw_ok) rc = time_gpu(stream, warmup, reps, t, &raw_us, ctx, &raw, &pr, bwd);
                 if (!rc) rc = time_gpu(stream, warmup, reps, t, &nn_us, ctx, NULL, &pr, bwd);
                 if (rc) break;
-                const char *mn = m ? "mean" : "max", *pass = bwd ? "fwd+bwd" : "fwd";
-                print_row(name, mn, pass, "cudnn-raw", raw_us, bytes, 0);
-                print_row(name, mn, pass, "nnprim", nn_us, bytes, raw_us);
+                const char *mn = mode_word(mode), *pass = bwd ? "fwd+bwd" : "fwd";
+                if (raw_ok) print_row(name, mn, pass, "cudnn-raw", raw_us, bytes, 0);
+                print_row(name, mn, pass, "nnprim", nn_us, bytes, raw_ok ? raw_us : 0);
             }
             raw_free(&raw);
             problem_free(ctx, &pr);

@@ -51,21 +51,21 @@ static struct nn__plan_record seed_record(int s, char *json, size_t json_cap, in
 {
     struct nn__plan_record r;
     nn__plan_record_init(&r);
-    r.engine = s % 60;
-    r.knob_count = s % 4;
-    for (int i = 0; i < r.knob_count; i++) {
-        r.knobs[i].type = i + 1;
-        r.knobs[i].value = s + i;
+    r.tuned.engine = s % 60;
+    r.tuned.knob_count = s % 4;
+    for (int i = 0; i < r.tuned.knob_count; i++) {
+        r.tuned.knobs[i].type = i + 1;
+        r.tuned.knobs[i].value = s + i;
     }
     r.workspace = (uint64_t)s * 512;
     r.time_us = s % 3 ? 3.5 * s : -1.0;
     r.build_ms = s % 5 == 4 ? -1.0 : 0.5 * s;
     if (quick && s % 3 != 2) {
-        r.quick_engine = (s * 7) % 60;
-        r.quick_knob_count = s % 3;
-        for (int i = 0; i < r.quick_knob_count; i++) {
-            r.quick_knobs[i].type = 2 * i + 1;
-            r.quick_knobs[i].value = 100 + s + i;
+        r.quick.engine = (s * 7) % 60;
+        r.quick.knob_count = s % 3;
+        for (int i = 0; i < r.quick.knob_count; i++) {
+            r.quick.knobs[i].type = 2 * i + 1;
+            r.quick.knobs[i].value = 100 + s + i;
         }
     }
     if (s % 2) {

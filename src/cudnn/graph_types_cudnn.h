@@ -109,8 +109,7 @@ struct nn__cudnn_graph_desc {
 };
 
 /* An engine and its knob choices: all that is needed to rebuild a plan for the same graph on
- * the same cuDNN and GPU. Field for field the plan cache's struct nn__plan_record (engine,
- * knob_count, knobs[].type/.value). */
+ * the same cuDNN and GPU. A plan-cache record holds two (plan_cache.h: tuned and quick). */
 #define NN__ENGINE_KNOBS_MAX 64
 struct nn__engine_knob {
     int64_t type;  /* cudnnBackendKnobType_t */

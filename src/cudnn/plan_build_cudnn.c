@@ -274,7 +274,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
                 if (nn__verbose(ctx))
                     nn__log("plan cache: tuned plan (engine %lld) built in the background in "
                             "%.1f ms replaces its quick alternate (engine %lld)",
-                            (long long)j->c.engine, j->ms, (long long)j->fallback.engine);
+                            (long long)j->c.engine, j->ms, (long long)j->fallback.tuned.engine);
             }
         } else if (j->prebuild && (known = nn__plan_cache_lookup_known(c, &j->key)) &&
                    nn__plan_cache_insert(ctx, c, &j->key, known, j->plan) == NN_OK) {
@@ -298,7 +298,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
         nn__plan_cache_replace_live(ctx, c, &j->key, NULL, &j->fallback);
         nn__log("plan cache: the tuned plan (engine %lld) did not build in the background, its "
                 "quick alternate (engine %lld) stays: %s",
-                (long long)j->c.engine, (long long)j->fallback.engine, j->message);
+                (long long)j->c.engine, (long long)j->fallback.tuned.engine, j->message);
     } else {
         nn__cache_count(c, NN__PC_BACKGROUND_FAILED);
         if (nn__verbose(ctx))

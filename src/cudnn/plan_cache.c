@@ -56,15 +56,15 @@ const struct nn__field nn__plan_key_fields[] = {
 
 /* The JSON is the entry's blob, so json and json_len are no fields. */
 const struct nn__field nn__plan_record_fields[] = {
-    NN__FIELD(struct nn__plan_record, engine, NN__FIELD_I64),
-    NN__FIELD(struct nn__plan_record, knob_count, NN__FIELD_I32),
-    NN__FIELD(struct nn__plan_record, knobs, NN__FIELD_I64),
+    NN__FIELD(struct nn__plan_record, tuned.engine, NN__FIELD_I64),
+    NN__FIELD(struct nn__plan_record, tuned.knob_count, NN__FIELD_I32),
+    NN__FIELD(struct nn__plan_record, tuned.knobs, NN__FIELD_I64),
     NN__FIELD(struct nn__plan_record, workspace, NN__FIELD_U64),
     NN__FIELD(struct nn__plan_record, time_us, NN__FIELD_F64),
     NN__FIELD(struct nn__plan_record, build_ms, NN__FIELD_F64),
-    NN__FIELD(struct nn__plan_record, quick_engine, NN__FIELD_I64),
-    NN__FIELD(struct nn__plan_record, quick_knob_count, NN__FIELD_I32),
-    NN__FIELD(struct nn__plan_record, quick_knobs, NN__FIELD_I64),
+    NN__FIELD(struct nn__plan_record, quick.engine, NN__FIELD_I64),
+    NN__FIELD(struct nn__plan_record, quick.knob_count, NN__FIELD_I32),
+    NN__FIELD(struct nn__plan_record, quick.knobs, NN__FIELD_I64),
     NN__FIELD_END,
 };
 
@@ -97,9 +97,9 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k)
     if (k->deterministic != 0 && k->deterministic != 1) return "deterministic is not 0 or 1";
     for (int i = 0; i < NN__KEY_OPERANDS; i++) {
         const struct nn__key_tensor *t = &k->t[i];
-        if (t->rank < 0 || t->rank > NN_MAX_RANK) return "an operand's rank is out of 0..8";
+        if (t->rank < 0 || t->rank > NN__KEY_RANK_MAX) return "an operand's rank is out of 0..5";
         /* Entries a key does not use are 0 (nn__plan_key_init()), as equality needs. */
-        for (int d = t->rank; d < NN_MAX_RANK; d++)
+        for (int d = t->rank; d < NN__KEY_RANK_MAX; d++)
             if (t->dims[d] || t->strides[d])
                 return "an operand's entries beyond its rank are not 0";
         if (t->rank == 0) {
@@ -133,22 +133,22 @@ void nn__plan_record_init(struct nn__plan_record *r)
     memset(r, 0, sizeof *r);
     r->time_us = -1;
     r->build_ms = -1;
-    r->quick_engine = -1;
+    r->quick.engine = -1;
 }
 
 const char *nn__plan_record_invalid(const struct nn__plan_record *r)
 {
-    if (r->engine < 0) return "engine index is negative";
-    if (r->knob_count < 0 || r->knob_count > NN__PLAN_KNOBS_MAX)
+    if (r->tuned.engine < 0) return "engine index is negative";
+    if (r->tuned.knob_count < 0 || r->tuned.knob_count > NN__PLAN_KNOBS_MAX)
         return "knob count is out of 0..64";
     if (!isfinite(r->time_us) || (r->time_us < 0 && r->time_us != -1.0))
         return "time_us is neither >= 0 nor -1";
     if (!isfinite(r->build_ms) || (r->build_ms < 0 && r->build_ms != -1.0))
         return "build_ms is neither >= 0 nor -1";
-    if (r->quick_engine < -1) return "quick engine index is below -1";
-    if (r->quick_knob_count < 0 || r->quick_knob_count > NN__PLAN_KNOBS_MAX)
+    if (r->quick.engine < -1) return "quick engine index is below -1";
+    if (r->quick.knob_count < 0 || r->quick.knob_count > NN__PLAN_KNOBS_MAX)
         return "quick knob count is out of 0..64";
-    if (r->quick_engine == -1 && r->quick_knob_count)
+    if (r->quick.engine == -1 && r->quick.knob_count)
         return "quick knobs are given without a quick engine";
     if (r->json_len > NN__PLAN_JSON_MAX) return "JSON length exceeds 256 KiB";
     if (r->json_len && !r->json) return "JSON is NULL with a nonzero length";

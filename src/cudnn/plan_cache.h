@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cudnn/cache.h"
+#include "cudnn/graph_types_cudnn.h"
 #include "nnprim/status.h"
 #include "nnprim/tensor.h"
 
@@ -53,13 +54,17 @@ enum nn__key_operand {
 
 #define NN__KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D convolution and pooling */
 
+/* Graph tensors have rank 3..5 (N, C and 1..3 spatial dims; graph_cudnn checks it): the key
+ * holds no more, so that a lookup hashes and compares as few bytes as it can. */
+#define NN__KEY_RANK_MAX 5
+
 /* One tensor of the key. rank 0 = the op has no such tensor (all other fields then 0). */
 struct nn__key_tensor {
-    int32_t rank;                 /* 0..NN_MAX_RANK */
-    int32_t dtype;                /* nn_dtype */
-    int64_t alignment;            /* byte alignment of the data pointer cuDNN is told about */
-    int64_t dims[NN_MAX_RANK];    /* entries >= rank are 0 */
-    int64_t strides[NN_MAX_RANK]; /* in elements; entries >= rank are 0 */
+    int32_t rank;                      /* 0..NN__KEY_RANK_MAX */
+    int32_t dtype;                     /* nn_dtype */
+    int64_t alignment;                 /* byte alignment of the data pointer cuDNN is told about */
+    int64_t dims[NN__KEY_RANK_MAX];    /* entries >= rank are 0 */
+    int64_t strides[NN__KEY_RANK_MAX]; /* in elements; entries >= rank are 0 */
 };
 
 /* Op parameters as plain values. Entries of the spatial arrays >= spatial_rank are 0;
@@ -113,20 +118,15 @@ const char *nn__plan_key_invalid(const struct nn__plan_key *k);
  * Records: what is needed to rebuild a plan
  */
 
-#define NN__PLAN_KNOBS_MAX 64           /* knob choices per engine config */
-#define NN__PLAN_JSON_MAX  (256 * 1024) /* bytes of the plan's JSON form, without a NUL */
+#define NN__PLAN_KNOBS_MAX NN__ENGINE_KNOBS_MAX /* knob choices per engine config */
+#define NN__PLAN_JSON_MAX  (256 * 1024)         /* bytes of the plan's JSON form, without a NUL */
 
-struct nn__plan_knob {
-    int64_t type;  /* cudnnBackendKnobType_t */
-    int64_t value; /* the choice */
-};
-
+/* Both engine choices of a record are the graph layer's own struct (graph_types_cudnn.h), so a
+ * plan is rebuilt from a record and a record filled from a plan without conversions. */
 struct nn__plan_record {
-    int64_t engine;     /* the engine's global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
-    int32_t knob_count; /* 0..NN__PLAN_KNOBS_MAX */
-    struct nn__plan_knob knobs[NN__PLAN_KNOBS_MAX];
-    uint64_t workspace; /* bytes the plan needs */
-    double time_us;     /* measured median time, or -1 if the plan was not timed */
+    struct nn__engine_choice tuned; /* engine (its global index), knob_count 0..64, knobs */
+    uint64_t workspace;             /* bytes the plan needs */
+    double time_us;                 /* measured median time, or -1 if the plan was not timed */
     /* The slowest rebuild of the tuned plan seen in a process that loaded the record (foreground
      * or background), milliseconds, or -1: a diagnostic for verbose lines and reports. */
     double build_ms;
@@ -137,17 +137,15 @@ struct nn__plan_record {
      * replaces it: the first rebuild of some engines in a process stalls for tens of ms (63.6 ms
      * for engine 70 on the H200, cuDNN 9.14), a cost the tuning process never sees again and that
      * depends on what else the loading process has done, so it is not predicted, only avoided.
-     * quick_engine -1 = none (quick_knob_count is then 0). */
-    int64_t quick_engine;
-    int32_t quick_knob_count; /* 0..NN__PLAN_KNOBS_MAX */
-    struct nn__plan_knob quick_knobs[NN__PLAN_KNOBS_MAX];
+     * quick.engine -1 = none (quick.knob_count is then 0). */
+    struct nn__engine_choice quick;
     /* The plan's JSON form (optional fast path). json_len 0 = none. On insertion the cache
      * copies json_len bytes; in records the cache hands out, json is NUL-terminated. */
     uint32_t json_len; /* 0..NN__PLAN_JSON_MAX */
     const char *json;
 };
 
-/* A record with every field "none": engine 0, no knobs, time_us, build_ms and quick_engine -1. */
+/* A record with every field "none": engine 0, no knobs, time_us, build_ms and quick.engine -1. */
 void nn__plan_record_init(struct nn__plan_record *r);
 
 /* Check a record's ranges; NULL if valid, else a static description of the bad field. */

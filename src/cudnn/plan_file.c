@@ -267,7 +267,7 @@ static int get_f64_finite(struct reader *r, const char *field, double *v)
 
 static int get_key_tensor(struct reader *r, struct nn__key_tensor *t)
 {
-    if (!get_i32_in(r, "key operand rank", 0, NN_MAX_RANK, &t->rank)) return 0;
+    if (!get_i32_in(r, "key operand rank", 0, NN__KEY_RANK_MAX, &t->rank)) return 0;
     if (t->rank == 0)
         return get_i32_in(r, "key operand dtype", 0, 0, &t->dtype) &&
                get_i64_min(r, "key operand alignment", 0, &t->alignment) &&
@@ -328,19 +328,19 @@ static int read_v2_record(struct reader *r, struct nn__plan_key *k, struct nn__p
     size_t start = r->pos;
     if (!need(r, body, "record body")) return 0;
     nn__plan_record_init(rec);
-    if (!get_key(r, k) || !get_i64(r, "engine", &rec->engine) ||
+    if (!get_key(r, k) || !get_i64(r, "engine", &rec->tuned.engine) ||
         !get_u64(r, "workspace", &rec->workspace))
         return 0;
-    if (rec->engine < 0) return bad(r, r->pos - 16, "engine", "engine index is negative");
+    if (rec->tuned.engine < 0) return bad(r, r->pos - 16, "engine", "engine index is negative");
     size_t at = r->pos;
     uint64_t bits;
     if (!get_u64(r, "time_us", &bits)) return 0;
     memcpy(&rec->time_us, &bits, sizeof bits);
     if (!record_ok(r, rec, at, "time_us")) return 0;
-    if (!get_i32_in(r, "knob_count", 0, NN__PLAN_KNOBS_MAX, &rec->knob_count)) return 0;
-    for (int i = 0; i < rec->knob_count; i++)
-        if (!get_i64(r, "knob type", &rec->knobs[i].type) ||
-            !get_i64(r, "knob value", &rec->knobs[i].value))
+    if (!get_i32_in(r, "knob_count", 0, NN__PLAN_KNOBS_MAX, &rec->tuned.knob_count)) return 0;
+    for (int i = 0; i < rec->tuned.knob_count; i++)
+        if (!get_i64(r, "knob type", &rec->tuned.knobs[i].type) ||
+            !get_i64(r, "knob value", &rec->tuned.knobs[i].value))
             return 0;
     at = r->pos;
     if (!get_u32(r, "json_len", &rec->json_len)) return 0;
@@ -354,17 +354,17 @@ static int read_v2_record(struct reader *r, struct nn__plan_key *k, struct nn__p
         memcpy(&rec->build_ms, &bits, sizeof bits);
         if (!record_ok(r, rec, at, "build_ms")) return 0;
         at = r->pos;
-        if (!get_i64(r, "quick_engine", &rec->quick_engine) ||
+        if (!get_i64(r, "quick_engine", &rec->quick.engine) ||
             !record_ok(r, rec, at, "quick_engine"))
             return 0;
         /* The count is checked before any knob is read. */
         at = r->pos;
-        if (!get_i32(r, "quick_knob_count", &rec->quick_knob_count) ||
+        if (!get_i32(r, "quick_knob_count", &rec->quick.knob_count) ||
             !record_ok(r, rec, at, "quick_knob_count"))
             return 0;
-        for (int i = 0; i < rec->quick_knob_count; i++)
-            if (!get_i64(r, "quick knob type", &rec->quick_knobs[i].type) ||
-                !get_i64(r, "quick knob value", &rec->quick_knobs[i].value))
+        for (int i = 0; i < rec->quick.knob_count; i++)
+            if (!get_i64(r, "quick knob type", &rec->quick.knobs[i].type) ||
+                !get_i64(r, "quick knob value", &rec->quick.knobs[i].value))
                 return 0;
     }
     if (r->pos - start != body) {

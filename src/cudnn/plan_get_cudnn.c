@@ -72,7 +72,8 @@ void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_grap
         kt->rank = t->rank;
         kt->dtype = t->dtype;
         kt->alignment = t->alignment;
-        for (int i = 0; i < t->rank; i++) {
+        /* A rank the key cannot hold is a graph that graph_cudnn refuses (ranks 3..5). */
+        for (int i = 0; i < t->rank && i < NN__KEY_RANK_MAX; i++) {
             kt->dims[i] = t->dims[i];
             kt->strides[i] = t->strides[i];
         }
@@ -151,31 +152,6 @@ static void count_search(struct nn__cache *c, const struct nn__cudnn_search_stat
         nn__cache_count(c, NN__PC_PLAN_BUILT);
 }
 
-/* A record holds two engine choices (the tuned one and its quick alternate) as (engine, knob
- * count, knobs); these copy one to and from the graph layer's struct. */
-static void choice_from(int64_t engine, int32_t knob_count, const struct nn__plan_knob *knobs,
-                        struct nn__engine_choice *ch)
-{
-    memset(ch, 0, sizeof *ch);
-    ch->engine = engine;
-    ch->knob_count = knob_count;
-    for (int i = 0; i < knob_count; i++) {
-        ch->knobs[i].type = knobs[i].type;
-        ch->knobs[i].value = knobs[i].value;
-    }
-}
-
-static void choice_to(const struct nn__engine_choice *ch, int64_t *engine, int32_t *knob_count,
-                      struct nn__plan_knob *knobs)
-{
-    *engine = ch->engine;
-    *knob_count = ch->knob_count;
-    for (int i = 0; i < ch->knob_count && i < NN__PLAN_KNOBS_MAX; i++) {
-        knobs[i].type = ch->knobs[i].type;
-        knobs[i].value = ch->knobs[i].value;
-    }
-}
-
 /* The record of a freshly built plan: engine, knobs, workspace, time, its quick alternate
  * (quick->engine -1: none), and its JSON form when the engine has one (the fallback of a later
  * rebuild). Its build time stays unknown (-1): this process has prepared the engine already, so
@@ -186,11 +162,10 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
                            char **json)
 {
     nn__plan_record_init(r);
-    choice_to(nn__cudnn_plan_choice(p), &r->engine, &r->knob_count, r->knobs);
+    r->tuned = *nn__cudnn_plan_choice(p);
     r->workspace = (uint64_t)nn__cudnn_plan_workspace(p);
     r->time_us = time_us;
-    if (quick->engine >= 0)
-        choice_to(quick, &r->quick_engine, &r->quick_knob_count, r->quick_knobs);
+    if (quick->engine >= 0) r->quick = *quick;
     *json = NULL;
     size_t len = 0;
     nn_error_info keep = ctx->last_error;
@@ -219,19 +194,17 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c,
                              struct nn__cudnn_plan **plan)
 {
     *plan = NULL;
-    if (known->quick_engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
+    if (known->quick.engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
         return NN_OK;
     nn_error_info keep = ctx->last_error;
-    struct nn__engine_choice qc, tuned;
-    choice_from(known->quick_engine, known->quick_knob_count, known->quick_knobs, &qc);
-    choice_from(known->engine, known->knob_count, known->knobs, &tuned);
+    struct nn__engine_choice qc = known->quick, tuned = known->tuned;
     uint64_t t0 = nn__now_ns();
     nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &qc, plan);
     double quick_ms = (double)(nn__now_ns() - t0) / 1e6;
     if (st == NN_OK) {
         struct nn__plan_record fallback;
         nn__plan_record_init(&fallback);
-        choice_to(&qc, &fallback.engine, &fallback.knob_count, fallback.knobs);
+        fallback.tuned = qc;
         fallback.workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
         fallback.build_ms = quick_ms;
         st = nn__plan_builder_submit(ctx, key, nn__cudnn_graph_get_desc(g), f, &tuned, &fallback);
@@ -297,9 +270,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
      * runtime-compiled configuration, which cuDNN compiles at finalization either way. It stays
      * as the fallback for a record whose engine index no longer resolves. */
     const char *how = "engine and knobs";
-    struct nn__engine_choice ch;
-    choice_from(out->engine, out->knob_count, out->knobs, &ch);
-    nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &ch, plan);
+    nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &out->tuned, plan);
     if (st != NN_OK && st != NN_E_OOM_HOST && *json) {
         how = "JSON";
         st = nn__cudnn_plan_from_json(ctx, g, f, *json, out->json_len, plan);
@@ -308,7 +279,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
     if (st != NN_OK) {
         if (nn__verbose(ctx))
             nn__log("plan cache: known record (engine %lld) no longer builds, dropped: %s",
-                    (long long)out->engine, ctx->last_error.message);
+                    (long long)out->tuned.engine, ctx->last_error.message);
         ctx->last_error = keep;
         nn__plan_cache_drop_known(c, key);
         *plan = NULL;
@@ -320,7 +291,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
     nn__cache_count(c, NN__PC_REBUILT);
     if (nn__verbose(ctx) >= 2)
         nn__log("plan cache: engine %lld rebuilt from its %s in %.3f ms (workspace %llu bytes)",
-                (long long)out->engine, how, ms, (unsigned long long)out->workspace);
+                (long long)out->tuned.engine, how, ms, (unsigned long long)out->workspace);
     return NN_OK;
 }
 
@@ -612,9 +583,7 @@ static int prebuild_one(void *arg, const struct nn__plan_key *key,
     if (nn__cudnn_graph_desc_of_key(key, &d) != 0) return 0;
     struct nn__cudnn_filter f;
     nn__cudnn_filter_from_ctx(w->ctx, data_dtype(&d), &f);
-    struct nn__engine_choice ch;
-    choice_from(rec->engine, rec->knob_count, rec->knobs, &ch);
-    w->fail = nn__plan_builder_prebuild(w->ctx, key, &d, &f, &ch);
+    w->fail = nn__plan_builder_prebuild(w->ctx, key, &d, &f, &rec->tuned);
     if (w->fail != NN_OK) return 1;
     w->queued++;
     return 0;

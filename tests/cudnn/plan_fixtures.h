@@ -59,21 +59,21 @@ static inline struct nn__plan_record fx_record(int seed, char *buf)
 {
     struct nn__plan_record r;
     nn__plan_record_init(&r);
-    r.engine = seed * 7 % 40;
-    r.knob_count = seed % 5;
-    for (int i = 0; i < r.knob_count; i++) {
-        r.knobs[i].type = i + 1;
-        r.knobs[i].value = seed * 100 + i;
+    r.tuned.engine = seed * 7 % 40;
+    r.tuned.knob_count = seed % 5;
+    for (int i = 0; i < r.tuned.knob_count; i++) {
+        r.tuned.knobs[i].type = i + 1;
+        r.tuned.knobs[i].value = seed * 100 + i;
     }
     r.workspace = (uint64_t)seed * 4096;
     r.time_us = seed % 4 == 0 ? -1.0 : 10.25 * seed;
     r.build_ms = seed % 4 == 2 ? -1.0 : 0.125 * seed;
     if (seed % 3) {
-        r.quick_engine = seed * 11 % 50;
-        r.quick_knob_count = seed % 3 == 1 ? 1 + seed / 3 % 3 : 0;
-        for (int i = 0; i < r.quick_knob_count; i++) {
-            r.quick_knobs[i].type = 10 + i;
-            r.quick_knobs[i].value = -(int64_t)seed * 1000 - i;
+        r.quick.engine = seed * 11 % 50;
+        r.quick.knob_count = seed % 3 == 1 ? 1 + seed / 3 % 3 : 0;
+        for (int i = 0; i < r.quick.knob_count; i++) {
+            r.quick.knobs[i].type = 10 + i;
+            r.quick.knobs[i].value = -(int64_t)seed * 1000 - i;
         }
     }
     if (seed % 2) {
@@ -86,17 +86,18 @@ static inline struct nn__plan_record fx_record(int seed, char *buf)
 
 static inline int fx_record_equal(const struct nn__plan_record *a, const struct nn__plan_record *b)
 {
-    if (a->engine != b->engine || a->knob_count != b->knob_count || a->workspace != b->workspace ||
-        a->time_us != b->time_us || a->build_ms != b->build_ms ||
-        a->quick_engine != b->quick_engine || a->quick_knob_count != b->quick_knob_count ||
+    if (a->tuned.engine != b->tuned.engine || a->tuned.knob_count != b->tuned.knob_count ||
+        a->workspace != b->workspace || a->time_us != b->time_us || a->build_ms != b->build_ms ||
+        a->quick.engine != b->quick.engine || a->quick.knob_count != b->quick.knob_count ||
         a->json_len != b->json_len)
         return 0;
-    for (int i = 0; i < a->knob_count; i++)
-        if (a->knobs[i].type != b->knobs[i].type || a->knobs[i].value != b->knobs[i].value)
+    for (int i = 0; i < a->tuned.knob_count; i++)
+        if (a->tuned.knobs[i].type != b->tuned.knobs[i].type ||
+            a->tuned.knobs[i].value != b->tuned.knobs[i].value)
             return 0;
-    for (int i = 0; i < a->quick_knob_count; i++)
-        if (a->quick_knobs[i].type != b->quick_knobs[i].type ||
-            a->quick_knobs[i].value != b->quick_knobs[i].value)
+    for (int i = 0; i < a->quick.knob_count; i++)
+        if (a->quick.knobs[i].type != b->quick.knobs[i].type ||
+            a->quick.knobs[i].value != b->quick.knobs[i].value)
             return 0;
     return a->json_len == 0 || memcmp(a->json, b->json, a->json_len) == 0;
 }
@@ -206,23 +207,23 @@ static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
     fx_v2_put(w, (uint32_t)p->flags, 4);
     fx_v2_put_f64(w, p->alpha);
     fx_v2_put_f64(w, p->beta);
-    fx_v2_put(w, (uint64_t)r->engine, 8);
+    fx_v2_put(w, (uint64_t)r->tuned.engine, 8);
     fx_v2_put(w, r->workspace, 8);
     fx_v2_put_f64(w, r->time_us);
-    fx_v2_put(w, (uint32_t)r->knob_count, 4);
-    for (int i = 0; i < r->knob_count; i++) {
-        fx_v2_put(w, (uint64_t)r->knobs[i].type, 8);
-        fx_v2_put(w, (uint64_t)r->knobs[i].value, 8);
+    fx_v2_put(w, (uint32_t)r->tuned.knob_count, 4);
+    for (int i = 0; i < r->tuned.knob_count; i++) {
+        fx_v2_put(w, (uint64_t)r->tuned.knobs[i].type, 8);
+        fx_v2_put(w, (uint64_t)r->tuned.knobs[i].value, 8);
     }
     fx_v2_put(w, r->json_len, 4);
     if (w->buf && r->json_len) memcpy(w->buf + w->pos, r->json, r->json_len);
     w->pos += r->json_len;
     fx_v2_put_f64(w, r->build_ms);
-    fx_v2_put(w, (uint64_t)r->quick_engine, 8);
-    fx_v2_put(w, (uint32_t)r->quick_knob_count, 4);
-    for (int i = 0; i < r->quick_knob_count; i++) {
-        fx_v2_put(w, (uint64_t)r->quick_knobs[i].type, 8);
-        fx_v2_put(w, (uint64_t)r->quick_knobs[i].value, 8);
+    fx_v2_put(w, (uint64_t)r->quick.engine, 8);
+    fx_v2_put(w, (uint32_t)r->quick.knob_count, 4);
+    for (int i = 0; i < r->quick.knob_count; i++) {
+        fx_v2_put(w, (uint64_t)r->quick.knobs[i].type, 8);
+        fx_v2_put(w, (uint64_t)r->quick.knobs[i].value, 8);
     }
 }
 

@@ -135,8 +135,12 @@ Test(cache, kinds_share_the_lru_but_not_entries)
     cr_expect_eq(nn__cache_key_hash(&probe_kind, &k), nn__cache_key_hash(&probe_kind, &same));
     cr_expect(nn__cache_key_equal(&probe_kind, &k, &same));
 
-    /* The same bytes under another kind id are another entry; an unknown kind finds nothing. */
-    cr_expect_null(nn__cache_lookup(c, NN__PLAN_KIND_ID, &k, NULL));
+    /* The same bytes under another kind id are another entry (a key of that kind's size that starts
+     * with them); an unknown kind finds nothing. */
+    struct nn__plan_key same_bytes;
+    memset(&same_bytes, 0, sizeof same_bytes);
+    memcpy(&same_bytes, &k, sizeof k);
+    cr_expect_null(nn__cache_lookup(c, NN__PLAN_KIND_ID, &same_bytes, NULL));
     cr_expect_null(nn__cache_lookup(c, 2, &k, NULL));
     cr_expect_eq(nn__cache_insert(NULL, c, 2, &k, &r, NULL, 0, &live_token[1]), NN_E_INVALID_ARG);
 

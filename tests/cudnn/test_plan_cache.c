@@ -93,7 +93,7 @@ Test(plan_key, padding_does_not_matter_and_unused_entries_are_zero)
 
     /* Unused entries take part, so the key check refuses keys where they are not 0. */
     struct nn__plan_key c = fx_key(5);
-    c.t[0].dims[5] = 7;
+    c.t[0].dims[4] = 7; /* x has rank 4 */
     cr_expect_str_eq(nn__plan_key_invalid(&c), "an operand's entries beyond its rank are not 0");
     c = fx_key(5);
     c.t[2].rank = 0; /* an absent operand must be all 0 */
@@ -183,8 +183,8 @@ Test(plan_key, invalid_fields_are_named)
     k.t[1].dims[2] = 0;
     cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's dim is < 1");
     k = fx_key(1);
-    k.t[0].rank = NN_MAX_RANK + 1;
-    cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's rank is out of 0..8");
+    k.t[0].rank = NN__KEY_RANK_MAX + 1;
+    cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's rank is out of 0..5");
     k = fx_key(1);
     k.p.spatial_rank = 4;
     cr_expect_str_eq(nn__plan_key_invalid(&k), "params.spatial_rank is out of 0..3");
@@ -317,7 +317,7 @@ Test(plan_cache, insert_of_equal_key_replaces_and_destroys_old_plan)
     cr_expect_eq(nn__cache_size(c), 1);
     const struct nn__plan_record *got;
     cr_expect_eq(nn__plan_cache_lookup(c, &k, &got), &plan_ids[9]);
-    cr_expect_eq(got->engine, r.engine);
+    cr_expect_eq(got->tuned.engine, r.tuned.engine);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
     cr_expect_eq(st.evictions, 0);
@@ -331,7 +331,7 @@ Test(plan_cache, invalid_records_are_refused_and_plan_stays_callers)
     char json[64];
     struct nn__plan_key k = fx_key(1);
     struct nn__plan_record r = fx_record(1, json);
-    r.knob_count = NN__PLAN_KNOBS_MAX + 1;
+    r.tuned.knob_count = NN__PLAN_KNOBS_MAX + 1;
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "knob count"));
     r = fx_record(1, json);
@@ -345,17 +345,17 @@ Test(plan_cache, invalid_records_are_refused_and_plan_stays_callers)
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "build_ms"));
     r = fx_record(1, json);
-    r.quick_engine = -2;
+    r.quick.engine = -2;
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "quick engine"));
     r = fx_record(1, json);
-    r.quick_engine = 3;
-    r.quick_knob_count = NN__PLAN_KNOBS_MAX + 1;
+    r.quick.engine = 3;
+    r.quick.knob_count = NN__PLAN_KNOBS_MAX + 1;
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "quick knob count"));
     r = fx_record(1, json);
-    r.quick_engine = -1;
-    r.quick_knob_count = 2;
+    r.quick.engine = -1;
+    r.quick.knob_count = 2;
     cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "without a quick engine"));
     r = fx_record(1, json);
@@ -397,7 +397,7 @@ Test(plan_cache, replace_live_keeps_the_entry)
     cr_assert_not_null(got);
     cr_expect(fx_record_equal(got, &r));
     cr_expect_eq(destroyed[3], 0);
-    r.quick_engine = -2;
+    r.quick.engine = -2;
     cr_expect_eq(nn__plan_cache_replace_live(NULL, c, &k3, NULL, &r), NN_E_INVALID_ARG);
     nn__cache_destroy(c);
     cr_expect_eq(destroyed[3], 1);

@@ -123,9 +123,9 @@ Test(plan_file, round_trip_in_memory)
     for (int s = 1; s <= 11; s++) {
         struct nn__plan_record r = fx_record(s, json);
         cr_assert_null(nn__plan_record_invalid(&r), "fixture seed %d", s);
-        quick_knobs += r.quick_engine >= 0 && r.quick_knob_count > 0;
-        quick_bare += r.quick_engine >= 0 && r.quick_knob_count == 0;
-        no_quick += r.quick_engine == -1;
+        quick_knobs += r.quick.engine >= 0 && r.quick.knob_count > 0;
+        quick_bare += r.quick.engine >= 0 && r.quick.knob_count == 0;
+        no_quick += r.quick.engine == -1;
         no_build += r.build_ms == -1;
     }
     cr_assert(quick_knobs >= 2 && quick_bare >= 2 && no_quick >= 2 && no_build >= 2);
@@ -516,8 +516,8 @@ static void encode_v1(int first, int n, unsigned char **buf, size_t *len)
     for (int s = first; s < first + n; s++) {
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        r.quick_engine = -1;
-        r.quick_knob_count = 0;
+        r.quick.engine = -1;
+        r.quick.knob_count = 0;
         cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
     }
     size_t v2_len;
@@ -537,14 +537,14 @@ static void expect_v1_seeds(const struct nn__cache *c, int first, int n)
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record want = fx_record(s, json);
         want.build_ms = -1;
-        want.quick_engine = -1;
-        want.quick_knob_count = 0;
+        want.quick.engine = -1;
+        want.quick.knob_count = 0;
         const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, &k);
         cr_assert_not_null(got, "seed %d missing", s);
         cr_expect(fx_record_equal(got, &want), "seed %d differs", s);
         cr_expect_eq(got->build_ms, -1.0, "seed %d", s);
-        cr_expect_eq(got->quick_engine, -1, "seed %d", s);
-        cr_expect_eq(got->quick_knob_count, 0, "seed %d", s);
+        cr_expect_eq(got->quick.engine, -1, "seed %d", s);
+        cr_expect_eq(got->quick.knob_count, 0, "seed %d", s);
     }
 }
 
@@ -785,8 +785,8 @@ static int expect_v1_defaults(void *arg, const struct nn__plan_key *k,
     (void)k;
     int *n = arg;
     cr_expect_eq(r->build_ms, -1.0);
-    cr_expect_eq(r->quick_engine, -1);
-    cr_expect_eq(r->quick_knob_count, 0);
+    cr_expect_eq(r->quick.engine, -1);
+    cr_expect_eq(r->quick.knob_count, 0);
     (*n)++;
     return 0;
 }

@@ -159,7 +159,8 @@ static void plan_destroy(void *live)
     nn__host_free(p);
 }
 
-/* Id 6: kind ids are written to plan files (cache.h); 1 is graph plans, 2-5 the RNN family's. */
+/* Id 6: kind ids are written to plan files (cache.h); 1 is graph plans, 4 and 5 are the RNN
+ * family's. */
 const struct nn__cache_kind nn__linear_matmul_kind = {
     .id = 6,
     .name = "linear matmul",

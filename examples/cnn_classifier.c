@@ -1,8 +1,8 @@
 /* A small image classifier trained with nnprim alone: conv 3x3 (+bias, relu) -> max pool 2x2 ->
- * conv 3x3 (+bias, relu) -> linear -> softmax cross-entropy, by SGD with momentum. The data set is generated
- * here: 8x8 images of one of four strokes (a horizontal, vertical, diagonal or anti-diagonal bar
- * of length 4 at a random place) on uniform noise. It trains on 256 images and reports the
- * accuracy on 256 others; the run ends with status 1 below 90% test accuracy.
+ * conv 3x3 (+bias, relu) -> linear -> softmax cross-entropy, by SGD with momentum. The data set is
+ * generated here: 8x8 images of one of four strokes (a horizontal, vertical, diagonal or
+ * anti-diagonal bar of length 4 at a random place) on uniform noise. It trains on 256 images and
+ * reports the accuracy on 256 others; the run ends with status 1 below 90% test accuracy.
  *
  *   example_cnn_classifier [steps]   (NNPRIM_BACKEND=ref|cudnn picks the backend) */
 #include <stdint.h>

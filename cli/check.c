@@ -5,12 +5,16 @@
 
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
+#include "tests/harness/linear_case.h"
 #include "tests/harness/pool_case.h"
+#include "tests/harness/softmax_case.h"
 
 /* One op family's cases: the harness calls behind a common shape. */
 union any_case {
     struct nn_conv_case conv;
     struct nn_pool_case pool;
+    struct nn_linear_case linear;
+    struct nn_softmax_case softmax;
 };
 
 struct family {
@@ -76,25 +80,81 @@ static nn_math_mode pool_math(const union any_case *c)
     return NN_MATH_STRICT_FP32;
 }
 
+static int linear_parse(const char *line, union any_case *c, char *err, size_t cap)
+{
+    return nn_linear_case_parse_line(line, &c->linear, err, cap);
+}
+static void linear_format(const union any_case *c, char *buf, size_t cap)
+{
+    nn_linear_case_format(&c->linear, buf, cap);
+}
+static int linear_standard(size_t i, union any_case *c)
+{
+    return nn_linear_standard_case(i, &c->linear);
+}
+static int linear_ref(nn_ctx *ref, const union any_case *c, FILE *out)
+{
+    return nn_linear_check_reference(ref, &c->linear, out);
+}
+static int linear_dev(nn_ctx *dev, nn_ctx *ref, const union any_case *c, FILE *out)
+{
+    return nn_linear_check_backend(dev, ref, &c->linear, out);
+}
+static nn_math_mode linear_math(const union any_case *c)
+{
+    return c->linear.math;
+}
+
+static int softmax_parse(const char *line, union any_case *c, char *err, size_t cap)
+{
+    return nn_softmax_case_parse_line(line, &c->softmax, err, cap);
+}
+static void softmax_format(const union any_case *c, char *buf, size_t cap)
+{
+    nn_softmax_case_format(&c->softmax, buf, cap);
+}
+static int softmax_standard(size_t i, union any_case *c)
+{
+    return nn_softmax_standard_case(i, &c->softmax);
+}
+static int softmax_ref(nn_ctx *ref, const union any_case *c, FILE *out)
+{
+    return nn_softmax_check_reference(ref, &c->softmax, out);
+}
+static int softmax_dev(nn_ctx *dev, nn_ctx *ref, const union any_case *c, FILE *out)
+{
+    return nn_softmax_check_backend(dev, ref, &c->softmax, out);
+}
+static nn_math_mode softmax_math(const union any_case *c)
+{
+    (void)c;
+    return NN_MATH_STRICT_FP32;
+}
+
 static const struct family families[] = {
     {"conv", "n2c4h9w9k6r3s3 g2 stride2x1 padlo1x0 padhi2x1 conv relu bias f16", conv_parse,
      conv_format, nn_conv_standard_case_count, conv_standard, conv_ref, conv_dev, conv_math},
     {"pool", "n2c3h8w8 mean_exclude_pad win3 stride2 pad1 bf16", pool_parse, pool_format,
      nn_pool_standard_case_count, pool_standard, pool_ref, pool_dev, pool_math},
+    {"linear", "m35x20in650out10000 bias f32 tf32", linear_parse, linear_format,
+     nn_linear_standard_case_count, linear_standard, linear_ref, linear_dev, linear_math},
+    {"softmax", "n64c10000 xent i64 f32", softmax_parse, softmax_format,
+     nn_softmax_standard_case_count, softmax_standard, softmax_ref, softmax_dev, softmax_math},
 };
 
 static int usage(FILE *to)
 {
-    fprintf(to,
-            "usage: nnprim check [conv|pool] [--ref-only] [--shapes FILE | CASE...]\n"
-            "       nnprim check rnn ... (recurrent layers; nnprim check rnn --help)\n"
-            "\n"
-            "Runs a family's correctness harness (conv when none is named): the reference\n"
-            "backend's gradients against central finite differences (f64) and guard bytes\n"
-            "around every output; with a GPU, also the cuDNN path against the reference on the\n"
-            "same inputs. Without a case, the family's standard cases run. A case is one line of\n"
-            "docs/CONV.md or docs/POOL.md syntax, or a whole NNPRIM_VERBOSE line of that family\n"
-            "(its shape field is taken), e.g.\n");
+    fprintf(
+        to,
+        "usage: nnprim check [conv|pool|linear|softmax] [--ref-only] [--shapes FILE | CASE...]\n"
+        "       nnprim check rnn ... (recurrent layers; nnprim check rnn --help)\n"
+        "\n"
+        "Runs a family's correctness harness (conv when none is named): the reference\n"
+        "backend's gradients against central finite differences (f64) and guard bytes\n"
+        "around every output; with a GPU, also the cuDNN path against the reference on the\n"
+        "same inputs. Without a case, the family's standard cases run. A case is one line of\n"
+        "the family's docs/<FAMILY>.md syntax, or a whole NNPRIM_VERBOSE line of that family\n"
+        "(its shape field is taken), e.g.\n");
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         fprintf(to, "  nnprim check %s %s\n", families[i].name, families[i].example);
     fprintf(to, "Each failure prints one line ending in a reproducer. Exit status 1 on any "

@@ -7,6 +7,7 @@ int nn_cli_check(int argc, char **argv);
 int nn_cli_check_rnn(int argc, char **argv);
 int nn_cli_tune(int argc, char **argv);
 int nn_cli_bench_conv(int argc, char **argv);
+int nn_cli_bench_linear(int argc, char **argv);
 int nn_cli_bench_mem(int argc, char **argv);
 int nn_cli_bench_pool(int argc, char **argv);
 int nn_cli_bench_rnn(int argc, char **argv);

@@ -71,6 +71,7 @@ static const struct command_area {
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
     {"conv", nn_cli_bench_conv},
+    {"linear", nn_cli_bench_linear},
     {"mem", nn_cli_bench_mem},
     {"pool", nn_cli_bench_pool},
     {"rnn", nn_cli_bench_rnn},
@@ -98,7 +99,7 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
 #if NN_CLI_BENCH
-    {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: conv, mem, pool, rnn)"},
+    {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: conv, linear, mem, pool, rnn)"},
 #endif
     {"check", nn_cli_check, "run the correctness harness (GPU against reference); --help for cases"},
     {"tune", nn_cli_tune, "autotune convolution shapes into a plan cache file"},

@@ -13,6 +13,7 @@
 #include "cudnn/cudnn_ctx.h"
 #if NN_HAVE_CUDNN
 #include "cudnn/plan_get_cudnn.h"
+#include "linear/linear_internal.h"
 #endif
 #include "mem/mem.h"
 #include "rnn/rnn_internal.h"
@@ -78,6 +79,7 @@ static const struct nn__cache_kind *const cache_kinds[] = {
     &nn__cudnn_graph_plan_kind,
     &nn__rnn_cudnn_kind,
     &nn__rnn_cudnn_dropout_kind,
+    &nn__linear_matmul_kind,
 };
 #endif
 

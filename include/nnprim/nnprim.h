@@ -11,6 +11,8 @@
  *   mem.h      the device memory pool: settings, statistics, trim, event log, raw allocations
  *   conv.h     convolution forward and backward, pullbacks
  *   rnn.h      recurrent layers (RNN, LSTM, GRU) forward and backward, packed weights, pullbacks
+ *   linear.h   the dense layer y = act(x w^T + b), forward and backward, pullbacks
+ *   softmax.h  softmax, log-softmax and softmax cross-entropy, forward and backward
  */
 #ifndef NNPRIM_NNPRIM_H
 #define NNPRIM_NNPRIM_H
@@ -25,5 +27,7 @@
 #include "mem.h"
 #include "conv.h"
 #include "rnn.h"
+#include "linear.h"
+#include "softmax.h"
 
 #endif /* NNPRIM_NNPRIM_H */

@@ -1150,6 +1150,63 @@ nn_status nn__cudnn_ConvolutionBackwardBias_at(struct nn_ctx *ctx, const char *f
     return NN_OK;
 }
 
+nn_status nn__cudnn_SoftmaxForward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnSoftmaxForward", "x", (const void *)x, file, line));
+    NN__TRY(check_dev(ctx, "cudnnSoftmaxForward", "y", (const void *)y, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnSoftmaxForward(handle, algo, mode, alpha, xDesc, x, beta, yDesc, y);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnSoftmaxForward");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_int(&t, "algo", (long long)algo);
+        trace_int(&t, "mode", (long long)mode);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "xDesc", (const void *)xDesc);
+        trace_ptr(&t, "x", (const void *)x);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "yDesc", (const void *)yDesc);
+        trace_ptr(&t, "y", (const void *)y);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnSoftmaxForward", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_SoftmaxBackward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, const void *alpha, const cudnnTensorDescriptor_t yDesc, const void *y, const cudnnTensorDescriptor_t dyDesc, const void *dy, const void *beta, const cudnnTensorDescriptor_t dxDesc, void *dx)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnSoftmaxBackward", "y", (const void *)y, file, line));
+    NN__TRY(check_dev(ctx, "cudnnSoftmaxBackward", "dy", (const void *)dy, file, line));
+    NN__TRY(check_dev(ctx, "cudnnSoftmaxBackward", "dx", (const void *)dx, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnSoftmaxBackward(handle, algo, mode, alpha, yDesc, y, dyDesc, dy, beta, dxDesc, dx);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnSoftmaxBackward");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_int(&t, "algo", (long long)algo);
+        trace_int(&t, "mode", (long long)mode);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "yDesc", (const void *)yDesc);
+        trace_ptr(&t, "y", (const void *)y);
+        trace_ptr(&t, "dyDesc", (const void *)dyDesc);
+        trace_ptr(&t, "dy", (const void *)dy);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "dxDesc", (const void *)dxDesc);
+        trace_ptr(&t, "dx", (const void *)dx);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnSoftmaxBackward", file, line);
+    return NN_OK;
+}
+
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc)
 {
     int traced = nn__verbose(ctx) >= 2;

@@ -126,6 +126,12 @@ nn_status nn__cudnn_ActivationBackward_at(struct nn_ctx *ctx, const char *file, 
 nn_status nn__cudnn_ConvolutionBackwardBias_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t dyDesc, const void *dy, const void *beta, const cudnnTensorDescriptor_t dbDesc, void *db);
 #define nn__cudnn_ConvolutionBackwardBias(ctx, ...) nn__cudnn_ConvolutionBackwardBias_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
+nn_status nn__cudnn_SoftmaxForward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y);
+#define nn__cudnn_SoftmaxForward(ctx, ...) nn__cudnn_SoftmaxForward_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
+nn_status nn__cudnn_SoftmaxBackward_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, const void *alpha, const cudnnTensorDescriptor_t yDesc, const void *y, const cudnnTensorDescriptor_t dyDesc, const void *dy, const void *beta, const cudnnTensorDescriptor_t dxDesc, void *dx);
+#define nn__cudnn_SoftmaxBackward(ctx, ...) nn__cudnn_SoftmaxBackward_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
+
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc);
 #define nn__cudnn_CreatePoolingDescriptor(ctx, ...) nn__cudnn_CreatePoolingDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 

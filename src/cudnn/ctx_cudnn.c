@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cublasLt.h>
+
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/error.h"
@@ -72,6 +74,7 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
     nn__cache_destroy(s->plans);
     nn__plan_builder_free(s->builder);
     nn__cudnn_handle_destroy(ctx, s->cudnn);
+    if (s->cublaslt) cublasLtDestroy(s->cublaslt);
     nn__host_free(s);
     ctx->cudnn = NULL;
 }

@@ -24,8 +24,11 @@ struct nn__cache;
 
 struct nn__plan_builder;
 
+struct cublasLtContext; /* cublasLtHandle_t's struct */
+
 struct nn__cudnn_state {
     cudnnHandle_t cudnn;
+    struct cublasLtContext *cublaslt; /* the linear family's handle, created on its first call */
     struct nn__cache *plans;
     struct nn__plan_builder *builder;
     uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */

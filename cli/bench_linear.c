@@ -1,0 +1,458 @@
+/* nnprim bench linear: the linear layer's forward and forward+backward, nnprim against raw
+ * cuBLASLt (the same products with the same epilogues, descriptors and algorithm made once, a
+ * workspace allocated once, the same stream, the same run), both timed alike with CUDA events
+ * (nn_cli_gpu_median_us). Without a GPU: the reference backend with host timing. Each shape is
+ * printed in the case syntax of docs/LINEAR.md, which --case takes back (as does a whole
+ * NNPRIM_VERBOSE line of linear_forward). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_util.h"
+#include "cli/cli.h"
+#include "nn_config.h"
+#include "nnprim/nnprim.h"
+#include "tests/harness/linear_case.h"
+
+#if NN_HAVE_CUDNN
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#endif
+
+/* An LSTM language model's head (batch 20 x 35 steps, hidden 650, 10000 words), a classifier's
+ * last layer, and a square 4096 layer. */
+static const char *const gpu_shapes[] = {"m20x35in650out10000 bias", "m64in512out10 bias",
+                                         "m4096in4096out4096 bias"};
+static const char *const cpu_shapes[] = {"m16in64out32 bias", "m64in128out10 relu bias"};
+
+struct opts {
+    int reps, warmup, cpu, tf32;
+    nn_dtype dtype;
+    int has_case;
+    struct nn_linear_case one;
+};
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: nnprim bench linear [--reps N] [--warmup N] [--dtype f32|f16|bf16|f64]\n"
+            "                           [--tf32] [--cpu] [--case TEXT]\n"
+            "  shapes (GPU): m20x35in650out10000 bias (LSTM LM head), m64in512out10 bias\n"
+            "  (classifier), m4096in4096out4096 bias; forward and forward+backward (dx, dw,\n"
+            "  db); nnprim vs raw cuBLASLt in the same run.\n"
+            "  --case TEXT: one case in docs/LINEAR.md syntax, or a whole NNPRIM_VERBOSE line\n"
+            "  of linear_forward (quote it); its dtype and tf32 win.\n"
+            "  --cpu (or no GPU): small shapes on the reference backend, host timing.\n");
+    return 2;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){.dtype = NN_DTYPE_F32};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--cpu")) {
+            o->cpu = 1;
+        } else if (!strcmp(a, "--tf32")) {
+            o->tf32 = 1;
+        } else if ((!strcmp(a, "--reps") || !strcmp(a, "--warmup")) && v) {
+            int n = atoi(v);
+            if (n < 1) return usage();
+            *(!strcmp(a, "--reps") ? &o->reps : &o->warmup) = n;
+            i++;
+        } else if (!strcmp(a, "--case") && v) {
+            char err[256];
+            if (nn_linear_case_parse_line(v, &o->one, err, sizeof err) != 1) {
+                fprintf(stderr, "nnprim bench linear: --case: %s\n", err);
+                return 2;
+            }
+            o->has_case = 1;
+            i++;
+        } else if (!strcmp(a, "--dtype") && v) {
+            static const char *const names[] = {"f32", "f64", "f16", "bf16"};
+            static const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16,
+                                             NN_DTYPE_BF16};
+            size_t k = 0;
+            while (k < 4 && strcmp(v, names[k]))
+                k++;
+            if (k == 4) return usage();
+            o->dtype = types[k];
+            i++;
+        } else {
+            return usage();
+        }
+    }
+    return 0;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "nnprim bench linear: %s: %s (%s)\n", what, nn_last_error()->message,
+            nn_status_name(nn_last_error()->status));
+    return 1;
+}
+
+/* One problem: the case and its tensors in the context's memory. */
+struct problem {
+    nn_ctx *ctx;
+    struct nn_linear_case c;
+    nn_tensor x, w, b, y, dy, dx, dw, db;
+    int64_t m;
+};
+
+static int problem_init(nn_ctx *ctx, const struct nn_linear_case *c, struct problem *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    pr->ctx = ctx;
+    pr->c = *c;
+    int r = c->x_rank;
+    int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK];
+    pr->m = 1;
+    for (int i = 0; i + 1 < r; i++) {
+        xd[i] = yd[i] = c->lead[i];
+        pr->m *= c->lead[i];
+    }
+    xd[r - 1] = c->in;
+    yd[r - 1] = c->out;
+    int64_t wd[2] = {c->out, c->in};
+    nn_dtype dt = c->dtype;
+    if (nn_tensor_empty(ctx, dt, r, xd, &pr->x) || nn_tensor_empty(ctx, dt, 2, wd, &pr->w) ||
+        nn_tensor_empty(ctx, dt, 1, &c->out, &pr->b) || nn_tensor_empty(ctx, dt, r, yd, &pr->y) ||
+        nn_tensor_empty(ctx, dt, r, yd, &pr->dy) || nn_tensor_empty(ctx, dt, r, xd, &pr->dx) ||
+        nn_tensor_empty(ctx, dt, 2, wd, &pr->dw) || nn_tensor_empty(ctx, dt, 1, &c->out, &pr->db))
+        return fail("allocating tensors");
+    nn_tensor *in[] = {&pr->x, &pr->w, &pr->b, &pr->dy};
+    for (int i = 0; i < 4; i++)
+        if (nn_tensor_fill_uniform(ctx, in[i], -1, 1, (uint64_t)i + 1)) return fail("filling");
+    return 0;
+}
+
+static void problem_free(struct problem *pr)
+{
+    nn_tensor *all[] = {&pr->x, &pr->w, &pr->b, &pr->y, &pr->dy, &pr->dx, &pr->dw, &pr->db};
+    for (int i = 0; i < 8; i++)
+        if (all[i]->data) nn_tensor_free(pr->ctx, all[i]);
+}
+
+static int nnprim_fwd(void *arg)
+{
+    struct problem *pr = arg;
+    return nn_linear_forward(pr->ctx, &pr->c.p, &pr->x, &pr->w, pr->c.bias ? &pr->b : NULL, &pr->y,
+                             NULL) != NN_OK;
+}
+
+static int nnprim_fwdbwd(void *arg)
+{
+    struct problem *pr = arg;
+    nn_linear_pullback *pb = NULL;
+    if (nn_linear_forward(pr->ctx, &pr->c.p, &pr->x, &pr->w, pr->c.bias ? &pr->b : NULL, &pr->y,
+                          &pb) != NN_OK)
+        return 1;
+    if (nn_linear_backward(pr->ctx, &pb, &pr->dy, &pr->dx, &pr->dw, pr->c.bias ? &pr->db : NULL) !=
+        NN_OK) {
+        nn_linear_pullback_free(&pb);
+        return 1;
+    }
+    return 0;
+}
+
+/* 2 m in out per product: one forward, three (forward, dx, dw) for forward+backward. */
+static double flops(const struct problem *pr, int bwd)
+{
+    return 2.0 * (double)pr->m * (double)pr->c.in * (double)pr->c.out * (bwd ? 3 : 1);
+}
+
+static void print_row(const char *name, const char *pass, const char *impl, double us, double fl,
+                      double base_us)
+{
+    printf("%-34s %-8s %-9s %10.1f %8.1f", name, pass, impl, us, fl / us * 1e-6);
+    if (base_us > 0) printf(" %8.3fx", us / base_us);
+    printf("\n");
+}
+
+/* The case of shape text s with the run's dtype and math. */
+static int case_of(const struct opts *o, const char *s, struct nn_linear_case *c)
+{
+    if (o->has_case) {
+        *c = o->one;
+        return 0;
+    }
+    char line[256], err[256];
+    snprintf(line, sizeof line, "%s %s%s", s, nn_dtype_name(o->dtype),
+             o->tf32 && o->dtype == NN_DTYPE_F32 ? " tf32" : "");
+    if (nn_linear_case_parse_line(line, c, err, sizeof err) != 1) {
+        fprintf(stderr, "nnprim bench linear: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int bench_cpu(nn_ctx *ctx, const struct opts *o)
+{
+    int reps = o->reps ? o->reps : 5, warmup = o->warmup ? o->warmup : 1;
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t) return 1;
+    printf("reference backend, host timing, median of %d after %d warm-up\n", reps, warmup);
+    printf("%-34s %-8s %-9s %10s %8s\n", "case", "pass", "impl", "us", "GFLOP/s");
+    int rc = 0;
+    size_t n = o->has_case ? 1 : sizeof cpu_shapes / sizeof cpu_shapes[0];
+    for (size_t si = 0; si < n && !rc; si++) {
+        struct nn_linear_case c;
+        struct problem pr;
+        if (case_of(o, cpu_shapes[si], &c)) return 1;
+        rc = problem_init(ctx, &c, &pr);
+        char name[256];
+        nn_linear_case_format(&c, name, sizeof name);
+        for (int bwd = 0; bwd < 2 && !rc; bwd++) {
+            for (int i = 0; i < warmup + reps && !rc; i++) {
+                double t0 = nn_cli_now_us();
+                rc = bwd ? nnprim_fwdbwd(&pr) : nnprim_fwd(&pr);
+                if (rc) fail(bwd ? "nnprim forward+backward" : "nnprim forward");
+                if (i >= warmup) t[i - warmup] = nn_cli_now_us() - t0;
+            }
+            if (!rc)
+                print_row(name, bwd ? "fwd+bwd" : "fwd", "nnprim", nn_cli_median(t, reps),
+                          flops(&pr, bwd) * 1e3, 0);
+        }
+        problem_free(&pr);
+    }
+    free(t);
+    return rc;
+}
+
+#if NN_HAVE_CUDNN
+/* ---------------------------------------------------------------------------------------------
+ * Raw cuBLASLt: what nnprim's cuBLASLt backend does, with everything made once
+ */
+
+struct raw_gemm {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    int ok;
+};
+
+struct raw {
+    cublasLtHandle_t h;
+    struct raw_gemm fwd, dx, dw;
+    void *ws;
+    size_t ws_size;
+    cudaStream_t stream;
+    struct problem *pr;
+};
+
+static int lt_ok(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS) return 0;
+    fprintf(stderr, "nnprim bench linear: raw cuBLASLt: %s failed (status %d)\n", what, (int)s);
+    return 1;
+}
+
+static cudaDataType_t raw_type(nn_dtype t)
+{
+    return t == NN_DTYPE_F16    ? CUDA_R_16F
+           : t == NN_DTYPE_BF16 ? CUDA_R_16BF
+           : t == NN_DTYPE_F64  ? CUDA_R_64F
+                                : CUDA_R_32F;
+}
+
+/* One product D (rows x cols) = op(A) op(B), column-major views of the row-major tensors
+ * (docs/LINEAR.md). */
+static int raw_gemm_init(struct raw *r, struct raw_gemm *g, cublasOperation_t ta,
+                         cublasOperation_t tb, uint64_t ar, uint64_t ac, uint64_t br, uint64_t bc,
+                         uint64_t dr, uint64_t dc, cublasLtEpilogue_t epi)
+{
+    const struct nn_linear_case *c = &r->pr->c;
+    cublasComputeType_t ct = c->dtype == NN_DTYPE_F64  ? CUBLAS_COMPUTE_64F
+                             : c->math == NN_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                       : CUBLAS_COMPUTE_32F;
+    cudaDataType_t st = c->dtype == NN_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F, t = raw_type(c->dtype);
+    if (lt_ok(cublasLtMatmulDescCreate(&g->desc, ct, st), "cublasLtMatmulDescCreate") ||
+        lt_ok(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+              "set transa") ||
+        lt_ok(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+              "set transb") ||
+        lt_ok(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                             sizeof epi),
+              "set epilogue") ||
+        lt_ok(cublasLtMatrixLayoutCreate(&g->a, t, ar, ac, (int64_t)ar), "layout A") ||
+        lt_ok(cublasLtMatrixLayoutCreate(&g->b, t, br, bc, (int64_t)br), "layout B") ||
+        lt_ok(cublasLtMatrixLayoutCreate(&g->d, t, dr, dc, (int64_t)dr), "layout D"))
+        return 1;
+    cublasLtMatmulPreference_t pref;
+    if (lt_ok(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate")) return 1;
+    uint64_t ws = r->ws_size;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(r->h, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &n);
+    cublasLtMatmulPreferenceDestroy(pref);
+    g->ok = s == CUBLAS_STATUS_SUCCESS && n > 0;
+    if (g->ok) g->algo = res.algo;
+    return 0;
+}
+
+static void raw_gemm_fini(struct raw_gemm *g)
+{
+    if (g->a) cublasLtMatrixLayoutDestroy(g->a);
+    if (g->b) cublasLtMatrixLayoutDestroy(g->b);
+    if (g->d) cublasLtMatrixLayoutDestroy(g->d);
+    if (g->desc) cublasLtMatmulDescDestroy(g->desc);
+}
+
+static void raw_fini(struct raw *r)
+{
+    raw_gemm_fini(&r->fwd);
+    raw_gemm_fini(&r->dx);
+    raw_gemm_fini(&r->dw);
+    if (r->ws) cudaFree(r->ws);
+    if (r->h) cublasLtDestroy(r->h);
+}
+
+static int raw_init(struct raw *r, struct problem *pr, cudaStream_t stream)
+{
+    memset(r, 0, sizeof *r);
+    r->pr = pr;
+    r->stream = stream;
+    r->ws_size = (size_t)32 << 20;
+    const struct nn_linear_case *c = &pr->c;
+    uint64_t m = (uint64_t)pr->m, in = (uint64_t)c->in, out = (uint64_t)c->out;
+    int relu = c->p.activation == NN_ACTIVATION_RELU;
+    cublasLtEpilogue_t fe = relu ? (c->bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                 : (c->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    if (lt_ok(cublasLtCreate(&r->h), "cublasLtCreate") ||
+        cudaMalloc(&r->ws, r->ws_size) != cudaSuccess ||
+        raw_gemm_init(r, &r->fwd, CUBLAS_OP_T, CUBLAS_OP_N, in, out, in, m, out, m, fe) ||
+        raw_gemm_init(r, &r->dx, CUBLAS_OP_N, CUBLAS_OP_N, in, out, out, m, in, m,
+                      CUBLASLT_EPILOGUE_DEFAULT) ||
+        raw_gemm_init(r, &r->dw, CUBLAS_OP_N, CUBLAS_OP_T, in, m, out, m, in, out,
+                      c->bias ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT)) {
+        raw_fini(r);
+        return 1;
+    }
+    return 0;
+}
+
+static int raw_run(struct raw *r, struct raw_gemm *g, const void *a, const void *b, void *d,
+                   void *bias)
+{
+    const struct nn_linear_case *c = &r->pr->c;
+    float one = 1, zero = 0;
+    double one_d = 1, zero_d = 0;
+    int f64 = c->dtype == NN_DTYPE_F64;
+    if (bias)
+        cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                       sizeof bias);
+    return cublasLtMatmul(r->h, g->desc, f64 ? (void *)&one_d : (void *)&one, a, g->a, b, g->b,
+                          f64 ? (void *)&zero_d : (void *)&zero, d, g->d, d, g->d, &g->algo, r->ws,
+                          r->ws_size, r->stream) != CUBLAS_STATUS_SUCCESS;
+}
+
+static int raw_fwd(void *arg)
+{
+    struct raw *r = arg;
+    struct problem *pr = r->pr;
+    return raw_run(r, &r->fwd, pr->w.data, pr->x.data, pr->y.data, pr->c.bias ? pr->b.data : NULL);
+}
+
+/* Raw backward without relu (a relu case's raw rows are forward only). */
+static int raw_fwdbwd(void *arg)
+{
+    struct raw *r = arg;
+    struct problem *pr = r->pr;
+    return raw_fwd(arg) || raw_run(r, &r->dx, pr->w.data, pr->dy.data, pr->dx.data, NULL) ||
+           raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data,
+                   pr->c.bias ? pr->db.data : NULL);
+}
+
+static double timed(cudaStream_t s, int warmup, int reps, int (*fn)(void *), void *arg)
+{
+    for (int i = 0; i < warmup; i++)
+        if (fn(arg)) return -1;
+    return nn_cli_gpu_median_us(s, reps, fn, arg);
+}
+
+static int bench_gpu(nn_ctx *ctx[2], const struct opts *o)
+{
+    int reps = o->reps ? o->reps : 100, warmup = o->warmup ? o->warmup : 10;
+    nn_settings cs;
+    nn_device_info d = {.name = "unknown device"};
+    nn_ctx_get_settings(ctx[0], &cs);
+    nn_device_get_info(cs.device, &d);
+    printf("%s, cuBLASLt %zu, CUDA events, median of %d after %d warm-up\n", d.name,
+           cublasLtGetVersion(), reps, warmup);
+    printf("%-34s %-8s %-9s %10s %8s %9s\n", "case", "pass", "impl", "us", "TFLOP/s", "vs raw");
+    int rc = 0;
+    size_t n = o->has_case ? 1 : sizeof gpu_shapes / sizeof gpu_shapes[0];
+    for (size_t si = 0; si < n && !rc; si++) {
+        struct nn_linear_case c;
+        if (case_of(o, gpu_shapes[si], &c)) return 1;
+        nn_ctx *cx = ctx[c.math == NN_MATH_TF32];
+        cudaStream_t stream = (cudaStream_t)nn_ctx_stream(cx);
+        struct problem pr;
+        struct raw raw;
+        if (problem_init(cx, &c, &pr)) return 1;
+        if (raw_init(&raw, &pr, stream)) {
+            problem_free(&pr);
+            return 1;
+        }
+        char name[256];
+        nn_linear_case_format(&c, name, sizeof name);
+        int relu = c.p.activation == NN_ACTIVATION_RELU;
+        for (int bwd = 0; bwd < 2 && !rc; bwd++) {
+            const char *pass = bwd ? "fwd+bwd" : "fwd";
+            int have_raw = raw.fwd.ok && (!bwd || (!relu && raw.dx.ok && raw.dw.ok));
+            double r_us =
+                have_raw ? timed(stream, warmup, reps, bwd ? raw_fwdbwd : raw_fwd, &raw) : 0;
+            double n_us = timed(stream, warmup, reps, bwd ? nnprim_fwdbwd : nnprim_fwd, &pr);
+            if (n_us < 0) {
+                rc = fail(bwd ? "nnprim forward+backward" : "nnprim forward");
+                break;
+            }
+            if (have_raw && r_us > 0) print_row(name, pass, "cublaslt", r_us, flops(&pr, bwd), 0);
+            print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), have_raw ? r_us : 0);
+        }
+        raw_fini(&raw);
+        problem_free(&pr);
+    }
+    return rc;
+}
+#endif
+
+static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = backend;
+    s.math_mode = math;
+    nn_ctx *ctx = NULL;
+    if (nn_ctx_create(&ctx, &s) != NN_OK) fail("creating a context");
+    return ctx;
+}
+
+int nn_cli_bench_linear(int argc, char **argv)
+{
+    struct opts o;
+    if (parse(argc, argv, &o)) return 2;
+    int ndev = 0;
+    nn_device_count(&ndev);
+    int gpu = !o.cpu && ndev > 0 && (nn_build_features() & NN_FEATURE_CUDNN);
+    int rc = 1;
+#if NN_HAVE_CUDNN
+    if (gpu) {
+        nn_ctx *ctx[2] = {make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32),
+                          make_ctx(NN_BACKEND_CUDNN, NN_MATH_TF32)};
+        if (ctx[0] && ctx[1]) rc = bench_gpu(ctx, &o);
+        nn_ctx_destroy(ctx[0]);
+        nn_ctx_destroy(ctx[1]);
+        return rc;
+    }
+#endif
+    (void)gpu;
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    if (ref) rc = bench_cpu(ref, &o);
+    nn_ctx_destroy(ref);
+    return rc;
+}

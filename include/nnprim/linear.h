@@ -1,0 +1,127 @@
+/*
+ * nnprim: the linear (fully connected) layer, forward and backward, with pullbacks.
+ *
+ * Shapes (PyTorch's nn.Linear layout):
+ *   x   input    [..., in]   rank 1 to NN_MAX_RANK; the leading dims (M rows in all, 1 for rank 1)
+ *                            are batch dims
+ *   w   weight   [out, in]
+ *   b   bias     [out]; optional
+ *   y   output   [..., out]  x's leading dims
+ *   dx, dw, db, dy           the shapes of x, w, b and y
+ *
+ * Math: y = act(x w^T + b), act the identity or relu (fused on the GPU in cuBLASLt's epilogue).
+ * Backward: with relu, g = dy masked where y == 0, else g = dy; dx = g w, dw = g^T x,
+ * db = the sum of g over the rows.
+ *
+ * Layout: every tensor fully packed row-major (nn_tensor_is_contiguous()); other strides are
+ * refused with NN_E_UNSUPPORTED naming the tensor. dtypes: all tensors of one call share one
+ * dtype. The reference backend takes f32, f64, f16 and bf16 and accumulates in double. The GPU
+ * backend (cuBLASLt) takes f32 (strict: CUBLAS_COMPUTE_32F; TF32 when the context's math mode is
+ * NN_MATH_TF32), f16 and bf16 (f32 accumulation, rounded once), and f64 (CUBLAS_COMPUTE_64F).
+ *
+ * Text form of a call (the verbose line of NNPRIM_VERBOSE=1, `nnprim check linear` and
+ * `nnprim bench linear`; docs/LINEAR.md has the grammar): "m64in512out10000 relu bias f32 tf32",
+ * or with x's leading dims spelled out: "x35x20in650out10000 bias f32".
+ */
+#ifndef NNPRIM_LINEAR_H
+#define NNPRIM_LINEAR_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "conv.h" /* nn_activation */
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bits of nn_linear_params.flags, read by nn_linear_backward(). */
+enum nn_linear_flag {
+    NN_LINEAR_ACCUMULATE_DX = 1 << 0, /**< dx += gradient instead of dx = gradient */
+    NN_LINEAR_ACCUMULATE_DW = 1 << 1, /**< dw += gradient (summing over micro-batches) */
+    NN_LINEAR_ACCUMULATE_DB = 1 << 2  /**< db += gradient */
+};
+
+/** Linear-layer parameters. Fill with nn_linear_params_default(), then change what you need. */
+typedef struct nn_linear_params {
+    nn_activation activation; /**< NN_ACTIVATION_IDENTITY or NN_ACTIVATION_RELU, after the bias */
+    unsigned flags;           /**< OR of nn_linear_flag bits */
+    uint64_t reserved[4];     /**< zero; room for the ABI to grow */
+} nn_linear_params;
+
+/** State kept from a training-mode forward call for the matching backward call. Opaque. */
+typedef struct nn_linear_pullback nn_linear_pullback;
+
+/**
+ * Default parameters: identity activation, no flags, reserved zero.
+ *
+ * @param p out: filled completely.
+ * @return NN_OK; NN_E_INVALID_ARG if p is NULL.
+ */
+NN_API nn_status nn_linear_params_default(nn_linear_params *p);
+
+/**
+ * Forward: y = act(x w^T + b).
+ *
+ * @param ctx          the context; its backend runs the op, on its stream (GPU work is queued,
+ *                     not waited for).
+ * @param p            parameters, read and copied (not kept); flags are kept for backward.
+ * @param x            input [..., in].
+ * @param w            weight [out, in].
+ * @param b            bias [out], or NULL for none.
+ * @param y            output [..., out] with x's leading dims, overwritten; must not overlap x, w
+ *                     or b, and no two of its elements may share memory.
+ * @param pullback_out NULL for inference; otherwise out: a new pullback for
+ *                     nn_linear_backward() (NULL on failure).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or y; an unknown activation or flag bit;
+ *         a nonzero reserved field; malformed tensors; overlapping outputs); NN_E_SHAPE (dims
+ *         that do not agree: the message names the tensor and dim, the expected and the actual
+ *         value); NN_E_DTYPE (dtypes differ); NN_E_MEMSPACE (a tensor is not where the context
+ *         computes); NN_E_UNSUPPORTED (a strided tensor; GPU: a size beyond int64 rows cuBLASLt
+ *         takes, or a configuration cuBLASLt has no algorithm for); NN_E_OOM_HOST;
+ *         NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN; NN_E_CUBLAS.
+ * Ownership: the pullback belongs to the caller until nn_linear_backward() consumes it or
+ * nn_linear_pullback_free() drops it. It holds copies of the *views* of x and w (and of y with
+ * relu), not their data: the caller keeps that storage alive and unchanged until backward.
+ */
+NN_API nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                                   const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                                   nn_linear_pullback **pullback_out);
+
+/**
+ * Backward through a training-mode forward call: any of dx, dw, db.
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: the pullback from nn_linear_forward(); consumed and set to NULL on
+ *                 success, left with the caller unchanged on failure.
+ * @param dy       gradient with respect to y (y's dims and dtype).
+ * @param dx       out: gradient with respect to x, or NULL to skip.
+ * @param dw       out: gradient with respect to w, or NULL to skip.
+ * @param db       out: gradient with respect to b [out], or NULL to skip (forward needs no bias
+ *                 for db to be computed).
+ *                 Which of dx, dw, db accumulate is the forward parameters' flags. No output
+ *                 may overlap dy, another output or the saved x, w (and y with relu).
+ * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, consumed, freed, another family's
+ *         or another context's); the statuses of nn_linear_forward().
+ * Outputs may be partly written on a failure after validation (for example out of device memory
+ * half way).
+ */
+NN_API nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
+                                    nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
+
+/**
+ * Drop a pullback without using it.
+ *
+ * @param pullback in/out: NULL or *pullback NULL is a no-op; set to NULL. The context it was made
+ *                 with must still exist.
+ * @return NN_OK; NN_E_PULLBACK if *pullback is not a live linear pullback (consumed or freed).
+ */
+NN_API nn_status nn_linear_pullback_free(nn_linear_pullback **pullback);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPRIM_LINEAR_H */

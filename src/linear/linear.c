@@ -1,0 +1,318 @@
+/* The linear layer: validation, the problem description, dispatch to a backend, pullbacks and
+ * the verbose line. Messages name the public function that was called. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/pullback.h"
+#include "core/tensor_util.h"
+#include "linear/linear_internal.h"
+
+struct nn_linear_pullback {
+    struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
+    struct nn__linear_problem prob;
+    unsigned flags;
+    nn_tensor x, w, y; /* the caller's views; y only with relu */
+};
+
+static const struct nn__pullback_kind pullback_kind = {"linear"};
+
+/* A GPU context exists only in builds with cuDNN (and cuBLASLt beside it). */
+static const struct nn__linear_backend *backend_of(const struct nn_ctx *ctx)
+{
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx)) return &nn__linear_backend_cublaslt;
+#endif
+    (void)ctx;
+    return &nn__linear_backend_ref;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Text form (docs/LINEAR.md): [m<d>{x<d>}]in<d>out<d> [relu] [bias] [accdx] [accdw] [accdb]
+ * <dtype> [tf32]
+ */
+
+__attribute__((format(printf, 4, 5))) static size_t put(char *buf, size_t cap, size_t n,
+                                                        const char *fmt, ...)
+{
+    if (n >= cap) return n;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+    return k > 0 ? n + (size_t)k : n;
+}
+
+void nn__linear_problem_text(const struct nn__linear_problem *p, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap) buf[0] = 0;
+    for (int i = 0; i + 1 < p->x_rank; i++)
+        n = put(buf, cap, n, i ? "x%lld" : "m%lld", (long long)p->lead[i]);
+    n = put(buf, cap, n, "in%lldout%lld", (long long)p->in, (long long)p->out);
+    if (p->activation == NN_ACTIVATION_RELU) n = put(buf, cap, n, " relu");
+    if (p->has_bias) n = put(buf, cap, n, " bias");
+    if (p->flags & NN_LINEAR_ACCUMULATE_DX) n = put(buf, cap, n, " accdx");
+    if (p->flags & NN_LINEAR_ACCUMULATE_DW) n = put(buf, cap, n, " accdw");
+    if (p->flags & NN_LINEAR_ACCUMULATE_DB) n = put(buf, cap, n, " accdb");
+    n = put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
+    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) put(buf, cap, n, " tf32");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Validation
+ */
+
+nn_status nn_linear_params_default(nn_linear_params *p)
+{
+    if (!p) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_linear_params_default: p must not be NULL");
+    memset(p, 0, sizeof *p);
+    p->activation = NN_ACTIVATION_IDENTITY;
+    return NN_OK;
+}
+
+static nn_status check_params(struct nn_ctx *ctx, const char *fn, const nn_linear_params *p)
+{
+    if (!p) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p (the parameters) must not be NULL", fn);
+    if (p->activation != NN_ACTIVATION_IDENTITY && p->activation != NN_ACTIVATION_RELU)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: p.activation must be NN_ACTIVATION_IDENTITY (0) or NN_ACTIVATION_RELU "
+                        "(1), got %d",
+                        fn, (int)p->activation);
+    unsigned known = NN_LINEAR_ACCUMULATE_DX | NN_LINEAR_ACCUMULATE_DW | NN_LINEAR_ACCUMULATE_DB;
+    if (p->flags & ~known)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: p.flags must hold only NN_LINEAR_ACCUMULATE_* bits (0x%x), got 0x%x "
+                        "(unknown bits 0x%x)",
+                        fn, known, p->flags, p->flags & ~known);
+    for (size_t i = 0; i < sizeof p->reserved / sizeof p->reserved[0]; i++)
+        if (p->reserved[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "%s: p.reserved[%zu] must be 0, got %llu (fill p with "
+                            "nn_linear_params_default)",
+                            fn, i, (unsigned long long)p->reserved[i]);
+    return NN_OK;
+}
+
+/* A tensor argument: present, well formed, in the context's memory, the call's dtype. */
+static nn_status check_arg(struct nn_ctx *ctx, const char *fn, const nn_tensor *t, const char *name,
+                           nn_dtype dtype, const char *dtype_from)
+{
+    if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", fn, name);
+    NN__TRY(nn__check_tensor(ctx, fn, t, name));
+    if (t->dtype != dtype)
+        return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal %s.dtype (%s), got %s", fn, name,
+                        dtype_from, nn_dtype_name(dtype), nn_dtype_name(t->dtype));
+    return NN_OK;
+}
+
+/* Checked last, so that wrong dims (whose strides no longer fit) are reported as such. */
+static nn_status check_packed(struct nn_ctx *ctx, const char *fn, const nn_tensor *const *t,
+                              const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i] && !nn_tensor_is_contiguous(t[i]))
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: %s must be fully packed row-major (nn_tensor_is_contiguous); "
+                            "other strides are not supported",
+                            fn, names[i]);
+    return NN_OK;
+}
+
+static nn_status check_dims(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                            const char *name, int rank, const int64_t *want, const char *what)
+{
+    if (t->rank != rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must be %d (%s), got %d", fn, name, rank,
+                        what, t->rank);
+    for (int i = 0; i < rank; i++)
+        if (t->dims[i] != want[i])
+            return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.dims[%d] must be %lld (%s), got %lld", fn,
+                            name, i, (long long)want[i], what, (long long)t->dims[i]);
+    return NN_OK;
+}
+
+/* The problem of x and w (both checked tensors). */
+static nn_status resolve(struct nn_ctx *ctx, const char *fn, const nn_linear_params *p,
+                         const nn_tensor *x, const nn_tensor *w, int has_bias,
+                         struct nn__linear_problem *out)
+{
+    if (w->rank != 2)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must be 2 ([out, in]), got %d", fn, w->rank);
+    int64_t in = x->dims[x->rank - 1];
+    if (w->dims[1] != in)
+        return NN__FAIL(ctx, NN_E_SHAPE,
+                        "%s: w.dims[1] must be x.dims[%d] = %lld (the input features), got %lld",
+                        fn, x->rank - 1, (long long)in, (long long)w->dims[1]);
+    memset(out, 0, sizeof *out);
+    out->m = nn_tensor_numel(x) / in;
+    out->in = in;
+    out->out = w->dims[0];
+    out->dtype = x->dtype;
+    out->math = ctx->settings.math_mode;
+    out->activation = p->activation;
+    out->has_bias = has_bias;
+    out->flags = p->flags;
+    out->x_rank = x->rank;
+    memcpy(out->lead, x->dims, (size_t)(x->rank - 1) * sizeof x->dims[0]);
+    return NN_OK;
+}
+
+/* y / dy: x's leading dims, then out. */
+static nn_status check_y_dims(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                              const char *name, const struct nn__linear_problem *p)
+{
+    int64_t want[NN_MAX_RANK];
+    memcpy(want, p->lead, sizeof want);
+    want[p->x_rank - 1] = p->out;
+    return check_dims(ctx, fn, t, name, p->x_rank, want, "x's leading dims, then w.dims[0]");
+}
+
+static nn_status check_bias_dims(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                                 const char *name, const struct nn__linear_problem *p)
+{
+    return check_dims(ctx, fn, t, name, 1, &p->out, "[out] = [w.dims[0]]");
+}
+
+/* An output must not share memory with an input or another output, nor with itself. */
+static nn_status check_output(struct nn_ctx *ctx, const char *fn, const nn_tensor *out,
+                              const char *name, const nn_tensor *const *others,
+                              const char *const *other_names, int n)
+{
+    NN__TRY(nn__check_output_distinct(ctx, fn, out, name));
+    for (int i = 0; i < n; i++)
+        if (others[i]) NN__TRY(nn__check_no_overlap(ctx, fn, out, name, others[i], other_names[i]));
+    return NN_OK;
+}
+
+static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__linear_backend *be,
+                         const struct nn__linear_note *note, const struct nn__linear_problem *p,
+                         uint64_t t0)
+{
+    char shape[256];
+    nn__linear_problem_text(p, shape, sizeof shape);
+    /* The verbose op is the public name without its "nn_" (conv_forward, pool_forward, ...). */
+    nn__verbose_op(ctx, fn + 3, note->impl[0] ? note->impl : be->name,
+                   note->cache[0] ? note->cache : "-", shape, t0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward, backward, pullbacks
+ */
+
+nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                            const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                            nn_linear_pullback **pullback_out)
+{
+    const char *fn = "nn_linear_forward";
+    if (pullback_out) *pullback_out = NULL;
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    NN__TRY(check_params(ctx, fn, p));
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
+    NN__TRY(check_arg(ctx, fn, x, "x", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, fn, w, "w", x->dtype, "x"));
+    if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, fn, y, "y", x->dtype, "x"));
+    struct nn__linear_problem prob;
+    NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, &prob));
+    if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", &prob));
+    NN__TRY(check_y_dims(ctx, fn, y, "y", &prob));
+    const nn_tensor *ins[] = {x, w, b};
+    const char *const in_names[] = {"x", "w", "b"};
+    NN__TRY(check_output(ctx, fn, y, "y", ins, in_names, 3));
+    const nn_tensor *all[] = {x, w, b, y};
+    const char *const all_names[] = {"x", "w", "b", "y"};
+    NN__TRY(check_packed(ctx, fn, all, all_names, 4));
+
+    nn_linear_pullback *pb = NULL;
+    if (pullback_out) {
+        pb = nn__host_calloc(1, sizeof *pb);
+        if (!pb) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
+        pb->prob = prob;
+        pb->flags = p->flags;
+        pb->x = *x;
+        pb->w = *w;
+        if (prob.activation == NN_ACTIVATION_RELU) pb->y = *y;
+    }
+    const struct nn__linear_backend *be = backend_of(ctx);
+    struct nn__linear_note note = {{0}, {0}};
+    nn_status st = be->forward(ctx, &prob, x, w, b, y, &note);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, &pb->hdr);
+    if (st != NN_OK) {
+        nn__host_free(pb);
+        return st;
+    }
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (pullback_out) *pullback_out = pb;
+    return NN_OK;
+}
+
+static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
+                             const struct nn__linear_grads *g)
+{
+    nn_dtype dt = p->dtype;
+    NN__TRY(check_arg(ctx, fn, g->dy, "dy", dt, "x"));
+    NN__TRY(check_y_dims(ctx, fn, g->dy, "dy", p));
+    /* Everything an output could clobber before it is read: the saved views and dy, and the
+     * other outputs. */
+    const nn_tensor *others[] = {g->dy, g->x, g->w, g->y, g->dx, g->dw, g->db};
+    const char *const names[] = {
+        "dy", "x (saved by forward)", "w (saved by forward)", "y (saved by forward)", "dx", "dw",
+        "db"};
+    if (g->dx) {
+        NN__TRY(check_arg(ctx, fn, g->dx, "dx", dt, "x"));
+        int64_t want[NN_MAX_RANK];
+        memcpy(want, p->lead, sizeof want);
+        want[p->x_rank - 1] = p->in;
+        NN__TRY(check_dims(ctx, fn, g->dx, "dx", p->x_rank, want, "x's dims"));
+        NN__TRY(check_output(ctx, fn, g->dx, "dx", others, names, 4));
+    }
+    if (g->dw) {
+        NN__TRY(check_arg(ctx, fn, g->dw, "dw", dt, "x"));
+        int64_t want[2] = {p->out, p->in};
+        NN__TRY(check_dims(ctx, fn, g->dw, "dw", 2, want, "w's dims"));
+        NN__TRY(check_output(ctx, fn, g->dw, "dw", others, names, 5));
+    }
+    if (g->db) {
+        NN__TRY(check_arg(ctx, fn, g->db, "db", dt, "x"));
+        NN__TRY(check_bias_dims(ctx, fn, g->db, "db", p));
+        NN__TRY(check_output(ctx, fn, g->db, "db", others, names, 6));
+    }
+    const nn_tensor *all[] = {g->dy, g->dx, g->dw, g->db};
+    const char *const all_names[] = {"dy", "dx", "dw", "db"};
+    return check_packed(ctx, fn, all, all_names, 4);
+}
+
+nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
+                             nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+{
+    const char *fn = "nn_linear_backward";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    if (!pullback)
+        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);
+    NN__TRY(nn__pullback_check(ctx, fn, &pullback_kind, *pullback));
+    nn_linear_pullback *pb = *pullback;
+    int relu = pb->prob.activation == NN_ACTIVATION_RELU;
+    struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx, dw, db, pb->flags};
+    NN__TRY(check_grads(ctx, fn, &pb->prob, &g));
+    const struct nn__linear_backend *be = backend_of(ctx);
+    struct nn__linear_note note = {{0}, {0}};
+    if (dx || dw || db) NN__TRY(be->backward(ctx, &pb->prob, &g, &note));
+    if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
+    return nn_linear_pullback_free(pullback);
+}
+
+nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)
+{
+    if (!pullback || !*pullback) return NN_OK;
+    NN__TRY(nn__pullback_remove("nn_linear_pullback_free", &pullback_kind, *pullback));
+    nn__host_free(*pullback);
+    *pullback = NULL;
+    return NN_OK;
+}

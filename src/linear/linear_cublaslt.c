@@ -1,0 +1,680 @@
+/* The linear layer on cuBLASLt: one cublasLtMatmul per product, with the bias and relu fused in
+ * its epilogue (forward) and the bias gradient fused into the weight gradient (BGRADB) where
+ * cuBLASLt has an algorithm for them, else the plain product followed by cuDNN's legacy bias and
+ * activation calls. Descriptors and the heuristic's algorithm are cached per shape in the
+ * context's generic cache (kind "linear matmul"), whose plan file keeps the algorithm.
+ *
+ * Row-major tensors are read as column-major matrices of the transposed shape, so every product
+ * is computed transposed (docs/LINEAR.md):
+ *   forward  y^T  (out x m) = op_T(w: in x out) * x^T (in x m)       + b (out), relu
+ *   dx       dx^T (in x m)  = w (in x out) * g^T (out x m)
+ *   dw       dw^T (in x out) = x^T (in x m) * op_T(g^T: out x m)     db = sum over k = m */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/cache.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
+#include "linear/linear_internal.h"
+#include "mem/mem.h"
+
+/* The cap on a matmul's workspace when the context sets none: cuBLASLt's own guidance for
+ * Hopper is 32 MiB. */
+#define LT_WORKSPACE_DEFAULT ((uint64_t)32 << 20)
+
+/* ---------------------------------------------------------------------------------------------
+ * Checked cuBLASLt calls: a failure is recorded with the call's name and cuBLAS status
+ */
+
+static const char *lt_status_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    }
+    return "CUBLAS_STATUS_UNKNOWN";
+}
+
+static nn_status lt_check(struct nn_ctx *ctx, const char *fn, const char *call, cublasStatus_t s,
+                          const char *file, int line)
+{
+    if (s == CUBLAS_STATUS_SUCCESS) return NN_OK;
+    return nn__record_error(ctx, NN_E_CUBLAS, call, (int)s, lt_status_name(s), file, line,
+                            "%s: %s failed: %s (%d)", fn, call, lt_status_name(s), (int)s);
+}
+
+#define LT(ctx, fn, call) lt_check((ctx), (fn), #call, (call), __FILE__, __LINE__)
+
+/* The context's cuBLASLt handle, created once, beside its cuDNN handle (cudnn_ctx.h). */
+static nn_status lt_handle(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t *out)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s->cublaslt) NN__TRY(LT(ctx, fn, cublasLtCreate(&s->cublaslt)));
+    *out = s->cublaslt;
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The cache kind: key = the product asked for, record = the algorithm, live = descriptors
+ */
+
+enum lt_op { LT_FWD = 0, LT_DX = 1, LT_DW = 2 };
+
+struct lt_key {
+    int32_t op;       /* enum lt_op */
+    int32_t dtype;    /* nn_dtype */
+    int32_t epilogue; /* cublasLtEpilogue_t asked for */
+    int32_t align;    /* the smallest alignment of the call's pointers, bytes (1..256) */
+    int64_t m, in, out;
+    struct nn__cache_settings s;
+};
+
+struct lt_record {
+    uint64_t algo[8]; /* cublasLtMatmulAlgo_t.data */
+    uint64_t workspace;
+    int32_t epilogue; /* what the algorithm runs: the key's, or DEFAULT (fallback calls after) */
+};
+
+struct lt_plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    uint64_t workspace;
+    int32_t epilogue;
+};
+
+static const struct nn__field key_fields[] = {
+    NN__FIELD(struct lt_key, op, NN__FIELD_I32),
+    NN__FIELD(struct lt_key, dtype, NN__FIELD_I32),
+    NN__FIELD(struct lt_key, epilogue, NN__FIELD_I32),
+    NN__FIELD(struct lt_key, align, NN__FIELD_I32),
+    NN__FIELD(struct lt_key, m, NN__FIELD_I64),
+    NN__FIELD(struct lt_key, in, NN__FIELD_I64),
+    NN__FIELD(struct lt_key, out, NN__FIELD_I64),
+    NN__CACHE_SETTINGS_FIELDS(struct lt_key, s),
+    NN__FIELD_END,
+};
+
+static const struct nn__field record_fields[] = {
+    NN__FIELD(struct lt_record, algo, NN__FIELD_U64),
+    NN__FIELD(struct lt_record, workspace, NN__FIELD_U64),
+    NN__FIELD(struct lt_record, epilogue, NN__FIELD_I32),
+    NN__FIELD_END,
+};
+
+static int epilogue_known(int32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_RELU ||
+           e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+           e == CUBLASLT_EPILOGUE_BGRADB;
+}
+
+static const char *key_invalid(const void *key)
+{
+    const struct lt_key *k = key;
+    if (k->op < LT_FWD || k->op > LT_DW) return "op is not forward, dx or dw";
+    if (k->dtype != NN_DTYPE_F32 && k->dtype != NN_DTYPE_F64 && k->dtype != NN_DTYPE_F16 &&
+        k->dtype != NN_DTYPE_BF16)
+        return "dtype is unknown";
+    if (!epilogue_known(k->epilogue)) return "epilogue is not one nnprim asks for";
+    if (k->align < 1 || k->align > 256 || (k->align & (k->align - 1))) return "align is bad";
+    if (k->m < 1 || k->in < 1 || k->out < 1) return "a size is < 1";
+    return nn__cache_settings_invalid(&k->s);
+}
+
+static const char *record_invalid(const void *record, uint32_t blob_len)
+{
+    const struct lt_record *r = record;
+    (void)blob_len;
+    if (!epilogue_known(r->epilogue)) return "epilogue is not one nnprim asks for";
+    if (r->workspace > ((uint64_t)1 << 34)) return "workspace is above 16 GiB";
+    return NULL;
+}
+
+static void plan_destroy(void *live)
+{
+    struct lt_plan *p = live;
+    if (!p) return;
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    nn__host_free(p);
+}
+
+/* Id 6: kind ids are written to plan files (cache.h); 1 is graph plans, 4 and 5 are the RNN
+ * family's. */
+const struct nn__cache_kind nn__linear_matmul_kind = {
+    .id = 6,
+    .name = "linear matmul",
+    .key_size = sizeof(struct lt_key),
+    .key_fields = key_fields,
+    .record_size = sizeof(struct lt_record),
+    .record_fields = record_fields,
+    .key_invalid = key_invalid,
+    .record_invalid = record_invalid,
+    .destroy = plan_destroy,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Building a plan
+ */
+
+static cudaDataType_t lt_type(nn_dtype t)
+{
+    switch (t) {
+    case NN_DTYPE_F64: return CUDA_R_64F;
+    case NN_DTYPE_F16: return CUDA_R_16F;
+    case NN_DTYPE_BF16: return CUDA_R_16BF;
+    case NN_DTYPE_F32: break;
+    }
+    return CUDA_R_32F;
+}
+
+/* f64 computes in f64; everything else accumulates in f32, with TF32 only when the context asks
+ * for it (strict fp32 is CUBLAS_COMPUTE_32F, which never uses TF32). */
+static cublasComputeType_t lt_compute(const struct lt_key *k)
+{
+    if (k->dtype == NN_DTYPE_F64) return CUBLAS_COMPUTE_64F;
+    if (k->dtype == NN_DTYPE_F32 && k->s.math_mode == NN_MATH_TF32)
+        return CUBLAS_COMPUTE_32F_FAST_TF32;
+    return CUBLAS_COMPUTE_32F;
+}
+
+/* The column-major product of an op (file comment): stored rows, cols and leading dim of A, B
+ * and D, and the transposes. */
+struct lt_shape {
+    uint64_t rows[3], cols[3];
+    int64_t ld[3];
+    cublasOperation_t ta, tb;
+};
+
+static void shape_of(const struct lt_key *k, struct lt_shape *s)
+{
+    uint64_t m = (uint64_t)k->m, in = (uint64_t)k->in, out = (uint64_t)k->out;
+    s->ta = s->tb = CUBLAS_OP_N;
+    switch ((enum lt_op)k->op) {
+    case LT_FWD: /* A = w (in x out), B = x (in x m), D = y (out x m) */
+        s->ta = CUBLAS_OP_T;
+        s->rows[0] = in, s->cols[0] = out, s->rows[1] = in, s->cols[1] = m;
+        s->rows[2] = out, s->cols[2] = m;
+        break;
+    case LT_DX: /* A = w (in x out), B = g (out x m), D = dx (in x m) */
+        s->rows[0] = in, s->cols[0] = out, s->rows[1] = out, s->cols[1] = m;
+        s->rows[2] = in, s->cols[2] = m;
+        break;
+    case LT_DW: /* A = x (in x m), B = g (out x m), D = dw (in x out) */
+        s->tb = CUBLAS_OP_T;
+        s->rows[0] = in, s->cols[0] = m, s->rows[1] = out, s->cols[1] = m;
+        s->rows[2] = in, s->cols[2] = out;
+        break;
+    }
+    for (int i = 0; i < 3; i++)
+        s->ld[i] = (int64_t)s->rows[i];
+}
+
+static nn_status set_desc(struct nn_ctx *ctx, const char *fn, cublasLtMatmulDesc_t d,
+                          cublasLtMatmulDescAttributes_t a, const void *v, size_t size)
+{
+    return LT(ctx, fn, cublasLtMatmulDescSetAttribute(d, a, v, size));
+}
+
+/* Descriptors for the key, with epilogue e. */
+static nn_status plan_create(struct nn_ctx *ctx, const char *fn, const struct lt_key *k, int32_t e,
+                             struct lt_plan **out)
+{
+    struct lt_plan *p = nn__host_calloc(1, sizeof *p);
+    if (!p) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for a matmul plan", fn);
+    struct lt_shape s;
+    shape_of(k, &s);
+    cudaDataType_t t = lt_type((nn_dtype)k->dtype);
+    cudaDataType_t scale = k->dtype == NN_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)e;
+    nn_status st = LT(ctx, fn, cublasLtMatmulDescCreate(&p->desc, lt_compute(k), scale));
+    if (st == NN_OK)
+        st = set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta);
+    if (st == NN_OK)
+        st = set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb);
+    if (st == NN_OK)
+        st = set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    cublasLtMatrixLayout_t *lay[3] = {&p->a, &p->b, &p->d};
+    for (int i = 0; i < 3 && st == NN_OK; i++)
+        st = LT(ctx, fn, cublasLtMatrixLayoutCreate(lay[i], t, s.rows[i], s.cols[i], s.ld[i]));
+    p->epilogue = e;
+    if (st != NN_OK) {
+        plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return NN_OK;
+}
+
+static uint64_t workspace_cap(const struct lt_key *k)
+{
+    uint64_t cap = k->s.workspace_cap;
+    return cap && cap < LT_WORKSPACE_DEFAULT ? cap : LT_WORKSPACE_DEFAULT;
+}
+
+/* cuBLASLt's heuristic for the plan's descriptors: its best algorithm, or *found = 0 when it has
+ * none for this epilogue. */
+static nn_status plan_heuristic(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t h,
+                                const struct lt_key *k, struct lt_plan *p, int *found)
+{
+    cublasLtMatmulPreference_t pref;
+    *found = 0;
+    NN__TRY(LT(ctx, fn, cublasLtMatmulPreferenceCreate(&pref)));
+    uint64_t ws = workspace_cap(k);
+    uint32_t align = (uint32_t)k->align;
+    nn_status st = LT(ctx, fn,
+                      cublasLtMatmulPreferenceSetAttribute(
+                          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < 4 && st == NN_OK; i++)
+        st = LT(ctx, fn,
+                cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
+    cublasLtMatmulHeuristicResult_t r;
+    int n = 0;
+    memset(&r, 0, sizeof r);
+    if (st == NN_OK) {
+        nn__cache_count(nn__cudnn_plan_cache(ctx), NN__PC_HEURISTIC_QUERY);
+        cublasStatus_t cs =
+            cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &n);
+        /* No algorithm for this configuration is an answer, not a failure. */
+        if (cs != CUBLAS_STATUS_NOT_SUPPORTED)
+            st = lt_check(ctx, fn, "cublasLtMatmulAlgoGetHeuristic", cs, __FILE__, __LINE__);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == NN_OK && n > 0 && r.state == CUBLAS_STATUS_SUCCESS) {
+        p->algo = r.algo;
+        p->workspace = r.workspaceSize;
+        *found = 1;
+    }
+    return st;
+}
+
+/* A plan from a known record: its descriptors, its algorithm if cuBLASLt still accepts it. */
+static int plan_rebuild(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t h,
+                        const struct lt_key *k, const struct lt_record *r, struct lt_plan **out)
+{
+    struct lt_plan *p = NULL;
+    if (plan_create(ctx, fn, k, r->epilogue, &p) != NN_OK) return 0;
+    memcpy(p->algo.data, r->algo, sizeof r->algo);
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    if (cublasLtMatmulAlgoCheck(h, p->desc, p->a, p->b, p->d, p->d, &p->algo, &res) !=
+            CUBLAS_STATUS_SUCCESS ||
+        res.workspaceSize > workspace_cap(k)) {
+        plan_destroy(p);
+        return 0;
+    }
+    p->workspace = res.workspaceSize;
+    *out = p;
+    return 1;
+}
+
+/* The plan of the key from the cache, a known record, or the heuristic (with the key's
+ * epilogue, else DEFAULT), inserted. cache says which. */
+static nn_status plan_get(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t h,
+                          const struct lt_key *k, struct lt_plan **out, const char **cache)
+{
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    struct lt_plan *p = nn__cache_lookup(c, nn__linear_matmul_kind.id, k, NULL);
+    if (p) {
+        *out = p;
+        *cache = "hit";
+        return NN_OK;
+    }
+    const struct lt_record *known = nn__cache_lookup_known(c, nn__linear_matmul_kind.id, k, NULL);
+    *cache = "rebuilt";
+    if (known && plan_rebuild(ctx, fn, h, k, known, &p)) {
+        nn__cache_count(c, NN__PC_REBUILT);
+    } else {
+        if (known) nn__cache_drop_known(c, nn__linear_matmul_kind.id, k);
+        *cache = "heuristic";
+        int found = 0;
+        int32_t tries[2] = {k->epilogue, CUBLASLT_EPILOGUE_DEFAULT};
+        for (int i = 0; i < 2 && !found; i++) {
+            if (i && tries[0] == CUBLASLT_EPILOGUE_DEFAULT) break;
+            NN__TRY(plan_create(ctx, fn, k, tries[i], &p));
+            nn_status st = plan_heuristic(ctx, fn, h, k, p, &found);
+            if (st != NN_OK || !found) plan_destroy(p);
+            NN__TRY(st);
+        }
+        if (!found)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: cuBLASLt has no matmul algorithm for this problem (dtype %s, "
+                            "m %lld, in %lld, out %lld, pointer alignment %d bytes)",
+                            fn, nn_dtype_name((nn_dtype)k->dtype), (long long)k->m,
+                            (long long)k->in, (long long)k->out, k->align);
+        nn__cache_count(c, NN__PC_PLAN_BUILT);
+    }
+    struct lt_record rec;
+    memset(&rec, 0, sizeof rec);
+    memcpy(rec.algo, p->algo.data, sizeof rec.algo);
+    rec.workspace = p->workspace;
+    rec.epilogue = p->epilogue;
+    nn_status st = nn__cache_insert(ctx, c, nn__linear_matmul_kind.id, k, &rec, NULL, 0, p);
+    if (st != NN_OK) {
+        plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Running products
+ */
+
+static int32_t align_of(const void *ptr)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    int32_t r = 256;
+    while (r > 1 && (a & (uintptr_t)(r - 1)))
+        r >>= 1;
+    return r;
+}
+
+static void key_init(struct nn_ctx *ctx, const struct nn__linear_problem *p, enum lt_op op,
+                     int32_t epilogue, const void *const *ptrs, int nptr, struct lt_key *k)
+{
+    memset(k, 0, sizeof *k);
+    k->op = (int32_t)op;
+    k->dtype = (int32_t)p->dtype;
+    k->epilogue = epilogue;
+    k->align = 256;
+    for (int i = 0; i < nptr; i++)
+        if (ptrs[i] && align_of(ptrs[i]) < k->align) k->align = align_of(ptrs[i]);
+    k->m = p->m;
+    k->in = p->in;
+    k->out = p->out;
+    nn__cache_settings_fill(ctx, &k->s);
+}
+
+/* alpha and beta in the plan's scale type. */
+union lt_scale {
+    float f;
+    double d;
+};
+
+static const void *scale_of(union lt_scale *s, nn_dtype t, double v)
+{
+    if (t == NN_DTYPE_F64)
+        s->d = v;
+    else
+        s->f = (float)v;
+    return s;
+}
+
+static void note_add(struct nn__linear_note *note, const char *impl, const char *cache)
+{
+    size_t n = strlen(note->impl), m = strlen(note->cache);
+    snprintf(note->impl + n, sizeof note->impl - n, "%s%s", n ? " " : "", impl);
+    snprintf(note->cache + m, sizeof note->cache - m, "%s%s", m ? " " : "", cache);
+}
+
+static const char *epilogue_name(int32_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_RELU: return "relu";
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "relu_bias";
+    case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
+    }
+    return "default";
+}
+
+/* D = A * B (+ beta D) through the key's plan; bias is the epilogue's vector (or NULL). Returns
+ * the epilogue that ran in *ran. */
+static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
+                        const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
+                        double beta, int32_t *ran, struct nn__linear_note *note)
+{
+    cublasLtHandle_t h;
+    NN__TRY(lt_handle(ctx, fn, &h));
+    struct lt_plan *p = NULL;
+    const char *cache = "";
+    NN__TRY(plan_get(ctx, fn, h, k, &p, &cache));
+    *ran = p->epilogue;
+    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+        NN__TRY(set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    void *ws = NULL;
+    if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
+    union lt_scale one, bt;
+    nn_dtype t = (nn_dtype)k->dtype;
+    nn_status st = LT(ctx, fn,
+                      cublasLtMatmul(h, p->desc, scale_of(&one, t, 1.0), a, p->a, b, p->b,
+                                     scale_of(&bt, t, beta), d, p->d, d, p->d, &p->algo, ws,
+                                     p->workspace, (cudaStream_t)ctx->stream));
+    nn_status fst = nn__dev_free_for(ctx, fn, ws);
+    if (nn__verbose(ctx)) {
+        char impl[48];
+        snprintf(impl, sizeof impl, "%s:cublaslt-%s", what, epilogue_name(p->epilogue));
+        note_add(note, impl, cache);
+    }
+    return st != NN_OK ? st : fst;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * cuDNN's legacy calls for what an epilogue could not fuse (and the relu mask of backward)
+ */
+
+static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p)
+{
+    if (p->m > INT_MAX || p->out > INT_MAX || p->m * p->out > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: this step runs through cuDNN's 32-bit tensor calls, but y has "
+                        "%lld x %lld elements",
+                        fn, (long long)p->m, (long long)p->out);
+    return NN_OK;
+}
+
+/* Descriptor releases never replace the failure being reported. */
+static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
+{
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
+    ctx->last_error = keep;
+}
+
+/* A packed n x c x 1 x 1 descriptor. */
+static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t n, int64_t c,
+                       cudnnTensorDescriptor_t *out)
+{
+    int dims[4] = {(int)n, (int)c, 1, 1}, str[4] = {(int)c, 1, 1, 1};
+    cudnnTensorDescriptor_t d;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
+    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), 4, dims, str);
+    if (st != NN_OK) {
+        destroy_tensor(ctx, d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
+{
+    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, out));
+    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, *out, CUDNN_ACTIVATION_RELU,
+                                                     CUDNN_NOT_PROPAGATE_NAN, 0.0);
+    if (st != NN_OK) (void)nn__cudnn_DestroyActivationDescriptor(ctx, *out);
+    return st;
+}
+
+/* y += b broadcast over the rows, then relu in place, as asked. */
+static nn_status bias_relu_cudnn(struct nn_ctx *ctx, const char *fn,
+                                 const struct nn__linear_problem *p, const nn_tensor *b,
+                                 nn_tensor *y, int do_bias, int do_relu,
+                                 struct nn__linear_note *note)
+{
+    NN__TRY(check_int(ctx, fn, p));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnTensorDescriptor_t yd = NULL, bd = NULL;
+    union lt_scale one;
+    scale_of(&one, p->dtype, 1.0);
+    nn_status st = desc4(ctx, p->dtype, p->m, p->out, &yd);
+    if (st == NN_OK && do_bias) st = desc4(ctx, p->dtype, 1, p->out, &bd);
+    if (st == NN_OK && do_bias)
+        st = nn__cudnn_AddTensor(ctx, h, &one, bd, b->data, &one, yd, y->data);
+    if (st == NN_OK && do_relu) {
+        cudnnActivationDescriptor_t act;
+        union lt_scale zero;
+        scale_of(&zero, p->dtype, 0.0);
+        st = relu_desc(ctx, &act);
+        if (st == NN_OK) {
+            st = nn__cudnn_ActivationForward(ctx, h, act, &one, yd, y->data, &zero, yd, y->data);
+            (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+        }
+    }
+    destroy_tensor(ctx, yd);
+    destroy_tensor(ctx, bd);
+    if (nn__verbose(ctx))
+        note_add(note,
+                 do_bias && do_relu ? "bias+relu:cudnn-legacy"
+                 : do_bias          ? "bias:cudnn-legacy"
+                                    : "relu:cudnn-legacy",
+                 "-");
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The backend
+ */
+
+static nn_status forward_lt(struct nn_ctx *ctx, const struct nn__linear_problem *p,
+                            const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                            nn_tensor *y, struct nn__linear_note *note)
+{
+    const char *fn = "nn_linear_forward";
+    int relu = p->activation == NN_ACTIVATION_RELU;
+    int32_t e = relu ? (b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                     : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    const void *ptrs[] = {x->data, w->data, y->data, b ? b->data : NULL};
+    struct lt_key k;
+    key_init(ctx, p, LT_FWD, e, ptrs, 4, &k);
+    int32_t ran;
+    NN__TRY(
+        matmul(ctx, fn, "fwd", &k, w->data, x->data, y->data, b ? b->data : NULL, 0.0, &ran, note));
+    if (ran == e) return NN_OK;
+    return bias_relu_cudnn(ctx, fn, p, b, y, b != NULL, relu, note);
+}
+
+/* g = dy where y > 0, else 0: cuDNN's relu gradient, with y standing for the pre-activation
+ * (y > 0 exactly where it is). */
+static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
+                           const nn_tensor *y, const nn_tensor *dy, void *g,
+                           struct nn__linear_note *note)
+{
+    NN__TRY(check_int(ctx, fn, p));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnTensorDescriptor_t d;
+    NN__TRY(desc4(ctx, p->dtype, p->m, p->out, &d));
+    cudnnActivationDescriptor_t act;
+    nn_status st = relu_desc(ctx, &act);
+    if (st == NN_OK) {
+        union lt_scale one, zero;
+        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_of(&one, p->dtype, 1.0), d, y->data, d,
+                                          dy->data, d, y->data, scale_of(&zero, p->dtype, 0.0), d,
+                                          g);
+        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+    }
+    destroy_tensor(ctx, d);
+    if (nn__verbose(ctx)) note_add(note, "relu_bwd:cudnn-legacy", "-");
+    return st;
+}
+
+/* db (+)= the sum of g over the rows: cuDNN's bias gradient of g seen as m x out x 1 x 1. */
+static nn_status bias_grad_cudnn(struct nn_ctx *ctx, const char *fn,
+                                 const struct nn__linear_problem *p, const void *g, nn_tensor *db,
+                                 double beta, struct nn__linear_note *note)
+{
+    NN__TRY(check_int(ctx, fn, p));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnTensorDescriptor_t gd = NULL, bd = NULL;
+    nn_status st = desc4(ctx, p->dtype, p->m, p->out, &gd);
+    if (st == NN_OK) st = desc4(ctx, p->dtype, 1, p->out, &bd);
+    if (st == NN_OK) {
+        union lt_scale one, bt;
+        st = nn__cudnn_ConvolutionBackwardBias(ctx, h, scale_of(&one, p->dtype, 1.0), gd, g,
+                                               scale_of(&bt, p->dtype, beta), bd, db->data);
+    }
+    destroy_tensor(ctx, gd);
+    destroy_tensor(ctx, bd);
+    if (nn__verbose(ctx)) note_add(note, "db:cudnn-legacy", "-");
+    return st;
+}
+
+static double beta_of(unsigned flags, unsigned bit)
+{
+    return (flags & bit) ? 1.0 : 0.0;
+}
+
+static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
+                          const struct nn__linear_grads *g, const void *gd,
+                          struct nn__linear_note *note)
+{
+    int32_t ran;
+    struct lt_key k;
+    if (g->dx) {
+        const void *ptrs[] = {g->w->data, gd, g->dx->data};
+        key_init(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 3, &k);
+        NN__TRY(matmul(ctx, fn, "dx", &k, g->w->data, gd, g->dx->data, NULL,
+                       beta_of(g->flags, NN_LINEAR_ACCUMULATE_DX), &ran, note));
+    }
+    /* BGRADB writes db (it never accumulates), so it is asked for only when db is overwritten. */
+    int fuse_db = g->db && g->dw && !(g->flags & NN_LINEAR_ACCUMULATE_DB);
+    int db_done = 0;
+    if (g->dw) {
+        const void *ptrs[] = {g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL};
+        int32_t e = fuse_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
+        key_init(ctx, p, LT_DW, e, ptrs, 4, &k);
+        NN__TRY(matmul(ctx, fn, "dw", &k, g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL,
+                       beta_of(g->flags, NN_LINEAR_ACCUMULATE_DW), &ran, note));
+        db_done = fuse_db && ran == CUBLASLT_EPILOGUE_BGRADB;
+    }
+    if (g->db && !db_done)
+        NN__TRY(bias_grad_cudnn(ctx, fn, p, gd, g->db, beta_of(g->flags, NN_LINEAR_ACCUMULATE_DB),
+                                note));
+    return NN_OK;
+}
+
+static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem *p,
+                             const struct nn__linear_grads *g, struct nn__linear_note *note)
+{
+    const char *fn = "nn_linear_backward";
+    if (p->activation != NN_ACTIVATION_RELU) return grads_lt(ctx, fn, p, g, g->dy->data, note);
+    /* The masked gradient lives in a pool buffer for the products (freed in stream order). */
+    void *gd;
+    size_t bytes = (size_t)p->m * (size_t)p->out * nn_dtype_size(p->dtype);
+    NN__TRY(nn__dev_alloc_for(ctx, fn, bytes, &gd));
+    nn_status st = relu_mask(ctx, fn, p, g->y, g->dy, gd, note);
+    if (st == NN_OK) st = grads_lt(ctx, fn, p, g, gd, note);
+    nn_status fst = nn__dev_free_for(ctx, fn, gd);
+    return st != NN_OK ? st : fst;
+}
+
+const struct nn__linear_backend nn__linear_backend_cublaslt = {"cublaslt", forward_lt, backward_lt};

@@ -1,0 +1,297 @@
+/* Softmax on cuDNN's legacy calls (cudnnSoftmaxForward / cudnnSoftmaxBackward, which cuDNN 9
+ * keeps), over the channel dim of x seen as n x c x s x 1 (CUDNN_SOFTMAX_MODE_CHANNEL).
+ *
+ * The cross-entropy needs no kernel of its own: forward is cuDNN's log-softmax L into a pool
+ * buffer, one batched device copy (cudaMemcpyBatchAsync) of the n * s picked elements L[n, t, s],
+ * and loss = -picked (cudnnTransformTensor with alpha -1). Backward uses
+ *   dx = dy - exp(L) * sum_c dy   (the log-softmax gradient)
+ * with dy = -dloss at (n, t, s) and 0 elsewhere, so that sum_c dy = -dloss and
+ * dx = (softmax - onehot) * dloss: dy is a zeroed pool buffer with -dloss copied into the target
+ * positions by one batched copy. The targets are on the host by then (softmax.c). */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/alloc.h"
+#include "core/ctx.h"
+#include "core/cuda_util.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/cudnn_ctx.h"
+#include "cudnn/describe_cudnn.h"
+#include "mem/mem.h"
+#include "softmax/softmax_internal.h"
+
+/* The log-softmax of the forward call, for backward. */
+struct nn__xent_saved {
+    void *logp; /* n x c x s, x's dtype, from the pool */
+};
+
+/* Descriptor releases never replace the failure being reported. */
+static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
+{
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
+    ctx->last_error = keep;
+}
+
+static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p)
+{
+    if (p->n > INT_MAX || p->c > INT_MAX || p->s > INT_MAX || p->c * p->s > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: cuDNN's softmax takes int sizes and strides, but x is N %lld x C %lld "
+                        "x %lld",
+                        fn, (long long)p->n, (long long)p->c, (long long)p->s);
+    return NN_OK;
+}
+
+/* A packed a x b x c x 1 descriptor. */
+static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t b, int64_t c,
+                       cudnnTensorDescriptor_t *out)
+{
+    int dims[4] = {(int)a, (int)b, (int)c, 1}, str[4] = {(int)(b * c), (int)c, 1, 1};
+    cudnnTensorDescriptor_t d;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
+    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), 4, dims, str);
+    if (st != NN_OK) {
+        destroy_tensor(ctx, d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+/* cuDNN's scaling factors: double for f64 data, float otherwise. */
+union scale {
+    float f;
+    double d;
+};
+
+static const void *scale_of(union scale *s, nn_dtype t, double v)
+{
+    if (t == NN_DTYPE_F64)
+        s->d = v;
+    else
+        s->f = (float)v;
+    return s;
+}
+
+static void note_set(struct nn_ctx *ctx, struct nn__softmax_note *note, const char *impl)
+{
+    if (nn__verbose(ctx)) snprintf(note->impl, sizeof note->impl, "%s", impl);
+}
+
+/* y = beta y + (log-)softmax(x) over C; x and y may be any pointers of the problem's shape. */
+static nn_status softmax_run(struct nn_ctx *ctx, const char *fn,
+                             const struct nn__softmax_problem *p, cudnnSoftmaxAlgorithm_t algo,
+                             const void *x, void *y)
+{
+    NN__TRY(check_int(ctx, fn, p));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnTensorDescriptor_t d;
+    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
+    union scale one, zero;
+    nn_status st = nn__cudnn_SoftmaxForward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                            scale_of(&one, p->dtype, 1.0), d, x,
+                                            scale_of(&zero, p->dtype, 0.0), d, y);
+    destroy_tensor(ctx, d);
+    return st;
+}
+
+static nn_status softmax_grad(struct nn_ctx *ctx, const char *fn,
+                              const struct nn__softmax_problem *p, cudnnSoftmaxAlgorithm_t algo,
+                              const void *y, const void *dy, void *dx, double beta)
+{
+    NN__TRY(check_int(ctx, fn, p));
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnTensorDescriptor_t d;
+    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
+    union scale one, bt;
+    nn_status st = nn__cudnn_SoftmaxBackward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                             scale_of(&one, p->dtype, 1.0), d, y, d, dy,
+                                             scale_of(&bt, p->dtype, beta), d, dx);
+    destroy_tensor(ctx, d);
+    return st;
+}
+
+static cudnnSoftmaxAlgorithm_t algo_of(nn_softmax_mode m)
+{
+    return m == NN_SOFTMAX_MODE_LOG ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+}
+
+static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                               const nn_tensor *x, nn_tensor *y, struct nn__softmax_note *note)
+{
+    note_set(ctx, note, "cudnn-legacy");
+    return softmax_run(ctx, "nn_softmax_forward", p, algo_of(p->mode), x->data, y->data);
+}
+
+static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                                const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx,
+                                struct nn__softmax_note *note)
+{
+    note_set(ctx, note, "cudnn-legacy");
+    double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
+    return softmax_grad(ctx, "nn_softmax_backward", p, algo_of(p->mode), y->data, dy->data,
+                        dx->data, beta);
+}
+
+/* The caller's targets (host or device memory) copied to the host: one wait for the stream. */
+static nn_status read_targets_cudnn(struct nn_ctx *ctx, const char *fn, const void *data,
+                                    nn_index_type type, int64_t count, int64_t *out)
+{
+    size_t width = type == NN_INDEX_I32 ? 4 : 8, bytes = (size_t)count * width;
+    /* int64 targets land in out directly; int32 ones in its upper half, widened in place front
+     * to back (out[i] overwrites only int32 elements at positions <= i, already read). */
+    char *dst = (char *)out + (type == NN_INDEX_I32 ? bytes : 0);
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(dst, data, bytes, cudaMemcpyDefault, s)));
+    NN__TRY(NN__CUDA(ctx, cudaStreamSynchronize(s)));
+    (void)fn;
+    if (type == NN_INDEX_I32) {
+        const int32_t *t = (const int32_t *)dst;
+        for (int64_t i = 0; i < count; i++)
+            out[i] = t[i];
+    }
+    return NN_OK;
+}
+
+/* One batched device copy of count elements of width bytes: dst[i] <- src[i]. */
+static nn_status copy_batch(struct nn_ctx *ctx, const char *fn, void *const *dst,
+                            const void *const *src, int64_t count, size_t width)
+{
+    size_t *sizes = nn__host_calloc((size_t)count, sizeof *sizes);
+    if (!sizes) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for a copy list", fn);
+    for (int64_t i = 0; i < count; i++)
+        sizes[i] = width;
+    struct cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t first = 0;
+    nn_status st = NN__CUDA(ctx, cudaMemcpyBatchAsync((void *const *)dst, src, sizes, (size_t)count,
+                                                      &attr, &first, 1, (cudaStream_t)ctx->stream));
+    nn__host_free(sizes);
+    return st;
+}
+
+/* Pointer lists for the n * s target elements of an n x c x s buffer (at) and of an n x s one
+ * (row). */
+static nn_status pointer_lists(struct nn_ctx *ctx, const char *fn,
+                               const struct nn__softmax_problem *p, const int64_t *t, char *at,
+                               char *row, void ***at_out, void ***row_out)
+{
+    int64_t count = p->n * p->s;
+    size_t w = nn_dtype_size(p->dtype);
+    void **a = nn__host_calloc((size_t)count, sizeof *a);
+    void **r = nn__host_calloc((size_t)count, sizeof *r);
+    if (!a || !r) {
+        nn__host_free(a);
+        nn__host_free(r);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for a copy list", fn);
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int64_t n = i / p->s, s = i % p->s;
+        a[i] = at + (size_t)((n * p->c + t[i]) * p->s + s) * w;
+        r[i] = row + (size_t)i * w;
+    }
+    *at_out = a;
+    *row_out = r;
+    return NN_OK;
+}
+
+/* out = -in over n * s elements. */
+static nn_status negate(struct nn_ctx *ctx, const struct nn__softmax_problem *p, const void *in,
+                        void *out)
+{
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnTensorDescriptor_t d;
+    NN__TRY(desc4(ctx, p->dtype, 1, 1, p->n * p->s, &d));
+    union scale minus, zero;
+    nn_status st = nn__cudnn_TransformTensor(ctx, h, scale_of(&minus, p->dtype, -1.0), d, in,
+                                             scale_of(&zero, p->dtype, 0.0), d, out);
+    destroy_tensor(ctx, d);
+    return st;
+}
+
+static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__xent_saved *saved)
+{
+    if (!saved) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__dev_free(ctx, saved->logp);
+    ctx->last_error = keep;
+    nn__host_free(saved);
+}
+
+static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                                    const nn_tensor *x, const int64_t *t, nn_tensor *loss,
+                                    struct nn__xent_saved **saved_out,
+                                    struct nn__softmax_note *note)
+{
+    const char *fn = "nn_softmax_cross_entropy_forward";
+    if (saved_out) *saved_out = NULL;
+    NN__TRY(check_int(ctx, fn, p));
+    size_t w = nn_dtype_size(p->dtype);
+    int64_t count = p->n * p->s;
+    struct nn__xent_saved *sv = nn__host_calloc(1, sizeof *sv);
+    if (!sv) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
+    void *picked = NULL, **src = NULL, **dst = NULL;
+    nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &sv->logp);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)count * w, &picked);
+    if (st == NN_OK) st = softmax_run(ctx, fn, p, CUDNN_SOFTMAX_LOG, x->data, sv->logp);
+    if (st == NN_OK) st = pointer_lists(ctx, fn, p, t, sv->logp, picked, &src, &dst);
+    if (st == NN_OK) st = copy_batch(ctx, fn, dst, (const void *const *)src, count, w);
+    if (st == NN_OK) st = negate(ctx, p, picked, loss->data);
+    nn__host_free(src);
+    nn__host_free(dst);
+    nn_status fst = nn__dev_free_for(ctx, fn, picked);
+    if (st == NN_OK) st = fst;
+    if (st != NN_OK || !saved_out)
+        saved_free_cudnn(ctx, sv);
+    else
+        *saved_out = sv;
+    note_set(ctx, note, "cudnn-legacy+batched-copy");
+    return st;
+}
+
+static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                                     const nn_tensor *x, const int64_t *t,
+                                     struct nn__xent_saved *saved, const nn_tensor *dloss,
+                                     nn_tensor *dx, struct nn__softmax_note *note)
+{
+    const char *fn = "nn_softmax_cross_entropy_backward";
+    (void)x;
+    size_t w = nn_dtype_size(p->dtype);
+    int64_t count = p->n * p->s;
+    void *dy = NULL, *neg = NULL, **dst = NULL, **src = NULL;
+    nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &dy);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)count * w, &neg);
+    if (st == NN_OK)
+        st = NN__CUDA(
+            ctx, cudaMemsetAsync(dy, 0, (size_t)(count * p->c) * w, (cudaStream_t)ctx->stream));
+    if (st == NN_OK) st = negate(ctx, p, dloss->data, neg);
+    if (st == NN_OK) st = pointer_lists(ctx, fn, p, t, dy, neg, &dst, &src);
+    if (st == NN_OK) st = copy_batch(ctx, fn, dst, (const void *const *)src, count, w);
+    if (st == NN_OK) st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, saved->logp, dy, dx->data, 0);
+    nn__host_free(src);
+    nn__host_free(dst);
+    nn_status f1 = nn__dev_free_for(ctx, fn, dy), f2 = nn__dev_free_for(ctx, fn, neg);
+    note_set(ctx, note, "cudnn-legacy+batched-copy");
+    return st != NN_OK ? st : f1 != NN_OK ? f1 : f2;
+}
+
+const struct nn__softmax_backend nn__softmax_backend_cudnn = {
+    "cudnn",
+    forward_cudnn,
+    backward_cudnn,
+    read_targets_cudnn,
+    xent_forward_cudnn,
+    xent_backward_cudnn,
+    saved_free_cudnn,
+};

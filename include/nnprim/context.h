@@ -53,6 +53,7 @@ enum nn_feature {
     NN_FEATURE_CUDA = 1 << 0,     /**< CUDA runtime: device memory, streams, copies */
     NN_FEATURE_CUDNN = 1 << 1,    /**< the cuDNN backend (with cuBLAS) */
     NN_FEATURE_JEMALLOC = 1 << 2, /**< host allocations from a private jemalloc arena */
+    NN_FEATURE_DLPACK = 1 << 3,   /**< DLPack import and export (dlpack.h) */
 };
 
 /** @return the OR of the nn_feature bits compiled into this build. */
@@ -164,6 +165,18 @@ typedef struct nn_settings {
  *         names the variable, the accepted values and what it held).
  */
 NN_API nn_status nn_default_settings(nn_settings *s);
+
+/**
+ * Fill settings with the library defaults (those of nn_default_settings()) without reading the
+ * environment: for a framework that decides every setting itself, so that a user's NNPRIM_*
+ * variables (even malformed ones) change nothing. The device's memory pool reads NNPRIM_MEM_*
+ * when a cuDNN context first uses it unless nn_mem_configure() came first: pass it the result of
+ * nn_mem_settings_init() (mem.h) before the first context of the device.
+ *
+ * @param s out: filled completely.
+ * @return NN_OK; NN_E_INVALID_ARG if s is NULL.
+ */
+NN_API nn_status nn_settings_init(nn_settings *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Context

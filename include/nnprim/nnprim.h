@@ -25,5 +25,6 @@
 #include "mem.h"
 #include "conv.h"
 #include "rnn.h"
+#include "dlpack.h"
 
 #endif /* NNPRIM_NNPRIM_H */

@@ -25,6 +25,19 @@
  * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
  * a '-' (except in a negative integer range, which none of these has) or trailing characters
  * make the variable malformed, so " -5" is refused rather than read as a huge count.
+ * A framework that decides every setting itself fills them with nn_settings_init() (and
+ * nn_mem_settings_init(), mem.h) instead, which read no variable.
+ *
+ * fork(): a child process must not use, nor destroy, a cuDNN context, a CUDA device's pool, a
+ * stream handle or device memory that existed before the fork. CUDA does not survive fork()
+ * (calls in the child fail, typically with cudaErrorInitializationError, or block), and a cuDNN
+ * context's background plan builder thread does not exist in the child: nn_ctx_destroy() of
+ * such a context in the child joins a thread that will never end, so it blocks forever. Leave
+ * them alone and end the child with _exit() or exec(). Reference-backend contexts have no thread
+ * and no CUDA state: a child may use and destroy those it inherited, and create new ones. A
+ * child that needs the GPU must exec a new program (or the parent must fork before its first
+ * CUDA call), as CUDA requires. Fork only while no other thread is inside an nnprim call (a lock
+ * held then stays held in the child).
  */
 #ifndef NNPRIM_CONTEXT_H
 #define NNPRIM_CONTEXT_H

@@ -3,7 +3,8 @@
  *
  * Every device allocation of nnprim (nn_tensor_empty(), cuDNN workspaces, the buffers a pullback
  * keeps from forward to backward) comes from one caching pool per device, shared by all contexts
- * of that device and safe to use from many threads. The pool keeps freed memory and hands it out
+ * of that device and safe to use from many threads, unless a framework gave the device its own
+ * allocator (nn_mem_set_allocator(), below). The pool keeps freed memory and hands it out
  * again without calling the driver:
  *
  *   - Reuse on the stream that freed a block is immediate (stream order makes it safe). Another
@@ -257,9 +258,10 @@ NN_API nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size
  * @param out   out: the memory (512-byte aligned), NULL on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx or out, bytes 0, a reference-backend context);
  *         NN_E_OOM_DEVICE (message: requested, in use, reserved, limit and why; also for sizes
- *         above 2^48 and while reserved memory stays above a lowered limit); NN_E_OOM_HOST;
- *         NN_E_CUDA.
- * Ownership: the memory is the pool's until nn_mem_free().
+ *         above 2^48 and while reserved memory stays above a lowered limit; or the user
+ *         allocator returned NULL); NN_E_BAD_POINTER (the user allocator returned a pointer not
+ *         aligned to 16 bytes: it was given back); NN_E_OOM_HOST; NN_E_CUDA.
+ * Ownership: the memory is the pool's (or the user allocator's) until nn_mem_free().
  */
 NN_API nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out);
 

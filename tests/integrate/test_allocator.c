@@ -407,10 +407,12 @@ Test(allocator_gpu, tensors_of_a_cudnn_context)
     cr_assert_eq(nn_tensor_copy(ctx, &y, &x), NN_OK);
     void *p;
     cr_assert_eq(nn_mem_alloc(ctx, 1 << 20, &p), NN_OK);
-    cr_expect_eq(atomic_load(&c.allocs), 3);
+    /* x, y and p at least (a cuDNN context may make more of its own). */
+    cr_expect_geq(atomic_load(&c.allocs), 3);
     nn_mem_stats s = stats(0);
     cr_expect_eq(s.user_allocator, 1);
-    cr_expect_eq(s.user_alloc_count, 3);
+    cr_expect_eq(s.user_alloc_count, (uint64_t)atomic_load(&c.live));
+    cr_expect_eq(s.alloc_count, 0, "the pool handed out nothing");
     cr_expect_eq(nn_mem_free(ctx, p), NN_OK);
     cr_expect_eq(nn_tensor_free(ctx, &x), NN_OK);
     cr_expect_eq(nn_tensor_free(ctx, &y), NN_OK);

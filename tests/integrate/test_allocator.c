@@ -20,6 +20,9 @@
 #if NN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#if NN_HAVE_DLPACK
+#include <dlpack/dlpack.h>
+#endif
 
 static void expect_message(const char *fragment)
 {
@@ -414,8 +417,19 @@ Test(allocator_gpu, tensors_of_a_cudnn_context)
     cr_expect_eq(s.user_alloc_count, (uint64_t)atomic_load(&c.live));
     cr_expect_eq(s.alloc_count, 0, "the pool handed out nothing");
     cr_expect_eq(nn_mem_free(ctx, p), NN_OK);
-    cr_expect_eq(nn_tensor_free(ctx, &x), NN_OK);
+#if NN_HAVE_DLPACK
+    /* An exported tensor's deleter gives the block back to the allocator that made it, even
+     * after the device went back to the pool. */
+    long frees = atomic_load(&c.frees);
+    struct DLManagedTensor *m;
+    cr_assert_eq(nn_tensor_to_dlpack(ctx, &y, &m), NN_OK, "%s", nn_last_error()->message);
+    cr_expect_eq(nn_mem_set_allocator(0, NULL), NN_OK);
+    m->deleter(m);
+    cr_expect_eq(atomic_load(&c.frees), frees + 1);
+#else
     cr_expect_eq(nn_tensor_free(ctx, &y), NN_OK);
+#endif
+    cr_expect_eq(nn_tensor_free(ctx, &x), NN_OK);
     cr_expect_eq(nn_ctx_synchronize(ctx), NN_OK);
     nn_ctx_destroy(ctx);
     cr_expect_eq(atomic_load(&c.live), 0);

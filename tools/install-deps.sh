@@ -8,9 +8,11 @@ set -eu
 cd "$(dirname "$0")/.."
 # Compilers and libc headers; the build; the tests (Criterion, C++ for the consumer test, the
 # dlopen test's python3); jemalloc's build (make, patch, the tarballs' bzip2 and xz); CI's
-# format check (clang-format 14). Not xsltproc: jemalloc's documentation is not built.
+# format check (clang-format 14); DLPack's header for nnprim's DLPack interop (include/nnprim/
+# dlpack.h; without it those functions answer NN_E_NOT_BUILT). Not xsltproc: jemalloc's
+# documentation is not built.
 packages="gcc g++ libc6-dev binutils make patch bzip2 xz-utils meson ninja-build pkg-config
-  python3 libcriterion-dev clang-format-14"
+  python3 libcriterion-dev clang-format-14 libdlpack-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing="$missing $p"

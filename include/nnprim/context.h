@@ -25,6 +25,19 @@
  * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
  * a '-' (except in a negative integer range, which none of these has) or trailing characters
  * make the variable malformed, so " -5" is refused rather than read as a huge count.
+ * A framework that decides every setting itself fills them with nn_settings_init() (and
+ * nn_mem_settings_init(), mem.h) instead, which read no variable.
+ *
+ * fork(): a child process must not use, nor destroy, a cuDNN context, a CUDA device's pool, a
+ * stream handle or device memory that existed before the fork. CUDA does not survive fork()
+ * (calls in the child fail, typically with cudaErrorInitializationError, or block), and a cuDNN
+ * context's background plan builder thread does not exist in the child: nn_ctx_destroy() of
+ * such a context in the child joins a thread that will never end, so it blocks forever. Leave
+ * them alone and end the child with _exit() or exec(). Reference-backend contexts have no thread
+ * and no CUDA state: a child may use and destroy those it inherited, and create new ones. A
+ * child that needs the GPU must exec a new program (or the parent must fork before its first
+ * CUDA call), as CUDA requires. Fork only while no other thread is inside an nnprim call (a lock
+ * held then stays held in the child).
  */
 #ifndef NNPRIM_CONTEXT_H
 #define NNPRIM_CONTEXT_H
@@ -53,6 +66,7 @@ enum nn_feature {
     NN_FEATURE_CUDA = 1 << 0,     /**< CUDA runtime: device memory, streams, copies */
     NN_FEATURE_CUDNN = 1 << 1,    /**< the cuDNN backend (with cuBLAS) */
     NN_FEATURE_JEMALLOC = 1 << 2, /**< host allocations from a private jemalloc arena */
+    NN_FEATURE_DLPACK = 1 << 3,   /**< DLPack import and export (dlpack.h) */
 };
 
 /** @return the OR of the nn_feature bits compiled into this build. */
@@ -164,6 +178,18 @@ typedef struct nn_settings {
  *         names the variable, the accepted values and what it held).
  */
 NN_API nn_status nn_default_settings(nn_settings *s);
+
+/**
+ * Fill settings with the library defaults (those of nn_default_settings()) without reading the
+ * environment: for a framework that decides every setting itself, so that a user's NNPRIM_*
+ * variables (even malformed ones) change nothing. The device's memory pool reads NNPRIM_MEM_*
+ * when a cuDNN context first uses it unless nn_mem_configure() came first: pass it the result of
+ * nn_mem_settings_init() (mem.h) before the first context of the device.
+ *
+ * @param s out: filled completely.
+ * @return NN_OK; NN_E_INVALID_ARG if s is NULL.
+ */
+NN_API nn_status nn_settings_init(nn_settings *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Context

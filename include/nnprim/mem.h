@@ -3,7 +3,8 @@
  *
  * Every device allocation of nnprim (nn_tensor_empty(), cuDNN workspaces, the buffers a pullback
  * keeps from forward to backward) comes from one caching pool per device, shared by all contexts
- * of that device and safe to use from many threads. The pool keeps freed memory and hands it out
+ * of that device and safe to use from many threads, unless a framework gave the device its own
+ * allocator (nn_mem_set_allocator(), below). The pool keeps freed memory and hands it out
  * again without calling the driver:
  *
  *   - Reuse on the stream that freed a block is immediate (stream order makes it safe). Another
@@ -102,7 +103,15 @@ typedef struct nn_mem_stats {
     size_t largest_free_bytes; /**< largest free run of adjacent free blocks */
     double fragmentation; /**< 1 - largest_free_bytes / cached_bytes; 0 when nothing is cached */
     size_t limit;         /**< the byte limit in force; 0 = none */
-    uint64_t reserved[8];
+    /** Nonzero while an allocator set with nn_mem_set_allocator() serves the device: the
+     *  figures above then count only what nnprim's pool still holds (blocks it handed out
+     *  before, its cached segments); the user_* figures count the allocator's blocks. */
+    uint64_t user_allocator;
+    uint64_t user_alloc_count;     /**< blocks from user allocators not yet freed */
+    uint64_t user_allocated_bytes; /**< their bytes, as requested */
+    uint64_t user_alloc_total;     /**< successful allocations through user allocators */
+    uint64_t user_free_total;      /**< blocks given back to user allocators */
+    uint64_t reserved[3];
 } nn_mem_stats;
 
 /** Kinds of nn_mem_event. */
@@ -133,6 +142,17 @@ typedef struct nn_mem_event {
  *         names it, the accepted values and what it held).
  */
 NN_API nn_status nn_mem_default_settings(nn_mem_settings *s);
+
+/**
+ * Fill pool settings with the same defaults as nn_mem_default_settings() without reading the
+ * environment: for a framework that decides the pool's settings itself. Pass the result to
+ * nn_mem_configure() before the device's pool is first used (before the first cuDNN context of
+ * the device): a pool created implicitly reads NNPRIM_MEM_* (see the top of this header).
+ *
+ * @param s out: filled completely.
+ * @return NN_OK; NN_E_INVALID_ARG if s is NULL.
+ */
+NN_API nn_status nn_mem_settings_init(nn_mem_settings *s);
 
 /**
  * Set a device's pool settings. The upstream and the bypass switch can change only while the pool
@@ -238,9 +258,10 @@ NN_API nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size
  * @param out   out: the memory (512-byte aligned), NULL on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx or out, bytes 0, a reference-backend context);
  *         NN_E_OOM_DEVICE (message: requested, in use, reserved, limit and why; also for sizes
- *         above 2^48 and while reserved memory stays above a lowered limit); NN_E_OOM_HOST;
- *         NN_E_CUDA.
- * Ownership: the memory is the pool's until nn_mem_free().
+ *         above 2^48 and while reserved memory stays above a lowered limit; or the user
+ *         allocator returned NULL); NN_E_BAD_POINTER (the user allocator returned a pointer not
+ *         aligned to 16 bytes: it was given back); NN_E_OOM_HOST; NN_E_CUDA.
+ * Ownership: the memory is the pool's (or the user allocator's) until nn_mem_free().
  */
 NN_API nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out);
 
@@ -256,6 +277,44 @@ NN_API nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out);
  *         already freed (nothing changes then); NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_free(nn_ctx *ctx, void *p);
+
+/**
+ * A framework's allocator. While one is set for a device (nn_mem_set_allocator()), every device
+ * allocation nnprim makes on that device goes to it instead of nnprim's pool: nn_tensor_empty(),
+ * cuDNN workspaces, the buffers pullbacks keep, nn_mem_alloc() and nn_mem_stream_alloc(). Each
+ * block goes back to the allocator that made it, even after the allocator was replaced or
+ * unset. The callbacks may be called from any thread, concurrently, and must not call nnprim.
+ */
+typedef struct nn_mem_allocator {
+    /** Return bytes (> 0) of memory of device (a CUDA ordinal, or NN_MEM_HOST for the host
+     *  pool), aligned to at least 16 bytes (256 recommended, as cudaMalloc does), usable by work
+     *  queued on stream from now on; NULL when out of memory (nnprim then fails the call with
+     *  NN_E_OOM_DEVICE). stream is the cudaStream_t of the context or handle that asks; for
+     *  NN_MEM_HOST an opaque handle that names the simulated stream. */
+    void *(*alloc)(void *user, size_t bytes, int device, void *stream);
+    /** Take back p (from alloc; bytes as asked then). Work queued on stream (the freeing
+     *  context's or handle's, possibly another than the allocating one) before this call may
+     *  still use p: reuse it only after that work, as cudaFreeAsync would. */
+    void (*free)(void *user, void *p, size_t bytes, int device, void *stream);
+    void *user;           /**< passed to both callbacks */
+    uint64_t reserved[4]; /**< zero */
+} nn_mem_allocator;
+
+/**
+ * Set or unset the allocator of a device's allocations (see nn_mem_allocator). nnprim's pool
+ * stays the default: a is NULL (or the allocator is never set) means the pool serves the
+ * device. Blocks allocated before the change stay valid and return, when freed, to whoever made
+ * them. The pool's own settings, limit and bypass switch do not apply to a user allocator's
+ * blocks; nn_mem_get_stats() says which one is in use. The environment is not read and the pool
+ * is not created by this call.
+ *
+ * @param device a CUDA ordinal or NN_MEM_HOST.
+ * @param a      the allocator, copied (the user pointer is kept as given); NULL = the pool.
+ * @return NN_OK; NN_E_INVALID_ARG (a negative device other than NN_MEM_HOST, a NULL callback,
+ *         a nonzero reserved field: "a.reserved[2] must be 0, got 7"); NN_E_NO_DEVICE;
+ *         NN_E_NOT_BUILT (a CUDA ordinal in a build without CUDA); NN_E_OOM_HOST.
+ */
+NN_API nn_status nn_mem_set_allocator(int device, const nn_mem_allocator *a);
 
 /** A stream's handle on a pool, for callers without a context (benchmarks, frameworks). */
 typedef struct nn_mem_stream nn_mem_stream;

@@ -29,5 +29,6 @@
 #include "rnn.h"
 #include "linear.h"
 #include "softmax.h"
+#include "dlpack.h"
 
 #endif /* NNPRIM_NNPRIM_H */

@@ -20,7 +20,8 @@ int nn_version_number(void)
 unsigned nn_build_features(void)
 {
     return (NN_HAVE_CUDA ? NN_FEATURE_CUDA : 0u) | (NN_HAVE_CUDNN ? NN_FEATURE_CUDNN : 0u) |
-           (NN_HAVE_JEMALLOC ? NN_FEATURE_JEMALLOC : 0u);
+           (NN_HAVE_JEMALLOC ? NN_FEATURE_JEMALLOC : 0u) |
+           (NN_HAVE_DLPACK ? NN_FEATURE_DLPACK : 0u);
 }
 
 nn_status nn_device_count(int *count)

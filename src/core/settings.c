@@ -97,6 +97,13 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     return first;
 }
 
+nn_status nn_settings_init(nn_settings *s)
+{
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_init: s must not be NULL");
+    set_defaults(s);
+    return NN_OK;
+}
+
 nn_status nn_default_settings(nn_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_default_settings: s must not be NULL");

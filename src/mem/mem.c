@@ -58,6 +58,7 @@ static nn_status create_pool(int device, const nn_mem_settings *s, const char *f
 }
 
 static nn_status default_settings(const char *fn, nn_mem_settings *s);
+static void user_stats(int device, nn_mem_stats *out);
 
 /* The device's pool, created with settings s (NULL: nn_mem_default_settings()) if it does not
  * exist yet. *created tells whether this call made it. While an NNPRIM_MEM_* variable is
@@ -97,6 +98,19 @@ static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
 
 /* ---- settings ---- */
 
+static void set_defaults(nn_mem_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->growth_slack = 0.0; /* no device synchronisation while a workload repeats: docs/MEMORY.md */
+}
+
+nn_status nn_mem_settings_init(nn_mem_settings *s)
+{
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_settings_init: s must not be NULL");
+    set_defaults(s);
+    return NN_OK;
+}
+
 nn_status nn_mem_default_settings(nn_mem_settings *s)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
@@ -106,8 +120,7 @@ nn_status nn_mem_default_settings(nn_mem_settings *s)
 /* The defaults and the environment; fn names the public function called in messages. */
 static nn_status default_settings(const char *fn, nn_mem_settings *s)
 {
-    memset(s, 0, sizeof *s);
-    s->growth_slack = 0.0; /* no device synchronisation while a workload repeats: docs/MEMORY.md */
+    set_defaults(s);
     nn_status first = NN_OK, st;
     static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
     static const struct nn__env_word upstreams[] = {{"malloc", NN_MEM_UPSTREAM_MALLOC},
@@ -179,6 +192,7 @@ nn_status nn_mem_get_stats(int device, nn_mem_stats *out)
     struct nn__mem_pool *p;
     NN__TRY(pool_get(device, NULL, "nn_mem_get_stats", &p, NULL));
     nn__mem_pool_get_stats(p, out);
+    user_stats(device, out);
     return NN_OK;
 }
 
@@ -209,7 +223,9 @@ nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t cap)
              "reserved:  %.1f MiB now in %llu segments, %.1f MiB peak (%llu segments), limit %s\n"
              "cache:     %llu hits, %llu misses, %.1f MiB cached, largest free %.1f MiB, "
              "fragmentation %.3f\n"
-             "oom:       %llu retries, %llu failures\n",
+             "oom:       %llu retries, %llu failures\n"
+             "allocator: %s; %llu user blocks (%.1f MiB), %llu user allocations, %llu user "
+             "frees\n",
              mib(s->allocated_bytes), (unsigned long long)s->alloc_count, mib(s->requested_bytes),
              mib(s->allocated_bytes_peak), (unsigned long long)s->alloc_count_total,
              (unsigned long long)s->free_count_total, mib(s->reserved_bytes),
@@ -217,7 +233,10 @@ nn_status nn_mem_stats_format(const nn_mem_stats *s, char *buf, size_t cap)
              (unsigned long long)s->segment_count_peak, lim, (unsigned long long)s->cache_hits,
              (unsigned long long)s->cache_misses, mib(s->cached_bytes), mib(s->largest_free_bytes),
              s->fragmentation, (unsigned long long)s->oom_retries,
-             (unsigned long long)s->oom_failures);
+             (unsigned long long)s->oom_failures,
+             s->user_allocator ? "the user's (nn_mem_set_allocator)" : "nnprim's pool",
+             (unsigned long long)s->user_alloc_count, mib((size_t)s->user_allocated_bytes),
+             (unsigned long long)s->user_alloc_total, (unsigned long long)s->user_free_total);
     return NN_OK;
 }
 
@@ -247,6 +266,245 @@ nn_status nn_mem_log_read(int device, nn_mem_event *out, size_t cap, size_t *cou
     NN__TRY(pool_get(device, NULL, "nn_mem_log_read", &p, NULL));
     *count = nn__mem_pool_log_read(p, out, cap);
     return NN_OK;
+}
+
+/* ---- user allocators ----
+ * A device's current allocator is a refcounted record: one reference for being current, one per
+ * block it made that is not freed yet, so that a block always returns to its maker, even after
+ * nn_mem_set_allocator() replaced it. Blocks are found at free time in a per-device table; while
+ * a device has no such block (live == 0) frees skip the table and its lock. */
+
+struct user_rec {
+    nn_mem_allocator a;
+    atomic_long refs;
+};
+
+struct user_blk {
+    void *p; /* NULL empty; TOMB deleted */
+    struct user_rec *rec;
+    size_t bytes;
+};
+
+#define TOMB ((void *)1)
+
+struct dev_user {
+    pthread_mutex_t lock;
+    struct user_rec *_Atomic cur;
+    atomic_long live; /* blocks in the table */
+    struct user_blk *tab;
+    size_t cap, used; /* used counts tombstones too */
+    size_t bytes;
+    uint64_t alloc_total, free_total;
+};
+
+static struct dev_user users[MAX_DEVICES + 1];
+static pthread_once_t users_once = PTHREAD_ONCE_INIT;
+
+static void users_init(void)
+{
+    for (size_t i = 0; i < MAX_DEVICES + 1; i++)
+        pthread_mutex_init(&users[i].lock, NULL);
+}
+
+static struct dev_user *dev_user(int device)
+{
+    pthread_once(&users_once, users_init);
+    return &users[device + 1];
+}
+
+static void rec_release(struct user_rec *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) nn__host_free(r);
+}
+
+static size_t slot_of(const void *p, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+/* Under the lock. -1 when the table cannot grow. */
+static int tab_put(struct dev_user *u, void *p, struct user_rec *rec, size_t bytes)
+{
+    if ((u->used + 1) * 2 > u->cap) {
+        size_t cap = u->cap ? u->cap : 16;
+        while ((size_t)atomic_load(&u->live) * 4 + 4 > cap)
+            cap *= 2;
+        struct user_blk *n = nn__host_calloc(cap, sizeof *n);
+        if (!n) return -1;
+        for (size_t i = 0; i < u->cap; i++) {
+            void *q = u->tab[i].p;
+            if (!q || q == TOMB) continue;
+            size_t j = slot_of(q, cap);
+            while (n[j].p)
+                j = (j + 1) & (cap - 1);
+            n[j] = u->tab[i];
+        }
+        nn__host_free(u->tab);
+        u->tab = n;
+        u->cap = cap;
+        u->used = (size_t)atomic_load(&u->live);
+    }
+    size_t j = slot_of(p, u->cap);
+    while (u->tab[j].p && u->tab[j].p != TOMB)
+        j = (j + 1) & (u->cap - 1);
+    if (!u->tab[j].p) u->used++;
+    u->tab[j] = (struct user_blk){p, rec, bytes};
+    atomic_fetch_add(&u->live, 1);
+    return 0;
+}
+
+/* Under the lock: remove p, returning its entry (p NULL when absent). An empty table is given
+ * back, so that nothing stays allocated once every block is freed. */
+static struct user_blk tab_take(struct dev_user *u, const void *p)
+{
+    struct user_blk e = {0};
+    if (!u->cap) return e;
+    for (size_t j = slot_of(p, u->cap), n = 0; u->tab[j].p && n < u->cap;
+         j = (j + 1) & (u->cap - 1), n++) {
+        if (u->tab[j].p != p) continue;
+        e = u->tab[j];
+        u->tab[j].p = TOMB;
+        if (atomic_fetch_sub(&u->live, 1) == 1) {
+            nn__host_free(u->tab);
+            u->tab = NULL;
+            u->cap = u->used = 0;
+        }
+        break;
+    }
+    return e;
+}
+
+nn_status nn_mem_set_allocator(int device, const nn_mem_allocator *a)
+{
+    const char *fn = "nn_mem_set_allocator";
+    NN__TRY(check_device(device, fn));
+    struct user_rec *r = NULL;
+    if (a) {
+        if (!a->alloc) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: a.alloc must not be NULL", fn);
+        if (!a->free) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: a.free must not be NULL", fn);
+        for (size_t i = 0; i < sizeof a->reserved / sizeof a->reserved[0]; i++)
+            if (a->reserved[i])
+                return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: a.reserved[%zu] must be 0, got %llu",
+                                fn, i, (unsigned long long)a->reserved[i]);
+        r = nn__host_calloc(1, sizeof *r);
+        if (!r) return NN__FAIL(NULL, NN_E_OOM_HOST, "%s: out of host memory", fn);
+        r->a = *a;
+        atomic_store(&r->refs, 1);
+    }
+    struct dev_user *u = dev_user(device);
+    pthread_mutex_lock(&u->lock);
+    struct user_rec *old = atomic_exchange(&u->cur, r);
+    pthread_mutex_unlock(&u->lock);
+    rec_release(old);
+    return NN_OK;
+}
+
+/* The current user allocator of the device, with a reference taken; NULL for the pool. */
+static struct user_rec *user_get(struct dev_user *u)
+{
+    if (!atomic_load_explicit(&u->cur, memory_order_acquire)) return NULL;
+    pthread_mutex_lock(&u->lock);
+    struct user_rec *r = atomic_load_explicit(&u->cur, memory_order_relaxed);
+    if (r) atomic_fetch_add(&r->refs, 1);
+    pthread_mutex_unlock(&u->lock);
+    return r;
+}
+
+/* An allocation that goes to the device's user allocator, or to the pool when none is set. */
+static nn_status dev_alloc(int device, struct nn__mem_pool *pool, void *stream, uint64_t sid,
+                           size_t bytes, void **out, const char *fn, struct nn_ctx *ectx)
+{
+    struct dev_user *u = dev_user(device);
+    struct user_rec *r = user_get(u);
+    if (!r) return nn__mem_pool_alloc(pool, stream, sid, bytes, out, fn, ectx);
+    *out = NULL;
+    if (bytes == 0) {
+        rec_release(r);
+        return NN__FAIL(ectx, NN_E_INVALID_ARG, "%s: bytes must be > 0, got 0", fn);
+    }
+    void *p = r->a.alloc(r->a.user, bytes, device, stream);
+    if (!p) {
+        rec_release(r);
+        return NN__FAIL(ectx, NN_E_OOM_DEVICE,
+                        "%s: the allocator set with nn_mem_set_allocator() for device %d returned "
+                        "NULL for %zu bytes",
+                        fn, device, bytes);
+    }
+    if ((uintptr_t)p % 16) {
+        r->a.free(r->a.user, p, bytes, device, stream);
+        rec_release(r);
+        return NN__FAIL(ectx, NN_E_BAD_POINTER,
+                        "%s: the allocator set with nn_mem_set_allocator() for device %d returned "
+                        "%p for %zu bytes, not aligned to 16 bytes",
+                        fn, device, p, bytes);
+    }
+    pthread_mutex_lock(&u->lock);
+    int bad = tab_put(u, p, r, bytes);
+    if (!bad) {
+        u->bytes += bytes;
+        u->alloc_total++;
+    }
+    pthread_mutex_unlock(&u->lock);
+    if (bad) {
+        r->a.free(r->a.user, p, bytes, device, stream);
+        rec_release(r);
+        return NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory to track a block", fn);
+    }
+    *out = p;
+    return NN_OK;
+}
+
+/* A free: to the user allocator that made p, else to the pool. */
+static nn_status dev_free(int device, struct nn__mem_pool *pool, void *stream, uint64_t sid,
+                          void *p, const char *fn, struct nn_ctx *ectx)
+{
+    if (!p) return NN_OK;
+    struct dev_user *u = dev_user(device);
+    if (atomic_load(&u->live)) {
+        pthread_mutex_lock(&u->lock);
+        struct user_blk e = tab_take(u, p);
+        if (e.p) {
+            u->bytes -= e.bytes;
+            u->free_total++;
+        }
+        pthread_mutex_unlock(&u->lock);
+        if (e.p) {
+            e.rec->a.free(e.rec->a.user, p, e.bytes, device, stream);
+            rec_release(e.rec);
+            return NN_OK;
+        }
+    }
+    return nn__mem_pool_free(pool, stream, sid, p, fn, ectx);
+}
+
+static void user_stats(int device, nn_mem_stats *out)
+{
+    struct dev_user *u = dev_user(device);
+    pthread_mutex_lock(&u->lock);
+    out->user_allocator = atomic_load(&u->cur) != NULL;
+    out->user_alloc_count = (uint64_t)atomic_load(&u->live);
+    out->user_allocated_bytes = u->bytes;
+    out->user_alloc_total = u->alloc_total;
+    out->user_free_total = u->free_total;
+    pthread_mutex_unlock(&u->lock);
+}
+
+int nn__dev_owns(struct nn_ctx *ctx, const void *p)
+{
+    struct dev_user *u = dev_user(ctx->device);
+    int found = 0;
+    if (atomic_load(&u->live)) {
+        pthread_mutex_lock(&u->lock);
+        for (size_t j = slot_of(p, u->cap), n = 0; u->cap && u->tab[j].p && n < u->cap;
+             j = (j + 1) & (u->cap - 1), n++)
+            if (u->tab[j].p == p) {
+                found = 1;
+                break;
+            }
+        pthread_mutex_unlock(&u->lock);
+    }
+    return found || (ctx->mem_pool && nn__mem_pool_owns(ctx->mem_pool, p));
 }
 
 /* ---- contexts ---- */
@@ -281,12 +539,12 @@ void nn__mem_stream_unref(struct nn_ctx *ctx)
 
 nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out)
 {
-    return nn__mem_pool_alloc(ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn, ctx);
+    return dev_alloc(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn, ctx);
 }
 
 nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p)
 {
-    return nn__mem_pool_free(ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
+    return dev_free(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
 }
 
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out)
@@ -326,6 +584,7 @@ nn_status nn_mem_free(nn_ctx *ctx, void *p)
 
 struct nn_mem_stream {
     struct nn__mem_pool *mem_pool;
+    int device;
     void *stream; /* cudaStream_t, or the host stream */
     uint64_t id;
     struct nn__hstream *host;
@@ -343,6 +602,7 @@ nn_status nn_mem_stream_open(int device, void *stream, nn_mem_stream **out)
     nn_mem_stream *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(NULL, NN_E_OOM_HOST, "nn_mem_stream_open: out of host memory");
     s->mem_pool = p;
+    s->device = device;
     nn_status st = NN_OK;
     if (device == NN_MEM_HOST) {
         st = nn__hstream_create(&s->host);
@@ -387,14 +647,14 @@ nn_status nn_mem_stream_alloc(nn_mem_stream *s, size_t bytes, void **out)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_alloc: s must not be NULL");
     if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_alloc: out must not be NULL");
-    return nn__mem_pool_alloc(s->mem_pool, s->stream, s->id, bytes, out, "nn_mem_stream_alloc",
-                              NULL);
+    return dev_alloc(s->device, s->mem_pool, s->stream, s->id, bytes, out, "nn_mem_stream_alloc",
+                     NULL);
 }
 
 nn_status nn_mem_stream_free(nn_mem_stream *s, void *p)
 {
     if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_stream_free: s must not be NULL");
-    return nn__mem_pool_free(s->mem_pool, s->stream, s->id, p, "nn_mem_stream_free", NULL);
+    return dev_free(s->device, s->mem_pool, s->stream, s->id, p, "nn_mem_stream_free", NULL);
 }
 
 struct nn__hstream *nn__mem_stream_host(nn_mem_stream *s)

@@ -28,6 +28,12 @@ nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, vo
  * NN_E_BAD_POINTER and changes nothing. */
 nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p);
 
+/* 1 when p is a live block of the context's device: from its pool or its user allocator. */
+int nn__dev_owns(struct nn_ctx *ctx, const void *p);
+
+/* 1 when p is live host storage from nn_tensor_empty() with a reference context. */
+int nn__host_tensor_owned(const void *p);
+
 /* The same, with messages that name the pool instead of a function: prefer the _for forms. */
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);
 nn_status nn__dev_free(struct nn_ctx *ctx, void *p);

@@ -1152,6 +1152,19 @@ nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t st
                        "was not allocated by nnprim's memory pool or was already freed");
 }
 
+int nn__mem_pool_owns(struct nn__mem_pool *pool, const void *p)
+{
+    for (size_t k = 0; k < NSHARD; k++) {
+        struct shard *sh = &pool->shards[k];
+        pthread_mutex_lock(&sh->lock);
+        struct blk *b = map_get(&sh->map, (uintptr_t)p);
+        int live = b && b->state == B_LIVE;
+        pthread_mutex_unlock(&sh->lock);
+        if (live) return 1;
+    }
+    return 0;
+}
+
 /* ---- streams ---- */
 
 nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,

@@ -83,6 +83,8 @@ nn_status nn__mem_pool_alloc(struct nn__mem_pool *pool, void *stream, uint64_t s
                              size_t bytes, void **out, const char *fn, struct nn_ctx *ectx);
 nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
                             const char *fn, struct nn_ctx *ectx);
+/* 1 when p is a block the pool handed out and that is not freed yet. */
+int nn__mem_pool_owns(struct nn__mem_pool *pool, const void *p);
 
 /* A stream that allocates from the pool: counted, so that when its last user goes (after its
  * work has completed) its cached blocks become usable by every stream. */

@@ -12,6 +12,11 @@
 
 static struct nn__ptrset host_tensors = NN__PTRSET_INIT;
 
+int nn__host_tensor_owned(const void *p)
+{
+    return nn__ptrset_contains(&host_tensors, p);
+}
+
 nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const int64_t *dims,
                           nn_tensor *out)
 {

@@ -209,7 +209,8 @@ Test(version, version_and_features)
     cr_expect_str_eq(nn_version(), "0.1.0");
     cr_expect_eq(nn_version_number(), 100);
     unsigned f = nn_build_features();
-    cr_expect((f & ~(unsigned)(NN_FEATURE_CUDA | NN_FEATURE_CUDNN | NN_FEATURE_JEMALLOC)) == 0);
+    cr_expect((f & ~(unsigned)(NN_FEATURE_CUDA | NN_FEATURE_CUDNN | NN_FEATURE_JEMALLOC |
+                               NN_FEATURE_DLPACK)) == 0);
     if (f & NN_FEATURE_CUDNN) cr_expect(f & NN_FEATURE_CUDA);
     size_t v = nn_cudnn_runtime_version();
     if (f & NN_FEATURE_CUDNN)

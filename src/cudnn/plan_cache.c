@@ -213,18 +213,18 @@ void nn__plan_kind_bind_json(void *record, const char *blob, uint32_t blob_len)
     r->json_len = blob_len;
 }
 
-void *nn__plan_cache_lookup(struct nn__cache *c, const struct nn__plan_key *key,
+void *nn__plan_cache_lookup(struct nn__cache *c, uint32_t kind, const void *key,
                             const struct nn__plan_record **rec)
 {
     struct nn__cache_view v;
-    void *plan = nn__cache_lookup(c, NN__PLAN_KIND_ID, key, &v);
+    void *plan = nn__cache_lookup(c, kind, key, &v);
     if (rec) *rec = v.record;
     return plan;
 }
 
-int nn__plan_cache_is_live(const struct nn__cache *c, const struct nn__plan_key *key)
+int nn__plan_cache_is_live(const struct nn__cache *c, uint32_t kind, const void *key)
 {
-    return nn__cache_is_live(c, NN__PLAN_KIND_ID, key);
+    return nn__cache_is_live(c, kind, key);
 }
 
 /* The record checks come first so that a bad JSON length is reported as the record's. */
@@ -237,49 +237,48 @@ static nn_status check_record(struct nn_ctx *ctx, const struct nn__plan_record *
     return NN_OK;
 }
 
-nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__cache *c,
-                                const struct nn__plan_key *key, const struct nn__plan_record *rec,
-                                void *plan)
+nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
+                                const void *key, const struct nn__plan_record *rec, void *plan)
 {
     NN__TRY(check_record(ctx, rec, "plan cache insert"));
-    return nn__cache_insert(ctx, c, NN__PLAN_KIND_ID, key, rec, rec->json, rec->json_len, plan);
+    return nn__cache_insert(ctx, c, kind, key, rec, rec->json, rec->json_len, plan);
 }
 
-nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c,
-                                      const struct nn__plan_key *key, void *plan,
+nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
+                                      const void *key, void *plan,
                                       const struct nn__plan_record *rec)
 {
     if (rec) NN__TRY(check_record(ctx, rec, "plan cache replace"));
-    return nn__cache_replace_live(ctx, c, NN__PLAN_KIND_ID, key, plan, rec, rec ? rec->json : NULL,
+    return nn__cache_replace_live(ctx, c, kind, key, plan, rec, rec ? rec->json : NULL,
                                   rec ? rec->json_len : 0);
 }
 
-const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__cache *c,
-                                                          const struct nn__plan_key *key)
+const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__cache *c, uint32_t kind,
+                                                          const void *key)
 {
-    return nn__cache_lookup_known(c, NN__PLAN_KIND_ID, key, NULL);
+    return nn__cache_lookup_known(c, kind, key, NULL);
 }
 
-int nn__plan_cache_drop_known(struct nn__cache *c, const struct nn__plan_key *key)
+int nn__plan_cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key)
 {
-    return nn__cache_drop_known(c, NN__PLAN_KIND_ID, key);
+    return nn__cache_drop_known(c, kind, key);
 }
 
-nn_status nn__plan_cache_add_known(struct nn_ctx *ctx, struct nn__cache *c,
-                                   const struct nn__plan_key *key,
-                                   const struct nn__plan_record *rec)
+nn_status nn__plan_cache_add_known(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
+                                   const void *key, const struct nn__plan_record *rec)
 {
     NN__TRY(check_record(ctx, rec, "plan cache"));
-    return nn__cache_add_known(ctx, c, NN__PLAN_KIND_ID, key, rec, rec->json, rec->json_len);
+    return nn__cache_add_known(ctx, c, kind, key, rec, rec->json, rec->json_len);
 }
 
-void nn__plan_cache_note_build_ms(struct nn__cache *c, const struct nn__plan_key *key, double ms)
+void nn__plan_cache_note_build_ms(struct nn__cache *c, uint32_t kind, const void *key, double ms)
 {
-    struct nn__plan_record *r = nn__cache_live_record(c, NN__PLAN_KIND_ID, key);
+    struct nn__plan_record *r = nn__cache_live_record(c, kind, key);
     if (r && isfinite(ms) && ms > r->build_ms) r->build_ms = ms;
 }
 
 struct plan_visit {
+    uint32_t kind;
     nn__plan_visit_fn fn;
     void *arg;
 };
@@ -288,11 +287,11 @@ static int visit_plan(void *arg, const struct nn__cache_kind *kind, const void *
                       const struct nn__cache_view *v)
 {
     const struct plan_visit *pv = arg;
-    return kind->id == NN__PLAN_KIND_ID ? pv->fn(pv->arg, key, v->record) : 0;
+    return kind->id == pv->kind ? pv->fn(pv->arg, key, v->record) : 0;
 }
 
-int nn__plan_cache_visit(const struct nn__cache *c, nn__plan_visit_fn fn, void *arg)
+int nn__plan_cache_visit(const struct nn__cache *c, uint32_t kind, nn__plan_visit_fn fn, void *arg)
 {
-    struct plan_visit pv = {fn, arg};
+    struct plan_visit pv = {kind, fn, arg};
     return nn__cache_visit(c, visit_plan, &pv);
 }

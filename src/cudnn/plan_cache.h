@@ -195,34 +195,33 @@ void nn__plan_kind_bind_json(void *record, const char *blob, uint32_t blob_len);
             (destroy_fn)                                                                           \
     }
 
-/* The generic cache's calls for this kind: the record's JSON is the entry's blob, and records
- * handed out have json pointing at the cache's NUL-terminated copy. See cache.h for each call's
- * contract; the record checks are nn__plan_record_invalid()'s. */
-void *nn__plan_cache_lookup(struct nn__cache *c, const struct nn__plan_key *key,
+/* The generic cache's calls for graph-plan entries of cache kind kind (the id of a kind made
+ * with NN__PLAN_KIND_INIT, whose keys key points to): the record's JSON is the entry's blob, and
+ * records handed out have json pointing at the cache's NUL-terminated copy. See cache.h for each
+ * call's contract; the record checks are nn__plan_record_invalid()'s. */
+void *nn__plan_cache_lookup(struct nn__cache *c, uint32_t kind, const void *key,
                             const struct nn__plan_record **rec);
-int nn__plan_cache_is_live(const struct nn__cache *c, const struct nn__plan_key *key);
-nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__cache *c,
-                                const struct nn__plan_key *key, const struct nn__plan_record *rec,
-                                void *plan);
+int nn__plan_cache_is_live(const struct nn__cache *c, uint32_t kind, const void *key);
+nn_status nn__plan_cache_insert(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
+                                const void *key, const struct nn__plan_record *rec, void *plan);
 /* plan NULL keeps the plan; rec NULL keeps the record. */
-nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c,
-                                      const struct nn__plan_key *key, void *plan,
+nn_status nn__plan_cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
+                                      const void *key, void *plan,
                                       const struct nn__plan_record *rec);
-const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__cache *c,
-                                                          const struct nn__plan_key *key);
-int nn__plan_cache_drop_known(struct nn__cache *c, const struct nn__plan_key *key);
-nn_status nn__plan_cache_add_known(struct nn_ctx *ctx, struct nn__cache *c,
-                                   const struct nn__plan_key *key,
-                                   const struct nn__plan_record *rec);
+const struct nn__plan_record *nn__plan_cache_lookup_known(const struct nn__cache *c, uint32_t kind,
+                                                          const void *key);
+int nn__plan_cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key);
+nn_status nn__plan_cache_add_known(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
+                                   const void *key, const struct nn__plan_record *rec);
 
 /* Raise the build_ms of key's live record to ms if that is larger (a background build's time).
  * Does nothing when key has no live entry. */
-void nn__plan_cache_note_build_ms(struct nn__cache *c, const struct nn__plan_key *key, double ms);
+void nn__plan_cache_note_build_ms(struct nn__cache *c, uint32_t kind, const void *key, double ms);
 
-/* Visit the graph-plan records nn__cache_visit() yields (other kinds are passed over), in its
- * order. Stops early when fn returns nonzero, and returns that value (0 if it visited all). */
-typedef int (*nn__plan_visit_fn)(void *arg, const struct nn__plan_key *key,
-                                 const struct nn__plan_record *rec);
-int nn__plan_cache_visit(const struct nn__cache *c, nn__plan_visit_fn fn, void *arg);
+/* Visit the records of cache kind kind that nn__cache_visit() yields (other kinds are passed
+ * over), in its order. Stops early when fn returns nonzero, and returns that value (0 if it
+ * visited all). */
+typedef int (*nn__plan_visit_fn)(void *arg, const void *key, const struct nn__plan_record *rec);
+int nn__plan_cache_visit(const struct nn__cache *c, uint32_t kind, nn__plan_visit_fn fn, void *arg);
 
 #endif

@@ -14,9 +14,19 @@
 #define SET(ctx, d, attr, type, n, ptr)                                                            \
     nn__cudnn_BackendSetAttribute((ctx), (d), (attr), (type), (int64_t)(n), (ptr))
 
-const struct nn__conv_graph_op_info *nn__conv_graph_op_info(enum nn__conv_graph_op op)
+/* The table of graph ops: each op's name and the tensors it takes (bit 1 << uid). Looked up by
+ * value, never by range, so a new op is described here or nowhere. */
+struct op_info {
+    enum nn__conv_graph_op op;
+    const char *name;  /* as nn__conv_graph_describe prints it */
+    unsigned uses;     /* tensors the op must have */
+    unsigned optional; /* tensors it may have (the forward's fused bias) */
+};
+
+/* The op's entry, or NULL for a value that is no op. */
+static const struct op_info *op_info(enum nn__conv_graph_op op)
 {
-    static const struct nn__conv_graph_op_info table[] = {
+    static const struct op_info table[] = {
         {NN__CONV_GRAPH_FWD, "conv_fwd",
          NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
              NN__CONV_UID_BIT(NN__CONV_UID_Y),
@@ -101,7 +111,7 @@ static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, c
 
 nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *d)
 {
-    const struct nn__conv_graph_op_info *kind = nn__conv_graph_op_info(d->op);
+    const struct op_info *kind = op_info(d->op);
     if (!kind)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->op);
     int srank = d->conv.spatial_rank;
@@ -478,7 +488,7 @@ const char *nn__conv_graph_describe(char *buf, size_t cap, const struct nn__conv
     static const char *const names[NN__CONV_UID_END] = {"",   "x",  "w",  "y", "b",
                                                         "dx", "dw", "dy", "db"};
     struct out o = out_init(buf, cap);
-    const struct nn__conv_graph_op_info *kind = nn__conv_graph_op_info(d->op);
+    const struct op_info *kind = op_info(d->op);
     put(&o, "%s", kind ? kind->name : "?");
     char t[NN__CUDNN_DESCRIBE_MAX];
     for (int u = 1; u < NN__CONV_UID_END; u++) {

@@ -61,19 +61,7 @@ enum nn__conv_uid {
     NN__CONV_UID_VIRTUAL_BIAS = 102  /* bias-add output before relu */
 };
 
-/* The table of conv's graph ops: each op's name and the tensors it takes (bit 1 << uid). Looked
- * up by value, never by range, so a new op is described here or nowhere. */
-struct nn__conv_graph_op_info {
-    enum nn__conv_graph_op op;
-    const char *name;  /* as nn__conv_graph_describe prints it */
-    unsigned uses;     /* tensors the op must have */
-    unsigned optional; /* tensors it may have (the forward's fused bias) */
-};
-
 #define NN__CONV_UID_BIT(u) (1u << (u))
-
-/* The op's entry, or NULL for a value that is no op. */
-const struct nn__conv_graph_op_info *nn__conv_graph_op_info(enum nn__conv_graph_op op);
 
 /* The graph as plain values: what was asked for (also what nn__conv_graph_describe prints).
  * Tensors are kept as given (before the 1-D to 2-D mapping). Unused tensors have rank 0. */

@@ -11,7 +11,6 @@
 #include "core/log.h"
 #include "cudnn/cache.h"
 #include "cudnn/cudnn_ctx.h"
-#include "cudnn/graph_cudnn.h"
 #include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_file.h"
 #include "cudnn/plan_get_cudnn.h"
@@ -62,14 +61,6 @@ nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *co
     NN__TRY(nn__cache_create(ctx, table, n, ctx->settings.plan_cache_capacity, &s->plans));
     load_settings_file(ctx);
     return NN_OK;
-}
-
-const struct nn__graph_kind *nn__cudnn_graph_kind_of(const struct nn_ctx *ctx, uint32_t id)
-{
-    const struct nn__cudnn_state *s = ctx->cudnn;
-    for (int i = 0; i < s->n_graph_kinds; i++)
-        if (s->graph_kinds[i]->cache->id == id) return s->graph_kinds[i];
-    return NULL;
 }
 
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx)

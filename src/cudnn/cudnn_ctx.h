@@ -49,10 +49,6 @@ void nn__cudnn_handle_destroy(struct nn_ctx *ctx, cudnnHandle_t h);
 /* The context's cache (never NULL after nn__cudnn_ctx_init). */
 struct nn__cache *nn__cudnn_plan_cache(struct nn_ctx *ctx);
 
-/* The graph kind (graph_cudnn.h) whose plans are entries of cache kind id, or NULL (a kind of
- * entries that are no graph plans). */
-const struct nn__graph_kind *nn__cudnn_graph_kind_of(const struct nn_ctx *ctx, uint32_t id);
-
 /* Where the context keeps its background plan builder (plan_build_cudnn.h); NULL until the
  * first background build. */
 struct nn__plan_builder **nn__cudnn_builder_slot(struct nn_ctx *ctx);

@@ -255,11 +255,6 @@ const struct nn__graph_kind *nn__cudnn_graph_kind(const struct nn__cudnn_graph *
     return g->kind;
 }
 
-const void *nn__cudnn_graph_key(const struct nn__cudnn_graph *g)
-{
-    return g->key;
-}
-
 cudnnBackendDescriptor_t nn__cudnn_graph_backend(const struct nn__cudnn_graph *g)
 {
     return g->opgraph;

@@ -99,9 +99,8 @@ nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__graph_kind
                                  const void *key, struct nn__cudnn_graph **out);
 void nn__cudnn_graph_destroy(struct nn__cudnn_graph *g);
 
-/* The kind and the key the graph was built from (g's copy). */
+/* The kind the graph was built with. */
 const struct nn__graph_kind *nn__cudnn_graph_kind(const struct nn__cudnn_graph *g);
-const void *nn__cudnn_graph_key(const struct nn__cudnn_graph *g);
 
 /* The finalized CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR (owned by g), e.g. for describe. */
 cudnnBackendDescriptor_t nn__cudnn_graph_backend(const struct nn__cudnn_graph *g);

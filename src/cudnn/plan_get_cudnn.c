@@ -462,12 +462,22 @@ struct prebuild_walk {
     nn_status fail;                /* why queuing stopped, NN_OK if it did not */
 };
 
+/* The context's graph kind whose plans are entries of cache kind id, or NULL (entries that are
+ * no graph plans). */
+static const struct nn__graph_kind *graph_kind_of(const struct nn_ctx *ctx, uint32_t id)
+{
+    const struct nn__cudnn_state *s = ctx->cudnn;
+    for (int i = 0; i < s->n_graph_kinds; i++)
+        if (s->graph_kinds[i]->cache->id == id) return s->graph_kinds[i];
+    return NULL;
+}
+
 static int prebuild_one(void *arg, const struct nn__cache_kind *ck, const void *key,
                         const struct nn__cache_view *v)
 {
     struct prebuild_walk *w = arg;
     if ((size_t)w->queued >= w->room) return 1;
-    const struct nn__graph_kind *kind = nn__cudnn_graph_kind_of(w->ctx, ck->id);
+    const struct nn__graph_kind *kind = graph_kind_of(w->ctx, ck->id);
     if (!kind || (kind->has_graph && !kind->has_graph(key))) return 0;
     struct nn__cache_settings s;
     kind->settings(key, &s);

@@ -1,4 +1,5 @@
-/* Graph-API helpers and introspection. CPU tests: text descriptions, the numerical-note filter,
+/* Graph-API helpers and introspection, with conv's graphs (src/conv/conv_graph_cudnn.h) built
+ * through its graph kind as the plan cache builds them. CPU tests: text descriptions, the numerical-note filter,
  * the 1 TiB rule, 1-D as 2-D, graph validation, descriptor read-back (cuDNN's descriptor calls
  * run on the host). GPU tests: build, plan, execute and compare with host loops; describe a
  * plan; rebuild it from its engine choice and from its JSON form, bit-identical. */

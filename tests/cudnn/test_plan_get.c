@@ -1,10 +1,12 @@
-/* The glue between graph descriptions and the plan cache (src/cudnn/plan_get_cudnn.h): the key
- * made from a graph description and the context's settings, and the pointer alignment cuDNN is
- * told about. Pure functions: they run on the CPU (a reference context supplies the settings). */
+/* The glue between conv's graph descriptions and the plan cache (src/conv/conv_graph_cudnn.h,
+ * src/cudnn/plan_get_cudnn.h): the key made from a graph description and the context's settings,
+ * its inverse, what conv's graph kind answers about a key, and the pointer alignment cuDNN is told
+ * about. Pure functions: they run on the CPU (a reference context supplies the settings). */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "conv/conv_graph_cudnn.h"
+#include "cudnn/describe_cudnn.h"
 #include "cudnn/plan_get_cudnn.h"
 #include "nnprim/nnprim.h"
 
@@ -230,5 +232,40 @@ Test(plan_get, graph_desc_of_key_inverts_the_key)
     cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1, "pooling backward has no graph");
     k.op = NN__OP_NONE;
     cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1);
+    nn_ctx_destroy(ctx);
+}
+
+/* Conv's graph kind answers what the cuDNN layer asks of a key without building anything: whether
+ * it has a graph, its data dtype (the note filter), the settings it was made under (prebuilding)
+ * and its text; a key with no graph is refused before any cuDNN call. */
+Test(plan_get, conv_graph_kind_reads_its_keys)
+{
+    nn_ctx *ctx = ref_ctx(NN_MATH_TF32, 1, 4096);
+    const struct nn__graph_kind *kind = &nn__conv_graph_kind;
+    cr_expect_eq(kind->cache, &nn__conv_plan_kind);
+    cr_expect_eq(kind->cache->id, NN__PLAN_KIND_ID);
+    cr_expect_eq(kind->cache->key_size, sizeof(struct nn__plan_key));
+    struct nn__conv_graph d;
+    fwd_desc(&d, 1, 1);
+    for (int u = 1; u < NN__CONV_UID_END; u++)
+        if (d.t[u].rank) d.t[u].dtype = NN_DTYPE_F16;
+    struct nn__plan_key k;
+    nn__conv_plan_key_of(ctx, &d, 0, &k);
+    cr_expect(kind->has_graph(&k));
+    cr_expect_eq(kind->data_dtype(&k), NN_DTYPE_F16);
+    struct nn__cache_settings s, want;
+    kind->settings(&k, &s);
+    nn__cache_settings_fill(ctx, &want);
+    cr_expect(s.math_mode == want.math_mode && s.deterministic == want.deterministic &&
+              s.workspace_cap == want.workspace_cap && s.workspace_cap == 4096);
+    char a[NN__CUDNN_DESCRIBE_MAX], b[NN__CUDNN_DESCRIBE_MAX];
+    cr_expect_str_eq(kind->describe(a, sizeof a, &k), nn__conv_graph_describe(b, sizeof b, &d));
+
+    k.op = NN__OP_POOL_FWD;
+    cr_expect_not(kind->has_graph(&k));
+    struct nn__cudnn_graph *g = (void *)1;
+    cr_expect_eq(nn__cudnn_graph_create(NULL, kind, &k, &g), NN_E_INVALID_ARG);
+    cr_expect_null(g);
+    cr_expect(strstr(nn_last_error()->message, "has no graph"), "%s", nn_last_error()->message);
     nn_ctx_destroy(ctx);
 }

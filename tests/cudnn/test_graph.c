@@ -1,8 +1,9 @@
 /* Graph-API helpers and introspection, with conv's graphs (src/conv/conv_graph_cudnn.h) built
- * through its graph kind as the plan cache builds them. CPU tests: text descriptions, the numerical-note filter,
- * the 1 TiB rule, 1-D as 2-D, graph validation, descriptor read-back (cuDNN's descriptor calls
- * run on the host). GPU tests: build, plan, execute and compare with host loops; describe a
- * plan; rebuild it from its engine choice and from its JSON form, bit-identical. */
+ * through its graph kind as the plan cache builds them. CPU tests: text descriptions, the
+ * numerical-note filter, the 1 TiB rule, 1-D as 2-D, graph validation, descriptor read-back
+ * (cuDNN's descriptor calls run on the host). GPU tests: build, plan, execute and compare with host
+ * loops; describe a plan; rebuild it from its engine choice and from its JSON form, bit-identical.
+ */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

@@ -14,6 +14,7 @@
 
 #include <cudnn.h>
 
+#include "conv/conv_plan_key.h"
 #include "cudnn/graph_cudnn.h"
 #include "cudnn/plan_cache.h"
 #include "nnprim/tensor.h"
@@ -137,7 +138,7 @@ nn_status nn__conv_graph_read_params(struct nn_ctx *ctx, cudnnBackendDescriptor_
  * Conv's entries in the cuDNN layer's tables (listed by src/context.c)
  */
 
-/* The cache kind of conv plans: struct nn__plan_key keys, graph-plan records
+/* The cache kind of conv plans: struct nn__plan_key keys (conv_plan_key.h), graph-plan records
  * (NN__PLAN_KIND_INIT with nn__cudnn_plan_destroy). */
 extern const struct nn__cache_kind nn__conv_plan_kind;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
 

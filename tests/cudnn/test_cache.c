@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "cudnn/cache.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
 #include "plan_fixtures.h"

@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "cudnn/cudnn_ctx.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "gpu.h"
 #include "plan_fixtures.h"

@@ -13,6 +13,7 @@
 #include "nnprim/nnprim.h"
 
 #include "core/alloc.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "plan_fixtures.h"
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
 #include "plan_fixtures.h" /* the identity the corpus test replays with */
@@ -87,7 +88,7 @@ static int write_seed(const char *dir, const char *name, int first, int n, const
     for (int s = first; s < first + n; s++) {
         struct nn__plan_key k = seed_key(s);
         struct nn__plan_record r = seed_record(s, json, sizeof json, version == 2);
-        if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) {
+        if (nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r) != NN_OK) {
             nn__cache_destroy(c);
             return 1;
         }

@@ -12,7 +12,7 @@
 #include "core/settings.h"
 #include "cudnn/cudnn_ctx.h"
 #if NN_HAVE_CUDNN
-#include "cudnn/plan_get_cudnn.h"
+#include "conv/conv_graph_cudnn.h"
 #include "linear/linear_internal.h"
 #endif
 #include "mem/mem.h"
@@ -76,10 +76,16 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 #if NN_HAVE_CUDNN
 /* Every entry kind of the context's cache, one per family's kind (register a new kind here). */
 static const struct nn__cache_kind *const cache_kinds[] = {
-    &nn__cudnn_graph_plan_kind,
+    &nn__conv_plan_kind,
     &nn__rnn_cudnn_kind,
     &nn__rnn_cudnn_dropout_kind,
     &nn__linear_matmul_kind,
+};
+
+/* Every graph kind (a family's graphs built from its cache kind's keys), so that the plans of a
+ * loaded plan file can be prebuilt (register a new graph kind here). */
+static const struct nn__graph_kind *const graph_kinds[] = {
+    &nn__conv_graph_kind,
 };
 #endif
 
@@ -88,7 +94,8 @@ static nn_status open_gpu(nn_ctx *ctx)
 #if NN_HAVE_CUDNN
     NN__TRY(open_stream(ctx, ctx->settings.stream));
     NN__TRY(nn__mem_ctx_init(ctx));
-    return nn__cudnn_ctx_init(ctx, cache_kinds, (int)(sizeof cache_kinds / sizeof *cache_kinds));
+    return nn__cudnn_ctx_init(ctx, cache_kinds, (int)(sizeof cache_kinds / sizeof *cache_kinds),
+                              graph_kinds, (int)(sizeof graph_kinds / sizeof *graph_kinds));
 #else
     return NN__FAIL(ctx, NN_E_NOT_BUILT, "nn_ctx_create: this build of nnprim has no cuDNN");
 #endif

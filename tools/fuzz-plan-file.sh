@@ -25,7 +25,7 @@ cat > "$work/gen/nn_config.h" <<CONF
 #define NN_SOURCE_ROOT "$root"
 CONF
 
-srcs="$root/src/cudnn/cache.c $root/src/cudnn/plan_cache.c $root/src/cudnn/plan_file.c $root/src/core/alloc.c $root/src/core/status.c"
+srcs="$root/src/cudnn/cache.c $root/src/cudnn/plan_cache.c $root/src/cudnn/plan_file.c $root/src/conv/conv_plan_key.c $root/src/core/alloc.c $root/src/core/status.c"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -I$work/gen -I$root/include -I$root/src -I$root/fuzz -I$root/tests/cudnn"
 
 clang $flags -fsanitize=address,undefined -o "$work/make_seeds" "$root/fuzz/make_seeds.c" $srcs -lm

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "conv/conv_graph_cudnn.h"
 #include "conv/conv_internal.h"
 #include "core/alloc.h"
 #include "core/ctx.h"
@@ -114,7 +115,7 @@ static void bias_tensor(struct nn__cudnn_tensor *g, const nn_tensor *b, int rank
     g->alignment = nn__cudnn_ptr_alignment(b->data);
 }
 
-static void graph_conv(struct nn__cudnn_conv *c, const struct nn__conv_problem *p)
+static void graph_conv(struct nn__conv_graph_params *c, const struct nn__conv_problem *p)
 {
     memset(c, 0, sizeof *c);
     c->spatial_rank = p->nsp;
@@ -124,7 +125,7 @@ static void graph_conv(struct nn__cudnn_conv *c, const struct nn__conv_problem *
         c->pre_pad[i] = p->pad_lo[i];
         c->post_pad[i] = p->pad_hi[i];
     }
-    c->mode = p->mode == NN_CONV_CONVOLUTION ? NN__CUDNN_CONVOLUTION : NN__CUDNN_CROSS_CORRELATION;
+    c->mode = p->mode == NN_CONV_CONVOLUTION ? NN__CONV_GRAPH_CONVOLUTION : NN__CONV_GRAPH_XCORR;
     c->compute = p->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
 }
 
@@ -162,16 +163,16 @@ struct fwd_call {
     double alpha, beta;
 };
 
-static void desc_fwd(struct nn__cudnn_graph_desc *d, const struct fwd_call *f)
+static void desc_fwd(struct nn__conv_graph *d, const struct fwd_call *f)
 {
     struct nn__cudnn_tensor x, w, b, y;
-    struct nn__cudnn_conv c;
+    struct nn__conv_graph_params c;
     graph_tensor(&x, f->x);
     graph_tensor(&w, f->w);
     graph_tensor(&y, f->y);
     if (f->b) bias_tensor(&b, f->b, f->y->rank);
     graph_conv(&c, f->p);
-    nn__cudnn_desc_conv_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
+    nn__conv_graph_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
     d->alpha = f->alpha;
     d->beta = f->beta;
 }
@@ -182,28 +183,28 @@ struct bwd_call {
     double alpha, beta;
 };
 
-static void desc_bwd_data(struct nn__cudnn_graph_desc *d, const struct bwd_call *f)
+static void desc_bwd_data(struct nn__conv_graph *d, const struct bwd_call *f)
 {
     struct nn__cudnn_tensor dy, w, dx;
-    struct nn__cudnn_conv c;
+    struct nn__conv_graph_params c;
     graph_tensor(&dy, f->a);
     graph_tensor(&w, f->b);
     graph_tensor(&dx, f->out);
     graph_conv(&c, f->p);
-    nn__cudnn_desc_conv_bwd_data(d, &dy, &w, &dx, &c);
+    nn__conv_graph_bwd_data(d, &dy, &w, &dx, &c);
     d->alpha = f->alpha;
     d->beta = f->beta;
 }
 
-static void desc_bwd_filter(struct nn__cudnn_graph_desc *d, const struct bwd_call *f)
+static void desc_bwd_filter(struct nn__conv_graph *d, const struct bwd_call *f)
 {
     struct nn__cudnn_tensor x, dy, dw;
-    struct nn__cudnn_conv c;
+    struct nn__conv_graph_params c;
     graph_tensor(&x, f->a);
     graph_tensor(&dy, f->b);
     graph_tensor(&dw, f->out);
     graph_conv(&c, f->p);
-    nn__cudnn_desc_conv_bwd_filter(d, &x, &dy, &dw, &c);
+    nn__conv_graph_bwd_filter(d, &x, &dy, &dw, &c);
     d->alpha = f->alpha;
     d->beta = f->beta;
 }
@@ -327,40 +328,37 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
 
 /* With bias or relu the forward first tries one fused plan (key with the bias flag and the
  * activation). When no engine takes that graph, the plain convolution plan is kept under the
- * epilogue key (the same key plus NN__KEY_FLAG_PLAIN) and the bias and relu run after it; that key
+ * epilogue key (the same key plus NN__CONV_KEY_PLAIN) and the bias and relu run after it; that key
  * is cached and saved like any other, so neither this process nor one that loads the plan file asks
  * cuDNN about the fused graph again. A call whose plans are live costs one or two lookups. */
 static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
                               const struct nn__plan_args *pa, struct nn__cudnn_plan **plan,
                               enum nn__plan_source *src, int *fused)
 {
-    struct nn__cudnn_graph_desc d, dplain;
+    struct nn__conv_graph d;
     struct nn__plan_key key, epi;
-    struct fwd_call plain = *fc;
-    plain.b = NULL;
-    plain.relu = 0;
-    desc_fwd(&dplain, &plain);
+    desc_fwd(&d, fc);
     *fused = 0;
     if (!fc->b && !fc->relu) {
-        nn__cudnn_plan_key_of(ctx, &dplain, 0, &key);
-        return nn__cudnn_plan_get(ctx, &key, &dplain, pa, plan, src);
+        nn__conv_plan_key_of(ctx, &d, 0, &key);
+        return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
     }
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
-    desc_fwd(&d, fc);
-    nn__cudnn_plan_key_of(ctx, &d, 0, &key);
-    nn__cudnn_plan_key_of(ctx, &d, NN__KEY_FLAG_PLAIN, &epi);
-    if ((*plan = nn__cudnn_plan_lookup(ctx, &key))) {
+    nn__conv_plan_key_of(ctx, &d, 0, &key);
+    nn__conv_plan_key_of(ctx, &d, NN__CONV_KEY_PLAIN, &epi);
+    if ((*plan = nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, &key))) {
         *src = NN__PLAN_HIT;
         *fused = 1;
         return NN_OK;
     }
-    if ((*plan = nn__cudnn_plan_lookup(ctx, &epi))) {
+    if ((*plan = nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, &epi))) {
         *src = NN__PLAN_HIT;
         return NN_OK;
     }
-    if (!nn__plan_cache_lookup_known(c, &epi) || nn__plan_cache_lookup_known(c, &key)) {
+    if (!nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &epi) ||
+        nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &key)) {
         nn_error_info keep = ctx->last_error;
-        nn_status st = nn__cudnn_plan_get(ctx, &key, &d, pa, plan, src);
+        nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
         if (st == NN_OK) {
             *fused = 1;
             return NN_OK;
@@ -372,16 +370,16 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
                     ctx->last_error.message);
         ctx->last_error = keep;
     }
-    return nn__cudnn_plan_get(ctx, &epi, &dplain, pa, plan, src);
+    return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &epi, pa, plan, src);
 }
 
 /* For nn__conv_forward_capture(): the plan and its variant pack's tensors. */
 static void capture(struct nn__conv_exec *e, struct nn__cudnn_plan *plan, int fused,
                     const struct nn__cudnn_args *a)
 {
-    static const int64_t uids[4] = {NN__UID_X, NN__UID_W, NN__UID_Y, NN__UID_B};
+    static const int64_t uids[4] = {NN__CONV_UID_X, NN__CONV_UID_W, NN__CONV_UID_Y, NN__CONV_UID_B};
     e->plan = plan;
-    e->n = fused && a->p[NN__UID_B] ? 4 : 3;
+    e->n = fused && a->p[NN__CONV_UID_B] ? 4 : 3;
     for (int i = 0; i < 4; i++) {
         e->uids[i] = uids[i];
         e->ptrs[i] = a->p[uids[i]];
@@ -404,11 +402,11 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
     struct fwd_call fc = {p, x, w, b, y, relu, alpha, beta};
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__UID_X] = x->data;
-    pa.args.p[NN__UID_W] = w->data;
-    pa.args.p[NN__UID_Y] = y->data;
-    if (b) pa.args.p[NN__UID_B] = b->data;
-    pa.out_uid = NN__UID_Y;
+    pa.args.p[NN__CONV_UID_X] = x->data;
+    pa.args.p[NN__CONV_UID_W] = w->data;
+    pa.args.p[NN__CONV_UID_Y] = y->data;
+    if (b) pa.args.p[NN__CONV_UID_B] = b->data;
+    pa.out_uid = NN__CONV_UID_Y;
     pa.out_bytes = bytes_of(y);
 
     struct nn__cudnn_plan *plan;
@@ -442,12 +440,12 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
 
 /* Find (or build) the plan for d and run it on two inputs and one output, given by uid. */
 static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
-                          const struct nn__conv_problem *p, const struct nn__cudnn_graph_desc *d,
-                          int in0, const void *ptr0, int in1, const void *ptr1, int out,
-                          nn_tensor *y, struct nn__conv_note *note)
+                          const struct nn__conv_problem *p, const struct nn__conv_graph *d, int in0,
+                          const void *ptr0, int in1, const void *ptr1, int out, nn_tensor *y,
+                          struct nn__conv_note *note)
 {
     struct nn__plan_key key;
-    nn__cudnn_plan_key_of(ctx, d, 0, &key);
+    nn__conv_plan_key_of(ctx, d, 0, &key);
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[in0] = (void *)ptr0;
@@ -457,7 +455,7 @@ static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
     pa.out_bytes = bytes_of(y);
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &key, d, &pa, &plan, &src);
+    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, &pa, &plan, &src);
     if (st != NN_OK) return explain(ctx, st, op, p);
     verbose_plan(ctx, note, what, plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
@@ -468,10 +466,10 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double alpha, double beta, struct nn__conv_note *note)
 {
     struct bwd_call bc = {p, dy, w, dx, alpha, beta};
-    struct nn__cudnn_graph_desc d;
+    struct nn__conv_graph d;
     desc_bwd_data(&d, &bc);
-    return run_plan(ctx, "conv_backward_data", "data", p, &d, NN__UID_DY, dy->data, NN__UID_W,
-                    w->data, NN__UID_DX, dx, note);
+    return run_plan(ctx, "conv_backward_data", "data", p, &d, NN__CONV_UID_DY, dy->data,
+                    NN__CONV_UID_W, w->data, NN__CONV_UID_DX, dx, note);
 }
 
 /* dw = alpha * wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
@@ -480,10 +478,10 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
                            double beta, struct nn__conv_note *note)
 {
     struct bwd_call bc = {p, x, dy, dw, alpha, beta};
-    struct nn__cudnn_graph_desc d;
+    struct nn__conv_graph d;
     desc_bwd_filter(&d, &bc);
-    return run_plan(ctx, "conv_backward_filter", what, p, &d, NN__UID_X, x->data, NN__UID_DY,
-                    dy->data, NN__UID_DW, dw, note);
+    return run_plan(ctx, "conv_backward_filter", what, p, &d, NN__CONV_UID_X, x->data,
+                    NN__CONV_UID_DY, dy->data, NN__CONV_UID_DW, dw, note);
 }
 
 /* One element of value 1 in dtype, as bytes. */

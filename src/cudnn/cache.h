@@ -36,6 +36,7 @@
 #include "nnprim/status.h"
 
 struct nn_ctx;
+struct nn__plan_reader;
 
 /* ---------------------------------------------------------------------------------------------
  * Field lists
@@ -105,7 +106,7 @@ struct nn__cache_kind {
     /* Written to plan files: never reuse or renumber an id; a key or record layout change gets
      * a new id (files holding the old one then skip its records). 1..NN__CACHE_KIND_ID_MAX. */
     uint32_t id;
-    const char *name; /* for messages ("conv plan") */
+    const char *name; /* for messages ("graph plan") */
     size_t key_size;
     const struct nn__field *key_fields; /* every byte that matters, NULL-name terminated */
     size_t record_size;
@@ -122,6 +123,11 @@ struct nn__cache_kind {
     /* Releases a live object: called exactly once per inserted object, on eviction,
      * replacement, nn__cache_clear() or nn__cache_destroy(). */
     void (*destroy)(void *live);
+    /* Optional, for the one kind whose records plan files of format 1 and 2 hold (graph plans,
+     * written before the cache had kinds; plan_file.h): reads such a file's key layout into key
+     * (zeroed) and returns 1, or returns 0 after nn__plan_reader_bad(); sets *skip for keys whose
+     * records nothing uses any more. NULL for every other kind. */
+    int (*read_v2_key)(struct nn__plan_reader *r, void *key, int *skip);
 };
 
 /* ---------------------------------------------------------------------------------------------

@@ -50,11 +50,14 @@ static void load_settings_file(struct nn_ctx *ctx)
                 (unsigned long long)st.records_skipped);
 }
 
-nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n)
+nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n,
+                             const struct nn__graph_kind *const *graphs, int ng)
 {
     struct nn__cudnn_state *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_ctx_create: out of host memory");
     ctx->cudnn = s;
+    s->graph_kinds = graphs;
+    s->n_graph_kinds = ng;
     s->cudnn_version = cudnnGetVersion();
     NN__TRY(describe_gpu(ctx, &s->gpu));
     NN__TRY(nn__cache_create(ctx, table, n, ctx->settings.plan_cache_capacity, &s->plans));

@@ -23,6 +23,7 @@ struct nn__cache;
 #include "cudnn/plan_file.h"
 
 struct nn__plan_builder;
+struct nn__graph_kind;
 
 struct cublasLtContext; /* cublasLtHandle_t's struct */
 
@@ -31,6 +32,8 @@ struct nn__cudnn_state {
     struct cublasLtContext *cublaslt; /* the linear family's handle, created on its first call */
     struct nn__cache *plans;
     struct nn__plan_builder *builder;
+    const struct nn__graph_kind *const *graph_kinds; /* the context assembly's table */
+    int n_graph_kinds;
     uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
     struct nn__gpu_id gpu;
 };
@@ -65,12 +68,14 @@ void nn__cudnn_worker_ctx_destroy(struct nn_ctx *w);
  */
 
 /* Create the state and the cache (for the n entry kinds of table: the context assembly lists
- * every family's kinds, so this layer knows none), and load settings.plan_cache_file if it names
- * a file (a missing file is silently skipped; an unreadable or malformed one is logged and the
- * cache starts empty). Fails only on NN_E_OOM_HOST, NN_E_INVALID_ARG (a malformed kind table) or
- * when the device cannot be described. */
+ * every family's kinds, so this layer knows none; and the ng graph kinds of graphs, static, each
+ * with its cache kind in table, by which a loaded file's plans are prebuilt), and load
+ * settings.plan_cache_file if it names a file (a missing file is silently skipped; an unreadable
+ * or malformed one is logged and the cache starts empty). Fails only on NN_E_OOM_HOST,
+ * NN_E_INVALID_ARG (a malformed kind table) or when the device cannot be described. */
 struct nn__cache_kind;
-nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n);
+nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n,
+                             const struct nn__graph_kind *const *graphs, int ng);
 
 /* Save settings.plan_cache_file if set (a failure is logged), then release plans and handles. */
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx);

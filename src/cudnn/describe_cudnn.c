@@ -85,54 +85,6 @@ const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
     return buf;
 }
 
-static void put_conv(struct out *o, const struct nn__cudnn_conv *c)
-{
-    int n = c->spatial_rank;
-    if (n < 1 || n > NN__CUDNN_SPATIAL_MAX) {
-        put(o, "conv(invalid spatial rank %d)", n);
-        return;
-    }
-    put(o, "conv%dd stride=", n);
-    put_list(o, c->stride, n, "x");
-    put(o, " dilation=");
-    put_list(o, c->dilation, n, "x");
-    put(o, " pad=");
-    put_list(o, c->pre_pad, n, "x");
-    put(o, "/");
-    put_list(o, c->post_pad, n, "x");
-    put(o, " %s acc=%s", c->mode == NN__CUDNN_CONVOLUTION ? "conv" : "xcorr",
-        nn_dtype_name(c->compute));
-}
-
-const char *nn__cudnn_describe_conv(char *buf, size_t cap, const struct nn__cudnn_conv *c)
-{
-    struct out o = out_init(buf, cap);
-    put_conv(&o, c);
-    return buf;
-}
-
-const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,
-                                          const struct nn__cudnn_graph_desc *d)
-{
-    static const char *const names[NN__UID_IO_END] = {"",   "x",  "w",  "y", "b",
-                                                      "dx", "dw", "dy", "db"};
-    struct out o = out_init(buf, cap);
-    const struct nn__cudnn_graph_kind_info *kind = nn__cudnn_graph_kind_info(d->kind);
-    put(&o, "%s", kind ? kind->name : "?");
-    for (int u = 1; u < NN__UID_IO_END; u++) {
-        if (d->t[u].rank <= 0) continue;
-        put(&o, " ");
-        put_tensor(&o, names[u], &d->t[u]);
-    }
-    if (kind) {
-        put(&o, " ");
-        put_conv(&o, &d->conv);
-    }
-    if (d->relu) put(&o, " +relu");
-    if (d->alpha != 1.0 || d->beta != 0.0) put(&o, " alpha=%g beta=%g", d->alpha, d->beta);
-    return buf;
-}
-
 /* An enumerator's name without its common prefix, or the number. */
 static void put_enum(struct out *o, const char *name, const char *prefix, int64_t v)
 {
@@ -199,38 +151,6 @@ nn_status nn__cudnn_read_tensor(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
     *out = t;
     if (uid) *uid = id;
     if (is_virtual) *is_virtual = virt;
-    return NN_OK;
-}
-
-nn_status nn__cudnn_read_conv(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
-                              struct nn__cudnn_conv *out)
-{
-    struct nn__cudnn_conv c = {0};
-    cudnnDataType_t dt;
-    cudnnConvolutionMode_t mode;
-    int64_t n, rank;
-    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n, &dt));
-    /* cuDNN 9.19 answers a get of CONV_MODE as CUDNN_TYPE_CONVOLUTION_MODE with
-     * BAD_PARAM_ATTRIBUTE_TYPE but accepts CUDNN_TYPE_DATA_TYPE (both are 4-byte enums): try the
-     * documented type unrecorded, then the one that works, checked. */
-    if (cudnnBackendGetAttribute(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE,
-                                 1, &n, &mode) != CUDNN_STATUS_SUCCESS)
-        NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_DATA_TYPE, 1, &n, &mode));
-    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n, &rank));
-    if (rank < 1 || rank > NN__CUDNN_SPATIAL_MAX)
-        return NN__FAIL(ctx, NN_E_OVERFLOW, "read_conv: spatial rank %lld outside 1..%d",
-                        (long long)rank, NN__CUDNN_SPATIAL_MAX);
-    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, rank, &n, c.dilation));
-    NN__TRY(
-        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, rank, &n, c.stride));
-    NN__TRY(
-        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, rank, &n, c.pre_pad));
-    NN__TRY(
-        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, rank, &n, c.post_pad));
-    c.spatial_rank = (int)rank;
-    c.mode = mode == CUDNN_CONVOLUTION ? NN__CUDNN_CONVOLUTION : NN__CUDNN_CROSS_CORRELATION;
-    c.compute = nn__cudnn_nn_dtype(dt);
-    *out = c;
     return NN_OK;
 }
 
@@ -341,12 +261,6 @@ nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorT
         if (st == NN_OK)
             put(&o, "uid=%lld%s %s", (long long)uid, virt ? " virtual" : "",
                 nn__cudnn_describe_tensor(tmp, sizeof tmp, NULL, &t));
-        break;
-    }
-    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR: {
-        struct nn__cudnn_conv c;
-        st = nn__cudnn_read_conv(ctx, d, &c);
-        if (st == NN_OK) put(&o, "%s", nn__cudnn_describe_conv(tmp, sizeof tmp, &c));
         break;
     }
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: {

@@ -25,13 +25,6 @@ struct nn_ctx;
 const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
                                       const struct nn__cudnn_tensor *t);
 
-/* "conv2d stride=1x1 dilation=1x1 pad=0x0/0x0 xcorr acc=f32" */
-const char *nn__cudnn_describe_conv(char *buf, size_t cap, const struct nn__cudnn_conv *c);
-
-/* The whole graph: "conv_fwd x:... w:... b:... y:... conv2d ... +relu alpha=1 beta=0" */
-const char *nn__cudnn_describe_graph_desc(char *buf, size_t cap,
-                                          const struct nn__cudnn_graph_desc *d);
-
 /* "engine=12 knobs=[TILE_SIZE=3,SPLIT_K=1]" (knob names from the headers, numbers otherwise) */
 const char *nn__cudnn_describe_choice(char *buf, size_t cap, const struct nn__engine_choice *c);
 
@@ -63,10 +56,6 @@ struct nn__cudnn_plan_info {
 nn_status nn__cudnn_read_tensor(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
                                 struct nn__cudnn_tensor *out, int64_t *uid, int *is_virtual);
 
-/* A CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR (spatial_rank as cuDNN holds it: 2 for a 1-D conv). */
-nn_status nn__cudnn_read_conv(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
-                              struct nn__cudnn_conv *out);
-
 /* A CUDNN_BACKEND_ENGINE_DESCRIPTOR: global index and notes (no knobs: those are a config's). */
 nn_status nn__cudnn_read_engine(struct nn_ctx *ctx, cudnnBackendDescriptor_t engine,
                                 struct nn__cudnn_engine_info *out);
@@ -80,9 +69,9 @@ nn_status nn__cudnn_read_engcfg(struct nn_ctx *ctx, cudnnBackendDescriptor_t eng
 nn_status nn__cudnn_read_plan(struct nn_ctx *ctx, cudnnBackendDescriptor_t plan,
                               struct nn__cudnn_plan_info *out);
 
-/* Any descriptor graph_cudnn builds, read back and described as text: tensor, convolution,
- * operation graph (its engine count), engine config, execution plan; other types give their
- * type name only. Returns NN_OK; what reading fails with (the text then says so). */
+/* A descriptor of the graph layer read back and described as text: tensor, operation graph (its
+ * engine count), engine config, execution plan; other types (a family's own descriptors) give
+ * their type name only. Returns NN_OK; what reading fails with (the text then says so). */
 nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorType_t type,
                                      cudnnBackendDescriptor_t d, char *buf, size_t cap);
 

@@ -34,22 +34,6 @@ nn_status nn__cudnn_tensor_insert_unit_dim(struct nn__cudnn_tensor *t, int axis)
     return NN_OK;
 }
 
-static void shift_in(int64_t *a, int64_t lead)
-{
-    a[1] = a[0];
-    a[0] = lead;
-}
-
-void nn__cudnn_conv_to_2d(struct nn__cudnn_conv *c)
-{
-    if (c->spatial_rank != 1) return;
-    shift_in(c->stride, 1);
-    shift_in(c->dilation, 1);
-    shift_in(c->pre_pad, 0);
-    shift_in(c->post_pad, 0);
-    c->spatial_rank = 2;
-}
-
 void nn__cudnn_filter_from_ctx(const struct nn_ctx *ctx, nn_dtype dtype, struct nn__cudnn_filter *f)
 {
     f->dtype = dtype;
@@ -96,19 +80,21 @@ int nn__cudnn_workspace_usable(int64_t ws, size_t cap, const char **why)
 #define GRAPH_DESCS_MAX 24
 
 struct nn__cudnn_graph {
-    struct nn__cudnn_graph_desc d;
+    const struct nn__graph_kind *kind;
+    const void *key; /* the copy after the struct */
     cudnnBackendDescriptor_t opgraph;
     cudnnBackendDescriptor_t owned[GRAPH_DESCS_MAX]; /* every descriptor behind opgraph */
     int n_owned;
-    int64_t uids[NN__UID_IO_END]; /* the variant pack's tensors */
+    int64_t uids[NN__CUDNN_UID_MAX]; /* the variant pack's tensors */
+    size_t bytes[NN__CUDNN_UID_MAX]; /* the bytes each spans */
     int n_uids;
 };
 
 #define SET(ctx, d, attr, type, n, ptr)                                                            \
     nn__cudnn_BackendSetAttribute((ctx), (d), (attr), (type), (int64_t)(n), (ptr))
 
-static nn_status graph_new_desc(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                                cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *out)
+nn_status nn__cudnn_graph_new_desc(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                   cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *out)
 {
     if (g->n_owned == GRAPH_DESCS_MAX)
         return NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: more than %d descriptors in one graph",
@@ -118,13 +104,21 @@ static nn_status graph_new_desc(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
     return NN_OK;
 }
 
-/* Alpha and beta are double for a double accumulator, float otherwise. */
-static nn_status set_scalar(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
-                            cudnnBackendAttributeName_t attr, nn_dtype compute, double v)
+nn_status nn__cudnn_set_scalar(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                               cudnnBackendAttributeName_t attr, nn_dtype compute, double v)
 {
     if (compute == NN_DTYPE_F64) return SET(ctx, d, attr, CUDNN_TYPE_DOUBLE, 1, &v);
     float f = (float)v;
     return SET(ctx, d, attr, CUDNN_TYPE_FLOAT, 1, &f);
+}
+
+/* Bytes from the first element of t to the end of its last. */
+static size_t span_bytes(const struct nn__cudnn_tensor *t)
+{
+    size_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n += (size_t)(t->dims[i] - 1) * (size_t)t->strides[i];
+    return n * nn_dtype_size(t->dtype);
 }
 
 static nn_status make_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
@@ -132,7 +126,7 @@ static nn_status make_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
                              cudnnBackendDescriptor_t *out)
 {
     cudnnBackendDescriptor_t d;
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, &d));
+    NN__TRY(nn__cudnn_graph_new_desc(ctx, g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, &d));
     cudnnDataType_t dt = nn__cudnn_data_type(t->dtype);
     NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
     NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, t->rank, t->dims));
@@ -141,16 +135,36 @@ static nn_status make_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
     NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &t->alignment));
     NN__TRY(SET(ctx, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
     NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-    if (!is_virtual) g->uids[g->n_uids++] = uid;
+    if (!is_virtual) {
+        g->uids[g->n_uids] = uid;
+        g->bytes[g->n_uids++] = span_bytes(t);
+    }
     *out = d;
     return NN_OK;
 }
 
-/* A packed intermediate in the accumulator's type, shaped like t. */
-static nn_status make_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                              const struct nn__cudnn_tensor *like, nn_dtype compute, int64_t uid,
-                              cudnnBackendDescriptor_t *out)
+nn_status nn__cudnn_graph_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                 const struct nn__cudnn_tensor *t, int64_t uid,
+                                 cudnnBackendDescriptor_t *out)
 {
+    int taken = 0;
+    for (int i = 0; i < g->n_uids; i++)
+        taken |= g->uids[i] == uid;
+    if (uid < 1 || uid >= NN__CUDNN_UID_MAX || taken)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "graph_cudnn: tensor uid %lld must be in 1..%d and not taken, got %s",
+                        (long long)uid, NN__CUDNN_UID_MAX - 1, taken ? "a taken one" : "it");
+    return make_tensor(ctx, g, t, uid, false, out);
+}
+
+nn_status nn__cudnn_graph_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                  const struct nn__cudnn_tensor *like, nn_dtype compute,
+                                  int64_t uid, cudnnBackendDescriptor_t *out)
+{
+    if (uid < NN__CUDNN_UID_MAX)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "graph_cudnn: virtual tensor uid must be >= %d, got %lld",
+                        NN__CUDNN_UID_MAX, (long long)uid);
     struct nn__cudnn_tensor v = *like;
     v.dtype = compute;
     v.alignment = 16;
@@ -162,89 +176,18 @@ static nn_status make_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
     return make_tensor(ctx, g, &v, uid, true, out);
 }
 
-static nn_status make_conv(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                           const struct nn__cudnn_conv *c, cudnnBackendDescriptor_t *out)
-{
-    cudnnBackendDescriptor_t d;
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &d));
-    cudnnDataType_t ct = nn__cudnn_data_type(c->compute);
-    cudnnConvolutionMode_t mode =
-        c->mode == NN__CUDNN_CONVOLUTION ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
-    int64_t n = c->spatial_rank;
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, n, c->dilation));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, n, c->stride));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, n, c->pre_pad));
-    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, n, c->post_pad));
-    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-    *out = d;
-    return NN_OK;
-}
-
-/* One convolution operation. Its three tensor attributes and alpha/beta differ by direction. */
-struct conv_op_attrs {
-    cudnnBackendDescriptorType_t type;
-    cudnnBackendAttributeName_t a, b, out, conv, alpha, beta;
-};
-
-static const struct conv_op_attrs conv_fwd_attrs = {
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
-static const struct conv_op_attrs conv_bwd_data_attrs = {
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
-static const struct conv_op_attrs conv_bwd_filter_attrs = {
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
-
-static nn_status make_conv_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                              const struct conv_op_attrs *at, cudnnBackendDescriptor_t a,
-                              cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out,
-                              cudnnBackendDescriptor_t conv, nn_dtype compute, double alpha,
-                              double beta, cudnnBackendDescriptor_t *op)
-{
-    cudnnBackendDescriptor_t d;
-    NN__TRY(graph_new_desc(ctx, g, at->type, &d));
-    NN__TRY(SET(ctx, d, at->a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
-    NN__TRY(SET(ctx, d, at->b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
-    NN__TRY(SET(ctx, d, at->out, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out));
-    NN__TRY(SET(ctx, d, at->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
-    NN__TRY(set_scalar(ctx, d, at->alpha, compute, alpha));
-    NN__TRY(set_scalar(ctx, d, at->beta, compute, beta));
-    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
-    *op = d;
-    return NN_OK;
-}
-
-static nn_status make_pointwise_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                                   cudnnPointwiseMode_t mode, nn_dtype compute,
-                                   cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
-                                   cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *op)
+nn_status nn__cudnn_graph_pointwise(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                    cudnnPointwiseMode_t mode, nn_dtype compute,
+                                    cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                    cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *op)
 {
     cudnnBackendDescriptor_t pw, d;
     cudnnDataType_t ct = nn__cudnn_data_type(compute);
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw));
+    NN__TRY(nn__cudnn_graph_new_desc(ctx, g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw));
     NN__TRY(SET(ctx, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
     NN__TRY(SET(ctx, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &ct));
     NN__TRY(nn__cudnn_BackendFinalize(ctx, pw));
-    NN__TRY(graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &d));
+    NN__TRY(nn__cudnn_graph_new_desc(ctx, g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &d));
     NN__TRY(SET(ctx, d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                 1, &pw));
     NN__TRY(
@@ -259,136 +202,6 @@ static nn_status make_pointwise_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g
     return NN_OK;
 }
 
-static const char *uid_name(int uid)
-{
-    static const char *const names[NN__UID_IO_END] = {"?",  "x",  "w",  "y", "b",
-                                                      "dx", "dw", "dy", "db"};
-    return uid > 0 && uid < NN__UID_IO_END ? names[uid] : "?";
-}
-
-static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, const int64_t *a,
-                               int64_t min)
-{
-    for (int i = 0; i < rank; i++)
-        if (a[i] < min)
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: %s[%d] must be >= %lld, got %lld",
-                            what, i, (long long)min, (long long)a[i]);
-    return NN_OK;
-}
-
-static nn_status check_desc(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d)
-{
-    const struct nn__cudnn_graph_kind_info *kind = nn__cudnn_graph_kind_info(d->kind);
-    if (!kind)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->kind);
-    int srank = d->conv.spatial_rank;
-    if (srank < 1 || srank > NN__CUDNN_SPATIAL_MAX)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: spatial rank must be 1..%d, got %d",
-                        NN__CUDNN_SPATIAL_MAX, srank);
-    nn_dtype dtype = 0;
-    for (int u = 1; u < NN__UID_IO_END; u++) {
-        const struct nn__cudnn_tensor *t = &d->t[u];
-        unsigned bit = NN__UID_BIT(u);
-        int used = (kind->uses & bit) || ((kind->optional & bit) && t->rank > 0);
-        if (!used) {
-            if (t->rank != 0)
-                return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                                "graph_cudnn: tensor %s is not used by this graph kind, but has "
-                                "rank %d (expected 0)",
-                                uid_name(u), t->rank);
-            continue;
-        }
-        int want = 2 + srank;
-        if (t->rank < 3 || t->rank > 5 || t->rank != want)
-            return NN__FAIL(
-                ctx, NN_E_INVALID_ARG,
-                "graph_cudnn: tensor %s must have rank %d (N, C and %d spatial), got %d",
-                uid_name(u), want < 3 ? 3 : want, srank, t->rank);
-        if (nn__cudnn_data_type(t->dtype) == (cudnnDataType_t)-1)
-            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: tensor %s has invalid dtype %d",
-                            uid_name(u), (int)t->dtype);
-        if (dtype && t->dtype != dtype)
-            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: tensor %s is %s, other tensors are %s",
-                            uid_name(u), nn_dtype_name(t->dtype), nn_dtype_name(dtype));
-        dtype = t->dtype;
-        if (t->alignment < 1 || (t->alignment & (t->alignment - 1)))
-            return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                            "graph_cudnn: tensor %s alignment must be a power of two, got %lld",
-                            uid_name(u), (long long)t->alignment);
-        NN__TRY(check_spatial(ctx, "dims", t->rank, t->dims, 1));
-        NN__TRY(check_spatial(ctx, "strides", t->rank, t->strides, 1));
-    }
-    nn_dtype compute = d->conv.compute;
-    if (compute != NN_DTYPE_F32 && compute != NN_DTYPE_F64)
-        return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: compute type must be f32 or f64, got %s",
-                        nn_dtype_name(compute));
-    const struct nn__cudnn_conv *c = &d->conv;
-    NN__TRY(check_spatial(ctx, "conv.stride", srank, c->stride, 1));
-    NN__TRY(check_spatial(ctx, "conv.dilation", srank, c->dilation, 1));
-    NN__TRY(check_spatial(ctx, "conv.pre_pad", srank, c->pre_pad, 0));
-    NN__TRY(check_spatial(ctx, "conv.post_pad", srank, c->post_pad, 0));
-    return NN_OK;
-}
-
-/* The ops of each kind, on tensors already mapped to 2-D where needed. */
-static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
-                           const struct nn__cudnn_graph_desc *m, cudnnBackendDescriptor_t *ops,
-                           int *n_ops)
-{
-    cudnnBackendDescriptor_t t[NN__UID_IO_END] = {0};
-    for (int u = 1; u < NN__UID_IO_END; u++)
-        if (m->t[u].rank) NN__TRY(make_tensor(ctx, g, &m->t[u], u, false, &t[u]));
-    *n_ops = 0;
-    cudnnBackendDescriptor_t cd;
-    switch (m->kind) {
-    case NN__CUDNN_GRAPH_CONV_FWD: {
-        nn_dtype ct = m->conv.compute;
-        int fused = m->t[NN__UID_B].rank > 0 || m->relu;
-        cudnnBackendDescriptor_t conv_out = t[NN__UID_Y];
-        if (fused)
-            NN__TRY(make_virtual(ctx, g, &m->t[NN__UID_Y], ct, NN__UID_VIRTUAL_CONV, &conv_out));
-        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
-        NN__TRY(make_conv_op(ctx, g, &conv_fwd_attrs, t[NN__UID_X], t[NN__UID_W], conv_out, cd, ct,
-                             fused ? 1.0 : m->alpha, fused ? 0.0 : m->beta, &ops[(*n_ops)++]));
-        cudnnBackendDescriptor_t cur = conv_out;
-        if (m->t[NN__UID_B].rank) {
-            cudnnBackendDescriptor_t out = t[NN__UID_Y];
-            if (m->relu)
-                NN__TRY(make_virtual(ctx, g, &m->t[NN__UID_Y], ct, NN__UID_VIRTUAL_BIAS, &out));
-            NN__TRY(make_pointwise_op(ctx, g, CUDNN_POINTWISE_ADD, ct, cur, t[NN__UID_B], out,
-                                      &ops[(*n_ops)++]));
-            cur = out;
-        }
-        if (m->relu)
-            NN__TRY(make_pointwise_op(ctx, g, CUDNN_POINTWISE_RELU_FWD, ct, cur, NULL, t[NN__UID_Y],
-                                      &ops[(*n_ops)++]));
-        return NN_OK;
-    }
-    case NN__CUDNN_GRAPH_CONV_BWD_DATA:
-        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
-        return make_conv_op(ctx, g, &conv_bwd_data_attrs, t[NN__UID_DY], t[NN__UID_W],
-                            t[NN__UID_DX], cd, m->conv.compute, m->alpha, m->beta,
-                            &ops[(*n_ops)++]);
-    case NN__CUDNN_GRAPH_CONV_BWD_FILTER:
-        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
-        return make_conv_op(ctx, g, &conv_bwd_filter_attrs, t[NN__UID_X], t[NN__UID_DY],
-                            t[NN__UID_DW], cd, m->conv.compute, m->alpha, m->beta,
-                            &ops[(*n_ops)++]);
-    }
-    return NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: unknown graph kind %d", (int)m->kind);
-}
-
-/* The descriptor with tensors and parameters as cuDNN gets them: 1-D as 2-D. */
-static nn_status map_to_2d(const struct nn__cudnn_graph_desc *d, struct nn__cudnn_graph_desc *m)
-{
-    *m = *d;
-    if (d->conv.spatial_rank != 1) return NN_OK;
-    for (int u = 1; u < NN__UID_IO_END; u++)
-        if (m->t[u].rank) NN__TRY(nn__cudnn_tensor_insert_unit_dim(&m->t[u], 2));
-    nn__cudnn_conv_to_2d(&m->conv);
-    return NN_OK;
-}
-
 void nn__cudnn_graph_destroy(struct nn__cudnn_graph *g)
 {
     if (!g) return;
@@ -398,21 +211,28 @@ void nn__cudnn_graph_destroy(struct nn__cudnn_graph *g)
     nn__host_free(g);
 }
 
-nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
-                                 struct nn__cudnn_graph **out)
+nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                 const void *key, struct nn__cudnn_graph **out)
 {
     *out = NULL;
-    NN__TRY(check_desc(ctx, d));
-    struct nn__cudnn_graph_desc m;
-    NN__TRY(map_to_2d(d, &m));
+    if (kind->has_graph && !kind->has_graph(key))
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: this %s key has no graph",
+                        kind->cache->name);
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    struct nn__cudnn_graph *g = nn__host_calloc(1, sizeof *g);
+    /* One allocation: the graph and its copy of the key. */
+    size_t head = (sizeof(struct nn__cudnn_graph) + 15) & ~(size_t)15;
+    struct nn__cudnn_graph *g = nn__host_calloc(1, head + kind->cache->key_size);
     if (!g) return NN__FAIL(ctx, NN_E_OOM_HOST, "graph_cudnn: out of host memory");
-    g->d = *d;
-    cudnnBackendDescriptor_t ops[4];
+    memcpy((char *)g + head, key, kind->cache->key_size);
+    g->kind = kind;
+    g->key = (char *)g + head;
+    cudnnBackendDescriptor_t ops[NN__CUDNN_GRAPH_OPS_MAX];
     int n_ops = 0;
-    nn_status st = build_ops(ctx, g, &m, ops, &n_ops);
+    nn_status st = kind->build(ctx, g->key, g, ops, &n_ops);
+    if (st == NN_OK && (n_ops < 1 || n_ops > NN__CUDNN_GRAPH_OPS_MAX))
+        st = NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: a %s graph of %d operations (1..%d)",
+                      kind->cache->name, n_ops, NN__CUDNN_GRAPH_OPS_MAX);
     if (st == NN_OK)
         st = nn__cudnn_BackendCreateDescriptor(ctx, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
                                                &g->opgraph);
@@ -430,9 +250,9 @@ nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__cudnn_grap
     return NN_OK;
 }
 
-const struct nn__cudnn_graph_desc *nn__cudnn_graph_get_desc(const struct nn__cudnn_graph *g)
+const struct nn__graph_kind *nn__cudnn_graph_kind(const struct nn__cudnn_graph *g)
 {
-    return &g->d;
+    return g->kind;
 }
 
 cudnnBackendDescriptor_t nn__cudnn_graph_backend(const struct nn__cudnn_graph *g)
@@ -440,49 +260,11 @@ cudnnBackendDescriptor_t nn__cudnn_graph_backend(const struct nn__cudnn_graph *g
     return g->opgraph;
 }
 
-static void desc_init(struct nn__cudnn_graph_desc *d, enum nn__cudnn_graph_kind kind)
+int nn__cudnn_graph_io(const struct nn__cudnn_graph *g, int64_t *uids, size_t *bytes)
 {
-    memset(d, 0, sizeof *d);
-    d->kind = kind;
-    d->alpha = 1.0;
-}
-
-void nn__cudnn_desc_conv_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *b,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_conv *c,
-                             int relu)
-{
-    desc_init(d, NN__CUDNN_GRAPH_CONV_FWD);
-    d->t[NN__UID_X] = *x;
-    d->t[NN__UID_W] = *w;
-    if (b) d->t[NN__UID_B] = *b;
-    d->t[NN__UID_Y] = *y;
-    d->conv = *c;
-    d->relu = relu;
-}
-
-void nn__cudnn_desc_conv_bwd_data(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
-                                  const struct nn__cudnn_tensor *w,
-                                  const struct nn__cudnn_tensor *dx, const struct nn__cudnn_conv *c)
-{
-    desc_init(d, NN__CUDNN_GRAPH_CONV_BWD_DATA);
-    d->t[NN__UID_DY] = *dy;
-    d->t[NN__UID_W] = *w;
-    d->t[NN__UID_DX] = *dx;
-    d->conv = *c;
-}
-
-void nn__cudnn_desc_conv_bwd_filter(struct nn__cudnn_graph_desc *d,
-                                    const struct nn__cudnn_tensor *x,
-                                    const struct nn__cudnn_tensor *dy,
-                                    const struct nn__cudnn_tensor *dw,
-                                    const struct nn__cudnn_conv *c)
-{
-    desc_init(d, NN__CUDNN_GRAPH_CONV_BWD_FILTER);
-    d->t[NN__UID_X] = *x;
-    d->t[NN__UID_DY] = *dy;
-    d->t[NN__UID_DW] = *dw;
-    d->conv = *c;
+    memcpy(uids, g->uids, (size_t)g->n_uids * sizeof *uids);
+    memcpy(bytes, g->bytes, (size_t)g->n_uids * sizeof *bytes);
+    return g->n_uids;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -494,11 +276,11 @@ struct nn__cudnn_plan {
     int64_t workspace;
     struct nn__engine_choice choice;
     int runtime_compiled; /* the engine has CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION */
-    int64_t uids[NN__UID_IO_END];
+    int64_t uids[NN__CUDNN_UID_MAX];
     int n_uids;
     /* The last variant pack and what it holds: reused while the pointers stay the same. */
     cudnnBackendDescriptor_t vp;
-    void *vp_ptrs[NN__UID_IO_END];
+    void *vp_ptrs[NN__CUDNN_UID_MAX];
     void *vp_workspace;
 };
 
@@ -733,15 +515,14 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
         *n = 0;
         if (hard != NN_OK) return hard;
         char gd[NN__CUDNN_DESCRIBE_MAX];
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "no cuDNN engine for %s: %d config(s) refused for numerical notes%s%s, %d "
-                        "for workspace, %d failed%s%s",
-                        nn__cudnn_describe_graph_desc(gd, sizeof gd, &g->d),
-                        stats->rejected_notes - before.rejected_notes,
-                        last_why && *last_why ? " e.g. " : "", last_why ? last_why : "",
-                        stats->rejected_workspace - before.rejected_workspace,
-                        stats->failed - before.failed, last_fail.message[0] ? "; last: " : "",
-                        last_fail.message);
+        return NN__FAIL(
+            ctx, NN_E_UNSUPPORTED,
+            "no cuDNN engine for %s: %d config(s) refused for numerical notes%s%s, %d "
+            "for workspace, %d failed%s%s",
+            g->kind->describe(gd, sizeof gd, g->key), stats->rejected_notes - before.rejected_notes,
+            last_why && *last_why ? " e.g. " : "", last_why ? last_why : "",
+            stats->rejected_workspace - before.rejected_workspace, stats->failed - before.failed,
+            last_fail.message[0] ? "; last: " : "", last_fail.message);
     }
     return NN_OK;
 }
@@ -919,12 +700,13 @@ static nn_status variant_pack(struct nn_ctx *ctx, struct nn__cudnn_plan *p, void
 nn_status nn__cudnn_plan_execute(struct nn_ctx *ctx, struct nn__cudnn_plan *p,
                                  const struct nn__cudnn_args *args, void *workspace)
 {
-    void *ptrs[NN__UID_IO_END];
+    void *ptrs[NN__CUDNN_UID_MAX];
     for (int i = 0; i < p->n_uids; i++) {
         ptrs[i] = args->p[p->uids[i]];
         if (!ptrs[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan_execute: the pointer of %s is NULL",
-                            uid_name((int)p->uids[i]));
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "plan_execute: the pointer of tensor uid %lld is NULL",
+                            (long long)p->uids[i]);
     }
     if (p->workspace > 0 && !workspace)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,

@@ -1,4 +1,4 @@
-/* cuDNN graph (backend) API helpers: operation graphs built from plain value structs, plan
+/* cuDNN graph (backend) API helpers: operation graphs built by an op family's graph kind, plan
  * selection (heuristics mode A then fallback, filtered by numerical notes and the workspace cap),
  * plans rebuilt from an engine's global index and knob choices (what the plan cache stores) or
  * from the plan's JSON form, and execution with a reused variant pack.
@@ -18,6 +18,7 @@
 
 #include <cudnn.h>
 
+#include "cudnn/cache.h"
 #include "cudnn/graph_types_cudnn.h"
 #include "nnprim/context.h"
 #include "nnprim/tensor.h"
@@ -33,10 +34,6 @@ struct nn_ctx;
  * packed. Returns NN_OK; NN_E_INVALID_ARG if rank is already NN_MAX_RANK or axis is out of range.
  */
 nn_status nn__cudnn_tensor_insert_unit_dim(struct nn__cudnn_tensor *t, int axis);
-
-/* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding.
- * Rank 2 and 3 are left alone. */
-void nn__cudnn_conv_to_2d(struct nn__cudnn_conv *c);
 
 /* Plan selection rules, from the context's settings and the data type. */
 struct nn__cudnn_filter {
@@ -68,35 +65,85 @@ int nn__cudnn_workspace_usable(int64_t ws, size_t cap, const char **why);
 
 struct nn__cudnn_graph;
 
-/* Build and finalize the operation graph described by d (checked first: the kind, ranks, matching
- * dtypes, spatial ranks, conv parameters). 1-D convolutions run as 2-D.
- * Returns NN_OK; NN_E_INVALID_ARG (the message names the field); NN_E_UNSUPPORTED (cuDNN
- * rejects the graph); NN_E_CUDNN; NN_E_OOM_HOST. */
-nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
-                                 struct nn__cudnn_graph **out);
+#define NN__CUDNN_GRAPH_OPS_MAX 8 /* operations in one graph */
+
+/* What an op family tells the graph layer about one kind of graph. The family defines it as a
+ * static const table entry next to its cache kind; the context assembly lists it in the table
+ * given to nn__cudnn_ctx_init(), so that the plans of a loaded file can be prebuilt from their
+ * keys alone. Every callback is pure but build. */
+struct nn__graph_kind {
+    /* The cache kind of the plans (its key struct and field lists; records are graph-plan
+     * records, plan_cache.h). Keys of this graph kind are keys of that cache kind. */
+    const struct nn__cache_kind *cache;
+    /* Check the key and create the graph's operations with the builder calls below, writing them
+     * to ops (room for NN__CUDNN_GRAPH_OPS_MAX) in execution order. Returns NN_OK;
+     * NN_E_INVALID_ARG or NN_E_DTYPE (the message names the field); the builder calls' errors. */
+    nn_status (*build)(struct nn_ctx *ctx, const void *key, struct nn__cudnn_graph *g,
+                       cudnnBackendDescriptor_t *ops, int *n_ops);
+    /* 0 if the key's records have no graph (ops of old plan files no longer built): nothing is
+     * built or prebuilt for them. */
+    int (*has_graph)(const void *key);
+    /* The dtype of the graph's data, which the numerical-note filter looks at. */
+    nn_dtype (*data_dtype)(const void *key);
+    /* The context settings the key was made under (prebuilding takes only the current ones). */
+    void (*settings)(const void *key, struct nn__cache_settings *out);
+    /* The graph as text, for messages; returns buf (cap bytes, NUL-terminated). */
+    const char *(*describe)(char *buf, size_t cap, const void *key);
+};
+
+/* Build and finalize the operation graph of key (a key of kind's cache kind, copied into g) with
+ * kind->build. Returns NN_OK; NN_E_INVALID_ARG (a key with no graph, or what build refuses: the
+ * message names the field); NN_E_UNSUPPORTED (cuDNN rejects the graph); NN_E_CUDNN;
+ * NN_E_OOM_HOST. */
+nn_status nn__cudnn_graph_create(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                 const void *key, struct nn__cudnn_graph **out);
 void nn__cudnn_graph_destroy(struct nn__cudnn_graph *g);
 
-/* The values the graph was built from. */
-const struct nn__cudnn_graph_desc *nn__cudnn_graph_get_desc(const struct nn__cudnn_graph *g);
+/* The kind the graph was built with. */
+const struct nn__graph_kind *nn__cudnn_graph_kind(const struct nn__cudnn_graph *g);
 
 /* The finalized CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR (owned by g), e.g. for describe. */
 cudnnBackendDescriptor_t nn__cudnn_graph_backend(const struct nn__cudnn_graph *g);
 
-/* Convenience builders: fill a graph desc for one op (alpha 1, beta 0; relu off). b may be NULL
- * (no fused bias). */
-void nn__cudnn_desc_conv_fwd(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *x,
-                             const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *b,
-                             const struct nn__cudnn_tensor *y, const struct nn__cudnn_conv *c,
-                             int relu);
-void nn__cudnn_desc_conv_bwd_data(struct nn__cudnn_graph_desc *d, const struct nn__cudnn_tensor *dy,
-                                  const struct nn__cudnn_tensor *w,
-                                  const struct nn__cudnn_tensor *dx,
-                                  const struct nn__cudnn_conv *c);
-void nn__cudnn_desc_conv_bwd_filter(struct nn__cudnn_graph_desc *d,
-                                    const struct nn__cudnn_tensor *x,
-                                    const struct nn__cudnn_tensor *dy,
-                                    const struct nn__cudnn_tensor *dw,
-                                    const struct nn__cudnn_conv *c);
+/* The graph's input and output tensors: their uids and the bytes each spans (from its first to
+ * its last element), in the order they were created; returns their count (at most
+ * NN__CUDNN_UID_MAX - 1). uids and bytes have room for NN__CUDNN_UID_MAX entries. */
+int nn__cudnn_graph_io(const struct nn__cudnn_graph *g, int64_t *uids, size_t *bytes);
+
+/* Builder calls, for a graph kind's build callback. Each descriptor they create is owned by g
+ * (released with it) and finalized. */
+
+/* A new, unfinalized descriptor of type, owned by g (for the family's own descriptors and
+ * operations; the family sets its attributes and finalizes it). Returns NN_OK; NN_E_INTERNAL
+ * (more descriptors than a graph holds); NN_E_CUDNN. */
+nn_status nn__cudnn_graph_new_desc(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                   cudnnBackendDescriptorType_t type,
+                                   cudnnBackendDescriptor_t *out);
+
+/* A tensor the graph reads or writes, with unique id uid (1..NN__CUDNN_UID_MAX - 1, once per
+ * graph): a pointer for it is expected in every execution's struct nn__cudnn_args. Returns NN_OK;
+ * NN_E_INVALID_ARG (uid out of range or taken); NN_E_INTERNAL; NN_E_CUDNN. */
+nn_status nn__cudnn_graph_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                 const struct nn__cudnn_tensor *t, int64_t uid,
+                                 cudnnBackendDescriptor_t *out);
+
+/* A virtual intermediate (uid NN__CUDNN_UID_MAX or above): packed, in the accumulator's type
+ * compute, shaped like like. Returns as nn__cudnn_graph_tensor(). */
+nn_status nn__cudnn_graph_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                  const struct nn__cudnn_tensor *like, nn_dtype compute,
+                                  int64_t uid, cudnnBackendDescriptor_t *out);
+
+/* A pointwise operation y = mode(x[, b]) computed in compute (b NULL: unary). Returns as
+ * nn__cudnn_graph_new_desc(). */
+nn_status nn__cudnn_graph_pointwise(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                                    cudnnPointwiseMode_t mode, nn_dtype compute,
+                                    cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                    cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *op);
+
+/* Set a scalar attribute (an operation's alpha or beta): double for an f64 accumulator, float
+ * otherwise. Returns NN_OK; NN_E_CUDNN. */
+nn_status nn__cudnn_set_scalar(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                               cudnnBackendAttributeName_t attr, nn_dtype compute, double v);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans

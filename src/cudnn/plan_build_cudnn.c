@@ -15,8 +15,9 @@
 #include "mem/mem.h"
 
 struct job {
-    struct nn__plan_key key;
-    struct nn__cudnn_graph_desc d;
+    const struct nn__graph_kind *kind;
+    const void *key; /* the copy after the struct */
+    uint32_t id;     /* kind->cache->id */
     struct nn__cudnn_filter f;
     struct nn__engine_choice c;
     struct nn__plan_record fallback; /* json dropped; valid when has_fallback */
@@ -28,6 +29,9 @@ struct job {
     char message[NN_ERROR_MESSAGE_MAX];
     double ms;      /* graph and plan, host wall time */
     double warm_ms; /* its run on the worker's stream (warm_launch), host wall time; -1: none */
+    int n_io;       /* the graph's tensors, for the warm launch */
+    int64_t io_uids[NN__CUDNN_UID_MAX];
+    size_t io_bytes[NN__CUDNN_UID_MAX];
     struct job *next;
 };
 
@@ -55,17 +59,11 @@ static int warm_launch(struct nn_ctx *w, struct job *j)
     struct nn__cudnn_args args;
     memset(&args, 0, sizeof args);
     nn_status st = NN_OK;
-    for (int u = 1; u < NN__UID_IO_END && st == NN_OK; u++) {
-        const struct nn__cudnn_tensor *t = &j->d.t[u];
-        if (!t->rank) continue;
-        size_t n = 1;
-        for (int i = 0; i < t->rank; i++)
-            n += (size_t)(t->dims[i] - 1) * (size_t)t->strides[i];
-        st = nn__dev_alloc(w, n * nn_dtype_size(t->dtype), &args.p[u]);
-    }
+    for (int i = 0; i < j->n_io && st == NN_OK; i++)
+        st = nn__dev_alloc(w, j->io_bytes[i], &args.p[j->io_uids[i]]);
     if (st == NN_OK) st = nn__cudnn_plan_run(w, j->plan, &args);
     if (st == NN_OK) st = NN__CUDA(w, cudaStreamSynchronize((cudaStream_t)w->stream));
-    for (int u = 1; u < NN__UID_IO_END; u++)
+    for (int u = 1; u < NN__CUDNN_UID_MAX; u++)
         if (args.p[u]) nn__dev_free(w, args.p[u]);
     return st == NN_OK;
 }
@@ -78,8 +76,11 @@ static void build(struct nn__plan_builder *b, struct job *j)
     uint64_t t0 = nn__now_ns();
     struct nn__cudnn_graph *g = NULL;
     j->plan = NULL;
-    j->status = nn__cudnn_graph_create(w, &j->d, &g);
-    if (j->status == NN_OK) j->status = nn__cudnn_plan_from_choice(w, g, &j->f, &j->c, &j->plan);
+    j->status = nn__cudnn_graph_create(w, j->kind, j->key, &g);
+    if (j->status == NN_OK) {
+        j->n_io = nn__cudnn_graph_io(g, j->io_uids, j->io_bytes);
+        j->status = nn__cudnn_plan_from_choice(w, g, &j->f, &j->c, &j->plan);
+    }
     nn__cudnn_graph_destroy(g);
     if (j->status != NN_OK) snprintf(j->message, sizeof j->message, "%s", w->last_error.message);
     j->ms = (double)(nn__now_ns() - t0) / 1e6;
@@ -160,12 +161,14 @@ static nn_status builder_new(struct nn_ctx *ctx, struct nn__plan_builder **out)
 }
 
 /* A new job for key, the builder started if need be; NULL on failure (the status in *st). */
-static struct job *new_job(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                           const struct nn__cudnn_graph_desc *d, const struct nn__cudnn_filter *f,
-                           const struct nn__engine_choice *c, nn_status *st)
+static struct job *new_job(struct nn_ctx *ctx, const struct nn__graph_kind *kind, const void *key,
+                           const struct nn__cudnn_filter *f, const struct nn__engine_choice *c,
+                           nn_status *st)
 {
     struct nn__plan_builder **slot = nn__cudnn_builder_slot(ctx);
-    struct job *j = nn__host_calloc(1, sizeof *j);
+    /* One allocation: the job and its copy of the key. */
+    size_t head = (sizeof(struct job) + 15) & ~(size_t)15;
+    struct job *j = nn__host_calloc(1, head + kind->cache->key_size);
     if (!j) {
         *st = NN__FAIL(ctx, NN_E_OOM_HOST, "plan builder: out of host memory");
         return NULL;
@@ -174,8 +177,10 @@ static struct job *new_job(struct nn_ctx *ctx, const struct nn__plan_key *key,
         nn__host_free(j);
         return NULL;
     }
-    j->key = *key;
-    j->d = *d;
+    memcpy((char *)j + head, key, kind->cache->key_size);
+    j->kind = kind;
+    j->key = (char *)j + head;
+    j->id = kind->cache->id;
     j->f = *f;
     j->c = *c;
     *st = NN_OK;
@@ -184,13 +189,18 @@ static struct job *new_job(struct nn_ctx *ctx, const struct nn__plan_key *key,
 
 /* The job for key that is being built or queued, or NULL; *prev gets the queued job before it
  * (NULL when it is first, being built or not found). Called with the lock held. */
-static struct job *pending(struct nn__plan_builder *b, const struct nn__plan_key *key,
-                           struct job **prev)
+static int same_key(const struct job *j, const struct nn__graph_kind *kind, const void *key)
+{
+    return j->kind->cache == kind->cache && nn__cache_key_equal(kind->cache, j->key, key);
+}
+
+static struct job *pending(struct nn__plan_builder *b, const struct nn__graph_kind *kind,
+                           const void *key, struct job **prev)
 {
     *prev = NULL;
-    if (b->current && nn__plan_key_equal(&b->current->key, key)) return b->current;
+    if (b->current && same_key(b->current, kind, key)) return b->current;
     for (struct job *before = NULL, *j = b->queue; j; before = j, j = j->next)
-        if (nn__plan_key_equal(&j->key, key)) {
+        if (same_key(j, kind, key)) {
             *prev = before;
             return j;
         }
@@ -200,16 +210,16 @@ static struct job *pending(struct nn__plan_builder *b, const struct nn__plan_key
 /* Queue a job for key: fallback NULL is a prebuild (at the back, unless a job for key is
  * already queued or running); otherwise a call runs the quick alternate meanwhile: the job goes
  * to the front, or the pending job for key moves there, and takes fallback. */
-static nn_status enqueue(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                         const struct nn__cudnn_graph_desc *d, const struct nn__cudnn_filter *f,
-                         const struct nn__engine_choice *c, const struct nn__plan_record *fallback)
+static nn_status enqueue(struct nn_ctx *ctx, const struct nn__graph_kind *kind, const void *key,
+                         const struct nn__cudnn_filter *f, const struct nn__engine_choice *c,
+                         const struct nn__plan_record *fallback)
 {
     nn_status st;
-    struct job *j = new_job(ctx, key, d, f, c, &st);
+    struct job *j = new_job(ctx, kind, key, f, c, &st);
     if (!j) return st;
     struct nn__plan_builder *b = *nn__cudnn_builder_slot(ctx);
     pthread_mutex_lock(&b->mu);
-    struct job *prev, *p = pending(b, key, &prev);
+    struct job *prev, *p = pending(b, kind, key, &prev);
     if (p) {
         nn__host_free(j);
         j = p;
@@ -242,21 +252,19 @@ static nn_status enqueue(struct nn_ctx *ctx, const struct nn__plan_key *key,
     return NN_OK;
 }
 
-nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                                  const struct nn__cudnn_graph_desc *d,
-                                  const struct nn__cudnn_filter *f,
+nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                  const void *key, const struct nn__cudnn_filter *f,
                                   const struct nn__engine_choice *c,
                                   const struct nn__plan_record *fallback)
 {
-    return enqueue(ctx, key, d, f, c, fallback);
+    return enqueue(ctx, kind, key, f, c, fallback);
 }
 
-nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                                    const struct nn__cudnn_graph_desc *d,
-                                    const struct nn__cudnn_filter *f,
+nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                    const void *key, const struct nn__cudnn_filter *f,
                                     const struct nn__engine_choice *c)
 {
-    return enqueue(ctx, key, d, f, c, NULL);
+    return enqueue(ctx, kind, key, f, c, NULL);
 }
 
 /* One finished job into the cache; the job is freed. */
@@ -265,10 +273,10 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
     nn_error_info keep = ctx->last_error;
     if (j->status == NN_OK) {
         const struct nn__plan_record *known;
-        if (nn__plan_cache_replace_live(ctx, c, &j->key, j->plan, NULL) == NN_OK) {
+        if (nn__plan_cache_replace_live(ctx, c, j->id, j->key, j->plan, NULL) == NN_OK) {
             /* In place of the quick alternate (or of the same plan, rebuilt by a call that did
              * not wait for prebuilding). */
-            nn__plan_cache_note_build_ms(c, &j->key, j->ms);
+            nn__plan_cache_note_build_ms(c, j->id, j->key, j->ms);
             if (j->has_fallback) {
                 nn__cache_count(c, NN__PC_BACKGROUND_BUILT);
                 if (nn__verbose(ctx))
@@ -276,11 +284,11 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
                             "%.1f ms replaces its quick alternate (engine %lld)",
                             (long long)j->c.engine, j->ms, (long long)j->fallback.tuned.engine);
             }
-        } else if (j->prebuild && (known = nn__plan_cache_lookup_known(c, &j->key)) &&
-                   nn__plan_cache_insert(ctx, c, &j->key, known, j->plan) == NN_OK) {
+        } else if (j->prebuild && (known = nn__plan_cache_lookup_known(c, j->id, j->key)) &&
+                   nn__plan_cache_insert(ctx, c, j->id, j->key, known, j->plan) == NN_OK) {
             /* No live plan: it goes live with the key's known record (gone if the cache was
              * cleared or the record dropped meanwhile). */
-            nn__plan_cache_note_build_ms(c, &j->key, j->ms);
+            nn__plan_cache_note_build_ms(c, j->id, j->key, j->ms);
             nn__cache_count(c, NN__PC_PREBUILT);
             if (nn__verbose(ctx) >= 2)
                 nn__log("plan cache: plan (engine %lld) prebuilt in %.1f ms, first run on the "
@@ -295,7 +303,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
         nn__cache_count(c, NN__PC_BACKGROUND_FAILED);
         /* The tuned configuration no longer builds here: keep the alternate, and its record so
          * that a save does not hand the failure on. */
-        nn__plan_cache_replace_live(ctx, c, &j->key, NULL, &j->fallback);
+        nn__plan_cache_replace_live(ctx, c, j->id, j->key, NULL, &j->fallback);
         nn__log("plan cache: the tuned plan (engine %lld) did not build in the background, its "
                 "quick alternate (engine %lld) stays: %s",
                 (long long)j->c.engine, (long long)j->fallback.tuned.engine, j->message);

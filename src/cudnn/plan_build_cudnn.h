@@ -26,28 +26,27 @@
 struct nn_ctx;
 struct nn__plan_builder;
 
-/* Queue the build of engine choice c for graph d under filter f, at the front of the queue (a
- * call waits for it); when it finishes, its plan replaces the live plan of key (the quick
- * alternate). fallback is the record to keep if the build fails (the alternate's own record;
+/* Queue the build of engine choice c for the graph of key (a key of kind's cache kind, copied;
+ * the worker builds the graph with kind's build callback) under filter f, at the front of the
+ * queue (a call waits for it); when it finishes, its plan replaces the live plan of key (the
+ * quick alternate). fallback is the record to keep if the build fails (the alternate's own record;
  * copied, its JSON ignored). If a prebuild of key is queued or running, that job takes the
  * fallback instead (and moves to the front) and nothing new is queued. The worker thread and
  * its handle are created on the first call.
  * Returns NN_OK; NN_E_OOM_HOST; NN_E_INTERNAL (the thread could not be started: the message
  * says why). On failure nothing is queued. */
-nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                                  const struct nn__cudnn_graph_desc *d,
-                                  const struct nn__cudnn_filter *f,
+nn_status nn__plan_builder_submit(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                  const void *key, const struct nn__cudnn_filter *f,
                                   const struct nn__engine_choice *c,
                                   const struct nn__plan_record *fallback);
 
-/* Queue, at the back, the prebuild of a loaded record's plan (engine choice c for graph d under
- * filter f) unless a job for key is already queued or running. When it finishes, a key with no
- * live plan gets it, with the key's known record; a key that went live meanwhile (its first
- * call came first) has its live plan replaced. A failed prebuild is counted and left to the
- * first call. Returns as nn__plan_builder_submit(). */
-nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                                    const struct nn__cudnn_graph_desc *d,
-                                    const struct nn__cudnn_filter *f,
+/* Queue, at the back, the prebuild of a loaded record's plan (engine choice c for the graph of
+ * key, of kind, under filter f) unless a job for key is already queued or running. When it
+ * finishes, a key with no live plan gets it, with the key's known record; a key that went live
+ * meanwhile (its first call came first) has its live plan replaced. A failed prebuild is counted
+ * and left to the first call. Returns as nn__plan_builder_submit(). */
+nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                    const void *key, const struct nn__cudnn_filter *f,
                                     const struct nn__engine_choice *c);
 
 /* Swap every finished build into the context's plan cache (a key no longer live just drops its

@@ -20,8 +20,9 @@
  *   trailer  u64 FNV-1a 64 of every byte before it
  *
  * Versions 1 and 2 (before the cache knew more than one kind) had graph-plan records only, in
- * their own layout (read_v2_record() below); their convolution records load as known records of
- * the graph-plan kind and their pooling records, which nothing uses, are skipped.
+ * their own layout (read_v2_record() below, the key read by the kind's read_v2_key hook); they
+ * load as known records of that kind, except those the hook says nothing uses (skipped and
+ * counted). Without such a kind they are skipped whole.
  *
  * The decoder trusts nothing: each read is bounds-checked against the file and each value
  * range-checked (by the kind's hooks), and any failure names the field and its byte offset. */
@@ -165,7 +166,7 @@ nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__cache *c,
  * Decoding
  */
 
-struct reader {
+struct nn__plan_reader {
     struct nn_ctx *ctx;
     const char *what; /* the path, for messages */
     const unsigned char *buf;
@@ -173,11 +174,12 @@ struct reader {
     long record;      /* index of the record being read, -1 in the header */
     uint32_t version; /* the file's format version, once the header is read */
     nn_status status;
-    int has_plans; /* the cache has the graph-plan kind (version 1 and 2 records are of it) */
+    /* The cache's kind that reads version 1 and 2 records (NULL: none, they are skipped). */
+    const struct nn__cache_kind *v2_kind;
 };
 
 /* Records NN_E_FORMAT once (the first problem found is the one reported). */
-static int bad(struct reader *r, size_t offset, const char *field, const char *problem)
+static int bad(struct nn__plan_reader *r, size_t offset, const char *field, const char *problem)
 {
     if (r->status != NN_OK) return 0;
     char where[32] = "";
@@ -187,7 +189,7 @@ static int bad(struct reader *r, size_t offset, const char *field, const char *p
     return 0;
 }
 
-static int need(struct reader *r, size_t n, const char *field)
+static int need(struct nn__plan_reader *r, size_t n, const char *field)
 {
     if (r->status != NN_OK) return 0;
     if (r->len - r->pos >= n) return 1;
@@ -196,7 +198,7 @@ static int need(struct reader *r, size_t n, const char *field)
     return bad(r, r->pos, field, msg);
 }
 
-static int get_u32(struct reader *r, const char *field, uint32_t *v)
+static int get_u32(struct nn__plan_reader *r, const char *field, uint32_t *v)
 {
     if (!need(r, 4, field)) return 0;
     uint32_t x = 0;
@@ -207,7 +209,7 @@ static int get_u32(struct reader *r, const char *field, uint32_t *v)
     return 1;
 }
 
-static int get_u64(struct reader *r, const char *field, uint64_t *v)
+static int get_u64(struct nn__plan_reader *r, const char *field, uint64_t *v)
 {
     if (!need(r, 8, field)) return 0;
     uint64_t x = 0;
@@ -218,7 +220,7 @@ static int get_u64(struct reader *r, const char *field, uint64_t *v)
     return 1;
 }
 
-static int get_i32(struct reader *r, const char *field, int32_t *v)
+static int get_i32(struct nn__plan_reader *r, const char *field, int32_t *v)
 {
     uint32_t u;
     if (!get_u32(r, field, &u)) return 0;
@@ -226,7 +228,7 @@ static int get_i32(struct reader *r, const char *field, int32_t *v)
     return 1;
 }
 
-static int get_i64(struct reader *r, const char *field, int64_t *v)
+static int get_i64(struct nn__plan_reader *r, const char *field, int64_t *v)
 {
     uint64_t u;
     if (!get_u64(r, field, &u)) return 0;
@@ -235,7 +237,8 @@ static int get_i64(struct reader *r, const char *field, int64_t *v)
 }
 
 /* A signed field that must lie in [lo, hi]. */
-static int get_i32_in(struct reader *r, const char *field, int32_t lo, int32_t hi, int32_t *v)
+static int get_i32_in(struct nn__plan_reader *r, const char *field, int32_t lo, int32_t hi,
+                      int32_t *v)
 {
     size_t at = r->pos;
     if (!get_i32(r, field, v)) return 0;
@@ -246,7 +249,7 @@ static int get_i32_in(struct reader *r, const char *field, int32_t lo, int32_t h
 }
 
 /* A signed 64-bit field that must be >= min. */
-static int get_i64_min(struct reader *r, const char *field, int64_t min, int64_t *v)
+static int get_i64_min(struct nn__plan_reader *r, const char *field, int64_t min, int64_t *v)
 {
     size_t at = r->pos;
     if (!get_i64(r, field, v)) return 0;
@@ -256,7 +259,7 @@ static int get_i64_min(struct reader *r, const char *field, int64_t min, int64_t
     return bad(r, at, field, msg);
 }
 
-static int get_f64_finite(struct reader *r, const char *field, double *v)
+static int get_f64_finite(struct nn__plan_reader *r, const char *field, double *v)
 {
     size_t at = r->pos;
     uint64_t bits;
@@ -265,70 +268,64 @@ static int get_f64_finite(struct reader *r, const char *field, double *v)
     return isfinite(*v) ? 1 : bad(r, at, field, "is not a finite number");
 }
 
-static int get_key_tensor(struct reader *r, struct nn__key_tensor *t)
+int nn__plan_reader_i32(struct nn__plan_reader *r, const char *field, int32_t *v)
 {
-    if (!get_i32_in(r, "key operand rank", 0, NN__KEY_RANK_MAX, &t->rank)) return 0;
-    if (t->rank == 0)
-        return get_i32_in(r, "key operand dtype", 0, 0, &t->dtype) &&
-               get_i64_min(r, "key operand alignment", 0, &t->alignment) &&
-               (t->alignment == 0 ||
-                bad(r, r->pos - 8, "key operand alignment", "is nonzero for an absent operand"));
-    if (!get_i32_in(r, "key operand dtype", NN_DTYPE_F32, NN_DTYPE_BF16, &t->dtype) ||
-        !get_i64_min(r, "key operand alignment", 0, &t->alignment))
-        return 0;
-    for (int d = 0; d < t->rank; d++)
-        if (!get_i64_min(r, "key operand dim", 1, &t->dims[d]) ||
-            !get_i64_min(r, "key operand stride", 0, &t->strides[d]))
-            return 0;
-    return 1;
+    return get_i32(r, field, v);
 }
 
-static int get_key(struct reader *r, struct nn__plan_key *k)
+int nn__plan_reader_u64(struct nn__plan_reader *r, const char *field, uint64_t *v)
 {
-    memset(k, 0, sizeof *k);
-    if (!get_i32_in(r, "key op", NN__OP_NONE + 1, NN__OP_KIND_COUNT - 1, &k->op) ||
-        !get_i32_in(r, "key compute", NN_DTYPE_F32, NN_DTYPE_BF16, &k->compute) ||
-        !get_i32_in(r, "key math_mode", NN_MATH_STRICT_FP32, NN_MATH_TF32, &k->math_mode) ||
-        !get_i32_in(r, "key deterministic", 0, 1, &k->deterministic) ||
-        !get_u64(r, "key workspace_cap", &k->workspace_cap))
-        return 0;
-    for (int i = 0; i < NN__KEY_OPERANDS; i++)
-        if (!get_key_tensor(r, &k->t[i])) return 0;
-    struct nn__key_params *p = &k->p;
-    if (!get_i32_in(r, "key spatial_rank", 0, NN__KEY_SPATIAL_MAX, &p->spatial_rank) ||
-        !get_i32_in(r, "key groups", 0, INT32_MAX, &p->groups))
-        return 0;
-    for (int i = 0; i < p->spatial_rank; i++)
-        if (!get_i64_min(r, "key stride", 0, &p->stride[i]) ||
-            !get_i64_min(r, "key dilation", 0, &p->dilation[i]) ||
-            !get_i64_min(r, "key pad_lo", 0, &p->pad_lo[i]) ||
-            !get_i64_min(r, "key pad_hi", 0, &p->pad_hi[i]) ||
-            !get_i64_min(r, "key window", 0, &p->window[i]))
-            return 0;
-    return get_i32(r, "key mode", &p->mode) && get_i32(r, "key activation", &p->activation) &&
-           get_i32(r, "key pool_mode", &p->pool_mode) && get_i32(r, "key flags", &p->flags) &&
-           get_f64_finite(r, "key alpha", &p->alpha) && get_f64_finite(r, "key beta", &p->beta);
+    return get_u64(r, field, v);
+}
+
+int nn__plan_reader_i32_in(struct nn__plan_reader *r, const char *field, int32_t lo, int32_t hi,
+                           int32_t *v)
+{
+    return get_i32_in(r, field, lo, hi, v);
+}
+
+int nn__plan_reader_i64_min(struct nn__plan_reader *r, const char *field, int64_t min, int64_t *v)
+{
+    return get_i64_min(r, field, min, v);
+}
+
+int nn__plan_reader_f64_finite(struct nn__plan_reader *r, const char *field, double *v)
+{
+    return get_f64_finite(r, field, v);
+}
+
+size_t nn__plan_reader_pos(const struct nn__plan_reader *r)
+{
+    return r->pos;
+}
+
+int nn__plan_reader_bad(struct nn__plan_reader *r, size_t offset, const char *field,
+                        const char *problem)
+{
+    return bad(r, offset, field, problem);
 }
 
 /* The record's fields read so far must pass nn__plan_record_invalid() (the ones not read yet hold
  * nn__plan_record_init()'s values): fields are checked in file order, so the problem found is the
  * field that starts at byte offset at. */
-static int record_ok(struct reader *r, const struct nn__plan_record *rec, size_t at,
+static int record_ok(struct nn__plan_reader *r, const struct nn__plan_record *rec, size_t at,
                      const char *field)
 {
     const char *problem = nn__plan_record_invalid(rec);
     return problem ? bad(r, at, field, problem) : 1;
 }
 
-/* A version 1 or 2 record: a graph-plan key and record in the layout of those versions. */
-static int read_v2_record(struct reader *r, struct nn__plan_key *k, struct nn__plan_record *rec)
+/* A version 1 or 2 record: a graph-plan key (in the layout kind reads) and record in the layout of
+ * those versions. */
+static int read_v2_record(struct nn__plan_reader *r, const struct nn__cache_kind *kind, void *key,
+                          int *skip, struct nn__plan_record *rec)
 {
     uint32_t body;
     if (!get_u32(r, "body length", &body)) return 0;
     size_t start = r->pos;
     if (!need(r, body, "record body")) return 0;
     nn__plan_record_init(rec);
-    if (!get_key(r, k) || !get_i64(r, "engine", &rec->tuned.engine) ||
+    if (!kind->read_v2_key(r, key, skip) || !get_i64(r, "engine", &rec->tuned.engine) ||
         !get_u64(r, "workspace", &rec->workspace))
         return 0;
     if (rec->tuned.engine < 0) return bad(r, r->pos - 16, "engine", "engine index is negative");
@@ -381,7 +378,7 @@ struct header {
     uint32_t count;
 };
 
-static int get_header(struct reader *r, struct header *h)
+static int get_header(struct nn__plan_reader *r, struct header *h)
 {
     if (!need(r, 8, "magic")) return 0;
     if (memcmp(r->buf, PLAN_FILE_MAGIC, 8) != 0)
@@ -422,8 +419,8 @@ static int same_identity(const struct header *h, uint64_t cudnn_version,
 /* One version-3 record of a kind the cache has, after its kind id: key, record and blob, decoded
  * into buffers of kind's sizes (zeroed by the caller) and range-checked by the kind's hooks.
  * body is the body length, start its first byte. */
-static int read_v3_fields(struct reader *r, const struct nn__cache_kind *kind, uint32_t body,
-                          size_t start, void *key, void *rec, uint32_t *blob_len)
+static int read_v3_fields(struct nn__plan_reader *r, const struct nn__cache_kind *kind,
+                          uint32_t body, size_t start, void *key, void *rec, uint32_t *blob_len)
 {
     size_t klen = nn__field_list_encoded_size(kind->key_fields),
            rlen = nn__field_list_encoded_size(kind->record_fields);
@@ -465,8 +462,8 @@ struct sink {
     uint64_t skipped;
 };
 
-static int add(struct reader *r, struct sink *s, uint32_t kind, const void *key, const void *rec,
-               const char *blob, uint32_t blob_len)
+static int add(struct nn__plan_reader *r, struct sink *s, uint32_t kind, const void *key,
+               const void *rec, const char *blob, uint32_t blob_len)
 {
     if (!s->scratch) return 1;
     if (nn__cache_add_known(r->ctx, s->scratch, kind, key, rec, blob, blob_len) == NN_OK) return 1;
@@ -474,7 +471,7 @@ static int add(struct reader *r, struct sink *s, uint32_t kind, const void *key,
     return 0;
 }
 
-static int read_v3_record(struct reader *r, struct nn__cache *c, struct sink *s)
+static int read_v3_record(struct nn__plan_reader *r, struct nn__cache *c, struct sink *s)
 {
     uint32_t body, id;
     if (!get_u32(r, "body length", &body)) return 0;
@@ -500,22 +497,40 @@ static int read_v3_record(struct reader *r, struct nn__cache *c, struct sink *s)
     return ok;
 }
 
-static int is_pooling(const struct nn__plan_key *k)
-{
-    return k->op == NN__OP_POOL_FWD || k->op == NN__OP_POOL_BWD;
-}
-
-static int read_record(struct reader *r, struct nn__cache *c, struct sink *s)
+static int read_record(struct nn__plan_reader *r, struct nn__cache *c, struct sink *s)
 {
     if (r->version >= 3) return read_v3_record(r, c, s);
-    struct nn__plan_key k;
-    struct nn__plan_record rec;
-    if (!read_v2_record(r, &k, &rec)) return 0;
-    if (is_pooling(&k) || !r->has_plans) {
+    if (!r->v2_kind) { /* no kind here reads them: skipped whole, by the body length */
+        uint32_t body;
+        if (!get_u32(r, "body length", &body) || !need(r, body, "record body")) return 0;
+        r->pos += body;
         s->skipped++;
         return 1;
     }
-    return add(r, s, NN__PLAN_KIND_ID, &k, &rec, rec.json, rec.json_len);
+    unsigned char *key = nn__host_calloc(1, r->v2_kind->key_size);
+    if (!key) {
+        r->status = NN__FAIL(r->ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", r->what);
+        return 0;
+    }
+    struct nn__plan_record rec;
+    int skip = 0;
+    int ok = read_v2_record(r, r->v2_kind, key, &skip, &rec);
+    if (ok && skip)
+        s->skipped++;
+    else if (ok)
+        ok = add(r, s, r->v2_kind->id, key, &rec, rec.json, rec.json_len);
+    nn__host_free(key);
+    return ok;
+}
+
+/* The kind of c that reads version 1 and 2 records, or NULL. */
+static const struct nn__cache_kind *v2_kind_of(const struct nn__cache *c)
+{
+    for (uint32_t id = 1; id <= NN__CACHE_KIND_ID_MAX; id++) {
+        const struct nn__cache_kind *k = nn__cache_kind_of(c, id);
+        if (k && k->read_v2_key) return k;
+    }
+    return NULL;
 }
 
 /* Every record goes into a scratch cache first; only a file that checks out completely reaches
@@ -524,8 +539,7 @@ nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const ch
                                const unsigned char *buf, size_t len, uint64_t cudnn_version,
                                const struct nn__gpu_id *gpu)
 {
-    struct reader r = {
-        ctx, what, buf, len, 0, -1, 0, NN_OK, nn__cache_kind_of(c, NN__PLAN_KIND_ID) != NULL};
+    struct nn__plan_reader r = {ctx, what, buf, len, 0, -1, 0, NN_OK, v2_kind_of(c)};
     struct header h;
     if (!get_header(&r, &h)) return r.status;
     struct sink s = {NULL, 0};

@@ -13,8 +13,6 @@
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
-const struct nn__cache_kind nn__cudnn_graph_plan_kind = NN__PLAN_KIND_INIT(nn__cudnn_plan_destroy);
-
 const char *nn__plan_source_name(enum nn__plan_source s)
 {
     switch (s) {
@@ -34,114 +32,6 @@ int32_t nn__cudnn_ptr_alignment(const void *p)
     while (align > 1 && (a & (uintptr_t)(align - 1)))
         align /= 2;
     return align;
-}
-
-static enum nn__op_kind op_of(enum nn__cudnn_graph_kind k)
-{
-    switch (k) {
-    case NN__CUDNN_GRAPH_CONV_FWD: return NN__OP_CONV_FWD;
-    case NN__CUDNN_GRAPH_CONV_BWD_DATA: return NN__OP_CONV_BWD_DATA;
-    case NN__CUDNN_GRAPH_CONV_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
-    }
-    return NN__OP_NONE;
-}
-
-/* The dtype of the graph's data (its first tensor), which the note filter looks at. */
-static nn_dtype data_dtype(const struct nn__cudnn_graph_desc *d)
-{
-    for (int u = 1; u < NN__UID_IO_END; u++)
-        if (d->t[u].rank) return d->t[u].dtype;
-    return NN_DTYPE_F32;
-}
-
-void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
-                           int32_t flags, struct nn__plan_key *k)
-{
-    nn__plan_key_init(k);
-    k->op = op_of(d->kind);
-    k->compute = d->conv.compute;
-    if (!k->compute) k->compute = NN_DTYPE_F32;
-    k->math_mode = ctx->settings.math_mode;
-    k->deterministic = ctx->settings.deterministic ? 1 : 0;
-    k->workspace_cap = ctx->settings.workspace_cap;
-    /* Key slot i holds uid i + 1 (plan_cache.h). */
-    for (int u = 1; u < NN__UID_IO_END && u - 1 < NN__KEY_OPERANDS; u++) {
-        const struct nn__cudnn_tensor *t = &d->t[u];
-        struct nn__key_tensor *kt = &k->t[u - 1];
-        if (!t->rank) continue;
-        kt->rank = t->rank;
-        kt->dtype = t->dtype;
-        kt->alignment = t->alignment;
-        /* A rank the key cannot hold is a graph that graph_cudnn refuses (ranks 3..5). */
-        for (int i = 0; i < t->rank && i < NN__KEY_RANK_MAX; i++) {
-            kt->dims[i] = t->dims[i];
-            kt->strides[i] = t->strides[i];
-        }
-    }
-    struct nn__key_params *p = &k->p;
-    p->spatial_rank = d->conv.spatial_rank;
-    for (int i = 0; i < d->conv.spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
-        p->stride[i] = d->conv.stride[i];
-        p->dilation[i] = d->conv.dilation[i];
-        p->pad_lo[i] = d->conv.pre_pad[i];
-        p->pad_hi[i] = d->conv.post_pad[i];
-    }
-    /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
-    const struct nn__cudnn_tensor *x = d->t[NN__UID_X].rank ? &d->t[NN__UID_X] : &d->t[NN__UID_DX];
-    const struct nn__cudnn_tensor *w = d->t[NN__UID_W].rank ? &d->t[NN__UID_W] : &d->t[NN__UID_DW];
-    p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
-    p->mode = d->conv.mode;
-    p->activation = d->relu ? 1 : 0;
-    p->flags = flags;
-    p->alpha = d->alpha;
-    p->beta = d->beta;
-}
-
-static enum nn__cudnn_graph_kind kind_of(int32_t op)
-{
-    switch (op) {
-    case NN__OP_CONV_FWD: return NN__CUDNN_GRAPH_CONV_FWD;
-    case NN__OP_CONV_BWD_DATA: return NN__CUDNN_GRAPH_CONV_BWD_DATA;
-    case NN__OP_CONV_BWD_FILTER: return NN__CUDNN_GRAPH_CONV_BWD_FILTER;
-    }
-    return 0;
-}
-
-int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_graph_desc *d)
-{
-    memset(d, 0, sizeof *d);
-    d->kind = kind_of(k->op);
-    if (!d->kind) return -1;
-    for (int u = 1; u < NN__UID_IO_END && u - 1 < NN__KEY_OPERANDS; u++) {
-        const struct nn__key_tensor *kt = &k->t[u - 1];
-        struct nn__cudnn_tensor *t = &d->t[u];
-        if (!kt->rank) continue;
-        t->rank = kt->rank;
-        t->dtype = (nn_dtype)kt->dtype;
-        t->alignment = kt->alignment;
-        for (int i = 0; i < kt->rank; i++) {
-            t->dims[i] = kt->dims[i];
-            t->strides[i] = kt->strides[i];
-        }
-    }
-    const struct nn__key_params *p = &k->p;
-    d->conv.spatial_rank = p->spatial_rank;
-    for (int i = 0; i < p->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
-        d->conv.stride[i] = p->stride[i];
-        d->conv.dilation[i] = p->dilation[i];
-        d->conv.pre_pad[i] = p->pad_lo[i];
-        d->conv.post_pad[i] = p->pad_hi[i];
-    }
-    d->conv.mode = (enum nn__cudnn_conv_mode)p->mode;
-    d->conv.compute = (nn_dtype)k->compute;
-    d->relu = p->activation != 0;
-    d->alpha = p->alpha;
-    d->beta = p->beta;
-    if (p->flags & NN__KEY_FLAG_PLAIN) {
-        memset(&d->t[NN__UID_B], 0, sizeof d->t[NN__UID_B]);
-        d->relu = 0;
-    }
-    return 0;
 }
 
 static void count_search(struct nn__cache *c, const struct nn__cudnn_search_stats *s)
@@ -188,10 +78,9 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
  * the tuned configuration on the background builder. NN_OK with *plan NULL: not taken (no
  * alternate, not allowed, or the alternate did not build; the failure is forgotten and the tuned
  * plan is rebuilt in the foreground). */
-static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c,
-                             const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
-                             const struct nn__cudnn_filter *f, const struct nn__plan_record *known,
-                             struct nn__cudnn_plan **plan)
+static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c, const void *key,
+                             const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
+                             const struct nn__plan_record *known, struct nn__cudnn_plan **plan)
 {
     *plan = NULL;
     if (known->quick.engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
@@ -207,7 +96,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c,
         fallback.tuned = qc;
         fallback.workspace = (uint64_t)nn__cudnn_plan_workspace(*plan);
         fallback.build_ms = quick_ms;
-        st = nn__plan_builder_submit(ctx, key, nn__cudnn_graph_get_desc(g), f, &tuned, &fallback);
+        st = nn__plan_builder_submit(ctx, nn__cudnn_graph_kind(g), key, f, &tuned, &fallback);
     }
     if (st == NN_E_OOM_HOST) {
         nn__cudnn_plan_destroy(*plan);
@@ -236,15 +125,16 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c,
  * copied into *out (json duplicated into *json, the caller's to free), because inserting the
  * rebuilt plan supersedes the cache's copy. NN_OK with *plan NULL: the record no longer builds
  * (it is dropped, and the failure forgotten). */
-static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
-                               const struct nn__plan_key *key, const struct nn__cudnn_graph *g,
-                               const struct nn__cudnn_filter *f, struct nn__cudnn_plan **plan,
-                               struct nn__plan_record *out, char **json, int *quick)
+static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c, const void *key,
+                               const struct nn__cudnn_graph *g, const struct nn__cudnn_filter *f,
+                               struct nn__cudnn_plan **plan, struct nn__plan_record *out,
+                               char **json, int *quick)
 {
     *plan = NULL;
     *json = NULL;
     *quick = 0;
-    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, key);
+    uint32_t kind = nn__cudnn_graph_kind(g)->cache->id;
+    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, kind, key);
     if (!known) return NN_OK;
     *out = *known;
     out->json = NULL;
@@ -281,7 +171,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c,
             nn__log("plan cache: known record (engine %lld) no longer builds, dropped: %s",
                     (long long)out->tuned.engine, ctx->last_error.message);
         ctx->last_error = keep;
-        nn__plan_cache_drop_known(c, key);
+        nn__plan_cache_drop_known(c, kind, key);
         *plan = NULL;
         return NN_OK;
     }
@@ -552,10 +442,11 @@ static nn_status search(struct nn_ctx *ctx, struct nn__cache *c, const struct nn
     return st;
 }
 
-struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn__plan_key *key)
+struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                             const void *key)
 {
     nn__plan_builder_collect(ctx);
-    return nn__plan_cache_lookup(nn__cudnn_plan_cache(ctx), key, NULL);
+    return nn__plan_cache_lookup(nn__cudnn_plan_cache(ctx), kind->cache->id, key, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -565,25 +456,38 @@ struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn
 struct prebuild_walk {
     struct nn_ctx *ctx;
     struct nn__cache *c;
-    size_t room;    /* plans the cache can still take */
-    int queued;     /* jobs queued */
-    nn_status fail; /* why queuing stopped, NN_OK if it did not */
+    struct nn__cache_settings now; /* the context's */
+    size_t room;                   /* plans the cache can still take */
+    int queued;                    /* jobs queued */
+    nn_status fail;                /* why queuing stopped, NN_OK if it did not */
 };
 
-static int prebuild_one(void *arg, const struct nn__plan_key *key,
-                        const struct nn__plan_record *rec)
+/* The context's graph kind whose plans are entries of cache kind id, or NULL (entries that are
+ * no graph plans). */
+static const struct nn__graph_kind *graph_kind_of(const struct nn_ctx *ctx, uint32_t id)
+{
+    const struct nn__cudnn_state *s = ctx->cudnn;
+    for (int i = 0; i < s->n_graph_kinds; i++)
+        if (s->graph_kinds[i]->cache->id == id) return s->graph_kinds[i];
+    return NULL;
+}
+
+static int prebuild_one(void *arg, const struct nn__cache_kind *ck, const void *key,
+                        const struct nn__cache_view *v)
 {
     struct prebuild_walk *w = arg;
-    const nn_settings *s = &w->ctx->settings;
     if ((size_t)w->queued >= w->room) return 1;
-    if (key->math_mode != (int32_t)s->math_mode || key->deterministic != (s->deterministic != 0) ||
-        key->workspace_cap != (uint64_t)s->workspace_cap || nn__plan_cache_is_live(w->c, key))
+    const struct nn__graph_kind *kind = graph_kind_of(w->ctx, ck->id);
+    if (!kind || (kind->has_graph && !kind->has_graph(key))) return 0;
+    struct nn__cache_settings s;
+    kind->settings(key, &s);
+    if (s.math_mode != w->now.math_mode || s.deterministic != w->now.deterministic ||
+        s.workspace_cap != w->now.workspace_cap || nn__plan_cache_is_live(w->c, ck->id, key))
         return 0;
-    struct nn__cudnn_graph_desc d;
-    if (nn__cudnn_graph_desc_of_key(key, &d) != 0) return 0;
     struct nn__cudnn_filter f;
-    nn__cudnn_filter_from_ctx(w->ctx, data_dtype(&d), &f);
-    w->fail = nn__plan_builder_prebuild(w->ctx, key, &d, &f, &rec->tuned);
+    nn__cudnn_filter_from_ctx(w->ctx, kind->data_dtype(key), &f);
+    const struct nn__plan_record *rec = v->record;
+    w->fail = nn__plan_builder_prebuild(w->ctx, kind, key, &f, &rec->tuned);
     if (w->fail != NN_OK) return 1;
     w->queued++;
     return 0;
@@ -594,9 +498,10 @@ void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
     if (!ctx->settings.background_builds || !ctx->settings.prebuild_plans) return;
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     size_t cap = (size_t)nn__cache_capacity(c), live = nn__cache_size(c);
-    struct prebuild_walk w = {ctx, c, cap > live ? cap - live : 0, 0, NN_OK};
+    struct prebuild_walk w = {ctx, c, {0}, cap > live ? cap - live : 0, 0, NN_OK};
+    nn__cache_settings_fill(ctx, &w.now);
     nn_error_info keep = ctx->last_error;
-    nn__plan_cache_visit(c, prebuild_one, &w);
+    nn__cache_visit(c, prebuild_one, &w);
     if (nn__verbose(ctx)) {
         if (w.fail != NN_OK)
             nn__log("plan cache: prebuilding stopped after %d plans, the rest build when first "
@@ -608,22 +513,21 @@ void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
     ctx->last_error = keep;
 }
 
-nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                             const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
-                             struct nn__cudnn_plan **plan, enum nn__plan_source *src)
+nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__graph_kind *kind, const void *key,
+                             const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
+                             enum nn__plan_source *src)
 {
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
-    *plan = nn__cudnn_plan_lookup(ctx, key);
+    *plan = nn__cudnn_plan_lookup(ctx, kind, key);
     if (*plan) {
         *src = NN__PLAN_HIT;
         return NN_OK;
     }
 
     struct nn__cudnn_graph *g;
-    NN__TRY(nn__cudnn_graph_create(ctx, d, &g));
+    NN__TRY(nn__cudnn_graph_create(ctx, kind, key, &g));
     struct nn__cudnn_filter f;
-    nn__cudnn_filter_from_ctx(ctx, data_dtype(d), &f);
-
+    nn__cudnn_filter_from_ctx(ctx, kind->data_dtype(key), &f);
     struct nn__cudnn_plan *p = NULL;
     struct nn__plan_record rec;
     char *json = NULL;
@@ -638,7 +542,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
         if (st == NN_OK) st = record_of(ctx, p, us, &qc, &rec, &json);
     }
     nn__cudnn_graph_destroy(g);
-    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, key, &rec, p);
+    if (st == NN_OK) st = nn__plan_cache_insert(ctx, c, kind->cache->id, key, &rec, p);
     nn__host_free(json);
     if (st != NN_OK) {
         nn__cudnn_plan_destroy(p);

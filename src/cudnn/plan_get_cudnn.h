@@ -1,9 +1,10 @@
-/* Get-or-build a cuDNN execution plan for a plan-cache key, and run it: the glue between the
- * graph helpers (graph_cudnn.h) and the plan cache (plan_cache.h), shared by the ops.
+/* Get-or-build a cuDNN execution plan for a plan-cache key of a family's graph kind, and run it:
+ * the glue between the graph helpers (graph_cudnn.h) and the plan cache (plan_cache.h), shared by
+ * the families.
  *
  * Per call:
  *   hit   the live plan from the cache; no heuristics query, no cuDNN descriptor is built;
- *   miss  the graph is built from the op's description (a value struct), then
+ *   miss  the graph is built from the key by the graph kind's build callback, then
  *         1. a known record (loaded from a plan file, or evicted earlier) is rebuilt from engine
  *            global index + knobs, else from its JSON form; one that no longer builds is dropped
  *            and the search goes on. A record with a quick alternate (its tuned plan is slow to
@@ -42,33 +43,13 @@ enum nn__plan_source {
     NN__PLAN_QUICK = 4      /* a known record's quick alternate; the tuned plan builds meanwhile */
 };
 
-/* The cache kind of graph plans (plan_cache.h: NN__PLAN_KIND_INIT with nn__cudnn_plan_destroy),
- * for the context assembly's table of kinds. */
-extern const struct nn__cache_kind nn__cudnn_graph_plan_kind;
-
 /* "hit", "rebuilt", "heuristic", "autotuned" or "quick". */
 const char *nn__plan_source_name(enum nn__plan_source s);
 
-/* The plan-cache key of graph d under the context's settings (math mode, determinism,
- * workspace cap): every tensor by role (rank, dtype, alignment, dims, strides), the op's
- * parameters, the fused relu, alpha and beta, and the caller's extra flags. */
-void nn__cudnn_plan_key_of(const struct nn_ctx *ctx, const struct nn__cudnn_graph_desc *d,
-                           int32_t flags, struct nn__plan_key *k);
-
-/* Key flag (struct nn__key_params.flags): the plan is for the graph without its bias and
- * activation, which run after it (a forward whose epilogue no engine fuses); the key is made
- * from the full graph so that it differs from the fused forward's. */
-#define NN__KEY_FLAG_PLAIN (1 << 0)
-
-/* The graph a key was made from, the inverse of nn__cudnn_plan_key_of() (with a key flagged
- * NN__KEY_FLAG_PLAIN, the graph without bias and activation, which the plan was built for).
- * Returns 0; -1 if the key's op has no graph (the bias-gradient and pooling ops of old plan files,
- * no op). Pure: tested on the CPU. */
-int nn__cudnn_graph_desc_of_key(const struct nn__plan_key *k, struct nn__cudnn_graph_desc *d);
-
 /* Prebuilding (settings.prebuild_plans): queue on the background builder the tuned plan of
- * every known record whose key matches the context's settings (math mode, determinism,
- * workspace cap) and has no live plan, as many as the cache has room for. Called after a plan
+ * every known record of a graph kind (the context's table, nn__cudnn_ctx_init) whose key has a
+ * graph, matches the context's settings (math mode, determinism, workspace cap) and has no live
+ * plan, as many as the cache has room for. Called after a plan
  * file loads. Best effort: what cannot be queued (out of host memory, no worker thread) is left
  * to the first call, with a verbose line. Does nothing unless settings.background_builds and
  * settings.prebuild_plans are set. */
@@ -79,24 +60,25 @@ void nn__cudnn_plan_prebuild(struct nn_ctx *ctx);
  * copied in when the graph blends with beta), never into the caller's. */
 struct nn__plan_args {
     struct nn__cudnn_args args;
-    int out_uid;      /* enum nn__cudnn_uid of the graph's output */
+    int out_uid;      /* uid of the graph's output (the family's) */
     size_t out_bytes; /* its size */
 };
 
 /* The live plan for key, or NULL (counted as a hit or a miss): the cache-hit path of every op,
  * which nn__cudnn_plan_get() takes first. Background builds that have finished replace their
  * quick alternates before the lookup. Calls no cuDNN function and allocates nothing. */
-struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn__plan_key *key);
+struct nn__cudnn_plan *nn__cudnn_plan_lookup(struct nn_ctx *ctx, const struct nn__graph_kind *kind,
+                                             const void *key);
 
-/* The context's plan for key (made by nn__cudnn_plan_key_of() from d, perhaps with flags):
- * from the cache, or built from d as described above and inserted. *plan stays owned by the
+/* The context's plan for key (a key of kind's cache kind): from the cache, or built from the key
+ * as described above and inserted. *plan stays owned by the
  * cache (valid until the next plan-cache change of this context); *src says how it was found.
  * a is used only by autotune.
  * Returns NN_OK; NN_E_UNSUPPORTED (no engine takes the graph under the context's settings: the
  * message says why); NN_E_CUDNN; NN_E_CUDA; NN_E_OOM_HOST; NN_E_OOM_DEVICE. */
-nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__plan_key *key,
-                             const struct nn__cudnn_graph_desc *d, const struct nn__plan_args *a,
-                             struct nn__cudnn_plan **plan, enum nn__plan_source *src);
+nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__graph_kind *kind, const void *key,
+                             const struct nn__plan_args *a, struct nn__cudnn_plan **plan,
+                             enum nn__plan_source *src);
 
 /* Byte alignment of a device pointer as cuDNN is told about it: the largest power of two <= 16
  * that divides the address. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
 
@@ -227,9 +228,9 @@ static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
     }
 }
 
-static inline int fx_v2_record(void *arg, const struct nn__plan_key *k,
-                               const struct nn__plan_record *r)
+static inline int fx_v2_record(void *arg, const void *key, const struct nn__plan_record *r)
 {
+    const struct nn__plan_key *k = key;
     struct fx_v2 *w = arg;
     struct fx_v2 sizer = {NULL, 0, 0};
     fx_v2_body(&sizer, k, r);
@@ -254,7 +255,7 @@ static inline void fx_v2_all(struct fx_v2 *w, const struct nn__cache *c, uint64_
     if (w->buf) memcpy(w->buf + w->pos, gpu->name, name_len);
     w->pos += name_len;
     fx_v2_put(w, count, 4);
-    nn__plan_cache_visit(c, fx_v2_record, w);
+    nn__plan_cache_visit(c, NN__PLAN_KIND_ID, fx_v2_record, w);
 }
 
 /* The version-2 image of c's graph-plan records (in nn__plan_cache_visit() order), in a malloc'd

@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "cudnn/cache.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
 #include "plan_fixtures.h"
@@ -150,7 +151,8 @@ Test(cache, kinds_share_the_lru_but_not_entries)
     for (int s = 1; s <= 3; s++) {
         struct nn__plan_key pk = fx_key(s);
         struct nn__plan_record pr = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_insert(NULL, c, &pk, &pr, &live_token[1 + s]), NN_OK);
+        cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &pk, &pr, &live_token[1 + s]),
+                     NN_OK);
     }
     cr_expect_eq(probe_destroyed, 1);
     cr_expect_eq(nn__cache_size(c), 3);
@@ -243,7 +245,7 @@ Test(cache, plan_file_carries_every_kind)
         cr_assert_eq(nn__cache_add_known(NULL, c, 9, &k, &r, "xyz", (uint32_t)(s % 2) * 3), NN_OK);
         struct nn__plan_key pk = fx_key(s);
         struct nn__plan_record pr = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, &pk, &pr), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &pk, &pr), NN_OK);
     }
     struct nn__gpu_id gpu = fx_gpu();
     unsigned char *buf;
@@ -265,7 +267,8 @@ Test(cache, plan_file_carries_every_kind)
         cr_expect_eq(v.blob_len, (uint32_t)(s % 2) * 3);
         struct nn__plan_key pk = fx_key(s);
         struct nn__plan_record pr = fx_record(s, json);
-        cr_expect(fx_record_equal(nn__plan_cache_lookup_known(d, &pk), &pr), "plan %d", s);
+        cr_expect(fx_record_equal(nn__plan_cache_lookup_known(d, NN__PLAN_KIND_ID, &pk), &pr),
+                  "plan %d", s);
     }
 
     struct nn__cache *plans_only = new_cache(fx_kinds, 1, 4);

@@ -1,7 +1,9 @@
-/* Graph-API helpers and introspection. CPU tests: text descriptions, the numerical-note filter,
- * the 1 TiB rule, 1-D as 2-D, graph validation, descriptor read-back (cuDNN's descriptor calls
- * run on the host). GPU tests: build, plan, execute and compare with host loops; describe a
- * plan; rebuild it from its engine choice and from its JSON form, bit-identical. */
+/* Graph-API helpers and introspection, with conv's graphs (src/conv/conv_graph_cudnn.h) built
+ * through its graph kind as the plan cache builds them. CPU tests: text descriptions, the
+ * numerical-note filter, the 1 TiB rule, 1-D as 2-D, graph validation, descriptor read-back
+ * (cuDNN's descriptor calls run on the host). GPU tests: build, plan, execute and compare with host
+ * loops; describe a plan; rebuild it from its engine choice and from its JSON form, bit-identical.
+ */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "nnprim/nnprim.h"
 
 #include "core/alloc.h"
+#include "conv/conv_graph_cudnn.h"
 #include "core/ctx.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
@@ -33,10 +36,10 @@ static struct nn__cudnn_tensor tensor(nn_dtype dt, int rank, const int64_t *dims
     return t;
 }
 
-static struct nn__cudnn_conv conv2d(int64_t stride, int64_t dil, int64_t pad)
+static struct nn__conv_graph_params conv2d(int64_t stride, int64_t dil, int64_t pad)
 {
-    struct nn__cudnn_conv c = {
-        .spatial_rank = 2, .mode = NN__CUDNN_CROSS_CORRELATION, .compute = NN_DTYPE_F32};
+    struct nn__conv_graph_params c = {
+        .spatial_rank = 2, .mode = NN__CONV_GRAPH_XCORR, .compute = NN_DTYPE_F32};
     for (int i = 0; i < 2; i++) {
         c.stride[i] = stride;
         c.dilation[i] = dil;
@@ -61,17 +64,18 @@ Test(cudnn_graph, describe_tensor_conv_pool)
     struct nn__cudnn_tensor none = {0};
     cr_expect_str_eq(nn__cudnn_describe_tensor(b, sizeof b, "b", &none), "b:-");
 
-    struct nn__cudnn_conv c = conv2d(2, 1, 1);
+    struct nn__conv_graph_params c = conv2d(2, 1, 1);
     c.post_pad[1] = 0;
-    cr_expect_str_eq(nn__cudnn_describe_conv(b, sizeof b, &c),
+    cr_expect_str_eq(nn__conv_graph_describe_params(b, sizeof b, &c),
                      "conv2d stride=2x2 dilation=1x1 pad=1x1/1x0 xcorr acc=f32");
-    c.mode = NN__CUDNN_CONVOLUTION;
+    c.mode = NN__CONV_GRAPH_CONVOLUTION;
     c.spatial_rank = 1;
     c.compute = NN_DTYPE_F64;
-    cr_expect_str_eq(nn__cudnn_describe_conv(b, sizeof b, &c),
+    cr_expect_str_eq(nn__conv_graph_describe_params(b, sizeof b, &c),
                      "conv1d stride=2 dilation=1 pad=1/1 conv acc=f64");
     c.spatial_rank = 7;
-    cr_expect_str_eq(nn__cudnn_describe_conv(b, sizeof b, &c), "conv(invalid spatial rank 7)");
+    cr_expect_str_eq(nn__conv_graph_describe_params(b, sizeof b, &c),
+                     "conv(invalid spatial rank 7)");
 }
 
 Test(cudnn_graph, describe_graph_desc)
@@ -81,24 +85,24 @@ Test(cudnn_graph, describe_graph_desc)
     struct nn__cudnn_tensor w = tensor(NN_DTYPE_F16, 3, (int64_t[]){4, 2, 3});
     struct nn__cudnn_tensor bias = tensor(NN_DTYPE_F16, 3, (int64_t[]){1, 4, 1});
     struct nn__cudnn_tensor y = tensor(NN_DTYPE_F16, 3, (int64_t[]){1, 4, 6});
-    struct nn__cudnn_conv c = conv2d(1, 1, 0);
+    struct nn__conv_graph_params c = conv2d(1, 1, 0);
     c.spatial_rank = 1;
-    struct nn__cudnn_graph_desc d;
-    nn__cudnn_desc_conv_fwd(&d, &x, &w, &bias, &y, &c, 1);
-    cr_expect_str_eq(nn__cudnn_describe_graph_desc(b, sizeof b, &d),
+    struct nn__conv_graph d;
+    nn__conv_graph_fwd(&d, &x, &w, &bias, &y, &c, 1);
+    cr_expect_str_eq(nn__conv_graph_describe(b, sizeof b, &d),
                      "conv_fwd x:f16[1,2,8]/[16,8,1]@16 w:f16[4,2,3]/[6,3,1]@16 "
                      "y:f16[1,4,6]/[24,6,1]@16 b:f16[1,4,1]/[4,1,1]@16 "
                      "conv1d stride=1 dilation=1 pad=0/0 xcorr acc=f32 +relu");
-    struct nn__cudnn_graph_desc g;
-    nn__cudnn_desc_conv_bwd_filter(&g, &x, &y, &w, &c);
+    struct nn__conv_graph g;
+    nn__conv_graph_bwd_filter(&g, &x, &y, &w, &c);
     g.beta = 1;
-    cr_expect_str_eq(nn__cudnn_describe_graph_desc(b, sizeof b, &g),
+    cr_expect_str_eq(nn__conv_graph_describe(b, sizeof b, &g),
                      "conv_bwd_filter x:f16[1,2,8]/[16,8,1]@16 dw:f16[4,2,3]/[6,3,1]@16 "
                      "dy:f16[1,4,6]/[24,6,1]@16 conv1d stride=1 dilation=1 pad=0/0 xcorr acc=f32 "
                      "alpha=1 beta=1");
     /* A value that is no kind in the table prints as such. */
-    g.kind = (enum nn__cudnn_graph_kind)4;
-    cr_expect_eq(strncmp(nn__cudnn_describe_graph_desc(b, sizeof b, &g), "? x:", 4), 0, "%s", b);
+    g.op = (enum nn__conv_graph_op)4;
+    cr_expect_eq(strncmp(nn__conv_graph_describe(b, sizeof b, &g), "? x:", 4), 0, "%s", b);
 }
 
 Test(cudnn_graph, describe_choice_and_notes)
@@ -201,15 +205,15 @@ Test(cudnn_graph, one_d_as_two_d)
     cr_expect_eq(v.strides[3], 2);
     cr_expect_eq(v.dims[3], 7);
 
-    struct nn__cudnn_conv c = {
+    struct nn__conv_graph_params c = {
         .spatial_rank = 1, .stride = {3}, .dilation = {2}, .pre_pad = {4}, .post_pad = {5}};
-    nn__cudnn_conv_to_2d(&c);
+    nn__conv_graph_params_to_2d(&c);
     cr_expect_eq(c.spatial_rank, 2);
     cr_expect(c.stride[0] == 1 && c.stride[1] == 3);
     cr_expect(c.dilation[0] == 1 && c.dilation[1] == 2);
     cr_expect(c.pre_pad[0] == 0 && c.pre_pad[1] == 4);
     cr_expect(c.post_pad[0] == 0 && c.post_pad[1] == 5);
-    nn__cudnn_conv_to_2d(&c); /* 2-D is left alone */
+    nn__conv_graph_params_to_2d(&c); /* 2-D is left alone */
     cr_expect(c.stride[0] == 1 && c.stride[1] == 3);
 
     struct nn__cudnn_tensor full = {.rank = NN_MAX_RANK};
@@ -224,47 +228,45 @@ Test(cudnn_graph, graph_validation_names_the_field)
     struct nn__cudnn_tensor y = tensor(NN_DTYPE_F32, 4, (int64_t[]){1, 3, 3, 3});
     struct nn__cudnn_tensor x3 = tensor(NN_DTYPE_F32, 3, (int64_t[]){1, 2, 5});
     struct nn__cudnn_tensor yh = tensor(NN_DTYPE_F16, 4, (int64_t[]){1, 3, 3, 3});
-    struct nn__cudnn_conv c = conv2d(1, 1, 0);
-    struct nn__cudnn_graph_desc d;
-    struct nn__cudnn_graph *g = (void *)1;
+    struct nn__conv_graph_params c = conv2d(1, 1, 0);
+    struct nn__conv_graph d;
 
-    nn__cudnn_desc_conv_fwd(&d, &x3, &w, NULL, &y, &c, 0);
-    cr_expect_eq(nn__cudnn_graph_create(NULL, &d, &g), NN_E_INVALID_ARG);
-    cr_expect_null(g);
+    nn__conv_graph_fwd(&d, &x3, &w, NULL, &y, &c, 0);
+    cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "tensor x must have rank 4"), "%s",
               nn_last_error()->message);
 
-    nn__cudnn_desc_conv_fwd(&d, &x, &w, NULL, &yh, &c, 0);
-    cr_expect_eq(nn__cudnn_graph_create(NULL, &d, &g), NN_E_DTYPE);
+    nn__conv_graph_fwd(&d, &x, &w, NULL, &yh, &c, 0);
+    cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_DTYPE);
     cr_expect(strstr(nn_last_error()->message, "tensor y is f16, other tensors are f32"), "%s",
               nn_last_error()->message);
 
     c.dilation[1] = 0;
-    nn__cudnn_desc_conv_fwd(&d, &x, &w, NULL, &y, &c, 0);
-    cr_expect_eq(nn__cudnn_graph_create(NULL, &d, &g), NN_E_INVALID_ARG);
+    nn__conv_graph_fwd(&d, &x, &w, NULL, &y, &c, 0);
+    cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "conv.dilation[1] must be >= 1, got 0"), "%s",
               nn_last_error()->message);
 
     c = conv2d(1, 1, 0);
-    nn__cudnn_desc_conv_fwd(&d, &x, &w, NULL, &y, &c, 0);
-    d.t[NN__UID_DB] = y;
-    cr_expect_eq(nn__cudnn_graph_create(NULL, &d, &g), NN_E_INVALID_ARG);
+    nn__conv_graph_fwd(&d, &x, &w, NULL, &y, &c, 0);
+    d.t[NN__CONV_UID_DB] = y;
+    cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "tensor db is not used"), "%s",
               nn_last_error()->message);
 
     /* Kinds come from one table: a value outside it (the retired bias-gradient and pooling
      * kinds 4 and 5 included) is refused, never taken for a neighbour. */
     for (int k = 4; k <= 5; k++) {
-        nn__cudnn_desc_conv_fwd(&d, &x, &w, NULL, &y, &c, 0);
-        d.kind = (enum nn__cudnn_graph_kind)k;
-        cr_expect_eq(nn__cudnn_graph_create(NULL, &d, &g), NN_E_INVALID_ARG);
+        nn__conv_graph_fwd(&d, &x, &w, NULL, &y, &c, 0);
+        d.op = (enum nn__conv_graph_op)k;
+        cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_INVALID_ARG);
         cr_expect(strstr(nn_last_error()->message, "unknown graph kind"), "%s",
                   nn_last_error()->message);
     }
 
     x.alignment = 12;
-    nn__cudnn_desc_conv_fwd(&d, &x, &w, NULL, &y, &c, 0);
-    cr_expect_eq(nn__cudnn_graph_create(NULL, &d, &g), NN_E_INVALID_ARG);
+    nn__conv_graph_fwd(&d, &x, &w, NULL, &y, &c, 0);
+    cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "alignment must be a power of two, got 12"), "%s",
               nn_last_error()->message);
 }
@@ -340,15 +342,16 @@ Test(cudnn_graph, read_back_tensor_and_conv_descriptors)
     nn__cudnn_BackendSetAttribute(NULL, c, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64,
                                   2, post);
     cr_assert_eq(nn__cudnn_BackendFinalize(NULL, c), NN_OK);
-    struct nn__cudnn_conv rc;
-    cr_assert_eq(nn__cudnn_read_conv(NULL, c, &rc), NN_OK);
-    cr_expect_str_eq(nn__cudnn_describe_conv(b, sizeof b, &rc),
+    struct nn__conv_graph_params rc;
+    cr_assert_eq(nn__conv_graph_read_params(NULL, c, &rc), NN_OK);
+    cr_expect_str_eq(nn__conv_graph_describe_params(b, sizeof b, &rc),
                      "conv2d stride=2x1 dilation=1x2 pad=0x1/1x0 xcorr acc=f32");
+    /* The graph layer reads back its own descriptors only; a family's (conv's, read above) it
+     * names by type. */
     cr_expect_eq(
         nn__cudnn_describe_backend(NULL, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, c, b, sizeof b),
         NN_OK);
-    cr_expect_str_eq(b, "CONVOLUTION_DESCRIPTOR conv2d stride=2x1 dilation=1x2 pad=0x1/1x0 xcorr "
-                        "acc=f32");
+    cr_expect_str_eq(b, "CONVOLUTION_DESCRIPTOR (no read-back for this type)");
     nn__cudnn_BackendDestroyDescriptor(NULL, c);
     nn__cudnn_BackendDestroyDescriptor(NULL, t);
 }
@@ -427,6 +430,14 @@ static nn_ctx *gpu_ctx(nn_math_mode math)
     return ctx;
 }
 
+/* The graph of d as the plan cache builds it: through conv's key and graph kind. */
+static nn_status graph_of(nn_ctx *ctx, const struct nn__conv_graph *d, struct nn__cudnn_graph **g)
+{
+    struct nn__plan_key k;
+    nn__conv_plan_key_of(ctx, d, 0, &k);
+    return nn__cudnn_graph_create(ctx, &nn__conv_graph_kind, &k, g);
+}
+
 static void *dev_copy(const float *h, size_t n)
 {
     void *d;
@@ -477,7 +488,7 @@ struct conv_case {
     float *x, *w, *y;
     void *dx, *dw, *dy;
     struct nn__cudnn_tensor tx, tw, ty;
-    struct nn__cudnn_conv c;
+    struct nn__conv_graph_params c;
 };
 
 static void conv_case_init(struct conv_case *cc, struct shape q)
@@ -523,14 +534,14 @@ Test(cudnn_graph, gpu_conv_forward_matches_host_and_rebuilds_bit_identical)
     ref_conv_fwd(q, cc.x, cc.w, want);
     void *y = dev_copy(NULL, ny);
 
-    struct nn__cudnn_graph_desc d;
-    nn__cudnn_desc_conv_fwd(&d, &cc.tx, &cc.tw, NULL, &cc.ty, &cc.c, 0);
+    struct nn__conv_graph d;
+    nn__conv_graph_fwd(&d, &cc.tx, &cc.tw, NULL, &cc.ty, &cc.c, 0);
     struct nn__cudnn_graph *g;
-    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(graph_of(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     struct nn__cudnn_args args = {0};
-    args.p[NN__UID_X] = cc.dx;
-    args.p[NN__UID_W] = cc.dw;
-    args.p[NN__UID_Y] = y;
+    args.p[NN__CONV_UID_X] = cc.dx;
+    args.p[NN__CONV_UID_W] = cc.dw;
+    args.p[NN__CONV_UID_Y] = y;
     void *ws;
     struct nn__cudnn_plan *p = run_graph(ctx, g, &args, &ws);
     host_copy(got, y, ny);
@@ -578,7 +589,7 @@ Test(cudnn_graph, gpu_conv_forward_matches_host_and_rebuilds_bit_identical)
     /* The same plan executed again with the same pointers (variant pack reused), then with a
      * different output buffer (variant pack rebuilt). */
     void *y2 = dev_copy(NULL, ny);
-    args.p[NN__UID_Y] = y2;
+    args.p[NN__CONV_UID_Y] = y2;
     cr_assert_eq(nn__cudnn_plan_execute(ctx, p2, &args, ws), NN_OK, "%s", nn_last_error()->message);
     cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
     host_copy(again, y2, ny);
@@ -647,10 +658,10 @@ Test(cudnn_graph, gpu_precompiled_only_candidates)
     float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
     ref_conv_fwd(q, cc.x, cc.w, want);
     void *y = dev_copy(NULL, ny);
-    struct nn__cudnn_graph_desc d;
-    nn__cudnn_desc_conv_fwd(&d, &cc.tx, &cc.tw, NULL, &cc.ty, &cc.c, 0);
+    struct nn__conv_graph d;
+    nn__conv_graph_fwd(&d, &cc.tx, &cc.tw, NULL, &cc.ty, &cc.c, 0);
     struct nn__cudnn_graph *g;
-    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(graph_of(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     struct nn__cudnn_filter f;
     nn__cudnn_filter_from_ctx(ctx, NN_DTYPE_F32, &f);
     struct nn__cudnn_plan *all[16], *pre[16];
@@ -665,9 +676,9 @@ Test(cudnn_graph, gpu_precompiled_only_candidates)
     cr_expect_geq(n_pre, 1);
     cr_expect_leq(n_pre, n_all);
     struct nn__cudnn_args args = {0};
-    args.p[NN__UID_X] = cc.dx;
-    args.p[NN__UID_W] = cc.dw;
-    args.p[NN__UID_Y] = y;
+    args.p[NN__CONV_UID_X] = cc.dx;
+    args.p[NN__CONV_UID_W] = cc.dw;
+    args.p[NN__CONV_UID_Y] = y;
     for (int i = 0; i < n_pre; i++) {
         cr_expect_eq(nn__cudnn_plan_runtime_compiled(pre[i]), 0, "engine %lld",
                      (long long)nn__cudnn_plan_choice(pre[i])->engine);
@@ -724,16 +735,16 @@ Test(cudnn_graph, gpu_conv_forward_bias_relu_fused)
     struct nn__cudnn_tensor tw = tensor_nhwc(q.k, q.c, q.r, q.s);
     struct nn__cudnn_tensor ty = tensor_nhwc(q.n, q.k, q.oh, q.ow);
     struct nn__cudnn_tensor tb = tensor_nhwc(1, q.k, 1, 1);
-    struct nn__cudnn_conv c = conv2d(1, 1, 1);
-    struct nn__cudnn_graph_desc d;
-    nn__cudnn_desc_conv_fwd(&d, &tx, &tw, &tb, &ty, &c, 1);
+    struct nn__conv_graph_params c = conv2d(1, 1, 1);
+    struct nn__conv_graph d;
+    nn__conv_graph_fwd(&d, &tx, &tw, &tb, &ty, &c, 1);
     struct nn__cudnn_graph *g;
-    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(graph_of(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     struct nn__cudnn_args args = {0};
-    args.p[NN__UID_X] = dx;
-    args.p[NN__UID_W] = dw;
-    args.p[NN__UID_B] = b;
-    args.p[NN__UID_Y] = y;
+    args.p[NN__CONV_UID_X] = dx;
+    args.p[NN__CONV_UID_W] = dw;
+    args.p[NN__CONV_UID_B] = b;
+    args.p[NN__CONV_UID_Y] = y;
     void *ws;
     struct nn__cudnn_plan *p = run_graph(ctx, g, &args, &ws);
     host_copy(got, y, ny);
@@ -767,17 +778,17 @@ Test(cudnn_graph, gpu_conv_backward_data_and_filter)
     float *want = malloc(most * sizeof(float)), *got = malloc(most * sizeof(float));
     void *gx = dev_copy(NULL, nx), *gw = dev_copy(NULL, nw);
     struct nn__cudnn_args args = {0};
-    args.p[NN__UID_X] = cc.dx;
-    args.p[NN__UID_W] = cc.dw;
-    args.p[NN__UID_DY] = cc.dy;
-    args.p[NN__UID_DX] = gx;
-    args.p[NN__UID_DW] = gw;
-    struct nn__cudnn_graph_desc d;
+    args.p[NN__CONV_UID_X] = cc.dx;
+    args.p[NN__CONV_UID_W] = cc.dw;
+    args.p[NN__CONV_UID_DY] = cc.dy;
+    args.p[NN__CONV_UID_DX] = gx;
+    args.p[NN__CONV_UID_DW] = gw;
+    struct nn__conv_graph d;
     struct nn__cudnn_graph *g;
     void *ws;
 
-    nn__cudnn_desc_conv_bwd_data(&d, &cc.ty, &cc.tw, &cc.tx, &cc.c);
-    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    nn__conv_graph_bwd_data(&d, &cc.ty, &cc.tw, &cc.tx, &cc.c);
+    cr_assert_eq(graph_of(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     struct nn__cudnn_plan *p = run_graph(ctx, g, &args, &ws);
     host_copy(got, gx, nx);
     ref_conv_bwd_data(q, cc.y, cc.w, want);
@@ -786,8 +797,8 @@ Test(cudnn_graph, gpu_conv_backward_data_and_filter)
     nn__cudnn_graph_destroy(g);
     cudaFree(ws);
 
-    nn__cudnn_desc_conv_bwd_filter(&d, &cc.tx, &cc.ty, &cc.tw, &cc.c);
-    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    nn__conv_graph_bwd_filter(&d, &cc.tx, &cc.ty, &cc.tw, &cc.c);
+    cr_assert_eq(graph_of(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     p = run_graph(ctx, g, &args, &ws);
     host_copy(got, gw, nw);
     ref_conv_bwd_filter(q, cc.x, cc.y, want);
@@ -834,21 +845,21 @@ Test(cudnn_graph, gpu_conv1d_through_the_2d_mapping)
     struct nn__cudnn_tensor tx = tensor(NN_DTYPE_F32, 3, (int64_t[]){q.n, q.c, L});
     struct nn__cudnn_tensor tw = tensor(NN_DTYPE_F32, 3, (int64_t[]){q.k, q.c, S});
     struct nn__cudnn_tensor ty = tensor(NN_DTYPE_F32, 3, (int64_t[]){q.n, q.k, ol});
-    struct nn__cudnn_conv c = {.spatial_rank = 1,
-                               .stride = {stride},
-                               .dilation = {dil},
-                               .pre_pad = {pad},
-                               .post_pad = {pad},
-                               .mode = NN__CUDNN_CROSS_CORRELATION,
-                               .compute = NN_DTYPE_F32};
-    struct nn__cudnn_graph_desc d;
-    nn__cudnn_desc_conv_fwd(&d, &tx, &tw, NULL, &ty, &c, 0);
+    struct nn__conv_graph_params c = {.spatial_rank = 1,
+                                      .stride = {stride},
+                                      .dilation = {dil},
+                                      .pre_pad = {pad},
+                                      .post_pad = {pad},
+                                      .mode = NN__CONV_GRAPH_XCORR,
+                                      .compute = NN_DTYPE_F32};
+    struct nn__conv_graph d;
+    nn__conv_graph_fwd(&d, &tx, &tw, NULL, &ty, &c, 0);
     struct nn__cudnn_graph *g;
-    cr_assert_eq(nn__cudnn_graph_create(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(graph_of(ctx, &d, &g), NN_OK, "%s", nn_last_error()->message);
     struct nn__cudnn_args args = {0};
-    args.p[NN__UID_X] = dx;
-    args.p[NN__UID_W] = dw;
-    args.p[NN__UID_Y] = dy;
+    args.p[NN__CONV_UID_X] = dx;
+    args.p[NN__CONV_UID_W] = dw;
+    args.p[NN__CONV_UID_Y] = dy;
     void *ws;
     struct nn__cudnn_plan *p = run_graph(ctx, g, &args, &ws);
     host_copy(got, dy, ny);

@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "cudnn/cudnn_ctx.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "gpu.h"
 #include "plan_fixtures.h"
@@ -53,13 +54,13 @@ static void insert(struct nn__cache *c, int seed)
     char json[64];
     struct nn__plan_key k = fx_key(seed);
     struct nn__plan_record r = fx_record(seed, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(seed)), NN_OK);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(seed)), NN_OK);
 }
 
 static void *lookup(struct nn__cache *c, int seed)
 {
     struct nn__plan_key k = fx_key(seed);
-    return nn__plan_cache_lookup(c, &k, NULL);
+    return nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ Test(plan_cache, hit_returns_the_stored_plan_and_record)
     insert(c, 1);
     const struct nn__plan_record *rec = NULL;
     struct nn__plan_key k = fx_key(1);
-    void *p = nn__plan_cache_lookup(c, &k, &rec);
+    void *p = nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &rec);
     cr_assert_eq(p, &plan_ids[1]);
     char json[64];
     struct nn__plan_record want = fx_record(1, json);
@@ -218,7 +219,7 @@ Test(plan_cache, hit_returns_the_stored_plan_and_record)
     cr_expect_eq(rec->json[rec->json_len], '\0');
     cr_expect_neq(rec->json, json, "the record's JSON must be the cache's copy");
     k = fx_key(2);
-    cr_expect_null(nn__plan_cache_lookup(c, &k, &rec));
+    cr_expect_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &rec));
     cr_expect_null(rec);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
@@ -256,7 +257,7 @@ Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
     cr_expect_eq(nn__cache_known_count(c), 3);
     char json[64];
     struct nn__plan_key k2 = fx_key(2);
-    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, &k2);
+    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2);
     struct nn__plan_record want = fx_record(2, json);
     cr_assert_not_null(known);
     cr_expect(fx_record_equal(known, &want));
@@ -265,19 +266,20 @@ Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
     nn_plan_cache_stats before, after;
     nn__cache_get_stats(c, &before);
     struct nn__plan_key k5 = fx_key(5);
-    cr_expect_eq(nn__plan_cache_is_live(c, &k5), 1);
-    cr_expect_eq(nn__plan_cache_is_live(c, &k2), 0, "known, not live");
+    cr_expect_eq(nn__plan_cache_is_live(c, NN__PLAN_KIND_ID, &k5), 1);
+    cr_expect_eq(nn__plan_cache_is_live(c, NN__PLAN_KIND_ID, &k2), 0, "known, not live");
     nn__cache_get_stats(c, &after);
     cr_expect_eq(after.hits + after.misses, before.hits + before.misses);
 
     /* Re-inserting a known key makes it live again and removes the known copy; the record
      * given may be that known record itself (as prebuilding does). */
-    cr_assert_eq(
-        nn__plan_cache_insert(NULL, c, &k2, nn__plan_cache_lookup_known(c, &k2), fake_plan(2)),
-        NN_OK); /* evicts 1 */
-    cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k2,
+                                       nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2),
+                                       fake_plan(2)),
+                 NN_OK); /* evicts 1 */
+    cr_expect_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
     const struct nn__plan_record *live = NULL;
-    cr_expect_not_null(nn__plan_cache_lookup(c, &k2, &live));
+    cr_expect_not_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k2, &live));
     cr_expect(live && fx_record_equal(live, &want), "the known record, JSON included, went live");
     cr_expect_eq(destroyed[1], 1);
     nn_plan_cache_stats st;
@@ -312,11 +314,11 @@ Test(plan_cache, insert_of_equal_key_replaces_and_destroys_old_plan)
     char json[64];
     struct nn__plan_key k = fx_key(1);
     struct nn__plan_record r = fx_record(9, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(9)), NN_OK);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(9)), NN_OK);
     cr_expect_eq(destroyed[1], 1);
     cr_expect_eq(nn__cache_size(c), 1);
     const struct nn__plan_record *got;
-    cr_expect_eq(nn__plan_cache_lookup(c, &k, &got), &plan_ids[9]);
+    cr_expect_eq(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &got), &plan_ids[9]);
     cr_expect_eq(got->tuned.engine, r.tuned.engine);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
@@ -332,34 +334,41 @@ Test(plan_cache, invalid_records_are_refused_and_plan_stays_callers)
     struct nn__plan_key k = fx_key(1);
     struct nn__plan_record r = fx_record(1, json);
     r.tuned.knob_count = NN__PLAN_KNOBS_MAX + 1;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "knob count"));
     r = fx_record(1, json);
     r.time_us = -2;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     r = fx_record(1, json);
     r.json_len = NN__PLAN_JSON_MAX + 1;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     r = fx_record(1, json);
     r.build_ms = -0.5;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "build_ms"));
     r = fx_record(1, json);
     r.quick.engine = -2;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "quick engine"));
     r = fx_record(1, json);
     r.quick.engine = 3;
     r.quick.knob_count = NN__PLAN_KNOBS_MAX + 1;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "quick knob count"));
     r = fx_record(1, json);
     r.quick.engine = -1;
     r.quick.knob_count = 2;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(1)), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+                 NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "without a quick engine"));
     r = fx_record(1, json);
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, &k, &r, NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, NULL), NN_E_INVALID_ARG);
     cr_expect_eq(nn__cache_size(c), 0);
     nn__cache_destroy(c);
     cr_expect_eq(destroyed_total, 0);
@@ -374,7 +383,8 @@ Test(plan_cache, replace_live_keeps_the_entry)
     insert(c, 1);
     insert(c, 2); /* 2 is now the most recently used */
     struct nn__plan_key k1 = fx_key(1), k9 = fx_key(9);
-    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, &k1, fake_plan(11), NULL), NN_OK);
+    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k1, fake_plan(11), NULL),
+                 NN_OK);
     cr_expect_eq(destroyed[1], 1);
     cr_expect_eq(destroyed_total, 1);
     nn_plan_cache_stats st;
@@ -383,22 +393,24 @@ Test(plan_cache, replace_live_keeps_the_entry)
     insert(c, 3); /* evicts the least recently used: still 1 (now plan 11) */
     cr_expect_eq(destroyed[11], 1);
     cr_expect_not_null(lookup(c, 2));
-    cr_expect_null(nn__plan_cache_lookup(c, &k1, NULL));
+    cr_expect_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k1, NULL));
     /* No live entry: refused, the plan stays the caller's. */
-    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, &k9, fake_plan(12), NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k9, fake_plan(12), NULL),
+                 NN_E_INVALID_ARG);
     cr_expect_eq(destroyed[12], 0);
     /* A new record with the same plan (NULL): the record changes, the plan does not. */
     char json[64];
     struct nn__plan_key k3 = fx_key(3);
     struct nn__plan_record r = fx_record(8, json);
-    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, &k3, NULL, &r), NN_OK);
+    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k3, NULL, &r), NN_OK);
     const struct nn__plan_record *got = NULL;
-    cr_expect_eq(nn__plan_cache_lookup(c, &k3, &got), fake_plan(3));
+    cr_expect_eq(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k3, &got), fake_plan(3));
     cr_assert_not_null(got);
     cr_expect(fx_record_equal(got, &r));
     cr_expect_eq(destroyed[3], 0);
     r.quick.engine = -2;
-    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, &k3, NULL, &r), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k3, NULL, &r),
+                 NN_E_INVALID_ARG);
     nn__cache_destroy(c);
     cr_expect_eq(destroyed[3], 1);
 }
@@ -410,13 +422,14 @@ Test(plan_cache, note_build_ms_keeps_the_slowest)
     insert(c, 1);
     struct nn__plan_key k = fx_key(1), other = fx_key(2);
     const struct nn__plan_record *r = NULL;
-    nn__plan_cache_note_build_ms(c, &k, 40.5);
-    cr_assert_not_null(nn__plan_cache_lookup(c, &k, &r));
+    nn__plan_cache_note_build_ms(c, NN__PLAN_KIND_ID, &k, 40.5);
+    cr_assert_not_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &r));
     cr_expect_eq(r->build_ms, 40.5);
-    nn__plan_cache_note_build_ms(c, &k, 0.2);
-    nn__plan_cache_lookup(c, &k, &r);
+    nn__plan_cache_note_build_ms(c, NN__PLAN_KIND_ID, &k, 0.2);
+    nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &r);
     cr_expect_eq(r->build_ms, 40.5);
-    nn__plan_cache_note_build_ms(c, &other, 1.0); /* no live entry: nothing happens */
+    nn__plan_cache_note_build_ms(c, NN__PLAN_KIND_ID, &other,
+                                 1.0); /* no live entry: nothing happens */
     cr_expect_eq(nn__cache_size(c), 1);
     nn__cache_destroy(c);
 }
@@ -480,15 +493,15 @@ Test(plan_cache, known_records_lookup_drop_and_clear)
     for (int s = 1; s <= 3; s++) {
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
     }
     /* A known record is not a live plan: lookup misses. */
     cr_expect_null(lookup(c, 2));
     struct nn__plan_key k2 = fx_key(2);
-    cr_assert_not_null(nn__plan_cache_lookup_known(c, &k2));
-    cr_expect_eq(nn__plan_cache_drop_known(c, &k2), 1);
-    cr_expect_eq(nn__plan_cache_drop_known(c, &k2), 0);
-    cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
+    cr_assert_not_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
+    cr_expect_eq(nn__plan_cache_drop_known(c, NN__PLAN_KIND_ID, &k2), 1);
+    cr_expect_eq(nn__plan_cache_drop_known(c, NN__PLAN_KIND_ID, &k2), 0);
+    cr_expect_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
     insert(c, 7);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
@@ -505,8 +518,9 @@ Test(plan_cache, known_records_lookup_drop_and_clear)
     cr_expect_eq(destroyed_total, 1);
 }
 
-static int visit_collect(void *arg, const struct nn__plan_key *k, const struct nn__plan_record *r)
+static int visit_collect(void *arg, const void *key, const struct nn__plan_record *r)
 {
+    const struct nn__plan_key *k = key;
     int *out = arg;
     (void)r;
     out[++out[0]] = (int)k->t[0].dims[0] - 1; /* the seed */
@@ -519,12 +533,12 @@ Test(plan_cache, visit_yields_live_mru_first_then_known_oldest_first)
     char json[64];
     struct nn__plan_key k = fx_key(10);
     struct nn__plan_record r = fx_record(10, json);
-    cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
     insert(c, 1);
     insert(c, 2);
     insert(c, 3); /* evicts 1 into the known records */
     int seen[8] = {0};
-    cr_expect_eq(nn__plan_cache_visit(c, visit_collect, seen), 0);
+    cr_expect_eq(nn__plan_cache_visit(c, NN__PLAN_KIND_ID, visit_collect, seen), 0);
     cr_assert_eq(seen[0], 4);
     cr_expect_eq(seen[1], 3);
     cr_expect_eq(seen[2], 2);
@@ -581,7 +595,7 @@ Test(plan_cache, allocation_failures_change_nothing)
     int failures = 0;
     for (long n = 1;; n++) {
         nn__host_alloc_fail_at(n);
-        nn_status st = nn__plan_cache_insert(NULL, c, &k, &r, fake_plan(3));
+        nn_status st = nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(3));
         nn__host_alloc_fail_at(0);
         if (st == NN_OK) break;
         failures++;
@@ -689,7 +703,9 @@ Test(plan_cache_gpu, settings_file_round_trip_through_contexts)
     for (int s = 1; s <= 5; s++) {
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, nn__cudnn_plan_cache(a), &k, &r), NN_OK);
+        cr_assert_eq(
+            nn__plan_cache_add_known(NULL, nn__cudnn_plan_cache(a), NN__PLAN_KIND_ID, &k, &r),
+            NN_OK);
     }
     nn_ctx_destroy(a);
     cr_assert_eq(access(path, R_OK), 0, "destroy must have saved %s", path);
@@ -702,7 +718,8 @@ Test(plan_cache_gpu, settings_file_round_trip_through_contexts)
     cr_expect_eq(st.known_records, 5);
     struct nn__plan_key k3 = fx_key(3);
     struct nn__plan_record want = fx_record(3, json);
-    const struct nn__plan_record *got = nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), &k3);
+    const struct nn__plan_record *got =
+        nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), NN__PLAN_KIND_ID, &k3);
     cr_assert_not_null(got);
     cr_expect(fx_record_equal(got, &want));
 

@@ -13,6 +13,7 @@
 #include "nnprim/nnprim.h"
 
 #include "core/alloc.h"
+#include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #include "plan_fixtures.h"
 
@@ -34,12 +35,12 @@ static struct nn__cache *filled_cache(int first, int live, int known)
     for (int s = first; s < first + live; s++) {
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_insert(NULL, c, &k, &r, &plan_token), NN_OK);
+        cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, &plan_token), NN_OK);
     }
     for (int s = first + live; s < first + live + known; s++) {
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
     }
     return c;
 }
@@ -72,7 +73,7 @@ static void expect_known_seeds(const struct nn__cache *c, int first, int n)
     for (int s = first; s < first + n; s++) {
         struct nn__plan_key k = fx_key(s);
         struct nn__plan_record want = fx_record(s, json);
-        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, &k);
+        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
         cr_assert_not_null(got, "seed %d missing", s);
         cr_expect(fx_record_equal(got, &want), "seed %d differs", s);
         cr_expect_eq(got->json[got->json_len], '\0');
@@ -204,16 +205,16 @@ Test(plan_file, loading_merges_into_known_records_and_live_plans_win)
     /* Seed 2 is live with another record; seed 9 is a known record already. */
     struct nn__plan_key k2 = fx_key(2), k9 = fx_key(9);
     struct nn__plan_record r = fx_record(30, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, &k2, &r, &plan_token), NN_OK);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k2, &r, &plan_token), NN_OK);
     r = fx_record(9, json);
-    cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k9, &r), NN_OK);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k9, &r), NN_OK);
     cr_assert_eq(decode(c, buf, len), NN_OK);
     cr_expect_eq(nn__cache_known_count(c), 4, "seeds 1, 3, 4 and 9");
-    cr_expect_null(nn__plan_cache_lookup_known(c, &k2));
+    cr_expect_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
     const struct nn__plan_record *live;
-    cr_expect_eq(nn__plan_cache_lookup(c, &k2, &live), &plan_token);
+    cr_expect_eq(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k2, &live), &plan_token);
     cr_expect_eq(live->workspace, fx_record(30, json).workspace, "the live record is kept");
-    cr_expect_not_null(nn__plan_cache_lookup_known(c, &k9));
+    cr_expect_not_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k9));
     nn__host_free(buf);
     nn__cache_destroy(c);
     nn__cache_destroy(file_cache);
@@ -518,7 +519,7 @@ static void encode_v1(int first, int n, unsigned char **buf, size_t *len)
         struct nn__plan_record r = fx_record(s, json);
         r.quick.engine = -1;
         r.quick.knob_count = 0;
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
     }
     size_t v2_len;
     encode_v2(c, buf, &v2_len);
@@ -539,7 +540,7 @@ static void expect_v1_seeds(const struct nn__cache *c, int first, int n)
         want.build_ms = -1;
         want.quick.engine = -1;
         want.quick.knob_count = 0;
-        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, &k);
+        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
         cr_assert_not_null(got, "seed %d missing", s);
         cr_expect(fx_record_equal(got, &want), "seed %d differs", s);
         cr_expect_eq(got->build_ms, -1.0, "seed %d", s);
@@ -674,7 +675,7 @@ Test(plan_file, concurrent_saves_leave_one_complete_file)
             for (int s = 100 * w; s < 100 * w + PER; s++) {
                 struct nn__plan_key k = fx_key(s);
                 struct nn__plan_record r = fx_record(s, json);
-                if (nn__plan_cache_add_known(NULL, c, &k, &r) != NN_OK) _exit(3);
+                if (nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r) != NN_OK) _exit(3);
             }
             for (int i = 0; i < ROUNDS; i++)
                 if (nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu) != NN_OK) _exit(4);
@@ -695,7 +696,7 @@ Test(plan_file, concurrent_saves_leave_one_complete_file)
     int writer = -1;
     for (int w = 0; w < WRITERS; w++) {
         struct nn__plan_key k = fx_key(100 * w);
-        if (nn__plan_cache_lookup_known(c, &k)) writer = w;
+        if (nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k)) writer = w;
     }
     cr_assert_neq(writer, -1, "the file holds none of the writers' records");
     expect_known_seeds(c, 100 * writer, PER);
@@ -779,9 +780,9 @@ Test(plan_file, corpus_replays_without_crashing)
     cr_expect_geq(loaded, 1, "no corpus file loads: the seeds are missing");
 }
 
-static int expect_v1_defaults(void *arg, const struct nn__plan_key *k,
-                              const struct nn__plan_record *r)
+static int expect_v1_defaults(void *arg, const void *key, const struct nn__plan_record *r)
 {
+    const struct nn__plan_key *k = key;
     (void)k;
     int *n = arg;
     cr_expect_eq(r->build_ms, -1.0);
@@ -807,7 +808,7 @@ Test(plan_file, corpus_version_1_seed_loads_with_defaults)
     cr_assert_eq(nn__plan_file_load(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
                  nn_last_error()->message);
     int n = 0;
-    nn__plan_cache_visit(c, expect_v1_defaults, &n);
+    nn__plan_cache_visit(c, NN__PLAN_KIND_ID, expect_v1_defaults, &n);
     /* Seeds 10..21 cycle through the six op kinds: the four pooling records are skipped. */
     cr_expect_eq(n, 8, "seed-every-op holds seeds 10..21, 8 of them convolutions");
     nn_plan_cache_stats st;

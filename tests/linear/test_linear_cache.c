@@ -1,17 +1,17 @@
 /* The linear family's cache kind ("linear matmul", id 6) is well formed: a cache takes it beside
- * the graph plans, keys round-trip through the field lists, and range checks refuse bad records
+ * conv's graph plans, keys round-trip through the field lists, and range checks refuse bad records
  * read from files. Runs without a GPU (nothing here calls cuBLASLt). */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "cudnn/cache.h"
-#include "cudnn/plan_get_cudnn.h"
+#include "conv/conv_graph_cudnn.h"
 #include "linear/linear_internal.h"
 
 Test(linear_cache, kind_is_accepted_and_round_trips)
 {
-    const struct nn__cache_kind *const table[] = {&nn__cudnn_graph_plan_kind,
+    const struct nn__cache_kind *const table[] = {&nn__conv_plan_kind,
                                                   &nn__linear_matmul_kind};
     struct nn__cache *c = NULL;
     cr_assert_eq(nn__cache_create(NULL, table, 2, 4, &c), NN_OK, "%s", nn_last_error()->message);

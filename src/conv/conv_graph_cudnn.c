@@ -1,0 +1,591 @@
+/* Convolution as cuDNN graphs; see conv_graph_cudnn.h. Attribute names and types follow the
+ * cuDNN 9 backend API reference (cudnn_graph_v9.h and NVIDIA's backend descriptor
+ * documentation). */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conv/conv_graph_cudnn.h"
+#include "core/error.h"
+#include "cudnn/bindings_cudnn.h"
+#include "cudnn/describe_cudnn.h"
+
+#define SET(ctx, d, attr, type, n, ptr)                                                            \
+    nn__cudnn_BackendSetAttribute((ctx), (d), (attr), (type), (int64_t)(n), (ptr))
+
+/* The table of graph ops: each op's name and the tensors it takes (bit 1 << uid). Looked up by
+ * value, never by range, so a new op is described here or nowhere. */
+struct op_info {
+    enum nn__conv_graph_op op;
+    const char *name;  /* as nn__conv_graph_describe prints it */
+    unsigned uses;     /* tensors the op must have */
+    unsigned optional; /* tensors it may have (the forward's fused bias) */
+};
+
+/* The op's entry, or NULL for a value that is no op. */
+static const struct op_info *op_info(enum nn__conv_graph_op op)
+{
+    static const struct op_info table[] = {
+        {NN__CONV_GRAPH_FWD, "conv_fwd",
+         NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
+             NN__CONV_UID_BIT(NN__CONV_UID_Y),
+         NN__CONV_UID_BIT(NN__CONV_UID_B)},
+        {NN__CONV_GRAPH_BWD_DATA, "conv_bwd_data",
+         NN__CONV_UID_BIT(NN__CONV_UID_DY) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
+             NN__CONV_UID_BIT(NN__CONV_UID_DX),
+         0},
+        {NN__CONV_GRAPH_BWD_FILTER, "conv_bwd_filter",
+         NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_DY) |
+             NN__CONV_UID_BIT(NN__CONV_UID_DW),
+         0},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].op == op) return &table[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Descriptions and their checks
+ */
+
+static void graph_init(struct nn__conv_graph *d, enum nn__conv_graph_op op)
+{
+    memset(d, 0, sizeof *d);
+    d->op = op;
+    d->alpha = 1.0;
+}
+
+void nn__conv_graph_fwd(struct nn__conv_graph *d, const struct nn__cudnn_tensor *x,
+                        const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *b,
+                        const struct nn__cudnn_tensor *y, const struct nn__conv_graph_params *c,
+                        int relu)
+{
+    graph_init(d, NN__CONV_GRAPH_FWD);
+    d->t[NN__CONV_UID_X] = *x;
+    d->t[NN__CONV_UID_W] = *w;
+    if (b) d->t[NN__CONV_UID_B] = *b;
+    d->t[NN__CONV_UID_Y] = *y;
+    d->conv = *c;
+    d->relu = relu;
+}
+
+void nn__conv_graph_bwd_data(struct nn__conv_graph *d, const struct nn__cudnn_tensor *dy,
+                             const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *dx,
+                             const struct nn__conv_graph_params *c)
+{
+    graph_init(d, NN__CONV_GRAPH_BWD_DATA);
+    d->t[NN__CONV_UID_DY] = *dy;
+    d->t[NN__CONV_UID_W] = *w;
+    d->t[NN__CONV_UID_DX] = *dx;
+    d->conv = *c;
+}
+
+void nn__conv_graph_bwd_filter(struct nn__conv_graph *d, const struct nn__cudnn_tensor *x,
+                               const struct nn__cudnn_tensor *dy, const struct nn__cudnn_tensor *dw,
+                               const struct nn__conv_graph_params *c)
+{
+    graph_init(d, NN__CONV_GRAPH_BWD_FILTER);
+    d->t[NN__CONV_UID_X] = *x;
+    d->t[NN__CONV_UID_DY] = *dy;
+    d->t[NN__CONV_UID_DW] = *dw;
+    d->conv = *c;
+}
+
+static const char *uid_name(int uid)
+{
+    static const char *const names[NN__CONV_UID_END] = {"?",  "x",  "w",  "y", "b",
+                                                        "dx", "dw", "dy", "db"};
+    return uid > 0 && uid < NN__CONV_UID_END ? names[uid] : "?";
+}
+
+static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, const int64_t *a,
+                               int64_t min)
+{
+    for (int i = 0; i < rank; i++)
+        if (a[i] < min)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: %s[%d] must be >= %lld, got %lld",
+                            what, i, (long long)min, (long long)a[i]);
+    return NN_OK;
+}
+
+nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *d)
+{
+    const struct op_info *kind = op_info(d->op);
+    if (!kind)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->op);
+    int srank = d->conv.spatial_rank;
+    if (srank < 1 || srank > NN__CONV_GRAPH_SPATIAL_MAX)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: spatial rank must be 1..%d, got %d",
+                        NN__CONV_GRAPH_SPATIAL_MAX, srank);
+    nn_dtype dtype = 0;
+    for (int u = 1; u < NN__CONV_UID_END; u++) {
+        const struct nn__cudnn_tensor *t = &d->t[u];
+        unsigned bit = NN__CONV_UID_BIT(u);
+        int used = (kind->uses & bit) || ((kind->optional & bit) && t->rank > 0);
+        if (!used) {
+            if (t->rank != 0)
+                return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                                "graph_cudnn: tensor %s is not used by this graph kind, but has "
+                                "rank %d (expected 0)",
+                                uid_name(u), t->rank);
+            continue;
+        }
+        int want = 2 + srank;
+        if (t->rank < 3 || t->rank > 5 || t->rank != want)
+            return NN__FAIL(
+                ctx, NN_E_INVALID_ARG,
+                "graph_cudnn: tensor %s must have rank %d (N, C and %d spatial), got %d",
+                uid_name(u), want < 3 ? 3 : want, srank, t->rank);
+        if (nn__cudnn_data_type(t->dtype) == (cudnnDataType_t)-1)
+            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: tensor %s has invalid dtype %d",
+                            uid_name(u), (int)t->dtype);
+        if (dtype && t->dtype != dtype)
+            return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: tensor %s is %s, other tensors are %s",
+                            uid_name(u), nn_dtype_name(t->dtype), nn_dtype_name(dtype));
+        dtype = t->dtype;
+        if (t->alignment < 1 || (t->alignment & (t->alignment - 1)))
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "graph_cudnn: tensor %s alignment must be a power of two, got %lld",
+                            uid_name(u), (long long)t->alignment);
+        NN__TRY(check_spatial(ctx, "dims", t->rank, t->dims, 1));
+        NN__TRY(check_spatial(ctx, "strides", t->rank, t->strides, 1));
+    }
+    nn_dtype compute = d->conv.compute;
+    if (compute != NN_DTYPE_F32 && compute != NN_DTYPE_F64)
+        return NN__FAIL(ctx, NN_E_DTYPE, "graph_cudnn: compute type must be f32 or f64, got %s",
+                        nn_dtype_name(compute));
+    const struct nn__conv_graph_params *c = &d->conv;
+    NN__TRY(check_spatial(ctx, "conv.stride", srank, c->stride, 1));
+    NN__TRY(check_spatial(ctx, "conv.dilation", srank, c->dilation, 1));
+    NN__TRY(check_spatial(ctx, "conv.pre_pad", srank, c->pre_pad, 0));
+    NN__TRY(check_spatial(ctx, "conv.post_pad", srank, c->post_pad, 0));
+    return NN_OK;
+}
+
+static void shift_in(int64_t *a, int64_t lead)
+{
+    a[1] = a[0];
+    a[0] = lead;
+}
+
+void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c)
+{
+    if (c->spatial_rank != 1) return;
+    shift_in(c->stride, 1);
+    shift_in(c->dilation, 1);
+    shift_in(c->pre_pad, 0);
+    shift_in(c->post_pad, 0);
+    c->spatial_rank = 2;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys
+ */
+
+static enum nn__op_kind op_of(enum nn__conv_graph_op k)
+{
+    switch (k) {
+    case NN__CONV_GRAPH_FWD: return NN__OP_CONV_FWD;
+    case NN__CONV_GRAPH_BWD_DATA: return NN__OP_CONV_BWD_DATA;
+    case NN__CONV_GRAPH_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
+    }
+    return NN__OP_NONE;
+}
+
+void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph *d, int32_t flags,
+                          struct nn__plan_key *k)
+{
+    nn__plan_key_init(k);
+    k->op = op_of(d->op);
+    k->compute = d->conv.compute;
+    if (!k->compute) k->compute = NN_DTYPE_F32;
+    struct nn__cache_settings s;
+    nn__cache_settings_fill(ctx, &s);
+    k->math_mode = s.math_mode;
+    k->deterministic = s.deterministic;
+    k->workspace_cap = s.workspace_cap;
+    /* Key slot i holds uid i + 1 (plan_cache.h). */
+    for (int u = 1; u < NN__CONV_UID_END && u - 1 < NN__KEY_OPERANDS; u++) {
+        const struct nn__cudnn_tensor *t = &d->t[u];
+        struct nn__key_tensor *kt = &k->t[u - 1];
+        if (!t->rank) continue;
+        kt->rank = t->rank;
+        kt->dtype = t->dtype;
+        kt->alignment = t->alignment;
+        /* A rank the key cannot hold is a graph that nn__conv_graph_check refuses (3..5). */
+        for (int i = 0; i < t->rank && i < NN__KEY_RANK_MAX; i++) {
+            kt->dims[i] = t->dims[i];
+            kt->strides[i] = t->strides[i];
+        }
+    }
+    struct nn__key_params *p = &k->p;
+    p->spatial_rank = d->conv.spatial_rank;
+    for (int i = 0; i < d->conv.spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
+        p->stride[i] = d->conv.stride[i];
+        p->dilation[i] = d->conv.dilation[i];
+        p->pad_lo[i] = d->conv.pre_pad[i];
+        p->pad_hi[i] = d->conv.post_pad[i];
+    }
+    /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
+    const struct nn__cudnn_tensor *x =
+        d->t[NN__CONV_UID_X].rank ? &d->t[NN__CONV_UID_X] : &d->t[NN__CONV_UID_DX];
+    const struct nn__cudnn_tensor *w =
+        d->t[NN__CONV_UID_W].rank ? &d->t[NN__CONV_UID_W] : &d->t[NN__CONV_UID_DW];
+    p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
+    p->mode = d->conv.mode;
+    p->activation = d->relu ? 1 : 0;
+    p->flags = flags;
+    p->alpha = d->alpha;
+    p->beta = d->beta;
+}
+
+static enum nn__conv_graph_op graph_op_of(int32_t op)
+{
+    switch (op) {
+    case NN__OP_CONV_FWD: return NN__CONV_GRAPH_FWD;
+    case NN__OP_CONV_BWD_DATA: return NN__CONV_GRAPH_BWD_DATA;
+    case NN__OP_CONV_BWD_FILTER: return NN__CONV_GRAPH_BWD_FILTER;
+    }
+    return 0;
+}
+
+int nn__conv_graph_of_key(const struct nn__plan_key *k, struct nn__conv_graph *d)
+{
+    memset(d, 0, sizeof *d);
+    d->op = graph_op_of(k->op);
+    if (!d->op) return -1;
+    for (int u = 1; u < NN__CONV_UID_END && u - 1 < NN__KEY_OPERANDS; u++) {
+        const struct nn__key_tensor *kt = &k->t[u - 1];
+        struct nn__cudnn_tensor *t = &d->t[u];
+        if (!kt->rank) continue;
+        t->rank = kt->rank;
+        t->dtype = (nn_dtype)kt->dtype;
+        t->alignment = kt->alignment;
+        for (int i = 0; i < kt->rank; i++) {
+            t->dims[i] = kt->dims[i];
+            t->strides[i] = kt->strides[i];
+        }
+    }
+    const struct nn__key_params *p = &k->p;
+    d->conv.spatial_rank = p->spatial_rank;
+    for (int i = 0; i < p->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
+        d->conv.stride[i] = p->stride[i];
+        d->conv.dilation[i] = p->dilation[i];
+        d->conv.pre_pad[i] = p->pad_lo[i];
+        d->conv.post_pad[i] = p->pad_hi[i];
+    }
+    d->conv.mode = (enum nn__conv_graph_mode)p->mode;
+    d->conv.compute = (nn_dtype)k->compute;
+    d->relu = p->activation != 0;
+    d->alpha = p->alpha;
+    d->beta = p->beta;
+    if (p->flags & NN__CONV_KEY_PLAIN) {
+        memset(&d->t[NN__CONV_UID_B], 0, sizeof d->t[NN__CONV_UID_B]);
+        d->relu = 0;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs
+ */
+
+static nn_status make_conv(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                           const struct nn__conv_graph_params *c, cudnnBackendDescriptor_t *out)
+{
+    cudnnBackendDescriptor_t d;
+    NN__TRY(nn__cudnn_graph_new_desc(ctx, g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &d));
+    cudnnDataType_t ct = nn__cudnn_data_type(c->compute);
+    cudnnConvolutionMode_t mode =
+        c->mode == NN__CONV_GRAPH_CONVOLUTION ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+    int64_t n = c->spatial_rank;
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, n, c->dilation));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, n, c->stride));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, n, c->pre_pad));
+    NN__TRY(SET(ctx, d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, n, c->post_pad));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *out = d;
+    return NN_OK;
+}
+
+/* One convolution operation. Its three tensor attributes and alpha/beta differ by direction. */
+struct conv_op_attrs {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t a, b, out, conv, alpha, beta;
+};
+
+static const struct conv_op_attrs conv_fwd_attrs = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+static const struct conv_op_attrs conv_bwd_data_attrs = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+static const struct conv_op_attrs conv_bwd_filter_attrs = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+
+static nn_status make_conv_op(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                              const struct conv_op_attrs *at, cudnnBackendDescriptor_t a,
+                              cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out,
+                              cudnnBackendDescriptor_t conv, nn_dtype compute, double alpha,
+                              double beta, cudnnBackendDescriptor_t *op)
+{
+    cudnnBackendDescriptor_t d;
+    NN__TRY(nn__cudnn_graph_new_desc(ctx, g, at->type, &d));
+    NN__TRY(SET(ctx, d, at->a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
+    NN__TRY(SET(ctx, d, at->b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    NN__TRY(SET(ctx, d, at->out, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out));
+    NN__TRY(SET(ctx, d, at->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+    NN__TRY(nn__cudnn_set_scalar(ctx, d, at->alpha, compute, alpha));
+    NN__TRY(nn__cudnn_set_scalar(ctx, d, at->beta, compute, beta));
+    NN__TRY(nn__cudnn_BackendFinalize(ctx, d));
+    *op = d;
+    return NN_OK;
+}
+
+/* The ops of each kind, on tensors already mapped to 2-D where needed. */
+static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
+                           const struct nn__conv_graph *m, cudnnBackendDescriptor_t *ops,
+                           int *n_ops)
+{
+    cudnnBackendDescriptor_t t[NN__CONV_UID_END] = {0};
+    for (int u = 1; u < NN__CONV_UID_END; u++)
+        if (m->t[u].rank) NN__TRY(nn__cudnn_graph_tensor(ctx, g, &m->t[u], u, &t[u]));
+    *n_ops = 0;
+    cudnnBackendDescriptor_t cd;
+    switch (m->op) {
+    case NN__CONV_GRAPH_FWD: {
+        nn_dtype ct = m->conv.compute;
+        int fused = m->t[NN__CONV_UID_B].rank > 0 || m->relu;
+        cudnnBackendDescriptor_t conv_out = t[NN__CONV_UID_Y];
+        if (fused)
+            NN__TRY(nn__cudnn_graph_virtual(ctx, g, &m->t[NN__CONV_UID_Y], ct,
+                                            NN__CONV_UID_VIRTUAL_CONV, &conv_out));
+        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
+        NN__TRY(make_conv_op(ctx, g, &conv_fwd_attrs, t[NN__CONV_UID_X], t[NN__CONV_UID_W],
+                             conv_out, cd, ct, fused ? 1.0 : m->alpha, fused ? 0.0 : m->beta,
+                             &ops[(*n_ops)++]));
+        cudnnBackendDescriptor_t cur = conv_out;
+        if (m->t[NN__CONV_UID_B].rank) {
+            cudnnBackendDescriptor_t out = t[NN__CONV_UID_Y];
+            if (m->relu)
+                NN__TRY(nn__cudnn_graph_virtual(ctx, g, &m->t[NN__CONV_UID_Y], ct,
+                                                NN__CONV_UID_VIRTUAL_BIAS, &out));
+            NN__TRY(nn__cudnn_graph_pointwise(ctx, g, CUDNN_POINTWISE_ADD, ct, cur,
+                                              t[NN__CONV_UID_B], out, &ops[(*n_ops)++]));
+            cur = out;
+        }
+        if (m->relu)
+            NN__TRY(nn__cudnn_graph_pointwise(ctx, g, CUDNN_POINTWISE_RELU_FWD, ct, cur, NULL,
+                                              t[NN__CONV_UID_Y], &ops[(*n_ops)++]));
+        return NN_OK;
+    }
+    case NN__CONV_GRAPH_BWD_DATA:
+        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
+        return make_conv_op(ctx, g, &conv_bwd_data_attrs, t[NN__CONV_UID_DY], t[NN__CONV_UID_W],
+                            t[NN__CONV_UID_DX], cd, m->conv.compute, m->alpha, m->beta,
+                            &ops[(*n_ops)++]);
+    case NN__CONV_GRAPH_BWD_FILTER:
+        NN__TRY(make_conv(ctx, g, &m->conv, &cd));
+        return make_conv_op(ctx, g, &conv_bwd_filter_attrs, t[NN__CONV_UID_X], t[NN__CONV_UID_DY],
+                            t[NN__CONV_UID_DW], cd, m->conv.compute, m->alpha, m->beta,
+                            &ops[(*n_ops)++]);
+    }
+    return NN__FAIL(ctx, NN_E_INTERNAL, "graph_cudnn: unknown graph kind %d", (int)m->op);
+}
+
+/* The description with tensors and parameters as cuDNN gets them: 1-D as 2-D. */
+static nn_status map_to_2d(const struct nn__conv_graph *d, struct nn__conv_graph *m)
+{
+    *m = *d;
+    if (d->conv.spatial_rank != 1) return NN_OK;
+    for (int u = 1; u < NN__CONV_UID_END; u++)
+        if (m->t[u].rank) NN__TRY(nn__cudnn_tensor_insert_unit_dim(&m->t[u], 2));
+    nn__conv_graph_params_to_2d(&m->conv);
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Text and read-back
+ */
+
+struct out {
+    char *buf;
+    size_t cap, n;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
+{
+    if (o->cap == 0 || o->n >= o->cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->n, o->cap - o->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) o->n += (size_t)k;
+    if (o->n > o->cap - 1) o->n = o->cap - 1;
+}
+
+static struct out out_init(char *buf, size_t cap)
+{
+    if (cap) buf[0] = '\0';
+    return (struct out){buf, cap, 0};
+}
+
+static void put_list(struct out *o, const int64_t *a, int n, const char *sep)
+{
+    for (int i = 0; i < n; i++)
+        put(o, "%s%lld", i ? sep : "", (long long)a[i]);
+}
+
+static void put_conv(struct out *o, const struct nn__conv_graph_params *c)
+{
+    int n = c->spatial_rank;
+    if (n < 1 || n > NN__CONV_GRAPH_SPATIAL_MAX) {
+        put(o, "conv(invalid spatial rank %d)", n);
+        return;
+    }
+    put(o, "conv%dd stride=", n);
+    put_list(o, c->stride, n, "x");
+    put(o, " dilation=");
+    put_list(o, c->dilation, n, "x");
+    put(o, " pad=");
+    put_list(o, c->pre_pad, n, "x");
+    put(o, "/");
+    put_list(o, c->post_pad, n, "x");
+    put(o, " %s acc=%s", c->mode == NN__CONV_GRAPH_CONVOLUTION ? "conv" : "xcorr",
+        nn_dtype_name(c->compute));
+}
+
+const char *nn__conv_graph_describe_params(char *buf, size_t cap,
+                                           const struct nn__conv_graph_params *c)
+{
+    struct out o = out_init(buf, cap);
+    put_conv(&o, c);
+    return buf;
+}
+
+const char *nn__conv_graph_describe(char *buf, size_t cap, const struct nn__conv_graph *d)
+{
+    static const char *const names[NN__CONV_UID_END] = {"",   "x",  "w",  "y", "b",
+                                                        "dx", "dw", "dy", "db"};
+    struct out o = out_init(buf, cap);
+    const struct op_info *kind = op_info(d->op);
+    put(&o, "%s", kind ? kind->name : "?");
+    char t[NN__CUDNN_DESCRIBE_MAX];
+    for (int u = 1; u < NN__CONV_UID_END; u++) {
+        if (d->t[u].rank <= 0) continue;
+        put(&o, " %s", nn__cudnn_describe_tensor(t, sizeof t, names[u], &d->t[u]));
+    }
+    if (kind) {
+        put(&o, " ");
+        put_conv(&o, &d->conv);
+    }
+    if (d->relu) put(&o, " +relu");
+    if (d->alpha != 1.0 || d->beta != 0.0) put(&o, " alpha=%g beta=%g", d->alpha, d->beta);
+    return buf;
+}
+
+#define GET(ctx, d, attr, type, req, count, ptr)                                                   \
+    nn__cudnn_BackendGetAttribute((ctx), (d), (attr), (type), (int64_t)(req), (count), (ptr))
+
+nn_status nn__conv_graph_read_params(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                                     struct nn__conv_graph_params *out)
+{
+    struct nn__conv_graph_params c = {0};
+    cudnnDataType_t dt;
+    cudnnConvolutionMode_t mode;
+    int64_t n, rank;
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &n, &dt));
+    /* cuDNN 9.19 answers a get of CONV_MODE as CUDNN_TYPE_CONVOLUTION_MODE with
+     * BAD_PARAM_ATTRIBUTE_TYPE but accepts CUDNN_TYPE_DATA_TYPE (both are 4-byte enums): try the
+     * documented type unrecorded, then the one that works, checked. */
+    if (cudnnBackendGetAttribute(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE,
+                                 1, &n, &mode) != CUDNN_STATUS_SUCCESS)
+        NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_DATA_TYPE, 1, &n, &mode));
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &n, &rank));
+    if (rank < 1 || rank > NN__CONV_GRAPH_SPATIAL_MAX)
+        return NN__FAIL(ctx, NN_E_OVERFLOW, "read_conv: spatial rank %lld outside 1..%d",
+                        (long long)rank, NN__CONV_GRAPH_SPATIAL_MAX);
+    NN__TRY(GET(ctx, d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, rank, &n, c.dilation));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, rank, &n, c.stride));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, rank, &n, c.pre_pad));
+    NN__TRY(
+        GET(ctx, d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, rank, &n, c.post_pad));
+    c.spatial_rank = (int)rank;
+    c.mode = mode == CUDNN_CONVOLUTION ? NN__CONV_GRAPH_CONVOLUTION : NN__CONV_GRAPH_XCORR;
+    c.compute = nn__cudnn_nn_dtype(dt);
+    *out = c;
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The kinds
+ */
+
+const struct nn__cache_kind nn__conv_plan_kind = NN__PLAN_KIND_INIT(nn__cudnn_plan_destroy);
+
+static nn_status kind_build(struct nn_ctx *ctx, const void *key, struct nn__cudnn_graph *g,
+                            cudnnBackendDescriptor_t *ops, int *n_ops)
+{
+    struct nn__conv_graph d, m;
+    if (nn__conv_graph_of_key(key, &d) != 0)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: the key's op %d has no graph",
+                        (int)((const struct nn__plan_key *)key)->op);
+    NN__TRY(nn__conv_graph_check(ctx, &d));
+    NN__TRY(map_to_2d(&d, &m));
+    return build_ops(ctx, g, &m, ops, n_ops);
+}
+
+static int kind_has_graph(const void *key)
+{
+    return graph_op_of(((const struct nn__plan_key *)key)->op) != 0;
+}
+
+/* The dtype of the graph's data (its first tensor), which the note filter looks at. */
+static nn_dtype kind_data_dtype(const void *key)
+{
+    const struct nn__plan_key *k = key;
+    for (int i = 0; i < NN__KEY_OPERANDS; i++)
+        if (k->t[i].rank) return (nn_dtype)k->t[i].dtype;
+    return NN_DTYPE_F32;
+}
+
+static void kind_settings(const void *key, struct nn__cache_settings *s)
+{
+    const struct nn__plan_key *k = key;
+    s->math_mode = k->math_mode;
+    s->deterministic = k->deterministic;
+    s->workspace_cap = k->workspace_cap;
+}
+
+static const char *kind_describe(char *buf, size_t cap, const void *key)
+{
+    struct nn__conv_graph d;
+    nn__conv_graph_of_key(key, &d);
+    return nn__conv_graph_describe(buf, cap, &d);
+}
+
+const struct nn__graph_kind nn__conv_graph_kind = {
+    &nn__conv_plan_kind, kind_build, kind_has_graph, kind_data_dtype, kind_settings, kind_describe,
+};

@@ -1,0 +1,148 @@
+/* Convolution as cuDNN graphs: the graph description (a value struct), its plan-cache key, the
+ * operation graphs built from it (forward with fused bias/relu, backward data, backward filter),
+ * and conv's entries in the cuDNN layer's tables: the cache kind of conv plans and the graph kind
+ * whose build callback turns a key into a graph (graph_cudnn.h), which the context assembly lists.
+ *
+ * The cuDNN layer knows none of this: it asks the graph kind to build a key's graph (on a miss, on
+ * the background builder, when prebuilding a plan file's records) and does the rest (heuristics,
+ * autotune, plans, execution) itself. Compiled only with cuDNN (NN_HAVE_CUDNN). */
+#ifndef NN_CONV_CONV_GRAPH_CUDNN_H
+#define NN_CONV_CONV_GRAPH_CUDNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cudnn.h>
+
+#include "conv/conv_plan_key.h"
+#include "cudnn/graph_cudnn.h"
+#include "cudnn/plan_cache.h"
+#include "nnprim/tensor.h"
+
+struct nn_ctx;
+
+#define NN__CONV_GRAPH_SPATIAL_MAX 3 /* 1-D (as 2-D), 2-D and 3-D */
+
+/* Convolution mode: frameworks mean cross-correlation by "convolution". */
+enum nn__conv_graph_mode { NN__CONV_GRAPH_XCORR = 0, NN__CONV_GRAPH_CONVOLUTION = 1 };
+
+struct nn__conv_graph_params {
+    int spatial_rank; /* 1..3; 1-D runs as 2-D with a unit height */
+    int64_t stride[NN__CONV_GRAPH_SPATIAL_MAX];
+    int64_t dilation[NN__CONV_GRAPH_SPATIAL_MAX];
+    int64_t pre_pad[NN__CONV_GRAPH_SPATIAL_MAX];
+    int64_t post_pad[NN__CONV_GRAPH_SPATIAL_MAX];
+    enum nn__conv_graph_mode mode;
+    nn_dtype compute; /* accumulation type: F32 for f32/f16/bf16 data, F64 for f64 */
+};
+
+/* What a graph computes. */
+enum nn__conv_graph_op {
+    NN__CONV_GRAPH_FWD = 1,       /* y = conv(x, w) [+ b] [relu] */
+    NN__CONV_GRAPH_BWD_DATA = 2,  /* dx = alpha conv_bwd_data(dy, w) + beta dx */
+    NN__CONV_GRAPH_BWD_FILTER = 3 /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
+    /* No pooling graphs: cuDNN 9.14's resample backward refused average pooling without x
+     * (BAD_PARAM) and crashed on max pooling on the H200, so src/pool uses the legacy calls; the
+     * bias gradient is the legacy call (or the bf16 ones trick), never a reduction graph. */
+};
+
+/* Unique ids of a graph's tensors: the variant pack's keys, and the index into
+ * struct nn__cudnn_args. Fixed by role so records and JSON plans stay valid across runs. */
+enum nn__conv_uid {
+    NN__CONV_UID_X = 1,
+    NN__CONV_UID_W = 2,
+    NN__CONV_UID_Y = 3,
+    NN__CONV_UID_B = 4,
+    NN__CONV_UID_DX = 5,
+    NN__CONV_UID_DW = 6,
+    NN__CONV_UID_DY = 7,
+    NN__CONV_UID_DB = 8,
+    NN__CONV_UID_END = 9,            /* first id that is not a graph input or output */
+    NN__CONV_UID_VIRTUAL_CONV = 101, /* conv output before the fused bias/relu */
+    NN__CONV_UID_VIRTUAL_BIAS = 102  /* bias-add output before relu */
+};
+
+#define NN__CONV_UID_BIT(u) (1u << (u))
+
+/* The graph as plain values: what was asked for (also what nn__conv_graph_describe prints).
+ * Tensors are kept as given (before the 1-D to 2-D mapping). Unused tensors have rank 0. */
+struct nn__conv_graph {
+    enum nn__conv_graph_op op;
+    struct nn__cudnn_tensor t[NN__CONV_UID_END]; /* indexed by enum nn__conv_uid */
+    struct nn__conv_graph_params conv;
+    int relu;           /* forward: fused relu */
+    double alpha, beta; /* blend: out = alpha * result + beta * out */
+};
+
+/* Convenience builders: fill a graph for one op (alpha 1, beta 0; relu off). b may be NULL (no
+ * fused bias). */
+void nn__conv_graph_fwd(struct nn__conv_graph *d, const struct nn__cudnn_tensor *x,
+                        const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *b,
+                        const struct nn__cudnn_tensor *y, const struct nn__conv_graph_params *c,
+                        int relu);
+void nn__conv_graph_bwd_data(struct nn__conv_graph *d, const struct nn__cudnn_tensor *dy,
+                             const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *dx,
+                             const struct nn__conv_graph_params *c);
+void nn__conv_graph_bwd_filter(struct nn__conv_graph *d, const struct nn__cudnn_tensor *x,
+                               const struct nn__cudnn_tensor *dy, const struct nn__cudnn_tensor *dw,
+                               const struct nn__conv_graph_params *c);
+
+/* Check d before a graph is built from it: the op, ranks, matching dtypes, spatial ranks, conv
+ * parameters. ctx may be NULL. Returns NN_OK; NN_E_INVALID_ARG or NN_E_DTYPE (the message names
+ * the field). */
+nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *d);
+
+/* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding.
+ * Rank 2 and 3 are left alone. */
+void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * Keys
+ */
+
+/* Key flag (struct nn__key_params.flags): the plan is for the graph without its bias and
+ * activation, which run after it (a forward whose epilogue no engine fuses); the key is made
+ * from the full graph so that it differs from the fused forward's. */
+#define NN__CONV_KEY_PLAIN (1 << 0)
+
+/* The plan-cache key of graph d under the context's settings (math mode, determinism,
+ * workspace cap): every tensor by role (rank, dtype, alignment, dims, strides), the conv
+ * parameters, the fused relu, alpha and beta, and the caller's extra flags. d must pass
+ * nn__conv_graph_check() (tensors of rank 3..5). */
+void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph *d, int32_t flags,
+                          struct nn__plan_key *k);
+
+/* The graph a key was made from, the inverse of nn__conv_plan_key_of() (with a key flagged
+ * NN__CONV_KEY_PLAIN, the graph without bias and activation, which the plan was built for).
+ * Returns 0; -1 if the key's op has no graph (the bias-gradient and pooling ops of old plan files,
+ * no op). Pure: tested on the CPU. */
+int nn__conv_graph_of_key(const struct nn__plan_key *k, struct nn__conv_graph *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Text and read-back
+ */
+
+/* "conv2d stride=1x1 dilation=1x1 pad=0x0/0x0 xcorr acc=f32" */
+const char *nn__conv_graph_describe_params(char *buf, size_t cap,
+                                           const struct nn__conv_graph_params *c);
+
+/* The whole graph: "conv_fwd x:... w:... b:... y:... conv2d ... +relu alpha=1 beta=0" */
+const char *nn__conv_graph_describe(char *buf, size_t cap, const struct nn__conv_graph *d);
+
+/* A CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR read back (spatial_rank as cuDNN holds it: 2 for a 1-D
+ * conv). Returns NN_OK; NN_E_OVERFLOW (a spatial rank outside 1..3); NN_E_CUDNN. */
+nn_status nn__conv_graph_read_params(struct nn_ctx *ctx, cudnnBackendDescriptor_t d,
+                                     struct nn__conv_graph_params *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Conv's entries in the cuDNN layer's tables (listed by src/context.c)
+ */
+
+/* The cache kind of conv plans: struct nn__plan_key keys (conv_plan_key.h), graph-plan records
+ * (NN__PLAN_KIND_INIT with nn__cudnn_plan_destroy). */
+extern const struct nn__cache_kind nn__conv_plan_kind;
+
+/* The graph kind of conv plans: builds the graph of a struct nn__plan_key (all three ops). */
+extern const struct nn__graph_kind nn__conv_graph_kind;
+
+#endif

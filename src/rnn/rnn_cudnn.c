@@ -247,7 +247,8 @@ struct copy {
 };
 
 struct exec {
-    cudaGraph_t graph; /* kept: the copy nodes are its nodes */
+    cudaGraph_t body;  /* the captured cuDNN calls, kept to assemble the graph again */
+    cudaGraph_t graph; /* body as a child node between the copies; the copy nodes are its own */
     cudaGraphExec_t exec;
     unsigned sig; /* which optional tensors the captured call had */
     int ncopy;
@@ -306,6 +307,7 @@ static void exec_clear(struct exec *ex)
 {
     if (ex->exec) cudaGraphExecDestroy(ex->exec);
     if (ex->graph) cudaGraphDestroy(ex->graph);
+    if (ex->body) cudaGraphDestroy(ex->body);
     memset(ex, 0, sizeof *ex);
 }
 
@@ -947,20 +949,20 @@ static void add_copy(struct copy *c, int *n, void *stage, const void *user, size
     (*n)++;
 }
 
-/* A graph: the in-copies (no dependencies), the captured launches after them, the out-copies
- * after those. copies lists ins before outs; ex keeps them in that order. */
+/* The launches of one call on raw pointers (fwd_launch, bwd_launch), as captured. */
 typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
                                const struct rnn_live *e, const void *arg);
 
-static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
-                            struct rnn_live *e, struct exec *ex, unsigned sig,
-                            const struct copy *copies, int ncopy, launch_fn fn, const void *arg)
+/* The executable graph from ex->body and copies: the in-copies (no dependencies), the body after
+ * them, the out-copies after it. copies lists ins before outs; ex keeps them in that order. */
+static nn_status exec_assemble(struct nn_ctx *ctx, struct exec *ex, const struct copy *copies,
+                               int ncopy)
 {
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    cudaGraph_t body = NULL;
     cudaGraphNode_t in[RNN_COPIES], child = NULL;
     int nin = 0;
-    exec_clear(ex);
+    if (ex->exec) cudaGraphExecDestroy(ex->exec);
+    if (ex->graph) cudaGraphDestroy(ex->graph);
+    ex->exec = NULL, ex->graph = NULL, ex->ncopy = 0;
     nn_status st = NN__CUDA(ctx, cudaGraphCreate(&ex->graph, 0));
     for (int i = 0; st == NN_OK && i < ncopy && !copies[i].out; i++) {
         ex->copy[i] = copies[i];
@@ -969,16 +971,9 @@ static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn
                                                     copies[i].bytes, cudaMemcpyDeviceToDevice));
         in[nin++] = ex->copy[i].node;
     }
-    /* Relaxed: another thread's context may call cudaMalloc meanwhile. */
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    if (st == NN_OK) {
-        st = fn(ctx, h, p, e, arg);
-        cudaError_t end = cudaStreamEndCapture(s, &body);
-        if (st == NN_OK) st = NN__CUDA(ctx, end);
-    }
     if (st == NN_OK)
-        st = NN__CUDA(
-            ctx, cudaGraphAddChildGraphNode(&child, ex->graph, nin ? in : NULL, (size_t)nin, body));
+        st = NN__CUDA(ctx, cudaGraphAddChildGraphNode(&child, ex->graph, nin ? in : NULL,
+                                                      (size_t)nin, ex->body));
     for (int i = nin; st == NN_OK && i < ncopy; i++) {
         ex->copy[i] = copies[i];
         st = NN__CUDA(ctx, cudaGraphAddMemcpyNode1D(&ex->copy[i].node, ex->graph, &child, 1,
@@ -986,18 +981,37 @@ static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn
                                                     copies[i].bytes, cudaMemcpyDeviceToDevice));
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphInstantiate(&ex->exec, ex->graph, 0));
-    if (body) cudaGraphDestroy(body);
+    if (st == NN_OK) ex->ncopy = ncopy;
+    return st;
+}
+
+/* Capture the launches of fn on the context's stream into ex->body and assemble the graph. */
+static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                            struct rnn_live *e, struct exec *ex, unsigned sig,
+                            const struct copy *copies, int ncopy, launch_fn fn, const void *arg)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    exec_clear(ex);
+    /* Relaxed: another thread's context may call cudaMalloc meanwhile. */
+    nn_status st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    if (st == NN_OK) {
+        st = fn(ctx, h, p, e, arg);
+        cudaError_t end = cudaStreamEndCapture(s, &ex->body);
+        if (st == NN_OK) st = NN__CUDA(ctx, end);
+    }
+    if (st == NN_OK) st = exec_assemble(ctx, ex, copies, ncopy);
     if (st != NN_OK) {
         (void)cudaGetLastError();
         exec_clear(ex);
         return st;
     }
     ex->sig = sig;
-    ex->ncopy = ncopy;
     return NN_OK;
 }
 
-/* Point the copies at this call's tensors (only those that moved), then launch. */
+/* Point the copies at this call's tensors (only those that moved), then launch. Should the
+ * driver refuse to repoint a node, the graph is assembled again around the same captured body
+ * (host work only, no capture). */
 static nn_status exec_launch(struct nn_ctx *ctx, struct exec *ex, const struct copy *want)
 {
     for (int i = 0; i < ex->ncopy; i++) {
@@ -1005,9 +1019,12 @@ static nn_status exec_launch(struct nn_ctx *ctx, struct exec *ex, const struct c
         if (c->user == want[i].user) continue;
         void *dst = c->out ? (void *)want[i].user : c->stage;
         const void *src = c->out ? c->stage : want[i].user;
-        NN__TRY(
-            NN__CUDA(ctx, cudaGraphExecMemcpyNodeSetParams1D(ex->exec, c->node, dst, src, c->bytes,
-                                                             cudaMemcpyDeviceToDevice)));
+        if (cudaGraphExecMemcpyNodeSetParams1D(ex->exec, c->node, dst, src, c->bytes,
+                                               cudaMemcpyDeviceToDevice) != cudaSuccess) {
+            (void)cudaGetLastError();
+            NN__TRY(exec_assemble(ctx, ex, want, ex->ncopy));
+            break;
+        }
         c->user = want[i].user;
     }
     return NN__CUDA(ctx, cudaGraphLaunch(ex->exec, (cudaStream_t)ctx->stream));

@@ -783,6 +783,13 @@ static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn_
     return st;
 }
 
+static int same_layout(const struct rnn_live *a, const struct rnn_live *b,
+                       const struct nn__rnn_problem *p)
+{
+    return a->weight_bytes == b->weight_bytes &&
+           !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
+}
+
 /* Build every algorithm cuDNN allows the shape and keep the fastest training step; a refused one
  * (at descriptor time or at its first call) is skipped and recorded in rec->flags. */
 static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct nn__rnn_problem *p,
@@ -796,20 +803,23 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     uint64_t t0 = nn__now_ns();
     struct rnn_live *best = NULL;
     float best_ms = 0;
-    nn_status first = NN_OK;
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
         struct rnn_record r = {algos[i], rec->flags};
         struct rnn_live *cand = NULL;
         float ms = 0;
         nn_status st = build(ctx, k, p, &r, &cand);
+        /* Weight views come from a standard descriptor: an algorithm whose weight layout
+         * differed would read the buffer wrongly, so it is not a candidate. */
+        if (st == NN_OK && best && !same_layout(best, cand, p))
+            st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                          "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
+                          algos[i]);
         if (st == NN_OK) st = time_step(ctx, h, p, cand, &ms);
         if (st != NN_OK) {
-            (void)cudaGetLastError();
             live_destroy(cand);
-            if (algos[i] == CUDNN_RNN_ALGO_STANDARD)
-                first = st;
-            else
-                rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
+            if (algos[i] == CUDNN_RNN_ALGO_STANDARD) return st; /* it runs every shape cuDNN runs */
+            (void)cudaGetLastError();
+            rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
             continue;
         }
         if (!best || ms < best_ms) {
@@ -820,10 +830,6 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
         }
     }
     nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
-    if (!best)
-        return first != NN_OK
-                   ? first
-                   : NN__FAIL(ctx, NN_E_UNSUPPORTED, "nn_rnn (cuDNN): no algorithm runs the shape");
     rec->algo = best->algo;
     rec->flags |= NN__RNN_REC_TUNED;
     *out = best;

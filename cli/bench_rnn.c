@@ -17,7 +17,8 @@
  * host clock from the first to the end of a final synchronisation, divided by the steps. nnprim
  * runs as chosen (the settings' NNPRIM_RNN_GRAPHS, auto by default: its decision, made during
  * untimed steps first, is the "mode" column) and forced eager on a second context; raw cuDNN runs
- * eager. */
+ * eager. first_step is the shape's first training step, synchronised (with a plan file: the step
+ * a tuned record starts from). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,7 +440,10 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     double us[2][N_PASS], host[2][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY};
     /* Untimed steps first, so that auto has decided before anything is timed (the mode column
      * reads the most recently used record: this shape's). */
-    for (int i = 0; i < 12; i++)
+    double first = nn_cli_now_us();
+    int bad = nn_fwd(&s) || nn_bwd(&s, 1) || nn_ctx_synchronize(B->ctx) != NN_OK;
+    first = bad ? NAN : nn_cli_now_us() - first; /* with a plan file: its record's first step */
+    for (int i = 1; !bad && i < 12; i++)
         if (nn_fwd(&s) || nn_bwd(&s, 1)) break;
     nn_rnn_pullback_free(&s.pb);
     const char *mode = mode_of(B->ctx);
@@ -480,6 +484,7 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     if (B->gpu) printf(" %6.2f", host[0][STEP] / host[1][STEP]);
     for (int i = 0; i < 3; i++)
         print_us(wall[i]);
+    print_us(first);
     if (B->gpu) printf(" %6.2f %6.2f", wall[0] / wall[2], wall[0] / wall[1]);
     printf(" %-9s  %s\n", mode, text);
     fflush(stdout);
@@ -498,7 +503,9 @@ static int usage(FILE *to)
                 "both, and nnprim / raw per pass and for the step's host time; then wall time "
                 "per training step (steps back to back) of nnprim as chosen (NNPRIM_RNN_GRAPHS, "
                 "auto by default), nnprim forced eager and raw cuDNN eager, nnprim / raw, "
-                "nnprim / nnprim eager, and what auto chose for the step (mode).\n");
+                "nnprim / nnprim eager, the wall time of the shape's first step (descriptors "
+                "built, or rebuilt from NNPRIM_PLAN_CACHE's record), and what auto chose for the "
+                "step (mode).\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -556,7 +563,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
         for (int p = 0; p < N_PASS; p++)
             printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
     if (B.gpu) printf(" %6s", "x_host");
-    printf(" %11s %11s %11s", "wall_step", "wall_eager", "wall_raw");
+    printf(" %11s %11s %11s %11s", "wall_step", "wall_eager", "wall_raw", "first_step");
     if (B.gpu) printf(" %6s %6s", "x_wraw", "x_weag");
     printf(" %-9s  shape\n", "mode");
     int rc = 0;

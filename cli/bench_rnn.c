@@ -11,7 +11,14 @@
  * stream, passes issued back to back; what a pass needs first (a forward before a backward) is
  * queued before the first event, untimed; the figure is the median over the repetitions after
  * warm-up passes. Host time per call is the host clock around the timed call itself. On a
- * reference context the host clock times everything and the raw columns are "-". */
+ * reference context the host clock times everything and the raw columns are "-".
+ *
+ * Wall time per training step (the figure a training loop sees): steps issued back to back, the
+ * host clock from the first to the end of a final synchronisation, divided by the steps. nnprim
+ * runs as chosen (the settings' NNPRIM_RNN_GRAPHS, auto by default: its decision, made during
+ * untimed steps first, is the "mode" column) and forced eager on a second context; raw cuDNN runs
+ * eager. first_step is the shape's first training step, synchronised (with a plan file: the step
+ * a tuned record starts from). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +27,7 @@
 #include "nn_config.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "rnn/rnn_internal.h"
 #include "tests/harness/rnn_case.h"
 
 #if NN_HAVE_CUDNN
@@ -270,9 +278,44 @@ static const struct side raw_side = {raw_prep, raw_run, raw_post};
  */
 
 struct bench {
-    nn_ctx *ctx;
+    nn_ctx *ctx, *eager; /* as chosen; forced eager (NULL on the reference backend) */
     int gpu, reps, warmup;
 };
+
+/* Microseconds of wall time per training step, steps back to back; NAN on failure. */
+static double wall_step(struct bench *B, struct shape *s, const struct side *side)
+{
+    int ok = 1;
+    for (int i = 0; ok && i < B->warmup; i++)
+        ok = side->run(s, STEP) == 0 && side->post(s, STEP) == 0;
+    ok = ok && nn_ctx_synchronize(s->ctx) == NN_OK;
+    double t0 = nn_cli_now_us();
+    for (int i = 0; ok && i < B->reps; i++)
+        ok = side->run(s, STEP) == 0 && side->post(s, STEP) == 0;
+    ok = ok && nn_ctx_synchronize(s->ctx) == NN_OK;
+    if (!ok) nn_rnn_pullback_free(&s->pb);
+    return ok ? (nn_cli_now_us() - t0) / B->reps : NAN;
+}
+
+/* What auto decided for the shape's training step (the record's flags), for the mode column. */
+static const char *mode_of(nn_ctx *ctx)
+{
+#if NN_HAVE_CUDNN
+    int32_t algo, flags;
+    if (nn_ctx_backend(ctx) != NN_BACKEND_CUDNN || nn__rnn_cudnn_records(ctx, &algo, &flags, 1) < 1)
+        return "-";
+    nn_settings set;
+    nn_ctx_get_settings(ctx, &set);
+    if (set.rnn_graphs != NN_RNN_GRAPHS_AUTO)
+        return set.rnn_graphs == NN_RNN_GRAPHS_ON ? "replay" : "eager";
+    return flags & NN__RNN_REC_TRAIN_REPLAY  ? "replay"
+           : flags & NN__RNN_REC_TRAIN_EAGER ? "eager"
+                                             : "undecided";
+#else
+    (void)ctx;
+    return "-";
+#endif
+}
 
 /* Median time of the pass (GPU with events, or host) and mean host time of the timed call, in
  * microseconds; -1 on failure. */
@@ -394,7 +437,17 @@ static int bench_line(struct bench *B, const char *line, const char *where)
         return 1;
     }
     /* NAN: the pass failed; INFINITY: not measured on this backend */
-    double us[2][N_PASS], host[2][N_PASS];
+    double us[2][N_PASS], host[2][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY};
+    /* Untimed steps first, so that auto has decided before anything is timed (the mode column
+     * reads the most recently used record: this shape's). */
+    double first = nn_cli_now_us();
+    int bad = nn_fwd(&s) || nn_bwd(&s, 1) || nn_ctx_synchronize(B->ctx) != NN_OK;
+    first = bad ? NAN : nn_cli_now_us() - first; /* with a plan file: its record's first step */
+    for (int i = 1; !bad && i < 12; i++)
+        if (nn_fwd(&s) || nn_bwd(&s, 1)) break;
+    nn_rnn_pullback_free(&s.pb);
+    const char *mode = mode_of(B->ctx);
+    wall[0] = wall_step(B, &s, &nnprim_side);
     for (int side = 0; side < 2; side++)
         for (int p = 0; p < N_PASS; p++)
             us[side][p] = host[side][p] = INFINITY;
@@ -410,8 +463,17 @@ static int bench_line(struct bench *B, const char *line, const char *where)
         for (int p = 0; p < N_PASS; p++)
             if (!ok || time_pass(B, &s, &raw_side, (enum pass)p, &us[1][p], &host[1][p]))
                 us[1][p] = host[1][p] = NAN;
+        wall[2] = ok ? wall_step(B, &s, &raw_side) : NAN;
     }
 #endif
+    if (B->eager) {
+        static struct shape e;
+        memset(&e, 0, sizeof e);
+        e.ctx = B->eager;
+        e.c = s.c;
+        wall[1] = alloc_shape(&e) == NN_OK ? wall_step(B, &e, &nnprim_side) : NAN;
+        free_shape(&e);
+    }
     for (int side = 0; side < 2; side++)
         for (int p = 0; p < N_PASS; p++)
             print_us(us[side][p]);
@@ -420,7 +482,11 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     for (int p = 0; B->gpu && p < N_PASS; p++)
         printf(" %5.2f", us[0][p] / us[1][p]);
     if (B->gpu) printf(" %6.2f", host[0][STEP] / host[1][STEP]);
-    printf("  %s\n", text);
+    for (int i = 0; i < 3; i++)
+        print_us(wall[i]);
+    print_us(first);
+    if (B->gpu) printf(" %6.2f %6.2f", wall[0] / wall[2], wall[0] / wall[1]);
+    printf(" %-9s  %s\n", mode, text);
     fflush(stdout);
     free_shape(&s);
     return 0;
@@ -434,7 +500,12 @@ static int usage(FILE *to)
                 "line; without --shapes a few tiny ones run (bench/shapes_rnn_tiny.txt).\n"
                 "Columns: nnprim's GPU time per pass (fwd, bwd_data, bwd_weights = backward "
                 "minus its data pass, step), raw cuDNN's alike, host time per training step of "
-                "both, and nnprim / raw per pass and for the step's host time.\n");
+                "both, and nnprim / raw per pass and for the step's host time; then wall time "
+                "per training step (steps back to back) of nnprim as chosen (NNPRIM_RNN_GRAPHS, "
+                "auto by default), nnprim forced eager and raw cuDNN eager, nnprim / raw, "
+                "nnprim / nnprim eager, the wall time of the shape's first step (descriptors "
+                "built, or rebuilt from NNPRIM_PLAN_CACHE's record), and what auto chose for the "
+                "step (mode).\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -470,6 +541,11 @@ int nn_cli_bench_rnn(int argc, char **argv)
         return 1;
     }
     B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
+    if (B.gpu) {
+        nn_settings eager = set;
+        eager.rnn_graphs = NN_RNN_GRAPHS_OFF;
+        if (nn_ctx_create(&B.eager, &eager) != NN_OK) B.eager = NULL;
+    }
     B.reps = reps > 0 ? reps : B.gpu ? 30 : 3;
     B.warmup = warmup >= 0 ? warmup : B.gpu ? 5 : 1;
     printf("# nnprim bench rnn: backend %s, math %s, timing %s, median of %d after %d warm-up, "
@@ -487,7 +563,9 @@ int nn_cli_bench_rnn(int argc, char **argv)
         for (int p = 0; p < N_PASS; p++)
             printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
     if (B.gpu) printf(" %6s", "x_host");
-    printf("  shape\n");
+    printf(" %11s %11s %11s %11s", "wall_step", "wall_eager", "wall_raw", "first_step");
+    if (B.gpu) printf(" %6s %6s", "x_wraw", "x_weag");
+    printf(" %-9s  shape\n", "mode");
     int rc = 0;
     if (shapes) {
         FILE *f = fopen(shapes, "r");
@@ -508,6 +586,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
         for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
             bench_line(&B, small_shapes[i], "built-in shape");
     }
+    nn_ctx_destroy(B.eager);
     nn_ctx_destroy(B.ctx);
     return rc;
 }

@@ -1,7 +1,9 @@
 /* `nnprim tune`: fill a plan file for a list of convolution shapes. Each shape's forward,
  * backward-data and backward-filter run once on a cuDNN context in autotune mode, so every plan
  * is the fastest of the timed candidates; the file then serves later processes (settings'
- * plan_cache_file or nn_plan_cache_load) with no heuristics query and no timing run. */
+ * plan_cache_file or nn_plan_cache_load) with no heuristics query and no timing run. Recurrent
+ * shapes (docs/RNN.md syntax) in the same file run training steps until their algorithm is timed
+ * and graph replay decided (NNPRIM_RNN_GRAPHS=auto), which their record then carries. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
+#include "tests/harness/rnn_case.h"
 
 static int usage(FILE *to)
 {
@@ -20,9 +23,11 @@ static int usage(FILE *to)
             "\n"
             "Autotunes the forward, backward-data and backward-filter plans of every shape in\n"
             "FILE (docs/CONV.md syntax, one per line, '#' comments; a 'tf32' token selects TF32\n"
-            "math) and writes them to PLANFILE. Records already in PLANFILE are kept and reused\n"
-            "(not timed again) unless --retune is given. N: plans timed per shape (default: the\n"
-            "settings', NNPRIM_AUTOTUNE_CANDIDATES).\n");
+            "math; recurrent shapes in docs/RNN.md syntax run training steps until their\n"
+            "algorithm is timed and graph replay decided) and writes them to PLANFILE. Records\n"
+            "already in PLANFILE are kept and reused (not timed again) unless --retune is\n"
+            "given. N: plans timed per shape (default: the settings',\n"
+            "NNPRIM_AUTOTUNE_CANDIDATES).\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -40,6 +45,8 @@ static double now_ms(void)
 
 struct shape_list {
     struct nn_conv_case *c;
+    struct nn_rnn_case *r; /* used where rnn[i] */
+    unsigned char *rnn;
     char (*text)[256];
     size_t n, cap;
 };
@@ -56,7 +63,10 @@ static int read_shapes(const char *path, struct shape_list *l)
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         struct nn_conv_case c;
-        int got = nn_conv_case_parse_line(line, &c, err, sizeof err);
+        struct nn_rnn_case r;
+        char rerr[256];
+        int got = nn_conv_case_parse_line(line, &c, err, sizeof err), is_rnn = 0;
+        if (got < 0 && nn_rnn_case_parse_line(line, &r, rerr, sizeof rerr) > 0) got = is_rnn = 1;
         if (got < 0) {
             fprintf(stderr, "nnprim tune: %s:%d: %s\n", path, lineno, err);
             rc = -1;
@@ -68,15 +78,25 @@ static int read_shapes(const char *path, struct shape_list *l)
             if (nc) l->c = nc;
             char(*nt)[256] = realloc(l->text, cap * sizeof *nt);
             if (nt) l->text = nt;
-            if (!nc || !nt) {
+            struct nn_rnn_case *nr = realloc(l->r, cap * sizeof *nr);
+            if (nr) l->r = nr;
+            unsigned char *nb = realloc(l->rnn, cap);
+            if (nb) l->rnn = nb;
+            if (!nc || !nt || !nr || !nb) {
                 fprintf(stderr, "nnprim tune: out of memory\n");
                 rc = -1;
                 continue;
             }
             l->cap = cap;
         }
-        l->c[l->n] = c;
-        nn_conv_case_format(&c, l->text[l->n], sizeof l->text[0]);
+        l->rnn[l->n] = (unsigned char)is_rnn;
+        if (is_rnn) {
+            l->r[l->n] = r;
+            nn_rnn_case_format(&r, l->text[l->n], sizeof l->text[0]);
+        } else {
+            l->c[l->n] = c;
+            nn_conv_case_format(&c, l->text[l->n], sizeof l->text[0]);
+        }
         l->n++;
     }
     fclose(f);
@@ -129,6 +149,46 @@ static nn_status tune_shape(nn_ctx *ctx, const struct nn_conv_case *c)
     return st;
 }
 
+/* Training steps of one recurrent shape: the first times the algorithms, the next ones let auto
+ * decide between eager and replayed calls (docs/RNN.md, "How auto decides"). */
+static nn_status tune_rnn_shape(nn_ctx *ctx, const struct nn_rnn_case *c)
+{
+    const nn_rnn_params *p = &c->p;
+    int lstm = p->cell == NN_RNN_LSTM, seq = p->layout == NN_RNN_SEQ_MAJOR;
+    int64_t D = p->bidirectional ? 2 : 1, O = p->proj_size ? p->proj_size : p->hidden_size, nw;
+    int64_t xd[3] = {seq ? c->t : c->n, seq ? c->n : c->t, p->input_size};
+    int64_t yd[3] = {xd[0], xd[1], D * O}, hd[3] = {p->num_layers * D, c->n, O};
+    int64_t cd[3] = {p->num_layers * D, c->n, p->hidden_size};
+    nn_tensor t[8];
+    memset(t, 0, sizeof t);
+    nn_status st = nn_rnn_weights_size(ctx, p, c->dtype, &nw);
+    const int64_t *dims[8] = {xd, hd, cd, &nw, yd, hd, cd, yd};
+    int ranks[8] = {3, 3, 3, 1, 3, 3, 3, 3};
+    for (int i = 0; i < 8 && st == NN_OK; i++) {
+        st = nn_tensor_empty(ctx, c->dtype, ranks[i], dims[i], &t[i]);
+        if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, &t[i], -0.5, 0.5, 11 + (uint64_t)i);
+    }
+    nn_tensor *x = &t[0], *hx = &t[1], *cx = lstm ? &t[2] : NULL, *w = &t[3], *y = &t[4];
+    nn_tensor *hy = &t[5], *cy = lstm ? &t[6] : NULL, *dy = &t[7];
+    nn_tensor dx, dw;
+    memset(&dx, 0, sizeof dx), memset(&dw, 0, sizeof dw);
+    if (st == NN_OK) st = nn_tensor_empty(ctx, c->dtype, 3, xd, &dx);
+    if (st == NN_OK) st = nn_tensor_empty(ctx, c->dtype, 1, &nw, &dw);
+    for (int k = 0; k < 10 && st == NN_OK; k++) {
+        nn_rnn_pullback *pb;
+        st = nn_rnn_forward(ctx, p, x, c->has_lengths ? c->lengths : NULL, hx, cx, w, y, hy, cy,
+                            &pb);
+        if (st == NN_OK) st = nn_rnn_backward(ctx, &pb, dy, NULL, NULL, &dx, NULL, NULL, &dw);
+        if (st != NN_OK) nn_rnn_pullback_free(&pb);
+    }
+    if (st == NN_OK) st = nn_ctx_synchronize(ctx);
+    for (int i = 0; i < 8; i++)
+        if (t[i].data) nn_tensor_free(ctx, &t[i]);
+    if (dx.data) nn_tensor_free(ctx, &dx);
+    if (dw.data) nn_tensor_free(ctx, &dw);
+    return st;
+}
+
 /* The shapes of one math mode, on one context that starts from the file and saves back to it
  * (so a second pass, for the other math mode, keeps the first pass's records). */
 static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_math_mode math,
@@ -160,11 +220,11 @@ static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_m
     }
     int failures = 0;
     for (size_t i = 0; i < l->n; i++) {
-        if (l->c[i].math != math) continue;
+        if ((l->rnn[i] ? l->r[i].math : l->c[i].math) != math) continue;
         nn_plan_cache_stats s0, s1;
         nn_plan_cache_get_stats(ctx, &s0);
         double t0 = now_ms();
-        nn_status st = tune_shape(ctx, &l->c[i]);
+        nn_status st = l->rnn[i] ? tune_rnn_shape(ctx, &l->r[i]) : tune_shape(ctx, &l->c[i]);
         double ms = now_ms() - t0;
         nn_plan_cache_get_stats(ctx, &s1);
         ++*done;
@@ -232,10 +292,12 @@ int nn_cli_tune(int argc, char **argv)
     for (int m = 0; m < 2 && rc == 0; m++) {
         int any = 0;
         for (size_t i = 0; i < l.n; i++)
-            any |= l.c[i].math == modes[m];
+            any |= (l.rnn[i] ? l.r[i].math : l.c[i].math) == modes[m];
         if (any && tune_pass(&o, &l, modes[m], passes++ == 0, &done)) rc = 1;
     }
     free(l.c);
+    free(l.r);
+    free(l.rnn);
     free(l.text);
     return rc;
 }

@@ -20,6 +20,7 @@
  *   NNPRIM_PLAN_CACHE_CAPACITY  plans kept in memory per context, an integer >= 1
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
+ *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (settings)
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
  *
  * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
@@ -135,6 +136,13 @@ typedef enum nn_tuning_mode {
     NN_TUNING_AUTOTUNE = 1 /**< time the top candidates on the context's stream, keep the fastest */
 } nn_tuning_mode;
 
+/** Whether recurrent calls replay CUDA graphs (include/nnprim/rnn.h, docs/RNN.md). */
+typedef enum nn_rnn_graphs {
+    NN_RNN_GRAPHS_AUTO = 0, /**< per shape, time eager and replayed calls once, keep the faster */
+    NN_RNN_GRAPHS_OFF = 1,  /**< always eager (every call issues cuDNN's calls) */
+    NN_RNN_GRAPHS_ON = 2    /**< replay every shape that can be captured */
+} nn_rnn_graphs;
+
 /** Context settings; fill with nn_default_settings(), then change what you need. */
 typedef struct nn_settings {
     nn_backend backend;
@@ -163,7 +171,12 @@ typedef struct nn_settings {
      *  and its record's build moves to the front of the queue). The plans are the tuned ones, so
      *  results are the same bits as without prebuilding. 0: plans are built when first needed. */
     int prebuild_plans;
-    uint64_t reserved[7]; /**< zero; room for the ABI to grow */
+    /** cuDNN backend: whether a recurrent shape seen before runs from CUDA graphs captured once
+     *  (its forward and backward calls replayed, results bitwise those of the eager calls).
+     *  Default NN_RNN_GRAPHS_AUTO; NNPRIM_RNN_GRAPHS=auto|0|1. Takes what was reserved[0] (zero
+     *  there is AUTO), so the struct's size is unchanged. */
+    nn_rnn_graphs rnn_graphs;
+    uint64_t reserved[6]; /**< zero; room for the ABI to grow */
 } nn_settings;
 
 /**
@@ -171,7 +184,7 @@ typedef struct nn_settings {
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
  * cap, heuristic tuning with 16 autotune candidates, no plan cache file, 256 cached plans,
- * verbose 0, background builds and prebuilding on.
+ * verbose 0, background builds and prebuilding on, recurrent graphs auto.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message

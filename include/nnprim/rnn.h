@@ -47,6 +47,17 @@
  * dtypes: f32 (strict, or TF32 by the context's math mode), f16 and bf16 (computed in f32 on
  * cuDNN, in double on the reference), f64. The reference backend accumulates in double.
  *
+ * Graph replay (cuDNN backend; settings.rnn_graphs, NNPRIM_RNN_GRAPHS=auto|0|1, default auto): a
+ * shape's calls after its first one of each kind may run from CUDA graphs captured once, with
+ * results bitwise those of the eager calls, whatever tensors each call passes (they are copied
+ * into and out of buffers the graphs own). auto times a few eager and replayed calls of each shape
+ * once (the host waits for those calls) and keeps the faster; training with dropout stays eager.
+ * The graphs and their buffers (staging, workspace, up to 4 reserve spaces per shape) come from
+ * the pool and belong to the context's cache: they go with nn_plan_cache_clear() and
+ * nn_ctx_destroy(). The verbose line's impl field says "cudnn-standard" (eager) or
+ * "cudnn-standard-replay", likewise for the persistent algorithms, which NNPRIM_TUNING=autotune
+ * times against the standard one for equal lengths without projection (docs/RNN.md).
+ *
  * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check rnn` and
  * `nnprim bench rnn` all take it whole; docs/RNN.md has the grammar), e.g.
  *   lstm t5n3i4h6 l2 bidir proj3 bias_double seq clip-2:2 drop0.25:7 lens5x2x0 f32

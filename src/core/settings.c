@@ -64,6 +64,8 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     static const struct nn__env_word tunings[] = {{"heuristic", NN_TUNING_HEURISTIC},
                                                   {"autotune", NN_TUNING_AUTOTUNE}};
     static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
+    static const struct nn__env_word graphs[] = {
+        {"auto", NN_RNN_GRAPHS_AUTO}, {"0", NN_RNN_GRAPHS_OFF}, {"1", NN_RNN_GRAPHS_ON}};
     nn_status first = NN_OK, st;
     int v;
 
@@ -91,6 +93,9 @@ static nn_status apply_env(const char *fn, nn_settings *s)
                           &s->background_builds));
     NN__KEEP(nn__env_word(fn, "NNPRIM_PREBUILD_PLANS", bools, NN__N(bools), "0 or 1",
                           &s->prebuild_plans));
+    v = (int)s->rnn_graphs;
+    NN__KEEP(nn__env_word(fn, "NNPRIM_RNN_GRAPHS", graphs, NN__N(graphs), "auto, 0 or 1", &v));
+    s->rnn_graphs = (nn_rnn_graphs)v;
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;
@@ -143,6 +148,11 @@ nn_status nn__settings_check(const nn_settings *s)
     if (s->verbose < 0 || s->verbose > 2)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
                         "nn_ctx_create: settings.verbose must be 0, 1 or 2, got %d", s->verbose);
+    if ((unsigned)s->rnn_graphs > NN_RNN_GRAPHS_ON)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_create: settings.rnn_graphs must be NN_RNN_GRAPHS_AUTO, _OFF or "
+                        "_ON, got %d",
+                        (int)s->rnn_graphs);
     for (size_t i = 0; i < NN__N(s->reserved); i++)
         if (s->reserved[i])
             return NN__FAIL(NULL, NN_E_INVALID_ARG,

@@ -15,6 +15,7 @@
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cache.h"
 #include "cudnn/cudnn_ctx.h"
@@ -58,13 +59,13 @@ static const struct nn__field key_fields[] = {
 };
 
 struct rnn_record {
-    int32_t algo; /* cudnnRNNAlgo_t */
-    int32_t unused;
+    int32_t algo;  /* cudnnRNNAlgo_t */
+    int32_t flags; /* NN__RNN_REC_*; files written before these bits existed hold 0 */
 };
 
 static const struct nn__field record_fields[] = {
     NN__FIELD(struct rnn_record, algo, NN__FIELD_I32),
-    NN__FIELD(struct rnn_record, unused, NN__FIELD_I32),
+    NN__FIELD(struct rnn_record, flags, NN__FIELD_I32),
     NN__FIELD_END,
 };
 
@@ -100,6 +101,7 @@ static const char *record_invalid(const void *record, uint32_t blob_len)
         r->algo != CUDNN_RNN_ALGO_PERSIST_DYNAMIC &&
         r->algo != CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H)
         return "algo";
+    if (r->flags & ~NN__RNN_REC_ALL) return "flags";
     return NULL;
 }
 
@@ -205,6 +207,77 @@ static nn_status dropout_states(struct nn_ctx *ctx, cudnnHandle_t h, double drop
     return NN_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Replay state of a shape (docs/RNN.md, "Graph replay"). The graphs read and write nnprim-owned
+ * staging buffers at fixed addresses; the caller's tensors enter and leave through memcpy nodes
+ * that nnprim adds around the captured cuDNN calls, so a call with other pointers only changes
+ * those nodes' parameters (cudaGraphExecMemcpyNodeSetParams1D) and never captures again.
+ */
+
+#define RNN_SLOTS  4  /* training graph pairs of a shape, one per pullback alive at once */
+#define RNN_COPIES 12 /* caller-side copies of one graph, at most */
+
+/* A reserve space. An eager forward's belongs to its pullback alone (owner NULL); a slot's is
+ * shared by the slot (one reference) and the pullback of the replayed forward that wrote it (a
+ * second one: the slot is busy until that pullback is consumed or freed). owner is cleared when
+ * the shape's entry goes, so a pullback that outlives it runs its backward eagerly. */
+struct reserve {
+    int refs;
+    struct nn_ctx *ctx;
+    void *ptr;
+    size_t bytes;
+    struct rnn_live *owner;
+    int slot;
+};
+
+static void reserve_unref(struct reserve *rs)
+{
+    if (!rs || --rs->refs > 0) return;
+    if (rs->ptr) nn__dev_free(rs->ctx, rs->ptr);
+    nn__host_free(rs);
+}
+
+/* One caller-side copy of a graph: staging <- caller (in) or caller <- staging (out). */
+struct copy {
+    cudaGraphNode_t node;
+    void *stage;
+    const void *user; /* the pointer the node holds now */
+    size_t bytes;
+    int out;
+};
+
+struct exec {
+    cudaGraph_t body;  /* the captured cuDNN calls, kept to assemble the graph again */
+    cudaGraph_t graph; /* body as a child node between the copies; the copy nodes are its own */
+    cudaGraphExec_t exec;
+    unsigned sig; /* which optional tensors the captured call had */
+    int ncopy;
+    struct copy copy[RNN_COPIES];
+};
+
+struct slot {
+    struct reserve *rs;
+    struct exec fwd, bwd;
+};
+
+enum { U_INFER, U_TRAIN };                         /* decision units */
+enum { P_EAGER_TRIAL, P_REPLAY_TRIAL, P_DECIDED }; /* auto's phases */
+enum { W_INFER, W_TRAIN, W_BWD };                  /* variants that ran eagerly once */
+
+/* auto mode: the mean cost, max(host time, GPU time), of a few eager calls, then of a few
+ * replayed ones; the first call of each phase is a warm-up (cuDNN's first call, the capture). */
+struct trial {
+    int phase, replay, calls;
+    int skip[2], n[2]; /* [0] forward, [1] backward */
+    double ns[2], eager_ns, replay_ns;
+};
+
+struct stage {
+    void *base;
+    size_t bytes;
+    void *x, *hx, *cx, *w, *y, *hy, *cy, *dy, *dhy, *dcy, *dx, *dhx, *dcx, *dw, *ws;
+};
+
 /* What one shape needs, built once. */
 struct rnn_live {
     struct nn_ctx *ctx; /* the dropout state goes back to its pool */
@@ -215,15 +288,52 @@ struct rnn_live {
     cudnnTensorDescriptor_t hd, cd;
     cudnnDataType_t dtype;
     size_t weight_bytes, work_bytes, reserve_bytes;
+    size_t xbytes, ybytes, hbytes, cbytes; /* of one call's x, y, hx and cx */
     int64_t *offsets; /* [L*D][5] by nn_rnn_weight_name, in elements; -1 absent */
     int32_t *lengths; /* the lengths xd and yd hold now, n of them */
     int algo;
+    /* replay */
+    const char *no_replay; /* why this shape never replays (static text), or NULL */
+    struct stage st;
+    struct exec infer;
+    struct slot slots[RNN_SLOTS];
+    int nslots;
+    struct trial trial[2];
+    int warm[3];
+    cudaEvent_t ev[2];
 };
+
+static void exec_clear(struct exec *ex)
+{
+    if (ex->exec) cudaGraphExecDestroy(ex->exec);
+    if (ex->graph) cudaGraphDestroy(ex->graph);
+    if (ex->body) cudaGraphDestroy(ex->body);
+    memset(ex, 0, sizeof *ex);
+}
+
+/* Every graph of the shape (the slots' reserves stay). */
+static void drop_graphs(struct rnn_live *e, int unit)
+{
+    if (unit == U_INFER) exec_clear(&e->infer);
+    for (int i = 0; unit == U_TRAIN && i < e->nslots; i++) {
+        exec_clear(&e->slots[i].fwd);
+        exec_clear(&e->slots[i].bwd);
+    }
+}
 
 static void live_destroy(void *p)
 {
     struct rnn_live *e = p;
     if (!e) return;
+    drop_graphs(e, U_INFER);
+    drop_graphs(e, U_TRAIN);
+    for (int i = 0; i < e->nslots; i++) {
+        e->slots[i].rs->owner = NULL;
+        reserve_unref(e->slots[i].rs);
+    }
+    if (e->st.base) nn__dev_free(e->ctx, e->st.base);
+    for (int i = 0; i < 2; i++)
+        if (e->ev[i]) cudaEventDestroy(e->ev[i]);
     if (e->xd) cudnnDestroyRNNDataDescriptor(e->xd);
     if (e->yd) cudnnDestroyRNNDataDescriptor(e->yd);
     if (e->hd) cudnnDestroyTensorDescriptor(e->hd);
@@ -405,9 +515,31 @@ static nn_status query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_l
     return st;
 }
 
-static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct nn__rnn_problem *p,
-                       int algo, struct rnn_live **out)
+/* The unit's starting phase: from the record's decision when it has one (no timing), else auto's
+ * trials; fixed by the setting when it is not auto. */
+static void trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, int32_t flags)
 {
+    struct trial *t = &e->trial[unit];
+    memset(t, 0, sizeof *t);
+    t->skip[0] = t->skip[1] = 1;
+    int eager = unit == U_INFER ? NN__RNN_REC_INFER_EAGER : NN__RNN_REC_TRAIN_EAGER;
+    int replay = unit == U_INFER ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_TRAIN_REPLAY;
+    if (e->no_replay) {
+        t->phase = P_DECIDED;
+        return;
+    }
+    switch (ctx->settings.rnn_graphs) {
+    case NN_RNN_GRAPHS_OFF: t->phase = P_DECIDED; return;
+    case NN_RNN_GRAPHS_ON: t->phase = P_DECIDED, t->replay = 1; return;
+    default:
+        if (flags & (eager | replay)) t->phase = P_DECIDED, t->replay = !!(flags & replay);
+    }
+}
+
+static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct nn__rnn_problem *p,
+                       const struct rnn_record *rec, struct rnn_live **out)
+{
+    int algo = rec->algo;
     static const char *op = "nn_rnn (cuDNN)";
     if (!fits_int(k->t) || !fits_int(k->n) || !fits_int(k->input) || !fits_int(k->hidden) ||
         !fits_int(k->layers) || !fits_int(k->n * k->dirs * (k->proj ? k->proj : k->hidden)) ||
@@ -474,10 +606,33 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
         if (st == NN_OK) st = nn__cudnn_CreateTensorDescriptor(ctx, &e->cd);
         if (st == NN_OK)
             st = set_state_desc(ctx, e->cd, e->dtype, p->layers * p->dirs, p->n, p->hidden);
+        /* The dynamic persistent kernels are compiled for the batch size. */
+        if (st == NN_OK && algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) {
+            cudnnStatus_t cs = cudnnBuildRNNDynamic(h, e->rnn, (int)k->n);
+            if (cs != CUDNN_STATUS_SUCCESS)
+                st = nn__cudnn_fail(ctx, cs, "cudnnBuildRNNDynamic", __FILE__, __LINE__);
+        }
         /* Sizes for full-length sequences bound those of any lengths of the same shape. */
         if (st == NN_OK)
             st = nn__cudnn_GetRNNTempSpaceSizes(ctx, h, e->rnn, CUDNN_FWD_MODE_TRAINING, e->xd,
                                                 &e->work_bytes, &e->reserve_bytes);
+        size_t es = nn_dtype_size(p->dtype);
+        e->xbytes = (size_t)(p->t * p->n * p->input) * es;
+        e->ybytes = (size_t)(p->t * p->n * p->dirs * p->out) * es;
+        e->hbytes = (size_t)(p->layers * p->dirs * p->n * p->out) * es;
+        e->cbytes =
+            p->cell == NN_RNN_LSTM ? (size_t)(p->layers * p->dirs * p->n * p->hidden) * es : 0;
+        /* Capture needs a stream of the context's own kind: the legacy default stream cannot be
+         * captured, and a per-thread one would serialise with unrelated work. */
+        cudaStream_t s = (cudaStream_t)ctx->stream;
+        if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+            e->no_replay = "the context's stream cannot be captured";
+        trial_init(ctx, e, U_INFER, rec->flags);
+        trial_init(ctx, e, U_TRAIN, rec->flags);
+        /* cuDNN's dropout draws from its random state; whether a replay advances it exactly as
+         * the eager calls do was not measured, so training with dropout stays eager. */
+        if (p->dropout > 0 && p->layers > 1)
+            e->trial[U_TRAIN].phase = P_DECIDED, e->trial[U_TRAIN].replay = 0;
     }
     if (st != NN_OK) {
         live_destroy(e);
@@ -487,18 +642,204 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
     return NN_OK;
 }
 
-static void note(const struct rnn_live *e)
+static void note(const struct rnn_live *e, int replayed)
 {
-    switch (e->algo) {
-    case CUDNN_RNN_ALGO_PERSIST_STATIC: nn__rnn_note_impl = "cudnn-persist-static"; break;
-    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: nn__rnn_note_impl = "cudnn-persist-dynamic"; break;
-    case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H: nn__rnn_note_impl = "cudnn-persist-small-h"; break;
-    default: nn__rnn_note_impl = "cudnn-standard";
-    }
+    static const char *const names[4][2] = {
+        {"cudnn-standard", "cudnn-standard-replay"},
+        {"cudnn-persist-static", "cudnn-persist-static-replay"},
+        {"cudnn-persist-dynamic", "cudnn-persist-dynamic-replay"},
+        {"cudnn-persist-small-h", "cudnn-persist-small-h-replay"}};
+    int i = e->algo == CUDNN_RNN_ALGO_PERSIST_STATIC           ? 1
+            : e->algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC        ? 2
+            : e->algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? 3
+                                                               : 0;
+    nn__rnn_note_impl = names[i][!!replayed];
 }
 
-/* The shape's entry, built on a miss (from a known record's algorithm when the plan file has
- * one). with_data 0: a descriptor-only entry for weight queries. */
+/* ---------------------------------------------------------------------------------------------
+ * The launches of one call, on raw pointers: the eager path passes the caller's tensors, a
+ * capture the staging buffers.
+ */
+
+/* cuDNN writes its fill value (zero) to hy, cy, dhx and dcx of a zero-length sequence (RNN.md trap
+ * 4); the reference's semantics pass the state through: dst[:, n, :] = src[:, n, :] (zero for a
+ * NULL src, which the fill already is). */
+static nn_status pass_through(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                              const struct rnn_live *e, void *dst, const void *src, int64_t width)
+{
+    if (!dst || !src) return NN_OK;
+    size_t es = nn_dtype_size(p->dtype), row = (size_t)width * es, pitch = (size_t)p->n * row;
+    for (int64_t n = 0; n < p->n; n++) {
+        if (e->lengths[n] != 0) continue;
+        NN__TRY(
+            NN__CUDA(ctx, cudaMemcpy2DAsync((char *)dst + (size_t)n * row, pitch,
+                                            (const char *)src + (size_t)n * row, pitch, row,
+                                            (size_t)(p->layers * p->dirs), cudaMemcpyDeviceToDevice,
+                                            (cudaStream_t)ctx->stream)));
+    }
+    return NN_OK;
+}
+
+struct fwd_io {
+    const void *x, *hx, *cx, *w;
+    void *y, *hy, *cy, *ws, *reserve; /* reserve NULL: inference */
+    size_t reserve_bytes;
+};
+
+static nn_status fwd_launch(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                            const struct rnn_live *e, const void *arg)
+{
+    const struct fwd_io *a = arg;
+    NN__TRY(nn__cudnn_RNNForward(
+        ctx, h, e->rnn, a->reserve ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE, NULL,
+        e->xd, a->x, e->yd, a->y, e->hd, a->hx, a->hy, e->cd, a->cx, a->cy, e->weight_bytes, a->w,
+        e->work_bytes, a->ws, a->reserve_bytes, a->reserve));
+    NN__TRY(pass_through(ctx, p, e, a->hy, a->hx, p->out));
+    return pass_through(ctx, p, e, a->cy, a->cx, p->hidden);
+}
+
+struct bwd_io {
+    const void *x, *hx, *cx, *w, *y, *dhy, *dcy;
+    void *dy, *dx, *dhx, *dcx, *dw, *ws, *reserve;
+    size_t reserve_bytes;
+    int zero_dy; /* dy is a scratch buffer to clear (the caller passed none) */
+    int weights; /* run backward-weights into dw */
+    int zero_dw; /* overwrite: clear dw first */
+};
+
+static nn_status bwd_launch(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                            const struct rnn_live *e, const void *arg)
+{
+    const struct bwd_io *a = arg;
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    if (a->zero_dy) NN__TRY(NN__CUDA(ctx, cudaMemsetAsync(a->dy, 0, e->ybytes, s)));
+    /* Data first, always: the weights pass reads what the data pass leaves in the reserve (RNN.md
+     * traps 1 and 2). */
+    NN__TRY(nn__cudnn_RNNBackwardData_v8(ctx, h, e->rnn, NULL, e->yd, a->y, a->dy, e->xd, a->dx,
+                                         e->hd, a->hx, a->dhy, a->dhx, e->cd, a->cx, a->dcy, a->dcx,
+                                         e->weight_bytes, a->w, e->work_bytes, a->ws,
+                                         a->reserve_bytes, a->reserve));
+    /* cuDNN only adds into dw (WGRAD_MODE_SET is NOT_SUPPORTED, trap 5): overwrite = zero first. */
+    if (a->weights && a->zero_dw)
+        NN__TRY(NN__CUDA(ctx, cudaMemsetAsync(a->dw, 0, e->weight_bytes, s)));
+    if (a->weights)
+        NN__TRY(nn__cudnn_RNNBackwardWeights_v8(
+            ctx, h, e->rnn, CUDNN_WGRAD_MODE_ADD, NULL, e->xd, a->x, e->hd, a->hx, e->yd, a->y,
+            e->weight_bytes, a->dw, e->work_bytes, a->ws, a->reserve_bytes, a->reserve));
+    NN__TRY(pass_through(ctx, p, e, a->dhx, a->dhy, p->out));
+    return pass_through(ctx, p, e, a->dcx, a->dcy, p->hidden);
+}
+
+static const void *data_of(const nn_tensor *t)
+{
+    return t ? t->data : NULL;
+}
+
+static void *out_of(nn_tensor *t)
+{
+    return t ? t->data : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Algorithm choice under NNPRIM_TUNING=autotune
+ */
+
+/* Milliseconds of one training step (forward, backward-data, backward-weights) on zeroed scratch
+ * buffers from the pool, after one untimed step; the host waits for the timed steps. */
+static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                           const struct rnn_live *e, float *ms)
+{
+    enum { X, Y, W, DY, DX, DW, WS, RS, NBUF };
+    size_t bytes[NBUF] = {e->xbytes, e->ybytes,       e->weight_bytes, e->ybytes,
+                          e->xbytes, e->weight_bytes, e->work_bytes,   e->reserve_bytes};
+    void *b[NBUF] = {0};
+    cudaEvent_t ev[2] = {0, 0};
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    nn_status st = NN_OK;
+    for (int i = 0; st == NN_OK && i < NBUF; i++)
+        if (bytes[i]) {
+            st = nn__dev_alloc(ctx, bytes[i], &b[i]);
+            if (st == NN_OK) st = NN__CUDA(ctx, cudaMemsetAsync(b[i], 0, bytes[i], s));
+        }
+    for (int i = 0; st == NN_OK && i < 2; i++)
+        st = NN__CUDA(ctx, cudaEventCreate(&ev[i]));
+    struct fwd_io f = {b[X], NULL, NULL, b[W], b[Y], NULL, NULL, b[WS], b[RS], bytes[RS]};
+    struct bwd_io g = {b[X], NULL, NULL,  b[W],  b[Y],  NULL,      NULL, b[DY], b[DX],
+                       NULL, NULL, b[DW], b[WS], b[RS], bytes[RS], 0,    1,     1};
+    enum { REPS = 3 };
+    for (int r = 0; st == NN_OK && r <= REPS; r++) {
+        if (r == 1) st = NN__CUDA(ctx, cudaEventRecord(ev[0], s));
+        if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &f);
+        if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &g);
+    }
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventRecord(ev[1], s));
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventSynchronize(ev[1]));
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventElapsedTime(ms, ev[0], ev[1]));
+    if (st == NN_OK) *ms /= REPS;
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    for (int i = 0; i < NBUF; i++)
+        if (b[i]) nn__dev_free(ctx, b[i]);
+    return st;
+}
+
+static int same_layout(const struct rnn_live *a, const struct rnn_live *b,
+                       const struct nn__rnn_problem *p)
+{
+    return a->weight_bytes == b->weight_bytes &&
+           !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
+}
+
+/* Build every algorithm cuDNN allows the shape and keep the fastest training step; a refused one
+ * (at descriptor time or at its first call) is skipped and recorded in rec->flags. */
+static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct nn__rnn_problem *p,
+                      struct rnn_record *rec, struct rnn_live **out)
+{
+    static const int algos[] = {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC,
+                                CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H,
+                                CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    uint64_t t0 = nn__now_ns();
+    struct rnn_live *best = NULL;
+    float best_ms = 0;
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+        struct rnn_record r = {algos[i], rec->flags};
+        struct rnn_live *cand = NULL;
+        float ms = 0;
+        nn_status st = build(ctx, k, p, &r, &cand);
+        /* Weight views come from a standard descriptor: an algorithm whose weight layout
+         * differed would read the buffer wrongly, so it is not a candidate. */
+        if (st == NN_OK && best && !same_layout(best, cand, p))
+            st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                          "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
+                          algos[i]);
+        if (st == NN_OK) st = time_step(ctx, h, p, cand, &ms);
+        if (st != NN_OK) {
+            live_destroy(cand);
+            if (algos[i] == CUDNN_RNN_ALGO_STANDARD) return st; /* it runs every shape cuDNN runs */
+            (void)cudaGetLastError();
+            rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
+            continue;
+        }
+        if (!best || ms < best_ms) {
+            live_destroy(best);
+            best = cand, best_ms = ms;
+        } else {
+            live_destroy(cand);
+        }
+    }
+    nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
+    rec->algo = best->algo;
+    rec->flags |= NN__RNN_REC_TUNED;
+    *out = best;
+    return NN_OK;
+}
+
+/* The shape's entry, built on a miss: from a known record's algorithm when the plan file has one,
+ * else timed under autotune (equal lengths, no projection, no dropout: what the persistent
+ * algorithms run, and no random state consumed), else the standard algorithm. with_data 0: a
+ * descriptor-only entry for weight queries. */
 static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int with_data,
                            struct rnn_live **out)
 {
@@ -507,7 +848,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
     key_of(ctx, p, with_data, &k);
     struct rnn_live *e = nn__cache_lookup(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
     if (e) {
-        note(e);
+        note(e, 0);
         *out = e;
         return NN_OK;
     }
@@ -516,16 +857,21 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
     nn_status st;
     if (known && (known->algo == CUDNN_RNN_ALGO_STANDARD || !k.varied)) {
         rec = *known;
-        st = build(ctx, &k, p, rec.algo, &e);
+        st = build(ctx, &k, p, &rec, &e);
         if (st == NN_OK) {
             nn__cache_count(c, NN__PC_REBUILT);
         } else {
+            (void)cudaGetLastError();
             nn__cache_drop_known(c, NN__RNN_CUDNN_KIND_ID, &k);
+            if (rec.algo != CUDNN_RNN_ALGO_STANDARD) rec.flags |= NN__RNN_REC_PERSIST_REFUSED;
             rec.algo = choose_algo(&k);
-            st = build(ctx, &k, p, rec.algo, &e);
+            st = build(ctx, &k, p, &rec, &e);
         }
+    } else if (with_data && ctx->settings.tuning == NN_TUNING_AUTOTUNE && !k.varied && !k.proj &&
+               !(k.dropout > 0 && k.layers > 1)) {
+        st = tune(ctx, &k, p, &rec, &e);
     } else {
-        st = build(ctx, &k, p, rec.algo, &e);
+        st = build(ctx, &k, p, &rec, &e);
     }
     NN__TRY(st);
     st = nn__cache_insert(ctx, c, NN__RNN_CUDNN_KIND_ID, &k, &rec, NULL, 0, e);
@@ -533,9 +879,346 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         live_destroy(e);
         return st;
     }
-    note(e);
+    note(e, 0);
     *out = e;
     return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graph replay
+ */
+
+/* The staging buffers, allocated from the pool at the shape's first capture. */
+static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
+{
+    struct stage *g = &e->st;
+    if (g->base) return NN_OK;
+    void **at[] = {&g->x,   &g->hx,  &g->cx, &g->w,   &g->y,   &g->hy, &g->cy, &g->dy,
+                   &g->dhy, &g->dcy, &g->dx, &g->dhx, &g->dcx, &g->dw, &g->ws};
+    size_t sz[] = {e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, e->ybytes,
+                   e->hbytes, e->cbytes, e->ybytes, e->hbytes,       e->cbytes,
+                   e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, e->work_bytes};
+    size_t off[15], total = 0;
+    for (int i = 0; i < 15; i++) {
+        off[i] = total;
+        total += (sz[i] + 255) & ~(size_t)255;
+    }
+    NN__TRY(nn__dev_alloc(ctx, total ? total : 256, &g->base));
+    g->bytes = total;
+    for (int i = 0; i < 15; i++)
+        *at[i] = sz[i] ? (char *)g->base + off[i] : NULL;
+    return NN_OK;
+}
+
+static void drop_slots(struct rnn_live *e)
+{
+    for (int i = 0; i < e->nslots; i++) {
+        exec_clear(&e->slots[i].fwd);
+        exec_clear(&e->slots[i].bwd);
+        e->slots[i].rs->owner = NULL;
+        reserve_unref(e->slots[i].rs);
+        e->slots[i].rs = NULL;
+    }
+    e->nslots = 0;
+}
+
+/* A slot whose reserve no pullback holds, made when all are busy and there is room; NULL when
+ * there is none (the call runs eagerly). */
+static nn_status free_slot(struct nn_ctx *ctx, struct rnn_live *e, struct slot **out)
+{
+    *out = NULL;
+    for (int i = 0; i < e->nslots; i++)
+        if (e->slots[i].rs->refs == 1) {
+            *out = &e->slots[i];
+            return NN_OK;
+        }
+    if (e->nslots == RNN_SLOTS) return NN_OK;
+    struct reserve *rs = nn__host_calloc(1, sizeof *rs);
+    if (!rs) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
+    rs->refs = 1, rs->ctx = ctx, rs->bytes = e->reserve_bytes, rs->owner = e;
+    rs->slot = e->nslots;
+    nn_status st = rs->bytes ? nn__dev_alloc(ctx, rs->bytes, &rs->ptr) : NN_OK;
+    if (st != NN_OK) {
+        nn__host_free(rs);
+        return st;
+    }
+    struct slot *sl = &e->slots[e->nslots++];
+    memset(sl, 0, sizeof *sl);
+    sl->rs = rs;
+    *out = sl;
+    return NN_OK;
+}
+
+static void add_copy(struct copy *c, int *n, void *stage, const void *user, size_t bytes, int out)
+{
+    c[*n] = (struct copy){NULL, stage, user, bytes, out};
+    (*n)++;
+}
+
+/* The launches of one call on raw pointers (fwd_launch, bwd_launch), as captured. */
+typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                               const struct rnn_live *e, const void *arg);
+
+/* The executable graph from ex->body and copies: the in-copies (no dependencies), the body after
+ * them, the out-copies after it. copies lists ins before outs; ex keeps them in that order. */
+static nn_status exec_assemble(struct nn_ctx *ctx, struct exec *ex, const struct copy *copies,
+                               int ncopy)
+{
+    cudaGraphNode_t in[RNN_COPIES], child = NULL;
+    int nin = 0;
+    if (ex->exec) cudaGraphExecDestroy(ex->exec);
+    if (ex->graph) cudaGraphDestroy(ex->graph);
+    ex->exec = NULL, ex->graph = NULL, ex->ncopy = 0;
+    nn_status st = NN__CUDA(ctx, cudaGraphCreate(&ex->graph, 0));
+    for (int i = 0; st == NN_OK && i < ncopy && !copies[i].out; i++) {
+        ex->copy[i] = copies[i];
+        st = NN__CUDA(ctx, cudaGraphAddMemcpyNode1D(&ex->copy[i].node, ex->graph, NULL, 0,
+                                                    copies[i].stage, copies[i].user,
+                                                    copies[i].bytes, cudaMemcpyDeviceToDevice));
+        in[nin++] = ex->copy[i].node;
+    }
+    if (st == NN_OK)
+        st = NN__CUDA(ctx, cudaGraphAddChildGraphNode(&child, ex->graph, nin ? in : NULL,
+                                                      (size_t)nin, ex->body));
+    for (int i = nin; st == NN_OK && i < ncopy; i++) {
+        ex->copy[i] = copies[i];
+        st = NN__CUDA(ctx, cudaGraphAddMemcpyNode1D(&ex->copy[i].node, ex->graph, &child, 1,
+                                                    (void *)copies[i].user, copies[i].stage,
+                                                    copies[i].bytes, cudaMemcpyDeviceToDevice));
+    }
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphInstantiate(&ex->exec, ex->graph, 0));
+    if (st == NN_OK) ex->ncopy = ncopy;
+    return st;
+}
+
+/* Capture the launches of fn on the context's stream into ex->body and assemble the graph. */
+static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                            struct rnn_live *e, struct exec *ex, unsigned sig,
+                            const struct copy *copies, int ncopy, launch_fn fn, const void *arg)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    exec_clear(ex);
+    /* Relaxed: another thread's context may call cudaMalloc meanwhile. */
+    nn_status st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    if (st == NN_OK) {
+        st = fn(ctx, h, p, e, arg);
+        cudaError_t end = cudaStreamEndCapture(s, &ex->body);
+        if (st == NN_OK) st = NN__CUDA(ctx, end);
+    }
+    if (st == NN_OK) st = exec_assemble(ctx, ex, copies, ncopy);
+    if (st != NN_OK) {
+        (void)cudaGetLastError();
+        exec_clear(ex);
+        return st;
+    }
+    ex->sig = sig;
+    return NN_OK;
+}
+
+/* Point the copies at this call's tensors (only those that moved), then launch. Should the
+ * driver refuse to repoint a node, the graph is assembled again around the same captured body
+ * (host work only, no capture). */
+static nn_status exec_launch(struct nn_ctx *ctx, struct exec *ex, const struct copy *want)
+{
+    for (int i = 0; i < ex->ncopy; i++) {
+        struct copy *c = &ex->copy[i];
+        if (c->user == want[i].user) continue;
+        void *dst = c->out ? (void *)want[i].user : c->stage;
+        const void *src = c->out ? c->stage : want[i].user;
+        if (cudaGraphExecMemcpyNodeSetParams1D(ex->exec, c->node, dst, src, c->bytes,
+                                               cudaMemcpyDeviceToDevice) != cudaSuccess) {
+            (void)cudaGetLastError();
+            NN__TRY(exec_assemble(ctx, ex, want, ex->ncopy));
+            break;
+        }
+        c->user = want[i].user;
+    }
+    return NN__CUDA(ctx, cudaGraphLaunch(ex->exec, (cudaStream_t)ctx->stream));
+}
+
+static int replay_wanted(const struct rnn_live *e, int unit)
+{
+    const struct trial *t = &e->trial[unit];
+    return !e->no_replay && (t->phase == P_REPLAY_TRIAL || (t->phase == P_DECIDED && t->replay));
+}
+
+/* A replay that failed (capture refused, an update refused): the shape runs eagerly from now on;
+ * the failure stays readable in the context's last error. */
+static void disable_replay(struct rnn_live *e, const char *why)
+{
+    e->no_replay = why;
+    drop_graphs(e, U_INFER);
+    drop_slots(e);
+    for (int u = 0; u < 2; u++)
+        e->trial[u].phase = P_DECIDED, e->trial[u].replay = 0;
+}
+
+static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
+                                const struct nn__rnn_problem *p, struct rnn_live *e,
+                                const struct nn__rnn_io *io, int training, struct reserve **rs,
+                                int *done)
+{
+    NN__TRY(stage_get(ctx, e));
+    struct stage *g = &e->st;
+    struct copy c[RNN_COPIES];
+    int n = 0;
+    unsigned sig = 0;
+    add_copy(c, &n, g->x, io->x->data, e->xbytes, 0);
+    if (io->hx) add_copy(c, &n, g->hx, io->hx->data, e->hbytes, 0), sig |= 1;
+    if (io->cx) add_copy(c, &n, g->cx, io->cx->data, e->cbytes, 0), sig |= 2;
+    add_copy(c, &n, g->w, io->w->data, e->weight_bytes, 0);
+    add_copy(c, &n, g->y, io->y_out->data, e->ybytes, 1);
+    if (io->hy) add_copy(c, &n, g->hy, io->hy->data, e->hbytes, 1), sig |= 4;
+    if (io->cy) add_copy(c, &n, g->cy, io->cy->data, e->cbytes, 1), sig |= 8;
+    struct exec *ex = &e->infer;
+    struct reserve *r = NULL;
+    if (training) {
+        struct slot *sl;
+        NN__TRY(free_slot(ctx, e, &sl));
+        if (!sl) return NN_OK;
+        ex = &sl->fwd, r = sl->rs;
+    }
+    if (!ex->exec || ex->sig != sig) {
+        struct fwd_io a = {g->x,
+                           io->hx ? g->hx : NULL,
+                           io->cx ? g->cx : NULL,
+                           g->w,
+                           g->y,
+                           io->hy ? g->hy : NULL,
+                           io->cy ? g->cy : NULL,
+                           g->ws,
+                           r ? r->ptr : NULL,
+                           r ? r->bytes : 0};
+        NN__TRY(exec_build(ctx, h, p, e, ex, sig, c, n, fwd_launch, &a));
+    }
+    NN__TRY(exec_launch(ctx, ex, c));
+    if (r) {
+        r->refs++;
+        *rs = r;
+    }
+    *done = 1;
+    return NN_OK;
+}
+
+static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
+                                 const struct nn__rnn_problem *p, struct rnn_live *e,
+                                 const struct reserve *rs, const struct nn__rnn_io *io, int *done)
+{
+    NN__TRY(stage_get(ctx, e));
+    struct stage *g = &e->st;
+    struct copy c[RNN_COPIES];
+    int n = 0;
+    unsigned sig = 0;
+    add_copy(c, &n, g->x, io->x->data, e->xbytes, 0);
+    if (io->hx) add_copy(c, &n, g->hx, io->hx->data, e->hbytes, 0), sig |= 1;
+    if (io->cx) add_copy(c, &n, g->cx, io->cx->data, e->cbytes, 0), sig |= 2;
+    add_copy(c, &n, g->w, io->w->data, e->weight_bytes, 0);
+    add_copy(c, &n, g->y, io->y->data, e->ybytes, 0);
+    if (io->dy) add_copy(c, &n, g->dy, io->dy->data, e->ybytes, 0), sig |= 4;
+    if (io->dhy) add_copy(c, &n, g->dhy, io->dhy->data, e->hbytes, 0), sig |= 8;
+    if (io->dcy) add_copy(c, &n, g->dcy, io->dcy->data, e->cbytes, 0), sig |= 16;
+    if (io->dw && io->accumulate) add_copy(c, &n, g->dw, io->dw->data, e->weight_bytes, 0);
+    if (io->dx) add_copy(c, &n, g->dx, io->dx->data, e->xbytes, 1), sig |= 32;
+    if (io->dhx) add_copy(c, &n, g->dhx, io->dhx->data, e->hbytes, 1), sig |= 64;
+    if (io->dcx) add_copy(c, &n, g->dcx, io->dcx->data, e->cbytes, 1), sig |= 128;
+    if (io->dw) add_copy(c, &n, g->dw, io->dw->data, e->weight_bytes, 1), sig |= 256;
+    if (io->dw && io->accumulate) sig |= 512;
+    struct exec *ex = &e->slots[rs->slot].bwd;
+    if (!ex->exec || ex->sig != sig) {
+        struct bwd_io a = {g->x,
+                           io->hx ? g->hx : NULL,
+                           io->cx ? g->cx : NULL,
+                           g->w,
+                           g->y,
+                           io->dhy ? g->dhy : NULL,
+                           io->dcy ? g->dcy : NULL,
+                           g->dy,
+                           g->dx,
+                           io->dhx ? g->dhx : NULL,
+                           io->dcx ? g->dcx : NULL,
+                           g->dw,
+                           g->ws,
+                           rs->ptr,
+                           rs->bytes,
+                           !io->dy,
+                           io->dw != NULL,
+                           !io->accumulate};
+        NN__TRY(exec_build(ctx, h, p, e, ex, sig, c, n, bwd_launch, &a));
+    }
+    NN__TRY(exec_launch(ctx, ex, c));
+    *done = 1;
+    return NN_OK;
+}
+
+/* auto's measurement of one call: start before the call's first launch (0 when not measuring). */
+static uint64_t trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
+{
+    if (e->trial[unit].phase == P_DECIDED) return 0;
+    for (int i = 0; i < 2; i++)
+        if (!e->ev[i] && cudaEventCreate(&e->ev[i]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            e->ev[i] = NULL;
+        }
+    if (e->ev[0] && cudaEventRecord(e->ev[0], (cudaStream_t)ctx->stream) != cudaSuccess)
+        (void)cudaGetLastError();
+    return nn__now_ns();
+}
+
+static void record_flags(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int32_t flags)
+{
+    struct rnn_key k;
+    key_of(ctx, p, 1, &k);
+    struct rnn_record *r =
+        nn__cache_live_record(nn__cudnn_plan_cache(ctx), NN__RNN_CUDNN_KIND_ID, &k);
+    if (r) r->flags |= flags;
+}
+
+/* The cost of a call is max(host time, GPU time): whichever bounds calls issued back to back. The
+ * host waits for the call here, once per measured call of a shape in auto mode. */
+static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struct rnn_live *e,
+                      int unit, int pass, int replayed, uint64_t t0)
+{
+    struct trial *t = &e->trial[unit];
+    if (!t0 || t->phase == P_DECIDED) return;
+    double ns = (double)(nn__now_ns() - t0);
+    float ms = 0;
+    if (e->ev[0] && e->ev[1] &&
+        cudaEventRecord(e->ev[1], (cudaStream_t)ctx->stream) == cudaSuccess &&
+        cudaEventSynchronize(e->ev[1]) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, e->ev[0], e->ev[1]) == cudaSuccess) {
+        if (ms * 1e6 > ns) ns = ms * 1e6;
+    } else {
+        (void)cudaGetLastError();
+    }
+    /* A phase that cannot gather its calls (replays never possible: slots always busy) ends as
+     * eager after 32; training forwards whose pullbacks never reach a backward count alone. */
+    int stuck = ++t->calls > 32;
+    if (replayed == (t->phase == P_REPLAY_TRIAL)) {
+        if (t->skip[pass]) {
+            t->skip[pass] = 0;
+        } else {
+            t->n[pass]++, t->ns[pass] += ns;
+        }
+    }
+    if (!stuck && (t->n[0] < 2 || (unit == U_TRAIN && t->n[1] < 2 && t->n[0] < 8))) return;
+    double cost = t->ns[0] / (t->n[0] ? t->n[0] : 1) + (t->n[1] ? t->ns[1] / t->n[1] : 0);
+    if (stuck && t->phase == P_REPLAY_TRIAL) cost = t->eager_ns;
+    nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), (uint64_t)(t->ns[0] + t->ns[1]));
+    if (t->phase == P_EAGER_TRIAL) {
+        t->eager_ns = cost;
+        t->phase = P_REPLAY_TRIAL;
+        t->n[0] = t->n[1] = t->calls = 0, t->ns[0] = t->ns[1] = 0, t->skip[0] = t->skip[1] = 1;
+        return;
+    }
+    t->replay_ns = cost;
+    t->replay = cost < t->eager_ns;
+    t->phase = P_DECIDED;
+    if (unit == U_INFER)
+        record_flags(ctx, p, t->replay ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_INFER_EAGER);
+    else
+        record_flags(ctx, p, t->replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER);
+    if (!t->replay && unit == U_INFER) drop_graphs(e, U_INFER);
+    if (!t->replay && unit == U_TRAIN) drop_slots(e);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -561,106 +1244,113 @@ nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_p
     return NN_OK;
 }
 
-/* Data descriptors hold this call's lengths (set again only when they changed). */
+/* Data descriptors hold this call's lengths (set again only when they changed: then the graphs,
+ * which hold the old lengths, go, and this call runs eagerly). */
 static nn_status bind_lengths(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                              struct rnn_live *e, const int32_t *lengths)
+                              struct rnn_live *e, const int32_t *lengths, int *changed)
 {
     int same = 1;
     for (int64_t i = 0; same && i < p->n; i++)
         same = e->lengths[i] == (lengths ? lengths[i] : (int32_t)p->t);
+    *changed = !same;
     if (same) return NN_OK;
+    drop_graphs(e, U_INFER);
+    drop_graphs(e, U_TRAIN);
     struct rnn_key k;
     key_of(ctx, p, 1, &k);
     return set_data_descs(ctx, e, &k, lengths);
 }
 
-/* cuDNN writes its fill value (zero) to hy, cy, dhx and dcx of a zero-length sequence (RNN.md trap
- * 4); the reference's semantics pass the state through: dst[:, n, :] = src[:, n, :] (zero for a
- * NULL src, which the fill already is). */
-static nn_status pass_through(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                              const struct rnn_live *e, nn_tensor *dst, const nn_tensor *src,
-                              int64_t width)
+static nn_status forward_eager(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                               const struct rnn_live *e, const struct nn__rnn_io *io,
+                               struct reserve *rs)
 {
-    if (!dst || !src) return NN_OK;
-    size_t es = nn_dtype_size(p->dtype), row = (size_t)width * es, pitch = (size_t)p->n * row;
-    for (int64_t n = 0; n < p->n; n++) {
-        if (e->lengths[n] != 0) continue;
-        NN__TRY(
-            NN__CUDA(ctx, cudaMemcpy2DAsync((char *)dst->data + (size_t)n * row, pitch,
-                                            (const char *)src->data + (size_t)n * row, pitch, row,
-                                            (size_t)(p->layers * p->dirs), cudaMemcpyDeviceToDevice,
-                                            (cudaStream_t)ctx->stream)));
-    }
-    return NN_OK;
+    void *ws = NULL;
+    nn_status st = e->work_bytes ? nn__dev_alloc(ctx, e->work_bytes, &ws) : NN_OK;
+    struct fwd_io a = {io->x->data,         data_of(io->hx),   data_of(io->cx), io->w->data,
+                       io->y_out->data,     out_of(io->hy),    out_of(io->cy),  ws,
+                       rs ? rs->ptr : NULL, rs ? rs->bytes : 0};
+    if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &a);
+    if (ws) nn__dev_free(ctx, ws);
+    return st;
 }
-
-static const void *data_of(const nn_tensor *t)
-{
-    return t ? t->data : NULL;
-}
-
-/* The pullback's state: the reserve space, which must live from forward to backward unchanged. */
-struct reserve {
-    void *ptr;
-    size_t bytes;
-};
 
 nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                 const struct nn__rnn_io *io, void **state)
 {
     struct rnn_live *e;
     cudnnHandle_t h;
+    int changed, replayed = 0, unit = state ? U_TRAIN : U_INFER, warm = state ? W_TRAIN : W_INFER;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(entry_get(ctx, p, 1, &e));
-    NN__TRY(bind_lengths(ctx, p, e, io->lengths));
+    NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
+    uint64_t t0 = trial_start(ctx, e, unit);
     struct reserve *rs = NULL;
-    if (state) {
+    if (replay_wanted(e, unit) && e->warm[warm] && !changed &&
+        forward_replay(ctx, h, p, e, io, state != NULL, &rs, &replayed) != NN_OK) {
+        disable_replay(e, "a capture or graph update failed (the context's last error)");
+        rs = NULL, replayed = 0;
+    }
+    if (!replayed && state) {
         rs = nn__host_calloc(1, sizeof *rs);
         if (!rs) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
-        rs->bytes = e->reserve_bytes;
+        rs->refs = 1, rs->ctx = ctx, rs->bytes = e->reserve_bytes, rs->slot = -1;
         nn_status st = rs->bytes ? nn__dev_alloc(ctx, rs->bytes, &rs->ptr) : NN_OK;
         if (st != NN_OK) {
             nn__host_free(rs);
             return st;
         }
     }
-    void *ws = NULL;
-    nn_status st = e->work_bytes ? nn__dev_alloc(ctx, e->work_bytes, &ws) : NN_OK;
-    if (st == NN_OK)
-        st = nn__cudnn_RNNForward(
-            ctx, h, e->rnn, state ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE, NULL, e->xd,
-            io->x->data, e->yd, io->y_out->data, e->hd, data_of(io->hx),
-            io->hy ? io->hy->data : NULL, e->cd, data_of(io->cx), io->cy ? io->cy->data : NULL,
-            e->weight_bytes, io->w->data, e->work_bytes, ws, rs ? rs->bytes : 0,
-            rs ? rs->ptr : NULL);
-    if (ws) nn__dev_free(ctx, ws);
-    if (st == NN_OK && io->lengths) st = pass_through(ctx, p, e, io->hy, io->hx, p->out);
-    if (st == NN_OK && io->lengths) st = pass_through(ctx, p, e, io->cy, io->cx, p->hidden);
-    if (st != NN_OK) {
-        nn__rnn_state_free_cudnn(ctx, rs);
-        return st;
+    if (!replayed) {
+        nn_status st = forward_eager(ctx, h, p, e, io, rs);
+        if (st != NN_OK) {
+            reserve_unref(rs);
+            return st;
+        }
+        e->warm[warm] = 1;
     }
+    trial_end(ctx, p, e, unit, 0, replayed, t0);
+    note(e, replayed);
     if (state) *state = rs;
     return NN_OK;
 }
 
 void nn__rnn_state_free_cudnn(struct nn_ctx *ctx, void *state)
 {
-    struct reserve *rs = state;
-    if (!rs) return;
-    if (rs->ptr) nn__dev_free(ctx, rs->ptr);
-    nn__host_free(rs);
+    (void)ctx;
+    reserve_unref(state);
 }
 
-/* A zeroed scratch tensor's worth of bytes from the pool, for a gradient cuDNN requires. */
-static nn_status zeros(struct nn_ctx *ctx, size_t bytes, void **out)
+static nn_status backward_eager(struct nn_ctx *ctx, cudnnHandle_t h,
+                                const struct nn__rnn_problem *p, const struct rnn_live *e,
+                                const struct reserve *rs, const struct nn__rnn_io *io)
 {
-    NN__TRY(nn__dev_alloc(ctx, bytes, out));
-    nn_status st = NN__CUDA(ctx, cudaMemsetAsync(*out, 0, bytes, (cudaStream_t)ctx->stream));
-    if (st != NN_OK) {
-        nn__dev_free(ctx, *out);
-        *out = NULL;
-    }
+    void *ws = NULL, *dy0 = NULL, *dx0 = NULL;
+    nn_status st = e->work_bytes ? nn__dev_alloc(ctx, e->work_bytes, &ws) : NN_OK;
+    if (st == NN_OK && !io->dy) st = nn__dev_alloc(ctx, e->ybytes, &dy0);
+    if (st == NN_OK && !io->dx) st = nn__dev_alloc(ctx, e->xbytes, &dx0);
+    struct bwd_io a = {io->x->data,
+                       data_of(io->hx),
+                       data_of(io->cx),
+                       io->w->data,
+                       io->y->data,
+                       data_of(io->dhy),
+                       data_of(io->dcy),
+                       io->dy ? io->dy->data : dy0,
+                       io->dx ? io->dx->data : dx0,
+                       out_of(io->dhx),
+                       out_of(io->dcx),
+                       out_of(io->dw),
+                       ws,
+                       rs->ptr,
+                       rs->bytes,
+                       !io->dy,
+                       io->dw != NULL,
+                       !io->accumulate};
+    if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &a);
+    if (ws) nn__dev_free(ctx, ws);
+    if (dy0) nn__dev_free(ctx, dy0);
+    if (dx0) nn__dev_free(ctx, dx0);
     return st;
 }
 
@@ -671,38 +1361,46 @@ nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_proble
     if (!io->dx && !io->dhx && !io->dcx && !io->dw) return NN_OK;
     struct rnn_live *e;
     cudnnHandle_t h;
+    int changed, replayed = 0;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(entry_get(ctx, p, 1, &e));
-    NN__TRY(bind_lengths(ctx, p, e, io->lengths));
-    size_t es = nn_dtype_size(p->dtype);
-    size_t ybytes = (size_t)(p->t * p->n * p->dirs * p->out) * es;
-    size_t xbytes = (size_t)(p->t * p->n * p->input) * es;
-    void *ws = NULL, *dy0 = NULL, *dx0 = NULL;
-    nn_status st = e->work_bytes ? nn__dev_alloc(ctx, e->work_bytes, &ws) : NN_OK;
-    if (st == NN_OK && !io->dy) st = zeros(ctx, ybytes, &dy0);
-    if (st == NN_OK && !io->dx) st = nn__dev_alloc(ctx, xbytes, &dx0);
-    /* Data first, always: the weights pass reads what the data pass leaves in the reserve (RNN.md
-     * traps 1 and 2). */
-    if (st == NN_OK)
-        st = nn__cudnn_RNNBackwardData_v8(
-            ctx, h, e->rnn, NULL, e->yd, io->y->data, io->dy ? io->dy->data : dy0, e->xd,
-            io->dx ? io->dx->data : dx0, e->hd, data_of(io->hx), data_of(io->dhy),
-            io->dhx ? io->dhx->data : NULL, e->cd, data_of(io->cx), data_of(io->dcy),
-            io->dcx ? io->dcx->data : NULL, e->weight_bytes, io->w->data, e->work_bytes, ws,
-            rs->bytes, rs->ptr);
-    /* cuDNN only adds into dw (WGRAD_MODE_SET is NOT_SUPPORTED, trap 5): overwrite = zero first. */
-    if (st == NN_OK && io->dw && !io->accumulate)
-        st = NN__CUDA(ctx,
-                      cudaMemsetAsync(io->dw->data, 0, e->weight_bytes, (cudaStream_t)ctx->stream));
-    if (st == NN_OK && io->dw)
-        st = nn__cudnn_RNNBackwardWeights_v8(ctx, h, e->rnn, CUDNN_WGRAD_MODE_ADD, NULL, e->xd,
-                                             io->x->data, e->hd, data_of(io->hx), e->yd,
-                                             io->y->data, e->weight_bytes, io->dw->data,
-                                             e->work_bytes, ws, rs->bytes, rs->ptr);
-    if (ws) nn__dev_free(ctx, ws);
-    if (dy0) nn__dev_free(ctx, dy0);
-    if (dx0) nn__dev_free(ctx, dx0);
-    if (st == NN_OK && io->lengths) st = pass_through(ctx, p, e, io->dhx, io->dhy, p->out);
-    if (st == NN_OK && io->lengths) st = pass_through(ctx, p, e, io->dcx, io->dcy, p->hidden);
-    return st;
+    NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
+    uint64_t t0 = trial_start(ctx, e, U_TRAIN);
+    if (rs->owner == e && replay_wanted(e, U_TRAIN) && e->warm[W_BWD] && !changed &&
+        backward_replay(ctx, h, p, e, rs, io, &replayed) != NN_OK) {
+        disable_replay(e, "a capture or graph update failed (the context's last error)");
+        replayed = 0;
+    }
+    if (!replayed) {
+        NN__TRY(backward_eager(ctx, h, p, e, rs, io));
+        e->warm[W_BWD] = 1;
+    }
+    trial_end(ctx, p, e, U_TRAIN, 1, replayed, t0);
+    note(e, replayed);
+    return NN_OK;
+}
+
+/* Tests read the records back (live ones first): kind 4 records of shapes with data. */
+struct records_arg {
+    int32_t *algo, *flags;
+    int n, cap;
+};
+
+static int visit_record(void *arg, const struct nn__cache_kind *kind, const void *key,
+                        const struct nn__cache_view *view)
+{
+    struct records_arg *a = arg;
+    const struct rnn_key *k = key;
+    const struct rnn_record *r = view->record;
+    if (kind->id != NN__RNN_CUDNN_KIND_ID || k->n == 0) return 0;
+    if (a->n < a->cap) a->algo[a->n] = r->algo, a->flags[a->n] = r->flags;
+    a->n++;
+    return 0;
+}
+
+int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap)
+{
+    struct records_arg a = {algo, flags, 0, cap};
+    nn__cache_visit(nn__cudnn_plan_cache(ctx), visit_record, &a);
+    return a.n;
 }

@@ -93,6 +93,22 @@ nn_status nn__rnn_backward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem 
                                const struct nn__rnn_io *io);
 void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state);
 
+/* The flags of a shape's record (saved in the plan file with its algorithm): what auto mode
+ * decided about graph replay and what the algorithm choice found. */
+enum {
+    NN__RNN_REC_INFER_EAGER = 1,      /* inference forwards measured faster eager */
+    NN__RNN_REC_INFER_REPLAY = 2,     /* ... faster replayed */
+    NN__RNN_REC_TRAIN_EAGER = 4,      /* training steps (forward + backward) faster eager */
+    NN__RNN_REC_TRAIN_REPLAY = 8,     /* ... faster replayed */
+    NN__RNN_REC_PERSIST_REFUSED = 16, /* a persistent algorithm was refused for the shape */
+    NN__RNN_REC_TUNED = 32,           /* the algorithm was timed (NNPRIM_TUNING=autotune) */
+    NN__RNN_REC_ALL = 63
+};
+/* For tests (rnn_cudnn.c, cuDNN builds only): the algorithm (cudnnRNNAlgo_t) and flags of every
+ * record of shapes with data in the context's cache, live ones first, up to cap of them; returns
+ * how many there are. */
+int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap);
+
 #if NN_HAVE_CUDNN
 /* rnn_cudnn.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
  * both kinds listed in src/context.c's table). The same contracts as the _ref functions; *state is

@@ -1,0 +1,409 @@
+/* Graph replay and the tuned algorithm choice of the cuDNN recurrent path (docs/RNN.md, "Graph
+ * replay"): replayed calls against eager ones bitwise, pointers changed under the graphs, dropout,
+ * several contexts, the decision and algorithm surviving a plan file, a refused persistent
+ * algorithm, memory back to the baseline. GPU only: every test skips with the reason elsewhere.
+ * Every test has the same timeout: with a longer one sorted before a shorter one, Criterion's
+ * runner leaks 48 bytes that LeakSanitizer reports (seen in the ASan build). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "nnprim/nnprim.h"
+#include "rnn/rnn_internal.h"
+
+#if !NN_HAVE_CUDNN /* every test skips there; this keeps the suite linking */
+int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap)
+{
+    (void)ctx, (void)algo, (void)flags, (void)cap;
+    return 0;
+}
+#endif
+
+static nn_ctx *make_ctx(nn_rnn_graphs graphs, nn_tuning_mode tuning, int verbose)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_CUDNN;
+    s.rnn_graphs = graphs;
+    s.tuning = tuning;
+    s.verbose = verbose;
+    nn_ctx *ctx = NULL;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    return ctx;
+}
+
+static nn_ctx *host_ctx(void)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    nn_ctx *ctx = NULL;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
+    return ctx;
+}
+
+struct shape {
+    nn_rnn_params p;
+    int64_t t, n;
+    const int32_t *lengths; /* NULL = all T */
+};
+
+/* Every tensor of a training step; the same seed gives the same contents at other addresses. */
+struct set {
+    nn_tensor x, hx, cx, w, y, hy, cy, dy, dhy, dcy, dx, dhx, dcx, dw;
+};
+
+static void dev(nn_ctx *ctx, nn_tensor *t, int rank, const int64_t *dims, uint64_t seed)
+{
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, rank, dims, t), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_tensor_fill_uniform(ctx, t, -1, 1, seed), NN_OK);
+}
+
+static void set_alloc(nn_ctx *ctx, const struct shape *s, struct set *o, uint64_t seed)
+{
+    memset(o, 0, sizeof *o);
+    const nn_rnn_params *p = &s->p;
+    int64_t d = p->bidirectional ? 2 : 1, out = p->proj_size ? p->proj_size : p->hidden_size;
+    int64_t xd[3] = {s->t, s->n, p->input_size}, yd[3] = {s->t, s->n, d * out};
+    int64_t hd[3] = {p->num_layers * d, s->n, out},
+            cd[3] = {p->num_layers * d, s->n, p->hidden_size};
+    int64_t nw;
+    cr_assert_eq(nn_rnn_weights_size(ctx, p, NN_DTYPE_F32, &nw), NN_OK, "%s",
+                 nn_last_error()->message);
+    dev(ctx, &o->x, 3, xd, seed + 1), dev(ctx, &o->dx, 3, xd, seed + 2);
+    dev(ctx, &o->y, 3, yd, seed + 3), dev(ctx, &o->dy, 3, yd, seed + 4);
+    dev(ctx, &o->hx, 3, hd, seed + 5), dev(ctx, &o->hy, 3, hd, seed + 6);
+    dev(ctx, &o->dhy, 3, hd, seed + 7), dev(ctx, &o->dhx, 3, hd, seed + 8);
+    if (p->cell == NN_RNN_LSTM) {
+        dev(ctx, &o->cx, 3, cd, seed + 9), dev(ctx, &o->cy, 3, cd, seed + 10);
+        dev(ctx, &o->dcy, 3, cd, seed + 11), dev(ctx, &o->dcx, 3, cd, seed + 12);
+    }
+    dev(ctx, &o->w, 1, &nw, seed + 13), dev(ctx, &o->dw, 1, &nw, seed + 14);
+}
+
+static void set_free(nn_ctx *ctx, struct set *o)
+{
+    nn_tensor *all[] = {&o->x,  &o->hx,  &o->cx,  &o->w,  &o->y,   &o->hy,  &o->cy,
+                        &o->dy, &o->dhy, &o->dcy, &o->dx, &o->dhx, &o->dcx, &o->dw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) nn_tensor_free(ctx, all[i]);
+}
+
+static nn_tensor *opt(nn_tensor *t)
+{
+    return t->data ? t : NULL;
+}
+
+/* Forward in training mode, then backward with every gradient asked for. */
+static nn_status step(nn_ctx *ctx, const struct shape *s, struct set *o)
+{
+    nn_rnn_pullback *pb;
+    nn_status st = nn_rnn_forward(ctx, &s->p, &o->x, s->lengths, &o->hx, opt(&o->cx), &o->w, &o->y,
+                                  &o->hy, opt(&o->cy), &pb);
+    if (st != NN_OK) return st;
+    st = nn_rnn_backward(ctx, &pb, &o->dy, &o->dhy, opt(&o->dcy), &o->dx, &o->dhx, opt(&o->dcx),
+                         &o->dw);
+    if (st != NN_OK) nn_rnn_pullback_free(&pb);
+    return st;
+}
+
+static nn_status infer(nn_ctx *ctx, const struct shape *s, struct set *o)
+{
+    return nn_rnn_forward(ctx, &s->p, &o->x, s->lengths, &o->hx, opt(&o->cx), &o->w, &o->y, &o->hy,
+                          opt(&o->cy), NULL);
+}
+
+/* 0 when the two device tensors hold the same bytes. */
+static int differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tensor *b)
+{
+    if (!a->data) return 0;
+    nn_ctx *h = host_ctx();
+    nn_tensor ha, hb;
+    cr_assert_eq(nn_tensor_empty(h, NN_DTYPE_F32, a->rank, a->dims, &ha), NN_OK);
+    cr_assert_eq(nn_tensor_empty(h, NN_DTYPE_F32, b->rank, b->dims, &hb), NN_OK);
+    cr_assert_eq(nn_tensor_copy(ca, &ha, a), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_tensor_copy(cb, &hb, b), NN_OK, "%s", nn_last_error()->message);
+    int r = memcmp(ha.data, hb.data, (size_t)nn_tensor_numel(a) * 4) != 0;
+    nn_tensor_free(h, &ha);
+    nn_tensor_free(h, &hb);
+    nn_ctx_destroy(h);
+    return r;
+}
+
+static void expect_same(nn_ctx *ca, struct set *a, nn_ctx *cb, struct set *b, const char *what)
+{
+    cr_expect_not(differ(ca, &a->y, cb, &b->y), "%s: y", what);
+    cr_expect_not(differ(ca, &a->hy, cb, &b->hy), "%s: hy", what);
+    cr_expect_not(differ(ca, &a->cy, cb, &b->cy), "%s: cy", what);
+    cr_expect_not(differ(ca, &a->dx, cb, &b->dx), "%s: dx", what);
+    cr_expect_not(differ(ca, &a->dhx, cb, &b->dhx), "%s: dhx", what);
+    cr_expect_not(differ(ca, &a->dcx, cb, &b->dcx), "%s: dcx", what);
+    cr_expect_not(differ(ca, &a->dw, cb, &b->dw), "%s: dw", what);
+}
+
+/* stderr into a file, to count the verbose lines that say a call replayed. */
+static char log_path[64];
+static void log_begin(void)
+{
+    strcpy(log_path, "/tmp/nnprim_rnn_replay_XXXXXX");
+    int fd = mkstemp(log_path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert(freopen(log_path, "w", stderr));
+}
+
+static int log_count(const char *needle)
+{
+    fflush(stderr);
+    FILE *f = fopen(log_path, "r");
+    cr_assert(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += !strncmp(line, "nnprim_verbose,nn_rnn_", 22) && strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static void shape_of(struct shape *s, nn_rnn_cell cell, const int32_t *lengths)
+{
+    memset(s, 0, sizeof *s);
+    cr_assert_eq(nn_rnn_params_default(&s->p, cell, 4, 6), NN_OK);
+    s->p.num_layers = 2;
+    s->p.bidirectional = 1;
+    s->t = 5, s->n = 3;
+    s->lengths = lengths;
+}
+
+Test(rnn_replay, bitwise_the_eager_calls_every_cell_lengths_and_moved_pointers, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    static const int32_t varied[3] = {5, 0, 3};
+    log_begin();
+    for (int cell = NN_RNN_RELU; cell <= NN_RNN_GRU; cell++)
+        for (int lv = 0; lv < 2; lv++) {
+            struct shape s;
+            shape_of(&s, (nn_rnn_cell)cell, lv ? varied : NULL);
+            nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+            nn_ctx *rep = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+            struct set e, a, b;
+            set_alloc(eager, &s, &e, 100);
+            set_alloc(rep, &s, &a, 100);
+            set_alloc(rep, &s, &b, 100); /* the same values at other addresses */
+            int before = log_count("-replay,");
+            char what[64];
+            for (int k = 0; k < 4; k++) {
+                struct set *r = k == 3 ? &b : &a;
+                cr_assert_eq(step(eager, &s, &e), NN_OK, "%s", nn_last_error()->message);
+                cr_assert_eq(step(rep, &s, r), NN_OK, "%s", nn_last_error()->message);
+                snprintf(what, sizeof what, "cell %d lengths %d step %d", cell, lv, k);
+                expect_same(eager, &e, rep, r, what);
+            }
+            for (int k = 0; k < 3; k++) { /* inference: eager once, then captured, then moved */
+                struct set *r = k == 2 ? &a : &b;
+                cr_assert_eq(infer(eager, &s, &e), NN_OK, "%s", nn_last_error()->message);
+                cr_assert_eq(infer(rep, &s, r), NN_OK, "%s", nn_last_error()->message);
+                snprintf(what, sizeof what, "cell %d lengths %d inference %d", cell, lv, k);
+                expect_same(eager, &e, rep, r, what);
+            }
+            /* steps 1..3 forward and backward, inference calls 1 and 2 */
+            cr_expect_eq(log_count("-replay,") - before, 8, "cell %d lengths %d: replayed calls",
+                         cell, lv);
+            set_free(eager, &e), set_free(rep, &a), set_free(rep, &b);
+            nn_ctx_destroy(eager);
+            nn_ctx_destroy(rep);
+        }
+    unlink(log_path);
+}
+
+Test(rnn_replay, dropout_training_stays_eager_and_matches_under_a_fixed_seed, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    log_begin();
+    struct shape s;
+    shape_of(&s, NN_RNN_LSTM, NULL);
+    s.p.dropout = 0.5, s.p.dropout_seed = 4321;
+    nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *rep = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+    struct set e, a;
+    set_alloc(eager, &s, &e, 7);
+    set_alloc(rep, &s, &a, 7);
+    char what[32];
+    for (int k = 0; k < 4; k++) { /* the state advances alike: every step's mask is the same */
+        cr_assert_eq(step(eager, &s, &e), NN_OK, "%s", nn_last_error()->message);
+        cr_assert_eq(step(rep, &s, &a), NN_OK, "%s", nn_last_error()->message);
+        snprintf(what, sizeof what, "dropout step %d", k);
+        expect_same(eager, &e, rep, &a, what);
+    }
+    cr_expect_eq(log_count("-replay,"), 0);
+    for (int k = 0; k < 2; k++) { /* inference has no dropout: it replays */
+        cr_assert_eq(infer(eager, &s, &e), NN_OK);
+        cr_assert_eq(infer(rep, &s, &a), NN_OK);
+        expect_same(eager, &e, rep, &a, "dropout shape, inference");
+    }
+    cr_expect_eq(log_count("-replay,"), 1);
+    set_free(eager, &e), set_free(rep, &a);
+    nn_ctx_destroy(eager);
+    nn_ctx_destroy(rep);
+    unlink(log_path);
+}
+
+Test(rnn_replay, several_contexts_on_one_device_interleaved, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    struct shape s;
+    shape_of(&s, NN_RNN_LSTM, NULL);
+    nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *c[2] = {make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0),
+                    make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0)};
+    struct set e, r[2];
+    set_alloc(eager, &s, &e, 55);
+    for (int i = 0; i < 2; i++)
+        set_alloc(c[i], &s, &r[i], 55);
+    for (int k = 0; k < 4; k++) {
+        cr_assert_eq(step(eager, &s, &e), NN_OK);
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(step(c[i], &s, &r[i]), NN_OK, "%s", nn_last_error()->message);
+        for (int i = 0; i < 2; i++)
+            expect_same(eager, &e, c[i], &r[i], i ? "context 2" : "context 1");
+    }
+    set_free(eager, &e);
+    for (int i = 0; i < 2; i++) {
+        set_free(c[i], &r[i]);
+        nn_ctx_destroy(c[i]);
+    }
+    nn_ctx_destroy(eager);
+}
+
+/* Two pullbacks of one shape alive at once: each replayed forward takes its own slot. */
+Test(rnn_replay, two_pullbacks_alive_at_once, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    struct shape s;
+    shape_of(&s, NN_RNN_GRU, NULL);
+    nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *rep = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
+    struct set e[2], a[2];
+    for (int i = 0; i < 2; i++) {
+        set_alloc(eager, &s, &e[i], 10 + 100 * (uint64_t)i);
+        set_alloc(rep, &s, &a[i], 10 + 100 * (uint64_t)i);
+    }
+    for (int k = 0; k < 3; k++) {
+        nn_ctx *ctxs[2] = {eager, rep};
+        struct set *sets[2] = {e, a};
+        for (int c = 0; c < 2; c++) {
+            nn_rnn_pullback *pb[2];
+            for (int i = 0; i < 2; i++) {
+                struct set *o = &sets[c][i];
+                cr_assert_eq(nn_rnn_forward(ctxs[c], &s.p, &o->x, NULL, &o->hx, NULL, &o->w, &o->y,
+                                            &o->hy, NULL, &pb[i]),
+                             NN_OK, "%s", nn_last_error()->message);
+            }
+            for (int i = 1; i >= 0; i--) {
+                struct set *o = &sets[c][i];
+                cr_assert_eq(nn_rnn_backward(ctxs[c], &pb[i], &o->dy, &o->dhy, NULL, &o->dx,
+                                             &o->dhx, NULL, &o->dw),
+                             NN_OK, "%s", nn_last_error()->message);
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            expect_same(eager, &e[i], rep, &a[i], i ? "second pullback" : "first pullback");
+    }
+    for (int i = 0; i < 2; i++)
+        set_free(eager, &e[i]), set_free(rep, &a[i]);
+    nn_ctx_destroy(eager);
+    nn_ctx_destroy(rep);
+}
+
+Test(rnn_replay, decision_and_algorithm_survive_a_plan_file_untimed, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    char path[] = "/tmp/nnprim_rnn_replay_plans_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    struct shape s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(nn_rnn_params_default(&s.p, NN_RNN_LSTM, 8, 8), NN_OK);
+    s.t = 2, s.n = 1;
+    nn_ctx *a = make_ctx(NN_RNN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 0);
+    struct set o;
+    set_alloc(a, &s, &o, 3);
+    for (int k = 0; k < 12; k++)
+        cr_assert_eq(step(a, &s, &o), NN_OK, "%s", nn_last_error()->message);
+    int32_t algo[4], flags[4];
+    cr_assert_eq(nn__rnn_cudnn_records(a, algo, flags, 4), 1);
+    cr_expect(flags[0] & NN__RNN_REC_TUNED, "flags %d", flags[0]);
+    cr_expect(flags[0] & (NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY),
+              "auto decided the training step: flags %d", flags[0]);
+    nn_plan_cache_stats st;
+    cr_assert_eq(nn_plan_cache_get_stats(a, &st), NN_OK);
+    cr_expect_geq(st.autotune_runs, 3, "the algorithm, then eager and replayed trials");
+    cr_assert_eq(nn_plan_cache_save(a, path), NN_OK, "%s", nn_last_error()->message);
+    set_free(a, &o);
+    nn_ctx_destroy(a);
+
+    nn_ctx *b = make_ctx(NN_RNN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 0);
+    cr_assert_eq(nn_plan_cache_load(b, path), NN_OK, "%s", nn_last_error()->message);
+    set_alloc(b, &s, &o, 3);
+    for (int k = 0; k < 4; k++)
+        cr_assert_eq(step(b, &s, &o), NN_OK, "%s", nn_last_error()->message);
+    int32_t algo_b[4], flags_b[4];
+    cr_assert_eq(nn__rnn_cudnn_records(b, algo_b, flags_b, 4), 1);
+    cr_expect_eq(algo_b[0], algo[0]);
+    cr_expect_eq(flags_b[0], flags[0]);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_eq(st.autotune_runs, 0, "nothing timed in the second context");
+    cr_expect_geq(st.plans_rebuilt, 1);
+    set_free(b, &o);
+    nn_ctx_destroy(b);
+    unlink(path);
+}
+
+Test(rnn_replay, a_refused_persistent_algorithm_falls_back_and_is_recorded, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    /* hidden 512: PERSIST_STATIC_SMALL_H is refused at descriptor time (RNN.md trap 7) */
+    struct shape s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(nn_rnn_params_default(&s.p, NN_RNN_GRU, 16, 512), NN_OK);
+    s.t = 3, s.n = 4;
+    nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_AUTOTUNE, 0);
+    struct set o;
+    set_alloc(ctx, &s, &o, 9);
+    cr_assert_eq(step(ctx, &s, &o), NN_OK, "%s", nn_last_error()->message);
+    int32_t algo[2], flags[2];
+    cr_assert_eq(nn__rnn_cudnn_records(ctx, algo, flags, 2), 1);
+    cr_expect(flags[0] & NN__RNN_REC_PERSIST_REFUSED, "flags %d", flags[0]);
+    cr_expect_neq(algo[0], 3 /* CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H */);
+    set_free(ctx, &o);
+    nn_ctx_destroy(ctx);
+}
+
+Test(rnn_replay, graphs_in_the_pool_and_back_to_the_baseline_when_the_context_goes, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    nn_mem_stats base, mid, after;
+    struct shape s;
+    shape_of(&s, NN_RNN_LSTM, NULL);
+    nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
+    cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
+    cr_assert_eq(nn_mem_get_stats(0, &base), NN_OK);
+    struct set o;
+    set_alloc(ctx, &s, &o, 1);
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(step(ctx, &s, &o), NN_OK, "%s", nn_last_error()->message);
+    set_free(ctx, &o);
+    cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
+    cr_assert_eq(nn_mem_get_stats(0, &mid), NN_OK);
+    cr_expect_gt(mid.allocated_bytes, base.allocated_bytes,
+                 "staging buffers and the slot's reserve are the pool's");
+    nn_ctx_destroy(ctx);
+    cr_assert_eq(nn_mem_get_stats(0, &after), NN_OK);
+    cr_expect_eq(after.allocated_bytes, base.allocated_bytes, "%zu bytes after, %zu before",
+                 after.allocated_bytes, base.allocated_bytes);
+}

@@ -315,11 +315,11 @@ CALL(create_res0)
     s.reserved[0] = 1;
     return create_with(&s);
 }
-CALL(create_res6)
+CALL(create_res5)
 {
     (void)c;
     nn_settings s = defaults();
-    s.reserved[6] = UINT64_MAX;
+    s.reserved[5] = UINT64_MAX;
     return create_with(&s);
 }
 CALL(create_cudnn_no_gpu)
@@ -457,7 +457,7 @@ static const struct cat_row rows[] = {
     ROW("ctx_create verbose 3", "nn_ctx_create", "settings.verbose", E, create_verbose),
     ROW("ctx_create verbose -1", "nn_ctx_create", "settings.verbose", E, create_verbose_neg),
     ROW("ctx_create reserved[0]", "nn_ctx_create", "settings.reserved[0]", E, create_res0),
-    ROW("ctx_create reserved[6]", "nn_ctx_create", "settings.reserved[6]", E, create_res6),
+    ROW("ctx_create reserved[5]", "nn_ctx_create", "settings.reserved[5]", E, create_res5),
     ROW("ctx_create cuDNN without a GPU", "nn_ctx_create", NULL, NN_E_NO_DEVICE,
         create_cudnn_no_gpu),
     ROW("ctx_create workspace_cap SIZE_MAX (edge)", "nn_ctx_create", NULL, NN_OK, create_cap_max),

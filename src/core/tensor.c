@@ -298,6 +298,23 @@ nn_status nn__check_output_distinct(struct nn_ctx *ctx, const char *fn, const nn
                     fn, name, dims, strides);
 }
 
+static nn_status locate(nn_ctx *ctx, const void *data, nn_space *space, int *device);
+
+/* A view labelled host memory whose data CUDA knows as device memory would be read and written
+ * by host loops (a crash): its space field is the caller's word, so it is checked where host code
+ * is about to touch the data. Costs one cudaPointerGetAttributes where a GPU is present. */
+nn_status nn__check_host_data(nn_ctx *ctx, const char *fn, const nn_tensor *t, const char *name)
+{
+    nn_space space;
+    int device;
+    NN__TRY(locate(ctx, t->data, &space, &device));
+    if (space == NN_SPACE_DEVICE)
+        return NN__FAIL(ctx, NN_E_MEMSPACE,
+                        "%s: %s.space says host memory, but its data is device memory of device %d",
+                        fn, name, device);
+    return NN_OK;
+}
+
 nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name)
 {
     NN__TRY(nn__tensor_validate(ctx, op, t, name));
@@ -313,6 +330,8 @@ nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, cons
                         "%s: %s must be in host memory (this context runs the reference "
                         "backend), but it is in device memory of device %d",
                         op, name, t->device);
+    } else {
+        return nn__check_host_data(ctx, op, t, name);
     }
     return NN_OK;
 }
@@ -426,6 +445,8 @@ static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *d
     NN__TRY(nn__check_no_overlap(ctx, fn, dst, dname, src, sname));
     size_t bytes = (size_t)nn_tensor_numel(src) * nn_dtype_size(src->dtype);
     if (dst->space == NN_SPACE_HOST && src->space == NN_SPACE_HOST) {
+        NN__TRY(nn__check_host_data(ctx, fn, dst, dname));
+        NN__TRY(nn__check_host_data(ctx, fn, src, sname));
         if (nn_tensor_is_contiguous(dst) && nn_tensor_is_contiguous(src))
             memcpy(dst->data, src->data, bytes);
         else
@@ -555,6 +576,7 @@ static nn_status fill(nn_ctx *ctx, const char *fn, nn_tensor *t, struct fill *f)
     NN__TRY(check_bounds(ctx, fn, t, f));
     int64_t n = nn_tensor_numel(t);
     if (t->space == NN_SPACE_HOST) {
+        NN__TRY(nn__check_host_data(ctx, fn, t, "t"));
         for (int64_t i = 0; i < n; i++)
             nn__store(t->data, t->dtype, nn__offset_of(t, i), draw(f));
         return NN_OK;

@@ -18,6 +18,12 @@ nn_status nn__tensor_validate(struct nn_ctx *ctx, const char *fn, const nn_tenso
 nn_status nn__check_tensor(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
                            const char *name);
 
+/* NN_E_MEMSPACE if t says host memory but CUDA knows its data as device memory (the label is the
+ * caller's word; host loops would crash on it). nn__check_tensor() does it for reference contexts;
+ * host copies and fills do it before touching the data. */
+nn_status nn__check_host_data(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                              const char *name);
+
 /* Do a and b (both valid) share memory? Conservative: compares the byte ranges
  * [data, data + extent) of views in the same memory space (and device); views in different
  * spaces never overlap. */

@@ -646,7 +646,7 @@ static const struct cat_row rows[] = {
     ROW("forward y one zero stride", "nn_pool_forward", "y", E, f_y_stride0),
     ROW("forward y interleaved strides", "nn_pool_forward", "y", E, f_y_interleaved),
     ROW2("forward broadcast x", "nn_pool_forward", "x.strides[0]", NN_OK, U, f_x_broadcast),
-    ROW2("forward window volume overflows", "nn_pool_forward", NULL, O, U, f_window_volume),
+    ROW("forward window volume overflows", "nn_pool_forward", NULL, O, f_window_volume),
     ROW2("forward stride INT64_MAX", "nn_pool_forward", "params.stride[0]", NN_OK, U, f_stride_max),
 
     ROW("backward ctx NULL", "nn_pool_backward", "ctx", E, b_null_ctx),

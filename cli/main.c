@@ -70,11 +70,8 @@ static const struct command_area {
     const char *name;
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
-    {"conv", nn_cli_bench_conv},
-    {"linear", nn_cli_bench_linear},
-    {"mem", nn_cli_bench_mem},
-    {"pool", nn_cli_bench_pool},
-    {"rnn", nn_cli_bench_rnn},
+    {"conv", nn_cli_bench_conv}, {"linear", nn_cli_bench_linear}, {"mem", nn_cli_bench_mem},
+    {"pool", nn_cli_bench_pool}, {"rnn", nn_cli_bench_rnn},
 };
 
 static int cmd_bench(int argc, char **argv)
@@ -82,9 +79,11 @@ static int cmd_bench(int argc, char **argv)
     size_t n = sizeof bench_areas / sizeof bench_areas[0];
     if (argc >= 2)
         for (size_t i = 0; i < n; i++)
-            if (!strcmp(argv[1], bench_areas[i].name)) return bench_areas[i].run(argc - 1, argv + 1);
+            if (!strcmp(argv[1], bench_areas[i].name))
+                return bench_areas[i].run(argc - 1, argv + 1);
     fprintf(stderr, "usage: nnprim bench <area> [options]; areas:");
-    for (size_t i = 0; i < n; i++) fprintf(stderr, " %s", bench_areas[i].name);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %s", bench_areas[i].name);
     fprintf(stderr, "\n(\"nnprim bench <area> --help\" lists an area's options)\n");
     return 2;
 }
@@ -99,9 +98,11 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
 #if NN_CLI_BENCH
-    {"bench", cmd_bench, "time nnprim against raw cuDNN and CUDA (areas: conv, linear, mem, pool, rnn)"},
+    {"bench", cmd_bench,
+     "time nnprim against raw cuDNN and CUDA (areas: conv, linear, mem, pool, rnn)"},
 #endif
-    {"check", nn_cli_check, "run the correctness harness (GPU against reference); --help for cases"},
+    {"check", nn_cli_check,
+     "run the correctness harness (GPU against reference); --help for cases"},
     {"tune", nn_cli_tune, "autotune convolution shapes into a plan cache file"},
 };
 

@@ -408,8 +408,8 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
     char shape[256];
     nn__conv_problem_text(prob, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
-    nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl, note->cache[0] ? note->cache : "-",
-                   shape, t0);
+    nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl,
+                   note->cache[0] ? note->cache : "-", shape, t0);
 }
 
 static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,

@@ -59,7 +59,7 @@ nn_status nn__conv_cudnn_check_limits(struct nn_ctx *ctx, const char *op,
 }
 
 /* ---------------------------------------------------------------------------------------------
-* Verbose: what the cuDNN calls of one op call did, into the op call's note (conv_internal.h)
+ * Verbose: what the cuDNN calls of one op call did, into the op call's note (conv_internal.h)
  */
 
 /* Each cuDNN step of an op call appends "what:impl" and its cache outcome. */

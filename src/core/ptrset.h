@@ -17,8 +17,8 @@ struct nn__ptrset {
         PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0                                                   \
     }
 
-int nn__ptrset_add(struct nn__ptrset *s, void *p);    /* 0 ok, -1 out of memory */
-int nn__ptrset_remove(struct nn__ptrset *s, void *p); /* 1 removed, 0 absent */
+int nn__ptrset_add(struct nn__ptrset *s, void *p);            /* 0 ok, -1 out of memory */
+int nn__ptrset_remove(struct nn__ptrset *s, void *p);         /* 1 removed, 0 absent */
 int nn__ptrset_contains(struct nn__ptrset *s, const void *p); /* 1 present, 0 absent */
 
 #endif

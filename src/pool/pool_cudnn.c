@@ -55,7 +55,7 @@ static cudnnPoolingMode_t pool_mode(nn_pool_mode m, int deterministic)
 
 /* What cuDNN's legacy pooling cannot take, refused before it sees it. */
 static nn_status check_limits_cudnn(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
-                                     const nn_tensor *t, const char *name)
+                                    const nn_tensor *t, const char *name)
 {
     for (int i = 0; i < p->spatial_rank; i++)
         if (p->pad_lo[i] != p->pad_hi[i])
@@ -286,6 +286,5 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     return st;
 }
 
-const struct nn__pool_backend nn__pool_backend_cudnn = {"cudnn-legacy", forward_cudnn,
-                                                        backward_cudnn, saved_free_cudnn,
-                                                        check_limits_cudnn};
+const struct nn__pool_backend nn__pool_backend_cudnn = {
+    "cudnn-legacy", forward_cudnn, backward_cudnn, saved_free_cudnn, check_limits_cudnn};

@@ -452,8 +452,9 @@ int nn_pool_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_pool_case *c
         nn_status dst = run_case(dev, ref, c, c->dtype, &got);
         io_free(dev, ref, &got);
         if (dst != NN_E_UNSUPPORTED)
-            return dst == NN_OK ? (fprintf(out, "FAIL asymmetric padding accepted | %s\n", repro), 1)
-                                : report_status(dst, "backend run", out, repro);
+            return dst == NN_OK
+                       ? (fprintf(out, "FAIL asymmetric padding accepted | %s\n", repro), 1)
+                       : report_status(dst, "backend run", out, repro);
         fprintf(out, "note: asymmetric padding refused by the cuDNN backend, as documented | %s\n",
                 repro);
         return 0;

@@ -11,8 +11,7 @@
 
 Test(linear_cache, kind_is_accepted_and_round_trips)
 {
-    const struct nn__cache_kind *const table[] = {&nn__conv_plan_kind,
-                                                  &nn__linear_matmul_kind};
+    const struct nn__cache_kind *const table[] = {&nn__conv_plan_kind, &nn__linear_matmul_kind};
     struct nn__cache *c = NULL;
     cr_assert_eq(nn__cache_create(NULL, table, 2, 4, &c), NN_OK, "%s", nn_last_error()->message);
     const struct nn__cache_kind *k = &nn__linear_matmul_kind;

@@ -450,8 +450,8 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     if (pullback_out) NN__TRY(make_pullback(ctx, &prob, p->flags, x, w, y, &pb));
     struct nn__conv_note note;
     note_init(&note, exec);
-    nn_status st = be->forward(ctx, &prob, x, w, b, y, 1.0, 0.0, &note);
-    if (st != NN_OK) {
+    if (be->forward(ctx, &prob, x, w, b, y, 1.0, 0.0, &note) != NN_OK) {
+        nn_status st = nn__error_in(ctx, op);
         nn_conv_pullback_free(&pb);
         return st;
     }
@@ -590,9 +590,9 @@ nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_te
     note_init(&note, NULL);
     if (dx || dw || db) {
         if (pb->prob.activation == NN_ACTIVATION_RELU)
-            NN__TRY(run_masked(ctx, be, pb, &g, &note));
+            NN__TRY_IN(ctx, op, run_masked(ctx, be, pb, &g, &note));
         else
-            NN__TRY(run_grads(ctx, be, &pb->prob, pb->flags, &g, dy, &note));
+            NN__TRY_IN(ctx, op, run_grads(ctx, be, &pb->prob, pb->flags, &g, dy, &note));
     }
     if (t0) verbose_line(ctx, op, be->name, &note, &pb->prob, t0);
     return nn_conv_pullback_free(pullback);
@@ -642,7 +642,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
-    NN__TRY(run_grads(ctx, be, &prob, p->flags, g, g->dy, &note));
+    NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, g, g->dy, &note));
     if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return NN_OK;
 }
@@ -692,8 +692,9 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
-    NN__TRY(be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB),
-                              &note));
+    NN__TRY_IN(ctx, op,
+               be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB),
+                                 &note));
     if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return NN_OK;
 }

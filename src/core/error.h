@@ -20,6 +20,17 @@ nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *cal
  * NULL) and copied to ctx. For checks that fail before a context is known. Returns its status. */
 nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix);
 
+/* A backend's recorded failure, seen from the public function fn: the message gets "fn: " in
+ * front unless it starts so already (one backend entry serves several public functions, so it
+ * cannot name the caller itself). Copied to ctx. Returns the failure's status. */
+nn_status nn__error_in(struct nn_ctx *ctx, const char *fn);
+
+/* NN__TRY for a backend call made on behalf of the public function fn (see nn__error_in). */
+#define NN__TRY_IN(ctx, fn, expr)                                                                  \
+    do {                                                                                           \
+        if ((expr) != NN_OK) return nn__error_in((ctx), (fn));                                     \
+    } while (0)
+
 /* Propagate a failure that is already recorded. */
 #define NN__TRY(expr)                                                                              \
     do {                                                                                           \

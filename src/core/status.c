@@ -68,6 +68,14 @@ nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *cal
     return status;
 }
 
+nn_status nn__error_in(struct nn_ctx *ctx, const char *fn)
+{
+    const char *m = nn__thread_error.message;
+    size_t n = strlen(fn);
+    int named = strncmp(m, fn, n) == 0 && m[n] == ':';
+    return nn__error_rethrow(ctx, named ? NULL : fn);
+}
+
 nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix)
 {
     nn_error_info *e = &nn__thread_error;

@@ -256,7 +256,7 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     nn_status st = be->forward(ctx, params, x, y, pb ? &pb->saved : NULL);
     if (st != NN_OK) {
         nn__host_free(pb);
-        return st;
+        return nn__error_in(ctx, op);
     }
     if (pb) {
         st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr);
@@ -299,7 +299,7 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     NN__TRY(check_backend_limits(ctx, op, &pb->params, dy, "dy"));
     NN__TRY(check_backend_limits(ctx, op, &pb->params, dx, "dx"));
     const struct nn__pool_backend *be = backend_of(ctx);
-    NN__TRY(be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx));
+    NN__TRY_IN(ctx, op, be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx));
     if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
     return nn_pool_pullback_free(pullback);
 }

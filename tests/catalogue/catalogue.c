@@ -314,9 +314,6 @@ static int names_word(const char *msg, const char *arg)
 
 void cat_run(const struct cat_row *row)
 {
-    if (row->known)
-        cr_skip_test("%s: known open defect, see tests/catalogue/KNOWN.md: %s", row->name,
-                     row->known);
     struct cat c;
     setup(&c);
     if (row->needs == CAT_REF_ONLY && c.gpu)

@@ -52,29 +52,23 @@ struct cat_row {
     const char *arg;  /* the argument the message must name; NULL: not checked */
     nn_status want_ref, want_gpu;
     enum cat_needs needs;
-    const char *known; /* NULL, or why the row is skipped for now (tests/catalogue/KNOWN.md) */
     nn_status (*call)(struct cat *c);
 };
 
 /* A row with the same status on both backends. */
 #define ROW(name, fn, arg, st, call)                                                               \
     {                                                                                              \
-        name, fn, arg, st, st, CAT_ANY, NULL, call                                                 \
+        name, fn, arg, st, st, CAT_ANY, call                                                       \
     }
 /* A row whose status differs by backend. */
 #define ROW2(name, fn, arg, st_ref, st_gpu, call)                                                  \
     {                                                                                              \
-        name, fn, arg, st_ref, st_gpu, CAT_ANY, NULL, call                                         \
-    }
-/* A row skipped until a defect listed in KNOWN.md is fixed. */
-#define ROW_KNOWN(name, fn, arg, st, call, known)                                                  \
-    {                                                                                              \
-        name, fn, arg, st, st, CAT_ANY, known, call                                                \
+        name, fn, arg, st_ref, st_gpu, CAT_ANY, call                                               \
     }
 /* A row for one backend only. */
 #define ROW_ON(needs, name, fn, arg, st, call)                                                     \
     {                                                                                              \
-        name, fn, arg, st, st, needs, NULL, call                                                   \
+        name, fn, arg, st, st, needs, call                                                         \
     }
 
 void cat_run(const struct cat_row *row);

@@ -1,5 +1,4 @@
 #include <ctype.h>
-#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,15 +8,6 @@
 /* ---------------------------------------------------------------------------------------------
  * Text form
  */
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* "n2c4h9w9k6r3s3": letters n c [d [h]] w k [t [r]] s, each followed by a number >= 1. */
 static int parse_dims(const char *tok, struct nn_conv_case *c, char *err, size_t cap)
@@ -29,13 +19,13 @@ static int parse_dims(const char *tok, struct nn_conv_case *c, char *err, size_t
     while (*s) {
         const char *l = strchr(letters, *s);
         if (!l || !isdigit((unsigned char)s[1]))
-            return fail(err, cap, "dims token '%s': expected letter+number pairs from ncdhwktrs",
-                        tok);
+            return nn_h_fail(err, cap,
+                             "dims token '%s': expected letter+number pairs from ncdhwktrs", tok);
         char *end;
         long long n = strtoll(s + 1, &end, 10);
         int i = (int)(l - letters);
         if (seen[i]++ || n < 1)
-            return fail(err, cap, "dims token '%s': a letter repeats or a size is < 1", tok);
+            return nn_h_fail(err, cap, "dims token '%s': a letter repeats or a size is < 1", tok);
         v[i] = n;
         s = end;
     }
@@ -43,8 +33,9 @@ static int parse_dims(const char *tok, struct nn_conv_case *c, char *err, size_t
     /* required: n c w k s; d needs h, and the filter letters must match the input letters */
     if (!seen[0] || !seen[1] || !seen[4] || !seen[5] || !seen[8] || (seen[2] && !seen[3]) ||
         seen[2] != seen[6] || seen[3] != seen[7])
-        return fail(err, cap,
-                    "dims token '%s': need n, c, w, k, s; h with r; d with t (and d needs h)", tok);
+        return nn_h_fail(err, cap,
+                         "dims token '%s': need n, c, w, k, s; h with r; d with t (and d needs h)",
+                         tok);
     nn_conv_params_default(&c->p, nsp);
     c->x_dims[0] = v[0];
     c->x_dims[1] = v[1];
@@ -57,46 +48,11 @@ static int parse_dims(const char *tok, struct nn_conv_case *c, char *err, size_t
     return 0;
 }
 
-/* "2" or "2x1" (one value for every dim, or one per dim). */
-static int parse_list(const char *tok, const char *s, int nsp, int64_t *out, int64_t min, char *err,
-                      size_t cap)
-{
-    int64_t v[NN_CONV_MAX_SPATIAL];
-    int n = 0;
-    for (;;) {
-        char *end;
-        if (!isdigit((unsigned char)*s) || n == NN_CONV_MAX_SPATIAL)
-            return fail(err, cap, "token '%s': expected a number or NxN... list", tok);
-        long long x = strtoll(s, &end, 10);
-        if (x < min) return fail(err, cap, "token '%s': a value is out of range", tok);
-        v[n++] = x;
-        s = end;
-        if (!*s) break;
-        if (*s++ != 'x') return fail(err, cap, "token '%s': expected a number or NxN... list", tok);
-    }
-    if (n != 1 && n != nsp)
-        return fail(err, cap, "token '%s': give one value or one per spatial dim", tok);
-    for (int i = 0; i < nsp; i++)
-        out[i] = v[n == 1 ? 0 : i];
-    return 0;
-}
-
 static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t cap)
 {
     nn_conv_params *p = &c->p;
     int nsp = p->spatial_rank;
-    static const struct {
-        const char *name;
-        nn_dtype dtype;
-    } dtypes[] = {{"f32", NN_DTYPE_F32},
-                  {"f64", NN_DTYPE_F64},
-                  {"f16", NN_DTYPE_F16},
-                  {"bf16", NN_DTYPE_BF16}};
-    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-        if (!strcmp(t, dtypes[i].name)) {
-            c->dtype = dtypes[i].dtype;
-            return 0;
-        }
+    if (nn_h_dtype_token(t, &c->dtype)) return 0;
     if (!strcmp(t, "xcorr"))
         p->mode = NN_CONV_CROSS_CORRELATION;
     else if (!strcmp(t, "conv"))
@@ -116,22 +72,23 @@ static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t 
     else if (!strcmp(t, "accdb"))
         p->flags |= NN_CONV_ACCUMULATE_DB;
     else if (!strncmp(t, "stride", 6))
-        return parse_list(t, t + 6, nsp, p->stride, 1, err, cap);
+        return nn_h_parse_list(t, t + 6, nsp, NN_CONV_MAX_SPATIAL, p->stride, 1, err, cap);
     else if (!strncmp(t, "dil", 3))
-        return parse_list(t, t + 3, nsp, p->dilation, 1, err, cap);
+        return nn_h_parse_list(t, t + 3, nsp, NN_CONV_MAX_SPATIAL, p->dilation, 1, err, cap);
     else if (!strncmp(t, "padlo", 5))
-        return parse_list(t, t + 5, nsp, p->pad_lo, 0, err, cap);
+        return nn_h_parse_list(t, t + 5, nsp, NN_CONV_MAX_SPATIAL, p->pad_lo, 0, err, cap);
     else if (!strncmp(t, "padhi", 5))
-        return parse_list(t, t + 5, nsp, p->pad_hi, 0, err, cap);
+        return nn_h_parse_list(t, t + 5, nsp, NN_CONV_MAX_SPATIAL, p->pad_hi, 0, err, cap);
     else if (!strncmp(t, "pad", 3)) {
-        if (parse_list(t, t + 3, nsp, p->pad_lo, 0, err, cap)) return -1;
+        if (nn_h_parse_list(t, t + 3, nsp, NN_CONV_MAX_SPATIAL, p->pad_lo, 0, err, cap)) return -1;
         memcpy(p->pad_hi, p->pad_lo, sizeof p->pad_hi);
     } else if (t[0] == 'g' && isdigit((unsigned char)t[1])) {
         char *end;
         p->groups = strtoll(t + 1, &end, 10);
-        if (*end || p->groups < 1) return fail(err, cap, "token '%s': g needs a number >= 1", t);
+        if (*end || p->groups < 1)
+            return nn_h_fail(err, cap, "token '%s': g needs a number >= 1", t);
     } else
-        return fail(err, cap, "unknown token '%s' (see docs/CONV.md for the syntax)", t);
+        return nn_h_fail(err, cap, "unknown token '%s' (see docs/CONV.md for the syntax)", t);
     return 0;
 }
 
@@ -139,38 +96,22 @@ int nn_conv_case_parse(int ntok, char **tok, struct nn_conv_case *c, char *err, 
 {
     memset(c, 0, sizeof *c);
     c->dtype = NN_DTYPE_F32;
-    if (ntok < 1) return fail(err, cap, "%s", "no case given (expected e.g. n1c4h8w8k4r3s3)");
+    if (ntok < 1) return nn_h_fail(err, cap, "%s", "no case given (expected e.g. n1c4h8w8k4r3s3)");
     if (parse_dims(tok[0], c, err, cap)) return -1;
     for (int i = 1; i < ntok; i++)
         if (parse_token(tok[i], c, err, cap)) return -1;
     if (c->x_dims[1] % c->p.groups)
-        return fail(err, cap, "case '%s': c must be divisible by g", tok[0]);
+        return nn_h_fail(err, cap, "case '%s': c must be divisible by g", tok[0]);
     c->w_dims[1] = c->x_dims[1] / c->p.groups;
     return 0;
 }
 
 int nn_conv_case_parse_line(const char *line, struct nn_conv_case *c, char *err, size_t cap)
 {
-    char buf[512];
-    if (nn_h_verbose_shape(line, buf, sizeof buf) < 0)
-        return fail(err, cap, "%s", "a verbose line without its shape field");
-    char *hash = strchr(buf, '#');
-    if (hash) *hash = 0;
-    char *tok[32];
-    int n = 0;
-    for (char *s = strtok(buf, " \t\r\n"); s && n < 32; s = strtok(NULL, " \t\r\n"))
-        tok[n++] = s;
-    if (n == 0) return 0;
+    char buf[512], *tok[32];
+    int n = nn_h_case_tokens(line, buf, sizeof buf, tok, 32, err, cap);
+    if (n <= 0) return n;
     return nn_conv_case_parse(n, tok, c, err, cap) == 0 ? 1 : -1;
-}
-
-static size_t put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
-                       const int64_t *v)
-{
-    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", name);
-    for (int i = 0; i < nsp && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, i ? "x%lld" : "%lld", (long long)v[i]);
-    return len;
 }
 
 void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
@@ -188,13 +129,13 @@ void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
         n += (size_t)snprintf(buf + n, cap - n, "%c%lld", filt_letters[off + i],
                               (long long)c->w_dims[2 + i]);
     if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " g%lld", (long long)p->groups);
-    n = put_list(buf, cap, n, "stride", nsp, p->stride);
-    n = put_list(buf, cap, n, "dil", nsp, p->dilation);
+    n = nn_h_put_list(buf, cap, n, "stride", nsp, p->stride);
+    n = nn_h_put_list(buf, cap, n, "dil", nsp, p->dilation);
     if (memcmp(p->pad_lo, p->pad_hi, (size_t)nsp * sizeof p->pad_lo[0]) == 0) {
-        n = put_list(buf, cap, n, "pad", nsp, p->pad_lo);
+        n = nn_h_put_list(buf, cap, n, "pad", nsp, p->pad_lo);
     } else {
-        n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
-        n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
+        n = nn_h_put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
+        n = nn_h_put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
     const char *words[] = {
         p->mode == NN_CONV_CONVOLUTION ? "conv" : "xcorr",

@@ -1,4 +1,7 @@
+#include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -168,4 +171,87 @@ int nn_h_verbose_shape(const char *line, char *buf, size_t cap)
     }
     snprintf(buf, cap, "%.*s", (int)(end - f), f);
     return 1;
+}
+
+int nn_h_fail(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int nn_h_dtype_token(const char *name, nn_dtype *dtype)
+{
+    static const struct {
+        const char *name;
+        nn_dtype dtype;
+    } dtypes[] = {{"f32", NN_DTYPE_F32},
+                  {"f64", NN_DTYPE_F64},
+                  {"f16", NN_DTYPE_F16},
+                  {"bf16", NN_DTYPE_BF16}};
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (!strcmp(name, dtypes[i].name)) {
+            *dtype = dtypes[i].dtype;
+            return 1;
+        }
+    return 0;
+}
+
+int nn_h_number(const char **s, int64_t *v)
+{
+    if (!isdigit((unsigned char)**s)) return -1;
+    char *end;
+    long long n = strtoll(*s, &end, 10);
+    if (n < 1) return -1;
+    *v = n;
+    *s = end;
+    return 0;
+}
+
+int nn_h_parse_list(const char *tok, const char *s, int nsp, int max, int64_t *out, int64_t min,
+                    char *err, size_t cap)
+{
+    int64_t v[NN_MAX_RANK];
+    int n = 0;
+    if (max > NN_MAX_RANK) max = NN_MAX_RANK;
+    for (;;) {
+        char *end;
+        if (!isdigit((unsigned char)*s) || n == max)
+            return nn_h_fail(err, cap, "token '%s': expected a number or NxN... list", tok);
+        long long x = strtoll(s, &end, 10);
+        if (x < min) return nn_h_fail(err, cap, "token '%s': a value is out of range", tok);
+        v[n++] = x;
+        s = end;
+        if (!*s) break;
+        if (*s++ != 'x')
+            return nn_h_fail(err, cap, "token '%s': expected a number or NxN... list", tok);
+    }
+    if (n != 1 && n != nsp)
+        return nn_h_fail(err, cap, "token '%s': give one value or one per spatial dim", tok);
+    for (int i = 0; i < nsp; i++)
+        out[i] = v[n == 1 ? 0 : i];
+    return 0;
+}
+
+int nn_h_case_tokens(const char *line, char *buf, size_t bufcap, char **tok, int maxtok, char *err,
+                     size_t cap)
+{
+    if (nn_h_verbose_shape(line, buf, bufcap) < 0)
+        return nn_h_fail(err, cap, "%s", "a verbose line without its shape field");
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = 0;
+    int n = 0;
+    for (char *s = strtok(buf, " \t\r\n"); s && n < maxtok; s = strtok(NULL, " \t\r\n"))
+        tok[n++] = s;
+    return n;
+}
+
+size_t nn_h_put_list(char *buf, size_t cap, size_t len, const char *name, int nsp, const int64_t *v)
+{
+    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", name);
+    for (int i = 0; i < nsp && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, i ? "x%lld" : "%lld", (long long)v[i]);
+    return len;
 }

@@ -61,4 +61,35 @@ int nn_h_verbose_shape(const char *line, char *buf, size_t cap);
 /* 0 if no element of a host tensor is NaN; otherwise 1 and a line (an element never written). */
 int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const char *repro);
 
+/* Case-text parsing shared by the op families' cases. */
+
+/* Formats a message into err (cap bytes, always NUL-terminated); returns -1, so a parser can
+ * `return nn_h_fail(...)`. */
+int nn_h_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* If name is a dtype token ("f32", "f64", "f16", "bf16"): sets *dtype and returns 1; else 0. */
+int nn_h_dtype_token(const char *name, nn_dtype *dtype);
+
+/* A number >= 1 at *s: on success stores it in *v, advances *s past it and returns 0;
+ * otherwise -1 with *s unchanged. */
+int nn_h_number(const char **s, int64_t *v);
+
+/* "2" or "2x1" at s, inside token tok: one value for every one of the nsp dims, or one per dim
+ * (at most max values), each >= min, stored in out[0..nsp). Returns 0, or -1 and a message in
+ * err naming tok. */
+int nn_h_parse_list(const char *tok, const char *s, int nsp, int max, int64_t *out, int64_t min,
+                    char *err, size_t cap);
+
+/* The tokens of one case line: its case text (nn_h_verbose_shape) without a '#' comment, split
+ * on blanks into buf (bufcap bytes), at most maxtok pointers into buf stored in tok. Returns the
+ * number of tokens (0: nothing to parse), or -1 and a message in err (a verbose line without a
+ * shape field). */
+int nn_h_case_tokens(const char *line, char *buf, size_t bufcap, char **tok, int maxtok, char *err,
+                     size_t cap);
+
+/* " <name><v0>x<v1>..." (nsp values) appended at len to buf (cap bytes); returns the new length
+ * (may exceed cap once the text is truncated, as snprintf does). */
+size_t nn_h_put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
+                     const int64_t *v);
+
 #endif

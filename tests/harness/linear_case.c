@@ -1,6 +1,4 @@
-#include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,32 +8,6 @@
  * Text form
  */
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static const struct {
-    const char *name;
-    nn_dtype dtype;
-} dtypes[] = {
-    {"f32", NN_DTYPE_F32}, {"f64", NN_DTYPE_F64}, {"f16", NN_DTYPE_F16}, {"bf16", NN_DTYPE_BF16}};
-
-static int number(const char **s, int64_t *v)
-{
-    if (!isdigit((unsigned char)**s)) return -1;
-    char *end;
-    long long n = strtoll(*s, &end, 10);
-    if (n < 1) return -1;
-    *v = n;
-    *s = end;
-    return 0;
-}
-
 /* "[m<d>{x<d>}]in<d>out<d>" */
 static int parse_dims(const char *tok, struct nn_linear_case *c, char *err, size_t cap)
 {
@@ -44,29 +16,25 @@ static int parse_dims(const char *tok, struct nn_linear_case *c, char *err, size
     if (*s == 'm') {
         s++;
         for (;;) {
-            if (c->x_rank == NN_MAX_RANK || number(&s, &c->lead[c->x_rank - 1]))
-                return fail(err, cap,
-                            "dims token '%s': m needs sizes >= 1 joined by x (at most %d)", tok,
-                            NN_MAX_RANK - 1);
+            if (c->x_rank == NN_MAX_RANK || nn_h_number(&s, &c->lead[c->x_rank - 1]))
+                return nn_h_fail(err, cap,
+                                 "dims token '%s': m needs sizes >= 1 joined by x (at most %d)",
+                                 tok, NN_MAX_RANK - 1);
             c->x_rank++;
             if (*s != 'x') break;
             s++;
         }
     }
-    if (strncmp(s, "in", 2) || (s += 2, number(&s, &c->in)) || strncmp(s, "out", 3) ||
-        (s += 3, number(&s, &c->out)) || *s)
-        return fail(err, cap,
-                    "dims token '%s': expected [m<d>{x<d>}]in<d>out<d>, e.g. m64in512out10", tok);
+    if (strncmp(s, "in", 2) || (s += 2, nn_h_number(&s, &c->in)) || strncmp(s, "out", 3) ||
+        (s += 3, nn_h_number(&s, &c->out)) || *s)
+        return nn_h_fail(
+            err, cap, "dims token '%s': expected [m<d>{x<d>}]in<d>out<d>, e.g. m64in512out10", tok);
     return 0;
 }
 
 static int parse_token(const char *t, struct nn_linear_case *c, char *err, size_t cap)
 {
-    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-        if (!strcmp(t, dtypes[i].name)) {
-            c->dtype = dtypes[i].dtype;
-            return 0;
-        }
+    if (nn_h_dtype_token(t, &c->dtype)) return 0;
     if (!strcmp(t, "relu"))
         c->p.activation = NN_ACTIVATION_RELU;
     else if (!strcmp(t, "bias"))
@@ -80,7 +48,7 @@ static int parse_token(const char *t, struct nn_linear_case *c, char *err, size_
     else if (!strcmp(t, "tf32"))
         c->math = NN_MATH_TF32;
     else
-        return fail(err, cap, "unknown token '%s' (see docs/LINEAR.md for the syntax)", t);
+        return nn_h_fail(err, cap, "unknown token '%s' (see docs/LINEAR.md for the syntax)", t);
     return 0;
 }
 
@@ -90,27 +58,21 @@ int nn_linear_case_parse(int ntok, char **tok, struct nn_linear_case *c, char *e
     nn_linear_params_default(&c->p);
     c->dtype = NN_DTYPE_F32;
     c->math = NN_MATH_STRICT_FP32;
-    if (ntok < 1) return fail(err, cap, "%s", "no case given (expected e.g. m64in512out10 bias)");
+    if (ntok < 1)
+        return nn_h_fail(err, cap, "%s", "no case given (expected e.g. m64in512out10 bias)");
     if (parse_dims(tok[0], c, err, cap)) return -1;
     for (int i = 1; i < ntok; i++)
         if (parse_token(tok[i], c, err, cap)) return -1;
     if (c->math == NN_MATH_TF32 && c->dtype != NN_DTYPE_F32)
-        return fail(err, cap, "%s", "tf32 applies to f32 cases only");
+        return nn_h_fail(err, cap, "%s", "tf32 applies to f32 cases only");
     return 0;
 }
 
 int nn_linear_case_parse_line(const char *line, struct nn_linear_case *c, char *err, size_t cap)
 {
-    char buf[512];
-    if (nn_h_verbose_shape(line, buf, sizeof buf) < 0)
-        return fail(err, cap, "%s", "a verbose line without its shape field");
-    char *hash = strchr(buf, '#');
-    if (hash) *hash = 0;
-    char *tok[32];
-    int n = 0;
-    for (char *s = strtok(buf, " \t\r\n"); s && n < 32; s = strtok(NULL, " \t\r\n"))
-        tok[n++] = s;
-    if (n == 0) return 0;
+    char buf[512], *tok[32];
+    int n = nn_h_case_tokens(line, buf, sizeof buf, tok, 32, err, cap);
+    if (n <= 0) return n;
     return nn_linear_case_parse(n, tok, c, err, cap) == 0 ? 1 : -1;
 }
 

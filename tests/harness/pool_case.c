@@ -1,6 +1,5 @@
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,27 +9,12 @@
  * Text form
  */
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static const struct {
     const char *name;
     nn_pool_mode mode;
 } modes[] = {{"max", NN_POOL_MAX},
              {"mean_include_pad", NN_POOL_MEAN_INCLUDE_PAD},
              {"mean_exclude_pad", NN_POOL_MEAN_EXCLUDE_PAD}};
-
-static const struct {
-    const char *name;
-    nn_dtype dtype;
-} dtypes[] = {
-    {"f32", NN_DTYPE_F32}, {"f64", NN_DTYPE_F64}, {"f16", NN_DTYPE_F16}, {"bf16", NN_DTYPE_BF16}};
 
 /* "n2c3h8w8": letters n c [d [h]] w, each followed by a number >= 1. */
 static int parse_dims(const char *tok, struct nn_pool_case *c, char *err, size_t cap)
@@ -41,17 +25,18 @@ static int parse_dims(const char *tok, struct nn_pool_case *c, char *err, size_t
     for (const char *s = tok; *s;) {
         const char *l = strchr(letters, *s);
         if (!l || !isdigit((unsigned char)s[1]))
-            return fail(err, cap, "dims token '%s': expected letter+number pairs from ncdhw", tok);
+            return nn_h_fail(err, cap, "dims token '%s': expected letter+number pairs from ncdhw",
+                             tok);
         char *end;
         long long n = strtoll(s + 1, &end, 10);
         int i = (int)(l - letters);
         if (seen[i]++ || n < 1)
-            return fail(err, cap, "dims token '%s': a letter repeats or a size is < 1", tok);
+            return nn_h_fail(err, cap, "dims token '%s': a letter repeats or a size is < 1", tok);
         v[i] = n;
         s = end;
     }
     if (!seen[0] || !seen[1] || !seen[4] || (seen[2] && !seen[3]))
-        return fail(err, cap, "dims token '%s': need n, c and w; d needs h", tok);
+        return nn_h_fail(err, cap, "dims token '%s': need n, c and w; d needs h", tok);
     int nsp = seen[2] ? 3 : seen[3] ? 2 : 1;
     c->p.spatial_rank = nsp;
     c->x_dims[0] = v[0];
@@ -63,54 +48,30 @@ static int parse_dims(const char *tok, struct nn_pool_case *c, char *err, size_t
     return 0;
 }
 
-/* "2" or "2x1" (one value for every dim, or one per dim). */
-static int parse_list(const char *tok, const char *s, int nsp, int64_t *out, int64_t min, char *err,
-                      size_t cap)
-{
-    int64_t v[NN_POOL_MAX_SPATIAL];
-    int n = 0;
-    for (;;) {
-        char *end;
-        if (!isdigit((unsigned char)*s) || n == NN_POOL_MAX_SPATIAL)
-            return fail(err, cap, "token '%s': expected a number or NxN... list", tok);
-        long long x = strtoll(s, &end, 10);
-        if (x < min) return fail(err, cap, "token '%s': a value is out of range", tok);
-        v[n++] = x;
-        s = end;
-        if (!*s) break;
-        if (*s++ != 'x') return fail(err, cap, "token '%s': expected a number or NxN... list", tok);
-    }
-    if (n != 1 && n != nsp)
-        return fail(err, cap, "token '%s': give one value or one per spatial dim", tok);
-    for (int i = 0; i < nsp; i++)
-        out[i] = v[n == 1 ? 0 : i];
-    return 0;
-}
-
 static int parse_token(const char *t, struct nn_pool_case *c, char *err, size_t cap)
 {
     nn_pool_params *p = &c->p;
     int nsp = p->spatial_rank;
-    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-        if (!strcmp(t, dtypes[i].name)) {
-            c->dtype = dtypes[i].dtype;
-            return 0;
-        }
+    if (nn_h_dtype_token(t, &c->dtype)) return 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(t, modes[i].name)) {
             p->mode = modes[i].mode;
             return 0;
         }
-    if (!strncmp(t, "win", 3)) return parse_list(t, t + 3, nsp, p->window, 1, err, cap);
-    if (!strncmp(t, "stride", 6)) return parse_list(t, t + 6, nsp, p->stride, 1, err, cap);
-    if (!strncmp(t, "padlo", 5)) return parse_list(t, t + 5, nsp, p->pad_lo, 0, err, cap);
-    if (!strncmp(t, "padhi", 5)) return parse_list(t, t + 5, nsp, p->pad_hi, 0, err, cap);
+    if (!strncmp(t, "win", 3))
+        return nn_h_parse_list(t, t + 3, nsp, NN_POOL_MAX_SPATIAL, p->window, 1, err, cap);
+    if (!strncmp(t, "stride", 6))
+        return nn_h_parse_list(t, t + 6, nsp, NN_POOL_MAX_SPATIAL, p->stride, 1, err, cap);
+    if (!strncmp(t, "padlo", 5))
+        return nn_h_parse_list(t, t + 5, nsp, NN_POOL_MAX_SPATIAL, p->pad_lo, 0, err, cap);
+    if (!strncmp(t, "padhi", 5))
+        return nn_h_parse_list(t, t + 5, nsp, NN_POOL_MAX_SPATIAL, p->pad_hi, 0, err, cap);
     if (!strncmp(t, "pad", 3)) {
-        if (parse_list(t, t + 3, nsp, p->pad_lo, 0, err, cap)) return -1;
+        if (nn_h_parse_list(t, t + 3, nsp, NN_POOL_MAX_SPATIAL, p->pad_lo, 0, err, cap)) return -1;
         memcpy(p->pad_hi, p->pad_lo, sizeof p->pad_hi);
         return 0;
     }
-    return fail(err, cap, "unknown token '%s' (see docs/POOL.md for the syntax)", t);
+    return nn_h_fail(err, cap, "unknown token '%s' (see docs/POOL.md for the syntax)", t);
 }
 
 int nn_pool_case_parse(int ntok, char **tok, struct nn_pool_case *c, char *err, size_t cap)
@@ -118,7 +79,8 @@ int nn_pool_case_parse(int ntok, char **tok, struct nn_pool_case *c, char *err, 
     memset(c, 0, sizeof *c);
     c->dtype = NN_DTYPE_F32;
     c->p.mode = NN_POOL_MAX;
-    if (ntok < 1) return fail(err, cap, "%s", "no case given (expected e.g. n1c2h8w8 max win2)");
+    if (ntok < 1)
+        return nn_h_fail(err, cap, "%s", "no case given (expected e.g. n1c2h8w8 max win2)");
     if (parse_dims(tok[0], c, err, cap)) return -1;
     for (int i = 1; i < ntok; i++)
         if (parse_token(tok[i], c, err, cap)) return -1;
@@ -127,26 +89,10 @@ int nn_pool_case_parse(int ntok, char **tok, struct nn_pool_case *c, char *err, 
 
 int nn_pool_case_parse_line(const char *line, struct nn_pool_case *c, char *err, size_t cap)
 {
-    char buf[512];
-    if (nn_h_verbose_shape(line, buf, sizeof buf) < 0)
-        return fail(err, cap, "%s", "a verbose line without its shape field");
-    char *hash = strchr(buf, '#');
-    if (hash) *hash = 0;
-    char *tok[32];
-    int n = 0;
-    for (char *s = strtok(buf, " \t\r\n"); s && n < 32; s = strtok(NULL, " \t\r\n"))
-        tok[n++] = s;
-    if (n == 0) return 0;
+    char buf[512], *tok[32];
+    int n = nn_h_case_tokens(line, buf, sizeof buf, tok, 32, err, cap);
+    if (n <= 0) return n;
     return nn_pool_case_parse(n, tok, c, err, cap) == 0 ? 1 : -1;
-}
-
-static size_t put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
-                       const int64_t *v)
-{
-    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", name);
-    for (int i = 0; i < nsp && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, i ? "x%lld" : "%lld", (long long)v[i]);
-    return len;
 }
 
 void nn_pool_case_format(const struct nn_pool_case *c, char *buf, size_t cap)
@@ -163,13 +109,13 @@ void nn_pool_case_format(const struct nn_pool_case *c, char *buf, size_t cap)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (modes[i].mode == p->mode) mode = modes[i].name;
     if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", mode);
-    n = put_list(buf, cap, n, "win", nsp, p->window);
-    n = put_list(buf, cap, n, "stride", nsp, p->stride);
+    n = nn_h_put_list(buf, cap, n, "win", nsp, p->window);
+    n = nn_h_put_list(buf, cap, n, "stride", nsp, p->stride);
     if (memcmp(p->pad_lo, p->pad_hi, (size_t)nsp * sizeof p->pad_lo[0]) == 0) {
-        n = put_list(buf, cap, n, "pad", nsp, p->pad_lo);
+        n = nn_h_put_list(buf, cap, n, "pad", nsp, p->pad_lo);
     } else {
-        n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
-        n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
+        n = nn_h_put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
+        n = nn_h_put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
     if (n < cap) snprintf(buf + n, cap - n, " %s", nn_dtype_name(c->dtype));
 }

@@ -14,18 +14,6 @@
 
 static const char *const cells[] = {"relu", "tanh", "lstm", "gru"};
 static const char *const biases[] = {"bias_none", "bias_input", "bias_recurrent", "bias_double"};
-static const char *const dtypes[] = {"f32", "f64", "f16", "bf16"};
-static const nn_dtype dtype_of[] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16, NN_DTYPE_BF16};
-
-static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int lookup(const char *tok, const char *const *names, int n)
 {
@@ -51,33 +39,34 @@ static int parse_lengths(const char *s, struct nn_rnn_case *c, char *err, size_t
         char *end;
         long v = strtol(s, &end, 10);
         if (end == s || (*end && *end != 'x'))
-            return fail(err, cap, "bad lens token near \"%s\" (want lens<a>x<b>x...)", s);
+            return nn_h_fail(err, cap, "bad lens token near \"%s\" (want lens<a>x<b>x...)", s);
         if (n >= NN_RNN_CASE_MAX_N)
-            return fail(err, cap, "lens: more than %d lengths", NN_RNN_CASE_MAX_N);
+            return nn_h_fail(err, cap, "lens: more than %d lengths", NN_RNN_CASE_MAX_N);
         c->lengths[n++] = (int32_t)v;
         s = *end ? end + 1 : end;
     }
     c->has_lengths = 1;
     c->n = c->n ? c->n : n;
     if (n != c->n)
-        return fail(err, cap, "lens: %lld lengths for n%lld", (long long)n, (long long)c->n);
+        return nn_h_fail(err, cap, "lens: %lld lengths for n%lld", (long long)n, (long long)c->n);
     return 0;
 }
 
 int nn_rnn_case_parse(int ntok, char **tok, struct nn_rnn_case *c, char *err, size_t cap)
 {
     memset(c, 0, sizeof *c);
-    if (ntok < 2) return fail(err, cap, "a case needs a cell and t<T>n<N>i<I>h<H>");
+    if (ntok < 2) return nn_h_fail(err, cap, "a case needs a cell and t<T>n<N>i<I>h<H>");
     int cell = lookup(tok[0], cells, 4);
-    if (cell < 0) return fail(err, cap, "unknown cell \"%s\" (relu, tanh, lstm, gru)", tok[0]);
+    if (cell < 0) return nn_h_fail(err, cap, "unknown cell \"%s\" (relu, tanh, lstm, gru)", tok[0]);
     long long t, n, i, h;
     int used;
     if (sscanf(tok[1], "t%lldn%lldi%lldh%lld%n", &t, &n, &i, &h, &used) != 4 || tok[1][used])
-        return fail(err, cap, "bad size token \"%s\" (want t<T>n<N>i<I>h<H>)", tok[1]);
+        return nn_h_fail(err, cap, "bad size token \"%s\" (want t<T>n<N>i<I>h<H>)", tok[1]);
     if (n < 1 || n > NN_RNN_CASE_MAX_N || t < 1)
-        return fail(err, cap, "\"%s\": need t >= 1 and 1 <= n <= %d", tok[1], NN_RNN_CASE_MAX_N);
+        return nn_h_fail(err, cap, "\"%s\": need t >= 1 and 1 <= n <= %d", tok[1],
+                         NN_RNN_CASE_MAX_N);
     if (nn_rnn_params_default(&c->p, (nn_rnn_cell)cell, i, h) != NN_OK)
-        return fail(err, cap, "%s", nn_last_error()->message);
+        return nn_h_fail(err, cap, "%s", nn_last_error()->message);
     c->t = t;
     c->n = n;
     c->dtype = NN_DTYPE_F32;
@@ -105,26 +94,26 @@ int nn_rnn_case_parse(int ntok, char **tok, struct nn_rnn_case *c, char *err, si
         else if (!strncmp(s, "clip", 4)) {
             char *end, *mid;
             c->p.clip_lo = strtod(s + 4, &mid);
-            if (mid == s + 4 || *mid != ':') return fail(err, cap, "bad clip token \"%s\"", s);
+            if (mid == s + 4 || *mid != ':') return nn_h_fail(err, cap, "bad clip token \"%s\"", s);
             c->p.clip_hi = strtod(mid + 1, &end);
-            if (end == mid + 1 || *end) return fail(err, cap, "bad clip token \"%s\"", s);
+            if (end == mid + 1 || *end) return nn_h_fail(err, cap, "bad clip token \"%s\"", s);
             c->p.clip_enabled = 1;
         } else if (!strncmp(s, "drop", 4)) {
             char *end, *mid;
             c->p.dropout = strtod(s + 4, &mid);
-            if (mid == s + 4 || *mid != ':') return fail(err, cap, "bad drop token \"%s\"", s);
+            if (mid == s + 4 || *mid != ':') return nn_h_fail(err, cap, "bad drop token \"%s\"", s);
             c->p.dropout_seed = strtoull(mid + 1, &end, 10);
-            if (end == mid + 1 || *end) return fail(err, cap, "bad drop token \"%s\"", s);
+            if (end == mid + 1 || *end) return nn_h_fail(err, cap, "bad drop token \"%s\"", s);
         } else if (!strncmp(s, "lens", 4)) {
             if (parse_lengths(s + 4, c, err, cap)) return -1;
-        } else if ((idx = lookup(s, dtypes, 4)) >= 0)
-            c->dtype = dtype_of[idx];
+        } else if (nn_h_dtype_token(s, &c->dtype))
+            continue;
         else if (!strcmp(s, "tf32"))
             c->math = NN_MATH_TF32;
         else if (!strcmp(s, "acc"))
             c->p.flags |= NN_RNN_ACCUMULATE_DW;
         else
-            return fail(err, cap, "unknown token \"%s\"", s);
+            return nn_h_fail(err, cap, "unknown token \"%s\"", s);
     }
     return 0;
 }
@@ -141,13 +130,13 @@ int nn_rnn_case_parse_line(const char *line, struct nn_rnn_case *c, char *err, s
         for (int f = 0; f < 5 && text; f++)
             text = strchr(text, ',') ? strchr(text, ',') + 1 : NULL;
         char *end = text ? strrchr(text, ',') : NULL;
-        if (!end) return fail(err, cap, "a verbose line needs 7 comma-separated fields");
+        if (!end) return nn_h_fail(err, cap, "a verbose line needs 7 comma-separated fields");
         *end = 0;
     }
     char *tok[64];
     int n = 0;
     for (char *s = strtok(text, " \t\r\n"); s; s = strtok(NULL, " \t\r\n")) {
-        if (n == 64) return fail(err, cap, "more than 64 tokens");
+        if (n == 64) return nn_h_fail(err, cap, "more than 64 tokens");
         tok[n++] = s;
     }
     if (!n) return 0;

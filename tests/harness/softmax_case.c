@@ -1,6 +1,4 @@
-#include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,42 +8,17 @@
  * Text form
  */
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static const struct {
-    const char *name;
-    nn_dtype dtype;
-} dtypes[] = {
-    {"f32", NN_DTYPE_F32}, {"f64", NN_DTYPE_F64}, {"f16", NN_DTYPE_F16}, {"bf16", NN_DTYPE_BF16}};
-
-static int number(const char **s, int64_t *v)
-{
-    if (!isdigit((unsigned char)**s)) return -1;
-    char *end;
-    long long n = strtoll(*s, &end, 10);
-    if (n < 1) return -1;
-    *v = n;
-    *s = end;
-    return 0;
-}
-
 /* "n<N>c<C>[s<d>{x<d>}]" */
 static int parse_dims(const char *tok, struct nn_softmax_case *c, char *err, size_t cap)
 {
     const char *s = tok;
-    int bad = *s++ != 'n' || number(&s, &c->dims[0]) || *s++ != 'c' || number(&s, &c->dims[1]);
+    int bad =
+        *s++ != 'n' || nn_h_number(&s, &c->dims[0]) || *s++ != 'c' || nn_h_number(&s, &c->dims[1]);
     c->rank = 2;
     if (!bad && *s == 's') {
         s++;
         for (;;) {
-            if (c->rank == NN_MAX_RANK || number(&s, &c->dims[c->rank])) {
+            if (c->rank == NN_MAX_RANK || nn_h_number(&s, &c->dims[c->rank])) {
                 bad = 1;
                 break;
             }
@@ -55,20 +28,17 @@ static int parse_dims(const char *tok, struct nn_softmax_case *c, char *err, siz
         }
     }
     if (bad || *s)
-        return fail(err, cap,
-                    "dims token '%s': expected n<N>c<C>[s<d>{x<d>}] with sizes >= 1, e.g. n4c10 "
-                    "or n2c5s3x4",
-                    tok);
+        return nn_h_fail(
+            err, cap,
+            "dims token '%s': expected n<N>c<C>[s<d>{x<d>}] with sizes >= 1, e.g. n4c10 "
+            "or n2c5s3x4",
+            tok);
     return 0;
 }
 
 static int parse_token(const char *t, struct nn_softmax_case *c, char *err, size_t cap)
 {
-    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-        if (!strcmp(t, dtypes[i].name)) {
-            c->dtype = dtypes[i].dtype;
-            return 0;
-        }
+    if (nn_h_dtype_token(t, &c->dtype)) return 0;
     if (!strcmp(t, "softmax"))
         c->p.mode = NN_SOFTMAX_MODE_SOFTMAX;
     else if (!strcmp(t, "log"))
@@ -82,7 +52,7 @@ static int parse_token(const char *t, struct nn_softmax_case *c, char *err, size
     else if (!strcmp(t, "accdx"))
         c->p.flags |= NN_SOFTMAX_ACCUMULATE_DX;
     else
-        return fail(err, cap, "unknown token '%s' (see docs/SOFTMAX.md for the syntax)", t);
+        return nn_h_fail(err, cap, "unknown token '%s' (see docs/SOFTMAX.md for the syntax)", t);
     return 0;
 }
 
@@ -92,27 +62,20 @@ int nn_softmax_case_parse(int ntok, char **tok, struct nn_softmax_case *c, char 
     nn_softmax_params_default(&c->p);
     c->dtype = NN_DTYPE_F32;
     c->index = NN_INDEX_I64;
-    if (ntok < 1) return fail(err, cap, "%s", "no case given (expected e.g. n4c10 log)");
+    if (ntok < 1) return nn_h_fail(err, cap, "%s", "no case given (expected e.g. n4c10 log)");
     if (parse_dims(tok[0], c, err, cap)) return -1;
     for (int i = 1; i < ntok; i++)
         if (parse_token(tok[i], c, err, cap)) return -1;
     if (c->xent && (c->p.flags || c->p.mode != NN_SOFTMAX_MODE_SOFTMAX))
-        return fail(err, cap, "%s", "xent takes no log or accdx (its dx is overwritten)");
+        return nn_h_fail(err, cap, "%s", "xent takes no log or accdx (its dx is overwritten)");
     return 0;
 }
 
 int nn_softmax_case_parse_line(const char *line, struct nn_softmax_case *c, char *err, size_t cap)
 {
-    char buf[512];
-    if (nn_h_verbose_shape(line, buf, sizeof buf) < 0)
-        return fail(err, cap, "%s", "a verbose line without its shape field");
-    char *hash = strchr(buf, '#');
-    if (hash) *hash = 0;
-    char *tok[32];
-    int n = 0;
-    for (char *s = strtok(buf, " \t\r\n"); s && n < 32; s = strtok(NULL, " \t\r\n"))
-        tok[n++] = s;
-    if (n == 0) return 0;
+    char buf[512], *tok[32];
+    int n = nn_h_case_tokens(line, buf, sizeof buf, tok, 32, err, cap);
+    if (n <= 0) return n;
     return nn_softmax_case_parse(n, tok, c, err, cap) == 0 ? 1 : -1;
 }
 

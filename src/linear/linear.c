@@ -1,6 +1,5 @@
 /* The linear layer: validation, the problem description, dispatch to a backend, pullbacks and
  * the verbose line. Messages name the public function that was called. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +9,7 @@
 #include "core/log.h"
 #include "core/pullback.h"
 #include "core/tensor_util.h"
+#include "core/text.h"
 #include "linear/linear_internal.h"
 
 struct nn_linear_pullback {
@@ -36,31 +36,20 @@ static const struct nn__linear_backend *backend_of(const struct nn_ctx *ctx)
  * <dtype> [tf32]
  */
 
-__attribute__((format(printf, 4, 5))) static size_t put(char *buf, size_t cap, size_t n,
-                                                        const char *fmt, ...)
-{
-    if (n >= cap) return n;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + n, cap - n, fmt, ap);
-    va_end(ap);
-    return k > 0 ? n + (size_t)k : n;
-}
-
 void nn__linear_problem_text(const struct nn__linear_problem *p, char *buf, size_t cap)
 {
     size_t n = 0;
     if (cap) buf[0] = 0;
     for (int i = 0; i + 1 < p->x_rank; i++)
-        n = put(buf, cap, n, i ? "x%lld" : "m%lld", (long long)p->lead[i]);
-    n = put(buf, cap, n, "in%lldout%lld", (long long)p->in, (long long)p->out);
-    if (p->activation == NN_ACTIVATION_RELU) n = put(buf, cap, n, " relu");
-    if (p->has_bias) n = put(buf, cap, n, " bias");
-    if (p->flags & NN_LINEAR_ACCUMULATE_DX) n = put(buf, cap, n, " accdx");
-    if (p->flags & NN_LINEAR_ACCUMULATE_DW) n = put(buf, cap, n, " accdw");
-    if (p->flags & NN_LINEAR_ACCUMULATE_DB) n = put(buf, cap, n, " accdb");
-    n = put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
-    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) put(buf, cap, n, " tf32");
+        n = nn__text_put(buf, cap, n, i ? "x%lld" : "m%lld", (long long)p->lead[i]);
+    n = nn__text_put(buf, cap, n, "in%lldout%lld", (long long)p->in, (long long)p->out);
+    if (p->activation == NN_ACTIVATION_RELU) n = nn__text_put(buf, cap, n, " relu");
+    if (p->has_bias) n = nn__text_put(buf, cap, n, " bias");
+    if (p->flags & NN_LINEAR_ACCUMULATE_DX) n = nn__text_put(buf, cap, n, " accdx");
+    if (p->flags & NN_LINEAR_ACCUMULATE_DW) n = nn__text_put(buf, cap, n, " accdw");
+    if (p->flags & NN_LINEAR_ACCUMULATE_DB) n = nn__text_put(buf, cap, n, " accdb");
+    n = nn__text_put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
+    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) nn__text_put(buf, cap, n, " tf32");
 }
 
 /* ---------------------------------------------------------------------------------------------

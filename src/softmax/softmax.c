@@ -1,6 +1,5 @@
 /* Softmax and the softmax cross-entropy: validation, dispatch to a backend, pullbacks and the
  * verbose line. Messages name the public function that was called. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +9,7 @@
 #include "core/log.h"
 #include "core/pullback.h"
 #include "core/tensor_util.h"
+#include "core/text.h"
 #include "softmax/softmax_internal.h"
 
 struct nn_softmax_pullback {
@@ -43,28 +43,18 @@ static const struct nn__softmax_backend *backend_of(const struct nn_ctx *ctx)
  * Text form (docs/SOFTMAX.md): n<N>c<C>[s<d>{x<d>}] softmax|log|xent [accdx] [i32|i64] <dtype>
  */
 
-__attribute__((format(printf, 4, 5))) static size_t put(char *buf, size_t cap, size_t n,
-                                                        const char *fmt, ...)
-{
-    if (n >= cap) return n;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + n, cap - n, fmt, ap);
-    va_end(ap);
-    return k > 0 ? n + (size_t)k : n;
-}
-
 static void problem_text(const struct nn__softmax_problem *p, char *buf, size_t cap)
 {
-    size_t n = put(buf, cap, 0, "n%lldc%lld", (long long)p->dims[0], (long long)p->dims[1]);
+    size_t n =
+        nn__text_put(buf, cap, 0, "n%lldc%lld", (long long)p->dims[0], (long long)p->dims[1]);
     for (int i = 2; i < p->rank; i++)
-        n = put(buf, cap, n, i == 2 ? "s%lld" : "x%lld", (long long)p->dims[i]);
+        n = nn__text_put(buf, cap, n, i == 2 ? "s%lld" : "x%lld", (long long)p->dims[i]);
     if (p->xent)
-        n = put(buf, cap, n, " xent %s", p->index == NN_INDEX_I32 ? "i32" : "i64");
+        n = nn__text_put(buf, cap, n, " xent %s", p->index == NN_INDEX_I32 ? "i32" : "i64");
     else
-        n = put(buf, cap, n, " %s", p->mode == NN_SOFTMAX_MODE_LOG ? "log" : "softmax");
-    if (p->flags & NN_SOFTMAX_ACCUMULATE_DX) n = put(buf, cap, n, " accdx");
-    put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
+        n = nn__text_put(buf, cap, n, " %s", p->mode == NN_SOFTMAX_MODE_LOG ? "log" : "softmax");
+    if (p->flags & NN_SOFTMAX_ACCUMULATE_DX) n = nn__text_put(buf, cap, n, " accdx");
+    nn__text_put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_backend *be,

@@ -1,7 +1,6 @@
 /* Convolution: validation, the problem description, dispatch to a backend, pullbacks and the
  * verbose line. Everything cuDNN would refuse with BAD_PARAM is refused here first, with the
  * argument named. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +11,7 @@
 #include "core/log.h"
 #include "core/pullback.h"
 #include "core/tensor_util.h"
+#include "core/text.h"
 
 struct nn_conv_pullback {
     struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
@@ -89,54 +89,42 @@ static void note_init(struct nn__conv_note *n, struct nn__conv_exec *exec)
  * Text form (include/nnprim/conv.h, docs/CONV.md)
  */
 
-struct textbuf {
-    char *buf;
-    size_t cap, len;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct textbuf *t, const char *fmt, ...)
+static size_t put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
+                       const int64_t *v)
 {
-    if (t->len >= t->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->len += (size_t)n;
-}
-
-static void put_list(struct textbuf *t, const char *name, int nsp, const int64_t *v)
-{
-    put(t, " %s", name);
+    len = nn__text_put(buf, cap, len, " %s", name);
     for (int i = 0; i < nsp; i++)
-        put(t, i ? "x%lld" : "%lld", (long long)v[i]);
+        len = nn__text_put(buf, cap, len, i ? "x%lld" : "%lld", (long long)v[i]);
+    return len;
 }
 
 void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap)
 {
     static const char in_letters[] = "dhw", filt_letters[] = "trs";
-    struct textbuf t = {buf, cap, 0};
+    size_t len = 0;
     if (cap) buf[0] = 0;
     int off = 3 - p->nsp;
-    put(&t, "n%lldc%lld", (long long)p->n, (long long)p->c);
+    len = nn__text_put(buf, cap, len, "n%lldc%lld", (long long)p->n, (long long)p->c);
     for (int i = 0; i < p->nsp; i++)
-        put(&t, "%c%lld", in_letters[off + i], (long long)p->in[i]);
-    put(&t, "k%lld", (long long)p->k);
+        len = nn__text_put(buf, cap, len, "%c%lld", in_letters[off + i], (long long)p->in[i]);
+    len = nn__text_put(buf, cap, len, "k%lld", (long long)p->k);
     for (int i = 0; i < p->nsp; i++)
-        put(&t, "%c%lld", filt_letters[off + i], (long long)p->filt[i]);
-    put(&t, " g%lld", (long long)p->groups);
-    put_list(&t, "stride", p->nsp, p->stride);
-    put_list(&t, "dil", p->nsp, p->dilation);
+        len = nn__text_put(buf, cap, len, "%c%lld", filt_letters[off + i], (long long)p->filt[i]);
+    len = nn__text_put(buf, cap, len, " g%lld", (long long)p->groups);
+    len = put_list(buf, cap, len, "stride", p->nsp, p->stride);
+    len = put_list(buf, cap, len, "dil", p->nsp, p->dilation);
     if (memcmp(p->pad_lo, p->pad_hi, sizeof p->pad_lo) == 0) {
-        put_list(&t, "pad", p->nsp, p->pad_lo);
+        len = put_list(buf, cap, len, "pad", p->nsp, p->pad_lo);
     } else {
-        put_list(&t, "padlo", p->nsp, p->pad_lo);
-        put_list(&t, "padhi", p->nsp, p->pad_hi);
+        len = put_list(buf, cap, len, "padlo", p->nsp, p->pad_lo);
+        len = put_list(buf, cap, len, "padhi", p->nsp, p->pad_hi);
     }
-    put(&t, " %s", p->mode == NN_CONV_CONVOLUTION ? "conv" : "xcorr");
-    if (p->activation == NN_ACTIVATION_RELU) put(&t, " relu");
-    if (p->has_bias) put(&t, " bias");
-    put(&t, " %s", nn_dtype_name(p->dtype));
-    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) put(&t, " tf32");
+    len = nn__text_put(buf, cap, len, " %s", p->mode == NN_CONV_CONVOLUTION ? "conv" : "xcorr");
+    if (p->activation == NN_ACTIVATION_RELU) len = nn__text_put(buf, cap, len, " relu");
+    if (p->has_bias) len = nn__text_put(buf, cap, len, " bias");
+    len = nn__text_put(buf, cap, len, " %s", nn_dtype_name(p->dtype));
+    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32)
+        len = nn__text_put(buf, cap, len, " tf32");
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
  * backend table, pullbacks and the verbose line. Everything cuDNN would refuse with BAD_PARAM is
  * refused here first, with the argument named. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +11,7 @@
 #include "core/log.h"
 #include "core/pullback.h"
 #include "core/tensor_util.h"
+#include "core/text.h"
 #include "rnn/rnn_internal.h"
 
 struct rnn_backend {
@@ -113,40 +113,29 @@ static const char *view_name(nn_rnn_weight_name n)
     return NULL;
 }
 
-struct textbuf {
-    char *buf;
-    size_t cap, len;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct textbuf *t, const char *fmt, ...)
-{
-    if (t->len >= t->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->len += (size_t)n;
-}
-
 void nn__rnn_problem_text(const struct nn__rnn_problem *p, const int32_t *lengths, char *buf,
                           size_t cap)
 {
-    struct textbuf t = {buf, cap, 0};
+    size_t len = 0;
     if (cap) buf[0] = 0;
-    put(&t, "%s t%lldn%lldi%lldh%lld l%lld %s", cell_name(p->cell), (long long)p->t,
-        (long long)p->n, (long long)p->input, (long long)p->hidden, (long long)p->layers,
-        p->dirs == 2 ? "bidir" : "uni");
-    if (p->proj) put(&t, " proj%lld", (long long)p->proj);
-    put(&t, " %s", bias_name(p->bias_mode));
-    if (p->input_mode == NN_RNN_INPUT_SKIP) put(&t, " skip");
-    put(&t, " %s", p->layout == NN_RNN_BATCH_MAJOR ? "batch" : "seq");
-    if (p->clip_enabled) put(&t, " clip%.17g:%.17g", p->clip_lo, p->clip_hi);
-    if (p->dropout > 0) put(&t, " drop%.17g:%llu", p->dropout, (unsigned long long)p->dropout_seed);
+    len = nn__text_put(buf, cap, len, "%s t%lldn%lldi%lldh%lld l%lld %s", cell_name(p->cell),
+                       (long long)p->t, (long long)p->n, (long long)p->input, (long long)p->hidden,
+                       (long long)p->layers, p->dirs == 2 ? "bidir" : "uni");
+    if (p->proj) len = nn__text_put(buf, cap, len, " proj%lld", (long long)p->proj);
+    len = nn__text_put(buf, cap, len, " %s", bias_name(p->bias_mode));
+    if (p->input_mode == NN_RNN_INPUT_SKIP) len = nn__text_put(buf, cap, len, " skip");
+    len = nn__text_put(buf, cap, len, " %s", p->layout == NN_RNN_BATCH_MAJOR ? "batch" : "seq");
+    if (p->clip_enabled)
+        len = nn__text_put(buf, cap, len, " clip%.17g:%.17g", p->clip_lo, p->clip_hi);
+    if (p->dropout > 0)
+        len = nn__text_put(buf, cap, len, " drop%.17g:%llu", p->dropout,
+                           (unsigned long long)p->dropout_seed);
     if (lengths)
         for (int64_t i = 0; i < p->n; i++)
-            put(&t, i ? "x%d" : " lens%d", (int)lengths[i]);
-    put(&t, " %s", nn_dtype_name(p->dtype));
-    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) put(&t, " tf32");
+            len = nn__text_put(buf, cap, len, i ? "x%d" : " lens%d", (int)lengths[i]);
+    len = nn__text_put(buf, cap, len, " %s", nn_dtype_name(p->dtype));
+    if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32)
+        len = nn__text_put(buf, cap, len, " tf32");
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,

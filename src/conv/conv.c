@@ -168,12 +168,7 @@ static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_conv_
     if (p->flags & ~known)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.flags has unknown bits 0x%x", op,
                         p->flags & ~known);
-    /* Zero today, so that a later version can give them a meaning without breaking callers. */
-    for (int i = 0; i < (int)(sizeof p->reserved / sizeof p->reserved[0]); i++)
-        if (p->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.reserved[%d] must be 0, got %llu", op, i,
-                            (unsigned long long)p->reserved[i]);
-    return NN_OK;
+    return NN__CHECK_RESERVED(ctx, op, "p.reserved", p->reserved);
 }
 
 /* Shape arithmetic shared by nn_conv_output_shape() and the ops; p is already checked. */

@@ -2,6 +2,9 @@
 #ifndef NN_CORE_ERROR_H
 #define NN_CORE_ERROR_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "nnprim/status.h"
 
 struct nn_ctx;
@@ -30,6 +33,13 @@ nn_status nn__error_in(struct nn_ctx *ctx, const char *fn);
     do {                                                                                           \
         if ((expr) != NN_OK) return nn__error_in((ctx), (fn));                                     \
     } while (0)
+
+/* NN_E_INVALID_ARG naming fn and "name[i]" for the first non-zero of n reserved words (public
+ * structs keep them zero so the ABI can grow); NN_OK when all are zero. */
+nn_status nn__check_reserved(struct nn_ctx *ctx, const char *fn, const char *name,
+                             const uint64_t *reserved, size_t n);
+#define NN__CHECK_RESERVED(ctx, fn, name, array)                                                   \
+    nn__check_reserved((ctx), (fn), (name), (array), sizeof(array) / sizeof((array)[0]))
 
 /* Propagate a failure that is already recorded. */
 #define NN__TRY(expr)                                                                              \

@@ -153,10 +153,6 @@ nn_status nn__settings_check(const nn_settings *s)
                         "nn_ctx_create: settings.rnn_graphs must be NN_RNN_GRAPHS_AUTO, _OFF or "
                         "_ON, got %d",
                         (int)s->rnn_graphs);
-    for (size_t i = 0; i < NN__N(s->reserved); i++)
-        if (s->reserved[i])
-            return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                            "nn_ctx_create: settings.reserved[%zu] must be 0, got %llu", i,
-                            (unsigned long long)s->reserved[i]);
+    NN__TRY(NN__CHECK_RESERVED(NULL, "nn_ctx_create", "settings.reserved", s->reserved));
     return NN_OK;
 }

@@ -68,6 +68,16 @@ nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *cal
     return status;
 }
 
+nn_status nn__check_reserved(struct nn_ctx *ctx, const char *fn, const char *name,
+                             const uint64_t *reserved, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reserved[i])
+            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s[%zu] must be 0, got %llu", fn, name, i,
+                            (unsigned long long)reserved[i]);
+    return NN_OK;
+}
+
 nn_status nn__error_in(struct nn_ctx *ctx, const char *fn)
 {
     const char *m = nn__thread_error.message;

@@ -78,12 +78,7 @@ static nn_status check_params(struct nn_ctx *ctx, const char *fn, const nn_linea
                         "%s: p.flags must hold only NN_LINEAR_ACCUMULATE_* bits (0x%x), got 0x%x "
                         "(unknown bits 0x%x)",
                         fn, known, p->flags, p->flags & ~known);
-    for (size_t i = 0; i < sizeof p->reserved / sizeof p->reserved[0]; i++)
-        if (p->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                            "%s: p.reserved[%zu] must be 0, got %llu (fill p with "
-                            "nn_linear_params_default)",
-                            fn, i, (unsigned long long)p->reserved[i]);
+    NN__TRY(NN__CHECK_RESERVED(ctx, fn, "p.reserved", p->reserved));
     return NN_OK;
 }
 

@@ -161,11 +161,7 @@ nn_status nn_mem_configure(int device, const nn_mem_settings *s)
                         "nn_mem_configure: s.upstream must be NN_MEM_UPSTREAM_MALLOC or "
                         "NN_MEM_UPSTREAM_MALLOC_ASYNC, got %d",
                         (int)s->upstream);
-    for (size_t i = 0; i < sizeof s->reserved / sizeof s->reserved[0]; i++)
-        if (s->reserved[i])
-            return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                            "nn_mem_configure: s.reserved[%zu] must be 0, got %llu", i,
-                            (unsigned long long)s->reserved[i]);
+    NN__TRY(NN__CHECK_RESERVED(NULL, "nn_mem_configure", "s.reserved", s->reserved));
     if (!(s->growth_slack == 0.0 || s->growth_slack >= 1.0))
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
                         "nn_mem_configure: s.growth_slack must be 0 or >= 1.0, got %g",
@@ -383,10 +379,7 @@ nn_status nn_mem_set_allocator(int device, const nn_mem_allocator *a)
     if (a) {
         if (!a->alloc) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: a.alloc must not be NULL", fn);
         if (!a->free) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: a.free must not be NULL", fn);
-        for (size_t i = 0; i < sizeof a->reserved / sizeof a->reserved[0]; i++)
-            if (a->reserved[i])
-                return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: a.reserved[%zu] must be 0, got %llu",
-                                fn, i, (unsigned long long)a->reserved[i]);
+        NN__TRY(NN__CHECK_RESERVED(NULL, fn, "a.reserved", a->reserved));
         r = nn__host_calloc(1, sizeof *r);
         if (!r) return NN__FAIL(NULL, NN_E_OOM_HOST, "%s: out of host memory", fn);
         r->a = *a;

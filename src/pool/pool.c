@@ -95,12 +95,7 @@ static nn_status check_params(nn_ctx *ctx, const char *op, const nn_pool_params 
                                 op, s ? "pad_hi" : "pad_lo", i, i, (long long)p->window[i] - 1,
                                 (long long)pads[s][i]);
     }
-    /* Zero today, so that a later version can give them a meaning without breaking callers. */
-    for (int i = 0; i < (int)(sizeof p->reserved / sizeof p->reserved[0]); i++)
-        if (p->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params.reserved[%d] must be 0, got %llu",
-                            op, i, (unsigned long long)p->reserved[i]);
-    return NN_OK;
+    return NN__CHECK_RESERVED(ctx, op, "params.reserved", p->reserved);
 }
 
 /* Output dims for validated params; NN_E_SHAPE when x's rank or size does not fit them. */

@@ -232,11 +232,7 @@ static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_rnn_p
     if (p->flags & ~known)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.flags has unknown bits 0x%x", op,
                         p->flags & ~known);
-    for (int i = 0; i < 4; i++)
-        if (p->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.reserved[%d] must be 0, got %llu", op, i,
-                            (unsigned long long)p->reserved[i]);
-    return NN_OK;
+    return NN__CHECK_RESERVED(ctx, op, "p.reserved", p->reserved);
 }
 
 /* The problem without the data dims (t, n); p is already checked. */

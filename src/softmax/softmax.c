@@ -92,12 +92,7 @@ static nn_status check_params(struct nn_ctx *ctx, const char *fn, const nn_softm
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: p.flags must hold only NN_SOFTMAX_ACCUMULATE_DX (0x1), got 0x%x", fn,
                         p->flags);
-    for (size_t i = 0; i < sizeof p->reserved / sizeof p->reserved[0]; i++)
-        if (p->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                            "%s: p.reserved[%zu] must be 0, got %llu (fill p with "
-                            "nn_softmax_params_default)",
-                            fn, i, (unsigned long long)p->reserved[i]);
+    NN__TRY(NN__CHECK_RESERVED(ctx, fn, "p.reserved", p->reserved));
     return NN_OK;
 }
 
@@ -268,11 +263,7 @@ static nn_status check_targets(struct nn_ctx *ctx, const char *fn, const nn_clas
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: targets.data (%p) must be aligned to %zu bytes for %s indices", fn,
                         t->data, align, t->type == NN_INDEX_I32 ? "int32" : "int64");
-    for (size_t i = 0; i < sizeof t->reserved / sizeof t->reserved[0]; i++)
-        if (t->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: targets.reserved[%zu] must be 0, got %llu",
-                            fn, i, (unsigned long long)t->reserved[i]);
-    return NN_OK;
+    return NN__CHECK_RESERVED(ctx, fn, "targets.reserved", t->reserved);
 }
 
 /* The targets as host int64 values, each in [0, c) (the first one outside is named). */

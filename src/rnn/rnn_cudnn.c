@@ -246,6 +246,13 @@ struct copy {
     int out;
 };
 
+/* The caller's pointers of one call, in the order of its copies. */
+struct tuple {
+    unsigned sig;
+    int n;
+    const void *user[RNN_COPIES];
+};
+
 struct exec {
     cudaGraph_t body;  /* the captured cuDNN calls, kept to assemble the graph again */
     cudaGraph_t graph; /* body as a child node between the copies; the copy nodes are its own */
@@ -253,6 +260,10 @@ struct exec {
     unsigned sig; /* which optional tensors the captured call had */
     int ncopy;
     struct copy copy[RNN_COPIES];
+    /* The same call captured on the caller's own pointers once two calls in a row passed the
+     * same ones: no copies. Used while the pointers stay those; the staging graph serves others. */
+    cudaGraphExec_t direct;
+    struct tuple direct_at, last;
 };
 
 struct slot {
@@ -300,11 +311,13 @@ struct rnn_live {
     int nslots;
     struct trial trial[2];
     int warm[3];
+    int captured; /* this call captured (auto leaves such a call out of its measurement) */
     cudaEvent_t ev[2];
 };
 
 static void exec_clear(struct exec *ex)
 {
+    if (ex->direct) cudaGraphExecDestroy(ex->direct);
     if (ex->exec) cudaGraphExecDestroy(ex->exec);
     if (ex->graph) cudaGraphDestroy(ex->graph);
     if (ex->body) cudaGraphDestroy(ex->body);
@@ -991,20 +1004,35 @@ static nn_status exec_assemble(struct nn_ctx *ctx, struct exec *ex, const struct
     return st;
 }
 
-/* Capture the launches of fn on the context's stream into ex->body and assemble the graph. */
-static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
-                            struct rnn_live *e, struct exec *ex, unsigned sig,
-                            const struct copy *copies, int ncopy, launch_fn fn, const void *arg)
+/* Capture the launches of fn on the context's stream into a new graph. */
+static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                         struct rnn_live *e, launch_fn fn, const void *arg, cudaGraph_t *out)
 {
     cudaStream_t s = (cudaStream_t)ctx->stream;
-    exec_clear(ex);
+    *out = NULL;
+    e->captured = 1;
     /* Relaxed: another thread's context may call cudaMalloc meanwhile. */
     nn_status st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     if (st == NN_OK) {
         st = fn(ctx, h, p, e, arg);
-        cudaError_t end = cudaStreamEndCapture(s, &ex->body);
+        cudaError_t end = cudaStreamEndCapture(s, out);
         if (st == NN_OK) st = NN__CUDA(ctx, end);
     }
+    if (st != NN_OK) {
+        (void)cudaGetLastError();
+        if (*out) cudaGraphDestroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Capture fn into ex->body and assemble the staging graph around it. */
+static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                            struct rnn_live *e, struct exec *ex, unsigned sig,
+                            const struct copy *copies, int ncopy, launch_fn fn, const void *arg)
+{
+    exec_clear(ex);
+    nn_status st = capture(ctx, h, p, e, fn, arg, &ex->body);
     if (st == NN_OK) st = exec_assemble(ctx, ex, copies, ncopy);
     if (st != NN_OK) {
         (void)cudaGetLastError();
@@ -1034,6 +1062,50 @@ static nn_status exec_launch(struct nn_ctx *ctx, struct exec *ex, const struct c
         c->user = want[i].user;
     }
     return NN__CUDA(ctx, cudaGraphLaunch(ex->exec, (cudaStream_t)ctx->stream));
+}
+
+static void tuple_of(struct tuple *t, unsigned sig, const struct copy *c, int n)
+{
+    memset(t, 0, sizeof *t);
+    t->sig = sig, t->n = n;
+    for (int i = 0; i < n; i++)
+        t->user[i] = c[i].user;
+}
+
+static int tuple_eq(const struct tuple *a, const struct tuple *b)
+{
+    return a->n > 0 && memcmp(a, b, sizeof *a) == 0;
+}
+
+/* Run one call whose caller-side copies are c: on the direct graph while the caller's pointers are
+ * the ones it was captured on, capturing it when they are also the last call's (a training loop
+ * on fixed buffers then pays no copies); otherwise through the staging graph, built on first use.
+ * staged and direct are fn's arguments on the staging buffers and on the caller's tensors. */
+static nn_status exec_run(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                          struct rnn_live *e, struct exec *ex, unsigned sig, const struct copy *c,
+                          int n, launch_fn fn, const void *staged, const void *direct)
+{
+    struct tuple now;
+    tuple_of(&now, sig, c, n);
+    if (!ex->exec || ex->sig != sig) {
+        NN__TRY(exec_build(ctx, h, p, e, ex, sig, c, n, fn, staged));
+    } else if (!(ex->direct && tuple_eq(&ex->direct_at, &now)) && tuple_eq(&ex->last, &now)) {
+        cudaGraph_t g;
+        NN__TRY(capture(ctx, h, p, e, fn, direct, &g));
+        if (ex->direct) cudaGraphExecDestroy(ex->direct);
+        ex->direct = NULL;
+        nn_status st = NN__CUDA(ctx, cudaGraphInstantiate(&ex->direct, g, 0));
+        cudaGraphDestroy(g);
+        if (st != NN_OK) {
+            ex->direct = NULL;
+            return st;
+        }
+        ex->direct_at = now;
+    }
+    ex->last = now;
+    if (ex->direct && tuple_eq(&ex->direct_at, &now))
+        return NN__CUDA(ctx, cudaGraphLaunch(ex->direct, (cudaStream_t)ctx->stream));
+    return exec_launch(ctx, ex, c);
 }
 
 static int replay_wanted(const struct rnn_live *e, int unit)
@@ -1078,20 +1150,20 @@ static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
         if (!sl) return NN_OK;
         ex = &sl->fwd, r = sl->rs;
     }
-    if (!ex->exec || ex->sig != sig) {
-        struct fwd_io a = {g->x,
-                           io->hx ? g->hx : NULL,
-                           io->cx ? g->cx : NULL,
-                           g->w,
-                           g->y,
-                           io->hy ? g->hy : NULL,
-                           io->cy ? g->cy : NULL,
-                           g->ws,
-                           r ? r->ptr : NULL,
-                           r ? r->bytes : 0};
-        NN__TRY(exec_build(ctx, h, p, e, ex, sig, c, n, fwd_launch, &a));
-    }
-    NN__TRY(exec_launch(ctx, ex, c));
+    struct fwd_io a = {g->x,
+                       io->hx ? g->hx : NULL,
+                       io->cx ? g->cx : NULL,
+                       g->w,
+                       g->y,
+                       io->hy ? g->hy : NULL,
+                       io->cy ? g->cy : NULL,
+                       g->ws,
+                       r ? r->ptr : NULL,
+                       r ? r->bytes : 0};
+    struct fwd_io d = {io->x->data,       data_of(io->hx), data_of(io->cx), io->w->data,
+                       io->y_out->data,   out_of(io->hy),  out_of(io->cy),  g->ws,
+                       r ? r->ptr : NULL, r ? r->bytes : 0};
+    NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, fwd_launch, &a, &d));
     if (r) {
         r->refs++;
         *rs = r;
@@ -1124,28 +1196,44 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
     if (io->dw) add_copy(c, &n, g->dw, io->dw->data, e->weight_bytes, 1), sig |= 256;
     if (io->dw && io->accumulate) sig |= 512;
     struct exec *ex = &e->slots[rs->slot].bwd;
-    if (!ex->exec || ex->sig != sig) {
-        struct bwd_io a = {g->x,
-                           io->hx ? g->hx : NULL,
-                           io->cx ? g->cx : NULL,
-                           g->w,
-                           g->y,
-                           io->dhy ? g->dhy : NULL,
-                           io->dcy ? g->dcy : NULL,
-                           g->dy,
-                           g->dx,
-                           io->dhx ? g->dhx : NULL,
-                           io->dcx ? g->dcx : NULL,
-                           g->dw,
-                           g->ws,
-                           rs->ptr,
-                           rs->bytes,
-                           !io->dy,
-                           io->dw != NULL,
-                           !io->accumulate};
-        NN__TRY(exec_build(ctx, h, p, e, ex, sig, c, n, bwd_launch, &a));
-    }
-    NN__TRY(exec_launch(ctx, ex, c));
+    struct bwd_io a = {g->x,
+                       io->hx ? g->hx : NULL,
+                       io->cx ? g->cx : NULL,
+                       g->w,
+                       g->y,
+                       io->dhy ? g->dhy : NULL,
+                       io->dcy ? g->dcy : NULL,
+                       g->dy,
+                       g->dx,
+                       io->dhx ? g->dhx : NULL,
+                       io->dcx ? g->dcx : NULL,
+                       g->dw,
+                       g->ws,
+                       rs->ptr,
+                       rs->bytes,
+                       !io->dy,
+                       io->dw != NULL,
+                       !io->accumulate};
+    /* Without the caller's dy or dx, cuDNN still needs the buffers: the staging ones serve. */
+    struct bwd_io d = {io->x->data,
+                       data_of(io->hx),
+                       data_of(io->cx),
+                       io->w->data,
+                       io->y->data,
+                       data_of(io->dhy),
+                       data_of(io->dcy),
+                       io->dy ? io->dy->data : g->dy,
+                       io->dx ? io->dx->data : g->dx,
+                       out_of(io->dhx),
+                       out_of(io->dcx),
+                       out_of(io->dw),
+                       g->ws,
+                       rs->ptr,
+                       rs->bytes,
+                       !io->dy,
+                       io->dw != NULL,
+                       !io->accumulate};
+    NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, bwd_launch, &a, &d));
     *done = 1;
     return NN_OK;
 }
@@ -1309,6 +1397,7 @@ nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
         }
         e->warm[warm] = 1;
     }
+    if (e->captured) e->trial[unit].skip[0] = 1, e->captured = 0;
     trial_end(ctx, p, e, unit, 0, replayed, t0);
     note(e, replayed);
     if (state) *state = rs;
@@ -1375,6 +1464,7 @@ nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_proble
         NN__TRY(backward_eager(ctx, h, p, e, rs, io));
         e->warm[W_BWD] = 1;
     }
+    if (e->captured) e->trial[U_TRAIN].skip[1] = 1, e->captured = 0;
     trial_end(ctx, p, e, U_TRAIN, 1, replayed, t0);
     note(e, replayed);
     return NN_OK;

@@ -143,13 +143,20 @@ static void check_absent(const char *text, const char *cli)
     CHECK(nn_cudnn_runtime_version() == 0, "nn_cudnn_runtime_version() = %zu",
           nn_cudnn_runtime_version());
     nn_device_info d;
-    CHECK(nn_device_get_info(0, &d) != NN_OK, "nn_device_get_info(0) succeeded");
+    nn_status st = nn_device_get_info(0, &d);
+    if (have_cuda()) {
+        nn_runtime_library rt = info(NN_RUNTIME_CUDART);
+        CHECK(st == NN_E_NO_DEVICE && strstr(nn_last_error()->message, rt.problem),
+              "nn_device_get_info(0): %s '%s'", nn_status_name(st), nn_last_error()->message);
+    } else {
+        CHECK(st == NN_E_NOT_BUILT, "nn_device_get_info(0): %s", nn_status_name(st));
+    }
 
     nn_settings s;
     nn_settings_init(&s);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx = (nn_ctx *)&s;
-    nn_status st = nn_ctx_create(&ctx, &s);
+    st = nn_ctx_create(&ctx, &s);
     const char *msg = nn_last_error()->message;
     CHECK(ctx == NULL, "a failed nn_ctx_create left out set");
     if (!(nn_build_features() & NN_FEATURE_CUDNN)) {

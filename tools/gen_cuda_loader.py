@@ -38,7 +38,6 @@ ABSENT = {
     "cudnnStatus_t": "CUDNN_STATUS_NOT_INITIALIZED",
     "cublasStatus_t": "CUBLAS_STATUS_NOT_INITIALIZED",
     "size_t": "0",
-    "int": "0",
 }
 
 
@@ -210,9 +209,6 @@ def emit(funcs, protos):
                 c.append("    return %s;" % call)
             c.append("}")
         c.append("")
-    for lib in LIBS:
-        if lib not in funcs:
-            c.append("const struct nn__dl_symbol nn__dl_symbols_%s[] = {{NULL, NULL}};" % lib)
     return "\n".join(h) + "\n", "\n".join(c).rstrip("\n") + "\n"
 
 

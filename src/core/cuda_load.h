@@ -28,7 +28,7 @@ struct nn__dl_symbol {
 };
 
 /* The generated tables of each library's functions (cuda_load_gen.c), ended by a NULL name;
- * empty for a library the build does not have. */
+ * only those of the libraries the build has exist. */
 extern const struct nn__dl_symbol nn__dl_symbols_cudart[];
 extern const struct nn__dl_symbol nn__dl_symbols_cudnn[];
 extern const struct nn__dl_symbol nn__dl_symbols_cublasLt[];

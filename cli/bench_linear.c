@@ -15,8 +15,7 @@
 #include "tests/harness/linear_case.h"
 
 #if NN_HAVE_CUDNN
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
+#include "core/cuda_load.h"
 #endif
 
 /* An LSTM language model's head (batch 20 x 35 steps, hidden 650, 10000 words), a classifier's

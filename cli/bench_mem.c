@@ -23,7 +23,7 @@
 #include "nnprim/nnprim.h"
 
 #if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "core/cuda_load.h"
 #endif
 
 #define KiB ((size_t)1 << 10)

@@ -14,8 +14,7 @@
 #include "tests/harness/pool_case.h"
 
 #if NN_HAVE_CUDNN
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
+#include "core/cuda_load.h"
 #endif
 
 struct shape {

@@ -6,8 +6,7 @@
 #include "bench_raw_cudnn.h"
 #include "cli/bench_util.h"
 
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
+#include "core/cuda_load.h"
 
 #include "conv/conv_internal.h"
 #include "cudnn/cudnn_ctx.h"

@@ -31,8 +31,7 @@
 #include "tests/harness/rnn_case.h"
 
 #if NN_HAVE_CUDNN
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
+#include "core/cuda_load.h"
 #endif
 
 static const char *const small_shapes[] = {

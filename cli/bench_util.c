@@ -5,7 +5,7 @@
 #include "cli/bench_util.h"
 
 #if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "core/cuda_load.h"
 #endif
 
 double nn_cli_now_us(void)

@@ -24,6 +24,22 @@ static void print_devices(void)
     }
 }
 
+/* One line per library loaded at run time: version and path, or why it is not usable. */
+static void print_runtime_libraries(void)
+{
+    for (int i = 0; i < NN_RUNTIME_LIBRARY_COUNT; i++) {
+        nn_runtime_library l;
+        if (nn_runtime_library_info(i, &l) != NN_OK) continue;
+        char label[32];
+        snprintf(label, sizeof label, "%s runtime:", l.name);
+        if (l.usable)
+            printf("%-15s %s (%s, needs %s or newer) from %s\n", label, l.version_text, l.soname,
+                   l.version_needed_text, l.path);
+        else
+            printf("%-15s none: %s\n", label, l.problem);
+    }
+}
+
 static int cmd_info(int argc, char **argv)
 {
     (void)argc;
@@ -32,11 +48,7 @@ static int cmd_info(int argc, char **argv)
     printf("nnprim %s\n", nn_version());
     printf("build features: cuda=%s cudnn=%s jemalloc=%s\n", f & NN_FEATURE_CUDA ? "yes" : "no",
            f & NN_FEATURE_CUDNN ? "yes" : "no", f & NN_FEATURE_JEMALLOC ? "yes" : "no");
-    size_t v = nn_cudnn_runtime_version();
-    if (v)
-        printf("cuDNN runtime:  %zu.%zu.%zu\n", v / 10000, (v % 10000) / 100, v % 100);
-    else
-        printf("cuDNN runtime:  none\n");
+    print_runtime_libraries();
     print_devices();
 
     nn_settings s;

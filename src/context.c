@@ -27,15 +27,22 @@ size_t nn_cudnn_runtime_version(void)
 #endif
 }
 
-/* AUTO becomes CUDNN only where everything it needs is there; say once why it did not. */
+/* AUTO becomes CUDNN only where everything it needs is there; say once why it did not. The
+ * CUDA runtime is loaded first, cuDNN and cuBLASLt only where there is a device to use. */
 static nn_status resolve_backend(nn_settings *s)
 {
+    const char *no_cudart = NN_HAVE_CUDNN ? nn__dl_problem(NN__DL_CUDART) : NULL;
     int devices = nn__cuda_device_count();
+    const char *no_lib = no_cudart;
+    if (NN_HAVE_CUDNN && !no_lib && s->device < devices) no_lib = nn__dl_backend_problem();
     if (s->backend == NN_BACKEND_CUDNN) {
         if (!NN_HAVE_CUDNN)
             return NN__FAIL(NULL, NN_E_NOT_BUILT,
                             "nn_ctx_create: backend cudnn requested, but this build of nnprim has "
                             "no cuDNN (rebuild with -Dcudnn=enabled)");
+        if (no_lib)
+            return NN__FAIL(NULL, NN_E_NO_DEVICE, "nn_ctx_create: backend cudnn requested, but %s",
+                            no_lib);
         if (s->device >= devices)
             return NN__FAIL(NULL, NN_E_NO_DEVICE,
                             "nn_ctx_create: backend cudnn on device %d, but %d CUDA device(s) are "
@@ -44,13 +51,14 @@ static nn_status resolve_backend(nn_settings *s)
         return NN_OK;
     }
     if (s->backend == NN_BACKEND_AUTO) {
-        if (NN_HAVE_CUDNN && s->device < devices) {
+        if (NN_HAVE_CUDNN && !no_lib && s->device < devices) {
             s->backend = NN_BACKEND_CUDNN;
         } else {
             static int said;
             if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
                 nn__log("backend auto: %s; using the reference backend",
                         !NN_HAVE_CUDNN ? "this build has no cuDNN"
+                        : no_lib       ? no_lib
                         : devices == 0 ? "no usable CUDA device (no driver or no GPU)"
                                        : "the requested device ordinal is out of range");
             s->backend = NN_BACKEND_REF;

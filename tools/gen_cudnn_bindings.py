@@ -256,8 +256,7 @@ def emit_header(funcs, version, named, enums):
     w("#ifndef NN_CUDNN_BINDINGS_CUDNN_H")
     w("#define NN_CUDNN_BINDINGS_CUDNN_H")
     w("")
-    w("#include <cudnn.h>")
-    w("")
+    w("#include \"core/cuda_load.h\" /* cudnn.h, its functions loaded at run time */")
     w("#include \"nnprim/status.h\"")
     w("")
     w("struct nn_ctx;")
@@ -298,10 +297,6 @@ SUPPORT = r'''#include <stdarg.h>
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
-
-#if NN_DEBUG_CHECKS
-#include <cuda_runtime_api.h>
-#endif
 
 nn_status nn__cudnn_status_to_nn(cudnnStatus_t st)
 {

@@ -23,6 +23,15 @@
  *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (settings)
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
  *
+ * and, read by the library loader rather than by nn_default_settings(), once per process when a
+ * library is first needed (nn_runtime_library_info() below):
+ *
+ *   NNPRIM_CUDA_LIBS          where the CUDA runtime, cuDNN and cuBLASLt are loaded from:
+ *                             unset or "": dlopen's own search (LD_LIBRARY_PATH, the system's
+ *                             library path), then the directory the build found each in;
+ *                             a directory: there only; none: not at all, as on a machine
+ *                             without CUDA (AUTO then runs the reference backend)
+ *
  * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
  * a '-' (except in a negative integer range, which none of these has) or trailing characters
  * make the variable malformed, so " -5" is refused rather than read as a huge count.
@@ -90,8 +99,9 @@ typedef struct nn_device_info {
 /**
  * Count the CUDA devices this process can use.
  *
- * @param count out: the number of devices; 0 where the build has no CUDA, no driver is installed
- *              or no device is visible (those are not errors).
+ * @param count out: the number of devices; 0 where the build has no CUDA, the CUDA runtime
+ *              library cannot be loaded (nn_runtime_library_info()), no driver is installed or
+ *              no device is visible (those are not errors).
  * @return NN_OK; NN_E_INVALID_ARG if count is NULL.
  */
 NN_API nn_status nn_device_count(int *count);
@@ -109,9 +119,56 @@ NN_API nn_status nn_device_get_info(int ordinal, nn_device_info *info);
 /**
  * The version of the cuDNN library loaded at run time (cudnnGetVersion(), e.g. 91400 for 9.14.0).
  *
- * @return the version, or 0 where the build has no cuDNN.
+ * @return the version, or 0 where the build has no cuDNN or libcudnn is not usable
+ *         (nn_runtime_library_info() says why).
  */
 NN_API size_t nn_cudnn_runtime_version(void);
+
+/**
+ * The libraries the cuDNN backend loads at run time. libnnprim and the nnprim program are not
+ * linked against them (no NEEDED entry): the same binary runs where they are absent, with the
+ * reference backend. Each is loaded (dlopen) when first needed: by the first cuDNN or AUTO
+ * context, nn_device_count() (the CUDA runtime), or nn_runtime_library_info(). NNPRIM_CUDA_LIBS
+ * (above) says where from. The cuDNN backend needs all three usable.
+ */
+typedef enum nn_runtime_library_id {
+    NN_RUNTIME_CUDART = 0,   /**< the CUDA runtime, libcudart.so.<major> */
+    NN_RUNTIME_CUDNN = 1,    /**< cuDNN, libcudnn.so.<major> */
+    NN_RUNTIME_CUBLASLT = 2, /**< cuBLASLt, libcublasLt.so.<major> (nn_linear) */
+    NN_RUNTIME_LIBRARY_COUNT = 3
+} nn_runtime_library_id;
+
+/** What nnprim found of one run-time library. The strings are the library's, valid for the
+ *  life of the process. */
+typedef struct nn_runtime_library {
+    const char *name;   /**< "CUDA", "cuDNN" or "cuBLASLt" */
+    const char *soname; /**< the file looked for, from the headers this build used, e.g.
+                             "libcudnn.so.9"; "" where the build has no such library */
+    const char *path;   /**< the file loaded, as the dynamic loader names it; "" if none was */
+    /** What the loaded library reports, in its own encoding: cudaRuntimeGetVersion() (13000 is
+     *  13.0), cudnnGetVersion() (91400 is 9.14.0), cublasLtGetVersion() (130100 is 13.1.0);
+     *  0 if none was loaded. */
+    size_t version;
+    size_t version_needed;        /**< the oldest version this build accepts, same encoding */
+    char version_text[16];        /**< version as "13.0" or "9.14.0"; "" if 0 */
+    char version_needed_text[16]; /**< version_needed likewise */
+    int usable; /**< nonzero: loaded, every function nnprim calls found, version new enough */
+    /** "" when usable, else why not: the dlopen() or dlsym() failure with dlerror()'s text, a
+     *  version too old, NNPRIM_CUDA_LIBS=none, or a build without the library. */
+    const char *problem;
+    uint64_t reserved[4]; /**< zero */
+} nn_runtime_library;
+
+/**
+ * Describe one run-time library: where it was loaded from and its version, or why it is not
+ * usable. Loads it if nothing has yet (as the first cuDNN context would).
+ *
+ * @param which a nn_runtime_library_id, 0 <= which < NN_RUNTIME_LIBRARY_COUNT.
+ * @param out   out: filled on success, untouched on failure.
+ * @return NN_OK, also where the library is missing or unusable (out says so);
+ *         NN_E_INVALID_ARG if out is NULL or which is out of range.
+ */
+NN_API nn_status nn_runtime_library_info(int which, nn_runtime_library *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Settings
@@ -213,8 +270,9 @@ typedef struct nn_ctx nn_ctx;
 /**
  * Create a context.
  *
- * With backend AUTO and no usable GPU (no CUDA in the build, no driver, no device, or the ordinal
- * out of range), the context runs the reference backend and says so once on stderr.
+ * With backend AUTO and no usable GPU (no CUDA in the build, a run-time library missing or
+ * unusable, no driver, no device, or the ordinal out of range), the context runs the reference
+ * backend and says so once on stderr.
  * When settings->plan_cache_file names a file, it is loaded here (a missing file is not an
  * error; a corrupted one is reported on stderr and the cache starts empty) and saved at
  * nn_ctx_destroy().
@@ -227,7 +285,9 @@ typedef struct nn_ctx nn_ctx;
  *         NN_E_ENV if settings is NULL and the environment is malformed, or (cuDNN backend)
  *         when the device's memory pool is first used while an NNPRIM_MEM_* variable is
  *         malformed (see mem.h);
- *         NN_E_NO_DEVICE if backend is CUDNN and the device cannot be used;
+ *         NN_E_NO_DEVICE if backend is CUDNN and the device cannot be used, or one of the
+ *         run-time libraries is not usable (the message names it and gives dlerror()'s text:
+ *         "nn_ctx_create: backend cudnn requested, but libcudnn.so.9 not loaded: ...");
  *         NN_E_NOT_BUILT if backend is CUDNN and this build has no cuDNN;
  *         NN_E_CUDA if creating the stream fails; NN_E_OOM_HOST.
  * Ownership: the caller owns the context and releases it with nn_ctx_destroy(). A stream passed

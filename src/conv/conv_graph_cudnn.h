@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cudnn.h>
+#include "core/cuda_load.h"
 
 #include "conv/conv_plan_key.h"
 #include "cudnn/graph_cudnn.h"

@@ -5,8 +5,9 @@
 
 #include "nn_config.h"
 
+#include "core/cuda_load.h"
+
 #if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
 
 #include "error.h"
 #include "log.h"

@@ -36,6 +36,10 @@ nn_status nn_device_get_info(int ordinal, nn_device_info *info)
     if (!info) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_device_get_info: info must not be NULL");
 #if NN_HAVE_CUDA
     int n = nn__cuda_device_count();
+    const char *no_cudart = nn__dl_problem(NN__DL_CUDART);
+    if (no_cudart)
+        return NN__FAIL(NULL, NN_E_NO_DEVICE, "nn_device_get_info: no usable CUDA device: %s",
+                        no_cudart);
     if (n == 0)
         return NN__FAIL(NULL, NN_E_NO_DEVICE,
                         "nn_device_get_info: no usable CUDA device (no driver or no device)");

@@ -10,10 +10,6 @@
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 
-#if NN_DEBUG_CHECKS
-#include <cuda_runtime_api.h>
-#endif
-
 nn_status nn__cudnn_status_to_nn(cudnnStatus_t st)
 {
     if (st == CUDNN_STATUS_SUCCESS) return NN_OK;

@@ -4,8 +4,7 @@
 #ifndef NN_CUDNN_BINDINGS_CUDNN_H
 #define NN_CUDNN_BINDINGS_CUDNN_H
 
-#include <cudnn.h>
-
+#include "core/cuda_load.h" /* cudnn.h, its functions loaded at run time */
 #include "nnprim/status.h"
 
 struct nn_ctx;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <cublasLt.h>
+#include "core/cuda_load.h"
 
 #include "core/alloc.h"
 #include "core/ctx.h"

@@ -18,7 +18,7 @@ struct nn_ctx;
 struct nn__cache;
 
 #if NN_HAVE_CUDNN
-#include <cudnn.h>
+#include "core/cuda_load.h"
 
 #include "cudnn/plan_file.h"
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cudnn.h>
+#include "core/cuda_load.h"
 
 #include "cudnn/cache.h"
 #include "cudnn/graph_types_cudnn.h"

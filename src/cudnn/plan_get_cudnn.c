@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
+#include "core/cuda_load.h"
 
 #include "core/alloc.h"
 #include "core/ctx.h"

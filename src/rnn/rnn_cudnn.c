@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
+#include "core/cuda_load.h"
 
 #include "core/alloc.h"
 #include "core/ctx.h"

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
+#include "core/cuda_load.h"
 
 #include "core/alloc.h"
 #include "core/ctx.h"

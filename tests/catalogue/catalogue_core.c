@@ -87,6 +87,26 @@ CALL(device_info_big)
     if (!nn_test_have_gpu(&why)) cr_skip_test("ordinals are checked against a device: %s", why);
     return nn_device_get_info(INT_MAX, &i);
 }
+CALL(runtime_library_null)
+{
+    (void)c;
+    return nn_runtime_library_info(NN_RUNTIME_CUDNN, NULL);
+}
+CALL(runtime_library_neg)
+{
+    (void)c;
+    nn_runtime_library l;
+    memset(&l, 0x5a, sizeof l);
+    nn_status st = nn_runtime_library_info(-1, &l);
+    cr_assert_eq(((unsigned char *)&l)[0], 0x5a, "out untouched on failure");
+    return st;
+}
+CALL(runtime_library_big)
+{
+    (void)c;
+    nn_runtime_library l;
+    return nn_runtime_library_info(NN_RUNTIME_LIBRARY_COUNT, &l);
+}
 CALL(device_info_none)
 {
     (void)c;
@@ -416,6 +436,11 @@ static const struct cat_row rows[] = {
     ROW("device_get_info ordinal INT_MAX", "nn_device_get_info", "ordinal", E, device_info_big),
     ROW("device_get_info without a GPU", "nn_device_get_info", NULL, NN_E_NO_DEVICE,
         device_info_none),
+    ROW("runtime_library_info out NULL", "nn_runtime_library_info", "out", E, runtime_library_null),
+    ROW("runtime_library_info which -1", "nn_runtime_library_info", "which", E,
+        runtime_library_neg),
+    ROW("runtime_library_info which COUNT", "nn_runtime_library_info", "which", E,
+        runtime_library_big),
     ROW("default_settings NULL", "nn_default_settings", "s", E, default_settings_null),
     ROW("NNPRIM_BACKEND=gpu", "nn_default_settings", "NNPRIM_BACKEND", V, env_backend),
     ROW("NNPRIM_BACKEND='REF '", "nn_default_settings", "NNPRIM_BACKEND", V, env_backend_case),

@@ -2,7 +2,8 @@
 # nnprim as a user gets it: `meson install` into a temporary root, then consumer.c built with
 # -Wall -Wextra -pedantic -Werror as C11 and as C++17 through pkg-config (the relocatable .pc
 # file, found where it was installed), and statically linked against libnnprim.a, which must not
-# bring in an allocator: the program defines and exports no malloc, free, calloc or realloc.
+# bring in an allocator: the program defines and exports no malloc, free, calloc or realloc (nor
+# need CUDA's libraries, which libnnprim loads at run time).
 #   consumers.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
@@ -27,8 +28,6 @@ done
 ls "$tmp"/root/*/*/share/doc/nnprim/CONV.md "$tmp"/root/*/*/share/doc/nnprim/examples/tensors.c \
   > /dev/null 2>&1 || ls "$tmp"/root/*/share/doc/nnprim/CONV.md > /dev/null 2>&1 ||
   fail "docs or examples not installed under share/doc/nnprim"
-# The CUDA libraries of a static link are found where the .pc file's -L says.
-cuda_path=$(pkg-config --static --libs-only-L nnprim | tr ' ' '\n' | sed -n 's/^-L//p' | tr '\n' ':')
 warn="-Wall -Wextra -pedantic -Werror"
 
 # shellcheck disable=SC2086 # flag lists
@@ -54,8 +53,11 @@ if [ -f "$libdir/libnnprim.a" ]; then
   [ -n "$defined" ] && fail "the static program defines $(echo $defined)"
   exported=$(nm -D --defined-only "$tmp/c_static" | awk '{ print $NF }' | sed 's/@.*//' | grep -E "$alloc")
   [ -n "$exported" ] && fail "the static program exports $(echo $exported)"
-  LD_LIBRARY_PATH="$cuda_path${LD_LIBRARY_PATH:-}" "$tmp/c_static" || fail "the static program"
-  echo "static link: no allocator defined or exported"
+  # CUDA's libraries are loaded at run time, also by a static program.
+  readelf -d "$tmp/c_static" | grep NEEDED | grep -qE "libcudart|libcudnn|libcublas" &&
+    fail "the static program needs CUDA's libraries: $(readelf -d "$tmp/c_static" | grep NEEDED)"
+  "$tmp/c_static" || fail "the static program"
+  echo "static link: no allocator defined or exported, no CUDA library needed"
 else
   echo "no libnnprim.a installed (-Ddefault_library=shared): static link not checked"
 fi

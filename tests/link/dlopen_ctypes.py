@@ -47,7 +47,7 @@ if backend == "cudnn":
         print("skipped: needs a GPU: no CUDA device")
         sys.exit(77)
     if lib.nn_cudnn_runtime_version() == 0:
-        print("skipped: needs a GPU: this build has no cuDNN")
+        print("skipped: needs a GPU: this build has no cuDNN, or libcudnn cannot be loaded")
         sys.exit(77)
 
 

@@ -224,9 +224,11 @@ static nn_status train(nn_ctx *ctx, const struct opts *o, const struct text *t, 
             sum += loss;
         }
         *last = sum / (double)steps;
-        if (st == NN_OK)
+        if (st == NN_OK) {
             printf("epoch %3d  loss %.4f nats/char  (%.3f of the unigram entropy)\n", e, *last,
                    *last / t->entropy);
+            fflush(stdout);
+        }
     }
     if (st == NN_OK && timed)
         printf("time per training step: %.3f ms (set batch + forward + backward + SGD, %ld "

@@ -201,8 +201,17 @@ static nn_status lstm_lm_alloc(nn_ctx *ctx, struct lstm_lm *m, uint64_t seed)
     nn_tensor *values[3] = {&m->w, &m->hw, &m->hb}, *grads[3] = {&m->dw, &m->dhw, &m->dhb};
     TRY(arena_init(ctx, &m->arena, 3, shapes, values, grads));
     double k = 1 / sqrt((double)c->hidden);
-    for (int i = 0; i < 3; i++)
-        TRY(nn_tensor_fill_uniform(ctx, values[i], -k, k, seed + (uint64_t)i));
+    /* Through the views, so the model starts alike on every backend (each lays w out its own
+     * way); what belongs to no view stays zero. */
+    for (int64_t l = 0; l < c->layers; l++)
+        for (int name = NN_RNN_WEIGHT_IH; name <= NN_RNN_BIAS_HH; name++) {
+            nn_tensor v;
+            TRY(nn_rnn_weight_view(ctx, &m->rnn, &m->w, l, 0, (nn_rnn_weight_name)name, &v));
+            TRY(nn_tensor_fill_uniform(ctx, &v, -k, k, seed + (uint64_t)(4 * l + name)));
+        }
+    uint64_t head_seed = seed + (uint64_t)(4 * c->layers);
+    TRY(nn_tensor_fill_uniform(ctx, &m->hw, -k, k, head_seed));
+    TRY(nn_tensor_fill_uniform(ctx, &m->hb, -k, k, head_seed + 1));
 
     int64_t xd[3] = {c->seq, c->batch, c->vocab}, yd[3] = {c->seq, c->batch, c->hidden};
     int64_t ld[2] = {tn, c->vocab};

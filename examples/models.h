@@ -75,7 +75,8 @@ struct lstm_lm {
     float *x_host, *loss_host;
 };
 
-/* A model with weights uniform in [-1/sqrt(H), 1/sqrt(H)] (PyTorch's default) from seed. */
+/* A model with weights uniform in [-1/sqrt(H), 1/sqrt(H)] (PyTorch's default) from seed, the
+ * same on every backend (the LSTM's are filled view by view). */
 nn_status lstm_lm_init(nn_ctx *ctx, struct lstm_lm *m, const struct lstm_lm_config *cfg,
                        uint64_t seed);
 void lstm_lm_free(nn_ctx *ctx, struct lstm_lm *m);
@@ -114,7 +115,7 @@ struct cnn {
     float *host_buf; /* N * K floats: logits or losses read back */
 };
 
-/* A model with the weights uniform in small ranges from seed. */
+/* A model with the weights uniform in small ranges from seed, the same on every backend. */
 nn_status cnn_init(nn_ctx *ctx, struct cnn *m, const struct cnn_config *cfg, uint64_t seed);
 void cnn_free(nn_ctx *ctx, struct cnn *m);
 

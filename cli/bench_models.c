@@ -228,8 +228,10 @@ int nn_cli_bench_models(int argc, char **argv)
     size_t nl = gpu ? sizeof lstm_gpu / sizeof lstm_gpu[0] : 1;
     size_t nc = gpu ? sizeof cnn_gpu / sizeof cnn_gpu[0] : 1;
     if (gpu) {
+        nn_settings s;
         nn_device_info d = {.name = "unknown device"};
-        nn_device_get_info(0, &d);
+        nn_default_settings(&s);
+        nn_device_get_info(s.device, &d);
         printf("# nnprim %s, %s; wall us per training step (%d back to back after %d warm-up)\n",
                nn_version(), d.name, reps, warmup);
     } else {

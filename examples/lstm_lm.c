@@ -104,12 +104,6 @@ static nn_status check(nn_status st, const char *what)
     return st;
 }
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        nn_status st_ = check((call), #call);                                                      \
-        if (st_ != NN_OK) return st_;                                                              \
-    } while (0)
-
 static double now_s(void)
 {
     struct timespec ts;

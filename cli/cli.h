@@ -11,5 +11,6 @@ int nn_cli_bench_linear(int argc, char **argv);
 int nn_cli_bench_mem(int argc, char **argv);
 int nn_cli_bench_pool(int argc, char **argv);
 int nn_cli_bench_rnn(int argc, char **argv);
+int nn_cli_bench_models(int argc, char **argv);
 
 #endif

@@ -83,7 +83,7 @@ static const struct command_area {
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
     {"conv", nn_cli_bench_conv}, {"linear", nn_cli_bench_linear}, {"mem", nn_cli_bench_mem},
-    {"pool", nn_cli_bench_pool}, {"rnn", nn_cli_bench_rnn},
+    {"pool", nn_cli_bench_pool}, {"rnn", nn_cli_bench_rnn},       {"models", nn_cli_bench_models},
 };
 
 static int cmd_bench(int argc, char **argv)

@@ -127,9 +127,10 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  * Per-sample softmax cross-entropy: loss[n,s] = -log softmax(x)[n, t[n,s], s].
  *
  * Every target is checked to lie in [0, C) before anything is written, on both backends. On the
- * cuDNN backend the targets are copied to the host for that check and for the gather, so the
- * call waits for the context's stream once (the loss itself is computed on the GPU: cuDNN's
- * log-softmax, then one batched device copy of the picked elements).
+ * cuDNN backend targets in device, managed or pinned host memory are copied to the host for that
+ * check and for the gather, so the call waits for the context's stream once; targets in ordinary
+ * (pageable) host memory are read directly, without a wait (the loss itself is computed on the
+ * GPU: cuDNN's log-softmax, then one batched device copy of the picked elements).
  *
  * @param ctx          the context.
  * @param x            logits, N x C [x ...].

@@ -142,10 +142,20 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_pro
                         dx->data, beta);
 }
 
-/* The caller's targets (host or device memory) copied to the host: one wait for the stream. */
+/* The caller's targets copied to the host. Ordinary (pageable) host memory is read as it is: a
+ * copy into it from the stream has completed when cudaMemcpyAsync returns, so nothing can be
+ * pending, and a training step keeps the GPU queue full. Device, managed or pinned memory may
+ * still be written by queued work: copied after it, one wait for the stream. */
 static nn_status read_targets_cudnn(struct nn_ctx *ctx, const char *fn, const void *data,
                                     nn_index_type type, int64_t count, int64_t *out)
 {
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, data) != cudaSuccess) {
+        (void)cudaGetLastError(); /* unknown to CUDA: ordinary host memory */
+        attr.type = cudaMemoryTypeUnregistered;
+    }
+    if (attr.type == cudaMemoryTypeUnregistered)
+        return nn__softmax_backend_ref.read_targets(ctx, fn, data, type, count, out);
     size_t width = type == NN_INDEX_I32 ? 4 : 8, bytes = (size_t)count * width;
     /* int64 targets land in out directly; int32 ones in its upper half, widened in place front
      * to back (out[i] overwrites only int32 elements at positions <= i, already read). */

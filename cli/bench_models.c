@@ -1,0 +1,258 @@
+/* nnprim bench models: the time of one training step (forward, backward and the SGD update with
+ * momentum) of the examples' two models, built by examples/models.c, the code the examples train
+ * with: the LSTM language model of examples/lstm_lm.c and the classifier of
+ * examples/cnn_classifier.c, each at the example's size and at a larger one, in strict fp32 and
+ * TF32. bench/torch_models.py runs the same models in PyTorch and prints rows of the same form.
+ *
+ * A step's time is the wall time of reps steps issued back to back, from the first call to the
+ * end of a final synchronisation, divided by reps (as bench/torch_models.py measures PyTorch).
+ * Without a GPU (or with --cpu): small sizes on the reference backend, host timing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_util.h"
+#include "cli/cli.h"
+#include "examples/models.h"
+#include "nnprim/nnprim.h"
+
+/* The LSTM sizes use the vocabulary of examples/data/tiny.txt (35 symbols). */
+static const struct lstm_lm_config lstm_gpu[] = {
+    {.batch = 32, .seq = 32, .hidden = 128, .vocab = 35, .layers = 2}, /* lstm_lm's defaults */
+    {.batch = 64, .seq = 32, .hidden = 512, .vocab = 35, .layers = 2},
+};
+static const struct cnn_config cnn_gpu[] = {
+    {.batch = 256, .size = 8, .c1 = 8, .c2 = 8, .classes = 4}, /* cnn_classifier's */
+    {.batch = 64, .size = 32, .c1 = 8, .c2 = 8, .classes = 4},
+};
+static const struct lstm_lm_config lstm_cpu[] = {
+    {.batch = 4, .seq = 8, .hidden = 16, .vocab = 35, .layers = 2}};
+static const struct cnn_config cnn_cpu[] = {
+    {.batch = 16, .size = 8, .c1 = 8, .c2 = 8, .classes = 4}};
+
+#define LR 0.01 /* small: the weights stay sane over the timed steps */
+#define MU 0.9
+
+struct opts {
+    int reps, warmup, cpu, lstm, cnn, strict, tf32;
+};
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: nnprim bench models [--reps N] [--warmup N] [--model lstm|cnn]\n"
+                    "                           [--math strict|tf32] [--cpu]\n"
+                    "  one training step (forward, backward, SGD with momentum) of the examples'\n"
+                    "  models (examples/models.c):\n"
+                    "    lstm_lm n32t32h128v35l2 (example_lstm_lm's size), n64t32h512v35l2\n"
+                    "    cnn     n256s8c8c8k4 (example_cnn_classifier's), n64s32c8c8k4\n"
+                    "  in strict fp32 and TF32; wall us per step, steps back to back.\n"
+                    "  --cpu (or no GPU): small sizes on the reference backend.\n"
+                    "  bench/torch_models.py prints the same rows for PyTorch.\n");
+    return 2;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){.lstm = 1, .cnn = 1, .strict = 1, .tf32 = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--cpu")) {
+            o->cpu = 1;
+        } else if ((!strcmp(a, "--reps") || !strcmp(a, "--warmup")) && v) {
+            int n = atoi(v);
+            if (n < 1) return usage();
+            *(!strcmp(a, "--reps") ? &o->reps : &o->warmup) = n;
+            i++;
+        } else if (!strcmp(a, "--model") && v) {
+            o->lstm = !strcmp(v, "lstm");
+            o->cnn = !strcmp(v, "cnn");
+            if (!o->lstm && !o->cnn) return usage();
+            i++;
+        } else if (!strcmp(a, "--math") && v) {
+            o->strict = !strcmp(v, "strict");
+            o->tf32 = !strcmp(v, "tf32");
+            if (!o->strict && !o->tf32) return usage();
+            i++;
+        } else {
+            return usage();
+        }
+    }
+    return 0;
+}
+
+static int fail(const char *what, nn_status st)
+{
+    fprintf(stderr, "nnprim bench models: %s: %s (%s)\n", what, nn_last_error()->message,
+            nn_status_name(st));
+    return 1;
+}
+
+/* One model at one size, ready to step. */
+struct bench_model {
+    nn_ctx *ctx;
+    int is_lstm;
+    struct lstm_lm lm;
+    struct cnn cnn;
+    nn_tensor x;  /* the classifier's images */
+    int32_t *cls; /* and their classes */
+};
+
+static nn_status step(struct bench_model *b)
+{
+    return b->is_lstm ? lstm_lm_step(b->ctx, &b->lm, LR, MU)
+                      : cnn_step(b->ctx, &b->cnn, &b->x, b->cls, LR, MU);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t next_random(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+static nn_status lstm_setup(struct bench_model *b, const struct lstm_lm_config *c)
+{
+    nn_status st = lstm_lm_init(b->ctx, &b->lm, c, 1);
+    if (st != NN_OK) return st;
+    size_t n = (size_t)(c->batch * (c->seq + 1));
+    uint8_t *seqs = malloc(n);
+    if (!seqs) return NN_E_OOM_HOST;
+    for (size_t i = 0; i < n; i++)
+        seqs[i] = (uint8_t)(next_random() % (uint64_t)c->vocab);
+    st = lstm_lm_set_batch(b->ctx, &b->lm, seqs);
+    free(seqs);
+    return st;
+}
+
+static nn_status cnn_setup(struct bench_model *b, const struct cnn_config *c)
+{
+    nn_status st = cnn_init(b->ctx, &b->cnn, c, 1);
+    if (st != NN_OK) return st;
+    int64_t dims[4] = {c->batch, 1, c->size, c->size};
+    st = nn_tensor_empty(b->ctx, NN_DTYPE_F32, 4, dims, &b->x);
+    if (st == NN_OK) st = nn_tensor_fill_uniform(b->ctx, &b->x, 0, 1, 7);
+    b->cls = malloc((size_t)c->batch * sizeof *b->cls);
+    if (!b->cls) return st == NN_OK ? NN_E_OOM_HOST : st;
+    for (int64_t i = 0; i < c->batch; i++)
+        b->cls[i] = (int32_t)(next_random() % (uint64_t)c->classes);
+    return st;
+}
+
+static void bench_model_free(struct bench_model *b)
+{
+    if (b->is_lstm) {
+        lstm_lm_free(b->ctx, &b->lm);
+    } else {
+        cnn_free(b->ctx, &b->cnn);
+        if (b->x.data) nn_tensor_free(b->ctx, &b->x);
+        free(b->cls);
+    }
+}
+
+/* Wall us per step of reps steps back to back after warmup, or -1 (the failure printed). */
+static double time_steps(struct bench_model *b, int warmup, int reps)
+{
+    nn_status st = NN_OK;
+    for (int i = 0; i < warmup && st == NN_OK; i++)
+        st = step(b);
+    if (st == NN_OK) st = nn_ctx_synchronize(b->ctx);
+    double t0 = nn_cli_now_us();
+    for (int i = 0; i < reps && st == NN_OK; i++)
+        st = step(b);
+    if (st == NN_OK) st = nn_ctx_synchronize(b->ctx);
+    if (st != NN_OK) {
+        fail("training step", st);
+        return -1;
+    }
+    return (nn_cli_now_us() - t0) / reps;
+}
+
+static void lstm_name(const struct lstm_lm_config *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "n%lldt%lldh%lldv%lldl%lld", (long long)c->batch, (long long)c->seq,
+             (long long)c->hidden, (long long)c->vocab, (long long)c->layers);
+}
+
+static void cnn_name(const struct cnn_config *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "n%llds%lldc%lldc%lldk%lld", (long long)c->batch, (long long)c->size,
+             (long long)c->c1, (long long)c->c2, (long long)c->classes);
+}
+
+/* One row: model, size, math, the step's time. */
+static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *lc,
+                   const struct cnn_config *cc, int warmup, int reps)
+{
+    struct bench_model b;
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    b.is_lstm = lc != NULL;
+    char name[64];
+    if (lc)
+        lstm_name(lc, name, sizeof name);
+    else
+        cnn_name(cc, name, sizeof name);
+    nn_status st = lc ? lstm_setup(&b, lc) : cnn_setup(&b, cc);
+    double us = st == NN_OK ? time_steps(&b, warmup, reps) : -1;
+    if (st != NN_OK) fail("building the model", st);
+    bench_model_free(&b);
+    if (us < 0) return 1;
+    printf("%-8s %-18s %-7s %-7s %12.1f\n", lc ? "lstm_lm" : "cnn", name, math, "nnprim", us);
+    fflush(stdout);
+    return 0;
+}
+
+static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = backend;
+    s.math_mode = math;
+    nn_ctx *ctx = NULL;
+    nn_status st = nn_ctx_create(&ctx, &s);
+    if (st != NN_OK) fail("creating a context", st);
+    return ctx;
+}
+
+int nn_cli_bench_models(int argc, char **argv)
+{
+    struct opts o;
+    if (parse(argc, argv, &o)) return 2;
+    int ndev = 0;
+    nn_device_count(&ndev);
+    int gpu = !o.cpu && ndev > 0 && (nn_build_features() & NN_FEATURE_CUDNN);
+    int reps = o.reps ? o.reps : gpu ? 50 : 3, warmup = o.warmup ? o.warmup : gpu ? 10 : 1;
+    const struct lstm_lm_config *lc = gpu ? lstm_gpu : lstm_cpu;
+    const struct cnn_config *cc = gpu ? cnn_gpu : cnn_cpu;
+    size_t nl = gpu ? sizeof lstm_gpu / sizeof lstm_gpu[0] : 1;
+    size_t nc = gpu ? sizeof cnn_gpu / sizeof cnn_gpu[0] : 1;
+    if (gpu) {
+        nn_settings s;
+        nn_device_info d = {.name = "unknown device"};
+        nn_default_settings(&s);
+        nn_device_get_info(s.device, &d);
+        printf("# nnprim %s, %s; wall us per training step (%d back to back after %d warm-up)\n",
+               nn_version(), d.name, reps, warmup);
+    } else {
+        printf("# nnprim %s, reference backend; wall us per training step (%d after %d "
+               "warm-up)\n",
+               nn_version(), reps, warmup);
+    }
+    printf("%-8s %-18s %-7s %-7s %12s\n", "model", "size", "math", "impl", "step_us");
+    int rc = 0;
+    for (int m = 0; m < 2 && !rc; m++) {
+        int tf32 = m == 1;
+        if (!(tf32 ? o.tf32 : o.strict) || (tf32 && !gpu)) continue;
+        nn_ctx *ctx = make_ctx(gpu ? NN_BACKEND_CUDNN : NN_BACKEND_REF,
+                               tf32 ? NN_MATH_TF32 : NN_MATH_STRICT_FP32);
+        if (!ctx) return 1;
+        const char *math = tf32 ? "tf32" : "strict";
+        for (size_t i = 0; i < nl && o.lstm && !rc; i++)
+            rc = run_one(ctx, math, &lc[i], NULL, warmup, reps);
+        for (size_t i = 0; i < nc && o.cnn && !rc; i++)
+            rc = run_one(ctx, math, NULL, &cc[i], warmup, reps);
+        nn_ctx_destroy(ctx);
+    }
+    return rc;
+}

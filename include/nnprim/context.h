@@ -305,8 +305,10 @@ NN_API void *nn_ctx_stream(const nn_ctx *ctx);
  *   context's last recurrent call).
  *
  * Thread rule as for every call of a context: not concurrently with another call of the same
- * context. The stream must outlive its use: until the context is switched away from it or
- * destroyed, and until the pullbacks made on it are consumed or freed.
+ * context. A stream passed here must outlive its use: until the context is switched away from it
+ * or destroyed, and until the pullbacks made on it are consumed or freed. (The context's first
+ * stream, made by nn_ctx_create() or given in its settings, still lives as long as the context:
+ * the context keeps using it for what must outlast a switch.)
  *
  * Reference backend: accepted and ignored (any value; the ops run on the calling thread and
  * nn_ctx_get_stream() stays NULL), so a framework may call it whatever the backend.

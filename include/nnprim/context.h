@@ -2,9 +2,10 @@
  * nnprim: library version, build features, devices, settings and the context.
  *
  * A context (nn_ctx) is what every op call takes. It holds one device ordinal (or the CPU),
- * one CUDA stream, the cuDNN and cuBLAS handles (created on first use), the settings below and
- * a reference to the device's memory pool. Use one context per (device, stream) user; a
- * context must not be used by two threads at the same time (distinct contexts may).
+ * the CUDA stream its calls run on (chosen at creation, changed with nn_ctx_set_stream()), the
+ * cuDNN and cuBLAS handles (created on first use), the settings below and a reference to the
+ * device's memory pool. A context must not be used by two threads at the same time (distinct
+ * contexts may).
  *
  * Settings are filled by nn_default_settings(), which also applies the NNPRIM_* environment
  * variables, and may then be changed by the caller before nn_ctx_create():
@@ -320,11 +321,80 @@ NN_API nn_status nn_ctx_get_settings(const nn_ctx *ctx, nn_settings *out);
 NN_API nn_backend nn_ctx_backend(const nn_ctx *ctx);
 
 /**
- * The context's CUDA stream (a cudaStream_t), or NULL for a reference-backend context.
+ * The stream the context's calls run on now (a cudaStream_t: the one nn_ctx_create() made or was
+ * given, or the last nn_ctx_set_stream()), or NULL for a reference-backend context. NULL is also
+ * the answer for a cuDNN context set to the legacy default stream; nn_ctx_get_stream() is the
+ * checked form.
  *
- * @param ctx a context, not NULL. The stream is owned by the context unless it came in settings.
+ * @param ctx a context, not NULL. A stream nn_ctx_create() made is the context's; any other stays
+ *            its owner's.
  */
 NN_API void *nn_ctx_stream(const nn_ctx *ctx);
+
+/**
+ * Run the context's later calls on another CUDA stream: a framework passes its current stream
+ * before the calls it makes there (PyTorch: at::cuda::getCurrentCUDAStream().stream()), without a
+ * context per stream. Everything of the context follows: its cuDNN handle, cuBLASLt's calls, the
+ * workspaces and buffers it takes from the memory pool, recurrent graph replays and autotuning.
+ *
+ * Streams. NULL is CUDA's legacy default stream (what a cudaStream_t of 0 means to CUDA, and the
+ * handle of PyTorch's default stream), not the context's own: to go back to the stream the
+ * context started with, pass what nn_ctx_get_stream() answered then. cudaStreamPerThread names
+ * the calling thread's default stream at each call, so a context set to it must stay on that
+ * thread. The stream must belong to the context's device and must not be capturing a CUDA graph.
+ * Passing the current stream again costs nothing; a switch costs a few CUDA calls on the host
+ * (an event recorded on the stream left behind, no wait).
+ *
+ * Ordering (no host synchronisation anywhere):
+ * - Memory the context frees (workspaces, tensors freed through it, a pullback's buffers) is
+ *   freed in the order of the context's stream at the time of the free, as with cudaFreeAsync:
+ *   work on other streams that still uses it must be ordered before that point by the caller
+ *   (cudaStreamWaitEvent). nnprim's own buffers obey this by themselves.
+ * - The stream left behind is given up by the pool: the blocks it cached go to other streams once
+ *   the work queued on it before the switch has finished, and its handle is not used again, so
+ *   the caller may destroy it after the switch (unless a live pullback was made on it, below).
+ * - Pullbacks: a backward call (or *_pullback_free) on another stream than the forward's makes
+ *   its stream wait for the forward's (an event recorded on the forward's stream at that moment
+ *   and cudaStreamWaitEvent), so the gradients are those of one stream, bit for bit where the
+ *   settings are deterministic. The forward's stream must therefore still exist when the
+ *   pullback is consumed or freed. The caller's own tensors are the caller's to order: dy must be
+ *   ready on the backward's stream, and the forward's inputs must not be overwritten before the
+ *   backward has run.
+ * - The calls of one context keep their order across streams where they share state: recurrent
+ *   layers' replay buffers and dropout states (a recurrent call on a new stream waits for the
+ *   context's last recurrent call).
+ *
+ * Thread rule as for every call of a context: not concurrently with another call of the same
+ * context. A stream passed here must outlive its use: until the context is switched away from it
+ * or destroyed, and until the pullbacks made on it are consumed or freed. (The context's first
+ * stream, made by nn_ctx_create() or given in its settings, still lives as long as the context:
+ * the context keeps using it for what must outlast a switch.)
+ *
+ * Reference backend: accepted and ignored (any value; the ops run on the calling thread and
+ * nn_ctx_get_stream() stays NULL), so a framework may call it whatever the backend.
+ *
+ * @param ctx    a context.
+ * @param stream a cudaStream_t of the context's device, or NULL for the legacy default stream.
+ * @return NN_OK (the stream is in force);
+ *         NN_E_INVALID_ARG for a NULL ctx, a stream of another device ("nn_ctx_set_stream:
+ *         stream 0x... belongs to device 1, but the context computes on device 0") or a handle
+ *         CUDA refuses (the message has CUDA's answer);
+ *         NN_E_UNSUPPORTED for a stream that is capturing a CUDA graph;
+ *         NN_E_OOM_HOST; NN_E_CUDNN if cuDNN refuses the stream.
+ *         On failure the context stays on its previous stream.
+ * Ownership: the stream stays the caller's.
+ */
+NN_API nn_status nn_ctx_set_stream(nn_ctx *ctx, void *stream);
+
+/**
+ * The stream the context's calls run on now (see nn_ctx_set_stream()).
+ *
+ * @param ctx a context.
+ * @param out out: the cudaStream_t (NULL for the legacy default stream, and always NULL for a
+ *            reference-backend context).
+ * @return NN_OK; NN_E_INVALID_ARG if ctx or out is NULL.
+ */
+NN_API nn_status nn_ctx_get_stream(const nn_ctx *ctx, void **out);
 
 /**
  * Wait until all work queued on the context's stream has finished.

@@ -14,9 +14,14 @@ struct nn__cudnn_state; /* src/cudnn: handles, plan cache */
 struct nn_ctx {
     nn_settings settings; /* resolved: backend is REF or CUDNN, plan_cache_file is ours */
     int device;           /* CUDA ordinal, or -1 for the reference backend */
-    void *stream;         /* cudaStream_t, NULL for the reference backend */
+    void *stream;         /* cudaStream_t the calls run on now, NULL for the reference backend */
     int owns_stream;
     unsigned long long stream_id; /* cudaStreamGetId, for the pool's stream keys */
+    void *home_stream;            /* the stream of nn_ctx_create() (ours or the settings'), which
+                                     lives as long as the context */
+    unsigned long long home_stream_id;
+    int stream_switched; /* nn_ctx_set_stream() has changed the stream at least once */
+    void *order_event;   /* cudaEvent_t for ordering one stream after another, made on first use */
     struct nn__mem_pool *mem_pool;
     struct nn__cudnn_state *cudnn;
     nn_error_info last_error;

@@ -2,6 +2,10 @@
  * stale copy of a consumed pullback (freed memory) is recognised safely. */
 #include "core/pullback.h"
 
+#include "nn_config.h"
+
+#include "core/ctx.h"
+#include "core/cuda_util.h"
 #include "core/error.h"
 #include "core/ptrset.h"
 
@@ -12,6 +16,8 @@ nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__
 {
     pb->kind = kind;
     pb->ctx = ctx;
+    pb->stream = ctx->stream;
+    pb->stream_id = ctx->stream_id;
     if (nn__ptrset_add(&live, pb) != 0)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
     return NN_OK;
@@ -34,8 +40,32 @@ static nn_status check_live(struct nn_ctx *ctx, const char *fn,
     return NN_OK;
 }
 
+/* The forward's work is queued on h->stream: ctx's stream waits for everything queued there so
+ * far (recorded now, so it covers the forward whenever it ran), and the pullback is ctx's
+ * stream's from then on, so that a second check or the free costs nothing. */
+static nn_status follow_forward(struct nn_ctx *ctx, const char *fn, struct nn__pullback *h)
+{
+    if (!nn__ctx_on_gpu(ctx) || h->stream_id == ctx->stream_id) return NN_OK;
+#if NN_HAVE_CUDA
+    cudaEvent_t ev = (cudaEvent_t)ctx->order_event;
+    if (!ev) {
+        if (NN__CUDA(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != NN_OK)
+            return nn__error_in(ctx, fn);
+        ctx->order_event = ev;
+    }
+    if (NN__CUDA(ctx, cudaEventRecord(ev, (cudaStream_t)h->stream)) != NN_OK ||
+        NN__CUDA(ctx, cudaStreamWaitEvent((cudaStream_t)ctx->stream, ev, 0)) != NN_OK)
+        return nn__error_in(ctx, fn);
+#else
+    (void)fn;
+#endif
+    h->stream = ctx->stream;
+    h->stream_id = ctx->stream_id;
+    return NN_OK;
+}
+
 nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__pullback_kind *kind, const void *pb)
+                             const struct nn__pullback_kind *kind, void *pb)
 {
     if (!pb)
         return NN__FAIL(ctx, NN_E_PULLBACK,
@@ -51,7 +81,24 @@ nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,
                         "%s: the pullback was created with context %p, but this call has another "
                         "context (%p); use the one that made it",
                         fn, (void *)h->ctx, (void *)ctx);
-    return NN_OK;
+    return follow_forward(ctx, fn, pb);
+}
+
+/* The family frees the pullback's buffers on its context's stream next. */
+static void order_for_free(const char *fn, struct nn__pullback *h)
+{
+    struct nn_ctx *ctx = h->ctx;
+    if (!ctx || !nn__ctx_on_gpu(ctx) || h->stream_id == ctx->stream_id) return;
+    nn_error_info keep = ctx->last_error;
+    if (follow_forward(ctx, fn, h) != NN_OK) {
+#if NN_HAVE_CUDA
+        (void)cudaStreamSynchronize((cudaStream_t)h->stream);
+        (void)cudaGetLastError();
+#endif
+        h->stream = ctx->stream;
+        h->stream_id = ctx->stream_id;
+    }
+    ctx->last_error = keep;
 }
 
 nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb)
@@ -62,5 +109,6 @@ nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *ki
         return NN__FAIL(NULL, NN_E_PULLBACK,
                         "%s: *pullback (%p) is not a live pullback: already consumed or freed", fn,
                         pb);
+    order_for_free(fn, pb);
     return NN_OK;
 }

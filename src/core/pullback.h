@@ -21,22 +21,31 @@ struct nn__pullback_kind {
 struct nn__pullback {
     const struct nn__pullback_kind *kind;
     struct nn_ctx *ctx; /* the context of the forward call that made it */
+    /* The stream the pullback's device work is ordered on: the forward's, then that of a backward
+     * call made after the context switched streams (which waits for the forward's first). */
+    void *stream;
+    unsigned long long stream_id;
 };
 
-/* Make pb live as a pullback of kind made with ctx (its header is filled in).
+/* Make pb live as a pullback of kind made with ctx on its current stream (the header is filled
+ * in).
  * Returns NN_OK; NN_E_OOM_HOST ("fn: out of host memory for the pullback"; pb is not live). */
 nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__pullback_kind *kind,
                            struct nn__pullback *pb);
 
 /* Check the pullback a backward call fn (a public function's name) of family kind was given
  * (*pullback, may be NULL): live, of this family, made with ctx. Returns NN_OK or NN_E_PULLBACK
- * with a message naming fn and what is wrong; nothing changes either way. */
+ * with a message naming fn and what is wrong, which changes nothing. On success, when ctx has
+ * switched streams since the forward, ctx's stream is made to wait for the forward's (no host
+ * wait; NN_E_CUDA if CUDA refuses) and the pullback counts as ctx's stream's from then on. */
 nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__pullback_kind *kind, const void *pb);
+                             const struct nn__pullback_kind *kind, void *pb);
 
 /* Make pb (not NULL) no longer live, before the family frees it. Returns NN_OK; NN_E_PULLBACK
  * (recorded without a context, message naming fn) when pb is not a live pullback of kind, which
- * then stays as it was. */
+ * then stays as it was. Its context's stream is first ordered after the pullback's (as in
+ * nn__pullback_check), so that the family frees its buffers in a valid stream order; should CUDA
+ * refuse that, the host waits for the pullback's stream instead. */
 nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb);
 
 #endif

@@ -11,6 +11,7 @@
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "cudnn/bindings_cudnn.h"
 #include "cudnn/cache.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/plan_build_cudnn.h"
@@ -78,8 +79,76 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
     nn__plan_builder_free(s->builder);
     nn__cudnn_handle_destroy(ctx, s->cudnn);
     if (s->cublaslt) cublasLtDestroy(s->cublaslt);
+    if (s->shared_ev) cudaEventDestroy(s->shared_ev);
     nn__host_free(s);
     ctx->cudnn = NULL;
+}
+
+static int shared_event(struct nn__cudnn_state *s)
+{
+    if (s->shared_ev) return 1;
+    if (cudaEventCreateWithFlags(&s->shared_ev, cudaEventDisableTiming) == cudaSuccess) return 1;
+    (void)cudaGetLastError();
+    s->shared_ev = NULL;
+    return 0;
+}
+
+/* ctx's stream waits for the last call that used shared buffers. An unrecorded last call ran
+ * before the context first switched streams, so on the stream that lives as long as it. */
+static void shared_wait(struct nn_ctx *ctx, struct nn__cudnn_state *s)
+{
+    if (!s->shared_used || s->shared_sid == ctx->stream_id) return;
+    int ok = shared_event(s);
+    if (ok && !s->shared_recorded) {
+        ok = cudaEventRecord(s->shared_ev, (cudaStream_t)s->shared_stream) == cudaSuccess;
+        s->shared_recorded = ok;
+    }
+    if (ok) ok = cudaStreamWaitEvent((cudaStream_t)ctx->stream, s->shared_ev, 0) == cudaSuccess;
+    if (ok) return;
+    (void)cudaGetLastError();
+    if (!s->shared_recorded || cudaEventSynchronize(s->shared_ev) != cudaSuccess)
+        (void)cudaStreamSynchronize((cudaStream_t)s->shared_stream);
+    (void)cudaGetLastError();
+    s->shared_used = 0; /* the host waited: nothing shared is in use */
+}
+
+void nn__cudnn_shared_enter(struct nn_ctx *ctx)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s) return;
+    shared_wait(ctx, s);
+    s->shared_used = 1;
+    s->shared_recorded = 0;
+    s->shared_stream = ctx->stream;
+    s->shared_sid = ctx->stream_id;
+}
+
+void nn__cudnn_shared_release(struct nn_ctx *ctx)
+{
+    if (ctx->cudnn) shared_wait(ctx, ctx->cudnn);
+}
+
+void nn__cudnn_shared_leave(struct nn_ctx *ctx)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s || !ctx->stream_switched) return;
+    if (shared_event(s) &&
+        cudaEventRecord(s->shared_ev, (cudaStream_t)ctx->stream) == cudaSuccess) {
+        s->shared_recorded = 1;
+        return;
+    }
+    /* No event: wait here, so that the next call on any stream finds the buffers idle. */
+    (void)cudaGetLastError();
+    (void)cudaStreamSynchronize((cudaStream_t)ctx->stream);
+    (void)cudaGetLastError();
+    s->shared_used = 0;
+}
+
+nn_status nn__cudnn_ctx_set_stream(struct nn_ctx *ctx, void *stream)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s || !s->cudnn) return NN_OK; /* a handle made later takes ctx->stream then */
+    return nn__cudnn_SetStream(ctx, s->cudnn, (cudaStream_t)stream);
 }
 
 nn_status nn__cudnn_plan_cache_save(struct nn_ctx *ctx, const char *path)

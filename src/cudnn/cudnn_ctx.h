@@ -1,6 +1,6 @@
 /* The cuDNN layer's per-context state: the cuDNN handle (created on first use, bound to the
- * context's stream once), the context's cache with the identity its file records carry (cuDNN
- * version, GPU), and the background plan builder.
+ * context's stream, and again at each nn_ctx_set_stream), the context's cache with the identity its
+ * file records carry (cuDNN version, GPU), and the background plan builder.
  *
  * Two files share it, one above the other: handle_cudnn.c (the state's parts: the handle, the
  * cache and builder slots, worker contexts), which the plan machinery uses, and ctx_cudnn.c (the
@@ -36,6 +36,11 @@ struct nn__cudnn_state {
     int n_graph_kinds;
     uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
     struct nn__gpu_id gpu;
+    /* The last call that used buffers shared across calls (nn__cudnn_shared_enter). */
+    cudaEvent_t shared_ev; /* recorded at its end once the context has switched streams */
+    void *shared_stream;   /* its stream */
+    unsigned long long shared_sid;
+    int shared_used, shared_recorded;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -79,6 +84,22 @@ nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *co
 
 /* Save settings.plan_cache_file if set (a failure is logged), then release plans and handles. */
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
+
+/* Calls that use device buffers the context keeps across calls (recurrent layers' replay staging
+ * and slots, dropout states) bracket their launches with enter and leave: on another stream than
+ * the last such call, enter makes the stream wait for that call first, so that two streams never
+ * use the buffers at once. leave records the end of the call; it costs nothing until the context
+ * first switches streams (before that every call ran on the stream the context was made with,
+ * which lives as long as it, so the wait can record there when needed). release goes before such
+ * buffers are freed (on the context's stream, perhaps by another family's call that evicts their
+ * cache entry): the stream waits for the last call, as in enter, which stays the last.
+ * None fails: should CUDA refuse the event or the wait, the host waits instead. */
+void nn__cudnn_shared_enter(struct nn_ctx *ctx);
+void nn__cudnn_shared_leave(struct nn_ctx *ctx);
+void nn__cudnn_shared_release(struct nn_ctx *ctx);
+
+/* nn_ctx_set_stream: the handle, if made, runs on stream from now on. NN_OK; NN_E_CUDNN. */
+nn_status nn__cudnn_ctx_set_stream(struct nn_ctx *ctx, void *stream);
 
 /* nn_plan_cache_save / _load for a cuDNN context: the file carries this process's cuDNN
  * version (cudnnGetVersion()) and the context's GPU; a load queues prebuilds. */

@@ -29,8 +29,10 @@ nn_status nn__cudnn_worker_ctx_create(struct nn_ctx *parent, struct nn_ctx **out
     w->settings = parent->settings;
     w->settings.plan_cache_file = NULL;
     w->device = parent->device;
-    w->stream = parent->stream; /* the worker replaces it with its own (plan_build_cudnn.c) */
-    w->stream_id = parent->stream_id;
+    /* The worker replaces it with its own (plan_build_cudnn.c); should it fail to, the parent's
+     * first stream is the one that lives as long as the parent (nn_ctx_set_stream may move). */
+    w->stream = parent->home_stream;
+    w->stream_id = parent->home_stream_id;
     w->mem_pool = parent->mem_pool; /* borrowed: the worker stops before the context lets it go */
     s->cudnn_version = parent->cudnn->cudnn_version;
     s->gpu = parent->cudnn->gpu;

@@ -519,6 +519,16 @@ void nn__mem_ctx_fini(struct nn_ctx *ctx)
     ctx->mem_pool = NULL;
 }
 
+nn_status nn__mem_ctx_enter(struct nn_ctx *ctx, void *stream, uint64_t stream_id, const char *fn)
+{
+    return nn__mem_pool_stream_ref(ctx->mem_pool, stream, stream_id, fn, ctx);
+}
+
+void nn__mem_ctx_leave(struct nn_ctx *ctx, void *stream, uint64_t stream_id)
+{
+    nn__mem_pool_stream_leave(ctx->mem_pool, stream, stream_id);
+}
+
 nn_status nn__mem_stream_ref(struct nn_ctx *ctx)
 {
     return nn__mem_pool_stream_ref(ctx->mem_pool, ctx->stream, ctx->stream_id,

@@ -4,6 +4,7 @@
 #define NN_MEM_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nnprim/status.h"
 
@@ -12,6 +13,13 @@ struct nn_ctx;
 /* Attach the device's pool to a new GPU context / detach it at destroy. */
 nn_status nn__mem_ctx_init(struct nn_ctx *ctx);
 void nn__mem_ctx_fini(struct nn_ctx *ctx);
+
+/* A context moves to another stream (nn_ctx_set_stream): enter takes a reference on the new
+ * stream (NN_OK; NN_E_OOM_HOST, the message naming fn), leave gives up the one on the stream it
+ * leaves without synchronising it (the pool orders its blocks' reuse after an event recorded
+ * now, and never uses the handle again). */
+nn_status nn__mem_ctx_enter(struct nn_ctx *ctx, void *stream, uint64_t stream_id, const char *fn);
+void nn__mem_ctx_leave(struct nn_ctx *ctx, void *stream, uint64_t stream_id);
 
 /* A context that shares another's pool (ctx->mem_pool set, not owned) on a stream of its own: the
  * background plan builder's. ref registers the stream with the pool; unref, once the stream's

@@ -30,6 +30,7 @@
 #define FIT_SCAN        32 /* blocks looked at per bin: best fit within that window */
 #define STEAL_RECORDS   4  /* events recorded on other streams per shard and attempt */
 #define EVENT_CACHE     16
+#define SPARE_EVENTS    4 /* the stream table's events, kept for the next retirement */
 #define OVERSIZE_DIV    8 /* an own-segment request takes blocks up to 1/8 larger (+2 MiB) */
 #define GROWTH_FLOOR    ((size_t)8 << 20)
 #define MAX_REQUEST     ((size_t)1 << 48) /* more than any device has; keeps sums exact */
@@ -93,9 +94,14 @@ struct shard {
     long long unpublished;
 } __attribute__((aligned(64)));
 
+/* A stream's state once its users have gone (refs == 0). */
+enum { S_ACTIVE, S_RETIRING, S_DONE, S_KEPT };
+
 struct stream_ref {
     uint64_t id;
     long refs;
+    int state;   /* S_ACTIVE while refs > 0 */
+    void *event; /* S_RETIRING: recorded on the stream as its last user left */
 };
 
 struct nn__mem_pool {
@@ -110,6 +116,9 @@ struct nn__mem_pool {
     uint64_t reserved_total, segs, segs_peak, seg_allocs, seg_frees, oom_retries, oom_failures;
     struct stream_ref *streams;
     size_t n_streams, cap_streams;
+    atomic_int n_retired; /* entries with refs == 0: read without the lock on slow paths */
+    void *spare[SPARE_EVENTS];
+    int n_spare;
     atomic_llong published, published_peak;
     pthread_mutex_t log_lock;
     nn_mem_event *log;
@@ -493,6 +502,9 @@ static void note_free_neighbours(struct shard *sh, struct blk *b)
         sh->merge_hint[b->seg->family] = 1;
 }
 
+static int stream_retired(struct nn__mem_pool *pool, uint64_t id);
+static void settle_streams(struct nn__mem_pool *pool);
+
 /* Blocks freed from another stream become usable by all once their event has completed. */
 static void poll_pending(struct nn__mem_pool *pool, struct shard *sh)
 {
@@ -522,6 +534,7 @@ static int steal_one(struct nn__mem_pool *pool, struct shard *sh, int f, size_t 
             if (b->size < size || b->size > most_for(f, size) || eligible(b, sid)) continue;
             if (whole_only && !whole(b)) continue;
             if (!b->event) {
+                if (stream_retired(pool, b->stream_id)) continue;
                 if (records == STEAL_RECORDS) return 0;
                 void *ev;
                 if (event_get(pool, sh, &ev, ectx) != NN_OK) return 0;
@@ -576,6 +589,7 @@ static void share_if_idle(struct nn__mem_pool *pool, struct shard *sh, struct bl
     if (b->state != B_FREE || b->any_stream) return;
     if (!all_idle) {
         if (!b->event) {
+            if (stream_retired(pool, b->stream_id)) return;
             void *ev;
             if (event_get(pool, sh, &ev, NULL) != NN_OK) return;
             if (pool->up.ops->event_record(pool->up.st, ev, b->stream, NULL) != NN_OK) {
@@ -629,6 +643,7 @@ static size_t shard_trim(struct nn__mem_pool *pool, struct shard *sh, int all_id
 
 size_t nn__mem_pool_trim(struct nn__mem_pool *pool)
 {
+    settle_streams(pool);
     int all_idle = pool->up.ops->quiesce(pool->up.st);
     size_t released = 0;
     for (int i = 0; i < NSHARD; i++)
@@ -901,6 +916,7 @@ static int alloc_from_cache(struct nn__mem_pool *pool, int f, size_t size, size_
                             struct nn_ctx *ectx)
 {
     size_t own = sid % NSHARD;
+    settle_streams(pool);
     for (size_t i = 0; i < NSHARD; i++) {
         struct shard *sh = &pool->shards[(own + i) % NSHARD];
         if (i && !atomic_load_explicit(&sh->nsegs, memory_order_relaxed)) continue;
@@ -1165,7 +1181,103 @@ int nn__mem_pool_owns(struct nn__mem_pool *pool, const void *p)
     return 0;
 }
 
-/* ---- streams ---- */
+/* ---- streams ----
+ * A stream's entry counts its users (contexts, handles, the plan builder's worker). When the last
+ * one goes the stream is retired: its handle is never used again (the user may destroy the
+ * stream), and the free blocks it cached become usable by every stream once its work is known to
+ * be complete: at once after unref (the caller synchronised the stream), or when the event that
+ * leave recorded on it has completed. */
+
+static struct stream_ref *stream_find(struct nn__mem_pool *pool, uint64_t id)
+{
+    for (size_t i = 0; i < pool->n_streams; i++)
+        if (pool->streams[i].id == id) return &pool->streams[i];
+    return NULL;
+}
+
+/* Pool lock held. */
+static void stream_event_put(struct nn__mem_pool *pool, void *ev)
+{
+    if (pool->n_spare < SPARE_EVENTS)
+        pool->spare[pool->n_spare++] = ev;
+    else
+        pool->up.ops->event_destroy(pool->up.st, ev);
+}
+
+/* 1 when the owner of a cached block was retired: its handle must not be used. */
+static int stream_retired(struct nn__mem_pool *pool, uint64_t id)
+{
+    if (!atomic_load_explicit(&pool->n_retired, memory_order_relaxed)) return 0;
+    pthread_mutex_lock(&pool->lock);
+    struct stream_ref *r = stream_find(pool, id);
+    int gone = r && r->refs == 0;
+    pthread_mutex_unlock(&pool->lock);
+    return gone;
+}
+
+static int stream_done(struct nn__mem_pool *pool, uint64_t id)
+{
+    pthread_mutex_lock(&pool->lock);
+    struct stream_ref *r = stream_find(pool, id);
+    int done = r && r->refs == 0 && r->state == S_DONE;
+    pthread_mutex_unlock(&pool->lock);
+    return done;
+}
+
+/* Every free block cached by the retired stream id becomes usable by all, then its entry goes.
+ * Each shard is checked under its lock: should a user come back to the stream meanwhile, the
+ * blocks it frees from then on are ordered on the stream again, and are left alone. */
+static void share_stream(struct nn__mem_pool *pool, uint64_t id)
+{
+    for (int i = 0; i < NSHARD; i++) {
+        struct shard *sh = &pool->shards[i];
+        if (!atomic_load_explicit(&sh->nsegs, memory_order_relaxed)) continue;
+        pthread_mutex_lock(&sh->lock);
+        if (!stream_done(pool, id)) {
+            pthread_mutex_unlock(&sh->lock);
+            return;
+        }
+        for (struct seg *s = sh->segs; s; s = s->next)
+            for (struct blk *b = s->first; b; b = b->next) {
+                if (b->state != B_FREE || b->any_stream || b->stream_id != id) continue;
+                if (b->event) event_put(pool, sh, b->event);
+                b->event = NULL;
+                b->any_stream = 1;
+                b->stream = NULL;
+                note_free_neighbours(sh, b);
+            }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    pthread_mutex_lock(&pool->lock);
+    struct stream_ref *r = stream_find(pool, id);
+    if (r && r->refs == 0 && r->state == S_DONE) {
+        *r = pool->streams[--pool->n_streams];
+        atomic_fetch_sub(&pool->n_retired, 1);
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
+/* Retired streams whose work has completed share what they cached (a few per call). */
+static void settle_streams(struct nn__mem_pool *pool)
+{
+    if (!atomic_load_explicit(&pool->n_retired, memory_order_relaxed)) return;
+    uint64_t done[8];
+    int n = 0;
+    pthread_mutex_lock(&pool->lock);
+    for (size_t i = 0; i < pool->n_streams && n < 8; i++) {
+        struct stream_ref *r = &pool->streams[i];
+        if (r->refs) continue;
+        if (r->state == S_RETIRING && pool->up.ops->event_query(pool->up.st, r->event) == 1) {
+            stream_event_put(pool, r->event);
+            r->event = NULL;
+            r->state = S_DONE;
+        }
+        if (r->state == S_DONE) done[n++] = r->id;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    for (int k = 0; k < n; k++)
+        share_stream(pool, done[k]);
+}
 
 nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
                                   const char *fn, struct nn_ctx *ectx)
@@ -1173,11 +1285,16 @@ nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint6
     (void)stream;
     nn_status st = NN_OK;
     pthread_mutex_lock(&pool->lock);
-    size_t i = 0;
-    while (i < pool->n_streams && pool->streams[i].id != stream_id)
-        i++;
-    if (i < pool->n_streams) {
-        pool->streams[i].refs++;
+    struct stream_ref *r = stream_find(pool, stream_id);
+    if (r) {
+        if (r->refs == 0) {
+            /* Back before its blocks were shared: they are again reused in stream order. */
+            if (r->event) stream_event_put(pool, r->event);
+            r->event = NULL;
+            r->state = S_ACTIVE;
+            atomic_fetch_sub(&pool->n_retired, 1);
+        }
+        r->refs++;
     } else {
         if (pool->n_streams == pool->cap_streams) {
             size_t cap = pool->cap_streams ? pool->cap_streams * 2 : 8;
@@ -1190,7 +1307,7 @@ nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint6
             }
         }
         if (pool->n_streams < pool->cap_streams)
-            pool->streams[pool->n_streams++] = (struct stream_ref){stream_id, 1};
+            pool->streams[pool->n_streams++] = (struct stream_ref){stream_id, 1, S_ACTIVE, NULL};
         else
             st = NN__FAIL(ectx, NN_E_OOM_HOST, "%s: out of host memory for the stream table", fn);
     }
@@ -1200,35 +1317,36 @@ nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint6
 
 void nn__mem_pool_stream_unref(struct nn__mem_pool *pool, uint64_t stream_id)
 {
-    int last = 0;
     pthread_mutex_lock(&pool->lock);
-    for (size_t i = 0; i < pool->n_streams; i++)
-        if (pool->streams[i].id == stream_id) {
-            if (--pool->streams[i].refs == 0) {
-                pool->streams[i] = pool->streams[--pool->n_streams];
-                last = 1;
-            }
-            break;
-        }
-    pthread_mutex_unlock(&pool->lock);
-    if (!last) return;
-    /* The stream's work has completed (the caller synchronised it): what it cached is free for
-     * every stream, and its handle must not be used again. */
-    for (int i = 0; i < NSHARD; i++) {
-        struct shard *sh = &pool->shards[i];
-        if (!atomic_load_explicit(&sh->nsegs, memory_order_relaxed)) continue;
-        pthread_mutex_lock(&sh->lock);
-        for (struct seg *s = sh->segs; s; s = s->next)
-            for (struct blk *b = s->first; b; b = b->next) {
-                if (b->state != B_FREE || b->any_stream || b->stream_id != stream_id) continue;
-                if (b->event) event_put(pool, sh, b->event);
-                b->event = NULL;
-                b->any_stream = 1;
-                b->stream = NULL;
-                note_free_neighbours(sh, b);
-            }
-        pthread_mutex_unlock(&sh->lock);
+    struct stream_ref *r = stream_find(pool, stream_id);
+    int last = r && r->refs > 0 && --r->refs == 0;
+    if (last) {
+        r->state = S_DONE; /* the caller synchronised the stream */
+        atomic_fetch_add(&pool->n_retired, 1);
     }
+    pthread_mutex_unlock(&pool->lock);
+    if (last) share_stream(pool, stream_id);
+}
+
+void nn__mem_pool_stream_leave(struct nn__mem_pool *pool, void *stream, uint64_t stream_id)
+{
+    pthread_mutex_lock(&pool->lock);
+    struct stream_ref *r = stream_find(pool, stream_id);
+    if (r && r->refs > 0 && --r->refs == 0) {
+        /* The last use of the stream's handle: an event now covers every use of what it cached. */
+        void *ev = pool->n_spare ? pool->spare[--pool->n_spare] : NULL;
+        if (!ev && pool->up.ops->event_create(pool->up.st, &ev, NULL) != NN_OK) ev = NULL;
+        if (ev && pool->up.ops->event_record(pool->up.st, ev, stream, NULL) != NN_OK) {
+            stream_event_put(pool, ev);
+            ev = NULL;
+        }
+        /* Without an event the blocks stay the stream's until it comes back, or until a trim
+         * finds the device idle. */
+        r->state = ev ? S_RETIRING : S_KEPT;
+        r->event = ev;
+        atomic_fetch_add(&pool->n_retired, 1);
+    }
+    pthread_mutex_unlock(&pool->lock);
 }
 
 /* ---- creation, settings, statistics ---- */
@@ -1285,6 +1403,11 @@ void nn__mem_pool_destroy(struct nn__mem_pool *pool)
         meta_free(sh->map.vals);
         pthread_mutex_destroy(&sh->lock);
     }
+    for (size_t i = 0; i < pool->n_streams; i++)
+        if (pool->streams[i].event)
+            pool->up.ops->event_destroy(pool->up.st, pool->streams[i].event);
+    for (int e = 0; e < pool->n_spare; e++)
+        pool->up.ops->event_destroy(pool->up.st, pool->spare[e]);
     pool->up.ops->destroy(pool->up.st);
     meta_free(pool->streams);
     nn__host_free(pool->log);

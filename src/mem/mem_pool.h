@@ -86,11 +86,19 @@ nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t st
 /* 1 when p is a block the pool handed out and that is not freed yet. */
 int nn__mem_pool_owns(struct nn__mem_pool *pool, const void *p);
 
-/* A stream that allocates from the pool: counted, so that when its last user goes (after its
- * work has completed) its cached blocks become usable by every stream. */
+/* A stream that allocates from the pool: counted, so that when its last user goes its cached
+ * blocks become usable by every stream and its handle is never used again (its owner may destroy
+ * it). ref of a stream whose users went, before its blocks were shared, takes them back in
+ * stream order. Fails only with NN_E_OOM_HOST. */
 nn_status nn__mem_pool_stream_ref(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
                                   const char *fn, struct nn_ctx *ectx);
+/* A user goes after synchronising the stream: the last one shares its blocks at once. */
 void nn__mem_pool_stream_unref(struct nn__mem_pool *pool, uint64_t stream_id);
+/* A user goes without synchronising (a context that switches streams): the last one records an
+ * event on the stream, and its blocks are shared once that has completed, found by a later
+ * allocation's slow path or a trim (the host never waits). Should no event be recordable, the
+ * blocks stay the stream's until it comes back or a trim finds the device idle. */
+void nn__mem_pool_stream_leave(struct nn__mem_pool *pool, void *stream, uint64_t stream_id);
 
 nn_status nn__mem_pool_configure(struct nn__mem_pool *pool, const nn_mem_settings *s,
                                  struct nn_ctx *ectx);

@@ -120,6 +120,7 @@ struct drop_states {
 static void states_unref(struct drop_states *d)
 {
     if (!d || --d->refs > 0) return;
+    nn__cudnn_shared_release(d->ctx);
     nn__dev_free(d->ctx, d->ptr);
     nn__host_free(d);
 }
@@ -338,6 +339,8 @@ static void live_destroy(void *p)
 {
     struct rnn_live *e = p;
     if (!e) return;
+    /* The slots and staging may be freed on another stream than their last use. */
+    nn__cudnn_shared_release(e->ctx);
     drop_graphs(e, U_INFER);
     drop_graphs(e, U_TRAIN);
     for (int i = 0; i < e->nslots; i++) {
@@ -635,11 +638,6 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
         e->hbytes = (size_t)(p->layers * p->dirs * p->n * p->out) * es;
         e->cbytes =
             p->cell == NN_RNN_LSTM ? (size_t)(p->layers * p->dirs * p->n * p->hidden) * es : 0;
-        /* Capture needs a stream of the context's own kind: the legacy default stream cannot be
-         * captured, and a per-thread one would serialise with unrelated work. */
-        cudaStream_t s = (cudaStream_t)ctx->stream;
-        if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
-            e->no_replay = "the context's stream cannot be captured";
         trial_init(ctx, e, U_INFER, rec->flags);
         trial_init(ctx, e, U_TRAIN, rec->flags);
         /* cuDNN's dropout draws from its random state; whether a replay advances it exactly as
@@ -1108,9 +1106,14 @@ static nn_status exec_run(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__
     return exec_launch(ctx, ex, c);
 }
 
-static int replay_wanted(const struct rnn_live *e, int unit)
+/* Capture needs a stream of the context's own kind: the legacy default stream cannot be
+ * captured, and a per-thread one would serialise with unrelated work. Asked at each call, since
+ * nn_ctx_set_stream() may move the context to one of those. */
+static int replay_wanted(const struct nn_ctx *ctx, const struct rnn_live *e, int unit)
 {
     const struct trial *t = &e->trial[unit];
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return 0;
     return !e->no_replay && (t->phase == P_REPLAY_TRIAL || (t->phase == P_DECIDED && t->replay));
 }
 
@@ -1363,8 +1366,8 @@ static nn_status forward_eager(struct nn_ctx *ctx, cudnnHandle_t h, const struct
     return st;
 }
 
-nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                const struct nn__rnn_io *io, void **state)
+static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                               const struct nn__rnn_io *io, void **state)
 {
     struct rnn_live *e;
     cudnnHandle_t h;
@@ -1374,7 +1377,7 @@ nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
     uint64_t t0 = trial_start(ctx, e, unit);
     struct reserve *rs = NULL;
-    if (replay_wanted(e, unit) && e->warm[warm] && !changed &&
+    if (replay_wanted(ctx, e, unit) && e->warm[warm] && !changed &&
         forward_replay(ctx, h, p, e, io, state != NULL, &rs, &replayed) != NN_OK) {
         disable_replay(e, "a capture or graph update failed (the context's last error)");
         rs = NULL, replayed = 0;
@@ -1402,6 +1405,17 @@ nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
     note(e, replayed);
     if (state) *state = rs;
     return NN_OK;
+}
+
+/* A call's staging, slots and dropout states are the context's, shared by its calls on every
+ * stream (cudnn_ctx.h). */
+nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                const struct nn__rnn_io *io, void **state)
+{
+    nn__cudnn_shared_enter(ctx);
+    nn_status st = forward_cudnn(ctx, p, io, state);
+    nn__cudnn_shared_leave(ctx);
+    return st;
 }
 
 void nn__rnn_state_free_cudnn(struct nn_ctx *ctx, void *state)
@@ -1443,8 +1457,8 @@ static nn_status backward_eager(struct nn_ctx *ctx, cudnnHandle_t h,
     return st;
 }
 
-nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
-                                 const struct nn__rnn_io *io)
+static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
+                                const struct nn__rnn_io *io)
 {
     struct reserve *rs = state;
     if (!io->dx && !io->dhx && !io->dcx && !io->dw) return NN_OK;
@@ -1455,7 +1469,7 @@ nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_proble
     NN__TRY(entry_get(ctx, p, 1, &e));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
     uint64_t t0 = trial_start(ctx, e, U_TRAIN);
-    if (rs->owner == e && replay_wanted(e, U_TRAIN) && e->warm[W_BWD] && !changed &&
+    if (rs->owner == e && replay_wanted(ctx, e, U_TRAIN) && e->warm[W_BWD] && !changed &&
         backward_replay(ctx, h, p, e, rs, io, &replayed) != NN_OK) {
         disable_replay(e, "a capture or graph update failed (the context's last error)");
         replayed = 0;
@@ -1468,6 +1482,15 @@ nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_proble
     trial_end(ctx, p, e, U_TRAIN, 1, replayed, t0);
     note(e, replayed);
     return NN_OK;
+}
+
+nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
+                                 const struct nn__rnn_io *io)
+{
+    nn__cudnn_shared_enter(ctx);
+    nn_status st = backward_cudnn(ctx, p, state, io);
+    nn__cudnn_shared_leave(ctx);
+    return st;
 }
 
 /* Tests read the records back (live ones first): kind 4 records of shapes with data. */

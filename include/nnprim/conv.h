@@ -43,6 +43,7 @@
 
 #include <stdint.h>
 
+#include "backward.h"
 #include "context.h"
 #include "status.h"
 #include "tensor.h"
@@ -153,7 +154,8 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  * Backward through a training-mode forward call: any of the gradients.
  *
  * With a fused relu, the incoming gradient is first masked with y > 0 (y from the forward call).
- * The flags of the forward call's parameters decide which gradients accumulate.
+ * The flags of the forward call's parameters decide which gradients accumulate. The same as
+ * nn_conv_backward_ex() with opts NULL.
  *
  * @param ctx      the context the forward call used.
  * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success.
@@ -173,6 +175,28 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  */
 NN_API nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
                                   nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
+
+/**
+ * nn_conv_backward() with the options chosen at backward time (include/nnprim/backward.h).
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success unless
+ *                 opts->keep is 1 (then it stays live and unchanged, for another backward call).
+ * @param opts     NULL: as nn_conv_backward() (the forward's flags; the pullback is consumed).
+ *                 Otherwise opts->accumulate (NN_ACCUMULATE_DX, _DW, _DB) says which of dx, dw
+ *                 and db are added to, in place of the forward's flags, and opts->keep whether
+ *                 the pullback survives.
+ * @param dy, dx, dw, db  as nn_conv_backward().
+ * @return the statuses of nn_conv_backward(); NN_E_INVALID_ARG for bad options (a bit outside
+ *         NN_ACCUMULATE_*, keep not 0 or 1, a nonzero opts->reserved; the message names the
+ *         field). Options are checked after the pullback.
+ * Ownership: as nn_conv_backward(); a kept pullback stays the caller's (free it with
+ * nn_conv_pullback_free()), and so do the forward's x and w (and y with relu), which must stay
+ * alive and unchanged while it is kept.
+ */
+NN_API nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
+                                     const nn_backward_options *opts, const nn_tensor *dy,
+                                     nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
 
 /**
  * Drop a pullback without using it.

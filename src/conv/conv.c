@@ -50,6 +50,10 @@ struct conv_backend {
                                nn_tensor *, double, double, struct nn__conv_note *);
     nn_status (*relu_backward)(struct nn_ctx *, const nn_tensor *, const nn_tensor *, nn_tensor *,
                                struct nn__conv_note *);
+    /* nn_conv_workspace_size(); NULL: the backend takes no pool memory (the reference) */
+    nn_status (*workspace)(struct nn_ctx *, const struct nn__conv_problem *, nn_conv_pass,
+                           const nn_tensor *, const nn_tensor *, const nn_tensor *, double,
+                           size_t *);
 };
 
 static const struct conv_backend backend_ref = {
@@ -60,6 +64,7 @@ static const struct conv_backend backend_ref = {
     nn__conv_backward_filter_ref,
     nn__conv_backward_bias_ref,
     nn__conv_relu_backward_ref,
+    NULL,
 };
 
 #if NN_HAVE_CUDNN
@@ -71,6 +76,7 @@ static const struct conv_backend backend_cudnn = {
     nn__conv_backward_filter_cudnn,
     nn__conv_backward_bias_cudnn,
     nn__conv_relu_backward_cudnn,
+    nn__conv_workspace_cudnn,
 };
 #endif
 
@@ -692,5 +698,50 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
                be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB),
                                  &note));
     if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Workspace query
+ */
+
+nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                 const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,
+                                 size_t *bytes)
+{
+    const char *op = "nn_conv_workspace_size";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", op);
+    NN__TRY(check_params(ctx, op, p));
+    static const unsigned pass_bit[] = {0, NN_CONV_ACCUMULATE_DX, NN_CONV_ACCUMULATE_DW,
+                                        NN_CONV_ACCUMULATE_DB};
+    if ((unsigned)pass > NN_CONV_PASS_BACKWARD_BIAS)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: pass must be NN_CONV_PASS_FORWARD (0), _BACKWARD_DATA (1), "
+                        "_BACKWARD_FILTER (2) or _BACKWARD_BIAS (3), got %d",
+                        op, (int)pass);
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
+    NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x", 0));
+    NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x", 0));
+    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x", 0));
+    if (x->rank != p->spatial_rank + 2)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be p.spatial_rank + 2 = %d, got %d", op,
+                        p->spatial_rank + 2, x->rank);
+    if (w->rank != x->rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
+                        w->rank);
+    struct nn__conv_problem prob;
+    NN__TRY(resolve(ctx, op, p, x->rank, x->dims, w->dims, "x", "w", &prob));
+    fill_ctx_fields(ctx, &prob, x->dtype);
+    prob.has_bias = b != NULL;
+    if (b) NN__TRY(check_bias_dims(ctx, op, b, "b", &prob));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
+    const struct conv_backend *be = backend_of(ctx);
+    size_t n = 0;
+    if (be->workspace)
+        NN__TRY_IN(
+            ctx, op,
+            be->workspace(ctx, &prob, pass, x, w, b, beta_for(p->flags, pass_bit[pass]), &n));
+    *bytes = n;
     return NN_OK;
 }

@@ -51,11 +51,11 @@ static void softmax_log(nn_ctx *c, nn_ctx *h, struct bc_out *o)
 
 Test(backward_gpu, conv)
 {
-    compare(bc_conv, "conv", 0);
+    compare(bc_conv, "conv", 1e-5); /* Winograd or FFT engines round */
 }
 Test(backward_gpu, linear)
 {
-    compare(bc_linear, "linear", 0);
+    compare(bc_linear, "linear", 1e-6);
 }
 Test(backward_gpu, pool_max)
 {
@@ -68,12 +68,13 @@ Test(backward_gpu, pool_mean)
 }
 Test(backward_gpu, softmax)
 {
-    compare(softmax_plain, "softmax", 1e-6);
-    compare(softmax_log, "log-softmax", 1e-6);
+    /* cuDNN computes in f32, the reference in double */
+    compare(softmax_plain, "softmax", 1e-5);
+    compare(softmax_log, "log-softmax", 1e-5);
 }
 Test(backward_gpu, cross_entropy)
 {
-    compare(bc_xent, "cross-entropy", 1e-6);
+    compare(bc_xent, "cross-entropy", 1e-5);
 }
 Test(backward_gpu, rnn)
 {

@@ -41,8 +41,10 @@
 #ifndef NNPRIM_CONV_H
 #define NNPRIM_CONV_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "backward.h"
 #include "context.h"
 #include "status.h"
 #include "tensor.h"
@@ -153,7 +155,8 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  * Backward through a training-mode forward call: any of the gradients.
  *
  * With a fused relu, the incoming gradient is first masked with y > 0 (y from the forward call).
- * The flags of the forward call's parameters decide which gradients accumulate.
+ * The flags of the forward call's parameters decide which gradients accumulate. The same as
+ * nn_conv_backward_ex() with opts NULL.
  *
  * @param ctx      the context the forward call used.
  * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success.
@@ -173,6 +176,28 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  */
 NN_API nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
                                   nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
+
+/**
+ * nn_conv_backward() with the options chosen at backward time (include/nnprim/backward.h).
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success unless
+ *                 opts->keep is 1 (then it stays live and unchanged, for another backward call).
+ * @param opts     NULL: as nn_conv_backward() (the forward's flags; the pullback is consumed).
+ *                 Otherwise opts->accumulate (NN_ACCUMULATE_DX, _DW, _DB) says which of dx, dw
+ *                 and db are added to, in place of the forward's flags, and opts->keep whether
+ *                 the pullback survives.
+ * @param dy, dx, dw, db  as nn_conv_backward().
+ * @return the statuses of nn_conv_backward(); NN_E_INVALID_ARG for bad options (a bit outside
+ *         NN_ACCUMULATE_*, keep not 0 or 1, a nonzero opts->reserved; the message names the
+ *         field). Options are checked after the pullback.
+ * Ownership: as nn_conv_backward(); a kept pullback stays the caller's (free it with
+ * nn_conv_pullback_free()), and so do the forward's x and w (and y with relu), which must stay
+ * alive and unchanged while it is kept.
+ */
+NN_API nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
+                                     const nn_backward_options *opts, const nn_tensor *dy,
+                                     nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
 
 /**
  * Drop a pullback without using it.
@@ -222,6 +247,50 @@ NN_API nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, c
  */
 NN_API nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
                                        nn_tensor *db);
+
+/** A pass of a convolution, for nn_conv_workspace_size(). */
+typedef enum nn_conv_pass {
+    NN_CONV_PASS_FORWARD = 0,         /**< nn_conv_forward() */
+    NN_CONV_PASS_BACKWARD_DATA = 1,   /**< dx: nn_conv_backward(_ex) or nn_conv_backward_data() */
+    NN_CONV_PASS_BACKWARD_FILTER = 2, /**< dw: nn_conv_backward(_ex) or nn_conv_backward_filter() */
+    NN_CONV_PASS_BACKWARD_BIAS = 3    /**< db: nn_conv_backward(_ex) or nn_conv_backward_bias() */
+} nn_conv_pass;
+
+/**
+ * The device-pool bytes one pass of a convolution would hold at its peak, so that a framework
+ * can pre-size its scratch (or its allocator, nn_mem_set_allocator()): the cuDNN plan's
+ * workspace, plus the temporaries nnprim makes for the pass (the zero-padded copies of its cuDNN
+ * workarounds, bf16's ones tensor for db, and, for a backward pass with p.activation RELU, which
+ * only nn_conv_backward(_ex) runs, the masked copy of dy that call holds throughout). Not
+ * included: the caller's tensors, a pullback (it keeps views only, no device memory), and the
+ * pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the reference backend,
+ * which takes host memory only.
+ *
+ * On cuDNN the query finds the plan the call would use, as the call would: from the context's
+ * plan cache, else from a plan-file record, heuristics or autotune, and caches it, so the call
+ * that follows is a cache hit. While it builds a plan it takes pool scratch (zeroed) for the
+ * pass's tensors it is not given, of their packed sizes; autotune runs its candidates on them
+ * and on x and w (read only). The answer holds for packed tensors from nn_tensor_empty(); other
+ * pointer alignments may select another plan.
+ *
+ * @param ctx   the context that will run the call (its backend, settings and plan cache).
+ * @param p     the call's parameters. p->flags decides the blend of a backward pass as in the
+ *              stand-alone calls (NN_CONV_ACCUMULATE_DX for the data pass...): for
+ *              nn_conv_backward_ex() set p->flags to its opts->accumulate.
+ * @param x     the input of the forward call (read by autotune on a plan miss).
+ * @param w     the filter (read by autotune on a plan miss).
+ * @param b     the forward's bias, or NULL for none (the forward may fuse it); backward passes
+ *              ignore whether it is given.
+ * @param pass  which pass.
+ * @param bytes out: the bytes; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes, an unknown pass, and the
+ *         parameter and tensor checks of nn_conv_forward()); NN_E_SHAPE; NN_E_OVERFLOW;
+ *         NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (as the call: no engine for the pass);
+ *         NN_E_OOM_HOST; NN_E_OOM_DEVICE (the scratch of a plan search); NN_E_CUDA; NN_E_CUDNN.
+ */
+NN_API nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                        const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,
+                                        size_t *bytes);
 
 #ifdef __cplusplus
 }

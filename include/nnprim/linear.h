@@ -28,6 +28,7 @@
 
 #include <stdint.h>
 
+#include "backward.h"
 #include "context.h"
 #include "conv.h" /* nn_activation */
 #include "status.h"
@@ -106,10 +107,31 @@ NN_API nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const
  * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, consumed, freed, another family's
  *         or another context's); the statuses of nn_linear_forward().
  * Outputs may be partly written on a failure after validation (for example out of device memory
- * half way).
+ * half way). The same as nn_linear_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
                                     nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
+
+/**
+ * nn_linear_backward() with options chosen at backward time (include/nnprim/backward.h).
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: as nn_linear_backward(), except that with opts->keep = 1 it stays
+ *                 live and unchanged on success, for another backward call.
+ * @param opts     NULL: as nn_linear_backward(). Otherwise opts->accumulate (NN_ACCUMULATE_DX,
+ *                 _DW, _DB) replaces the forward's flags, and opts->keep says whether the
+ *                 pullback survives.
+ * @param dy, dx, dw, db  as nn_linear_backward().
+ * @return the statuses of nn_linear_backward(); NN_E_INVALID_ARG for bad options (a bit outside
+ *         NN_ACCUMULATE_*, keep not 0 or 1, a nonzero opts->reserved). Options are checked
+ *         after the pullback.
+ * Ownership: as nn_linear_backward(); a kept pullback stays the caller's
+ * (nn_linear_pullback_free()), and the forward's x and w (and y with relu) must stay alive and
+ * unchanged while it is kept.
+ */
+NN_API nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
+                                       const nn_backward_options *opts, const nn_tensor *dy,
+                                       nn_tensor *dx, nn_tensor *dw, nn_tensor *db);
 
 /**
  * Drop a pullback without using it.

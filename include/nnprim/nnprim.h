@@ -7,6 +7,7 @@
  *   context.h  version, build features, devices, settings, nn_ctx
  *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
  *   pool.h     max and mean pooling, forward and backward
+ *   backward.h options of the *_backward_ex() calls: accumulate chosen at backward time, keep
  *   plan_cache.h  the context's plan cache: save, load, clear, statistics
  *   mem.h      the device memory pool: settings, statistics, trim, event log, raw allocations
  *   conv.h     convolution forward and backward, pullbacks
@@ -22,6 +23,7 @@
 #include "status.h"
 #include "context.h"
 #include "tensor.h"
+#include "backward.h"
 #include "pool.h"
 #include "plan_cache.h"
 #include "mem.h"

@@ -35,6 +35,7 @@
 
 #include <stdint.h>
 
+#include "backward.h"
 #include "context.h"
 #include "status.h"
 #include "tensor.h"
@@ -125,18 +126,67 @@ NN_API nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, cons
  *                 *pullback is set to NULL; on failure it stays with the caller unchanged (free
  *                 it, or retry with correct arguments).
  * @param dy       gradient of y: y's dims and x's dtype, in the context's memory space.
- * @param dx       out: gradient of x, x's dims and dtype; overwritten (not accumulated). Must not
- *                 overlap dy, itself, or the forward's x and y (which backward reads).
+ * @param dx       out: gradient of x, x's dims and dtype; overwritten (nn_pool_backward_ex()
+ *                 accumulates). Must not overlap dy, itself, or the forward's x and y (which
+ *                 backward reads).
  * @return NN_OK; NN_E_INVALID_ARG (NULL arguments, malformed or misaligned tensors, the
  *         overlaps above); NN_E_PULLBACK (*pullback is NULL, i.e. already consumed, not a live
  *         pooling pullback, or created with another context); NN_E_SHAPE (dy or dx has the wrong
  *         dims); NN_E_OVERFLOW; NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN backend: as
  *         nn_pool_forward()); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN.
  * A second copy of a consumed pullback pointer is a dangling pointer; keep only the one that
- * nn_pool_backward() sets to NULL.
+ * nn_pool_backward() sets to NULL. The same as nn_pool_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
                                   nn_tensor *dx);
+
+/**
+ * nn_pool_backward() with options chosen at backward time (include/nnprim/backward.h).
+ *
+ * @param ctx      the context the pullback was created with.
+ * @param pullback in/out: as nn_pool_backward(), except that with opts->keep = 1 it stays live
+ *                 and unchanged on success, for another backward call.
+ * @param opts     NULL: as nn_pool_backward() (dx overwritten, the pullback consumed).
+ *                 opts->accumulate: 0 or NN_ACCUMULATE_DX (dx += the gradient: cuDNN's beta = 1);
+ *                 opts->keep: 0 or 1.
+ * @param dy, dx   as nn_pool_backward().
+ * @return the statuses of nn_pool_backward(); NN_E_INVALID_ARG (a bit outside NN_ACCUMULATE_*,
+ *         keep not 0 or 1, a nonzero opts->reserved); NN_E_UNSUPPORTED (NN_ACCUMULATE_DW or
+ *         NN_ACCUMULATE_DB: pooling has no weights). Options are checked after the pullback.
+ * Ownership: as nn_pool_backward(); a kept pullback stays the caller's (nn_pool_pullback_free()),
+ * and the forward's x and y must stay alive and unchanged while it is kept.
+ */
+NN_API nn_status nn_pool_backward_ex(nn_ctx *ctx, nn_pool_pullback **pullback,
+                                     const nn_backward_options *opts, const nn_tensor *dy,
+                                     nn_tensor *dx);
+
+/**
+ * The gradient of pooling without a pullback (NNlib's ∇maxpool(dy, y, x) / ∇meanpool): dx from
+ * the forward's input x, its output y (max pooling finds each window's maximum by comparing x
+ * with y on cuDNN; the reference backend recomputes it from x) and dy. The result equals
+ * nn_pool_backward() of a pullback made by nn_pool_forward(ctx, params, x, y, &pb).
+ *
+ * @param ctx        the context; its backend runs the op on its stream.
+ * @param params     the forward's pooling parameters, checked as by nn_pool_forward().
+ * @param x          the forward's input.
+ * @param y          the forward's output: the dims of nn_pool_output_shape() for x, x's dtype.
+ *                   Read by max pooling on cuDNN only; pass the y that nn_pool_forward() wrote
+ *                   for x, or the gradients are wrong without an error.
+ * @param dy         gradient of y: y's dims, x's dtype.
+ * @param dx         out: gradient of x, x's dims and dtype. Must not overlap dy, x, y or itself.
+ * @param accumulate 0 (dx = the gradient) or NN_ACCUMULATE_DX (dx += the gradient).
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, params or a tensor; bad parameters as in
+ *         nn_pool_output_shape(); a bit of accumulate outside NN_ACCUMULATE_*; malformed or
+ *         misaligned tensors; the overlaps above); NN_E_UNSUPPORTED (accumulate with
+ *         NN_ACCUMULATE_DW or NN_ACCUMULATE_DB; cuDNN backend: as nn_pool_forward());
+ *         NN_E_SHAPE (x does not fit params; y, dy or dx with the wrong dims); NN_E_OVERFLOW;
+ *         NN_E_DTYPE; NN_E_MEMSPACE; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ * Ownership: nothing is kept after the call.
+ */
+NN_API nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params,
+                                            const nn_tensor *x, const nn_tensor *y,
+                                            const nn_tensor *dy, nn_tensor *dx,
+                                            unsigned accumulate);
 
 /**
  * Drop a pullback without running backward, releasing what it holds (device memory goes back to

@@ -67,6 +67,7 @@
 
 #include <stdint.h>
 
+#include "backward.h"
 #include "context.h"
 #include "status.h"
 #include "tensor.h"
@@ -252,11 +253,33 @@ NN_API nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_te
  *         each other, the gradients in, or the views the pullback holds.
  * Ownership: on success the pullback is freed and *pullback set to NULL: a pullback is single-use,
  * since cuDNN's backward-data changes the reserve space. On failure it stays with the caller.
- * Outputs may be partly written on a failure after validation.
+ * Outputs may be partly written on a failure after validation. The same as nn_rnn_backward_ex()
+ * with opts NULL.
  */
 NN_API nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
                                  const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
                                  nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw);
+
+/**
+ * nn_rnn_backward() with the accumulation chosen at backward time (include/nnprim/backward.h).
+ *
+ * @param ctx      the context the forward call used.
+ * @param pullback in/out: as nn_rnn_backward(); always consumed on success.
+ * @param opts     NULL: as nn_rnn_backward() (NN_RNN_ACCUMULATE_DW of the forward's flags).
+ *                 Otherwise opts->accumulate, 0 or NN_ACCUMULATE_DW (dw += the gradient),
+ *                 replaces the forward's flags. opts->keep must be 0: an RNN pullback is
+ *                 single-use on both backends (cuDNN's backward-data overwrites the reserve space
+ *                 forward filled; the reference keeps the same rule so code moves between them).
+ * @param dy, dhy, dcy, dx, dhx, dcx, dw  as nn_rnn_backward().
+ * @return the statuses of nn_rnn_backward(); NN_E_INVALID_ARG (a bit outside NN_ACCUMULATE_*,
+ *         keep not 0 or 1, a nonzero opts->reserved); NN_E_UNSUPPORTED (NN_ACCUMULATE_DX or
+ *         NN_ACCUMULATE_DB, or keep = 1). Options are checked after the pullback; a refused call
+ *         leaves the pullback with the caller, usable.
+ */
+NN_API nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
+                                    const nn_backward_options *opts, const nn_tensor *dy,
+                                    const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
+                                    nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw);
 
 /**
  * Drop a pullback without using it (its reserve space goes back to the pool of the context it was

@@ -26,6 +26,7 @@
 
 #include <stdint.h>
 
+#include "backward.h"
 #include "context.h"
 #include "status.h"
 #include "tensor.h"
@@ -91,9 +92,30 @@ NN_API nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, con
  *                 forward's flags); must not overlap dy or the saved y.
  * @return NN_OK; NN_E_PULLBACK (NULL, consumed, freed, another family's or context's);
  *         the statuses of nn_softmax_forward().
+ * The same as nn_softmax_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback,
                                      const nn_tensor *dy, nn_tensor *dx);
+
+/**
+ * nn_softmax_backward() with options chosen at backward time (include/nnprim/backward.h).
+ *
+ * @param ctx      the context of the forward call.
+ * @param pullback in/out: as nn_softmax_backward(), except that with opts->keep = 1 it stays
+ *                 live and unchanged on success, for another backward call.
+ * @param opts     NULL: as nn_softmax_backward(). Otherwise opts->accumulate (0 or
+ *                 NN_ACCUMULATE_DX) replaces the forward's flags, and opts->keep says whether
+ *                 the pullback survives.
+ * @param dy, dx   as nn_softmax_backward().
+ * @return the statuses of nn_softmax_backward(); NN_E_INVALID_ARG (a bit outside
+ *         NN_ACCUMULATE_*, keep not 0 or 1, a nonzero opts->reserved); NN_E_UNSUPPORTED
+ *         (NN_ACCUMULATE_DW or NN_ACCUMULATE_DB). Options are checked after the pullback.
+ * Ownership: a kept pullback stays the caller's (nn_softmax_pullback_free()); y must stay alive
+ * and unchanged while it is kept.
+ */
+NN_API nn_status nn_softmax_backward_ex(nn_ctx *ctx, nn_softmax_pullback **pullback,
+                                        const nn_backward_options *opts, const nn_tensor *dy,
+                                        nn_tensor *dx);
 
 /**
  * Drop a pullback without using it.
@@ -159,10 +181,32 @@ NN_API nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *
  * @param dx       out: gradient of the logits, x's dims, overwritten; must not overlap dloss or
  *                 the saved x.
  * @return NN_OK; NN_E_PULLBACK; the statuses of nn_softmax_cross_entropy_forward().
+ * The same as nn_softmax_cross_entropy_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
                                                    nn_softmax_cross_entropy_pullback **pullback,
                                                    const nn_tensor *dloss, nn_tensor *dx);
+
+/**
+ * nn_softmax_cross_entropy_backward() with options chosen at backward time
+ * (include/nnprim/backward.h).
+ *
+ * @param ctx      the context of the forward call.
+ * @param pullback in/out: as nn_softmax_cross_entropy_backward(), except that with
+ *                 opts->keep = 1 it stays live and unchanged on success (its targets and, on
+ *                 cuDNN, its log-softmax buffer are kept), for another backward call.
+ * @param opts     NULL: as nn_softmax_cross_entropy_backward() (dx overwritten, consumed).
+ *                 opts->accumulate: 0 or NN_ACCUMULATE_DX (dx += the gradient); opts->keep.
+ * @param dloss, dx  as nn_softmax_cross_entropy_backward().
+ * @return the statuses of nn_softmax_cross_entropy_backward(); NN_E_INVALID_ARG and
+ *         NN_E_UNSUPPORTED for options as nn_softmax_backward_ex().
+ * Ownership: a kept pullback stays the caller's (nn_softmax_cross_entropy_pullback_free()); x
+ * must stay alive and unchanged while it is kept.
+ */
+NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
+                                                      nn_softmax_cross_entropy_pullback **pullback,
+                                                      const nn_backward_options *opts,
+                                                      const nn_tensor *dloss, nn_tensor *dx);
 
 /**
  * Drop a cross-entropy pullback without using it (its pool buffer goes back to the pool of the

@@ -16,11 +16,17 @@
 struct nn_conv_pullback {
     struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
     struct nn__conv_problem prob;
-    unsigned flags;
     nn_tensor x, w, y; /* views; y only with a fused relu */
 };
 
-static const struct nn__pullback_kind pullback_kind = {"conv"};
+static const struct nn__pullback_kind pullback_kind = {
+    "conv", NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB, NULL};
+
+/* The forward's flags are the old calls' backward options (include/nnprim/backward.h). */
+_Static_assert((int)NN_CONV_ACCUMULATE_DX == (int)NN_ACCUMULATE_DX &&
+                   (int)NN_CONV_ACCUMULATE_DW == (int)NN_ACCUMULATE_DW &&
+                   (int)NN_CONV_ACCUMULATE_DB == (int)NN_ACCUMULATE_DB,
+               "conv flags are nn_accumulate bits");
 
 /* ---------------------------------------------------------------------------------------------
  * Backends
@@ -44,6 +50,10 @@ struct conv_backend {
                                nn_tensor *, double, double, struct nn__conv_note *);
     nn_status (*relu_backward)(struct nn_ctx *, const nn_tensor *, const nn_tensor *, nn_tensor *,
                                struct nn__conv_note *);
+    /* nn_conv_workspace_size(); NULL: the backend takes no pool memory (the reference) */
+    nn_status (*workspace)(struct nn_ctx *, const struct nn__conv_problem *, nn_conv_pass,
+                           const nn_tensor *, const nn_tensor *, const nn_tensor *, double,
+                           size_t *);
 };
 
 static const struct conv_backend backend_ref = {
@@ -54,6 +64,7 @@ static const struct conv_backend backend_ref = {
     nn__conv_backward_filter_ref,
     nn__conv_backward_bias_ref,
     nn__conv_relu_backward_ref,
+    NULL,
 };
 
 #if NN_HAVE_CUDNN
@@ -65,6 +76,7 @@ static const struct conv_backend backend_cudnn = {
     nn__conv_backward_filter_cudnn,
     nn__conv_backward_bias_cudnn,
     nn__conv_relu_backward_cudnn,
+    nn__conv_workspace_cudnn,
 };
 #endif
 
@@ -370,13 +382,12 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
     nn_conv_pullback *pb = nn__host_calloc(1, sizeof *pb);
     if (!pb)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_conv_forward: out of host memory for the pullback");
-    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, &pb->hdr);
+    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, flags, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
     }
     pb->prob = *prob;
-    pb->flags = flags;
     pb->x = *x;
     pb->w = *w;
     if (prob->activation == NN_ACTIVATION_RELU) pb->y = *y;
@@ -541,30 +552,25 @@ static nn_status run_grads(struct nn_ctx *ctx, const struct conv_backend *be,
 
 /* With a fused relu, the gradients see dy masked by y > 0, in a temporary from the context. */
 static nn_status run_masked(struct nn_ctx *ctx, const struct conv_backend *be,
-                            const nn_conv_pullback *pb, const struct grads *g,
+                            const nn_conv_pullback *pb, unsigned accumulate, const struct grads *g,
                             struct nn__conv_note *note)
 {
     nn_tensor dyr;
     NN__TRY(nn_tensor_empty(ctx, g->dy->dtype, g->dy->rank, g->dy->dims, &dyr));
     nn_status st = be->relu_backward(ctx, &pb->y, g->dy, &dyr, note);
-    if (st == NN_OK) st = run_grads(ctx, be, &pb->prob, pb->flags, g, &dyr, note);
+    if (st == NN_OK) st = run_grads(ctx, be, &pb->prob, accumulate, g, &dyr, note);
     nn_status fst = nn_tensor_free(ctx, &dyr);
     return st != NN_OK ? st : fst;
 }
 
-static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_conv_pullback **pullback)
+static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **pullback,
+                               const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx,
+                               nn_tensor *dw, nn_tensor *db)
 {
-    if (!pullback) return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL", op);
-    return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
-}
-
-nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
-                           nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
-{
-    const char *op = "nn_conv_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    NN__TRY(check_pullback(ctx, op, pullback));
+    struct nn__backward bw;
+    NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_conv_pullback *pb = *pullback;
     struct grads g = {&pb->x, &pb->w, dy, dx, dw, db};
     NN__TRY(check_grads(ctx, op, &pb->prob, &g, "x"));
@@ -573,12 +579,25 @@ nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_te
     note_init(&note, NULL);
     if (dx || dw || db) {
         if (pb->prob.activation == NN_ACTIVATION_RELU)
-            NN__TRY_IN(ctx, op, run_masked(ctx, be, pb, &g, &note));
+            NN__TRY_IN(ctx, op, run_masked(ctx, be, pb, bw.accumulate, &g, &note));
         else
-            NN__TRY_IN(ctx, op, run_grads(ctx, be, &pb->prob, pb->flags, &g, dy, &note));
+            NN__TRY_IN(ctx, op, run_grads(ctx, be, &pb->prob, bw.accumulate, &g, dy, &note));
     }
     if (t0) verbose_line(ctx, op, be->name, &note, &pb->prob, t0);
-    return nn_conv_pullback_free(pullback);
+    return bw.keep ? NN_OK : nn_conv_pullback_free(pullback);
+}
+
+nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
+                           nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+{
+    return conv_backward(ctx, "nn_conv_backward", pullback, NULL, dy, dx, dw, db);
+}
+
+nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
+                              const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx,
+                              nn_tensor *dw, nn_tensor *db)
+{
+    return conv_backward(ctx, "nn_conv_backward_ex", pullback, opts, dy, dx, dw, db);
 }
 
 nn_status nn_conv_pullback_free(nn_conv_pullback **pullback)
@@ -679,5 +698,50 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
                be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB),
                                  &note));
     if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Workspace query
+ */
+
+nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
+                                 const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,
+                                 size_t *bytes)
+{
+    const char *op = "nn_conv_workspace_size";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", op);
+    NN__TRY(check_params(ctx, op, p));
+    static const unsigned pass_bit[] = {0, NN_CONV_ACCUMULATE_DX, NN_CONV_ACCUMULATE_DW,
+                                        NN_CONV_ACCUMULATE_DB};
+    if ((unsigned)pass > NN_CONV_PASS_BACKWARD_BIAS)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: pass must be NN_CONV_PASS_FORWARD (0), _BACKWARD_DATA (1), "
+                        "_BACKWARD_FILTER (2) or _BACKWARD_BIAS (3), got %d",
+                        op, (int)pass);
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
+    NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x", 0));
+    NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x", 0));
+    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x", 0));
+    if (x->rank != p->spatial_rank + 2)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be p.spatial_rank + 2 = %d, got %d", op,
+                        p->spatial_rank + 2, x->rank);
+    if (w->rank != x->rank)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
+                        w->rank);
+    struct nn__conv_problem prob;
+    NN__TRY(resolve(ctx, op, p, x->rank, x->dims, w->dims, "x", "w", &prob));
+    fill_ctx_fields(ctx, &prob, x->dtype);
+    prob.has_bias = b != NULL;
+    if (b) NN__TRY(check_bias_dims(ctx, op, b, "b", &prob));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
+    const struct conv_backend *be = backend_of(ctx);
+    size_t n = 0;
+    if (be->workspace)
+        NN__TRY_IN(
+            ctx, op,
+            be->workspace(ctx, &prob, pass, x, w, b, beta_for(p->flags, pass_bit[pass]), &n));
+    *bytes = n;
     return NN_OK;
 }

@@ -552,19 +552,27 @@ static int post_pad_short(const struct nn__conv_problem *p)
     return 0;
 }
 
+/* The problem with the post-padding raised, and dy2 (dy's view) with its larger dims. */
+static void raised_post_pad(const struct nn__conv_problem *p, struct nn__conv_problem *q,
+                            nn_tensor *dy2)
+{
+    *q = *p;
+    for (int i = 0; i < q->nsp; i++) {
+        if (q->pad_hi[i] < q->pad_lo[i]) q->pad_hi[i] = q->pad_lo[i];
+        int64_t span = q->dilation[i] * (q->filt[i] - 1) + 1;
+        q->out[i] = (q->in[i] + q->pad_lo[i] + q->pad_hi[i] - span) / q->stride[i] + 1;
+        dy2->dims[2 + i] = q->out[i];
+    }
+    nn_contiguous_strides(dy2->rank, dy2->dims, dy2->strides);
+}
+
 static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                        const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
                                        double alpha, double beta, struct nn__conv_note *note)
 {
-    struct nn__conv_problem q = *p;
+    struct nn__conv_problem q;
     nn_tensor dy2 = *dy;
-    for (int i = 0; i < q.nsp; i++) {
-        if (q.pad_hi[i] < q.pad_lo[i]) q.pad_hi[i] = q.pad_lo[i];
-        int64_t span = q.dilation[i] * (q.filt[i] - 1) + 1;
-        q.out[i] = (q.in[i] + q.pad_lo[i] + q.pad_hi[i] - span) / q.stride[i] + 1;
-        dy2.dims[2 + i] = q.out[i];
-    }
-    nn_contiguous_strides(dy2.rank, dy2.dims, dy2.strides);
+    raised_post_pad(p, &q, &dy2);
     size_t bytes = bytes_of(&dy2);
     NN__TRY(nn__dev_alloc(ctx, bytes, &dy2.data));
     static const int64_t at_low[NN_CONV_MAX_SPATIAL] = {0};
@@ -592,6 +600,19 @@ static int wgrad_needs_padded_copy(const struct nn__conv_problem *p)
     return 0;
 }
 
+/* The problem without padding on x2, x's view with the padded dims. */
+static void padded_copy_problem(const struct nn__conv_problem *p, struct nn__conv_problem *q,
+                                nn_tensor *x2)
+{
+    *q = *p;
+    for (int i = 0; i < q->nsp; i++) {
+        q->in[i] = p->in[i] + p->pad_lo[i] + p->pad_hi[i];
+        q->pad_lo[i] = q->pad_hi[i] = 0;
+        x2->dims[2 + i] = q->in[i];
+    }
+    nn_contiguous_strides(x2->rank, x2->dims, x2->strides);
+}
+
 /* dw from x2 = x zero-padded by hand (each spatial size in + pad_lo + pad_hi, x at offset pad_lo)
  * and a problem without padding: the same output size, the same products, so the same dw. */
 static nn_status wgrad_padded_copy(struct nn_ctx *ctx, const struct nn__conv_problem *p,
@@ -604,14 +625,9 @@ static nn_status wgrad_padded_copy(struct nn_ctx *ctx, const struct nn__conv_pro
         return NN__FAIL(ctx, NN_E_INTERNAL,
                         "conv_backward_filter: the zero-padded copy of x needs a packed x; got "
                         "strides that are not row-major packed");
-    struct nn__conv_problem q = *p;
+    struct nn__conv_problem q;
     nn_tensor x2 = *x;
-    for (int i = 0; i < q.nsp; i++) {
-        q.in[i] = p->in[i] + p->pad_lo[i] + p->pad_hi[i];
-        q.pad_lo[i] = q.pad_hi[i] = 0;
-        x2.dims[2 + i] = q.in[i];
-    }
-    nn_contiguous_strides(x2.rank, x2.dims, x2.strides);
+    padded_copy_problem(p, &q, &x2);
     size_t bytes = bytes_of(&x2);
     NN__TRY(nn__dev_alloc(ctx, bytes, &x2.data));
     nn_status st = copy_into_zeroed(ctx, p->nsp, p->n * p->c, p->in, q.in, p->pad_lo,
@@ -635,37 +651,44 @@ nn_status nn__conv_backward_filter_cudnn(struct nn_ctx *ctx, const struct nn__co
 /* bf16 bias gradient: cudnnConvolutionBackwardBias has no bf16 kernel (NOT_SUPPORTED on cuDNN
  * 9.14), so db is the filter gradient of a 1x1 convolution whose input is all ones with one
  * channel: dw[k] = sum over n and space of dy[n, k, ...] * 1, a plan like any other. */
+/* The 1x1 problem of bias_grad_ones() and its views: ones (N x 1 x spatial) and dw, db as
+ * K x 1 x 1 ... (the same K elements); dy is dy's view. */
+static void ones_problem(const struct nn__conv_problem *p, const nn_tensor *dy,
+                         struct nn__conv_problem *q, nn_tensor *ones, nn_tensor *dw)
+{
+    memset(q, 0, sizeof *q);
+    q->nsp = p->nsp;
+    q->n = p->n;
+    q->c = 1;
+    q->k = p->k;
+    q->groups = 1;
+    for (int i = 0; i < p->nsp; i++) {
+        q->in[i] = q->out[i] = p->out[i];
+        q->filt[i] = q->stride[i] = q->dilation[i] = 1;
+    }
+    q->mode = NN_CONV_CROSS_CORRELATION;
+    q->dtype = p->dtype;
+    q->math = p->math;
+    q->deterministic = p->deterministic;
+    *ones = *dy;
+    *dw = *dy;
+    ones->dims[1] = 1;
+    dw->dims[0] = p->k;
+    for (int i = 1; i < dy->rank; i++)
+        dw->dims[i] = 1;
+    nn_contiguous_strides(ones->rank, ones->dims, ones->strides);
+    nn_contiguous_strides(dw->rank, dw->dims, dw->strides);
+}
+
 static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                 const nn_tensor *dy, nn_tensor *db, double alpha, double beta,
                                 struct nn__conv_note *note)
 {
     struct nn__conv_problem q;
-    memset(&q, 0, sizeof q);
-    q.nsp = p->nsp;
-    q.n = p->n;
-    q.c = 1;
-    q.k = p->k;
-    q.groups = 1;
-    int64_t spatial = 1;
-    for (int i = 0; i < p->nsp; i++) {
-        q.in[i] = q.out[i] = p->out[i];
-        q.filt[i] = q.stride[i] = q.dilation[i] = 1;
-        spatial *= p->out[i];
-    }
-    q.mode = NN_CONV_CROSS_CORRELATION;
-    q.dtype = p->dtype;
-    q.math = p->math;
-    q.deterministic = p->deterministic;
-    /* Views: ones (N x 1 x spatial) and db as K x 1 x 1 ... (the same K elements). */
-    nn_tensor ones = *dy, dw = *dy;
-    ones.dims[1] = 1;
-    dw.dims[0] = p->k;
-    for (int i = 1; i < dy->rank; i++)
-        dw.dims[i] = 1;
+    nn_tensor ones, dw;
+    ones_problem(p, dy, &q, &ones, &dw);
     dw.data = db->data;
-    nn_contiguous_strides(ones.rank, ones.dims, ones.strides);
-    nn_contiguous_strides(dw.rank, dw.dims, dw.strides);
-    size_t es = nn_dtype_size(p->dtype), count = (size_t)(p->n * spatial);
+    size_t es = nn_dtype_size(p->dtype), count = (size_t)nn_tensor_numel(&ones);
     unsigned char *h = nn__host_alloc(count * es), one[8];
     if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_bias: out of host memory");
     one_of(p->dtype, one);
@@ -726,4 +749,197 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
     legacy_pair_destroy(ctx, ld);
     verbose_add(ctx, note, "relu_bwd", "legacy", "-");
     return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Workspace query
+ */
+
+/* Device scratch standing in for the tensors a query does not see (they have the call's packed
+ * dims; the pool's alignment is what nn_tensor_empty gives): autotune runs candidates on real
+ * memory. Inputs are zeroed. */
+struct stand_ins {
+    void *p[4];
+    int n;
+};
+
+static nn_status stand_in(struct nn_ctx *ctx, struct stand_ins *s, nn_tensor *t, int zero)
+{
+    size_t bytes = bytes_of(t);
+    NN__TRY(nn__dev_alloc(ctx, bytes, &t->data));
+    s->p[s->n++] = t->data;
+    if (zero) NN__TRY(NN__CUDA(ctx, cudaMemsetAsync(t->data, 0, bytes, (cudaStream_t)ctx->stream)));
+    return NN_OK;
+}
+
+static nn_status stand_ins_free(struct nn_ctx *ctx, struct stand_ins *s, nn_status st)
+{
+    for (int i = 0; i < s->n; i++) {
+        nn_status fst = nn__dev_free(ctx, s->p[i]);
+        if (st == NN_OK) st = fst;
+    }
+    return st;
+}
+
+/* A packed view of the problem's dtype and the given dims. */
+static nn_tensor packed_view(const struct nn__conv_problem *p, int64_t d0, int64_t d1,
+                             const int64_t *spatial)
+{
+    nn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = p->dtype;
+    t.space = NN_SPACE_DEVICE;
+    t.rank = p->nsp + 2;
+    t.dims[0] = d0;
+    t.dims[1] = d1;
+    for (int i = 0; i < p->nsp; i++)
+        t.dims[2 + i] = spatial[i];
+    nn_contiguous_strides(t.rank, t.dims, t.strides);
+    return t;
+}
+
+/* The workspace of the plan for graph d (built and cached on a miss), with the call's pointers
+ * in pa for autotune. */
+static nn_status plan_workspace(struct nn_ctx *ctx, const char *op,
+                                const struct nn__conv_problem *p, const struct nn__conv_graph *d,
+                                const struct nn__plan_args *pa, size_t *ws)
+{
+    struct nn__plan_key key;
+    nn__conv_plan_key_of(ctx, d, 0, &key);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, op, p);
+    *ws = (size_t)nn__cudnn_plan_workspace(plan);
+    return NN_OK;
+}
+
+static nn_status ws_forward(struct nn_ctx *ctx, struct stand_ins *s,
+                            const struct nn__conv_problem *p, const nn_tensor *x,
+                            const nn_tensor *w, const nn_tensor *b, size_t *bytes)
+{
+    nn_tensor y = packed_view(p, p->n, p->k, p->out);
+    NN__TRY(stand_in(ctx, s, &y, 0));
+    struct fwd_call fc = {p, x, w, b, &y, p->activation == NN_ACTIVATION_RELU, 1.0, 0.0};
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__CONV_UID_X] = x->data;
+    pa.args.p[NN__CONV_UID_W] = w->data;
+    pa.args.p[NN__CONV_UID_Y] = y.data;
+    if (b) pa.args.p[NN__CONV_UID_B] = b->data;
+    pa.out_uid = NN__CONV_UID_Y;
+    pa.out_bytes = bytes_of(&y);
+    struct nn__cudnn_plan *plan;
+    enum nn__plan_source src;
+    int fused;
+    nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
+    if (st != NN_OK) return explain(ctx, st, "conv_forward", p);
+    *bytes = (size_t)nn__cudnn_plan_workspace(plan); /* the legacy epilogue takes no pool memory */
+    return NN_OK;
+}
+
+static nn_status ws_data(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
+                         const nn_tensor *w, double beta, size_t *bytes)
+{
+    nn_tensor dy = packed_view(p, p->n, p->k, p->out), dx = packed_view(p, p->n, p->c, p->in);
+    NN__TRY(stand_in(ctx, s, &dy, 1));
+    NN__TRY(stand_in(ctx, s, &dx, 1));
+    struct bwd_call bc = {p, &dy, w, &dx, 1.0, beta};
+    struct nn__conv_graph d;
+    desc_bwd_data(&d, &bc);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__CONV_UID_DY] = dy.data;
+    pa.args.p[NN__CONV_UID_W] = w->data;
+    pa.args.p[NN__CONV_UID_DX] = dx.data;
+    pa.out_uid = NN__CONV_UID_DX;
+    pa.out_bytes = bytes_of(&dx);
+    return plan_workspace(ctx, "conv_backward_data", p, &d, &pa, bytes);
+}
+
+/* The filter-gradient plan's workspace for x and dy (views of the problem p). */
+static nn_status ws_wgrad(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
+                          const nn_tensor *x, const nn_tensor *dy, double beta, size_t *bytes)
+{
+    nn_tensor dw = packed_view(p, p->k, p->c / p->groups, p->filt);
+    NN__TRY(stand_in(ctx, s, &dw, 1));
+    struct bwd_call bc = {p, x, dy, &dw, 1.0, beta};
+    struct nn__conv_graph d;
+    desc_bwd_filter(&d, &bc);
+    struct nn__plan_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.args.p[NN__CONV_UID_X] = x->data;
+    pa.args.p[NN__CONV_UID_DY] = dy->data;
+    pa.args.p[NN__CONV_UID_DW] = dw.data;
+    pa.out_uid = NN__CONV_UID_DW;
+    pa.out_bytes = bytes_of(&dw);
+    return plan_workspace(ctx, "conv_backward_filter", p, &d, &pa, bytes);
+}
+
+/* As nn__conv_backward_filter_cudnn() chooses: a workaround's copy is held while its plan runs. */
+static nn_status ws_filter(struct nn_ctx *ctx, struct stand_ins *s,
+                           const struct nn__conv_problem *p, const nn_tensor *x, double beta,
+                           size_t *bytes)
+{
+    nn_tensor dy = packed_view(p, p->n, p->k, p->out);
+    NN__TRY(stand_in(ctx, s, &dy, 1));
+    struct nn__conv_problem q;
+    size_t ws = 0;
+    if (wgrad_needs_padded_copy(p)) {
+        nn_tensor x2 = *x;
+        padded_copy_problem(p, &q, &x2);
+        NN__TRY(stand_in(ctx, s, &x2, 1));
+        NN__TRY(ws_wgrad(ctx, s, &q, &x2, &dy, beta, &ws));
+        *bytes = ws + bytes_of(&x2);
+    } else if (post_pad_short(p)) {
+        nn_tensor dy2 = dy;
+        raised_post_pad(p, &q, &dy2);
+        NN__TRY(stand_in(ctx, s, &dy2, 1));
+        NN__TRY(ws_wgrad(ctx, s, &q, x, &dy2, beta, &ws));
+        *bytes = ws + bytes_of(&dy2);
+    } else {
+        NN__TRY(ws_wgrad(ctx, s, p, x, &dy, beta, bytes));
+    }
+    return NN_OK;
+}
+
+/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none). */
+static nn_status ws_bias(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
+                         double beta, size_t *bytes)
+{
+    *bytes = 0;
+    if (p->dtype != NN_DTYPE_BF16) return NN_OK;
+    nn_tensor dy = packed_view(p, p->n, p->k, p->out), ones, dw;
+    NN__TRY(stand_in(ctx, s, &dy, 1));
+    struct nn__conv_problem q;
+    ones_problem(p, &dy, &q, &ones, &dw);
+    NN__TRY(stand_in(ctx, s, &ones, 1));
+    size_t ws;
+    NN__TRY(ws_wgrad(ctx, s, &q, &ones, &dy, beta, &ws));
+    *bytes = ws + bytes_of(&ones);
+    return NN_OK;
+}
+
+nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                   nn_conv_pass pass, const nn_tensor *x, const nn_tensor *w,
+                                   const nn_tensor *b, double beta, size_t *bytes)
+{
+    struct stand_ins s = {{NULL}, 0};
+    nn_status st = NN_OK;
+    size_t n = 0;
+    switch (pass) {
+    case NN_CONV_PASS_FORWARD: st = ws_forward(ctx, &s, p, x, w, b, &n); break;
+    case NN_CONV_PASS_BACKWARD_DATA: st = ws_data(ctx, &s, p, w, beta, &n); break;
+    case NN_CONV_PASS_BACKWARD_FILTER: st = ws_filter(ctx, &s, p, x, beta, &n); break;
+    case NN_CONV_PASS_BACKWARD_BIAS: st = ws_bias(ctx, &s, p, beta, &n); break;
+    }
+    st = stand_ins_free(ctx, &s, st);
+    if (st != NN_OK) return st;
+    /* nn_conv_backward through a fused relu holds the masked dy during all its passes */
+    if (pass != NN_CONV_PASS_FORWARD && p->activation == NN_ACTIVATION_RELU) {
+        nn_tensor y = packed_view(p, p->n, p->k, p->out);
+        n += bytes_of(&y);
+    }
+    *bytes = n;
+    return NN_OK;
 }

@@ -125,6 +125,14 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
                                        nn_tensor *dyr, struct nn__conv_note *note);
 
+/* nn_conv_workspace_size() of a checked problem (include/nnprim/conv.h): the pool bytes the pass
+ * would hold at its peak, with its plan found or built (and cached) as the call would; beta is
+ * the pass's blend (1 when its gradient accumulates). x and w are the caller's (b may be NULL);
+ * the other tensors of the pass are stood in for by pool scratch during the query. */
+nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
+                                   nn_conv_pass pass, const nn_tensor *x, const nn_tensor *w,
+                                   const nn_tensor *b, double beta, size_t *bytes);
+
 /* What cuDNN cannot take, refused before it sees it (docs/INPUT.md): NN_E_UNSUPPORTED naming op
  * (the public function) and the field when a dim, stride, dilation or padding of p is beyond
  * INT32_MAX (cuDNN casts them to int). conv.c calls it for every problem on a cuDNN context. */

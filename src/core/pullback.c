@@ -12,12 +12,13 @@
 static struct nn__ptrset live = NN__PTRSET_INIT;
 
 nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__pullback_kind *kind,
-                           struct nn__pullback *pb)
+                           unsigned accumulate, struct nn__pullback *pb)
 {
     pb->kind = kind;
     pb->ctx = ctx;
     pb->stream = ctx->stream;
     pb->stream_id = ctx->stream_id;
+    pb->accumulate = accumulate;
     if (nn__ptrset_add(&live, pb) != 0)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
     return NN_OK;
@@ -110,5 +111,64 @@ nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *ki
                         "%s: *pullback (%p) is not a live pullback: already consumed or freed", fn,
                         pb);
     order_for_free(fn, pb);
+    return NN_OK;
+}
+
+static const char *bit_name(unsigned bit)
+{
+    switch (bit) {
+    case NN_ACCUMULATE_DX: return "NN_ACCUMULATE_DX";
+    case NN_ACCUMULATE_DW: return "NN_ACCUMULATE_DW";
+    case NN_ACCUMULATE_DB: return "NN_ACCUMULATE_DB";
+    }
+    return "?";
+}
+
+nn_status nn__backward_accumulate(struct nn_ctx *ctx, const char *fn,
+                                  const struct nn__pullback_kind *kind, const char *name,
+                                  unsigned accumulate)
+{
+    unsigned known = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    if (accumulate & ~known)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: %s must hold only NN_ACCUMULATE_* bits (0x%x), got 0x%x (unknown "
+                        "bits 0x%x)",
+                        fn, name, known, accumulate, accumulate & ~known);
+    unsigned other = accumulate & ~kind->accumulate;
+    if (other) {
+        unsigned bit = other & (0u - other); /* the lowest one */
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: %s = 0x%x asks for %s, but a %s backward accumulates only the bits "
+                        "0x%x",
+                        fn, name, accumulate, bit_name(bit), kind->name, kind->accumulate);
+    }
+    return NN_OK;
+}
+
+nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
+                             const struct nn__pullback_kind *kind, int pullback_given,
+                             void *pb, const nn_backward_options *opts,
+                             struct nn__backward *out)
+{
+    if (!pullback_given)
+        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);
+    NN__TRY(nn__pullback_check(ctx, fn, kind, pb));
+    if (!opts) {
+        out->accumulate = ((const struct nn__pullback *)pb)->accumulate;
+        out->keep = 0;
+        return NN_OK;
+    }
+    NN__TRY(NN__CHECK_RESERVED(ctx, fn, "opts.reserved", opts->reserved));
+    if (opts->keep != 0 && opts->keep != 1)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: opts.keep must be 0 or 1, got %d", fn,
+                        opts->keep);
+    NN__TRY(nn__backward_accumulate(ctx, fn, kind, "opts.accumulate", opts->accumulate));
+    if (opts->keep && kind->single_use)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: opts.keep = 1, but %s pullbacks are single-use (%s); run the forward "
+                        "again for another backward",
+                        fn, kind->name, kind->single_use);
+    out->accumulate = opts->accumulate;
+    out->keep = opts->keep;
     return NN_OK;
 }

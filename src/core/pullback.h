@@ -8,30 +8,36 @@
 #ifndef NN_CORE_PULLBACK_H
 #define NN_CORE_PULLBACK_H
 
+#include "nnprim/backward.h"
 #include "nnprim/status.h"
 
 struct nn_ctx;
 
-/* One per op family ("conv", "pool"), for messages and the family check. */
+/* One per op family ("conv", "pool"): its name for messages and the family check, and what its
+ * backward calls accept in nn_backward_options. */
 struct nn__pullback_kind {
     const char *name;
+    unsigned accumulate;    /* the NN_ACCUMULATE_* bits the family's backward honours */
+    const char *single_use; /* NULL: a pullback may be kept (opts.keep); else why it cannot */
 };
 
 /* The first member of every family's pullback struct. */
 struct nn__pullback {
     const struct nn__pullback_kind *kind;
-    struct nn_ctx *ctx; /* the context of the forward call that made it */
+    struct nn_ctx *ctx;  /* the context of the forward call that made it */
+    unsigned accumulate; /* the forward flags as NN_ACCUMULATE_* bits: the old backward calls' */
     /* The stream the pullback's device work is ordered on: the forward's, then that of a backward
      * call made after the context switched streams (which waits for the forward's first). */
     void *stream;
     unsigned long long stream_id;
 };
 
-/* Make pb live as a pullback of kind made with ctx on its current stream (the header is filled
- * in).
+/* Make pb live as a pullback of kind made with ctx on its current stream, whose forward flags ask
+ * for accumulate (NN_ACCUMULATE_* bits; what a backward call without options does). Its header is
+ * filled in.
  * Returns NN_OK; NN_E_OOM_HOST ("fn: out of host memory for the pullback"; pb is not live). */
 nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__pullback_kind *kind,
-                           struct nn__pullback *pb);
+                           unsigned accumulate, struct nn__pullback *pb);
 
 /* Check the pullback a backward call fn (a public function's name) of family kind was given
  * (*pullback, may be NULL): live, of this family, made with ctx. Returns NN_OK or NN_E_PULLBACK
@@ -40,6 +46,33 @@ nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__
  * wait; NN_E_CUDA if CUDA refuses) and the pullback counts as ctx's stream's from then on. */
 nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,
                              const struct nn__pullback_kind *kind, void *pb);
+
+/* What one backward call does, from its options. */
+struct nn__backward {
+    unsigned accumulate; /* NN_ACCUMULATE_* bits */
+    int keep;            /* leave the pullback live after success */
+};
+
+/* The start of every backward call fn of family kind through a pullback: the caller's pullback
+ * argument (NULL: NN_E_PULLBACK) and the pullback it points to (pb) checked as
+ * nn__pullback_check() does, then opts (NULL: the forward's accumulate bits, and consume)
+ * checked against kind: reserved fields zero, keep 0 or 1, accumulate bits known
+ * (NN_E_INVALID_ARG) and honoured by the family, keep allowed (NN_E_UNSUPPORTED). Fills *out;
+ * nothing changes on failure. Call it as NN__BACKWARD_BEGIN(ctx, fn, &kind, pullback, opts,
+ * &bw) with the public call's `T **pullback`. */
+nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
+                             const struct nn__pullback_kind *kind, int pullback_given,
+                             void *pb, const nn_backward_options *opts,
+                             struct nn__backward *out);
+#define NN__BACKWARD_BEGIN(ctx, fn, kind, pullback, opts, out)                                     \
+    nn__backward_begin((ctx), (fn), (kind), (pullback) != NULL,                                    \
+                       (pullback) ? (void *)*(pullback) : NULL, (opts), (out))
+
+/* Options of a backward call without a pullback (nn_pool_backward_stateless): accumulate bits
+ * checked as above against kind. */
+nn_status nn__backward_accumulate(struct nn_ctx *ctx, const char *fn,
+                                  const struct nn__pullback_kind *kind, const char *name,
+                                  unsigned accumulate);
 
 /* Make pb (not NULL) no longer live, before the family frees it. Returns NN_OK; NN_E_PULLBACK
  * (recorded without a context, message naming fn) when pb is not a live pullback of kind, which

@@ -15,11 +15,17 @@
 struct nn_linear_pullback {
     struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
     struct nn__linear_problem prob;
-    unsigned flags;
     nn_tensor x, w, y; /* the caller's views; y only with relu */
 };
 
-static const struct nn__pullback_kind pullback_kind = {"linear"};
+static const struct nn__pullback_kind pullback_kind = {
+    "linear", NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB, NULL};
+
+/* The forward's flags are the old calls' backward options (include/nnprim/backward.h). */
+_Static_assert((int)NN_LINEAR_ACCUMULATE_DX == (int)NN_ACCUMULATE_DX &&
+                   (int)NN_LINEAR_ACCUMULATE_DW == (int)NN_ACCUMULATE_DW &&
+                   (int)NN_LINEAR_ACCUMULATE_DB == (int)NN_ACCUMULATE_DB,
+               "linear flags are nn_accumulate bits");
 
 /* A GPU context exists only in builds with cuDNN (and cuBLASLt beside it). */
 static const struct nn__linear_backend *backend_of(const struct nn_ctx *ctx)
@@ -218,7 +224,6 @@ nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_ten
         pb = nn__host_calloc(1, sizeof *pb);
         if (!pb) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
         pb->prob = prob;
-        pb->flags = p->flags;
         pb->x = *x;
         pb->w = *w;
         if (prob.activation == NN_ACTIVATION_RELU) pb->y = *y;
@@ -226,7 +231,7 @@ nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_ten
     const struct nn__linear_backend *be = backend_of(ctx);
     struct nn__linear_note note = {{0}, {0}};
     nn_status st = be->forward(ctx, &prob, x, w, b, y, &note);
-    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, &pb->hdr);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, p->flags, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -272,24 +277,40 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn
     return check_packed(ctx, fn, all, all_names, 4);
 }
 
+static nn_status linear_backward(nn_ctx *ctx, const char *fn, nn_linear_pullback **pullback,
+                                 const nn_backward_options *opts, const nn_tensor *dy,
+                                 nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    struct nn__backward bw;
+    NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &pullback_kind, pullback, opts, &bw));
+    nn_linear_pullback *pb = *pullback;
+    /* the problem as this call runs it: its flags (and text form) are the call's */
+    struct nn__linear_problem prob = pb->prob;
+    prob.flags = bw.accumulate;
+    int relu = prob.activation == NN_ACTIVATION_RELU;
+    struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx,
+                                 dw,     db,     bw.accumulate};
+    NN__TRY(check_grads(ctx, fn, &prob, &g));
+    const struct nn__linear_backend *be = backend_of(ctx);
+    struct nn__linear_note note = {{0}, {0}};
+    if (dx || dw || db) NN__TRY(be->backward(ctx, &prob, &g, &note));
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    return bw.keep ? NN_OK : nn_linear_pullback_free(pullback);
+}
+
 nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
                              nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
-    const char *fn = "nn_linear_backward";
-    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
-    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    if (!pullback)
-        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);
-    NN__TRY(nn__pullback_check(ctx, fn, &pullback_kind, *pullback));
-    nn_linear_pullback *pb = *pullback;
-    int relu = pb->prob.activation == NN_ACTIVATION_RELU;
-    struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx, dw, db, pb->flags};
-    NN__TRY(check_grads(ctx, fn, &pb->prob, &g));
-    const struct nn__linear_backend *be = backend_of(ctx);
-    struct nn__linear_note note = {{0}, {0}};
-    if (dx || dw || db) NN__TRY(be->backward(ctx, &pb->prob, &g, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
-    return nn_linear_pullback_free(pullback);
+    return linear_backward(ctx, "nn_linear_backward", pullback, NULL, dy, dx, dw, db);
+}
+
+nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
+                                const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx,
+                                nn_tensor *dw, nn_tensor *db)
+{
+    return linear_backward(ctx, "nn_linear_backward_ex", pullback, opts, dy, dx, dw, db);
 }
 
 nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)

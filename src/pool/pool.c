@@ -10,7 +10,7 @@
 #include "core/tensor_util.h"
 #include "pool/pool_internal.h"
 
-static const struct nn__pullback_kind pullback_kind = {"pool"};
+static const struct nn__pullback_kind pullback_kind = {"pool", NN_ACCUMULATE_DX, NULL};
 
 /* ---------------------------------------------------------------------------------------------
  * Backends
@@ -25,11 +25,11 @@ static nn_status forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const 
 
 static nn_status backward_ref(struct nn_ctx *ctx, const nn_pool_params *p,
                               struct nn__pool_saved *saved, const nn_tensor *x, const nn_tensor *y,
-                              const nn_tensor *dy, nn_tensor *dx)
+                              const nn_tensor *dy, nn_tensor *dx, int accumulate)
 {
     (void)saved;
     (void)y;
-    return nn__pool_backward_ref(ctx, p, x, dy, dx);
+    return nn__pool_backward_ref(ctx, "pooling backward", p, x, dy, dx, accumulate);
 }
 
 static void saved_free_ref(struct nn_ctx *ctx, struct nn__pool_saved *saved)
@@ -254,7 +254,7 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
         return nn__error_in(ctx, op);
     }
     if (pb) {
-        st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr);
+        st = nn__pullback_add(ctx, op, &pullback_kind, 0, &pb->hdr);
         if (st != NN_OK) {
             free_pullback(pb);
             return st;
@@ -265,38 +265,85 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     return NN_OK;
 }
 
-static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **pullback)
+/* The checks of every backward call: dy and dx against the forward's x and y (x and y given and
+ * valid), then what the backend cannot take. */
+static nn_status check_backward(nn_ctx *ctx, const char *op, const nn_pool_params *p,
+                                const nn_tensor *x, const char *xn, const nn_tensor *y,
+                                const char *yn, const nn_tensor *dy, nn_tensor *dx)
 {
+    NN__TRY(nn__check_tensor(ctx, op, dy, "dy"));
+    NN__TRY(nn__check_tensor(ctx, op, dx, "dx"));
+    NN__TRY(check_dims(ctx, op, "dy", dy, y->dims, x->rank));
+    NN__TRY(check_dims(ctx, op, "dx", dx, x->dims, x->rank));
+    NN__TRY(check_dtype(ctx, op, "dy", dy, x->dtype));
+    NN__TRY(check_dtype(ctx, op, "dx", dx, x->dtype));
+    NN__TRY(nn__check_output_distinct(ctx, op, dx, "dx"));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", dy, "dy"));
+    /* backward reads the forward's x (and y, for max pooling on cuDNN) while it writes dx */
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", x, xn));
+    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", y, yn));
+    NN__TRY(check_backend_limits(ctx, op, p, dy, "dy"));
+    return check_backend_limits(ctx, op, p, dx, "dx");
+}
+
+static nn_status pool_backward(nn_ctx *ctx, const char *op, nn_pool_pullback **pullback,
+                               const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx)
+{
+    uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    /* pooling's status for a NULL pullback argument (the other families say NN_E_PULLBACK) */
     if (!pullback)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: pullback must not be NULL (pass &pb)", op);
-    return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
+    struct nn__backward bw;
+    NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
+    nn_pool_pullback *pb = *pullback;
+    NN__TRY(check_backward(ctx, op, &pb->params, &pb->x, "the forward's x", &pb->y,
+                           "the forward's y", dy, dx));
+    const struct nn__pool_backend *be = backend_of(ctx);
+    NN__TRY_IN(ctx, op,
+               be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx,
+                            bw.accumulate & NN_ACCUMULATE_DX));
+    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
+    return bw.keep ? NN_OK : nn_pool_pullback_free(pullback);
 }
 
 nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
                            nn_tensor *dx)
 {
-    const char *op = "nn_pool_backward";
+    return pool_backward(ctx, "nn_pool_backward", pullback, NULL, dy, dx);
+}
+
+nn_status nn_pool_backward_ex(nn_ctx *ctx, nn_pool_pullback **pullback,
+                              const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx)
+{
+    return pool_backward(ctx, "nn_pool_backward_ex", pullback, opts, dy, dx);
+}
+
+nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                                     const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx,
+                                     unsigned accumulate)
+{
+    const char *op = "nn_pool_backward_stateless";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
-    NN__TRY(check_pullback(ctx, op, pullback));
-    nn_pool_pullback *pb = *pullback;
-    NN__TRY(nn__check_tensor(ctx, op, dy, "dy"));
-    NN__TRY(nn__check_tensor(ctx, op, dx, "dx"));
-    NN__TRY(check_dims(ctx, op, "dy", dy, pb->y.dims, pb->x.rank));
-    NN__TRY(check_dims(ctx, op, "dx", dx, pb->x.dims, pb->x.rank));
-    NN__TRY(check_dtype(ctx, op, "dy", dy, pb->x.dtype));
-    NN__TRY(check_dtype(ctx, op, "dx", dx, pb->x.dtype));
-    NN__TRY(nn__check_output_distinct(ctx, op, dx, "dx"));
-    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", dy, "dy"));
-    /* backward reads the forward's x (and y, for max pooling on cuDNN) while it writes dx */
-    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", &pb->x, "the forward's x"));
-    NN__TRY(nn__check_no_overlap(ctx, op, dx, "dx", &pb->y, "the forward's y"));
-    NN__TRY(check_backend_limits(ctx, op, &pb->params, dy, "dy"));
-    NN__TRY(check_backend_limits(ctx, op, &pb->params, dx, "dx"));
+    NN__TRY(check_params(ctx, op, params));
+    NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
+    /* x and y as nn_pool_forward() would take them */
+    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
+    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
+    int64_t y_dims[NN_MAX_RANK];
+    NN__TRY(output_dims(ctx, op, params, x->rank, x->dims, y_dims));
+    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
+    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
+    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    NN__TRY(check_backend_limits(ctx, op, params, x, "x"));
+    NN__TRY(check_backend_limits(ctx, op, params, y, "y"));
+    NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);
-    NN__TRY_IN(ctx, op, be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
-    return nn_pool_pullback_free(pullback);
+    NN__TRY_IN(ctx, op,
+               be->backward(ctx, params, NULL, x, y, dy, dx, accumulate & NN_ACCUMULATE_DX));
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
+    return NN_OK;
 }
 
 nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)

@@ -233,14 +233,33 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
     }
 }
 
+/* The descriptors forward would have saved, for a backward without a pullback. */
+static nn_status saved_make(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                            const nn_tensor *y, struct nn__pool_saved **out)
+{
+    struct nn__pool_saved *s = nn__host_calloc(1, sizeof *s);
+    if (!s)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "pool_backward: out of host memory for descriptors");
+    nn_status st = pool_desc(ctx, p, &s->pool);
+    if (st == NN_OK) st = tensor_desc(ctx, x, 0, &s->xd);
+    if (st == NN_OK) st = tensor_desc(ctx, y, 1, &s->yd);
+    if (st != NN_OK) {
+        saved_free_cudnn(ctx, s);
+        return st;
+    }
+    *out = s;
+    return NN_OK;
+}
+
 /* cuDNN's legacy backward is given y and dy in one layout, and x and dx in one layout: its API
  * reference (as we recall it; not checked on a GPU here) lists differing strides among the
  * BAD_PARAM cases. A strided y (read by max pooling only) or dy is packed, and
  * when dx's strides differ from x's both go through contiguous scratch. The usual case (all
- * contiguous) reuses forward's descriptors and copies nothing. */
-static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
-                                struct nn__pool_saved *s, const nn_tensor *x, const nn_tensor *y,
-                                const nn_tensor *dy, nn_tensor *dx)
+ * contiguous) reuses forward's descriptors and copies nothing. Accumulating is cuDNN's beta = 1,
+ * on dx itself or, through scratch, in the copy back (cudnnTransformTensor's beta). */
+static nn_status backward_with(struct nn_ctx *ctx, const nn_pool_params *p,
+                               struct nn__pool_saved *s, const nn_tensor *x, const nn_tensor *y,
+                               const nn_tensor *dy, nn_tensor *dx, int accumulate)
 {
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
@@ -276,13 +295,26 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     }
     /* Mean-pooling backward reads only dy; cuDNN still takes a y, so dy stands in for it. */
     if (p->mode != NN_POOL_MAX) yv = dyv;
-    float one = 1.0f, zero = 0.0f;
+    float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
     if (st == NN_OK)
-        st = nn__cudnn_PoolingBackward(ctx, h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv, &zero,
-                                       xd, dxv);
+        st = nn__cudnn_PoolingBackward(ctx, h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv,
+                                       k.dx ? &zero : &beta, xd, dxv);
     if (st == NN_OK && k.dx)
-        st = nn__cudnn_TransformTensor(ctx, h, &one, k.xcd, k.dx, &zero, k.dxd, dx->data);
+        st = nn__cudnn_TransformTensor(ctx, h, &one, k.xcd, k.dx, &beta, k.dxd, dx->data);
     scratch_free(ctx, &k);
+    return st;
+}
+
+static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
+                                struct nn__pool_saved *saved, const nn_tensor *x,
+                                const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx,
+                                int accumulate)
+{
+    if (saved) return backward_with(ctx, p, saved, x, y, dy, dx, accumulate);
+    struct nn__pool_saved *s = NULL;
+    NN__TRY(saved_make(ctx, p, x, y, &s));
+    nn_status st = backward_with(ctx, p, s, x, y, dy, dx, accumulate);
+    saved_free_cudnn(ctx, s);
     return st;
 }
 

@@ -21,14 +21,16 @@ struct nn_pool_pullback {
 
 /* A backend: pool.c picks one per call and calls it with validated arguments. saved_out NULL =
  * inference; otherwise *saved_out receives what backward needs (NULL if nothing), released with
- * saved_free (which takes NULL). */
+ * saved_free (which takes NULL). backward takes saved NULL for a call without a pullback
+ * (nn_pool_backward_stateless) and makes what it needs itself; accumulate nonzero: dx += the
+ * gradient (dx's old contents are read), else dx = the gradient (never read, may be NaN). */
 struct nn__pool_backend {
     const char *name; /* for the verbose line */
     nn_status (*forward)(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
                          nn_tensor *y, struct nn__pool_saved **saved_out);
     nn_status (*backward)(struct nn_ctx *ctx, const nn_pool_params *p, struct nn__pool_saved *saved,
                           const nn_tensor *x, const nn_tensor *y, const nn_tensor *dy,
-                          nn_tensor *dx);
+                          nn_tensor *dx, int accumulate);
     void (*saved_free)(struct nn_ctx *ctx, struct nn__pool_saved *saved);
     /* NN_E_UNSUPPORTED naming op (the public function) and the field for what the backend cannot
      * take (cuDNN's legacy pooling: pad_lo != pad_hi, a dim, stride, window or element count
@@ -38,11 +40,13 @@ struct nn__pool_backend {
                               const nn_tensor *t, const char *name);
 };
 
-/* Reference backend. Arguments are validated; y and dy have the output dims. */
+/* Reference backend. Arguments are validated; y and dy have the output dims; fn is the called
+ * public function, for messages. */
 nn_status nn__pool_forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
                                nn_tensor *y);
-nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
-                                const nn_tensor *dy, nn_tensor *dx);
+nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const char *fn, const nn_pool_params *p,
+                                const nn_tensor *x, const nn_tensor *dy, nn_tensor *dx,
+                                int accumulate);
 
 #if NN_HAVE_CUDNN
 /* pool_cudnn.c: cuDNN's legacy pooling calls ("cudnn-legacy"). */

@@ -149,19 +149,19 @@ nn_status nn__pool_forward_ref(struct nn_ctx *ctx, const nn_pool_params *p, cons
 
 /* Gradients of one (n, c) plane are summed in doubles, indexed densely by spatial position, then
  * stored once: overlapping windows add up without rounding to the dtype in between. */
-nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
-                                const nn_tensor *dy, nn_tensor *dx)
+nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const char *fn, const nn_pool_params *p,
+                                const nn_tensor *x, const nn_tensor *dy, nn_tensor *dx,
+                                int accumulate)
 {
     struct geom g, gdx;
     make_geom(p, x, dy, &g);
     make_geom(p, dx, dy, &gdx);
     int64_t plane_size;
-    NN__TRY(check_products(ctx, "nn_pool_backward", &g, &plane_size));
+    NN__TRY(check_products(ctx, fn, &g, &plane_size));
     double *acc = nn__host_calloc((size_t)plane_size, sizeof *acc);
     if (!acc)
-        return NN__FAIL(ctx, NN_E_OOM_HOST,
-                        "nn_pool_backward: out of host memory for %lld gradient accumulators",
-                        (long long)plane_size);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for %lld gradient accumulators",
+                        fn, (long long)plane_size);
     for (int64_t n = 0; n < g.n; n++)
         for (int64_t c = 0; c < g.c; c++) {
             memset(acc, 0, (size_t)plane_size * sizeof *acc);
@@ -190,10 +190,12 @@ nn_status nn__pool_backward_ref(struct nn_ctx *ctx, const nn_pool_params *p, con
             int64_t dxplane = n * gdx.xsn + c * gdx.xs[0];
             for (int64_t a = 0; a < g.in[0]; a++)
                 for (int64_t b = 0; b < g.in[1]; b++)
-                    for (int64_t e = 0; e < g.in[2]; e++)
-                        nn__store(dx->data, dx->dtype,
-                                  dxplane + a * gdx.xs[1] + b * gdx.xs[2] + e * gdx.xs[3],
-                                  acc[(a * g.in[1] + b) * g.in[2] + e]);
+                    for (int64_t e = 0; e < g.in[2]; e++) {
+                        int64_t at = dxplane + a * gdx.xs[1] + b * gdx.xs[2] + e * gdx.xs[3];
+                        double v = acc[(a * g.in[1] + b) * g.in[2] + e];
+                        if (accumulate) v += nn__load(dx->data, dx->dtype, at);
+                        nn__store(dx->data, dx->dtype, at, v);
+                    }
         }
     nn__host_free(acc);
     return NN_OK;

@@ -66,14 +66,14 @@ struct nn_rnn_pullback {
     struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
     const struct rnn_backend *be;
     struct nn__rnn_problem prob;
-    unsigned flags;
     nn_tensor x, hx, cx, w, y; /* the caller's views */
     int has_hx, has_cx;
     int32_t *lengths; /* a copy, or NULL for all T */
     void *state;      /* the backend's (cuDNN: the reserve space) */
 };
 
-static const struct nn__pullback_kind pullback_kind = {"rnn"};
+static const struct nn__pullback_kind pullback_kind = {
+    "rnn", NN_ACCUMULATE_DW, "cuDNN's backward data overwrites the reserve space forward filled"};
 
 /* ---------------------------------------------------------------------------------------------
  * Names and text form (docs/RNN.md)
@@ -519,8 +519,8 @@ static nn_status check_overlaps(struct nn_ctx *ctx, const char *op, const struct
  */
 
 static nn_status make_pullback(struct nn_ctx *ctx, const char *op, const struct rnn_backend *be,
-                               const struct nn__rnn_problem *prob, unsigned flags,
-                               const struct nn__rnn_io *io, nn_rnn_pullback **out)
+                               const struct nn__rnn_problem *prob, const struct nn__rnn_io *io,
+                               nn_rnn_pullback **out)
 {
     nn_rnn_pullback *pb = nn__host_calloc(1, sizeof *pb);
     if (pb && io->lengths) {
@@ -535,7 +535,6 @@ static nn_status make_pullback(struct nn_ctx *ctx, const char *op, const struct 
     pb->hdr.ctx = ctx; /* for free_pullback() before it is live */
     pb->be = be;
     pb->prob = *prob;
-    pb->flags = flags;
     pb->x = *io->x;
     pb->w = *io->w;
     pb->y = *io->y_out;
@@ -598,14 +597,16 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
                             .lengths = lengths,
                             .training = pullback_out != NULL};
     nn_rnn_pullback *pb = NULL;
-    if (pullback_out) NN__TRY(make_pullback(ctx, op, be, &prob, p->flags, &io, &pb));
+    if (pullback_out) NN__TRY(make_pullback(ctx, op, be, &prob, &io, &pb));
     nn__rnn_note_impl = NULL;
     nn_status st = be->forward(ctx, &prob, &io, pb ? &pb->state : NULL);
     if (st != NN_OK) {
         if (pb) free_pullback(pb);
         return st;
     }
-    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr)) != NN_OK) {
+    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind,
+                                     (p->flags & NN_RNN_ACCUMULATE_DW) ? NN_ACCUMULATE_DW : 0,
+                                     &pb->hdr)) != NN_OK) {
         free_pullback(pb);
         return st;
     }
@@ -618,20 +619,15 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
  * Backward
  */
 
-static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_rnn_pullback **pullback)
+static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pullback,
+                              const nn_backward_options *opts, const nn_tensor *dy,
+                              const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
+                              nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw)
 {
-    if (!pullback) return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL", op);
-    return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
-}
-
-nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
-                          const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx, nn_tensor *dhx,
-                          nn_tensor *dcx, nn_tensor *dw)
-{
-    const char *op = "nn_rnn_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    NN__TRY(check_pullback(ctx, op, pullback));
+    struct nn__backward bw;
+    NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_rnn_pullback *pb = *pullback;
     const struct nn__rnn_problem *prob = &pb->prob;
     if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "dy", 1));
@@ -660,11 +656,28 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
                             .dhx = dhx,
                             .dcx = dcx,
                             .dw = dw,
-                            .accumulate = (pb->flags & NN_RNN_ACCUMULATE_DW) != 0};
+                            .accumulate = (bw.accumulate & NN_ACCUMULATE_DW) != 0};
     nn__rnn_note_impl = NULL;
     NN__TRY(pb->be->backward(ctx, prob, pb->state, &io));
-    if (t0) verbose_line(ctx, op, pb->be->name, prob, pb->lengths, pb->flags, t0);
-    return nn_rnn_pullback_free(pullback);
+    if (t0)
+        verbose_line(ctx, op, pb->be->name, prob, pb->lengths,
+                     io.accumulate ? NN_RNN_ACCUMULATE_DW : 0, t0);
+    return nn_rnn_pullback_free(pullback); /* never kept: the kind is single-use */
+}
+
+nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
+                          const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx, nn_tensor *dhx,
+                          nn_tensor *dcx, nn_tensor *dw)
+{
+    return rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, dy, dhy, dcy, dx, dhx, dcx, dw);
+}
+
+nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
+                             const nn_backward_options *opts, const nn_tensor *dy,
+                             const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
+                             nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw)
+{
+    return rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, dy, dhy, dcy, dx, dhx, dcx, dw);
 }
 
 nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)

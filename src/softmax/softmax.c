@@ -26,8 +26,12 @@ struct nn_softmax_cross_entropy_pullback {
     struct nn__xent_saved *saved; /* the backend's (NULL for the reference) */
 };
 
-static const struct nn__pullback_kind softmax_kind = {"softmax"};
-static const struct nn__pullback_kind xent_kind = {"softmax_cross_entropy"};
+static const struct nn__pullback_kind softmax_kind = {"softmax", NN_ACCUMULATE_DX, NULL};
+static const struct nn__pullback_kind xent_kind = {"softmax_cross_entropy", NN_ACCUMULATE_DX, NULL};
+
+/* The forward's flags are the old call's backward options (include/nnprim/backward.h). */
+_Static_assert((int)NN_SOFTMAX_ACCUMULATE_DX == (int)NN_ACCUMULATE_DX,
+               "softmax flags are nn_accumulate bits");
 
 /* A GPU context exists only in builds with cuDNN. */
 static const struct nn__softmax_backend *backend_of(const struct nn_ctx *ctx)
@@ -201,7 +205,7 @@ nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_t
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
     nn_status st = be->forward(ctx, &prob, x, y, &note);
-    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &softmax_kind, &pb->hdr);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &softmax_kind, p->flags, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -211,30 +215,45 @@ nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_t
     return NN_OK;
 }
 
-nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const nn_tensor *dy,
-                              nn_tensor *dx)
+static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullback **pullback,
+                                  const nn_backward_options *opts, const nn_tensor *dy,
+                                  nn_tensor *dx)
 {
-    const char *fn = "nn_softmax_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    if (!pullback)
-        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);
-    NN__TRY(nn__pullback_check(ctx, fn, &softmax_kind, *pullback));
+    struct nn__backward bw;
+    NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &softmax_kind, pullback, opts, &bw));
     nn_softmax_pullback *pb = *pullback;
-    nn_dtype dt = pb->prob.dtype;
+    /* the problem as this call runs it: its flags (and text form) are the call's */
+    struct nn__softmax_problem prob = pb->prob;
+    prob.flags = bw.accumulate;
+    nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dy, "dy", dt));
     NN__TRY(check_arg(ctx, fn, dx, "dx", dt));
-    NN__TRY(check_dims(ctx, fn, dy, "dy", &pb->prob, 0));
-    NN__TRY(check_dims(ctx, fn, dx, "dx", &pb->prob, 0));
+    NN__TRY(check_dims(ctx, fn, dy, "dy", &prob, 0));
+    NN__TRY(check_dims(ctx, fn, dx, "dx", &prob, 0));
     NN__TRY(check_output(ctx, fn, dx, "dx", dy, "dy", &pb->y, "y (saved by forward)"));
     const nn_tensor *all[] = {dy, dx};
     const char *const names[] = {"dy", "dx"};
     NN__TRY(check_packed(ctx, fn, all, names, 2));
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
-    NN__TRY(be->backward(ctx, &pb->prob, &pb->y, dy, dx, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
-    return nn_softmax_pullback_free(pullback);
+    NN__TRY(be->backward(ctx, &prob, &pb->y, dy, dx, &note));
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    return bw.keep ? NN_OK : nn_softmax_pullback_free(pullback);
+}
+
+nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const nn_tensor *dy,
+                              nn_tensor *dx)
+{
+    return softmax_backward(ctx, "nn_softmax_backward", pullback, NULL, dy, dx);
+}
+
+nn_status nn_softmax_backward_ex(nn_ctx *ctx, nn_softmax_pullback **pullback,
+                                 const nn_backward_options *opts, const nn_tensor *dy,
+                                 nn_tensor *dx)
+{
+    return softmax_backward(ctx, "nn_softmax_backward_ex", pullback, opts, dy, dx);
 }
 
 nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback)
@@ -331,7 +350,7 @@ nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     if (st == NN_OK)
         st = be->xent_forward(ctx, &prob, x, pb->targets, loss, pullback_out ? &pb->saved : NULL,
                               &note);
-    if (st == NN_OK && pullback_out) st = nn__pullback_add(ctx, fn, &xent_kind, &pb->hdr);
+    if (st == NN_OK && pullback_out) st = nn__pullback_add(ctx, fn, &xent_kind, 0, &pb->hdr);
     if (st != NN_OK || !pullback_out) {
         free_xent(pb);
         pb = NULL;
@@ -342,31 +361,47 @@ nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     return NN_OK;
 }
 
-nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
-                                            nn_softmax_cross_entropy_pullback **pullback,
-                                            const nn_tensor *dloss, nn_tensor *dx)
+static nn_status xent_backward(nn_ctx *ctx, const char *fn,
+                               nn_softmax_cross_entropy_pullback **pullback,
+                               const nn_backward_options *opts, const nn_tensor *dloss,
+                               nn_tensor *dx)
 {
-    const char *fn = "nn_softmax_cross_entropy_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    if (!pullback)
-        return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);
-    NN__TRY(nn__pullback_check(ctx, fn, &xent_kind, *pullback));
+    struct nn__backward bw;
+    NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &xent_kind, pullback, opts, &bw));
     nn_softmax_cross_entropy_pullback *pb = *pullback;
-    nn_dtype dt = pb->prob.dtype;
+    struct nn__softmax_problem prob = pb->prob;
+    prob.flags = bw.accumulate;
+    nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dloss, "dloss", dt));
     NN__TRY(check_arg(ctx, fn, dx, "dx", dt));
-    NN__TRY(check_dims(ctx, fn, dloss, "dloss", &pb->prob, 1));
-    NN__TRY(check_dims(ctx, fn, dx, "dx", &pb->prob, 0));
+    NN__TRY(check_dims(ctx, fn, dloss, "dloss", &prob, 1));
+    NN__TRY(check_dims(ctx, fn, dx, "dx", &prob, 0));
     NN__TRY(check_output(ctx, fn, dx, "dx", dloss, "dloss", &pb->x, "x (saved by forward)"));
     const nn_tensor *all[] = {dloss, dx};
     const char *const names[] = {"dloss", "dx"};
     NN__TRY(check_packed(ctx, fn, all, names, 2));
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
-    NN__TRY(be->xent_backward(ctx, &pb->prob, &pb->x, pb->targets, pb->saved, dloss, dx, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
-    return nn_softmax_cross_entropy_pullback_free(pullback);
+    NN__TRY(be->xent_backward(ctx, &prob, &pb->x, pb->targets, pb->saved, dloss, dx, &note));
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    return bw.keep ? NN_OK : nn_softmax_cross_entropy_pullback_free(pullback);
+}
+
+nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
+                                            nn_softmax_cross_entropy_pullback **pullback,
+                                            const nn_tensor *dloss, nn_tensor *dx)
+{
+    return xent_backward(ctx, "nn_softmax_cross_entropy_backward", pullback, NULL, dloss, dx);
+}
+
+nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
+                                               nn_softmax_cross_entropy_pullback **pullback,
+                                               const nn_backward_options *opts,
+                                               const nn_tensor *dloss, nn_tensor *dx)
+{
+    return xent_backward(ctx, "nn_softmax_cross_entropy_backward_ex", pullback, opts, dloss, dx);
 }
 
 nn_status nn_softmax_cross_entropy_pullback_free(nn_softmax_cross_entropy_pullback **pullback)

@@ -288,7 +288,9 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
     if (st == NN_OK) st = negate(ctx, p, dloss->data, neg);
     if (st == NN_OK) st = pointer_lists(ctx, fn, p, t, dy, neg, &dst, &src);
     if (st == NN_OK) st = copy_batch(ctx, fn, dst, (const void *const *)src, count, w);
-    if (st == NN_OK) st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, saved->logp, dy, dx->data, 0);
+    double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
+    if (st == NN_OK)
+        st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, saved->logp, dy, dx->data, beta);
     nn__host_free(src);
     nn__host_free(dst);
     nn_status f1 = nn__dev_free_for(ctx, fn, dy), f2 = nn__dev_free_for(ctx, fn, neg);

@@ -115,6 +115,7 @@ static nn_status xent_backward_ref(struct nn_ctx *ctx, const struct nn__softmax_
     (void)ctx;
     (void)saved;
     (void)note;
+    int acc = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) != 0;
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t s = 0; s < p->s; s++) {
             double m, lse;
@@ -124,7 +125,8 @@ static nn_status xent_backward_ref(struct nn_ctx *ctx, const struct nn__softmax_
             for (int64_t c = 0; c < p->c; c++) {
                 int64_t k = at(p, n, c, s);
                 double prob = exp(nn__load(x->data, p->dtype, k) - m - lse);
-                nn__store(dx->data, p->dtype, k, (prob - (c == t[i])) * dl);
+                double g = (prob - (c == t[i])) * dl;
+                nn__store(dx->data, p->dtype, k, acc ? nn__load(dx->data, p->dtype, k) + g : g);
             }
         }
     return NN_OK;

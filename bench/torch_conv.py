@@ -67,6 +67,7 @@ def parse_case(line):
         "relu": False,
         "bias": False,
         "dtype": "f32",
+        "nhwc": False,
     }
     for t in tokens[1:]:
         if t in DTYPES:
@@ -87,6 +88,8 @@ def parse_case(line):
             c["padhi"] = parse_list(t[5:], nsp, t)
         elif t.startswith("pad"):
             c["padlo"] = c["padhi"] = parse_list(t[3:], nsp, t)
+        elif t == "nhwc":
+            c["nhwc"] = True  # every tensor channels-last (torch.channels_last / _3d)
         elif re.fullmatch(r"g\d+", t):
             c["groups"] = int(t[1:])
         else:
@@ -110,6 +113,7 @@ def case_text(c):
     s += " relu" if c["relu"] else ""
     s += " bias" if c["bias"] else ""
     s += " " + c["dtype"]
+    s += " nhwc" if c["nhwc"] else ""
     return s
 
 
@@ -123,6 +127,9 @@ def build(c, dev):
     if c["conv"]:
         w = torch.flip(w, dims=list(range(2, 2 + c["nsp"]))).contiguous()
     b = torch.randn([c["k"]], device=dev, dtype=dt) if c["bias"] else None
+    if c["nhwc"] and c["nsp"] > 1:
+        fmt = torch.channels_last if c["nsp"] == 2 else torch.channels_last_3d
+        x, w = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
     sym = c["padlo"] == c["padhi"]
     # F.pad takes (last dim lo, last dim hi, previous dim lo, ...)
     extra = []

@@ -177,9 +177,22 @@ static nn_status alloc_io(nn_ctx *ctx, struct shape_io *s)
     } all[] = {{&s->x, rank, c->x_dims}, {&s->w, rank, c->w_dims}, {&s->b, 1, bd},
                {&s->y, rank, yd},        {&s->dy, rank, yd},       {&s->dx, rank, c->x_dims},
                {&s->dw, rank, c->w_dims}};
+    /* The case's channels-last tensors ("nhwc"): the same elements, read with other strides. */
+    const unsigned cl[] = {NN_CONV_CASE_X,  NN_CONV_CASE_W, 0, NN_CONV_CASE_Y, NN_CONV_CASE_DY,
+                           NN_CONV_CASE_DX, NN_CONV_CASE_DW};
     for (size_t i = 0; i < sizeof all / sizeof all[0] && st == NN_OK; i++) {
         st = nn_tensor_empty(ctx, dt, all[i].rank, all[i].dims, all[i].t);
         if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, all[i].t, -1, 1, 100 + i);
+        if (st == NN_OK && (c->nhwc & cl[i])) {
+            nn_tensor *t = all[i].t;
+            int64_t step = t->dims[1];
+            t->strides[1] = 1;
+            for (int d = t->rank - 1; d >= 2; d--) {
+                t->strides[d] = step;
+                step *= t->dims[d];
+            }
+            t->strides[0] = step;
+        }
     }
     s->bp = c->p;
     s->bp.activation = NN_ACTIVATION_IDENTITY;

@@ -16,8 +16,19 @@
  * g, output channel k = g * K/groups + j reads input channels g * C/groups ... (g+1) * C/groups -
  * 1; groups == C == K/m is a depthwise convolution.
  *
- * Layout: every tensor must be fully packed row-major (nn_tensor_is_contiguous(); a dim of size
- * 1 may have any stride). Other strides are refused with NN_E_UNSUPPORTED naming the tensor.
+ * Layout: x, w, y, dx, dw and dy must each be fully packed, in one of two layouts (a dim of size
+ * 1 may have any stride):
+ *   - NCHW order: row-major (nn_tensor_is_contiguous()): NCW / NCHW / NCDHW, KCS / KCRS / KCTRS;
+ *   - channels-last: the channel stride 1, then the spatial dims from the innermost, the batch
+ *     (or K) slowest: NWC / NHWC / NDHWC, KSC / KRSC / KTRSC, as PyTorch's channels_last and
+ *     channels_last_3d tensors come through DLPack (strides N = H*W*C, H = W*C, W = C, C = 1).
+ *     cuDNN's tensor-core engines prefer it for f16, bf16 and TF32.
+ * Each tensor may take either layout; the results do not depend on it (the reference backend
+ * gives bitwise the same values). On cuDNN a call whose tensors mix the layouts runs where an
+ * engine takes it and is otherwise refused with NN_E_UNSUPPORTED, the message giving the problem
+ * with its layout (" nhwc" when every tensor is channels-last, " nhwc=x+dy" naming the ones that
+ * are). b and db are always K packed elements. Other strides are refused with NN_E_UNSUPPORTED
+ * naming the tensor, its strides and the layouts accepted.
  *
  * dtypes: all tensors of one call share one dtype. f32 (strict or TF32 by the context's math
  * mode), f16 and bf16 (computed with f32 accumulation, rounded once at the end) on both backends;
@@ -37,6 +48,7 @@
  * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check` and
  * `nnprim bench conv` all use it; docs/CONV.md has the grammar):
  *   n2c4h9w9k6r3s3 g2 stride2x1 dil1x1 padlo1x0 padhi2x1 conv relu bias f32
+ * (channels-last tensors add " nhwc" or " nhwc=x+dy", see Layout above).
  */
 #ifndef NNPRIM_CONV_H
 #define NNPRIM_CONV_H
@@ -139,8 +151,9 @@ typedef struct nn_conv_pullback nn_conv_pullback;
  *         and actual value); NN_E_OVERFLOW (padded or dilated sizes, tensor extents);
  *         NN_E_DTYPE (dtypes differ, or f64 where the backend cannot); NN_E_MEMSPACE (a tensor
  *         not where the context computes);
- *         NN_E_UNSUPPORTED (strided layout, a size beyond int on cuDNN, or a configuration the
- *         backend cannot run);
+ *         NN_E_UNSUPPORTED (a layout other than NCHW packed or channels-last packed, a size
+ *         beyond int on cuDNN, or a configuration the backend cannot run, such as mixed layouts
+ *         no cuDNN engine takes);
  *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
  * Ownership: the pullback belongs to the caller until nn_conv_backward() consumes it or
  * nn_conv_pullback_free() drops it. It holds copies of the *views* of x and w (and of y when

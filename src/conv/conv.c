@@ -110,6 +110,23 @@ static size_t put_list(char *buf, size_t cap, size_t len, const char *name, int 
     return len;
 }
 
+/* " nhwc" when every tensor of the call is channels-last, else the channels-last ones joined by
+ * '+' (" nhwc=x+dy": the verbose line separates its fields with commas). */
+static size_t put_layout(char *buf, size_t cap, size_t len, const struct nn__conv_problem *p)
+{
+    static const char *const names[] = {"x", "w", "y", "dx", "dw", "dy"};
+    if (!p->nhwc) return len;
+    if (p->nhwc == p->roles) return nn__text_put(buf, cap, len, " nhwc");
+    len = nn__text_put(buf, cap, len, " nhwc=");
+    int first = 1;
+    for (int i = 0; i < 6; i++)
+        if (p->nhwc & (1u << i)) {
+            len = nn__text_put(buf, cap, len, "%s%s", first ? "" : "+", names[i]);
+            first = 0;
+        }
+    return len;
+}
+
 void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap)
 {
     static const char in_letters[] = "dhw", filt_letters[] = "trs";
@@ -137,6 +154,7 @@ void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t c
     len = nn__text_put(buf, cap, len, " %s", nn_dtype_name(p->dtype));
     if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32)
         len = nn__text_put(buf, cap, len, " tf32");
+    put_layout(buf, cap, len, p);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -288,10 +306,12 @@ nn_status nn_conv_output_shape(const nn_conv_params *p, int rank, const int64_t 
     return NN_OK;
 }
 
-/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed; an
- * output (output nonzero) also with distinct elements. */
-static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name,
-                           nn_dtype dtype, const char *dtype_from, int output)
+/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed (NCHW
+ * order or channels-last, conv_layout.c); an output (output nonzero) also with distinct
+ * elements. */
+static nn_status check_tensor_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
+                                  const char *name, nn_dtype dtype, const char *dtype_from,
+                                  int output)
 {
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, name);
     NN__TRY(nn__check_tensor(ctx, op, t, name));
@@ -299,10 +319,26 @@ static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *
         return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal %s.dtype (%s), got %s", op, name,
                         dtype_from, nn_dtype_name(dtype), nn_dtype_name(t->dtype));
     if (output) NN__TRY(nn__check_output_distinct(ctx, op, t, name));
+    return NN_OK;
+}
+
+static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name,
+                           nn_dtype dtype, const char *dtype_from, int output)
+{
+    NN__TRY(check_tensor_arg(ctx, op, t, name, dtype, dtype_from, output));
+    return nn__conv_check_layout(ctx, op, t, name);
+}
+
+/* The bias and db: K packed elements, whatever their rank. */
+static nn_status check_bias_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
+                                const char *name, nn_dtype dtype, const char *dtype_from,
+                                int output)
+{
+    NN__TRY(check_tensor_arg(ctx, op, t, name, dtype, dtype_from, output));
     if (!nn_tensor_is_contiguous(t))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: %s must be fully packed row-major (NCHW / NCDHW / KCRS order); other "
-                        "strides are not supported",
+                        "%s: %s must be fully packed (its K elements contiguous); other strides "
+                        "are not supported",
                         op, name);
     return NN_OK;
 }
@@ -418,7 +454,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
     NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x", 0));
     NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x", 0));
-    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x", 0));
+    if (b) NN__TRY(check_bias_arg(ctx, op, b, "b", x->dtype, "x", 0));
     NN__TRY(check_arg(ctx, op, y, "y", x->dtype, "x", 1));
     if (x->rank != p->spatial_rank + 2)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be p.spatial_rank + 2 = %d, got %d", op,
@@ -439,12 +475,16 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     NN__TRY(check_no_overlap(ctx, op, y, "y", b, "b"));
     NN__TRY(check_backend_limits(ctx, op, &prob));
     const struct conv_backend *be = backend_of(ctx);
+    nn_tensor xl, wl, yl;
+    struct nn__conv_layout_arg la[] = {
+        {NN__CONV_ROLE_X, x, &xl}, {NN__CONV_ROLE_W, w, &wl}, {NN__CONV_ROLE_Y, y, &yl}};
+    nn__conv_describe_layouts(&prob, la, 3);
 
     nn_conv_pullback *pb = NULL;
-    if (pullback_out) NN__TRY(make_pullback(ctx, &prob, p->flags, x, w, y, &pb));
+    if (pullback_out) NN__TRY(make_pullback(ctx, &prob, p->flags, &xl, &wl, &yl, &pb));
     struct nn__conv_note note;
     note_init(&note, exec);
-    if (be->forward(ctx, &prob, x, w, b, y, 1.0, 0.0, &note) != NN_OK) {
+    if (be->forward(ctx, &prob, &xl, &wl, b, &yl, 1.0, 0.0, &note) != NN_OK) {
         nn_status st = nn__error_in(ctx, op);
         nn_conv_pullback_free(&pb);
         return st;
@@ -520,7 +560,7 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *op,
         NN__TRY(check_no_overlap(ctx, op, g->dw, "dw", g->dx, "dx"));
     }
     if (g->db) {
-        NN__TRY(check_arg(ctx, op, g->db, "db", dt, dtype_from, 1));
+        NN__TRY(check_bias_arg(ctx, op, g->db, "db", dt, dtype_from, 1));
         NN__TRY(check_bias_dims(ctx, op, g->db, "db", prob));
         NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dy, "dy"));
         NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->x, "x"));
@@ -529,6 +569,25 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *op,
         NN__TRY(check_no_overlap(ctx, op, g->db, "db", g->dw, "dw"));
     }
     return NN_OK;
+}
+
+/* The call's tensors with the canonical strides of their layouts, into store (conv_layout.c);
+ * p gets the roles and layouts. */
+static void describe_grads(struct nn__conv_problem *p, const struct grads *g, nn_tensor store[5],
+                           struct grads *out)
+{
+    *out = *g;
+    struct nn__conv_layout_arg la[] = {
+        {NN__CONV_ROLE_X, g->x, &store[0]},   {NN__CONV_ROLE_W, g->w, &store[1]},
+        {NN__CONV_ROLE_DY, g->dy, &store[2]}, {NN__CONV_ROLE_DX, g->dx, &store[3]},
+        {NN__CONV_ROLE_DW, g->dw, &store[4]},
+    };
+    nn__conv_describe_layouts(p, la, 5);
+    out->x = g->x ? &store[0] : NULL;
+    out->w = g->w ? &store[1] : NULL;
+    out->dy = &store[2];
+    out->dx = g->dx ? &store[3] : NULL;
+    out->dw = g->dw ? &store[4] : NULL;
 }
 
 /* Runs the asked-for gradients with dy already masked; prob->activation is ignored. */
@@ -550,15 +609,17 @@ static nn_status run_grads(struct nn_ctx *ctx, const struct conv_backend *be,
     return NN_OK;
 }
 
-/* With a fused relu, the gradients see dy masked by y > 0, in a temporary from the context. */
+/* With a fused relu, the gradients see dy masked by y > 0, in a temporary from the context (in
+ * dy's layout). */
 static nn_status run_masked(struct nn_ctx *ctx, const struct conv_backend *be,
-                            const nn_conv_pullback *pb, unsigned accumulate, const struct grads *g,
-                            struct nn__conv_note *note)
+                            const nn_conv_pullback *pb, const struct nn__conv_problem *prob,
+                            unsigned accumulate, const struct grads *g, struct nn__conv_note *note)
 {
     nn_tensor dyr;
     NN__TRY(nn_tensor_empty(ctx, g->dy->dtype, g->dy->rank, g->dy->dims, &dyr));
+    memcpy(dyr.strides, g->dy->strides, sizeof dyr.strides);
     nn_status st = be->relu_backward(ctx, &pb->y, g->dy, &dyr, note);
-    if (st == NN_OK) st = run_grads(ctx, be, &pb->prob, accumulate, g, &dyr, note);
+    if (st == NN_OK) st = run_grads(ctx, be, prob, accumulate, g, &dyr, note);
     nn_status fst = nn_tensor_free(ctx, &dyr);
     return st != NN_OK ? st : fst;
 }
@@ -572,18 +633,21 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_conv_pullback *pb = *pullback;
-    struct grads g = {&pb->x, &pb->w, dy, dx, dw, db};
+    struct grads g = {&pb->x, &pb->w, dy, dx, dw, db}, gl;
     NN__TRY(check_grads(ctx, op, &pb->prob, &g, "x"));
+    struct nn__conv_problem prob = pb->prob;
+    nn_tensor store[5];
+    describe_grads(&prob, &g, store, &gl);
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
     if (dx || dw || db) {
-        if (pb->prob.activation == NN_ACTIVATION_RELU)
-            NN__TRY_IN(ctx, op, run_masked(ctx, be, pb, bw.accumulate, &g, &note));
+        if (prob.activation == NN_ACTIVATION_RELU)
+            NN__TRY_IN(ctx, op, run_masked(ctx, be, pb, &prob, bw.accumulate, &gl, &note));
         else
-            NN__TRY_IN(ctx, op, run_grads(ctx, be, &pb->prob, bw.accumulate, &g, dy, &note));
+            NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, bw.accumulate, &gl, gl.dy, &note));
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &pb->prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return bw.keep ? NN_OK : nn_conv_pullback_free(pullback);
 }
 
@@ -641,10 +705,13 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     fill_ctx_fields(ctx, &prob, xlike->dtype);
     NN__TRY(check_grads(ctx, op, &prob, g, xn));
     NN__TRY(check_backend_limits(ctx, op, &prob));
+    nn_tensor store[5];
+    struct grads gl;
+    describe_grads(&prob, g, store, &gl);
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
-    NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, g, g->dy, &note));
+    NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, &gl, gl.dy, &note));
     if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return NN_OK;
 }
@@ -675,7 +742,7 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
     if (dy->rank != p->spatial_rank + 2)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: dy.rank must be p.spatial_rank + 2 = %d, got %d", op,
                         p->spatial_rank + 2, dy->rank);
-    NN__TRY(check_arg(ctx, op, db, "db", dy->dtype, "dy", 1));
+    NN__TRY(check_bias_arg(ctx, op, db, "db", dy->dtype, "dy", 1));
     /* Only N, K and the output sizes matter for the bias: describe dy as a 1x1 convolution. */
     struct nn__conv_problem prob;
     memset(&prob, 0, sizeof prob);
@@ -691,12 +758,15 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
     NN__TRY(check_bias_dims(ctx, op, db, "db", &prob));
     NN__TRY(check_no_overlap(ctx, op, db, "db", dy, "dy"));
     NN__TRY(check_backend_limits(ctx, op, &prob));
+    nn_tensor dyl;
+    struct nn__conv_layout_arg la[] = {{NN__CONV_ROLE_DY, dy, &dyl}};
+    nn__conv_describe_layouts(&prob, la, 1);
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
     NN__TRY_IN(ctx, op,
-               be->backward_bias(ctx, &prob, dy, db, 1.0, beta_for(p->flags, NN_CONV_ACCUMULATE_DB),
-                                 &note));
+               be->backward_bias(ctx, &prob, &dyl, db, 1.0,
+                                 beta_for(p->flags, NN_CONV_ACCUMULATE_DB), &note));
     if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
     return NN_OK;
 }

@@ -101,17 +101,24 @@ static void graph_tensor(struct nn__cudnn_tensor *g, const nn_tensor *t)
     g->alignment = nn__cudnn_ptr_alignment(t->data);
 }
 
-/* The bias as 1 x K x 1 ... at the activations' rank, whatever rank the caller gave it. */
-static void bias_tensor(struct nn__cudnn_tensor *g, const nn_tensor *b, int rank)
+/* Whether a view from conv.c (canonical strides, conv_internal.h) is described channels-last.
+ * A tensor that is both layouts at once has the same memory either way. */
+static int channels_last(const nn_tensor *t)
+{
+    return t->strides[1] == 1 && nn__conv_is_channels_last(t);
+}
+
+/* The bias as 1 x K x 1 ... at y's rank, whatever rank the caller gave it, with the strides of
+ * y's layout (the same K elements). */
+static void bias_tensor(struct nn__cudnn_tensor *g, const nn_tensor *b, const nn_tensor *y)
 {
     memset(g, 0, sizeof *g);
     g->dtype = b->dtype;
-    g->rank = rank;
+    g->rank = y->rank;
     int64_t k = b->rank == 1 ? b->dims[0] : b->dims[1];
-    for (int i = 0; i < rank; i++) {
+    for (int i = 0; i < y->rank; i++)
         g->dims[i] = i == 1 ? k : 1;
-        g->strides[i] = i == 0 ? k : 1;
-    }
+    nn__conv_layout_strides(g->rank, g->dims, channels_last(y), g->strides);
     g->alignment = nn__cudnn_ptr_alignment(b->data);
 }
 
@@ -170,7 +177,7 @@ static void desc_fwd(struct nn__conv_graph *d, const struct fwd_call *f)
     graph_tensor(&x, f->x);
     graph_tensor(&w, f->w);
     graph_tensor(&y, f->y);
-    if (f->b) bias_tensor(&b, f->b, f->y->rank);
+    if (f->b) bias_tensor(&b, f->b, f->y);
     graph_conv(&c, f->p);
     nn__conv_graph_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
     d->alpha = f->alpha;
@@ -257,6 +264,35 @@ static nn_status legacy_desc_set(struct nn_ctx *ctx, struct legacy_desc *ld, nn_
                                            strides);
 }
 
+/* The N x C x spatial view t (NCHW or channels-last strides) as a legacy descriptor of rank 4
+ * or 5 (1-D as N, C, 1, W). */
+static nn_status legacy_desc_of(struct nn_ctx *ctx, struct legacy_desc *ld, const nn_tensor *t)
+{
+    int dims[5], strides[5];
+    int64_t d64[5], s64[5];
+    int rank = t->rank == 3 ? 4 : t->rank;
+    for (int i = 0, j = 0; i < rank; i++) {
+        if (t->rank == 3 && i == 2) {
+            d64[i] = 1;
+            s64[i] = t->dims[2] * t->strides[2];
+            continue;
+        }
+        d64[i] = t->dims[j];
+        s64[i] = t->strides[j++];
+    }
+    for (int i = 0; i < rank; i++) {
+        if (d64[i] > INT_MAX || s64[i] > INT_MAX)
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "cuDNN's tensor calls take 32-bit sizes; a tensor here has %lld "
+                            "elements in one dimension or stride",
+                            (long long)(d64[i] > s64[i] ? d64[i] : s64[i]));
+        dims[i] = (int)d64[i];
+        strides[i] = (int)s64[i];
+    }
+    return nn__cudnn_SetTensorNdDescriptor(ctx, ld->d, nn__cudnn_data_type(t->dtype), rank, dims,
+                                           strides);
+}
+
 /* Two legacy descriptors, created and destroyed together. */
 static nn_status legacy_pair_create(struct nn_ctx *ctx, struct legacy_desc ld[2])
 {
@@ -280,7 +316,7 @@ static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
                                   const nn_tensor *dy, nn_tensor *db, double alpha, double beta)
 {
     int64_t ones[3] = {1, 1, 1};
-    NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
+    NN__TRY(legacy_desc_of(ctx, &ld[0], dy));
     NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
     struct scale a, b;
     return nn__cudnn_ConvolutionBackwardBias(ctx, h, scale_ptr(&a, p->dtype, alpha), ld[0].d,
@@ -305,7 +341,7 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
 {
     int64_t ones[3] = {1, 1, 1};
     struct scale one, second;
-    NN__TRY(legacy_desc_set(ctx, &ld[0], p->dtype, p->nsp, p->n, p->k, p->out));
+    NN__TRY(legacy_desc_of(ctx, &ld[0], y));
     if (b) {
         NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
         /* y = 1 * b + 1 * y, b broadcast over N and space. */
@@ -498,13 +534,15 @@ static void one_of(nn_dtype t, unsigned char *out)
         memcpy(out, &h, sizeof h);
 }
 
-/* Copy the packed N x C x spatial tensor src (planes = N * C planes of spatial sizes from) into
- * the packed, larger dst (the same planes, spatial sizes to), zeroed first, with the source's
- * first element of every plane at the spatial offset at (from[i] + at[i] <= to[i]): the rest of
- * every dimension is left zero. at = 0 extends at the high end. */
-static nn_status copy_into_zeroed(struct nn_ctx *ctx, int nsp, int64_t planes, const int64_t *from,
-                                  const int64_t *to, const int64_t *at, size_t es, const void *src,
-                                  void *dst, size_t dst_bytes)
+/* Copy the packed N x C x spatial tensor src (planes planes of spatial sizes from, each spatial
+ * position inner contiguous elements: N * C planes and inner 1 in NCHW order, N planes and inner
+ * C channels-last) into the packed, larger dst of the same layout (the same planes, spatial sizes
+ * to), zeroed first, with the source's first element of every plane at the spatial offset at
+ * (from[i] + at[i] <= to[i]): the rest of every dimension is left zero. at = 0 extends at the high
+ * end. */
+static nn_status copy_into_zeroed(struct nn_ctx *ctx, int nsp, int64_t planes, int64_t inner,
+                                  const int64_t *from, const int64_t *to, const int64_t *at,
+                                  size_t es, const void *src, void *dst, size_t dst_bytes)
 {
     cudaStream_t s = (cudaStream_t)ctx->stream;
     int64_t f[3] = {1, 1, 1}, t[3] = {1, 1, 1}, o[3] = {0, 0, 0}; /* D, H, W */
@@ -514,6 +552,7 @@ static nn_status copy_into_zeroed(struct nn_ctx *ctx, int nsp, int64_t planes, c
         o[3 - nsp + i] = at[i];
     }
     NN__TRY(NN__CUDA(ctx, cudaMemsetAsync(dst, 0, dst_bytes, s)));
+    es *= (size_t)inner; /* from here on, one "element" is one spatial position */
     struct cudaMemcpy3DParms m;
     memset(&m, 0, sizeof m);
     m.kind = cudaMemcpyDeviceToDevice;
@@ -556,6 +595,7 @@ static int post_pad_short(const struct nn__conv_problem *p)
 static void raised_post_pad(const struct nn__conv_problem *p, struct nn__conv_problem *q,
                             nn_tensor *dy2)
 {
+    int cl = channels_last(dy2);
     *q = *p;
     for (int i = 0; i < q->nsp; i++) {
         if (q->pad_hi[i] < q->pad_lo[i]) q->pad_hi[i] = q->pad_lo[i];
@@ -563,7 +603,7 @@ static void raised_post_pad(const struct nn__conv_problem *p, struct nn__conv_pr
         q->out[i] = (q->in[i] + q->pad_lo[i] + q->pad_hi[i] - span) / q->stride[i] + 1;
         dy2->dims[2 + i] = q->out[i];
     }
-    nn_contiguous_strides(dy2->rank, dy2->dims, dy2->strides);
+    nn__conv_layout_strides(dy2->rank, dy2->dims, cl, dy2->strides);
 }
 
 static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv_problem *p,
@@ -572,12 +612,14 @@ static nn_status wgrad_raised_post_pad(struct nn_ctx *ctx, const struct nn__conv
 {
     struct nn__conv_problem q;
     nn_tensor dy2 = *dy;
+    int cl = channels_last(dy);
     raised_post_pad(p, &q, &dy2);
     size_t bytes = bytes_of(&dy2);
     NN__TRY(nn__dev_alloc(ctx, bytes, &dy2.data));
     static const int64_t at_low[NN_CONV_MAX_SPATIAL] = {0};
-    nn_status st = copy_into_zeroed(ctx, p->nsp, p->n * p->k, p->out, q.out, at_low,
-                                    nn_dtype_size(p->dtype), dy->data, dy2.data, bytes);
+    nn_status st =
+        copy_into_zeroed(ctx, p->nsp, cl ? p->n : p->n * p->k, cl ? p->k : 1, p->out, q.out, at_low,
+                         nn_dtype_size(p->dtype), dy->data, dy2.data, bytes);
     if (st == NN_OK) st = wgrad_run(ctx, "filter(raised pad)", &q, x, &dy2, dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, dy2.data);
     return st != NN_OK ? st : fst;
@@ -604,13 +646,14 @@ static int wgrad_needs_padded_copy(const struct nn__conv_problem *p)
 static void padded_copy_problem(const struct nn__conv_problem *p, struct nn__conv_problem *q,
                                 nn_tensor *x2)
 {
+    int cl = channels_last(x2);
     *q = *p;
     for (int i = 0; i < q->nsp; i++) {
         q->in[i] = p->in[i] + p->pad_lo[i] + p->pad_hi[i];
         q->pad_lo[i] = q->pad_hi[i] = 0;
         x2->dims[2 + i] = q->in[i];
     }
-    nn_contiguous_strides(x2->rank, x2->dims, x2->strides);
+    nn__conv_layout_strides(x2->rank, x2->dims, cl, x2->strides);
 }
 
 /* dw from x2 = x zero-padded by hand (each spatial size in + pad_lo + pad_hi, x at offset pad_lo)
@@ -619,19 +662,22 @@ static nn_status wgrad_padded_copy(struct nn_ctx *ctx, const struct nn__conv_pro
                                    const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw,
                                    double alpha, double beta, struct nn__conv_note *note)
 {
-    /* The copy reads x as packed planes. conv.c only passes packed tensors
-     * (conv_internal.h); checked here too, since a strided x would be copied wrongly. */
-    if (!nn_tensor_is_contiguous(x))
+    /* The copy reads x as packed planes. conv.c only passes packed tensors, NCHW or
+     * channels-last (conv_internal.h); checked here too, since another x would be copied
+     * wrongly. */
+    int cl = channels_last(x);
+    if (!cl && !nn_tensor_is_contiguous(x))
         return NN__FAIL(ctx, NN_E_INTERNAL,
-                        "conv_backward_filter: the zero-padded copy of x needs a packed x; got "
-                        "strides that are not row-major packed");
+                        "conv_backward_filter: the zero-padded copy of x needs a packed x (NCHW "
+                        "or channels-last); got other strides");
     struct nn__conv_problem q;
     nn_tensor x2 = *x;
     padded_copy_problem(p, &q, &x2);
     size_t bytes = bytes_of(&x2);
     NN__TRY(nn__dev_alloc(ctx, bytes, &x2.data));
-    nn_status st = copy_into_zeroed(ctx, p->nsp, p->n * p->c, p->in, q.in, p->pad_lo,
-                                    nn_dtype_size(p->dtype), x->data, x2.data, bytes);
+    nn_status st =
+        copy_into_zeroed(ctx, p->nsp, cl ? p->n : p->n * p->c, cl ? p->c : 1, p->in, q.in,
+                         p->pad_lo, nn_dtype_size(p->dtype), x->data, x2.data, bytes);
     if (st == NN_OK) st = wgrad_run(ctx, "filter(padded copy)", &q, &x2, dy, dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, x2.data);
     return st != NN_OK ? st : fst;
@@ -676,8 +722,9 @@ static void ones_problem(const struct nn__conv_problem *p, const nn_tensor *dy,
     dw->dims[0] = p->k;
     for (int i = 1; i < dy->rank; i++)
         dw->dims[i] = 1;
-    nn_contiguous_strides(ones->rank, ones->dims, ones->strides);
-    nn_contiguous_strides(dw->rank, dw->dims, dw->strides);
+    /* In dy's layout, so that the plan sees one layout (the memory is the same either way). */
+    nn__conv_layout_strides(ones->rank, ones->dims, channels_last(dy), ones->strides);
+    nn__conv_layout_strides(dw->rank, dw->dims, channels_last(dy), dw->strides);
 }
 
 static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
@@ -732,18 +779,23 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct legacy_desc ld[2];
     NN__TRY(legacy_pair_create(ctx, ld));
-    /* Elementwise: the shape does not matter, one row of numel elements. */
+    /* Elementwise: when y and dy share a layout (dyr has dy's, conv.c) the shape does not
+     * matter, one row of numel elements; else each is described with its strides. */
+    int same = memcmp(y->strides, dy->strides, (size_t)dy->rank * sizeof dy->strides[0]) == 0;
     int64_t row = numel;
-    nn_status st = legacy_desc_set(ctx, &ld[0], dy->dtype, 1, 1, 1, &row);
+    nn_status st = same ? legacy_desc_set(ctx, &ld[0], dy->dtype, 1, 1, 1, &row)
+                        : legacy_desc_of(ctx, &ld[0], y);
+    if (st == NN_OK && !same) st = legacy_desc_of(ctx, &ld[1], dy);
+    cudnnTensorDescriptor_t yd = ld[0].d, dyd = same ? ld[0].d : ld[1].d;
     cudnnActivationDescriptor_t act = NULL;
     if (st == NN_OK) st = relu_desc(ctx, &act);
     if (st == NN_OK) {
         struct scale one, zero;
         /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
          * pre-activation is, so y serves as both y and x. */
-        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_ptr(&one, dy->dtype, 1.0), ld[0].d,
-                                          y->data, ld[0].d, dy->data, ld[0].d, y->data,
-                                          scale_ptr(&zero, dy->dtype, 0.0), ld[0].d, dyr->data);
+        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_ptr(&one, dy->dtype, 1.0), yd, y->data,
+                                          dyd, dy->data, yd, y->data,
+                                          scale_ptr(&zero, dy->dtype, 0.0), dyd, dyr->data);
         (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     }
     legacy_pair_destroy(ctx, ld);

@@ -3,10 +3,13 @@
  *
  * conv.c has checked everything before a backend is called: ranks, dims, dtypes (all tensors of
  * the call share p->dtype), memory spaces (host for _ref, the context's device for _cudnn),
- * layouts (every tensor fully packed row-major, so strides can be derived from dims), and that
- * outputs are distinct from inputs. Tensors keep their caller's rank (p->nsp + 2); the bias and
- * db views may be rank 1 (K) or rank p->nsp + 2 (1 x K x 1 ...), which address the same K
- * contiguous elements. A backend that needs rank >= 4 (cuDNN for 1-D) unsqueezes itself. */
+ * layouts, and that outputs are distinct from inputs. x, w, y, dx, dw and dy reach a backend
+ * fully packed in one of two layouts, with the canonical strides of that layout
+ * (nn__conv_layout_strides(): a dim of 1 has the stride the layout gives it, not the caller's):
+ * NCHW order (row-major) or channels-last (NHWC / NDHWC / NWC, and KRSC for filters); p->nhwc
+ * says which. The bias and db views are packed: rank 1 (K) or rank p->nsp + 2 (1 x K x 1 ...),
+ * which address the same K contiguous elements. Tensors keep their caller's rank (p->nsp + 2);
+ * a backend that needs rank >= 4 (cuDNN for 1-D) unsqueezes itself. */
 #ifndef NN_CONV_CONV_INTERNAL_H
 #define NN_CONV_CONV_INTERNAL_H
 
@@ -40,11 +43,53 @@ struct nn__conv_problem {
     nn_dtype dtype;           /* of every tensor of the call */
     nn_math_mode math;        /* the context's; TF32 only matters for f32 on cuDNN */
     int deterministic;        /* the context's */
+    unsigned roles;           /* NN__CONV_ROLE bits: the layout-carrying tensors of the call */
+    unsigned nhwc;            /* the subset of roles described channels-last */
 };
+
+/* The tensors of a call whose layout is NCHW or channels-last (bits of nn__conv_problem.roles
+ * and .nhwc); the bias is always packed K elements. */
+enum nn__conv_role {
+    NN__CONV_ROLE_X = 1 << 0,
+    NN__CONV_ROLE_W = 1 << 1,
+    NN__CONV_ROLE_Y = 1 << 2,
+    NN__CONV_ROLE_DX = 1 << 3,
+    NN__CONV_ROLE_DW = 1 << 4,
+    NN__CONV_ROLE_DY = 1 << 5
+};
+
+/* conv_layout.c. The canonical packed strides of dims (rank >= 3) in NCHW order, or
+ * channels-last (C fastest, then the spatial dims from the innermost, N slowest) when
+ * channels_last is nonzero. */
+void nn__conv_layout_strides(int rank, const int64_t *dims, int channels_last, int64_t *strides);
+
+/* Whether t (rank >= 3) is channels-last packed: its strides are those of
+ * nn__conv_layout_strides(..., 1, ...) in every dim larger than 1. */
+int nn__conv_is_channels_last(const nn_tensor *t);
+
+/* NN_OK if t (already a valid view) is NCHW packed or channels-last packed; else
+ * NN_E_UNSUPPORTED with a message naming op, name, the strides and the layouts accepted. */
+nn_status nn__conv_check_layout(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
+                                const char *name);
+
+/* One tensor of a call for nn__conv_describe_layouts(): in may be NULL (absent); out receives
+ * the view with the canonical strides of its layout. */
+struct nn__conv_layout_arg {
+    unsigned role; /* one NN__CONV_ROLE bit */
+    const nn_tensor *in;
+    nn_tensor *out;
+};
+
+/* Choose the layout each present tensor of a call is described in and write its canonical view;
+ * sets p->roles and p->nhwc. Every in passed nn__conv_check_layout(). A tensor that is both
+ * layouts at once (C = 1, or all spatial sizes 1) follows the call: channels-last when another
+ * tensor of the call is channels-last only, so that cuDNN sees one layout where it can. */
+void nn__conv_describe_layouts(struct nn__conv_problem *p, struct nn__conv_layout_arg *a, int n);
 
 /* The problem as text in the CLI syntax (include/nnprim/conv.h, docs/CONV.md), e.g.
  * "n2c4h9w9k6r3s3 g2 stride2x1 dil1x1 padlo1x0 padhi2x1 conv relu bias f32"; TF32 math on an
- * f32 problem adds " tf32". Always NUL-terminated; truncated to cap. */
+ * f32 problem adds " tf32"; channels-last tensors add " nhwc" (every tensor of roles) or
+ * " nhwc=x+dy" (those named). Always NUL-terminated; truncated to cap. */
 void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t cap);
 
 /* The forward plan a cuDNN forward ran, with its variant pack's tensors: for `nnprim bench conv`,

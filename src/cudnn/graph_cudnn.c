@@ -168,10 +168,19 @@ nn_status nn__cudnn_graph_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
     struct nn__cudnn_tensor v = *like;
     v.dtype = compute;
     v.alignment = 16;
+    /* Packed in like's dimension order (outermost = largest stride, ties in dim order): a
+     * channels-last graph keeps its intermediates channels-last, as the fusion engines want. */
+    int order[NN_MAX_RANK];
+    for (int i = 0; i < v.rank; i++) {
+        int j = i;
+        for (; j > 0 && like->strides[order[j - 1]] < like->strides[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
     int64_t s = 1;
     for (int i = v.rank - 1; i >= 0; i--) {
-        v.strides[i] = s;
-        s *= v.dims[i];
+        v.strides[order[i]] = s;
+        s *= v.dims[order[i]];
     }
     return make_tensor(ctx, g, &v, uid, true, out);
 }

@@ -127,8 +127,9 @@ nn_status nn__cudnn_graph_tensor(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
                                  const struct nn__cudnn_tensor *t, int64_t uid,
                                  cudnnBackendDescriptor_t *out);
 
-/* A virtual intermediate (uid NN__CUDNN_UID_MAX or above): packed, in the accumulator's type
- * compute, shaped like like. Returns as nn__cudnn_graph_tensor(). */
+/* A virtual intermediate (uid NN__CUDNN_UID_MAX or above): packed in like's dimension order
+ * (NCHW or channels-last as like is), in the accumulator's type compute, shaped like like. Returns
+ * as nn__cudnn_graph_tensor(). */
 nn_status nn__cudnn_graph_virtual(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
                                   const struct nn__cudnn_tensor *like, nn_dtype compute,
                                   int64_t uid, cudnnBackendDescriptor_t *out);

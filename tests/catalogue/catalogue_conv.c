@@ -410,6 +410,48 @@ CALL(f_ystrided)
     y.strides[3] = 3;
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
+/* Issue 17 item 4: channels-last (NHWC) views are accepted, other orders refused. */
+static nn_tensor strided(const nn_tensor *t, int64_t sn, int64_t sc, int64_t sh, int64_t sw)
+{
+    nn_tensor v = *t;
+    v.strides[0] = sn;
+    v.strides[1] = sc;
+    v.strides[2] = sh;
+    v.strides[3] = sw;
+    return v;
+}
+CALL(f_nhwc_ok)
+{
+    nn_tensor x = strided(&c->x, 50, 1, 10, 2), w = strided(&c->w, 18, 1, 6, 2),
+              y = strided(&c->y, 27, 1, 9, 3);
+    return fwd(c, &x, &w, &c->b, &y);
+}
+CALL(f_x_nwhc)
+{
+    nn_tensor x = strided(&c->x, 50, 1, 2, 10); /* channels fastest, then H, then W */
+    return fwd(c, &x, &c->w, &c->b, &c->y);
+}
+CALL(f_w_cl_gap)
+{
+    nn_tensor w = strided(&c->w, 18, 1, 6, 2);
+    w.strides[0] = 19; /* a gap between filters: not packed */
+    return fwd(c, &c->x, &w, &c->b, &c->y);
+}
+CALL(bd_dx_nwhc)
+{
+    nn_tensor dx = strided(&c->dx, 50, 1, 2, 10);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx);
+}
+CALL(bf_dw_cknhw)
+{
+    nn_tensor dw = strided(&c->dw, 9, 27, 3, 1); /* C outermost */
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw);
+}
+CALL(bb_dy_nwhc)
+{
+    nn_tensor dy = strided(&c->dy, 27, 1, 3, 9);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &dy, &c->db);
+}
 CALL(f_wextent_overflow)
 {
     nn_tensor w = c->w;
@@ -1129,6 +1171,12 @@ static const struct cat_row rows[] = {
     ROW("forward x stride < 0", "nn_conv_forward", "x.strides[3]", E, f_xstride_neg),
     ROW("forward x strided", "nn_conv_forward", "x", U, f_xstrided),
     ROW("forward y strided", "nn_conv_forward", "y", U, f_ystrided),
+    ROW("forward x w y channels-last (edge)", "nn_conv_forward", NULL, NN_OK, f_nhwc_ok),
+    ROW("forward x channels fastest, W outer", "nn_conv_forward", "x", U, f_x_nwhc),
+    ROW("forward w channels-last with a gap", "nn_conv_forward", "w", U, f_w_cl_gap),
+    ROW("backward_data dx channels fastest, W outer", "nn_conv_backward_data", "dx", U, bd_dx_nwhc),
+    ROW("backward_filter dw C outermost", "nn_conv_backward_filter", "dw", U, bf_dw_cknhw),
+    ROW("backward_bias dy channels fastest, W outer", "nn_conv_backward_bias", "dy", U, bb_dy_nwhc),
     ROW("forward w extent overflows", "nn_conv_forward", "w", O, f_wextent_overflow),
     ROW("forward y zero strides", "nn_conv_forward", "y", E, f_y_zero_strides),
     ROW("forward y one zero stride", "nn_conv_forward", "y", E, f_y_stride0_dim),

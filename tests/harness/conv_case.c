@@ -48,6 +48,32 @@ static int parse_dims(const char *tok, struct nn_conv_case *c, char *err, size_t
     return 0;
 }
 
+static const char *const layout_names[] = {"x", "w", "y", "dx", "dw", "dy"};
+
+/* "nhwc" (every tensor channels-last) or "nhwc=x+dy" (those named; not commas, which separate
+ * the fields of a verbose line). */
+static int parse_layout(const char *t, struct nn_conv_case *c, char *err, size_t cap)
+{
+    if (!t[4]) {
+        c->nhwc = NN_CONV_CASE_ALL;
+        return 0;
+    }
+    char list[64];
+    snprintf(list, sizeof list, "%s", t + 5);
+    for (char *save = NULL, *name = strtok_r(list, "+", &save); name;
+         name = strtok_r(NULL, "+", &save)) {
+        size_t i = 0;
+        while (i < 6 && strcmp(name, layout_names[i]))
+            i++;
+        if (i == 6)
+            return nn_h_fail(err, cap, "token '%s': nhwc= takes x, w, y, dx, dw, dy joined by '+'",
+                             t);
+        c->nhwc |= 1u << i;
+    }
+    if (!c->nhwc) return nn_h_fail(err, cap, "token '%s': nhwc= needs a tensor", t);
+    return 0;
+}
+
 static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t cap)
 {
     nn_conv_params *p = &c->p;
@@ -71,6 +97,8 @@ static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t 
         p->flags |= NN_CONV_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
         p->flags |= NN_CONV_ACCUMULATE_DB;
+    else if (!strcmp(t, "nhwc") || !strncmp(t, "nhwc=", 5))
+        return parse_layout(t, c, err, cap);
     else if (!strncmp(t, "stride", 6))
         return nn_h_parse_list(t, t + 6, nsp, NN_CONV_MAX_SPATIAL, p->stride, 1, err, cap);
     else if (!strncmp(t, "dil", 3))
@@ -147,8 +175,19 @@ void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
         p->flags & NN_CONV_ACCUMULATE_DW ? "accdw" : NULL,
         p->flags & NN_CONV_ACCUMULATE_DB ? "accdb" : NULL,
     };
-    for (size_t i = 0; i < sizeof words / sizeof words[0] && n < cap; i++)
+    for (size_t i = 0; i < sizeof words / sizeof words[0] && n < cap; i++) {
         if (words[i]) n += (size_t)snprintf(buf + n, cap - n, " %s", words[i]);
+        if (i == 4 && c->nhwc && n < cap) /* after the math mode, as the verbose line has it */
+            n += (size_t)snprintf(buf + n, cap - n, " nhwc%s",
+                                  c->nhwc == NN_CONV_CASE_ALL ? "" : "=");
+        if (i == 4 && c->nhwc && c->nhwc != NN_CONV_CASE_ALL)
+            for (int b = 0, first = 1; b < 6 && n < cap; b++)
+                if (c->nhwc & (1u << b)) {
+                    n += (size_t)snprintf(buf + n, cap - n, "%s%s", first ? "" : "+",
+                                          layout_names[b]);
+                    first = 0;
+                }
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -235,29 +274,83 @@ static void io_free(nn_ctx *ctx, nn_ctx *host, struct io *io)
     nn_h_guarded_free(ctx, host, &io->db);
 }
 
-/* Inputs filled on host (the same values for every backend), then copied to ctx. */
-static nn_status make_input(nn_ctx *ctx, nn_ctx *host, nn_dtype dt, int rank, const int64_t *dims,
-                            int ints, uint64_t seed, nn_tensor *out)
+/* Channels-last packed strides of dims (C fastest, then the spatial dims, N slowest). */
+static void channels_last_strides(int rank, const int64_t *dims, int64_t *strides)
 {
-    nn_tensor h;
+    int64_t s = dims[1];
+    strides[1] = 1;
+    for (int i = rank - 1; i >= 2; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+    strides[0] = s;
+}
+
+/* The same storage as a flat run of its elements, for raw copies between memory spaces. */
+static nn_tensor flat(const nn_tensor *t)
+{
+    nn_tensor v = *t;
+    v.rank = 1;
+    v.dims[0] = nn_tensor_numel(t);
+    v.strides[0] = 1;
+    return v;
+}
+
+/* t (ctx's memory, NCHW or channels-last) as a packed NCHW host tensor. */
+static nn_status to_host(nn_ctx *ctx, nn_ctx *host, const nn_tensor *t, nn_tensor *out)
+{
+    if (nn_tensor_is_contiguous(t)) return nn_h_to_host(ctx, host, t, out);
+    nn_tensor raw;
+    nn_status st = nn_tensor_empty(host, t->dtype, t->rank, t->dims, &raw);
+    if (st != NN_OK) return st;
+    nn_tensor fr = flat(&raw), ft = flat(t);
+    st = nn_tensor_copy(ctx, &fr, &ft);
+    memcpy(raw.strides, t->strides, sizeof raw.strides);
+    if (st == NN_OK) st = nn_tensor_empty(host, t->dtype, t->rank, t->dims, out);
+    if (st == NN_OK && (st = nn_tensor_copy(host, out, &raw)) != NN_OK) nn_tensor_free(host, out);
+    nn_tensor_free(host, &raw);
+    return st;
+}
+
+/* Inputs filled on host (the same values for every backend), then copied to ctx, in NCHW order
+ * or (cl) channels-last. */
+static nn_status make_input(nn_ctx *ctx, nn_ctx *host, nn_dtype dt, int rank, const int64_t *dims,
+                            int ints, uint64_t seed, int cl, nn_tensor *out)
+{
+    nn_tensor h, hl;
     nn_status st = nn_tensor_empty(host, dt, rank, dims, &h);
     if (st != NN_OK) return st;
     st = ints ? nn_tensor_fill_ints(host, &h, -2, 2, seed)
               : nn_tensor_fill_uniform(host, &h, -1, 1, seed);
+    hl = h;
+    if (st == NN_OK && cl) {
+        st = nn_tensor_empty(host, dt, rank, dims, &hl);
+        if (st == NN_OK) {
+            channels_last_strides(rank, dims, hl.strides);
+            st = nn_tensor_copy(host, &hl, &h);
+        }
+    }
     if (st == NN_OK) st = nn_tensor_empty(ctx, dt, rank, dims, out);
     if (st == NN_OK) {
-        st = nn_tensor_copy(ctx, out, &h);
+        nn_tensor fo = flat(out), fh = flat(&hl);
+        st = nn_tensor_copy(ctx, &fo, &fh);
+        memcpy(out->strides, hl.strides, sizeof out->strides);
         if (st != NN_OK) nn_tensor_free(ctx, out);
     }
+    if (hl.data != h.data && hl.data) nn_tensor_free(host, &hl);
     nn_tensor_free(host, &h);
     return st;
 }
 
+/* An output with guards, in NCHW order or (cl) channels-last: the same elements either way, so
+ * the guards and the NaN fill stay as they are. An accumulating output starts from small
+ * integers in the order of its memory. */
 static nn_status make_output(nn_ctx *ctx, nn_ctx *host, nn_dtype dt, int rank, const int64_t *dims,
-                             int accumulate, uint64_t seed, struct nn_h_guarded *g)
+                             int accumulate, uint64_t seed, int cl, struct nn_h_guarded *g)
 {
     nn_status st = nn_h_guarded_alloc(ctx, host, dt, rank, dims, seed, g);
     if (st == NN_OK && accumulate) st = nn_tensor_fill_ints(ctx, &g->view, -2, 2, seed + 1);
+    if (st == NN_OK && cl) channels_last_strides(rank, dims, g->view.strides);
     return st;
 }
 
@@ -268,18 +361,24 @@ static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_conv_case *
     memset(io, 0, sizeof *io);
     int rank = rank_of(c);
     int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c->w_dims[0]};
-    unsigned f = c->p.flags;
+    unsigned f = c->p.flags, cl = c->nhwc;
     nn_status st = nn_conv_output_shape(&c->p, rank, c->x_dims, c->w_dims, yd);
-    if (st == NN_OK) st = make_input(ctx, host, dt, rank, c->x_dims, ints, 11, &io->x);
-    if (st == NN_OK) st = make_input(ctx, host, dt, rank, c->w_dims, ints, 12, &io->w);
-    if (st == NN_OK && c->bias) st = make_input(ctx, host, dt, 1, bd, ints, 13, &io->b);
-    if (st == NN_OK) st = make_input(ctx, host, dt, rank, yd, ints, 14, &io->dy);
-    if (st == NN_OK) st = make_output(ctx, host, dt, rank, yd, 0, 21, &io->y);
     if (st == NN_OK)
-        st = make_output(ctx, host, dt, rank, c->x_dims, f & NN_CONV_ACCUMULATE_DX, 22, &io->dx);
+        st = make_input(ctx, host, dt, rank, c->x_dims, ints, 11, cl & NN_CONV_CASE_X, &io->x);
     if (st == NN_OK)
-        st = make_output(ctx, host, dt, rank, c->w_dims, f & NN_CONV_ACCUMULATE_DW, 23, &io->dw);
-    if (st == NN_OK) st = make_output(ctx, host, dt, 1, bd, f & NN_CONV_ACCUMULATE_DB, 24, &io->db);
+        st = make_input(ctx, host, dt, rank, c->w_dims, ints, 12, cl & NN_CONV_CASE_W, &io->w);
+    if (st == NN_OK && c->bias) st = make_input(ctx, host, dt, 1, bd, ints, 13, 0, &io->b);
+    if (st == NN_OK)
+        st = make_input(ctx, host, dt, rank, yd, ints, 14, cl & NN_CONV_CASE_DY, &io->dy);
+    if (st == NN_OK) st = make_output(ctx, host, dt, rank, yd, 0, 21, cl & NN_CONV_CASE_Y, &io->y);
+    if (st == NN_OK)
+        st = make_output(ctx, host, dt, rank, c->x_dims, f & NN_CONV_ACCUMULATE_DX, 22,
+                         cl & NN_CONV_CASE_DX, &io->dx);
+    if (st == NN_OK)
+        st = make_output(ctx, host, dt, rank, c->w_dims, f & NN_CONV_ACCUMULATE_DW, 23,
+                         cl & NN_CONV_CASE_DW, &io->dw);
+    if (st == NN_OK)
+        st = make_output(ctx, host, dt, 1, bd, f & NN_CONV_ACCUMULATE_DB, 24, 0, &io->db);
     if (st != NN_OK) return st;
     nn_conv_pullback *pb = NULL;
     st = nn_conv_forward(ctx, &c->p, &io->x, &io->w, c->bias ? &io->b : NULL, &io->y.view, &pb);
@@ -360,6 +459,7 @@ static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const 
     struct nn_conv_case d = *c;
     d.dtype = NN_DTYPE_F64;
     d.p.flags = 0;
+    d.nhwc = 0; /* the differences index raw memory; layouts are checked by the other runs */
     struct io io;
     nn_status st = run_case(ref, ref, &d, NN_DTYPE_F64, 0, &io);
     int fails = 0;
@@ -391,7 +491,7 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
         snprintf(name, sizeof name, "%s %s", who, outs[i].name);
         fails += nn_h_guarded_check(ctx, host, outs[i].g, name, out, repro);
         nn_tensor h;
-        if (nn_h_to_host(ctx, host, &outs[i].g->view, &h) != NN_OK) {
+        if (to_host(ctx, host, &outs[i].g->view, &h) != NN_OK) {
             fails += report_status(nn_last_error()->status, name, out, repro);
             continue;
         }
@@ -457,13 +557,19 @@ int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c
                     {"dw", &got.dw, &want.dw, t.dw},
                     {"db", &got.db, &want.db, t.dw}};
         for (size_t i = 0; i < 4; i++) {
-            nn_tensor h;
-            if (nn_h_to_host(dev, ref, &outs[i].g->view, &h) != NN_OK) {
+            nn_tensor h, w;
+            if (to_host(dev, ref, &outs[i].g->view, &h) != NN_OK) {
                 fails += report_status(nn_last_error()->status, outs[i].name, out, repro);
                 continue;
             }
-            fails += nn_h_compare(outs[i].name, &h, &outs[i].w->view, a, outs[i].terms, out, repro);
+            if (to_host(ref, ref, &outs[i].w->view, &w) != NN_OK) {
+                fails += report_status(nn_last_error()->status, outs[i].name, out, repro);
+                nn_tensor_free(ref, &h);
+                continue;
+            }
+            fails += nn_h_compare(outs[i].name, &h, &w, a, outs[i].terms, out, repro);
             nn_tensor_free(ref, &h);
+            nn_tensor_free(ref, &w);
         }
     }
     io_free(ref, ref, &want);

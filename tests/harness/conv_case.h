@@ -16,11 +16,24 @@ struct nn_conv_case {
     int bias;
     nn_dtype dtype;
     nn_math_mode math;
+    unsigned nhwc; /* channels-last tensors: NN_CONV_CASE_X ... bits; 0 = all NCHW */
+};
+
+/* Bits of nn_conv_case.nhwc, in the order the text lists them ("nhwc=x+w+y+dx+dw+dy"). */
+enum {
+    NN_CONV_CASE_X = 1 << 0,
+    NN_CONV_CASE_W = 1 << 1,
+    NN_CONV_CASE_Y = 1 << 2,
+    NN_CONV_CASE_DX = 1 << 3,
+    NN_CONV_CASE_DW = 1 << 4,
+    NN_CONV_CASE_DY = 1 << 5,
+    NN_CONV_CASE_ALL = (1 << 6) - 1
 };
 
 /* Parse the tokens of one case ("n2c4h9w9k6r3s3", "g2", "stride2x1", ...). Returns 0, or -1
  * with a message in err naming the token. Omitted tokens take the defaults: g1, stride1, dil1,
- * pad0, xcorr, no relu, no bias, f32, strict math, no accumulation. */
+ * pad0, xcorr, no relu, no bias, f32, strict math, no accumulation, NCHW ("nhwc" makes every
+ * tensor channels-last, "nhwc=x+dy" the ones named). */
 int nn_conv_case_parse(int ntok, char **tok, struct nn_conv_case *c, char *err, size_t cap);
 
 /* One line of a shape file: tokens separated by blanks, '#' starts a comment; or a whole verbose

@@ -3,7 +3,10 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nn_config.h"
@@ -13,6 +16,9 @@
 #include "cudnn/cudnn_ctx.h"
 #include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
+#if NN_HAVE_CUDNN
+#include "cudnn/plan_build_cudnn.h"
+#endif
 #include "gpu.h"
 #include "plan_fixtures.h"
 
@@ -902,5 +908,86 @@ Test(plan_cache_gpu, contexts_in_two_threads_share_the_tuning_at_once)
     cr_expect_eq(t[0].stats.device_records, keys);
     nn_ctx_destroy(t[0].ctx);
     nn_ctx_destroy(t[1].ctx);
+}
+/* The fork count the child handler keeps: the child sees one more, the parent none. */
+Test(plan_cache_fork, a_child_counts_the_fork_and_the_parent_does_not)
+{
+    unsigned before = nn__cudnn_fork_generation();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) _exit(nn__cudnn_fork_generation() == before + 1 ? 0 : 1);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+    cr_expect_eq(nn__cudnn_fork_generation(), before);
+}
+
+/* Wait up to seconds for pid; kill it and return -1 if it is still running. */
+static int wait_or_kill(pid_t pid, int seconds, int *status)
+{
+    for (int i = 0; i < seconds * 20; i++) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid) return 0;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    return -1;
+}
+
+/* GPU: a child's nn_ctx_destroy() of an inherited cuDNN context whose background builder thread
+ * is running returns (host memory only, no CUDA call), and the parent's context carries on. */
+Test(plan_cache_gpu, a_forked_child_destroys_an_inherited_context_with_a_builder_thread)
+{
+    NN_REQUIRE_GPU();
+    char dir[] = "/tmp/nnprim-fork-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64], lock[80];
+    snprintf(path, sizeof path, "%s/plans", dir);
+    snprintf(lock, sizeof lock, "%s.lock", path);
+
+    /* A tuned record in a file, then a context that prebuilds it on its builder thread. */
+    nn_ctx *a = tuning_gpu_ctx();
+    struct small_conv c;
+    small_conv_alloc(a, &c, 4);
+    cr_assert_eq(nn_conv_forward(a, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_ctx_synchronize(a), NN_OK);
+    cr_assert_eq(nn_plan_cache_save(a, path), NN_OK, "%s", nn_last_error()->message);
+    small_conv_free(a, &c);
+    nn_ctx_destroy(a);
+
+    nn_settings s;
+    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.tuning = NN_TUNING_AUTOTUNE;
+    s.background_builds = 1;
+    s.prebuild_plans = 1;
+    s.plan_cache_file = path;
+    nn_ctx *b = NULL;
+    cr_assert_eq(nn_ctx_create(&b, &s), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_not_null(*nn__cudnn_builder_slot(b), "loading the file started the builder");
+
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        nn_ctx_destroy(b);
+        _exit(0);
+    }
+    int status = 0;
+    int r = wait_or_kill(pid, 20, &status);
+    cr_expect_eq(r, 0, "the child's nn_ctx_destroy() did not return within 20 s");
+    cr_expect(r != 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "child status 0x%x",
+              status);
+
+    cr_assert_eq(nn_plan_cache_wait(b), NN_OK);
+    nn_plan_cache_stats st;
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_eq(st.plans_prebuilt + st.background_failures, 1, "the parent's builder ran on");
+    nn_ctx_destroy(b);
+    unlink(path);
+    unlink(lock);
+    rmdir(dir);
 }
 #endif

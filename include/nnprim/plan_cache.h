@@ -96,9 +96,10 @@ typedef struct nn_plan_cache_stats {
  * "path.lock" beside it (created with mode 0644 and left in place): each reads the file under
  * the lock, merges, writes a temporary file in the same directory, flushes it to disk and renames
  * it over path, so readers always see a complete file and concurrent savers, threads or
- * processes, keep each other's records. The file is created with mode 0644. A file at path that
- * is not a valid plan file (another program's file, a truncated or corrupted one) is reported
- * with NN_E_FORMAT and left untouched: remove it, or save to another path.
+ * processes, keep each other's records. The file is created with mode 0644; an empty file at path
+ * counts as holding no records. A file at path that is not a valid plan file (another program's
+ * file, a truncated or corrupted one) is reported with NN_E_FORMAT and left untouched: remove it,
+ * or save to another path.
  *
  * @param ctx  a context.
  * @param path the file to write; its directory must exist and be writable.

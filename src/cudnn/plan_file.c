@@ -1,4 +1,5 @@
-/* The plan file: encoding, checked decoding, atomic save, load.
+/* The plan file: encoding, checked decoding, merging atomic save (under a flock() of path.lock),
+ * load.
  *
  * Format version 3. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
  * IEEE-754 bit pattern as a u64.
@@ -665,6 +666,8 @@ static nn_status merged_records(struct nn_ctx *ctx, const struct nn__cache *c, c
     struct stat sb;
     int exists = st == NN_OK && stat(path, &sb) == 0;
     if (st == NN_OK && !exists && errno != ENOENT) st = io_fail(ctx, "stat", path, errno);
+    /* An empty file holds nothing to keep (mkstemp() makes one to reserve a name). */
+    if (exists && S_ISREG(sb.st_mode) && sb.st_size == 0) exists = 0;
     if (exists) {
         /* Records of another cuDNN version or GPU are skipped here, so they are not kept: the
          * file's header holds one identity, this process's. */

@@ -331,6 +331,29 @@ Test(cache_shared, a_file_that_does_not_decode_is_reported_and_left_alone)
     remove_all(dir, path);
 }
 
+/* mkstemp() reserves a name with an empty file: a save takes it as holding no records. */
+Test(cache_shared, an_empty_file_is_replaced)
+{
+    char path[] = "/tmp/nnprim-shared-empty-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    struct nn__gpu_id gpu = fx_gpu();
+    struct nn__cache *a = NULL;
+    cr_assert_eq(fx_cache_create(NULL, 4, &a), NN_OK);
+    insert_seed(a, 1);
+    cr_expect_eq(nn__plan_file_save(NULL, a, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    struct nn__cache *d = load(path, gpu);
+    cr_expect_eq(nn__cache_known_count(d), 1);
+    nn__cache_destroy(d);
+    nn__cache_destroy(a);
+    char lock[64];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
+}
+
 Test(cache_shared, a_file_of_another_gpu_is_replaced)
 {
     char dir[64], path[128];

@@ -984,7 +984,7 @@ Test(plan_cache_gpu, a_forked_child_destroys_an_inherited_context_with_a_builder
     cr_assert_eq(nn_plan_cache_wait(b), NN_OK);
     nn_plan_cache_stats st;
     cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
-    cr_expect_eq(st.plans_prebuilt + st.background_failures, 1, "the parent's builder ran on");
+    cr_expect_geq(st.plans_prebuilt + st.background_failures, 1, "the parent's builder ran on");
     nn_ctx_destroy(b);
     unlink(path);
     unlink(lock);

@@ -13,6 +13,7 @@
 #include "cudnn/cudnn_ctx.h"
 #if NN_HAVE_CUDNN
 #include "conv/conv_graph_cudnn.h"
+#include "cudnn/plan_build_cudnn.h"
 #include "linear/linear_internal.h"
 #endif
 #include "mem/mem.h"
@@ -114,6 +115,10 @@ static nn_status open_gpu(nn_ctx *ctx)
 static void close_gpu(nn_ctx *ctx)
 {
 #if NN_HAVE_CUDNN
+    if (nn__cudnn_ctx_inherited(ctx)) { /* a fork()'s child: host memory only, no CUDA call */
+        nn__cudnn_ctx_abandon(ctx);
+        return;
+    }
     /* The pool holds a reference on the current stream only (set in nn__mem_ctx_init, moved by
      * nn_ctx_set_stream); NULL is a stream here (the legacy default one). */
     if (ctx->mem_pool) {

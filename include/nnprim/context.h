@@ -39,12 +39,15 @@
  * A framework that decides every setting itself fills them with nn_settings_init() (and
  * nn_mem_settings_init(), mem.h) instead, which read no variable.
  *
- * fork(): a child process must not use, nor destroy, a cuDNN context, a CUDA device's pool, a
- * stream handle or device memory that existed before the fork. CUDA does not survive fork()
- * (calls in the child fail, typically with cudaErrorInitializationError, or block), and a cuDNN
- * context's background plan builder thread does not exist in the child: nn_ctx_destroy() of
- * such a context in the child joins a thread that will never end, so it blocks forever. Leave
- * them alone and end the child with _exit() or exec(). Reference-backend contexts have no thread
+ * fork(): a child process must not use a cuDNN context, a CUDA device's pool, a stream handle or
+ * device memory that existed before the fork: CUDA does not survive fork() (calls in the child
+ * fail, typically with cudaErrorInitializationError, or block), and a cuDNN context's background
+ * plan builder thread does not exist in the child. The child may nn_ctx_destroy() an inherited
+ * cuDNN context: nnprim recognises it (a pthread_atfork() child handler counts forks) and frees
+ * its host memory only, without joining the builder, taking a lock, calling CUDA or cuDNN, or
+ * saving settings.plan_cache_file (the cuDNN objects' memory is left to the child's exit or
+ * exec). Otherwise leave such contexts alone and end the child with _exit() or exec(); do not
+ * free inherited device tensors. Reference-backend contexts have no thread
  * and no CUDA state: a child may use and destroy those it inherited, and create new ones. A
  * child that needs the GPU must exec a new program (or the parent must fork before its first
  * CUDA call), as CUDA requires. Fork only while no other thread is inside an nnprim call (a lock

@@ -6,6 +6,22 @@
  * bounded LRU cache (settings.plan_cache_capacity plans). A hit reuses the plan without querying
  * cuDNN's heuristics or rebuilding anything.
  *
+ * One tuning per device: the cuDNN contexts of one device (every thread's, every stream's) share
+ * their tuning. Each record a context tunes or rebuilds (engine and knobs, or an op family's own
+ * record) is also published to the device's shared tuning, and a context's miss that has no
+ * record of its own takes the device's: the plan is then rebuilt from it (plans_rebuilt,
+ * shared_records) instead of running heuristics or autotuning again. The execution plans
+ * themselves stay per context: cuDNN binds a plan to the handle it was finalized with, and a
+ * handle may be used by one thread at a time, so each context finalizes its own plan from the
+ * shared record (a fraction of a millisecond for precompiled engines; a runtime-compiled engine
+ * starts on its quick alternate, see below). The shared tuning is created by the device's first
+ * cuDNN context and freed with its last; it holds the records of at most as many keys as the
+ * largest settings.plan_cache_capacity among the contexts that joined it (at least 256), and
+ * drops the least recently published or taken record first. It is thread-safe behind one mutex
+ * that is held only to copy one record in or out: cache hits never take it, and nothing is
+ * built while it is held. Records loaded from a plan file stay the loading context's until a
+ * plan goes live on them (then they are published).
+ *
  * A plan file keeps what is needed to rebuild each plan (the engine's global index and knob
  * choices, workspace size, measured time, optionally the plan's JSON form) together with the
  * cuDNN version and the GPU identity (name, compute capability, SM count) of the process that
@@ -13,7 +29,7 @@
  * first, and heuristics or autotuning run only if there is none or it no longer builds (it is
  * then dropped). Records written by another cuDNN version or GPU are skipped, never trusted.
  * When settings.plan_cache_file names a file, nn_ctx_create() loads it and nn_ctx_destroy()
- * saves it.
+ * saves (merges) it.
  *
  * The first rebuild of some engines in a process stalls inside cuDNN for tens of milliseconds
  * (63.6 ms for one convolution engine on an H200), a cost the tuning process never sees again.
@@ -46,7 +62,7 @@
 extern "C" {
 #endif
 
-/** Counters of one context's plan cache since the context was created. */
+/** Counters of one context's plan cache since the context was created (device_records: now). */
 typedef struct nn_plan_cache_stats {
     uint64_t hits;                /**< lookups answered by a live plan */
     uint64_t misses;              /**< lookups that found no live plan */
@@ -65,21 +81,34 @@ typedef struct nn_plan_cache_stats {
     uint64_t background_builds;   /**< tuned plans built in the background that replaced one */
     uint64_t background_failures; /**< background builds that failed (the alternate stays) */
     uint64_t plans_prebuilt;      /**< loaded records' plans prebuilt before a call needed them */
-    uint64_t reserved[4];         /**< zero; room for the ABI to grow */
+    uint64_t shared_records;      /**< misses answered by the device's shared tuning (see above) */
+    uint64_t device_records;      /**< records in the device's shared tuning now */
+    uint64_t reserved[2];         /**< zero; room for the ABI to grow */
 } nn_plan_cache_stats;
 
 /**
- * Write the context's plan cache to a file: every live plan's record and every known record.
- * The write is atomic: a temporary file in the same directory is written, flushed to disk and
- * renamed over path, so readers and concurrent savers always see a complete file (the last
- * rename wins). The file is created with mode 0644.
+ * Merge the context's plan cache into a file: every live plan's record, every known record and
+ * every record of the device's shared tuning, together with the records already in the file
+ * (written by another context or process) that this context has no record of: on equal keys,
+ * this context's record wins (it is the one this process measured or used; the file's may be a
+ * stale tuning). Records in the file written by another cuDNN version or GPU are dropped (a file
+ * carries one identity). Savers of one path are serialized by an exclusive flock() of the file
+ * "path.lock" beside it (created with mode 0644 and left in place): each reads the file under
+ * the lock, merges, writes a temporary file in the same directory, flushes it to disk and renames
+ * it over path, so readers always see a complete file and concurrent savers, threads or
+ * processes, keep each other's records. The file is created with mode 0644; an empty file at path
+ * counts as holding no records. A file at path that is not a valid plan file (another program's
+ * file, a truncated or corrupted one) is reported with NN_E_FORMAT and left untouched: remove it,
+ * or save to another path.
  *
  * @param ctx  a context.
  * @param path the file to write; its directory must exist and be writable.
  * @return NN_OK; NN_E_INVALID_ARG (ctx or path NULL, or path empty); NN_E_UNSUPPORTED
- *         (reference-backend context: it has no plans); NN_E_IO (creating, writing, syncing or
- *         renaming failed: the message gives the path and the system's reason);
- *         NN_E_OVERFLOW (more records than the format holds); NN_E_OOM_HOST.
+ *         (reference-backend context: it has no plans); NN_E_IO (locking, reading the existing
+ *         file, creating, writing, syncing or renaming failed: the message gives the path and the
+ *         system's reason); NN_E_FORMAT (the existing file does not decode: the message names the
+ *         field and its byte offset; nothing was written); NN_E_OVERFLOW (more records than the
+ *         format holds); NN_E_OOM_HOST.
  */
 NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
 
@@ -102,8 +131,9 @@ NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
 NN_API nn_status nn_plan_cache_load(nn_ctx *ctx, const char *path);
 
 /**
- * Forget every live plan and known record of the context (statistics are kept). The next call
- * of each op builds its plan again.
+ * Forget every live plan and known record of the context, and every record of its device's
+ * shared tuning (statistics are kept; other contexts keep their live plans and own records).
+ * The next call of each op searches its plan again.
  *
  * @param ctx a context.
  * @return NN_OK (also for a reference-backend context, which has nothing to clear);

@@ -1,6 +1,8 @@
 /* The generic cache: one chained hash table of live entries threaded on an LRU list, and a second
  * table of known records. Keys are compared and hashed over the byte runs their field list covers,
- * merged once per kind at creation, so the hit path is a hash, a bucket walk and a memcmp. */
+ * merged once per kind at creation, so the hit path is a hash, a bucket walk and a memcmp. A
+ * device's shared tuning is a cache of its own (known records only) behind a mutex. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,7 +259,20 @@ struct nn__cache {
     struct slot slots[NN__CACHE_KIND_ID_MAX + 1]; /* by id; kind NULL = no such kind */
     struct table live, known;
     nn_plan_cache_stats stats;
+    struct nn__cache_shared *shared; /* the device's shared tuning, or NULL */
 };
+
+/* A device's shared tuning: records only, so freeing it calls no kind's destroy callback. */
+struct nn__cache_shared {
+    pthread_mutex_t mu;        /* guards records and bound */
+    struct nn__cache *records; /* known records; the LRU order is the list's */
+    size_t bound;
+    int device, refs; /* refs and next: under registry_mu */
+    struct nn__cache_shared *next;
+};
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct nn__cache_shared *registry;
 
 static void list_unlink(struct entry *e)
 {
@@ -445,9 +460,12 @@ nn_status nn__cache_create_like(struct nn_ctx *ctx, const struct nn__cache *c, i
     return nn__cache_create(ctx, c->table, c->nkinds, capacity, out);
 }
 
+static void leave_shared(struct nn__cache *c);
+
 void nn__cache_destroy(struct nn__cache *c)
 {
     if (!c) return;
+    leave_shared(c);
     table_free_all(&c->live);
     table_free_all(&c->known);
     for (int i = 0; i <= NN__CACHE_KIND_ID_MAX; i++)
@@ -493,6 +511,215 @@ void *nn__cache_live_record(struct nn__cache *c, uint32_t kind, const void *key)
 {
     struct entry *e = find(c, &c->live, kind, key);
     return e ? e->record : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One tuning per device
+ */
+
+/* The store's slot of s's kind, if the store has that very kind. */
+static const struct slot *shared_slot(const struct nn__cache_shared *sh, const struct slot *s)
+{
+    const struct slot *r = slot_of(sh->records, s->kind->id);
+    return r && r->kind == s->kind ? r : NULL;
+}
+
+/* Copy the record of a cache's entry e into the store, replacing the key's record there, as the
+ * most recently used. Best effort: without host memory the store just does not learn it. */
+static void publish(struct nn__cache *c, const struct entry *e)
+{
+    struct nn__cache_shared *sh = c->shared;
+    if (!sh) return;
+    pthread_mutex_lock(&sh->mu);
+    struct table *t = &sh->records->known;
+    const struct slot *s = shared_slot(sh, e->slot);
+    struct entry *n = s ? entry_new(s, e->key, e->hash, e->record, e->blob, e->blob_len) : NULL;
+    if (n && table_reserve(t, 1)) {
+        struct entry *old = table_find(t, s, e->key, e->hash);
+        if (old) {
+            table_remove(t, old);
+            entry_free(old);
+        }
+        table_add(t, n);
+        while (t->count > sh->bound) {
+            struct entry *lru = t->list.prev;
+            table_remove(t, lru);
+            entry_free(lru);
+        }
+    } else {
+        nn__host_free(n);
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void unpublish(struct nn__cache *c, const struct slot *s, const void *key, uint64_t hash)
+{
+    struct nn__cache_shared *sh = c->shared;
+    if (!sh) return;
+    pthread_mutex_lock(&sh->mu);
+    const struct slot *r = shared_slot(sh, s);
+    struct entry *e = r ? table_find(&sh->records->known, r, key, hash) : NULL;
+    if (e) {
+        table_remove(&sh->records->known, e);
+        entry_free(e);
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* The store's record of key copied into c's known records (the store's becomes the most
+ * recently used), or NULL: none, the key is live in c, c is full, or no host memory. */
+static struct entry *fetch_shared(struct nn__cache *c, const struct slot *s, const void *key,
+                                  uint64_t hash)
+{
+    struct nn__cache_shared *sh = c->shared;
+    if (table_find(&c->live, s, key, hash) || c->known.count >= NN__CACHE_KNOWN_MAX) return NULL;
+    struct entry *got = NULL;
+    pthread_mutex_lock(&sh->mu);
+    struct table *t = &sh->records->known;
+    const struct slot *r = shared_slot(sh, s);
+    struct entry *e = r ? table_find(t, r, key, hash) : NULL;
+    if (e) {
+        got = entry_new(s, e->key, hash, e->record, e->blob, e->blob_len);
+        if (got && table_reserve(&c->known, 1)) {
+            list_unlink(e);
+            list_push_front(&t->list, e);
+            table_add(&c->known, got);
+            c->stats.shared_records++;
+        } else {
+            nn__host_free(got);
+            got = NULL;
+        }
+    }
+    pthread_mutex_unlock(&sh->mu);
+    return got;
+}
+
+nn_status nn__cache_share_device(struct nn_ctx *ctx, struct nn__cache *c, int device)
+{
+    if (c->shared)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache: already shares device %d's tuning",
+                        c->shared->device);
+    nn_status st = NN_OK;
+    pthread_mutex_lock(&registry_mu);
+    struct nn__cache_shared *sh = registry;
+    while (sh && sh->device != device)
+        sh = sh->next;
+    if (!sh) {
+        sh = nn__host_calloc(1, sizeof *sh);
+        if (!sh)
+            st = NN__FAIL(ctx, NN_E_OOM_HOST, "plan cache: out of host memory");
+        else if ((st = nn__cache_create(ctx, c->table, c->nkinds, 1, &sh->records)) != NN_OK) {
+            nn__host_free(sh);
+            sh = NULL;
+        } else {
+            pthread_mutex_init(&sh->mu, NULL);
+            sh->device = device;
+            sh->bound = NN__CACHE_SHARED_MIN;
+            sh->next = registry;
+            registry = sh;
+        }
+    }
+    if (sh) {
+        sh->refs++;
+        pthread_mutex_lock(&sh->mu);
+        if ((size_t)c->capacity > sh->bound) sh->bound = (size_t)c->capacity;
+        pthread_mutex_unlock(&sh->mu);
+        c->shared = sh;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    return st;
+}
+
+static void leave_shared(struct nn__cache *c)
+{
+    struct nn__cache_shared *sh = c->shared;
+    if (!sh) return;
+    c->shared = NULL;
+    pthread_mutex_lock(&registry_mu);
+    int last = --sh->refs == 0;
+    if (last) {
+        struct nn__cache_shared **p = &registry;
+        while (*p != sh)
+            p = &(*p)->next;
+        *p = sh->next;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    if (!last) return;
+    nn__cache_destroy(sh->records);
+    pthread_mutex_destroy(&sh->mu);
+    nn__host_free(sh);
+}
+
+void nn__cache_clear_shared(struct nn__cache *c)
+{
+    struct nn__cache_shared *sh = c->shared;
+    if (!sh) return;
+    pthread_mutex_lock(&sh->mu);
+    table_free_all(&sh->records->known);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void table_abandon(struct table *t)
+{
+    struct entry *e = t->list.next;
+    while (e != &t->list) {
+        struct entry *next = e->next;
+        nn__host_free(e);
+        e = next;
+    }
+    nn__host_free(t->buckets);
+}
+
+void nn__cache_abandon(struct nn__cache *c)
+{
+    if (!c) return;
+    table_abandon(&c->live);
+    table_abandon(&c->known);
+    for (int i = 0; i <= NN__CACHE_KIND_ID_MAX; i++)
+        nn__host_free(c->slots[i].runs);
+    nn__host_free(c);
+}
+
+/* A copy of e into dst's known records unless dst has its key; *full once dst can take no more. */
+static nn_status add_if_missing(struct nn_ctx *ctx, struct nn__cache *dst, const struct entry *e,
+                                int *full)
+{
+    const struct slot *s = slot_of(dst, e->slot->kind->id);
+    if (*full || !s || s->kind != e->slot->kind || table_find(&dst->known, s, e->key, e->hash) ||
+        table_find(&dst->live, s, e->key, e->hash))
+        return NN_OK;
+    if (dst->known.count >= NN__CACHE_KNOWN_MAX) {
+        *full = 1;
+        return NN_OK;
+    }
+    struct entry *n = entry_new(s, e->key, e->hash, e->record, e->blob, e->blob_len);
+    if (!n || !table_reserve(&dst->known, 1)) {
+        nn__host_free(n);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "plan cache: out of host memory");
+    }
+    table_add(&dst->known, n);
+    return NN_OK;
+}
+
+nn_status nn__cache_add_missing(struct nn_ctx *ctx, struct nn__cache *dst,
+                                const struct nn__cache *src)
+{
+    int full = 0;
+    nn_status st = NN_OK;
+    for (const struct entry *e = src->live.list.next; st == NN_OK && e != &src->live.list;
+         e = e->next)
+        st = add_if_missing(ctx, dst, e, &full);
+    for (const struct entry *e = src->known.list.prev; st == NN_OK && e != &src->known.list;
+         e = e->prev)
+        st = add_if_missing(ctx, dst, e, &full);
+    struct nn__cache_shared *sh = src->shared;
+    if (st != NN_OK || !sh) return st;
+    pthread_mutex_lock(&sh->mu);
+    const struct table *t = &sh->records->known;
+    for (const struct entry *e = t->list.next; st == NN_OK && e != &t->list; e = e->next)
+        st = add_if_missing(ctx, dst, e, &full);
+    pthread_mutex_unlock(&sh->mu);
+    return st;
 }
 
 /* An evicted record stays useful: it is kept as a known record (up to the bound). */
@@ -554,6 +781,7 @@ nn_status nn__cache_insert(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kin
     }
     e->live = live;
     table_add(&c->live, e);
+    publish(c, e);
     return NN_OK;
 }
 
@@ -586,6 +814,7 @@ nn_status nn__cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32
         e->live = NULL;
         entry_free(e);
         e = n;
+        publish(c, e);
     }
     if (live && e->live != live) {
         e->slot->kind->destroy(e->live);
@@ -594,17 +823,31 @@ nn_status nn__cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32
     return NN_OK;
 }
 
+static struct entry *fetch_shared(struct nn__cache *c, const struct slot *s, const void *key,
+                                  uint64_t hash);
+
 const void *nn__cache_lookup_known(const struct nn__cache *c, uint32_t kind, const void *key,
                                    struct nn__cache_view *view)
 {
-    struct entry *e = find(c, &c->known, kind, key);
+    const struct slot *s = slot_of(c, kind);
+    struct entry *e = NULL;
+    if (s) {
+        uint64_t hash = runs_hash(s, key);
+        e = table_find(&c->known, s, key, hash);
+        /* The copy goes into the cache's own table: the pointer handed out stays valid whatever
+         * other contexts do to the store. */
+        if (!e && c->shared) e = fetch_shared((struct nn__cache *)c, s, key, hash);
+    }
     view_of(e, view);
     return e ? e->record : NULL;
 }
 
+static void unpublish(struct nn__cache *c, const struct slot *s, const void *key, uint64_t hash);
+
 int nn__cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key)
 {
     struct entry *e = find(c, &c->known, kind, key);
+    if (e) unpublish(c, e->slot, key, e->hash);
     if (!e) return 0;
     table_remove(&c->known, e);
     entry_free(e);
@@ -730,4 +973,10 @@ void nn__cache_get_stats(const struct nn__cache *c, nn_plan_cache_stats *out)
     *out = c->stats;
     out->entries = c->live.count;
     out->known_records = c->known.count;
+    struct nn__cache_shared *sh = c->shared;
+    if (sh) {
+        pthread_mutex_lock(&sh->mu);
+        out->device_records = sh->records->known.count;
+        pthread_mutex_unlock(&sh->mu);
+    }
 }

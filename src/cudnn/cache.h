@@ -24,7 +24,17 @@
  *   4. build from scratch (heuristics, autotune, descriptor queries: count the events);
  *   5. nn__cache_insert() the live object with its record.
  *
- * Not thread-safe: one cache per context, and a context is used by one thread at a time. Nothing
+ * One tuning per device: the caches of one device's contexts may join the device's shared tuning
+ * (nn__cache_share_device()), a store of records only (no live objects), created by the first
+ * cache that joins and freed with the last. Every record a cache inserts or replaces is
+ * published there, and a known-record lookup that finds nothing in the cache itself copies the
+ * store's record of the key into the cache's known records: another context's tuning is then
+ * rebuilt (cheap: engine and knobs) instead of searched again. Live objects stay per cache, since
+ * they are bound to their context's handle and freed by its thread.
+ *
+ * A cache is not thread-safe (one per context, and a context is used by one thread at a time);
+ * the shared store is, behind its own mutex, held only to copy one record in or out: never on the
+ * hit path (nn__cache_lookup() does not touch it) and never while anything is built. Nothing
  * here calls cuDNN, so the cache builds and is tested in every configuration. */
 #ifndef NN_CUDNN_CACHE_H
 #define NN_CUDNN_CACHE_H
@@ -201,13 +211,17 @@ nn_status nn__cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32
                                  uint32_t blob_len);
 
 /* The known record of (kind, key) (loaded from a plan file, or evicted earlier): its record, or
- * NULL; *view (if not NULL) receives record and blob. Counts nothing. Valid until the next
- * change of the cache. */
+ * NULL; *view (if not NULL) receives record and blob. Valid until the next change of the cache.
+ * When the cache has none and has joined its device's shared tuning, the store's record of the
+ * key (if any) is first copied into the cache's known records (counted in shared_records; the
+ * cache only learns what it could have been told, so it stays logically const); a copy that
+ * runs out of host memory is left out, as if the store had none. */
 const void *nn__cache_lookup_known(const struct nn__cache *c, uint32_t kind, const void *key,
                                    struct nn__cache_view *view);
 
 /* Forget the known record of (kind, key) because rebuilding it failed; counts records_dropped.
- * Returns 1 if there was one, else 0. */
+ * The device's shared tuning forgets it too (it would fail the same way in another context of
+ * the device). Returns 1 if the cache had one, else 0. */
 int nn__cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key);
 
 /* Add a known record (as the file loader does), replacing one with an equal key.
@@ -216,6 +230,14 @@ int nn__cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key);
 nn_status nn__cache_add_known(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
                               const void *key, const void *record, const char *blob,
                               uint32_t blob_len);
+
+/* Add to dst's known records every record src would save (nn__cache_visit() order), then the
+ * records of src's device's shared tuning, each only where dst has no record of its key yet (so
+ * that callers add caches in order of precedence: the first record of a key wins). Records of
+ * kinds dst does not have are left out; adding stops quietly at NN__CACHE_KNOWN_MAX records.
+ * Counts nothing. Returns NN_OK; NN_E_OOM_HOST (dst keeps what was added before). */
+nn_status nn__cache_add_missing(struct nn_ctx *ctx, struct nn__cache *dst,
+                                const struct nn__cache *src);
 
 /* Move every known record of src into dst's known records, oldest first (replacing equal keys; a
  * record whose key is live in dst is discarded, the live object wins; a kind dst does not have is
@@ -234,6 +256,30 @@ int nn__cache_visit(const struct nn__cache *c, nn__cache_visit_fn fn, void *arg)
 size_t nn__cache_size(const struct nn__cache *c);
 size_t nn__cache_known_count(const struct nn__cache *c);
 int nn__cache_capacity(const struct nn__cache *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * One tuning per device
+ */
+
+/* Join c to the shared tuning of device (any int naming the device; the cuDNN layer passes the
+ * CUDA ordinal). The store is created by the first cache of the device that joins, with that
+ * cache's kind table (a cache of another table shares only the kinds both have, by identity);
+ * it keeps at most as many records as the largest capacity of the caches that joined (at least
+ * NN__CACHE_SHARED_MIN), dropping the least recently published or fetched first. c leaves the
+ * store in nn__cache_destroy(); the last cache to leave frees it. Thread-safe.
+ * Returns NN_OK; NN_E_INVALID_ARG (c has joined already); NN_E_OOM_HOST (c stays alone). */
+#define NN__CACHE_SHARED_MIN 256
+nn_status nn__cache_share_device(struct nn_ctx *ctx, struct nn__cache *c, int device);
+
+/* Forget every record of c's device's shared tuning (nothing if c has not joined): with
+ * nn__cache_clear(), what nn_plan_cache_clear() does. */
+void nn__cache_clear_shared(struct nn__cache *c);
+
+/* Free c and its entries without calling any kind's destroy callback (its live objects are
+ * abandoned) and without touching the shared store's mutex: for a child process after fork(),
+ * where the live objects' library state and the store's lock may belong to threads that are
+ * gone. The store itself (host memory, possibly locked) is abandoned too. NULL is allowed. */
+void nn__cache_abandon(struct nn__cache *c);
 
 /* ---------------------------------------------------------------------------------------------
  * Field-wise operations, for the plan file and for tests

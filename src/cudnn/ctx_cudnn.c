@@ -60,8 +60,10 @@ nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *co
     s->graph_kinds = graphs;
     s->n_graph_kinds = ng;
     s->cudnn_version = cudnnGetVersion();
+    s->fork_gen = nn__cudnn_fork_generation();
     NN__TRY(describe_gpu(ctx, &s->gpu));
     NN__TRY(nn__cache_create(ctx, table, n, ctx->settings.plan_cache_capacity, &s->plans));
+    NN__TRY(nn__cache_share_device(ctx, s->plans, ctx->device));
     load_settings_file(ctx);
     return NN_OK;
 }

@@ -35,6 +35,7 @@ struct nn__cudnn_state {
     const struct nn__graph_kind *const *graph_kinds; /* the context assembly's table */
     int n_graph_kinds;
     uint64_t cudnn_version; /* cudnnGetVersion(): what plan files are written with and read for */
+    unsigned fork_gen;      /* nn__cudnn_fork_generation() at creation (plan_build_cudnn.h) */
     struct nn__gpu_id gpu;
     /* The last call that used buffers shared across calls (nn__cudnn_shared_enter). */
     cudaEvent_t shared_ev; /* recorded at its end once the context has switched streams */

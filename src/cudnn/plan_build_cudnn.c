@@ -37,6 +37,7 @@ struct job {
 
 struct nn__plan_builder {
     struct nn_ctx *wctx; /* the worker's context: its handle and last error */
+    unsigned fork_gen;   /* nn__cudnn_fork_generation() when the worker started */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -150,6 +151,7 @@ static nn_status builder_new(struct nn_ctx *ctx, struct nn__plan_builder **out)
     pthread_cond_init(&b->wake, NULL);
     pthread_cond_init(&b->idle, NULL);
     atomic_init(&b->done_count, 0);
+    b->fork_gen = nn__cudnn_fork_generation();
     int e = pthread_create(&b->thread, NULL, worker_main, b);
     if (e) {
         nn__plan_builder_free(b);
@@ -394,4 +396,77 @@ void nn__plan_builder_free(struct nn__plan_builder *b)
     pthread_mutex_destroy(&b->mu);
     nn__cudnn_worker_ctx_destroy(b->wctx);
     nn__host_free(b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * fork()
+ */
+
+static atomic_uint fork_count;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Async-signal-safe, as a child handler must be: one atomic increment. */
+static void on_fork_child(void)
+{
+    atomic_fetch_add(&fork_count, 1);
+}
+
+static void register_atfork(void)
+{
+    /* Without the handler (ENOMEM) inherited contexts look like the child's own: destroying one
+     * then behaves as before this mechanism existed, which the docs still warn about. */
+    (void)pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+unsigned nn__cudnn_fork_generation(void)
+{
+    pthread_once(&atfork_once, register_atfork);
+    return atomic_load(&fork_count);
+}
+
+int nn__cudnn_ctx_inherited(const struct nn_ctx *ctx)
+{
+    return ctx->cudnn && ctx->cudnn->fork_gen != nn__cudnn_fork_generation();
+}
+
+static int on_list(const struct job *list, const struct job *j)
+{
+    for (; list; list = list->next)
+        if (list == j) return 1;
+    return 0;
+}
+
+/* Host memory only: the jobs and the builder's own block. Its plans, handle, stream, mutex and
+ * condition variables (possibly held by the vanished worker) are left alone. The fork may have
+ * caught the worker between two steps of moving a job (the lists are as it left them): a job
+ * taken off the queue but not yet current is leaked, and the current job is freed only if it
+ * is not on a list as well. */
+static void builder_abandon(struct nn__plan_builder *b)
+{
+    if (!b) return;
+    struct job *cur = b->current;
+    if (cur && !on_list(b->queue, cur) && !on_list(b->done, cur)) nn__host_free(cur);
+    struct job *lists[2] = {b->queue, b->done};
+    for (int i = 0; i < 2; i++) {
+        for (struct job *j = lists[i]; j;) {
+            struct job *n = j->next;
+            nn__host_free(j);
+            j = n;
+        }
+    }
+    if (b->wctx) {
+        nn__host_free(b->wctx->cudnn);
+        nn__host_free(b->wctx);
+    }
+    nn__host_free(b);
+}
+
+void nn__cudnn_ctx_abandon(struct nn_ctx *ctx)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s) return;
+    builder_abandon(s->builder);
+    nn__cache_abandon(s->plans);
+    nn__host_free(s);
+    ctx->cudnn = NULL;
 }

@@ -66,4 +66,26 @@ void nn__plan_builder_stop(struct nn__plan_builder *b);
  * NULL is allowed. */
 void nn__plan_builder_free(struct nn__plan_builder *b);
 
+/* ---------------------------------------------------------------------------------------------
+ * fork()
+ *
+ * A child process has the parent's memory but none of its other threads (the builder's worker
+ * is gone, its mutex may be held for good) and no usable CUDA state. A pthread_atfork() child
+ * handler, registered at the first call below, counts forks; a cuDNN context records the count
+ * when it is created, so a context inherited through a fork is recognised, and its destruction
+ * in the child frees host memory only: no join, no lock of the builder or of the device's
+ * shared tuning, no CUDA or cuDNN call, no plan-file save (the cuDNN objects' own memory is
+ * abandoned to the child's exit or exec).
+ */
+
+/* Forks seen by this process so far (0 in a process that never forked; each child counts one
+ * more than its parent did when it forked). Registers the handler on first use. */
+unsigned nn__cudnn_fork_generation(void);
+
+/* 1 if ctx's cuDNN state was made before a fork() this process is the child of, else 0. */
+int nn__cudnn_ctx_inherited(const struct nn_ctx *ctx);
+
+/* Release an inherited context's cuDNN state (ctx->cudnn, then NULL) as described above. */
+void nn__cudnn_ctx_abandon(struct nn_ctx *ctx);
+
 #endif

@@ -54,7 +54,11 @@ nn_status nn_plan_cache_clear(nn_ctx *ctx)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_plan_cache_clear: ctx must not be NULL");
 #if NN_HAVE_CUDNN
-    if (nn__ctx_on_gpu(ctx)) nn__cache_clear(nn__cudnn_plan_cache(ctx));
+    if (nn__ctx_on_gpu(ctx)) {
+        /* The device's shared tuning too: otherwise the next call would just fetch it back. */
+        nn__cache_clear_shared(nn__cudnn_plan_cache(ctx));
+        nn__cache_clear(nn__cudnn_plan_cache(ctx));
+    }
 #endif
     return NN_OK;
 }

@@ -1,4 +1,5 @@
-/* The plan file: encoding, checked decoding, atomic save, load.
+/* The plan file: encoding, checked decoding, merging atomic save (under a flock() of path.lock),
+ * load.
  *
  * Format version 3. Every integer is little-endian and fixed width (u32/i32/u64/i64); f64 is the
  * IEEE-754 bit pattern as a u64.
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +41,7 @@
 #include "core/error.h"
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
+#include "nnprim/status.h"
 
 #define PLAN_FILE_MAGIC       "NNPLANC\n"
 #define PLAN_FILE_VERSION     3u /* written; MIN..this are read */
@@ -609,18 +612,13 @@ static void sync_parent_dir(const char *path)
     nn__host_free(dir);
 }
 
-nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__cache *c, const char *path,
-                             uint64_t cudnn_version, const struct nn__gpu_id *gpu)
+/* A temporary file beside path, written with buf, synced and renamed over path. */
+static nn_status replace_file(struct nn_ctx *ctx, const char *path, const unsigned char *buf,
+                              size_t len)
 {
-    unsigned char *buf;
-    size_t len;
-    NN__TRY(nn__plan_file_encode(ctx, c, cudnn_version, gpu, &buf, &len));
     size_t plen = strlen(path);
     char *tmp = nn__host_alloc(plen + sizeof ".XXXXXX");
-    if (!tmp) {
-        nn__host_free(buf);
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file: out of host memory");
-    }
+    if (!tmp) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file: out of host memory");
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".XXXXXX", sizeof ".XXXXXX");
     nn_status st = NN_OK;
@@ -652,7 +650,75 @@ nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__cache *c, cons
         }
     }
     nn__host_free(tmp);
+    return st;
+}
+
+/* The records of c (and of its device's shared tuning), then those of the file already at path
+ * that c has no record of, in one new cache (nn__cache_destroy it). The caller holds the lock. */
+static nn_status merged_records(struct nn_ctx *ctx, const struct nn__cache *c, const char *path,
+                                uint64_t cudnn_version, const struct nn__gpu_id *gpu,
+                                struct nn__cache **out)
+{
+    *out = NULL;
+    struct nn__cache *m = NULL, *old = NULL;
+    NN__TRY(nn__cache_create_like(ctx, c, 1, &m));
+    nn_status st = nn__cache_add_missing(ctx, m, c);
+    struct stat sb;
+    int exists = st == NN_OK && stat(path, &sb) == 0;
+    if (st == NN_OK && !exists && errno != ENOENT) st = io_fail(ctx, "stat", path, errno);
+    /* An empty file holds nothing to keep (mkstemp() makes one to reserve a name). */
+    if (exists && S_ISREG(sb.st_mode) && sb.st_size == 0) exists = 0;
+    if (exists) {
+        /* Records of another cuDNN version or GPU are skipped here, so they are not kept: the
+         * file's header holds one identity, this process's. */
+        st = nn__cache_create_like(ctx, c, 1, &old);
+        if (st == NN_OK) st = nn__plan_file_load(ctx, old, path, cudnn_version, gpu);
+        if (st == NN_E_FORMAT) {
+            char why[NN_ERROR_MESSAGE_MAX];
+            snprintf(why, sizeof why, "%s", nn_last_error()->message);
+            st = NN__FAIL(ctx, NN_E_FORMAT,
+                          "%s (the file is left as it is, not overwritten: remove it or save to "
+                          "another path)",
+                          why);
+        }
+        if (st == NN_OK) st = nn__cache_add_missing(ctx, m, old);
+        nn__cache_destroy(old);
+    }
+    if (st != NN_OK) {
+        nn__cache_destroy(m);
+        return st;
+    }
+    *out = m;
+    return NN_OK;
+}
+
+/* Savers of one path take an exclusive flock() of path.lock around read-merge-rename, so that
+ * each one merges what the previous one wrote. The lock file stays: removing it would let a
+ * saver lock a file another one has just unlinked. */
+nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__cache *c, const char *path,
+                             uint64_t cudnn_version, const struct nn__gpu_id *gpu)
+{
+    size_t plen = strlen(path);
+    char *lock_path = nn__host_alloc(plen + sizeof ".lock");
+    if (!lock_path) return NN__FAIL(ctx, NN_E_OOM_HOST, "plan file: out of host memory");
+    memcpy(lock_path, path, plen);
+    memcpy(lock_path + plen, ".lock", sizeof ".lock");
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    nn__host_free(lock_path);
+    if (lock < 0) return io_fail(ctx, "creating its lock file (path.lock)", path, errno);
+    int r;
+    while ((r = flock(lock, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    nn_status st = r != 0 ? io_fail(ctx, "locking (flock of path.lock)", path, errno) : NN_OK;
+    struct nn__cache *m = NULL;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (st == NN_OK) st = merged_records(ctx, c, path, cudnn_version, gpu, &m);
+    if (st == NN_OK) st = nn__plan_file_encode(ctx, m, cudnn_version, gpu, &buf, &len);
+    if (st == NN_OK) st = replace_file(ctx, path, buf, len);
     nn__host_free(buf);
+    nn__cache_destroy(m);
+    close(lock); /* releases the lock */
     return st;
 }
 

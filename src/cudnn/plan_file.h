@@ -36,9 +36,14 @@ nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const ch
                                const unsigned char *buf, size_t len, uint64_t cudnn_version,
                                const struct nn__gpu_id *gpu);
 
-/* Write the cache to path atomically: a temporary file in the same directory (mkstemp), fsync,
- * rename over path. Concurrent savers leave one of their files, complete.
- * Returns NN_OK; NN_E_IO (path and strerror in the message); NN_E_OOM_HOST; NN_E_OVERFLOW. */
+/* Merge the cache into the file at path: under an exclusive flock() of path.lock (created beside
+ * it, and left there), the records of c, then those of c's device's shared tuning, then those of
+ * the file already at path that neither has (ours win on equal keys; records of another cuDNN
+ * version or GPU in it are dropped), are written to a temporary file in the same directory
+ * (mkstemp), synced and renamed over path. Concurrent savers (threads or processes) therefore
+ * keep each other's records. An existing file that does not decode is left as it is.
+ * Returns NN_OK; NN_E_IO (path and strerror in the message); NN_E_FORMAT (the file at path is no
+ * valid plan file: the decoder's message); NN_E_OOM_HOST; NN_E_OVERFLOW. */
 nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__cache *c, const char *path,
                              uint64_t cudnn_version, const struct nn__gpu_id *gpu);
 

@@ -190,6 +190,20 @@ CALL(save_over_dir)
     cr_assert_eq(system(cmd), 0, "fixture: mkdir");
     return nn_plan_cache_save(c->ctx, path);
 }
+CALL(save_over_text)
+{
+    char path[128];
+    cat_path(c, "not-plans", path, sizeof path);
+    write_file(path, "someone's data\n", 15);
+    return nn_plan_cache_save(c->ctx, path); /* refused, the file left as it is */
+}
+CALL(save_over_empty)
+{
+    char path[128];
+    cat_path(c, "empty-plans", path, sizeof path);
+    write_file(path, "", 0);
+    return nn_plan_cache_save(c->ctx, path);
+}
 
 CALL(clear_null)
 {
@@ -254,6 +268,9 @@ static const struct cat_row rows[] = {
     ROW2("save to an unwritable directory", "nn_plan_cache_save", NULL, U, IO, save_unwritable),
     ROW2("save into a missing directory", "nn_plan_cache_save", NULL, U, IO, save_no_dir),
     ROW2("save over a directory", "nn_plan_cache_save", NULL, U, IO, save_over_dir),
+    ROW2("save over a file that is no plan file", "nn_plan_cache_save", NULL, U, F, save_over_text),
+    ROW2("save over an empty file (edge on cuDNN)", "nn_plan_cache_save", NULL, U, NN_OK,
+         save_over_empty),
     ROW("clear ctx NULL", "nn_plan_cache_clear", "ctx", E, clear_null),
     ROW("clear (edge)", "nn_plan_cache_clear", NULL, NN_OK, clear_ok),
     ROW("wait ctx NULL", "nn_plan_cache_wait", "ctx", E, wait_null),

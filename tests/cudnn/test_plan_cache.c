@@ -1,8 +1,12 @@
 /* The in-memory plan cache: keys, LRU, known records, statistics, allocation failures, and the
  * public entry points on reference and (where there is a GPU) cuDNN contexts. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nn_config.h"
@@ -12,6 +16,9 @@
 #include "cudnn/cudnn_ctx.h"
 #include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
+#if NN_HAVE_CUDNN
+#include "cudnn/plan_build_cudnn.h"
+#endif
 #include "gpu.h"
 #include "plan_fixtures.h"
 
@@ -748,9 +755,239 @@ Test(plan_cache_gpu, settings_file_round_trip_through_contexts)
     cr_assert_eq(nn_plan_cache_get_stats(c, &st), NN_OK);
     cr_expect_eq(st.records_loaded, 0);
     cr_expect_eq(st.known_records, 0);
-    nn_ctx_destroy(c);
+    nn_ctx_destroy(c); /* its save refuses to overwrite the corrupted file (logged) */
     unlink(path);
     unlink(other_path);
+    char lock[120];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(lock);
+    snprintf(lock, sizeof lock, "%s.lock", other_path);
+    unlink(lock);
+    rmdir(dir);
+}
+
+/* A small forward convolution on ctx: x 1x4x8x8, w 4x4x3x3, y 1x4x6x6 (f32), allocated and freed
+ * here (the pool is the device's, so any context of it may free them). */
+struct small_conv {
+    nn_conv_params p;
+    nn_tensor x, w, y;
+};
+
+static void small_conv_alloc(nn_ctx *ctx, struct small_conv *c, int64_t channels)
+{
+    int64_t xd[4] = {1, channels, 8, 8}, wd[4] = {4, channels, 3, 3}, yd[4] = {1, 4, 6, 6};
+    cr_assert_eq(nn_conv_params_default(&c->p, 2), NN_OK);
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, xd, &c->x), NN_OK);
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, wd, &c->w), NN_OK);
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 4, yd, &c->y), NN_OK);
+    cr_assert_eq(nn_tensor_fill_uniform(ctx, &c->x, -1, 1, 1), NN_OK);
+    cr_assert_eq(nn_tensor_fill_uniform(ctx, &c->w, -1, 1, 2), NN_OK);
+}
+
+static void small_conv_free(nn_ctx *ctx, struct small_conv *c)
+{
+    nn_tensor_free(ctx, &c->x);
+    nn_tensor_free(ctx, &c->w);
+    nn_tensor_free(ctx, &c->y);
+}
+
+static nn_ctx *tuning_gpu_ctx(void)
+{
+    nn_settings s;
+    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.plan_cache_file = NULL;
+    s.tuning = NN_TUNING_AUTOTUNE;
+    s.background_builds = 0; /* a rebuild from a record is then the tuned plan itself */
+    nn_ctx *ctx = NULL;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "nn_ctx_create: %s", nn_last_error()->message);
+    return ctx;
+}
+
+/* GPU: two live contexts of one device tune once. The second context's first call finds the
+ * first one's record in the device's shared tuning and rebuilds it on its own handle: no
+ * heuristics query, no autotune; its second call is a hit. Clearing forgets the device's
+ * tuning too. */
+Test(plan_cache_gpu, a_second_context_of_the_device_takes_the_first_ones_tuning)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *a = tuning_gpu_ctx(), *b = tuning_gpu_ctx();
+    struct small_conv c;
+    small_conv_alloc(a, &c, 4);
+    cr_assert_eq(nn_conv_forward(a, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_ctx_synchronize(a), NN_OK);
+    nn_plan_cache_stats sa, sb;
+    cr_assert_eq(nn_plan_cache_get_stats(a, &sa), NN_OK);
+    cr_expect_geq(sa.autotune_runs, 1);
+    cr_expect_eq(sa.device_records, sa.misses, "every plan a tuned is published");
+
+    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &sb), NN_OK);
+    cr_expect_eq(sb.misses, sa.misses);
+    cr_expect_eq(sb.shared_records, sa.misses, "from a's tuning");
+    cr_expect_eq(sb.plans_rebuilt, sa.misses);
+    cr_expect_eq(sb.heuristic_queries, 0);
+    cr_expect_eq(sb.autotune_runs, 0);
+    cr_expect_eq(sb.plans_built, 0, "no search");
+    cr_expect_eq(sb.entries, sa.entries);
+    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &sb), NN_OK);
+    cr_expect_eq(sb.hits, sa.misses);
+    cr_expect_eq(sb.misses, sa.misses);
+
+    /* Cleared: b searches again, and so would a new context. */
+    cr_assert_eq(nn_plan_cache_clear(b), NN_OK);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &sb), NN_OK);
+    cr_expect_eq(sb.device_records, 0);
+    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &sb), NN_OK);
+    cr_expect_eq(sb.autotune_runs, sa.autotune_runs);
+    nn_plan_cache_stats sa2;
+    cr_assert_eq(nn_plan_cache_get_stats(a, &sa2), NN_OK);
+    cr_expect_eq(sa2.entries, sa.entries, "a keeps its live plans");
+    cr_assert_eq(nn_ctx_synchronize(b), NN_OK);
+    small_conv_free(a, &c);
+    nn_ctx_destroy(b);
+    nn_ctx_destroy(a);
+}
+
+/* GPU: contexts in threads of their own run the same shapes at once, each shape several times:
+ * every call succeeds, each context's lookups add up, and the shapes were tuned at most once
+ * per context. */
+struct conv_thread {
+    nn_ctx *ctx;
+    int failures;
+    nn_plan_cache_stats stats;
+};
+
+static void *conv_thread_main(void *arg)
+{
+    struct conv_thread *t = arg;
+    struct small_conv c[3];
+    for (int i = 0; i < 3; i++)
+        small_conv_alloc(t->ctx, &c[i], 2 + 2 * i);
+    for (int round = 0; round < 5; round++)
+        for (int i = 0; i < 3; i++)
+            if (nn_conv_forward(t->ctx, &c[i].p, &c[i].x, &c[i].w, NULL, &c[i].y, NULL) != NN_OK)
+                t->failures++;
+    if (nn_ctx_synchronize(t->ctx) != NN_OK) t->failures++;
+    for (int i = 0; i < 3; i++)
+        small_conv_free(t->ctx, &c[i]);
+    nn_plan_cache_get_stats(t->ctx, &t->stats);
+    return NULL;
+}
+
+Test(plan_cache_gpu, contexts_in_two_threads_share_the_tuning_at_once)
+{
+    NN_REQUIRE_GPU();
+    struct conv_thread t[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].ctx = tuning_gpu_ctx();
+    }
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, conv_thread_main, &t[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    uint64_t tuned = 0, keys = t[0].stats.misses; /* one per shape and graph */
+    cr_expect_geq(keys, 3);
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(t[i].failures, 0, "thread %d", i);
+        cr_expect_eq(t[i].stats.misses, keys, "thread %d", i);
+        cr_expect_eq(t[i].stats.hits, 4 * keys, "thread %d: rounds 2 to 5 hit", i);
+        /* Each miss either tuned or took the other thread's record. */
+        cr_expect_eq(t[i].stats.autotune_runs + t[i].stats.shared_records, keys, "thread %d", i);
+        tuned += t[i].stats.autotune_runs;
+    }
+    /* Both may miss a key before either has published it; never more than once per side. */
+    cr_expect_geq(tuned, keys);
+    cr_expect_leq(tuned, 2 * keys);
+    cr_expect_eq(t[0].stats.device_records, keys);
+    nn_ctx_destroy(t[0].ctx);
+    nn_ctx_destroy(t[1].ctx);
+}
+/* The fork count the child handler keeps: the child sees one more, the parent none. */
+Test(plan_cache_fork, a_child_counts_the_fork_and_the_parent_does_not)
+{
+    unsigned before = nn__cudnn_fork_generation();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) _exit(nn__cudnn_fork_generation() == before + 1 ? 0 : 1);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+    cr_expect_eq(nn__cudnn_fork_generation(), before);
+}
+
+/* Wait up to seconds for pid; kill it and return -1 if it is still running. */
+static int wait_or_kill(pid_t pid, int seconds, int *status)
+{
+    for (int i = 0; i < seconds * 20; i++) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid) return 0;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    return -1;
+}
+
+/* GPU: a child's nn_ctx_destroy() of an inherited cuDNN context whose background builder thread
+ * is running returns (host memory only, no CUDA call), and the parent's context carries on. */
+Test(plan_cache_gpu, a_forked_child_destroys_an_inherited_context_with_a_builder_thread)
+{
+    NN_REQUIRE_GPU();
+    char dir[] = "/tmp/nnprim-fork-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64], lock[80];
+    snprintf(path, sizeof path, "%s/plans", dir);
+    snprintf(lock, sizeof lock, "%s.lock", path);
+
+    /* A tuned record in a file, then a context that prebuilds it on its builder thread. */
+    nn_ctx *a = tuning_gpu_ctx();
+    struct small_conv c;
+    small_conv_alloc(a, &c, 4);
+    cr_assert_eq(nn_conv_forward(a, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_ctx_synchronize(a), NN_OK);
+    cr_assert_eq(nn_plan_cache_save(a, path), NN_OK, "%s", nn_last_error()->message);
+    small_conv_free(a, &c);
+    nn_ctx_destroy(a);
+
+    nn_settings s;
+    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.tuning = NN_TUNING_AUTOTUNE;
+    s.background_builds = 1;
+    s.prebuild_plans = 1;
+    s.plan_cache_file = path;
+    nn_ctx *b = NULL;
+    cr_assert_eq(nn_ctx_create(&b, &s), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_not_null(*nn__cudnn_builder_slot(b), "loading the file started the builder");
+
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        nn_ctx_destroy(b);
+        _exit(0);
+    }
+    int status = 0;
+    int r = wait_or_kill(pid, 20, &status);
+    cr_expect_eq(r, 0, "the child's nn_ctx_destroy() did not return within 20 s");
+    cr_expect(r != 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "child status 0x%x",
+              status);
+
+    cr_assert_eq(nn_plan_cache_wait(b), NN_OK);
+    nn_plan_cache_stats st;
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_geq(st.plans_prebuilt + st.background_failures, 1, "the parent's builder ran on");
+    nn_ctx_destroy(b);
+    unlink(path);
+    unlink(lock);
     rmdir(dir);
 }
 #endif

@@ -179,11 +179,11 @@ Test(plan_file, round_trip_through_a_file)
     struct nn__cache *c = filled_cache(20, 3, 4);
     cr_assert_eq(nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
                  nn_last_error()->message);
-    cr_expect_eq(count_dir_entries(dir), 1, "no temporary file left behind");
+    cr_expect_eq(count_dir_entries(dir), 2, "the file and its lock file, no temporary file");
     struct stat sb;
     cr_assert_eq(stat(path, &sb), 0);
     cr_expect_eq(sb.st_mode & 0777, 0644);
-    /* Saving again over the existing file replaces it. */
+    /* Saving again over the existing file merges the same records: nothing doubles. */
     cr_assert_eq(nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK);
     struct nn__cache *d = new_cache(2);
     cr_assert_eq(nn__plan_file_load(NULL, d, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
@@ -632,7 +632,9 @@ Test(plan_file, save_into_a_missing_directory_is_an_io_error)
     nn__cache_destroy(c);
 }
 
-Test(plan_file, failed_rename_leaves_no_temporary_file)
+/* A directory at path is neither read nor replaced (a non-empty one could not be renamed over
+ * anyway), and nothing is left behind but the lock file. */
+Test(plan_file, a_directory_at_path_is_refused_without_a_temporary_file)
 {
     char dir[64], path[128];
     make_temp_dir(dir, sizeof dir);
@@ -646,18 +648,21 @@ Test(plan_file, failed_rename_leaves_no_temporary_file)
     struct nn__gpu_id gpu = fx_gpu();
     struct nn__cache *c = filled_cache(1, 1, 1);
     cr_expect_eq(nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_E_IO);
-    cr_expect(strstr(nn_last_error()->message, "renaming"), "message: %s",
+    cr_expect(strstr(nn_last_error()->message, "not a regular file"), "message: %s",
               nn_last_error()->message);
-    cr_expect_eq(count_dir_entries(dir), 1, "only the directory, no temporary file");
+    cr_expect_eq(count_dir_entries(dir), 2, "the directory and the lock file, no temporary file");
     nn__cache_destroy(c);
     unlink(inner);
     rmdir(path);
+    char lock[200];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(lock);
     remove_dir(dir);
 }
 
 /* Several processes save different caches to one path at the same time, many times over; the
- * file left is always complete and equal to one of theirs. */
-Test(plan_file, concurrent_saves_leave_one_complete_file)
+ * file left is complete and, the saves merging under the lock, holds every writer's records. */
+Test(plan_file, concurrent_saves_leave_one_complete_file_with_every_record)
 {
     char dir[64], path[128];
     make_temp_dir(dir, sizeof dir);
@@ -688,18 +693,22 @@ Test(plan_file, concurrent_saves_leave_one_complete_file)
         cr_assert_eq(waitpid(pids[w], &status, 0), pids[w]);
         cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d: status %d", w, status);
     }
-    cr_expect_eq(count_dir_entries(dir), 1, "no temporary files left behind");
+    cr_expect_eq(count_dir_entries(dir), 2, "the file and its lock, no temporary files");
     struct nn__gpu_id gpu = fx_gpu();
     struct nn__cache *c = new_cache(2);
     cr_assert_eq(nn__plan_file_load(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
                  nn_last_error()->message);
-    int writer = -1;
+    cr_expect_eq(nn__cache_known_count(c), (size_t)(WRITERS * PER));
+    char json[64];
     for (int w = 0; w < WRITERS; w++) {
-        struct nn__plan_key k = fx_key(100 * w);
-        if (nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k)) writer = w;
+        for (int s = 100 * w; s < 100 * w + PER; s++) {
+            struct nn__plan_key k = fx_key(s);
+            struct nn__plan_record want = fx_record(s, json);
+            const struct nn__plan_record *got =
+                nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
+            cr_expect(got && fx_record_equal(got, &want), "writer %d seed %d", w, s);
+        }
     }
-    cr_assert_neq(writer, -1, "the file holds none of the writers' records");
-    expect_known_seeds(c, 100 * writer, PER);
     nn__cache_destroy(c);
     remove_dir(dir);
 }
@@ -744,7 +753,7 @@ Test(plan_file, allocation_failures_in_encode_decode_save_load)
         }
     }
     cr_expect_eq(kinds, 3);
-    cr_expect_eq(count_dir_entries(dir), 1);
+    cr_expect_eq(count_dir_entries(dir), 2, "the file and its lock");
     nn__cache_destroy(c);
     remove_dir(dir);
 }

@@ -188,9 +188,9 @@ static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__li
  * Forward, backward, pullbacks
  */
 
-nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
-                            const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
-                            nn_linear_pullback **pullback_out)
+static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                                const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                                nn_linear_pullback **pullback_out)
 {
     const char *fn = "nn_linear_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -236,6 +236,15 @@ nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_ten
     return NN_OK;
 }
 
+nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                            const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                            nn_linear_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "linear_forward", t0,
+                            linear_forward(ctx, p, x, w, b, y, pullback_out));
+}
+
 static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
                              const struct nn__linear_grads *g)
 {
@@ -272,8 +281,8 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn
     return check_packed(ctx, fn, all, all_names, 4);
 }
 
-nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
-                             nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+static nn_status linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
+                                 nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
     const char *fn = "nn_linear_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
@@ -290,6 +299,14 @@ nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const n
     if (dx || dw || db) NN__TRY(be->backward(ctx, &pb->prob, &g, &note));
     if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
     return nn_linear_pullback_free(pullback);
+}
+
+nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
+                             nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "linear_backward", t0,
+                            linear_backward(ctx, pullback, dy, dx, dw, db));
 }
 
 nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)

@@ -218,8 +218,8 @@ static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
 
-nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
-                          nn_tensor *y, nn_pool_pullback **pullback_out)
+static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                              nn_tensor *y, nn_pool_pullback **pullback_out)
 {
     const char *op = "nn_pool_forward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
@@ -265,6 +265,13 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     return NN_OK;
 }
 
+nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                          nn_tensor *y, nn_pool_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "pool_forward", t0, pool_forward(ctx, params, x, y, pullback_out));
+}
+
 static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **pullback)
 {
     if (!pullback)
@@ -272,8 +279,8 @@ static nn_status check_pullback(nn_ctx *ctx, const char *op, nn_pool_pullback **
     return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
 }
 
-nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
-                           nn_tensor *dx)
+static nn_status pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
+                               nn_tensor *dx)
 {
     const char *op = "nn_pool_backward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
@@ -297,6 +304,13 @@ nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_te
     NN__TRY_IN(ctx, op, be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx));
     if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
     return nn_pool_pullback_free(pullback);
+}
+
+nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
+                           nn_tensor *dx)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "pool_backward", t0, pool_backward(ctx, pullback, dy, dx));
 }
 
 nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)

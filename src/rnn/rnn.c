@@ -552,10 +552,10 @@ static void free_pullback(nn_rnn_pullback *pb)
     nn__host_free(pb);
 }
 
-nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
-                         const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
-                         const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
-                         nn_rnn_pullback **pullback_out)
+static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                             const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
+                             const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+                             nn_rnn_pullback **pullback_out)
 {
     const char *op = "nn_rnn_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -614,6 +614,16 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
     return NN_OK;
 }
 
+nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                         const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
+                         const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+                         nn_rnn_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "nn_rnn_forward", t0,
+                            rnn_forward(ctx, p, x, lengths, hx, cx, w, y, hy, cy, pullback_out));
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Backward
  */
@@ -624,9 +634,9 @@ static nn_status check_pullback(struct nn_ctx *ctx, const char *op, nn_rnn_pullb
     return nn__pullback_check(ctx, op, &pullback_kind, *pullback);
 }
 
-nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
-                          const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx, nn_tensor *dhx,
-                          nn_tensor *dcx, nn_tensor *dw)
+static nn_status rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
+                              const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
+                              nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw)
 {
     const char *op = "nn_rnn_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
@@ -665,6 +675,15 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
     NN__TRY(pb->be->backward(ctx, prob, pb->state, &io));
     if (t0) verbose_line(ctx, op, pb->be->name, prob, pb->lengths, pb->flags, t0);
     return nn_rnn_pullback_free(pullback);
+}
+
+nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
+                          const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx, nn_tensor *dhx,
+                          nn_tensor *dcx, nn_tensor *dw)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "nn_rnn_backward", t0,
+                            rnn_backward(ctx, pullback, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 
 nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)

@@ -170,8 +170,8 @@ static nn_status resolve(struct nn_ctx *ctx, const char *fn, const nn_tensor *x,
  * Softmax
  */
 
-nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
-                             nn_tensor *y, nn_softmax_pullback **pullback_out)
+static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
+                                 nn_tensor *y, nn_softmax_pullback **pullback_out)
 {
     const char *fn = "nn_softmax_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -211,8 +211,16 @@ nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_t
     return NN_OK;
 }
 
-nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const nn_tensor *dy,
-                              nn_tensor *dx)
+nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
+                             nn_tensor *y, nn_softmax_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_forward", t0,
+                            softmax_forward(ctx, p, x, y, pullback_out));
+}
+
+static nn_status softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const nn_tensor *dy,
+                                  nn_tensor *dx)
 {
     const char *fn = "nn_softmax_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
@@ -235,6 +243,13 @@ nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const
     NN__TRY(be->backward(ctx, &pb->prob, &pb->y, dy, dx, &note));
     if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
     return nn_softmax_pullback_free(pullback);
+}
+
+nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const nn_tensor *dy,
+                              nn_tensor *dx)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_backward", t0, softmax_backward(ctx, pullback, dy, dx));
 }
 
 nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback)
@@ -298,9 +313,9 @@ static void free_xent(nn_softmax_cross_entropy_pullback *pb)
     nn__host_free(pb);
 }
 
-nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
-                                           const nn_class_targets *targets, nn_tensor *loss,
-                                           nn_softmax_cross_entropy_pullback **pullback_out)
+static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
+                                               const nn_class_targets *targets, nn_tensor *loss,
+                                               nn_softmax_cross_entropy_pullback **pullback_out)
 {
     const char *fn = "nn_softmax_cross_entropy_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -342,9 +357,18 @@ nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     return NN_OK;
 }
 
-nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
-                                            nn_softmax_cross_entropy_pullback **pullback,
-                                            const nn_tensor *dloss, nn_tensor *dx)
+nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
+                                           const nn_class_targets *targets, nn_tensor *loss,
+                                           nn_softmax_cross_entropy_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_cross_entropy_forward", t0,
+                            softmax_cross_entropy_forward(ctx, x, targets, loss, pullback_out));
+}
+
+static nn_status softmax_cross_entropy_backward(nn_ctx *ctx,
+                                                nn_softmax_cross_entropy_pullback **pullback,
+                                                const nn_tensor *dloss, nn_tensor *dx)
 {
     const char *fn = "nn_softmax_cross_entropy_backward";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
@@ -367,6 +391,15 @@ nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
     NN__TRY(be->xent_backward(ctx, &pb->prob, &pb->x, pb->targets, pb->saved, dloss, dx, &note));
     if (t0) verbose_line(ctx, fn, be, &note, &pb->prob, t0);
     return nn_softmax_cross_entropy_pullback_free(pullback);
+}
+
+nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
+                                            nn_softmax_cross_entropy_pullback **pullback,
+                                            const nn_tensor *dloss, nn_tensor *dx)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_cross_entropy_backward", t0,
+                            softmax_cross_entropy_backward(ctx, pullback, dloss, dx));
 }
 
 nn_status nn_softmax_cross_entropy_pullback_free(nn_softmax_cross_entropy_pullback **pullback)

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "nn_config.h"
+#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
@@ -39,6 +40,7 @@ struct bench {
     double sum_ms[3], max_ms;
     int over_1ms;
     char max_what[300];
+    int case_no, cases; /* progress through a shape file (cases 0: no file) */
 };
 
 /* What one timed call runs. */
@@ -212,6 +214,17 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     }
     if (got == 0) return 0;
     nn_conv_case_format(&s.c, text, sizeof text);
+    if (B->cases) nn_cli_progress("nnprim bench conv", ++B->case_no, B->cases, text);
+    double macs = nn_cli_conv_macs(&s.c);
+    if (macs < 0) {
+        fprintf(stderr, "nnprim bench conv: %s: %s\n", where, nn_last_error()->message);
+        return -1;
+    }
+    /* each of the three ops does the forward's multiply-adds, warm-up and timed calls alike;
+     * the host-time column runs the forward once more per repetition */
+    if (!B->gpu)
+        nn_cli_warn_slow("nnprim bench conv", text,
+                         macs * (B->first ? 3 : 3.0 * (B->warmup + B->reps) + B->reps));
     if (alloc_io(B->ctx, &s) != NN_OK) {
         printf("# %s: %s\n", text, nn_last_error()->message);
         free_io(B->ctx, &s);
@@ -264,18 +277,6 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     return 0;
 }
 
-static int usage(FILE *to)
-{
-    fprintf(to, "usage: nnprim bench conv [--shapes FILE | --case TEXT] [--reps N] [--warmup N] "
-                "[--backend ref|cudnn] [--math strict|tf32] [--mode steady|first]\n"
-                "Shapes use the docs/CONV.md syntax, one per line ('#' comments), or are whole "
-                "NNPRIM_VERBOSE lines of conv calls; --case runs one (quote it); without either "
-                "a few small shapes run.\n"
-                "--mode first times only the first forward, data-gradient and filter-gradient "
-                "call of each shape, in ms from the call to the end of its GPU work.\n");
-    return to == stdout ? 0 : 2;
-}
-
 int nn_cli_bench_conv(int argc, char **argv)
 {
     nn_settings s;
@@ -284,32 +285,35 @@ int nn_cli_bench_conv(int argc, char **argv)
         return 1;
     }
     const char *shapes = NULL, *one = NULL;
-    int reps = 0, warmup = -1, first = 0;
-    for (int i = 1; i < argc; i += 2) { /* options come in pairs: --name value */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (!v) return usage(stderr);
-        if (!strcmp(a, "--shapes"))
-            shapes = v;
-        else if (!strcmp(a, "--case"))
-            one = v;
-        else if (!strcmp(a, "--reps"))
-            reps = atoi(v);
-        else if (!strcmp(a, "--warmup"))
-            warmup = atoi(v);
-        else if (!strcmp(a, "--backend") && !strcmp(v, "ref"))
-            s.backend = NN_BACKEND_REF;
-        else if (!strcmp(a, "--backend") && !strcmp(v, "cudnn"))
-            s.backend = NN_BACKEND_CUDNN;
-        else if (!strcmp(a, "--math") && !strcmp(v, "strict"))
-            s.math_mode = NN_MATH_STRICT_FP32;
-        else if (!strcmp(a, "--math") && !strcmp(v, "tf32"))
-            s.math_mode = NN_MATH_TF32;
-        else if (!strcmp(a, "--mode") && (!strcmp(v, "steady") || !strcmp(v, "first")))
-            first = !strcmp(v, "first");
-        else
-            return usage(stderr);
-    }
+    int reps = 0, warmup = -1, first = 0, backend = -1, math = -1;
+    const struct nn_cli_opt opts[] = {
+        {"--shapes", NN_CLI_STRING, &shapes, "FILE",
+         "the shapes of FILE (docs/CONV.md syntax or verbose lines)", 0, 0, NULL},
+        {"--case", NN_CLI_STRING, &one, "TEXT", "one shape, or a whole verbose line (quote it)", 0,
+         0, NULL},
+        {"--reps", NN_CLI_INT, &reps, "N", "timed calls (default 100 GPU, 5 reference)", 1, 1000000,
+         NULL},
+        {"--warmup", NN_CLI_INT, &warmup, "N", "untimed calls first (default 10 GPU, 1 reference)",
+         0, 1000000, NULL},
+        {"--backend", NN_CLI_CHOICE, &backend, NULL, "default: NNPRIM_BACKEND, else auto", 0, 0,
+         "ref|cudnn"},
+        {"--math", NN_CLI_CHOICE, &math, NULL, "default: NNPRIM_MATH, else strict", 0, 0,
+         "strict|tf32"},
+        {"--mode", NN_CLI_CHOICE, &first, NULL,
+         "first: only each op's first call, ms to the end of its GPU work", 0, 0, "steady|first"},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim bench conv", "[CASE...]",
+        "Times forward, backward-data and backward-filter per shape (GPU time from CUDA events\n"
+        "on a cuDNN context, host time on the reference one), beside the same plan run through\n"
+        "raw cuDNN. Without --shapes or --case a few small shapes run.\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int operands, prc = nn_cli_parse(&cmd, argc, argv, &operands);
+    if (prc == NN_CLI_RUN) prc = nn_cli_case_operands(&cmd, argc, argv, operands, &one);
+    if (prc != NN_CLI_RUN) return prc;
+    if (shapes && one) return nn_cli_usage_error(&cmd, "takes --shapes or --case, not both");
+    if (backend >= 0) s.backend = backend ? NN_BACKEND_CUDNN : NN_BACKEND_REF;
+    if (math >= 0) s.math_mode = math ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
     struct bench B = {0};
     B.first = first;
     if (nn_ctx_create(&B.ctx, &s) != NN_OK) {
@@ -339,6 +343,7 @@ int nn_cli_bench_conv(int argc, char **argv)
         if (bench_line(&B, one, "--case") < 0) rc = 2;
     } else if (shapes) {
         FILE *f = fopen(shapes, "r");
+        B.cases = nn_cli_count_cases(shapes);
         if (!f) {
             fprintf(stderr, "nnprim bench conv: cannot open %s\n", shapes);
             rc = 1;

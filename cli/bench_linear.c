@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "nn_config.h"
@@ -31,57 +32,44 @@ struct opts {
     struct nn_linear_case one;
 };
 
-static int usage(void)
-{
-    fprintf(stderr,
-            "usage: nnprim bench linear [--reps N] [--warmup N] [--dtype f32|f16|bf16|f64]\n"
-            "                           [--tf32] [--cpu] [--case TEXT]\n"
-            "  shapes (GPU): m20x35in650out10000 bias (LSTM LM head), m64in512out10 bias\n"
-            "  (classifier), m4096in4096out4096 bias; forward and forward+backward (dx, dw,\n"
-            "  db); nnprim vs raw cuBLASLt in the same run.\n"
-            "  --case TEXT: one case in docs/LINEAR.md syntax, or a whole NNPRIM_VERBOSE line\n"
-            "  of linear_forward (quote it); its dtype and tf32 win.\n"
-            "  --cpu (or no GPU): small shapes on the reference backend, host timing.\n");
-    return 2;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
     *o = (struct opts){.dtype = NN_DTYPE_F32};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--cpu")) {
-            o->cpu = 1;
-        } else if (!strcmp(a, "--tf32")) {
-            o->tf32 = 1;
-        } else if ((!strcmp(a, "--reps") || !strcmp(a, "--warmup")) && v) {
-            int n = atoi(v);
-            if (n < 1) return usage();
-            *(!strcmp(a, "--reps") ? &o->reps : &o->warmup) = n;
-            i++;
-        } else if (!strcmp(a, "--case") && v) {
-            char err[256];
-            if (nn_linear_case_parse_line(v, &o->one, err, sizeof err) != 1) {
-                fprintf(stderr, "nnprim bench linear: --case: %s\n", err);
-                return 2;
-            }
-            o->has_case = 1;
-            i++;
-        } else if (!strcmp(a, "--dtype") && v) {
-            static const char *const names[] = {"f32", "f64", "f16", "bf16"};
-            static const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16,
-                                             NN_DTYPE_BF16};
-            size_t k = 0;
-            while (k < 4 && strcmp(v, names[k]))
-                k++;
-            if (k == 4) return usage();
-            o->dtype = types[k];
-            i++;
-        } else {
-            return usage();
-        }
+    const char *one = NULL;
+    int dtype = 0;
+    const struct nn_cli_opt opts[] = {
+        {"--reps", NN_CLI_INT, &o->reps, "N", "timed calls (default 100 GPU, 5 reference)", 1,
+         1000000, NULL},
+        {"--warmup", NN_CLI_INT, &o->warmup, "N",
+         "untimed calls first (default 10 GPU, 1 reference)", 1, 1000000, NULL},
+        {"--dtype", NN_CLI_CHOICE, &dtype, NULL, "the built-in shapes' dtype (default f32)", 0, 0,
+         "f32|f64|f16|bf16"},
+        {"--tf32", NN_CLI_FLAG, &o->tf32, NULL, "TF32 math for the built-in f32 shapes", 0, 0,
+         NULL},
+        {"--cpu", NN_CLI_FLAG, &o->cpu, NULL, "small shapes on the reference backend", 0, 0, NULL},
+        {"--case", NN_CLI_STRING, &one, "TEXT",
+         "one case in docs/LINEAR.md syntax or a whole verbose line (quote it)", 0, 0, NULL},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim bench linear", "[CASE...]",
+        "The linear layer's forward and forward+backward (dx, dw, db), nnprim against raw\n"
+        "cuBLASLt in the same run. Shapes (GPU): m20x35in650out10000 bias (LSTM LM head),\n"
+        "m64in512out10 bias (classifier), m4096in4096out4096 bias. --case: its dtype and tf32\n"
+        "win. --cpu (or no GPU): small shapes on the reference backend, host timing.\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
+    if (rc == NN_CLI_RUN) rc = nn_cli_case_operands(&cmd, argc, argv, first, &one);
+    if (rc != NN_CLI_RUN) return rc;
+    static const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16, NN_DTYPE_BF16};
+    o->dtype = types[dtype];
+    if (one) {
+        char err[256];
+        int got = nn_linear_case_parse_line(one, &o->one, err, sizeof err);
+        if (got == 0) snprintf(err, sizeof err, "an empty case");
+        if (got != 1) return nn_cli_usage_error(&cmd, "--case: %s", err);
+        o->has_case = 1;
     }
-    return 0;
+    return NN_CLI_RUN;
 }
 
 static int fail(const char *what)
@@ -199,9 +187,14 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
         struct nn_linear_case c;
         struct problem pr;
         if (case_of(o, cpu_shapes[si], &c)) return 1;
-        rc = problem_init(ctx, &c, &pr);
         char name[256];
         nn_linear_case_format(&c, name, sizeof name);
+        /* forward, then forward + backward (3 products), warm-up and timed calls */
+        double macs = (double)c.in * (double)c.out;
+        for (int i = 0; i + 1 < c.x_rank; i++)
+            macs *= (double)c.lead[i];
+        nn_cli_warn_slow("nnprim bench linear", name, 4 * macs * (warmup + reps));
+        rc = problem_init(ctx, &c, &pr);
         for (int bwd = 0; bwd < 2 && !rc; bwd++) {
             for (int i = 0; i < warmup + reps && !rc; i++) {
                 double t0 = nn_cli_now_us();
@@ -434,7 +427,8 @@ static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 int nn_cli_bench_linear(int argc, char **argv)
 {
     struct opts o;
-    if (parse(argc, argv, &o)) return 2;
+    int prc = parse(argc, argv, &o);
+    if (prc != NN_CLI_RUN) return prc;
     int ndev = 0;
     nn_device_count(&ndev);
     int gpu = !o.cpu && ndev > 0 && (nn_build_features() & NN_FEATURE_CUDNN);

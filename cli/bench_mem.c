@@ -10,6 +10,7 @@
  *    replayed training-step pattern: peak reserved / peak in use.
  * Without a GPU (or with --host) the nnprim rows run on the host-memory pool and the CUDA rows
  * are marked as needing a GPU. Uses only the public nn_mem_* API and the CUDA runtime. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "nn_config.h"
@@ -442,50 +444,34 @@ static void print_replay(const char *name, const struct replay_result *r, size_t
            (double)ops / (r->seconds > 0 ? r->seconds : 1e-9) * 1e-6, r->segments);
 }
 
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (shift) end++;
-    if (end == s || *end || s[0] == '-') return 1;
-    *out = (size_t)v << shift;
-    return 0;
-}
-
-static int usage(void)
-{
-    fprintf(stderr, "usage: nnprim bench mem [--device N | --host] [--seed S] [--allocs N]\n"
-                    "                        [--max-usage BYTES[K|M|G]] [--replay FILE]\n"
-                    "                        [--save-trace FILE]\n");
-    return 2;
-}
-
 int nn_cli_bench_mem(int argc, char **argv)
 {
     int device = 0, force_host = 0;
-    uint64_t seed = 42;
-    size_t allocs = 10000, max_usage = 0;
+    uint64_t seed = 42, allocs = 10000, max_usage = 0;
     const char *replay_file = NULL, *save_file = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--host"))
-            force_host = 1;
-        else if (!strcmp(argv[i], "--device") && v)
-            device = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && v)
-            seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--allocs") && v)
-            allocs = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--max-usage") && v) {
-            if (parse_size(argv[++i], &max_usage)) return usage();
-        } else if (!strcmp(argv[i], "--replay") && v)
-            replay_file = argv[++i];
-        else if (!strcmp(argv[i], "--save-trace") && v)
-            save_file = argv[++i];
-        else
-            return usage();
-    }
+    const struct nn_cli_opt opts[] = {
+        {"--device", NN_CLI_INT, &device, "N", "the CUDA device (default 0)", 0, 1 << 20, NULL},
+        {"--host", NN_CLI_FLAG, &force_host, NULL, "the host-memory pool, even with a GPU", 0, 0,
+         NULL},
+        {"--seed", NN_CLI_U64, &seed, "S", "the random trace's seed (default 42)", 0, LLONG_MAX,
+         NULL},
+        {"--allocs", NN_CLI_U64, &allocs, "N", "allocations of the random trace (default 10000)", 1,
+         1000000000, NULL},
+        {"--max-usage", NN_CLI_BYTES, &max_usage, "BYTES",
+         "the random trace's live-bytes cap (default 16G, 4G on the host)", 1, LLONG_MAX, NULL},
+        {"--replay", NN_CLI_STRING, &replay_file, "FILE", "replay this saved trace too", 0, 0,
+         NULL},
+        {"--save-trace", NN_CLI_STRING, &save_file, "FILE", "save the random trace to FILE", 0, 0,
+         NULL},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim bench mem", NULL,
+        "The device memory pool against cudaMalloc and cudaMallocAsync: alloc+free latency,\n"
+        "threads on their own streams, a random trace and a training-step pattern (peak\n"
+        "reserved / peak in use). Without a GPU (or with --host): the host-memory pool.\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
+    if (rc != NN_CLI_RUN) return rc;
     int ndev = 0;
     nn_device_count(&ndev);
     int gpu =
@@ -549,7 +535,8 @@ int nn_cli_bench_mem(int argc, char **argv)
     }
 
     struct trace rnd = {0}, step = {0}, file = {0};
-    if (random_trace(&rnd, seed, allocs, 64 * MiB, max_usage)) return fail("random trace");
+    if (random_trace(&rnd, seed, (size_t)allocs, 64 * MiB, (size_t)max_usage))
+        return fail("random trace");
     if (step_pattern(pool, &step)) return 1;
     if (replay_file && load_trace(replay_file, &file)) return 1;
     if (save_file && save_trace(save_file, &step, "one training step of a small CNN")) return 1;
@@ -567,7 +554,8 @@ int nn_cli_bench_mem(int argc, char **argv)
         if (nn_mem_configure(pool, &set) != NN_OK) return fail("nn_mem_configure");
         printf("growth_slack %.2f%s\n", slacks[k],
                k ? " (the default: never release while growing)" : " (release to follow the peak)");
-        snprintf(name, sizeof name, "  random %zu (seed %llu)", allocs, (unsigned long long)seed);
+        snprintf(name, sizeof name, "  random %llu (seed %llu)", (unsigned long long)allocs,
+                 (unsigned long long)seed);
         if (replay(pool, &rnd, 1, &r)) return 1;
         print_replay(name, &r, rnd.n);
         if (replay(pool, &step, 10, &r)) return 1;

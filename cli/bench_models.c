@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "examples/models.h"
@@ -37,47 +38,34 @@ struct opts {
     int reps, warmup, cpu, lstm, cnn, strict, tf32;
 };
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: nnprim bench models [--reps N] [--warmup N] [--model lstm|cnn]\n"
-                    "                           [--math strict|tf32] [--cpu]\n"
-                    "  one training step (forward, backward, SGD with momentum) of the examples'\n"
-                    "  models (examples/models.c):\n"
-                    "    lstm_lm n32t32h128v35l2 (example_lstm_lm's size), n64t32h512v35l2\n"
-                    "    cnn     n256s8c8c8k4 (example_cnn_classifier's), n64s32c8c8k4\n"
-                    "  in strict fp32 and TF32; wall us per step, steps back to back.\n"
-                    "  --cpu (or no GPU): small sizes on the reference backend.\n"
-                    "  bench/torch_models.py prints the same rows for PyTorch.\n");
-    return 2;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){.lstm = 1, .cnn = 1, .strict = 1, .tf32 = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--cpu")) {
-            o->cpu = 1;
-        } else if ((!strcmp(a, "--reps") || !strcmp(a, "--warmup")) && v) {
-            int n = atoi(v);
-            if (n < 1) return usage();
-            *(!strcmp(a, "--reps") ? &o->reps : &o->warmup) = n;
-            i++;
-        } else if (!strcmp(a, "--model") && v) {
-            o->lstm = !strcmp(v, "lstm");
-            o->cnn = !strcmp(v, "cnn");
-            if (!o->lstm && !o->cnn) return usage();
-            i++;
-        } else if (!strcmp(a, "--math") && v) {
-            o->strict = !strcmp(v, "strict");
-            o->tf32 = !strcmp(v, "tf32");
-            if (!o->strict && !o->tf32) return usage();
-            i++;
-        } else {
-            return usage();
-        }
-    }
-    return 0;
+    *o = (struct opts){0};
+    int model = 0, math = 0;
+    const struct nn_cli_opt opts[] = {
+        {"--reps", NN_CLI_INT, &o->reps, "N", "timed steps (default 50 GPU, 3 reference)", 1,
+         1000000, NULL},
+        {"--warmup", NN_CLI_INT, &o->warmup, "N",
+         "untimed steps first (default 10 GPU, 1 reference)", 1, 1000000, NULL},
+        {"--model", NN_CLI_CHOICE, &model, NULL, "one model only (default both)", 0, 0,
+         "both|lstm|cnn"},
+        {"--math", NN_CLI_CHOICE, &math, NULL, "one math mode only (default both)", 0, 0,
+         "both|strict|tf32"},
+        {"--cpu", NN_CLI_FLAG, &o->cpu, NULL, "small sizes on the reference backend", 0, 0, NULL},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim bench models", NULL,
+        "One training step (forward, backward, SGD with momentum) of the examples' models\n"
+        "(examples/models.c): lstm_lm n32t32h128v35l2 (example_lstm_lm's size) and\n"
+        "n64t32h512v35l2; cnn n256s8c8c8k4 (example_cnn_classifier's) and n64s32c8c8k4; in strict\n"
+        "fp32 and TF32; wall us per step, steps back to back. --cpu (or no GPU): small sizes on\n"
+        "the reference backend. bench/torch_models.py prints the same rows for PyTorch.\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
+    if (rc != NN_CLI_RUN) return rc;
+    o->lstm = model != 2, o->cnn = model != 1;
+    o->strict = math != 2, o->tf32 = math != 1;
+    return NN_CLI_RUN;
 }
 
 static int fail(const char *what, nn_status st)
@@ -218,7 +206,8 @@ static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 int nn_cli_bench_models(int argc, char **argv)
 {
     struct opts o;
-    if (parse(argc, argv, &o)) return 2;
+    int prc = parse(argc, argv, &o);
+    if (prc != NN_CLI_RUN) return prc;
     int ndev = 0;
     nn_device_count(&ndev);
     int gpu = !o.cpu && ndev > 0 && (nn_build_features() & NN_FEATURE_CUDNN);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "nn_config.h"
@@ -31,55 +32,50 @@ struct opts {
     struct nn_pool_case one;
 };
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: nnprim bench pool [--reps N] [--warmup N] [--dtype f32|f16|bf16] "
-                    "[--cpu]\n"
-                    "  shapes (GPU): 32x64x112x112 3x3 stride 2, 32x256x56x56 2x2 stride 2;\n"
-                    "  modes max and mean; forward and forward+backward; nnprim vs raw cuDNN.\n"
-                    "  --cpu (or no GPU): small shapes on the reference backend, host timing.\n"
-                    "  --case TEXT: one call instead, in docs/POOL.md syntax or a whole\n"
-                    "  NNPRIM_VERBOSE line of pool_forward (quote it); its dtype wins; the raw\n"
-                    "  cuDNN rows need 2-D and pad_lo == pad_hi.\n");
-    return 2;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
     *o = (struct opts){.reps = 0, .warmup = 0, .cpu = 0, .dtype = NN_DTYPE_F32};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--cpu")) {
-            o->cpu = 1;
-        } else if ((!strcmp(a, "--reps") || !strcmp(a, "--warmup")) && v) {
-            int n = atoi(v);
-            if (n < 1) return usage();
-            *(!strcmp(a, "--reps") ? &o->reps : &o->warmup) = n;
-            i++;
-        } else if (!strcmp(a, "--case") && v) {
-            char err[256];
-            if (nn_pool_case_parse_line(v, &o->one, err, sizeof err) != 1) {
-                fprintf(stderr, "nnprim bench pool: --case: %s\n", err);
-                return 2;
-            }
-            o->has_case = 1;
-            o->dtype = o->one.dtype;
-            i++;
-        } else if (!strcmp(a, "--dtype") && v) {
-            if (!strcmp(v, "f32"))
-                o->dtype = NN_DTYPE_F32;
-            else if (!strcmp(v, "f16"))
-                o->dtype = NN_DTYPE_F16;
-            else if (!strcmp(v, "bf16"))
-                o->dtype = NN_DTYPE_BF16;
-            else
-                return usage();
-            i++;
-        } else {
-            return usage();
+    const char *one = NULL;
+    int dtype = 0;
+    const struct nn_cli_opt opts[] = {
+        {"--reps", NN_CLI_INT, &o->reps, "N", "timed calls (default 200 GPU, 5 reference)", 1,
+         1000000, NULL},
+        {"--warmup", NN_CLI_INT, &o->warmup, "N",
+         "untimed calls first (default 20 GPU, 1 reference)", 1, 1000000, NULL},
+        {"--dtype", NN_CLI_CHOICE, &dtype, NULL, "the built-in shapes' dtype (default f32)", 0, 0,
+         "f32|f16|bf16"},
+        {"--cpu", NN_CLI_FLAG, &o->cpu, NULL, "the reference backend, even with a GPU", 0, 0, NULL},
+        {"--case", NN_CLI_STRING, &one, "TEXT",
+         "one call instead: docs/POOL.md syntax or a whole verbose line (quote it)", 0, 0, NULL},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim bench pool", "[CASE...]",
+        "Pooling forward and forward+backward, nnprim against raw cuDNN legacy pooling (same\n"
+        "descriptors, stream and run), CUDA-event timing, with achieved GB/s. Shapes (GPU):\n"
+        "32x64x112x112 3x3 stride 2, 32x256x56x56 2x2 stride 2, modes max and mean. Without a\n"
+        "GPU (or --cpu): small shapes on the reference backend, host timing. --case: its dtype\n"
+        "wins; the raw cuDNN rows need 2-D and pad_lo == pad_hi.\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
+    if (rc == NN_CLI_RUN) rc = nn_cli_case_operands(&cmd, argc, argv, first, &one);
+    if (rc != NN_CLI_RUN) return rc;
+    static const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
+    o->dtype = types[dtype];
+    if (one) {
+        char err[600];
+        int got = nn_pool_case_parse_line(one, &o->one, err, sizeof err);
+        if (got == 0) snprintf(err, sizeof err, "an empty case");
+        int64_t y[NN_POOL_MAX_SPATIAL + 2];
+        if (got == 1 &&
+            nn_pool_output_shape(&o->one.p, o->one.p.spatial_rank + 2, o->one.x_dims, y) != NN_OK) {
+            snprintf(err, sizeof err, "%s", nn_last_error()->message);
+            got = -1;
         }
+        if (got != 1) return nn_cli_usage_error(&cmd, "--case: %s", err);
+        o->has_case = 1;
+        o->dtype = o->one.dtype;
     }
-    return 0;
+    return NN_CLI_RUN;
 }
 
 static int fail(const char *what)
@@ -191,6 +187,11 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
             if (o->has_case) {
                 rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, &pr);
                 nn_pool_case_format(&o->one, name, sizeof name);
+                /* a window's reads per output, forward and twice as many forward + backward */
+                double work = rc ? 0 : (double)nn_tensor_numel(&pr.y) * 3 * (warmup + reps);
+                for (int i = 0; i < o->one.p.spatial_rank; i++)
+                    work *= (double)o->one.p.window[i];
+                nn_cli_warn_slow("nnprim bench pool", name, work);
             } else {
                 rc = problem_init(ctx, &cpu_shapes[si], mode, o->dtype, &pr);
                 shape_name(&cpu_shapes[si], name, sizeof name);
@@ -386,7 +387,8 @@ static int bench_gpu(nn_ctx *ctx, const struct opts *o)
 int nn_cli_bench_pool(int argc, char **argv)
 {
     struct opts o;
-    if (parse(argc, argv, &o)) return 2;
+    int prc = parse(argc, argv, &o);
+    if (prc != NN_CLI_RUN) return prc;
     nn_settings s;
     nn_default_settings(&s);
     s.deterministic = 0; /* raw cuDNN runs the non-deterministic max mode too */

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "nn_config.h"
+#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "rnn/rnn_internal.h"
@@ -279,6 +280,7 @@ static const struct side raw_side = {raw_prep, raw_run, raw_post};
 struct bench {
     nn_ctx *ctx, *eager; /* as chosen; forced eager (NULL on the reference backend) */
     int gpu, reps, warmup;
+    int case_no, cases; /* progress through a shape file (cases 0: no file) */
 };
 
 /* Microseconds of wall time per training step, steps back to back; NAN on failure. */
@@ -430,6 +432,18 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     s.c.p.dropout = 0; /* masks cost alike on both sides; the bench compares the rest */
     s.c.p.flags = 0;
     nn_rnn_case_format(&s.c, text, sizeof text);
+    if (B->cases) nn_cli_progress("nnprim bench rnn", ++B->case_no, B->cases, text);
+    int64_t numel;
+    if (nn_rnn_weights_size(B->ctx, &s.c.p, s.c.dtype, &numel) != NN_OK) {
+        fprintf(stderr, "nnprim bench rnn: %s: %s\n", where, nn_last_error()->message);
+        return -1;
+    }
+    /* a training step multiplies by about every weight three times per step and sequence; the
+     * bench runs about 4 * (12 + warm-up + reps) of them */
+    if (!B->gpu)
+        nn_cli_warn_slow("nnprim bench rnn", text,
+                         3.0 * (double)s.c.t * (double)s.c.n * (double)numel *
+                             (4.0 * (12 + B->warmup + B->reps)));
     if (alloc_shape(&s) != NN_OK) {
         printf("# %s: %s\n", text, nn_last_error()->message);
         free_shape(&s);
@@ -491,48 +505,44 @@ static int bench_line(struct bench *B, const char *line, const char *where)
     return 0;
 }
 
-static int usage(FILE *to)
-{
-    fprintf(to, "usage: nnprim bench rnn [--shapes FILE] [--reps N] [--warmup N] "
-                "[--backend ref|cudnn] [--math strict|tf32]\n"
-                "Shapes use the docs/RNN.md syntax (or whole NNPRIM_VERBOSE=1 lines), one per "
-                "line; without --shapes a few tiny ones run (bench/shapes_rnn_tiny.txt).\n"
-                "Columns: nnprim's GPU time per pass (fwd, bwd_data, bwd_weights = backward "
-                "minus its data pass, step), raw cuDNN's alike, host time per training step of "
-                "both, and nnprim / raw per pass and for the step's host time; then wall time "
-                "per training step (steps back to back) of nnprim as chosen (NNPRIM_RNN_GRAPHS, "
-                "auto by default), nnprim forced eager and raw cuDNN eager, nnprim / raw, "
-                "nnprim / nnprim eager, the wall time of the shape's first step (descriptors "
-                "built, or rebuilt from NNPRIM_PLAN_CACHE's record), and what auto chose for the "
-                "step (mode).\n");
-    return to == stdout ? 0 : 2;
-}
-
 int nn_cli_bench_rnn(int argc, char **argv)
 {
     nn_settings set;
     if (nn_default_settings(&set) != NN_OK) return 1;
-    const char *shapes = NULL;
-    int reps = 0, warmup = -1;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (!v) return usage(stderr);
-        if (!strcmp(a, "--shapes"))
-            shapes = v;
-        else if (!strcmp(a, "--reps"))
-            reps = atoi(v);
-        else if (!strcmp(a, "--warmup"))
-            warmup = atoi(v);
-        else if (!strcmp(a, "--backend") && !strcmp(v, "ref"))
-            set.backend = NN_BACKEND_REF;
-        else if (!strcmp(a, "--backend") && !strcmp(v, "cudnn"))
-            set.backend = NN_BACKEND_CUDNN;
-        else if (!strcmp(a, "--math") && (!strcmp(v, "strict") || !strcmp(v, "tf32")))
-            set.math_mode = !strcmp(v, "tf32") ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
-        else
-            return usage(stderr);
-    }
+    const char *shapes = NULL, *one = NULL;
+    int reps = 0, warmup = -1, backend = -1, math = -1;
+    const struct nn_cli_opt opts[] = {
+        {"--shapes", NN_CLI_STRING, &shapes, "FILE",
+         "the shapes of FILE (docs/RNN.md syntax or verbose lines)", 0, 0, NULL},
+        {"--case", NN_CLI_STRING, &one, "TEXT", "one shape, or a whole verbose line (quote it)", 0,
+         0, NULL},
+        {"--reps", NN_CLI_INT, &reps, "N", "timed calls (default 30 GPU, 3 reference)", 1, 1000000,
+         NULL},
+        {"--warmup", NN_CLI_INT, &warmup, "N", "untimed calls first (default 5 GPU, 1 reference)",
+         0, 1000000, NULL},
+        {"--backend", NN_CLI_CHOICE, &backend, NULL, "default: NNPRIM_BACKEND, else auto", 0, 0,
+         "ref|cudnn"},
+        {"--math", NN_CLI_CHOICE, &math, NULL, "default: NNPRIM_MATH, else strict", 0, 0,
+         "strict|tf32"},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim bench rnn", "[CASE...]",
+        "Shapes use the docs/RNN.md syntax (or whole NNPRIM_VERBOSE=1 lines), one per line;\n"
+        "without --shapes or --case a few tiny ones run (bench/shapes_rnn_tiny.txt).\n"
+        "Columns: nnprim's GPU time per pass (fwd, bwd_data, bwd_weights = backward minus its\n"
+        "data pass, step), raw cuDNN's alike, host time per training step of both, and nnprim /\n"
+        "raw per pass and for the step's host time; then wall time per training step (steps\n"
+        "back to back) of nnprim as chosen (NNPRIM_RNN_GRAPHS, auto by default), nnprim forced\n"
+        "eager and raw cuDNN eager, nnprim / raw, nnprim / nnprim eager, the wall time of the\n"
+        "shape's first step (descriptors built, or rebuilt from NNPRIM_PLAN_CACHE's record),\n"
+        "and what auto chose for the step (mode).\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int operands, prc = nn_cli_parse(&cmd, argc, argv, &operands);
+    if (prc == NN_CLI_RUN) prc = nn_cli_case_operands(&cmd, argc, argv, operands, &one);
+    if (prc != NN_CLI_RUN) return prc;
+    if (shapes && one) return nn_cli_usage_error(&cmd, "takes --shapes or --case, not both");
+    if (backend >= 0) set.backend = backend ? NN_BACKEND_CUDNN : NN_BACKEND_REF;
+    if (math >= 0) set.math_mode = math ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
     struct bench B = {0};
     if (nn_ctx_create(&B.ctx, &set) != NN_OK) {
         fprintf(stderr, "nnprim bench rnn: cannot create a context: %s\n",
@@ -566,8 +576,11 @@ int nn_cli_bench_rnn(int argc, char **argv)
     if (B.gpu) printf(" %6s %6s", "x_wraw", "x_weag");
     printf(" %-9s  shape\n", "mode");
     int rc = 0;
-    if (shapes) {
+    if (one) {
+        if (bench_line(&B, one, "--case") < 0) rc = 2;
+    } else if (shapes) {
         FILE *f = fopen(shapes, "r");
+        B.cases = nn_cli_count_cases(shapes);
         if (!f) {
             fprintf(stderr, "nnprim bench rnn: cannot open %s\n", shapes);
             rc = 1;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
 #include "tests/harness/linear_case.h"
@@ -27,7 +28,17 @@ struct family {
     int (*check_reference)(nn_ctx *ref, const union any_case *c, FILE *out);
     int (*check_backend)(nn_ctx *dev, nn_ctx *ref, const union any_case *c, FILE *out);
     nn_math_mode (*math)(const union any_case *c);
+    /* A parsed case that the library would refuse: -1 and the library's message in err (it
+     * names the field); else 0 and *macs, the multiply-adds of one forward call (the work). */
+    int (*validate)(const union any_case *c, double *macs, char *err, size_t cap);
 };
+
+static int refused(char *err, size_t cap)
+{
+    snprintf(err, cap, "%s (%s)", nn_last_error()->message,
+             nn_status_name(nn_last_error()->status));
+    return -1;
+}
 
 static int conv_parse(const char *line, union any_case *c, char *err, size_t cap)
 {
@@ -52,6 +63,22 @@ static int conv_dev(nn_ctx *dev, nn_ctx *ref, const union any_case *c, FILE *out
 static nn_math_mode conv_math(const union any_case *c)
 {
     return c->conv.math;
+}
+double nn_cli_conv_macs(const struct nn_conv_case *k)
+{
+    int rank = k->p.spatial_rank + 2;
+    int64_t y[NN_CONV_MAX_SPATIAL + 2];
+    if (nn_conv_output_shape(&k->p, rank, k->x_dims, k->w_dims, y) != NN_OK) return -1;
+    /* every output element sums C/G times the filter's size products */
+    double m = (double)k->w_dims[1];
+    for (int i = 0; i < rank; i++)
+        m *= (double)y[i] * (i >= 2 ? (double)k->w_dims[i] : 1.0);
+    return m;
+}
+static int conv_validate(const union any_case *c, double *macs, char *err, size_t cap)
+{
+    *macs = nn_cli_conv_macs(&c->conv);
+    return *macs < 0 ? refused(err, cap) : 0;
 }
 
 static int pool_parse(const char *line, union any_case *c, char *err, size_t cap)
@@ -79,6 +106,18 @@ static nn_math_mode pool_math(const union any_case *c)
     (void)c;
     return NN_MATH_STRICT_FP32;
 }
+static int pool_validate(const union any_case *c, double *macs, char *err, size_t cap)
+{
+    const struct nn_pool_case *k = &c->pool;
+    int rank = k->p.spatial_rank + 2;
+    int64_t y[NN_POOL_MAX_SPATIAL + 2];
+    if (nn_pool_output_shape(&k->p, rank, k->x_dims, y) != NN_OK) return refused(err, cap);
+    double m = 1;
+    for (int i = 0; i < rank; i++)
+        m *= (double)y[i] * (i >= 2 ? (double)k->p.window[i - 2] : 1.0);
+    *macs = m;
+    return 0;
+}
 
 static int linear_parse(const char *line, union any_case *c, char *err, size_t cap)
 {
@@ -103,6 +142,17 @@ static int linear_dev(nn_ctx *dev, nn_ctx *ref, const union any_case *c, FILE *o
 static nn_math_mode linear_math(const union any_case *c)
 {
     return c->linear.math;
+}
+static int linear_validate(const union any_case *c, double *macs, char *err, size_t cap)
+{
+    (void)err;
+    (void)cap;
+    const struct nn_linear_case *k = &c->linear;
+    double m = (double)k->in * (double)k->out;
+    for (int i = 0; i + 1 < k->x_rank; i++)
+        m *= (double)k->lead[i];
+    *macs = m;
+    return 0;
 }
 
 static int softmax_parse(const char *line, union any_case *c, char *err, size_t cap)
@@ -130,36 +180,53 @@ static nn_math_mode softmax_math(const union any_case *c)
     (void)c;
     return NN_MATH_STRICT_FP32;
 }
+static int softmax_validate(const union any_case *c, double *macs, char *err, size_t cap)
+{
+    (void)err;
+    (void)cap;
+    double m = 1;
+    for (int i = 0; i < c->softmax.rank; i++)
+        m *= (double)c->softmax.dims[i];
+    *macs = m;
+    return 0;
+}
 
 static const struct family families[] = {
     {"conv", "n2c4h9w9k6r3s3 g2 stride2x1 padlo1x0 padhi2x1 conv relu bias f16", conv_parse,
-     conv_format, nn_conv_standard_case_count, conv_standard, conv_ref, conv_dev, conv_math},
+     conv_format, nn_conv_standard_case_count, conv_standard, conv_ref, conv_dev, conv_math,
+     conv_validate},
     {"pool", "n2c3h8w8 mean_exclude_pad win3 stride2 pad1 bf16", pool_parse, pool_format,
-     nn_pool_standard_case_count, pool_standard, pool_ref, pool_dev, pool_math},
+     nn_pool_standard_case_count, pool_standard, pool_ref, pool_dev, pool_math, pool_validate},
     {"linear", "m35x20in650out10000 bias f32 tf32", linear_parse, linear_format,
-     nn_linear_standard_case_count, linear_standard, linear_ref, linear_dev, linear_math},
+     nn_linear_standard_case_count, linear_standard, linear_ref, linear_dev, linear_math,
+     linear_validate},
     {"softmax", "n64c10000 xent i64 f32", softmax_parse, softmax_format,
-     nn_softmax_standard_case_count, softmax_standard, softmax_ref, softmax_dev, softmax_math},
+     nn_softmax_standard_case_count, softmax_standard, softmax_ref, softmax_dev, softmax_math,
+     softmax_validate},
 };
 
-static int usage(FILE *to)
+/* The usage text: the fixed part and one example per family. */
+static const char *about(void)
 {
-    fprintf(
-        to,
-        "usage: nnprim check [conv|pool|linear|softmax] [--ref-only] [--shapes FILE | CASE...]\n"
-        "       nnprim check rnn ... (recurrent layers; nnprim check rnn --help)\n"
-        "\n"
-        "Runs a family's correctness harness (conv when none is named): the reference\n"
-        "backend's gradients against central finite differences (f64) and guard bytes\n"
-        "around every output; with a GPU, also the cuDNN path against the reference on the\n"
-        "same inputs. Without a case, the family's standard cases run. A case is one line of\n"
-        "the family's docs/<FAMILY>.md syntax, or a whole NNPRIM_VERBOSE line of that family\n"
-        "(its shape field is taken), e.g.\n");
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        fprintf(to, "  nnprim check %s %s\n", families[i].name, families[i].example);
-    fprintf(to, "Each failure prints one line ending in a reproducer. Exit status 1 on any "
-                "failure.\n");
-    return to == stdout ? 0 : 2;
+    static char text[2048];
+    size_t n = (size_t)snprintf(
+        text, sizeof text,
+        "FAMILY: conv (the default), pool, linear, softmax, or rnn (nnprim check rnn --help).\n"
+        "Runs a family's correctness harness: the reference backend's gradients against\n"
+        "central finite differences (f64) and guard bytes around every output; with a GPU,\n"
+        "also the cuDNN path against the reference on the same inputs. Without a case, the\n"
+        "family's standard cases run. A case is one line of the family's docs/<FAMILY>.md\n"
+        "syntax, or a whole NNPRIM_VERBOSE line (quoted or not; its op picks the family when\n"
+        "none is named), e.g.\n");
+    for (size_t i = 0; i < sizeof families / sizeof families[0] && n < sizeof text; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "  nnprim check %s %s\n", families[i].name,
+                              families[i].example);
+    if (n < sizeof text)
+        snprintf(text + n, sizeof text - n,
+                 "Each failure prints one line ending in a reproducer. Exit status: 0 all passed,\n"
+                 "1 a case failed, 2 a usage error (an unknown option, a case that does not parse\n"
+                 "or that the library refuses: the message names the field).\n");
+    return text;
 }
 
 struct runner {
@@ -201,18 +268,32 @@ static void run_one(struct runner *r, const union any_case *c)
     r->failures += fails != 0;
 }
 
-/* Returns 0, or -1 after a parse error (reported with where). */
+/* One line: 1 and the case in *c, 0 for a blank or comment line, -1 after a usage error
+ * (reported with where): a case that does not parse or that the library refuses. */
+static int take_line(const struct family *fam, const char *line, const char *where,
+                     union any_case *c)
+{
+    char err[600];
+    double macs = 0;
+    int got = fam->parse_line(line, c, err, sizeof err);
+    if (got > 0 && fam->validate(c, &macs, err, sizeof err)) got = -1;
+    if (got < 0) fprintf(stderr, "nnprim check %s: %s: %s\n", fam->name, where, err);
+    if (got > 0) {
+        char text[256];
+        fam->format(c, text, sizeof text);
+        /* the reference runs forward and backward in f64 and in the case's dtype */
+        nn_cli_warn_slow("nnprim check", text, 6 * macs);
+    }
+    return got;
+}
+
+/* Returns 0, or -1 after a usage error (take_line). */
 static int run_line(struct runner *r, const char *line, const char *where)
 {
     union any_case c;
-    char err[256];
-    int got = r->fam->parse_line(line, &c, err, sizeof err);
-    if (got < 0) {
-        fprintf(stderr, "nnprim check %s: %s: %s\n", r->fam->name, where, err);
-        return -1;
-    }
-    if (got) run_one(r, &c);
-    return 0;
+    int got = take_line(r->fam, line, where, &c);
+    if (got > 0) run_one(r, &c);
+    return got < 0 ? -1 : 0;
 }
 
 static int run_file(struct runner *r, const char *path)
@@ -237,27 +318,59 @@ int nn_cli_check(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "rnn")) return nn_cli_check_rnn(argc - 1, argv + 1);
     struct runner r = {0};
     r.fam = &families[0];
-    int i = 1;
-    for (size_t k = 0; i < argc && k < sizeof families / sizeof families[0]; k++)
-        if (!strcmp(argv[i], families[k].name)) {
+    int shift = 0; /* 1: argv[1] named the family */
+    for (size_t k = 0; k < sizeof families / sizeof families[0]; k++)
+        if (argc > 1 && !strcmp(argv[1], families[k].name)) {
             r.fam = &families[k];
-            i++;
-            break;
+            shift = 1;
         }
     const char *shapes = NULL;
-    int first_case = argc, ref_only = 0;
-    for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
-        if (!strcmp(argv[i], "--ref-only"))
-            ref_only = 1;
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
-            shapes = argv[++i];
-        else if (argv[i][0] == '-')
-            return usage(stderr);
-        else {
-            first_case = i;
-            break;
-        }
+    int ref_only = 0;
+    const struct nn_cli_opt opts[] = {
+        {"--ref-only", NN_CLI_FLAG, &ref_only, NULL, "only the reference checks, even with a GPU",
+         0, 0, NULL},
+        {"--shapes", NN_CLI_STRING, &shapes, "FILE",
+         "the cases of FILE, one per line ('#' comments)", 0, 0, NULL},
+    };
+    char name[64];
+    snprintf(name, sizeof name, "nnprim check%s%s", shift ? " " : "", shift ? r.fam->name : "");
+    const struct nn_cli_cmd cmd = {name, shift ? "[CASE...]" : "[FAMILY] [CASE...]", about(), opts,
+                                   NN_CLI_NOPTS(opts)};
+    int first_case, prc = nn_cli_parse(&cmd, argc - shift, argv + shift, &first_case);
+    if (prc != NN_CLI_RUN) return prc;
+    first_case += shift;
+    if (!shift && first_case < argc)
+        for (size_t k = 0; k < sizeof families / sizeof families[0]; k++)
+            if (!strcmp(argv[first_case], families[k].name) || !strcmp(argv[first_case], "rnn")) {
+                /* "nnprim check --ref-only pool ...": the family first, and parse again */
+                char *f = argv[first_case];
+                memmove(&argv[2], &argv[1], (size_t)(first_case - 1) * sizeof *argv);
+                argv[1] = f;
+                return nn_cli_check(argc, argv);
+            }
+    if (first_case < argc && shapes)
+        return nn_cli_usage_error(&cmd, "takes --shapes FILE or a case, not both");
+    /* A whole verbose line: its op names the family. */
+    const char *fam = first_case < argc ? nn_cli_verbose_family(argv[first_case]) : NULL;
+    if (fam && !shift && !strcmp(fam, "rnn")) return nn_cli_check_rnn(argc, argv);
+    if (fam) {
+        const struct family *f = NULL;
+        for (size_t k = 0; k < sizeof families / sizeof families[0]; k++)
+            if (!strcmp(fam, families[k].name)) f = &families[k];
+        if (!f) return nn_cli_usage_error(&cmd, "the op of this verbose line has no check family");
+        if (shift && f != r.fam)
+            return nn_cli_usage_error(&cmd, "the verbose line is of a %s op, not of %s", f->name,
+                                      r.fam->name);
+        r.fam = f;
+    }
+    /* One case: refused before anything runs. */
+    union any_case one;
+    char line[1024];
+    if (first_case < argc) {
+        /* The words of one case, or of one pasted verbose line that the shell split at its
+         * blanks: joined back into one line. */
+        nn_cli_join(argc - first_case, argv + first_case, line, sizeof line);
+        if (take_line(r.fam, line, "the case", &one) < 0) return 2;
     }
     int ndev = 0;
     nn_device_count(&ndev);
@@ -269,15 +382,7 @@ int nn_cli_check(int argc, char **argv)
 
     int rc = 0;
     if (first_case < argc) {
-        /* The words of one case, or of one pasted verbose line that the shell split at its
-         * blanks: joined back into one line. */
-        char line[1024];
-        size_t n = 0;
-        line[0] = 0;
-        for (int k = first_case; k < argc && n < sizeof line; k++)
-            n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", k > first_case ? " " : "",
-                                  argv[k]);
-        if (run_line(&r, line, "the case")) rc = 2;
+        run_one(&r, &one);
     } else if (shapes) {
         if (run_file(&r, shapes)) rc = 2;
     } else {

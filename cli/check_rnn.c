@@ -3,23 +3,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "tests/harness/rnn_case.h"
 
-static int usage(FILE *to)
-{
-    fprintf(to,
-            "usage: nnprim check rnn [--ref-only] [--gpu-matrix] [--shapes FILE | CASE TOKENS...]\n"
-            "\n"
-            "Runs the recurrent correctness harness: the reference backend's gradients against\n"
-            "central finite differences (f64) and guard elements around every output; with a GPU,\n"
-            "also the cuDNN path against the reference on the same inputs. Without a case, the\n"
-            "standard cases run (--gpu-matrix: the GPU test suite's case matrix). A case is one\n"
-            "line of docs/RNN.md syntax, or a whole NNPRIM_VERBOSE=1 line of an RNN call, e.g.\n"
-            "  nnprim check rnn lstm t5n3i4h6 l2 bidir proj3 bias_double seq lens5x2x0 f32\n"
-            "Each failure prints one line ending in a reproducer. Exit status 1 on any failure.\n");
-    return to == stdout ? 0 : 2;
-}
+static const char about[] =
+    "Runs the recurrent correctness harness: the reference backend's gradients against\n"
+    "central finite differences (f64) and guard elements around every output; with a GPU,\n"
+    "also the cuDNN path against the reference on the same inputs. Without a case, the\n"
+    "standard cases run (--gpu-matrix: the GPU test suite's case matrix). A case is one\n"
+    "line of docs/RNN.md syntax, or a whole NNPRIM_VERBOSE=1 line of an RNN call, e.g.\n"
+    "  nnprim check rnn lstm t5n3i4h6 l2 bidir proj3 bias_double seq lens5x2x0 f32\n"
+    "Each failure prints one line ending in a reproducer. Exit status: 0 all passed, 1 a case\n"
+    "failed, 2 a usage error (a case that does not parse or that the library refuses).\n";
 
 struct runner {
     nn_ctx *ref, *gpu[2]; /* gpu[math mode], created on first use */
@@ -55,6 +51,29 @@ static void run_one(struct runner *r, const struct nn_rnn_case *c)
     r->failures += fails != 0;
 }
 
+/* A case the library refuses is a usage error, found before anything runs: -1 with err. A long
+ * one (each step of each sequence multiplies by about every weight once) gets a warning. */
+static int validate(const struct nn_rnn_case *c, char *err, size_t cap)
+{
+    nn_settings s;
+    nn_ctx *ctx = NULL;
+    int64_t numel;
+    int bad = nn_settings_init(&s) != NN_OK;
+    s.backend = NN_BACKEND_REF;
+    bad = bad || nn_ctx_create(&ctx, &s) != NN_OK ||
+          nn_rnn_weights_size(ctx, &c->p, c->dtype, &numel) != NN_OK;
+    if (bad)
+        snprintf(err, cap, "%s (%s)", nn_last_error()->message,
+                 nn_status_name(nn_last_error()->status));
+    nn_ctx_destroy(ctx);
+    if (bad) return -1;
+    char text[512];
+    nn_rnn_case_format(c, text, sizeof text);
+    /* forward and backward in f64 and in the case's dtype */
+    nn_cli_warn_slow("nnprim check rnn", text, 6.0 * (double)c->t * (double)c->n * (double)numel);
+    return 0;
+}
+
 static int run_file(struct runner *r, const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -63,12 +82,13 @@ static int run_file(struct runner *r, const char *path)
         return -1;
     }
     static char line[16384];
-    char err[256];
+    char err[600];
     int lineno = 0, rc = 0;
     while (fgets(line, sizeof line, f)) {
         static struct nn_rnn_case c;
         lineno++;
         int got = nn_rnn_case_parse_line(line, &c, err, sizeof err);
+        if (got > 0 && validate(&c, err, sizeof err)) got = -1;
         if (got < 0) {
             fprintf(stderr, "nnprim check rnn: %s:%d: %s\n", path, lineno, err);
             rc = -1;
@@ -84,20 +104,31 @@ int nn_cli_check_rnn(int argc, char **argv)
 {
     struct runner r = {0};
     const char *shapes = NULL;
-    int first_case = argc, ref_only = 0, matrix = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
-        if (!strcmp(argv[i], "--ref-only"))
-            ref_only = 1;
-        else if (!strcmp(argv[i], "--gpu-matrix"))
-            matrix = 1;
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
-            shapes = argv[++i];
-        else if (argv[i][0] == '-')
-            return usage(stderr);
-        else {
-            first_case = i;
-            break;
+    int ref_only = 0, matrix = 0;
+    const struct nn_cli_opt opts[] = {
+        {"--ref-only", NN_CLI_FLAG, &ref_only, NULL, "only the reference checks, even with a GPU",
+         0, 0, NULL},
+        {"--gpu-matrix", NN_CLI_FLAG, &matrix, NULL, "the GPU test suite's cases", 0, 0, NULL},
+        {"--shapes", NN_CLI_STRING, &shapes, "FILE",
+         "the cases of FILE, one per line ('#' comments)", 0, 0, NULL},
+    };
+    const struct nn_cli_cmd cmd = {"nnprim check rnn", "[CASE...]", about, opts,
+                                   NN_CLI_NOPTS(opts)};
+    int first_case, prc = nn_cli_parse(&cmd, argc, argv, &first_case);
+    if (prc != NN_CLI_RUN) return prc;
+    if (first_case < argc && (shapes || matrix))
+        return nn_cli_usage_error(&cmd, "takes a case, --shapes FILE or --gpu-matrix, one of them");
+    static struct nn_rnn_case c;
+    if (first_case < argc) {
+        /* one case: its tokens, or one verbose line (quoted, or split by the shell) */
+        static char line[16384];
+        char err[600];
+        nn_cli_join(argc - first_case, argv + first_case, line, sizeof line);
+        int got = nn_rnn_case_parse_line(line, &c, err, sizeof err);
+        if (got == 0) snprintf(err, sizeof err, "an empty case");
+        if (got != 1 || validate(&c, err, sizeof err)) {
+            fprintf(stderr, "nnprim check rnn: the case: %s\n", err);
+            return 2;
         }
     }
     int ndev = 0;
@@ -107,21 +138,9 @@ int nn_cli_check_rnn(int argc, char **argv)
     if (!r.ref) return 1;
     printf("nnprim check rnn: reference vs finite differences + guards%s\n",
            r.use_gpu ? "; cuDNN vs reference" : " (no GPU used)");
-    static struct nn_rnn_case c;
     int rc = 0;
     if (first_case < argc) {
-        /* one case: its tokens, or one verbose line passed as a single argument */
-        char err[256];
-        int bad =
-            argc - first_case == 1
-                ? nn_rnn_case_parse_line(argv[first_case], &c, err, sizeof err) != 1
-                : nn_rnn_case_parse(argc - first_case, argv + first_case, &c, err, sizeof err) != 0;
-        if (bad) {
-            fprintf(stderr, "nnprim check rnn: %s\n", err);
-            rc = 2;
-        } else {
-            run_one(&r, &c);
-        }
+        run_one(&r, &c);
     } else if (shapes) {
         if (run_file(&r, shapes)) rc = 2;
     } else if (matrix) {

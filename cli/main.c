@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
@@ -42,8 +43,13 @@ static void print_runtime_libraries(void)
 
 static int cmd_info(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    static const struct nn_cli_cmd cmd = {
+        "nnprim info", NULL,
+        "Prints the version, the build features, the cuDNN runtime, the CUDA devices and the\n"
+        "backend and settings a default context gets (NNPRIM_* variables applied).\n",
+        NULL, 0};
+    int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
+    if (rc != NN_CLI_RUN) return rc;
     unsigned f = nn_build_features();
     printf("nnprim %s\n", nn_version());
     printf("build features: cuda=%s cudnn=%s jemalloc=%s\n", f & NN_FEATURE_CUDA ? "yes" : "no",
@@ -83,20 +89,45 @@ static const struct command_area {
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
     {"conv", nn_cli_bench_conv}, {"linear", nn_cli_bench_linear}, {"mem", nn_cli_bench_mem},
-    {"pool", nn_cli_bench_pool}, {"rnn", nn_cli_bench_rnn},       {"models", nn_cli_bench_models},
+    {"pool", nn_cli_bench_pool}, {"rnn", nn_cli_bench_rnn},       {"softmax", nn_cli_bench_softmax},
+    {"models", nn_cli_bench_models},
 };
+
+static void bench_usage(FILE *to)
+{
+    fprintf(to, "usage: nnprim bench <area> [options]\n"
+                "       nnprim bench 'nnprim_verbose,...' (a whole verbose line: its op's area, "
+                "that one call)\n\nareas:");
+    for (size_t i = 0; i < sizeof bench_areas / sizeof bench_areas[0]; i++)
+        fprintf(to, " %s", bench_areas[i].name);
+    fprintf(to, "\n\"nnprim bench <area> --help\" lists an area's options.\n");
+}
 
 static int cmd_bench(int argc, char **argv)
 {
     size_t n = sizeof bench_areas / sizeof bench_areas[0];
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        bench_usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && nn_cli_verbose_family(argv[1])) {
+        /* A pasted verbose line (split by the shell or not) and options: its area benchmarks
+         * that call, the line's words being the area's case operands. */
+        const char *area = nn_cli_verbose_family(argv[1]);
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(area, bench_areas[i].name)) {
+                argv[0] = (char *)bench_areas[i].name;
+                return bench_areas[i].run(argc, argv);
+            }
+        fprintf(stderr, "nnprim bench: no benchmark area for the op of this line (%s)\n", area);
+        return 2;
+    }
     if (argc >= 2)
         for (size_t i = 0; i < n; i++)
             if (!strcmp(argv[1], bench_areas[i].name))
                 return bench_areas[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "usage: nnprim bench <area> [options]; areas:");
-    for (size_t i = 0; i < n; i++)
-        fprintf(stderr, " %s", bench_areas[i].name);
-    fprintf(stderr, "\n(\"nnprim bench <area> --help\" lists an area's options)\n");
+    if (argc >= 2) fprintf(stderr, "nnprim bench: unknown area '%s'\n", argv[1]);
+    bench_usage(stderr);
     return 2;
 }
 #endif
@@ -111,7 +142,7 @@ static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
 #if NN_CLI_BENCH
     {"bench", cmd_bench,
-     "time nnprim against raw cuDNN and CUDA (areas: conv, linear, mem, pool, rnn)"},
+     "time nnprim against raw cuDNN and CUDA (areas: conv, linear, mem, pool, rnn, softmax)"},
 #endif
     {"check", nn_cli_check,
      "run the correctness harness (GPU against reference); --help for cases"},
@@ -120,9 +151,11 @@ static const struct command commands[] = {
 
 static int usage(FILE *to)
 {
-    fprintf(to, "usage: nnprim <command> [args]\n\ncommands:\n");
+    fprintf(to, "usage: nnprim <command> [args]\n       nnprim --version | --help\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(to, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(to, "\n\"nnprim <command> --help\" describes a command. Exit status: 0 done, 1 the "
+                "work failed (a check disagreed, a call failed), 2 a usage error.\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -131,8 +164,12 @@ int main(int argc, char **argv)
     if (argc < 2) return usage(stderr);
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
         return usage(stdout);
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("nnprim %s\n", nn_version());
+        return 0;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "nnprim: unknown command '%s'\n", argv[1]);
+    fprintf(stderr, "nnprim: unknown %s '%s'\n", argv[1][0] == '-' ? "option" : "command", argv[1]);
     return usage(stderr);
 }

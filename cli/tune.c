@@ -11,25 +11,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
 #include "tests/harness/rnn_case.h"
-
-static int usage(FILE *to)
-{
-    fprintf(to,
-            "usage: nnprim tune --shapes FILE --out PLANFILE [--candidates N] [--deterministic]\n"
-            "                   [--retune]\n"
-            "\n"
-            "Autotunes the forward, backward-data and backward-filter plans of every shape in\n"
-            "FILE (docs/CONV.md syntax, one per line, '#' comments; a 'tf32' token selects TF32\n"
-            "math; recurrent shapes in docs/RNN.md syntax run training steps until their\n"
-            "algorithm is timed and graph replay decided) and writes them to PLANFILE. Records\n"
-            "already in PLANFILE are kept and reused (not timed again) unless --retune is\n"
-            "given. N: plans timed per shape (default: the settings',\n"
-            "NNPRIM_AUTOTUNE_CANDIDATES).\n");
-    return to == stdout ? 0 : 2;
-}
 
 struct tune_opts {
     const char *shapes, *out;
@@ -257,29 +242,31 @@ static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_m
 int nn_cli_tune(int argc, char **argv)
 {
     struct tune_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (!strcmp(a, "--deterministic")) {
-            o.deterministic = 1;
-            continue;
-        }
-        if (!strcmp(a, "--retune")) {
-            o.retune = 1;
-            continue;
-        }
-        if (!v) return usage(stderr);
-        if (!strcmp(a, "--shapes"))
-            o.shapes = v;
-        else if (!strcmp(a, "--out"))
-            o.out = v;
-        else if (!strcmp(a, "--candidates") && atoi(v) > 0)
-            o.candidates = atoi(v);
-        else
-            return usage(stderr);
-        i++;
-    }
-    if (!o.shapes || !o.out) return usage(stderr);
+    const struct nn_cli_opt opts[] = {
+        {"--shapes", NN_CLI_STRING, &o.shapes, "FILE", "the shapes to tune (required)", 0, 0, NULL},
+        {"--out", NN_CLI_STRING, &o.out, "PLANFILE", "the plan file to fill (required)", 0, 0,
+         NULL},
+        {"--candidates", NN_CLI_INT, &o.candidates, "N",
+         "plans timed per shape (default: the settings', NNPRIM_AUTOTUNE_CANDIDATES)", 1, 1000000,
+         NULL},
+        {"--deterministic", NN_CLI_FLAG, &o.deterministic, NULL, "deterministic plans only", 0, 0,
+         NULL},
+        {"--retune", NN_CLI_FLAG, &o.retune, NULL, "time again the records already in PLANFILE", 0,
+         0, NULL},
+    };
+    const struct nn_cli_cmd cmd = {
+        "nnprim tune", NULL,
+        "Autotunes the forward, backward-data and backward-filter plans of every shape in\n"
+        "FILE (docs/CONV.md syntax, one per line, '#' comments; a 'tf32' token selects TF32\n"
+        "math; recurrent shapes in docs/RNN.md syntax run training steps until their\n"
+        "algorithm is timed and graph replay decided) and writes them to PLANFILE. Records\n"
+        "already in PLANFILE are kept and reused (not timed again) unless --retune is given.\n"
+        "Needs a cuDNN build and a GPU.\n",
+        opts, NN_CLI_NOPTS(opts)};
+    int first, prc = nn_cli_parse(&cmd, argc, argv, &first);
+    if (prc != NN_CLI_RUN) return prc;
+    if (!o.shapes || !o.out)
+        return nn_cli_usage_error(&cmd, "needs --shapes FILE and --out PLANFILE");
     if (!(nn_build_features() & NN_FEATURE_CUDNN)) {
         fprintf(stderr, "nnprim tune: this build has no cuDNN; plans are a cuDNN thing\n");
         return 1;

@@ -57,11 +57,11 @@ static nn_status resolve_backend(nn_settings *s)
         } else {
             static int said;
             if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-                nn__log("backend auto: %s; using the reference backend",
-                        !NN_HAVE_CUDNN ? "this build has no cuDNN"
-                        : no_lib       ? no_lib
-                        : devices == 0 ? "no usable CUDA device (no driver or no GPU)"
-                                       : "the requested device ordinal is out of range");
+                nn__warn(s->verbose, "backend auto: %s; using the reference backend",
+                         !NN_HAVE_CUDNN ? "this build has no cuDNN"
+                         : no_lib       ? no_lib
+                         : devices == 0 ? "no usable CUDA device (no driver or no GPU)"
+                                        : "the requested device ordinal is out of range");
             s->backend = NN_BACKEND_REF;
         }
     }
@@ -167,6 +167,7 @@ nn_status nn_ctx_create(nn_ctx **out, const nn_settings *settings)
         nn_ctx_destroy(ctx);
         return st;
     }
+    nn__verbose_header(ctx);
     *out = ctx;
     return NN_OK;
 }

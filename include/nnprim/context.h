@@ -22,7 +22,8 @@
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
  *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (settings)
- *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN call)
+ *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN
+ * call); the lines: "Log lines" below and docs/VERBOSE.md
  *
  * and, read by the library loader rather than by nn_default_settings(), once per process when a
  * library is first needed (nn_runtime_library_info() below):
@@ -416,6 +417,56 @@ NN_API nn_status nn_ctx_synchronize(nn_ctx *ctx);
  * @return NN_OK; NN_E_INVALID_ARG if ctx or out is NULL.
  */
 NN_API nn_status nn_ctx_last_error(const nn_ctx *ctx, nn_error_info *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Log lines (docs/VERBOSE.md)
+ *
+ * nnprim says three kinds of things, each as one line without a newline:
+ *   - warnings ("nnprim: ..."): something did not go as asked and the call carried on (the
+ *     automatic backend fell back to the reference one, a plan cache file was not usable, ...);
+ *   - at verbose >= 1, one line per op call, a reproducer of the call that `nnprim check` and
+ *     `nnprim bench` take back whole:
+ *       nnprim_verbose,<op>,<backend>,<impl>,<cache>,<shape>,host_ms=<ms>
+ *     (a failed call: nnprim_verbose,<op>,<backend>,-,-,-,status=<NAME> host_ms=<ms>,<message>),
+ *     and, when a context is created, its header line "# nnprim_verbose header: nnprim
+ *     <version>, backend <b>, device <d>, cuDNN <v>, math <m>, deterministic <0|1>; ..." (a '#'
+ *     comment, which case files skip);
+ *   - at verbose 2, one line per CUDA and cuDNN call ("nnprim_trace,..." and the cuDNN trace).
+ * host_ms is the host wall time of the call: on a cuDNN context its GPU work may still be
+ * queued when the call returns.
+ */
+
+/** What a log line is. */
+typedef enum nn_log_kind {
+    NN_LOG_WARNING = 1, /**< "nnprim: ..."; to a callback always, to stderr at verbose >= 1 */
+    NN_LOG_OP = 2,      /**< an op call's verbose line or a header line (verbose >= 1) */
+    NN_LOG_TRACE = 3    /**< a CUDA or cuDNN call (verbose 2) */
+} nn_log_kind;
+
+/**
+ * A log callback: receives one whole line (NUL-terminated, no newline; valid only during the
+ * call) and the user pointer given to nn_set_log_callback(). It may be called from any thread
+ * that calls nnprim (and from a cuDNN context's background plan builder), but never by two
+ * threads at once: nnprim holds a lock around it. It must therefore return promptly and must
+ * not call nnprim itself.
+ */
+typedef void (*nn_log_fn)(nn_log_kind kind, const char *line, void *user);
+
+/**
+ * Route nnprim's log lines to fn instead of stderr, for the whole process (every context).
+ *
+ * Without a callback, verbose and trace lines go to stderr as the contexts' verbose levels say
+ * and warnings go there only at verbose >= 1, so that nothing is printed at verbose 0. With
+ * one, fn gets the same verbose and trace lines and every warning, whatever the verbose level,
+ * and nothing goes to stderr.
+ *
+ * Thread safety: may be called at any time from any thread; once it returns, the previous
+ * callback is not called again (a line being delivered to it finishes first).
+ *
+ * @param fn   the callback, or NULL for stderr again.
+ * @param user passed to every call of fn; not owned (it must stay valid while fn is set).
+ */
+NN_API void nn_set_log_callback(nn_log_fn fn, void *user);
 
 #ifdef __cplusplus
 }

@@ -433,10 +433,16 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__conv_note *note, const struct nn__conv_problem *prob,
-                         uint64_t t0)
+                         unsigned flags, uint64_t t0)
 {
     char shape[256];
     nn__conv_problem_text(prob, shape, sizeof shape);
+    /* The accumulation flags change the gradients, so the reproducer carries them (the case
+     * syntax's accdx/accdw/accdb tokens). */
+    size_t n = strlen(shape);
+    if (flags & NN_CONV_ACCUMULATE_DX) n = nn__text_put(shape, sizeof shape, n, " accdx");
+    if (flags & NN_CONV_ACCUMULATE_DW) n = nn__text_put(shape, sizeof shape, n, " accdw");
+    if (flags & NN_CONV_ACCUMULATE_DB) nn__text_put(shape, sizeof shape, n, " accdb");
     /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl,
                    note->cache[0] ? note->cache : "-", shape, t0);
@@ -489,7 +495,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
         nn_conv_pullback_free(&pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -498,7 +504,9 @@ nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor 
                           const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
                           nn_conv_pullback **pullback_out)
 {
-    return conv_forward(ctx, p, x, w, b, y, pullback_out, NULL);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "conv_forward", t0,
+                            conv_forward(ctx, p, x, w, b, y, pullback_out, NULL));
 }
 
 nn_status nn__conv_forward_capture(struct nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
@@ -647,21 +655,26 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
         else
             NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, bw.accumulate, &gl, gl.dy, &note));
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, t0);
     return bw.keep ? NN_OK : nn_conv_pullback_free(pullback);
 }
 
 nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, const nn_tensor *dy,
                            nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
-    return conv_backward(ctx, "nn_conv_backward", pullback, NULL, dy, dx, dw, db);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "conv_backward", t0,
+                            conv_backward(ctx, "nn_conv_backward", pullback, NULL, dy, dx, dw, db));
 }
 
 nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
                               const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx,
                               nn_tensor *dw, nn_tensor *db)
 {
-    return conv_backward(ctx, "nn_conv_backward_ex", pullback, opts, dy, dx, dw, db);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "conv_backward_ex", t0,
+        conv_backward(ctx, "nn_conv_backward_ex", pullback, opts, dy, dx, dw, db));
 }
 
 nn_status nn_conv_pullback_free(nn_conv_pullback **pullback)
@@ -712,7 +725,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     struct nn__conv_note note;
     note_init(&note, NULL);
     NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, &gl, gl.dy, &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, t0);
     return NN_OK;
 }
 
@@ -720,18 +733,22 @@ nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_t
                                 const nn_tensor *w, nn_tensor *dx)
 {
     struct grads g = {NULL, w, dy, dx, NULL, NULL};
-    return standalone(ctx, "nn_conv_backward_data", p, dx, "dx", w, "w", &g);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "conv_backward_data", t0,
+                            standalone(ctx, "nn_conv_backward_data", p, dx, "dx", w, "w", &g));
 }
 
 nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
                                   const nn_tensor *dy, nn_tensor *dw)
 {
     struct grads g = {x, NULL, dy, NULL, dw, NULL};
-    return standalone(ctx, "nn_conv_backward_filter", p, x, "x", dw, "dw", &g);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "conv_backward_filter", t0,
+                            standalone(ctx, "nn_conv_backward_filter", p, x, "x", dw, "dw", &g));
 }
 
-nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
-                                nn_tensor *db)
+static nn_status conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
+                                    nn_tensor *db)
 {
     const char *op = "nn_conv_backward_bias";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
@@ -767,8 +784,15 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
     NN__TRY_IN(ctx, op,
                be->backward_bias(ctx, &prob, &dyl, db, 1.0,
                                  beta_for(p->flags, NN_CONV_ACCUMULATE_DB), &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB, t0);
     return NN_OK;
+}
+
+nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
+                                nn_tensor *db)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "conv_backward_bias", t0, conv_backward_bias(ctx, p, dy, db));
 }
 
 /* ---------------------------------------------------------------------------------------------

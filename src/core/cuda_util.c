@@ -33,7 +33,9 @@ nn_status nn__cuda_traced(struct nn_ctx *ctx, cudaError_t err, const char *call,
                           int line)
 {
     double us = (double)(nn__now_ns() - nn__cuda_t0) / 1e3;
-    fprintf(stderr, "nnprim_trace,cuda,%s,%s,%.2f us\n", call, cudaGetErrorName(err), us);
+    char text[512];
+    snprintf(text, sizeof text, "nnprim_trace,cuda,%s,%s,%.2f us", call, cudaGetErrorName(err), us);
+    nn__log_line(NN_LOG_TRACE, text);
     return nn__cuda_check(ctx, err, call, file, line);
 }
 

@@ -154,7 +154,7 @@ static void trace_end(struct trace *t, cudnnStatus_t st, uint64_t start_ns)
 {
     double ms = (double)(nn__now_ns() - start_ns) / 1e6;
     trace_add(t, ") -> %s %.4f ms", cudnnGetErrorString(st), ms);
-    fprintf(stderr, "%.*s\n", (int)t->n, t->buf);
+    nn__log_line(NN_LOG_TRACE, t->buf); /* vsnprintf kept it NUL-terminated */
 }
 
 const char *nn__cudnn_Status_name(int v)

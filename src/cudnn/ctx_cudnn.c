@@ -41,14 +41,16 @@ static void load_settings_file(struct nn_ctx *ctx)
     if (!path || (stat(path, &sb) != 0 && errno == ENOENT)) return;
     nn_error_info keep = ctx->last_error;
     if (nn__cudnn_plan_cache_load(ctx, path) != NN_OK)
-        nn__log("plan cache file not used, starting with an empty cache: %s",
-                ctx->last_error.message);
+        nn__warn(ctx->settings.verbose,
+                 "plan cache file not used, starting with an empty cache: %s",
+                 ctx->last_error.message);
     ctx->last_error = keep;
     nn_plan_cache_stats st;
     nn__cache_get_stats(ctx->cudnn->plans, &st);
     if (st.records_skipped)
-        nn__log("plan cache file %s: %llu records of another cuDNN version or GPU skipped", path,
-                (unsigned long long)st.records_skipped);
+        nn__warn(ctx->settings.verbose,
+                 "plan cache file %s: %llu records of another cuDNN version or GPU skipped", path,
+                 (unsigned long long)st.records_skipped);
 }
 
 nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n,
@@ -74,7 +76,8 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
     if (!s) return;
     const char *path = ctx->settings.plan_cache_file;
     if (s->plans && path && nn__cudnn_plan_cache_save(ctx, path) != NN_OK)
-        nn__log("saving the plan cache failed: %s", ctx->last_error.message);
+        nn__warn(ctx->settings.verbose, "saving the plan cache failed: %s",
+                 ctx->last_error.message);
     /* Plans are cuDNN objects: they go before the handles, the background builder's included. */
     if (s->builder) nn__plan_builder_stop(s->builder);
     nn__cache_destroy(s->plans);

@@ -306,9 +306,10 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
         /* The tuned configuration no longer builds here: keep the alternate, and its record so
          * that a save does not hand the failure on. */
         nn__plan_cache_replace_live(ctx, c, j->id, j->key, NULL, &j->fallback);
-        nn__log("plan cache: the tuned plan (engine %lld) did not build in the background, its "
-                "quick alternate (engine %lld) stays: %s",
-                (long long)j->c.engine, (long long)j->fallback.tuned.engine, j->message);
+        nn__warn(nn__verbose(ctx),
+                 "plan cache: the tuned plan (engine %lld) did not build in the background, its "
+                 "quick alternate (engine %lld) stays: %s",
+                 (long long)j->c.engine, (long long)j->fallback.tuned.engine, j->message);
     } else {
         nn__cache_count(c, NN__PC_BACKGROUND_FAILED);
         if (nn__verbose(ctx))

@@ -194,9 +194,9 @@ static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__li
  * Forward, backward, pullbacks
  */
 
-nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
-                            const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
-                            nn_linear_pullback **pullback_out)
+static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                                const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                                nn_linear_pullback **pullback_out)
 {
     const char *fn = "nn_linear_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -239,6 +239,15 @@ nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_ten
     if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
+}
+
+nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                            const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
+                            nn_linear_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "linear_forward", t0,
+                            linear_forward(ctx, p, x, w, b, y, pullback_out));
 }
 
 static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
@@ -303,14 +312,20 @@ static nn_status linear_backward(nn_ctx *ctx, const char *fn, nn_linear_pullback
 nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,
                              nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
-    return linear_backward(ctx, "nn_linear_backward", pullback, NULL, dy, dx, dw, db);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "linear_backward", t0,
+        linear_backward(ctx, "nn_linear_backward", pullback, NULL, dy, dx, dw, db));
 }
 
 nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
                                 const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx,
                                 nn_tensor *dw, nn_tensor *db)
 {
-    return linear_backward(ctx, "nn_linear_backward_ex", pullback, opts, dy, dx, dw, db);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "linear_backward_ex", t0,
+        linear_backward(ctx, "nn_linear_backward_ex", pullback, opts, dy, dx, dw, db));
 }
 
 nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)

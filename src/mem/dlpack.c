@@ -8,6 +8,7 @@
 
 #include "core/ctx.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "nnprim/dlpack.h"
 
 #if NN_HAVE_DLPACK
@@ -166,7 +167,8 @@ static void capsule_delete(DLManagedTensor *self)
     struct capsule *c = self->manager_ctx;
     /* A deleter cannot return a status: a failure (a CUDA error of the stream) is said. */
     if (nn_tensor_free(c->ctx, &c->t) != NN_OK)
-        fprintf(stderr, "nnprim: the deleter of a DLPack capsule: %s\n", nn_last_error()->message);
+        nn__warn(nn__verbose(c->ctx), "the deleter of a DLPack capsule: %s",
+                 nn_last_error()->message);
     nn__host_free(c);
 }
 

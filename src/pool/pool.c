@@ -218,8 +218,8 @@ static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
 
-nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
-                          nn_tensor *y, nn_pool_pullback **pullback_out)
+static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                              nn_tensor *y, nn_pool_pullback **pullback_out)
 {
     const char *op = "nn_pool_forward";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
@@ -263,6 +263,13 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     }
     if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
     return NN_OK;
+}
+
+nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                          nn_tensor *y, nn_pool_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "pool_forward", t0, pool_forward(ctx, params, x, y, pullback_out));
 }
 
 /* The checks of every backward call: dy and dx against the forward's x and y (x and y given and
@@ -310,18 +317,22 @@ static nn_status pool_backward(nn_ctx *ctx, const char *op, nn_pool_pullback **p
 nn_status nn_pool_backward(nn_ctx *ctx, nn_pool_pullback **pullback, const nn_tensor *dy,
                            nn_tensor *dx)
 {
-    return pool_backward(ctx, "nn_pool_backward", pullback, NULL, dy, dx);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "pool_backward", t0,
+                            pool_backward(ctx, "nn_pool_backward", pullback, NULL, dy, dx));
 }
 
 nn_status nn_pool_backward_ex(nn_ctx *ctx, nn_pool_pullback **pullback,
                               const nn_backward_options *opts, const nn_tensor *dy, nn_tensor *dx)
 {
-    return pool_backward(ctx, "nn_pool_backward_ex", pullback, opts, dy, dx);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "pool_backward_ex", t0,
+                            pool_backward(ctx, "nn_pool_backward_ex", pullback, opts, dy, dx));
 }
 
-nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
-                                     const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx,
-                                     unsigned accumulate)
+static nn_status pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params,
+                                         const nn_tensor *x, const nn_tensor *y,
+                                         const nn_tensor *dy, nn_tensor *dx, unsigned accumulate)
 {
     const char *op = "nn_pool_backward_stateless";
     uint64_t start = nn__verbose(ctx) ? nn__now_ns() : 0;
@@ -344,6 +355,15 @@ nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params, 
                be->backward(ctx, params, NULL, x, y, dy, dx, accumulate & NN_ACCUMULATE_DX));
     if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
     return NN_OK;
+}
+
+nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                                     const nn_tensor *y, const nn_tensor *dy, nn_tensor *dx,
+                                     unsigned accumulate)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "pool_backward_stateless", t0,
+                            pool_backward_stateless(ctx, params, x, y, dy, dx, accumulate));
 }
 
 nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)

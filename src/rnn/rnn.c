@@ -551,10 +551,10 @@ static void free_pullback(nn_rnn_pullback *pb)
     nn__host_free(pb);
 }
 
-nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
-                         const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
-                         const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
-                         nn_rnn_pullback **pullback_out)
+static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                             const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
+                             const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+                             nn_rnn_pullback **pullback_out)
 {
     const char *op = "nn_rnn_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -615,6 +615,16 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
     return NN_OK;
 }
 
+nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                         const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
+                         const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+                         nn_rnn_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "nn_rnn_forward", t0,
+                            rnn_forward(ctx, p, x, lengths, hx, cx, w, y, hy, cy, pullback_out));
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Backward
  */
@@ -669,7 +679,10 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
                           const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx, nn_tensor *dhx,
                           nn_tensor *dcx, nn_tensor *dw)
 {
-    return rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, dy, dhy, dcy, dx, dhx, dcx, dw);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "nn_rnn_backward", t0,
+        rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 
 nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
@@ -677,7 +690,10 @@ nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
                              const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
                              nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw)
 {
-    return rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, dy, dhy, dcy, dx, dhx, dcx, dw);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "nn_rnn_backward_ex", t0,
+        rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 
 nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)

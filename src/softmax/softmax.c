@@ -174,8 +174,8 @@ static nn_status resolve(struct nn_ctx *ctx, const char *fn, const nn_tensor *x,
  * Softmax
  */
 
-nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
-                             nn_tensor *y, nn_softmax_pullback **pullback_out)
+static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
+                                 nn_tensor *y, nn_softmax_pullback **pullback_out)
 {
     const char *fn = "nn_softmax_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -215,6 +215,14 @@ nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_t
     return NN_OK;
 }
 
+nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
+                             nn_tensor *y, nn_softmax_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_forward", t0,
+                            softmax_forward(ctx, p, x, y, pullback_out));
+}
+
 static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullback **pullback,
                                   const nn_backward_options *opts, const nn_tensor *dy,
                                   nn_tensor *dx)
@@ -246,14 +254,19 @@ static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullba
 nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback, const nn_tensor *dy,
                               nn_tensor *dx)
 {
-    return softmax_backward(ctx, "nn_softmax_backward", pullback, NULL, dy, dx);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_backward", t0,
+                            softmax_backward(ctx, "nn_softmax_backward", pullback, NULL, dy, dx));
 }
 
 nn_status nn_softmax_backward_ex(nn_ctx *ctx, nn_softmax_pullback **pullback,
                                  const nn_backward_options *opts, const nn_tensor *dy,
                                  nn_tensor *dx)
 {
-    return softmax_backward(ctx, "nn_softmax_backward_ex", pullback, opts, dy, dx);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "softmax_backward_ex", t0,
+        softmax_backward(ctx, "nn_softmax_backward_ex", pullback, opts, dy, dx));
 }
 
 nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback)
@@ -317,9 +330,9 @@ static void free_xent(nn_softmax_cross_entropy_pullback *pb)
     nn__host_free(pb);
 }
 
-nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
-                                           const nn_class_targets *targets, nn_tensor *loss,
-                                           nn_softmax_cross_entropy_pullback **pullback_out)
+static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
+                                               const nn_class_targets *targets, nn_tensor *loss,
+                                               nn_softmax_cross_entropy_pullback **pullback_out)
 {
     const char *fn = "nn_softmax_cross_entropy_forward";
     if (pullback_out) *pullback_out = NULL;
@@ -361,6 +374,15 @@ nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     return NN_OK;
 }
 
+nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
+                                           const nn_class_targets *targets, nn_tensor *loss,
+                                           nn_softmax_cross_entropy_pullback **pullback_out)
+{
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(ctx, "softmax_cross_entropy_forward", t0,
+                            softmax_cross_entropy_forward(ctx, x, targets, loss, pullback_out));
+}
+
 static nn_status xent_backward(nn_ctx *ctx, const char *fn,
                                nn_softmax_cross_entropy_pullback **pullback,
                                const nn_backward_options *opts, const nn_tensor *dloss,
@@ -393,7 +415,10 @@ nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,
                                             nn_softmax_cross_entropy_pullback **pullback,
                                             const nn_tensor *dloss, nn_tensor *dx)
 {
-    return xent_backward(ctx, "nn_softmax_cross_entropy_backward", pullback, NULL, dloss, dx);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "softmax_cross_entropy_backward", t0,
+        xent_backward(ctx, "nn_softmax_cross_entropy_backward", pullback, NULL, dloss, dx));
 }
 
 nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
@@ -401,7 +426,10 @@ nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
                                                const nn_backward_options *opts,
                                                const nn_tensor *dloss, nn_tensor *dx)
 {
-    return xent_backward(ctx, "nn_softmax_cross_entropy_backward_ex", pullback, opts, dloss, dx);
+    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    return nn__verbose_exit(
+        ctx, "softmax_cross_entropy_backward_ex", t0,
+        xent_backward(ctx, "nn_softmax_cross_entropy_backward_ex", pullback, opts, dloss, dx));
 }
 
 nn_status nn_softmax_cross_entropy_pullback_free(nn_softmax_cross_entropy_pullback **pullback)

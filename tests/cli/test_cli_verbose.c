@@ -1,0 +1,309 @@
+/* Verbose lines are reproducers (issue 14, item 8), through the public log callback:
+ *   - each family's op calls on a verbose reference context, captured by nn_set_log_callback(),
+ *     fed whole to `nnprim check --ref-only` (the program the build made, NNPRIM_CLI), give the
+ *     case that was run back, and it passes;
+ *   - a context's header line, the host_ms tag, the line of a failed call (with its status and
+ *     message), nothing at verbose 0, warnings to the callback, stderr again after a reset. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnprim/nnprim.h"
+#include "../harness/conv_case.h"
+#include "../harness/linear_case.h"
+#include "../harness/pool_case.h"
+#include "../harness/rnn_case.h"
+#include "../harness/softmax_case.h"
+
+#define MAX_LINES 4096
+
+static struct {
+    int n;
+    nn_log_kind kind[MAX_LINES];
+    char *line[MAX_LINES];
+} got;
+
+static void capture(nn_log_kind kind, const char *line, void *user)
+{
+    cr_assert_eq(user, &got, "the callback gets its user pointer");
+    if (got.n == MAX_LINES) return;
+    got.kind[got.n] = kind;
+    got.line[got.n++] = strdup(line);
+}
+
+static void start_capture(void)
+{
+    for (int i = 0; i < got.n; i++)
+        free(got.line[i]);
+    got.n = 0;
+    nn_set_log_callback(capture, &got);
+}
+
+static nn_ctx *ref_ctx(int verbose)
+{
+    nn_settings s;
+    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    s.backend = NN_BACKEND_REF;
+    s.verbose = verbose;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    return ctx;
+}
+
+/* `nnprim check --ref-only '<line>'`: its exit status, and in echo the case text of its result
+ * line ("ok   <family> <case>", the family word absent for rnn). */
+static int run_check(const char *line, char *echo, size_t cap)
+{
+    const char *cli = getenv("NNPRIM_CLI");
+    cr_assert_not_null(cli, "NNPRIM_CLI names the nnprim program (tests/cli/meson.build)");
+    cr_assert_null(strchr(line, '\''), "%s", line);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' check --ref-only '%s' 2>&1", cli, line);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char buf[8192];
+    echo[0] = 0;
+    while (fgets(buf, sizeof buf, p))
+        if (!strncmp(buf, "ok   ", 5) || !strncmp(buf, "FAIL ", 5)) {
+            size_t n = strcspn(buf, "\n");
+            if (n >= cap) n = cap - 1;
+            memcpy(echo, buf, n);
+            echo[n] = 0;
+        }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The op lines captured since start_capture(): each distinct one (without its time) goes
+ * through run_check, which must pass; for each op of ops, one of its lines must give back
+ * "ok   <prefix><want>". */
+static void round_trip(const char *prefix, const char *want, const char *const *ops, int nops)
+{
+    int found[8] = {0};
+    char seen[64][2048];
+    int nseen = 0;
+    for (int i = 0; i < got.n; i++) {
+        const char *l = got.line[i];
+        if (got.kind[i] != NN_LOG_OP || strncmp(l, "nnprim_verbose,", 15)) continue;
+        const char *t = strstr(l, ",host_ms=");
+        cr_assert_not_null(t, "the line says its time is host time: %s", l);
+        int dup = 0;
+        for (int k = 0; k < nseen && !dup; k++)
+            dup = !strncmp(seen[k], l, (size_t)(t - l)) && seen[k][t - l] == 0;
+        if (dup || nseen == 64) continue;
+        snprintf(seen[nseen++], sizeof seen[0], "%.*s", (int)(t - l), l);
+        char echo[4096], expect[4096];
+        int rc = run_check(l, echo, sizeof echo);
+        cr_expect_eq(rc, 0, "nnprim check '%s': exit %d (%s)", l, rc, echo);
+        snprintf(expect, sizeof expect, "ok   %s%s", prefix, want);
+        for (int k = 0; k < nops; k++) {
+            size_t n = strlen(ops[k]);
+            if (!strncmp(l + 15, ops[k], n) && l[15 + n] == ',' && !strcmp(echo, expect))
+                found[k] = 1;
+        }
+    }
+    for (int k = 0; k < nops; k++)
+        cr_expect(found[k], "no %s line of the calls gave the case back: want '%s'", ops[k], want);
+}
+
+static FILE *devnull(void)
+{
+    FILE *f = fopen("/dev/null", "w");
+    cr_assert_not_null(f);
+    return f;
+}
+
+Test(cli_verbose, conv_lines_are_reproducers)
+{
+    const char *text =
+        "n2c4h7w6k6r3s2 g2 stride2x1 dil1x2 padlo1x0 padhi0x1 conv relu bias accdx accdw f32";
+    struct nn_conv_case c;
+    char err[256], want[512];
+    cr_assert_eq(nn_conv_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
+    nn_conv_case_format(&c, want, sizeof want);
+    start_capture();
+    nn_ctx *ctx = ref_ctx(1);
+    FILE *out = devnull();
+    cr_expect_eq(nn_conv_check_reference(ctx, &c, out), 0);
+    fclose(out);
+    static const char *const ops[] = {"conv_forward", "conv_backward"};
+    round_trip("conv ", want, ops, 2);
+    nn_ctx_destroy(ctx);
+}
+
+Test(cli_verbose, pool_lines_are_reproducers)
+{
+    const char *text = "n2c3h7w6 mean_exclude_pad win3x2 stride2x1 padlo1x0 padhi0x1 f32";
+    struct nn_pool_case c;
+    char err[256], want[512];
+    cr_assert_eq(nn_pool_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
+    nn_pool_case_format(&c, want, sizeof want);
+    start_capture();
+    nn_ctx *ctx = ref_ctx(1);
+    FILE *out = devnull();
+    cr_expect_eq(nn_pool_check_reference(ctx, &c, out), 0);
+    fclose(out);
+    static const char *const ops[] = {"pool_forward", "pool_backward"};
+    round_trip("pool ", want, ops, 2);
+    nn_ctx_destroy(ctx);
+}
+
+Test(cli_verbose, linear_lines_are_reproducers)
+{
+    const char *text = "m3x2in5out4 relu bias accdx accdw accdb f32";
+    struct nn_linear_case c;
+    char err[256], want[512];
+    cr_assert_eq(nn_linear_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
+    nn_linear_case_format(&c, want, sizeof want);
+    start_capture();
+    nn_ctx *ctx = ref_ctx(1);
+    FILE *out = devnull();
+    cr_expect_eq(nn_linear_check_reference(ctx, &c, out), 0);
+    fclose(out);
+    static const char *const ops[] = {"linear_forward", "linear_backward"};
+    round_trip("linear ", want, ops, 2);
+    nn_ctx_destroy(ctx);
+}
+
+Test(cli_verbose, softmax_lines_are_reproducers)
+{
+    static const char *const texts[] = {"n3c5s2 log accdx f32", "n4c6 xent i32 f64"};
+    static const char *const ops[2][2] = {
+        {"softmax_forward", "softmax_backward"},
+        {"softmax_cross_entropy_forward", "softmax_cross_entropy_backward"}};
+    for (int i = 0; i < 2; i++) {
+        struct nn_softmax_case c;
+        char err[256], want[512];
+        cr_assert_eq(nn_softmax_case_parse_line(texts[i], &c, err, sizeof err), 1, "%s", err);
+        nn_softmax_case_format(&c, want, sizeof want);
+        start_capture();
+        nn_ctx *ctx = ref_ctx(1);
+        FILE *out = devnull();
+        cr_expect_eq(nn_softmax_check_reference(ctx, &c, out), 0);
+        fclose(out);
+        round_trip("softmax ", want, ops[i], 2);
+        nn_ctx_destroy(ctx);
+    }
+}
+
+Test(cli_verbose, rnn_lines_are_reproducers)
+{
+    const char *text = "gru t3n2i3h4 l2 bidir bias_input batch lens3x1 f32";
+    static struct nn_rnn_case c;
+    char err[256];
+    static char want[4096];
+    cr_assert_eq(nn_rnn_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
+    nn_rnn_case_format(&c, want, sizeof want);
+    start_capture();
+    nn_ctx *ctx = ref_ctx(1);
+    FILE *out = devnull();
+    cr_expect_eq(nn_rnn_check_reference(ctx, &c, out), 0);
+    fclose(out);
+    static const char *const ops[] = {"nn_rnn_forward", "nn_rnn_backward"};
+    round_trip("", want, ops, 2);
+    nn_ctx_destroy(ctx);
+}
+
+Test(cli_verbose, header_line_per_context)
+{
+    start_capture();
+    nn_ctx *ctx = ref_ctx(1);
+    cr_assert_eq(got.n, 1);
+    cr_expect_eq(got.kind[0], NN_LOG_OP);
+    char want[256];
+    snprintf(want, sizeof want,
+             "# nnprim_verbose header: nnprim %s, backend ref, device host (reference backend), "
+             "cuDNN ",
+             nn_version());
+    cr_expect(!strncmp(got.line[0], want, strlen(want)), "%s", got.line[0]);
+    cr_expect(strstr(got.line[0], ", math strict, deterministic "), "%s", got.line[0]);
+    nn_ctx_destroy(ctx);
+}
+
+Test(cli_verbose, failed_call_prints_its_status)
+{
+    nn_ctx *ctx = ref_ctx(1);
+    start_capture();
+    nn_conv_params p;
+    cr_assert_eq(nn_conv_params_default(&p, 2), NN_OK);
+    nn_tensor w = {0}, y = {0};
+    cr_assert_eq(nn_conv_forward(ctx, &p, NULL, &w, NULL, &y, NULL), NN_E_INVALID_ARG);
+    cr_assert_eq(nn_pool_backward(ctx, NULL, &w, &y), NN_E_INVALID_ARG);
+    cr_assert_eq(got.n, 2);
+    cr_expect(
+        !strncmp(got.line[0],
+                 "nnprim_verbose,conv_forward,ref,-,-,-,status=NN_E_INVALID_ARG host_ms=", 70),
+        "%s", got.line[0]);
+    cr_expect(strstr(got.line[0], ",nn_conv_forward: x must not be NULL"), "%s", got.line[0]);
+    cr_expect(
+        !strncmp(got.line[1],
+                 "nnprim_verbose,pool_backward,ref,-,-,-,status=NN_E_INVALID_ARG host_ms=", 70),
+        "%s", got.line[1]);
+    /* a reproducer of nothing: check refuses it as a usage error */
+    char echo[512];
+    cr_expect_eq(run_check(got.line[0], echo, sizeof echo), 2);
+    nn_ctx_destroy(ctx);
+}
+
+/* Verbose 0: no line, neither to a callback nor to stderr. */
+Test(cli_verbose, quiet_at_verbose_0, .init = cr_redirect_stderr)
+{
+    const char *text = "n1c2h5w5k2r3s3 bias f32";
+    struct nn_conv_case c;
+    char err[256];
+    cr_assert_eq(nn_conv_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
+    start_capture();
+    nn_ctx *ctx = ref_ctx(0);
+    FILE *out = devnull();
+    cr_expect_eq(nn_conv_check_reference(ctx, &c, out), 0);
+    nn_conv_params p;
+    nn_conv_params_default(&p, 2);
+    nn_tensor w = {0}, y = {0};
+    cr_assert_eq(nn_conv_forward(ctx, &p, NULL, &w, NULL, &y, NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(got.n, 0, "%s", got.n ? got.line[0] : "");
+    nn_set_log_callback(NULL, NULL);
+    cr_expect_eq(nn_conv_check_reference(ctx, &c, out), 0);
+    fclose(out);
+    nn_ctx_destroy(ctx);
+    fflush(stderr);
+    cr_expect_stderr_eq_str("");
+}
+
+/* Without a callback the lines go to stderr; a reset callback is not called again. */
+Test(cli_verbose, reset_goes_back_to_stderr, .init = cr_redirect_stderr)
+{
+    start_capture();
+    nn_set_log_callback(NULL, NULL);
+    nn_ctx *ctx = ref_ctx(1);
+    nn_ctx_destroy(ctx);
+    cr_expect_eq(got.n, 0);
+    fflush(stderr);
+    char line[512] = "";
+    cr_assert(fgets(line, sizeof line, cr_get_redirected_stderr()));
+    cr_expect(!strncmp(line, "# nnprim_verbose header: nnprim ", 32), "%s", line);
+}
+
+/* A warning reaches a callback at verbose 0 (stderr only at verbose >= 1): the automatic backend
+ * falling back to the reference one, where there is no usable GPU or no cuDNN. */
+Test(cli_verbose, warnings_go_to_the_callback)
+{
+    int ndev = 0;
+    nn_device_count(&ndev);
+    int falls_back = ndev == 0 || !(nn_build_features() & NN_FEATURE_CUDNN);
+    start_capture();
+    nn_settings s;
+    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    s.backend = NN_BACKEND_AUTO;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    if (falls_back) {
+        cr_assert_eq(got.n, 1);
+        cr_expect_eq(got.kind[0], NN_LOG_WARNING);
+        cr_expect(!strncmp(got.line[0], "nnprim: backend auto: ", 22), "%s", got.line[0]);
+    } else {
+        cr_expect_eq(got.n, 0, "auto found the GPU: nothing to say (%s)", got.n ? got.line[0] : "");
+    }
+    nn_ctx_destroy(ctx);
+}

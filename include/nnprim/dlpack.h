@@ -75,7 +75,8 @@ NN_API nn_status nn_tensor_from_dlpack_versioned(nn_ctx *ctx,
  * @param t   the tensor; on success its data is set to NULL (the capsule owns the storage now).
  * @param out out: the capsule; NULL on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, t or out, an invalid t); NN_E_BAD_POINTER (t.data
- *         is not storage from nn_tensor_empty() that is still live: nothing changes then);
+ *         is not storage from nn_tensor_empty() that is still live, or is a capsule's already,
+ *         exported from another copy of the view: nothing changes then);
  *         NN_E_MEMSPACE (t lives elsewhere than ctx computes); NN_E_OOM_HOST; NN_E_NOT_BUILT.
  * Ownership: the consumer calls out->deleter(out) once when done; that frees the storage and the
  * capsule.

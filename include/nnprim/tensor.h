@@ -147,8 +147,9 @@ NN_API nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const in
  * @param t   the view; its data is set to NULL on success. A view with NULL data is a no-op.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx or t, an invalid space); NN_E_MEMSPACE for device
  *         memory given to a reference context or to a context of another device;
- *         NN_E_BAD_POINTER if the data was not allocated by nn_tensor_empty() or was already
- *         freed (nothing is changed then); NN_E_CUDA.
+ *         NN_E_BAD_POINTER if the data was not allocated by nn_tensor_empty(), was already
+ *         freed, or was handed to a DLPack capsule by nn_tensor_to_dlpack() (its deleter frees
+ *         it; nothing is changed then); NN_E_CUDA.
  */
 NN_API nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t);
 

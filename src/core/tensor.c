@@ -315,6 +315,19 @@ nn_status nn__check_host_data(nn_ctx *ctx, const char *fn, const nn_tensor *t, c
     return NN_OK;
 }
 
+nn_status nn__check_host_ptr(nn_ctx *ctx, const char *fn, const void *data, const char *name)
+{
+    nn_space space;
+    int device;
+    NN__TRY(locate(ctx, data, &space, &device));
+    if (space == NN_SPACE_DEVICE)
+        return NN__FAIL(ctx, NN_E_MEMSPACE,
+                        "%s: %s must be host memory (this context runs the reference backend, "
+                        "which reads it on the host), but it is device memory of device %d",
+                        fn, name, device);
+    return NN_OK;
+}
+
 nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name)
 {
     NN__TRY(nn__tensor_validate(ctx, op, t, name));

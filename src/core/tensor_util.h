@@ -24,6 +24,11 @@ nn_status nn__check_tensor(struct nn_ctx *ctx, const char *op, const nn_tensor *
 nn_status nn__check_host_data(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
                               const char *name);
 
+/* The same for a bare pointer that host code is about to read (the cross-entropy's targets):
+ * NN_E_MEMSPACE naming fn and name when CUDA knows data as device memory. */
+nn_status nn__check_host_ptr(struct nn_ctx *ctx, const char *fn, const void *data,
+                             const char *name);
+
 /* Do a and b (both valid) share memory? Conservative: compares the byte ranges
  * [data, data + extent) of views in the same memory space (and device); views in different
  * spaces never overlap. */

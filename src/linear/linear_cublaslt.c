@@ -1,14 +1,17 @@
 /* The linear layer on cuBLASLt: one cublasLtMatmul per product, with the bias and relu fused in
  * its epilogue (forward) and the bias gradient fused into the weight gradient (BGRADB) where
  * cuBLASLt has an algorithm for them, else the plain product followed by cuDNN's legacy bias and
- * activation calls. Descriptors and the heuristic's algorithm are cached per shape in the
- * context's generic cache (kind "linear matmul"), whose plan file keeps the algorithm.
+ * activation calls (forward). An unfused bias gradient is a product of its own, g times a column
+ * of ones, for every dtype: cuDNN's legacy bias gradient has no bf16 kernel. Descriptors and the
+ * heuristic's algorithm are cached per shape in the context's generic cache (kind "linear
+ * matmul"), whose plan file keeps the algorithm.
  *
  * Row-major tensors are read as column-major matrices of the transposed shape, so every product
  * is computed transposed (docs/LINEAR.md):
  *   forward  y^T  (out x m) = op_T(w: in x out) * x^T (in x m)       + b (out), relu
  *   dx       dx^T (in x m)  = w (in x out) * g^T (out x m)
- *   dw       dw^T (in x out) = x^T (in x m) * op_T(g^T: out x m)     db = sum over k = m */
+ *   dw       dw^T (in x out) = x^T (in x m) * op_T(g^T: out x m)     db = sum over k = m
+ *   db       db   (out x 1)  = g^T (out x m) * ones (m x 1)          where BGRADB did not run */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +20,8 @@
 
 #include "core/alloc.h"
 #include "core/ctx.h"
+#include "core/cuda_util.h"
+#include "core/elem.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -74,7 +79,7 @@ static nn_status lt_handle(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t 
  * The cache kind: key = the product asked for, record = the algorithm, live = descriptors
  */
 
-enum lt_op { LT_FWD = 0, LT_DX = 1, LT_DW = 2 };
+enum lt_op { LT_FWD = 0, LT_DX = 1, LT_DW = 2, LT_DB = 3 };
 
 struct lt_key {
     int32_t op;       /* enum lt_op */
@@ -97,6 +102,10 @@ struct lt_plan {
     cublasLtMatmulAlgo_t algo;
     uint64_t workspace;
     int32_t epilogue;
+    /* LT_DB: the column of m ones in the key's dtype, made on the plan's first use (pool memory
+     * of ctx, given back when the cache drops the plan). */
+    struct nn_ctx *ctx;
+    void *ones;
 };
 
 static const struct nn__field key_fields[] = {
@@ -128,7 +137,7 @@ static int epilogue_known(int32_t e)
 static const char *key_invalid(const void *key)
 {
     const struct lt_key *k = key;
-    if (k->op < LT_FWD || k->op > LT_DW) return "op is not forward, dx or dw";
+    if (k->op < LT_FWD || k->op > LT_DB) return "op is not forward, dx, dw or db";
     if (k->dtype != NN_DTYPE_F32 && k->dtype != NN_DTYPE_F64 && k->dtype != NN_DTYPE_F16 &&
         k->dtype != NN_DTYPE_BF16)
         return "dtype is unknown";
@@ -151,6 +160,7 @@ static void plan_destroy(void *live)
 {
     struct lt_plan *p = live;
     if (!p) return;
+    if (p->ones) (void)nn__dev_free(p->ctx, p->ones);
     if (p->a) cublasLtMatrixLayoutDestroy(p->a);
     if (p->b) cublasLtMatrixLayoutDestroy(p->b);
     if (p->d) cublasLtMatrixLayoutDestroy(p->d);
@@ -188,11 +198,12 @@ static cudaDataType_t lt_type(nn_dtype t)
 }
 
 /* f64 computes in f64; everything else accumulates in f32, with TF32 only when the context asks
- * for it (strict fp32 is CUBLAS_COMPUTE_32F, which never uses TF32). */
+ * for it (strict fp32 is CUBLAS_COMPUTE_32F, which never uses TF32). The bias gradient is a sum,
+ * not worth TF32's rounding of g: always f32. */
 static cublasComputeType_t lt_compute(const struct lt_key *k)
 {
     if (k->dtype == NN_DTYPE_F64) return CUBLAS_COMPUTE_64F;
-    if (k->dtype == NN_DTYPE_F32 && k->s.math_mode == NN_MATH_TF32)
+    if (k->dtype == NN_DTYPE_F32 && k->s.math_mode == NN_MATH_TF32 && k->op != LT_DB)
         return CUBLAS_COMPUTE_32F_FAST_TF32;
     return CUBLAS_COMPUTE_32F;
 }
@@ -223,6 +234,10 @@ static void shape_of(const struct lt_key *k, struct lt_shape *s)
         s->tb = CUBLAS_OP_T;
         s->rows[0] = in, s->cols[0] = m, s->rows[1] = out, s->cols[1] = m;
         s->rows[2] = in, s->cols[2] = out;
+        break;
+    case LT_DB: /* A = g (out x m), B = ones (m x 1), D = db (out x 1) */
+        s->rows[0] = out, s->cols[0] = m, s->rows[1] = m, s->cols[1] = 1;
+        s->rows[2] = out, s->cols[2] = 1;
         break;
     }
     for (int i = 0; i < 3; i++)
@@ -442,8 +457,37 @@ static const char *epilogue_name(int32_t e)
     return "default";
 }
 
-/* D = A * B (+ beta D) through the key's plan; bias is the epilogue's vector (or NULL). Returns
- * the epilogue that ran in *ran. */
+/* The LT_DB plan's column of ones, written once on ctx's stream (a pool block is ordered on it).
+ * The host copy is pageable, so the copy has read it when cudaMemcpyAsync returns. */
+static nn_status plan_ones(struct nn_ctx *ctx, const char *fn, const struct lt_key *k,
+                           struct lt_plan *p)
+{
+    if (p->ones) return NN_OK;
+    nn_dtype t = (nn_dtype)k->dtype;
+    size_t bytes = (size_t)k->m * nn_dtype_size(t);
+    void *host = nn__host_alloc(bytes);
+    if (!host)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for %zu bytes of ones", fn,
+                        bytes);
+    for (int64_t i = 0; i < k->m; i++)
+        nn__store(host, t, i, 1.0);
+    void *dev = NULL;
+    nn_status st = nn__dev_alloc_for(ctx, fn, bytes, &dev);
+    if (st == NN_OK)
+        st = NN__CUDA(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice,
+                                           (cudaStream_t)ctx->stream));
+    nn__host_free(host);
+    if (st != NN_OK) {
+        if (dev) (void)nn__dev_free_for(ctx, fn, dev);
+        return st;
+    }
+    p->ctx = ctx;
+    p->ones = dev;
+    return NN_OK;
+}
+
+/* D = A * B (+ beta D) through the key's plan; bias is the epilogue's vector (or NULL); an LT_DB
+ * product takes the plan's ones for B. Returns the epilogue that ran in *ran. */
 static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
                         const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
                         double beta, int32_t *ran, struct nn__linear_note *note)
@@ -453,6 +497,10 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
     struct lt_plan *p = NULL;
     const char *cache = "";
     NN__TRY(plan_get(ctx, fn, h, k, &p, &cache));
+    if (k->op == LT_DB) {
+        NN__TRY(plan_ones(ctx, fn, k, p));
+        b = p->ones;
+    }
     *ran = p->epilogue;
     if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         NN__TRY(set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -605,26 +653,17 @@ static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__
     return st;
 }
 
-/* db (+)= the sum of g over the rows: cuDNN's bias gradient of g seen as m x out x 1 x 1. */
-static nn_status bias_grad_cudnn(struct nn_ctx *ctx, const char *fn,
-                                 const struct nn__linear_problem *p, const void *g, nn_tensor *db,
-                                 double beta, struct nn__linear_note *note)
+/* db (+)= the sum of g over the rows, as a product with a column of ones (f32 accumulation, no
+ * TF32), beta 1 when db accumulates. */
+static nn_status bias_grad_lt(struct nn_ctx *ctx, const char *fn,
+                              const struct nn__linear_problem *p, const void *g, nn_tensor *db,
+                              double beta, struct nn__linear_note *note)
 {
-    NN__TRY(check_int(ctx, fn, p));
-    cudnnHandle_t h;
-    NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnTensorDescriptor_t gd = NULL, bd = NULL;
-    nn_status st = desc4(ctx, p->dtype, p->m, p->out, &gd);
-    if (st == NN_OK) st = desc4(ctx, p->dtype, 1, p->out, &bd);
-    if (st == NN_OK) {
-        union lt_scale one, bt;
-        st = nn__cudnn_ConvolutionBackwardBias(ctx, h, scale_of(&one, p->dtype, 1.0), gd, g,
-                                               scale_of(&bt, p->dtype, beta), bd, db->data);
-    }
-    destroy_tensor(ctx, gd);
-    destroy_tensor(ctx, bd);
-    if (nn__verbose(ctx)) note_add(note, "db:cudnn-legacy", "-");
-    return st;
+    const void *ptrs[] = {g, db->data};
+    struct lt_key k;
+    key_init(ctx, p, LT_DB, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 2, &k);
+    int32_t ran;
+    return matmul(ctx, fn, "db", &k, g, NULL, db->data, NULL, beta, &ran, note);
 }
 
 static double beta_of(unsigned flags, unsigned bit)
@@ -656,8 +695,8 @@ static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__l
         db_done = fuse_db && ran == CUBLASLT_EPILOGUE_BGRADB;
     }
     if (g->db && !db_done)
-        NN__TRY(bias_grad_cudnn(ctx, fn, p, gd, g->db, beta_of(g->flags, NN_LINEAR_ACCUMULATE_DB),
-                                note));
+        NN__TRY(
+            bias_grad_lt(ctx, fn, p, gd, g->db, beta_of(g->flags, NN_LINEAR_ACCUMULATE_DB), note));
     return NN_OK;
 }
 

@@ -15,6 +15,8 @@
 
 #include <dlpack/dlpack.h>
 
+#include <pthread.h>
+
 #include "core/alloc.h"
 #include "core/tensor_util.h"
 #include "mem/mem.h"
@@ -160,11 +162,49 @@ struct capsule {
     int64_t shape[NN_MAX_RANK], strides[NN_MAX_RANK];
     nn_ctx *ctx;
     nn_tensor t;
+    struct capsule *prev, *next; /* the live capsules */
 };
+
+/* Capsules whose deleter has not run: their storage is theirs, so a second export of it (from a
+ * copy of the view) or an nn_tensor_free() of it would free it under the capsule. A list through
+ * the capsules themselves: tracking allocates nothing. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct capsule *live_head;
+
+int nn__dlpack_exported(const void *p)
+{
+    pthread_mutex_lock(&live_lock);
+    struct capsule *c = live_head;
+    while (c && c->t.data != p)
+        c = c->next;
+    pthread_mutex_unlock(&live_lock);
+    return c != NULL;
+}
+
+static void live_link(struct capsule *c)
+{
+    pthread_mutex_lock(&live_lock);
+    c->next = live_head;
+    if (live_head) live_head->prev = c;
+    live_head = c;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void live_unlink(struct capsule *c)
+{
+    pthread_mutex_lock(&live_lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        live_head = c->next;
+    if (c->next) c->next->prev = c->prev;
+    pthread_mutex_unlock(&live_lock);
+}
 
 static void capsule_delete(DLManagedTensor *self)
 {
     struct capsule *c = self->manager_ctx;
+    live_unlink(c);
     /* A deleter cannot return a status: a failure (a CUDA error of the stream) is said. */
     if (nn_tensor_free(c->ctx, &c->t) != NN_OK)
         nn__warn(nn__verbose(c->ctx), "the deleter of a DLPack capsule: %s",
@@ -190,6 +230,11 @@ nn_status nn_tensor_to_dlpack(nn_ctx *ctx, nn_tensor *t, struct DLManagedTensor 
                         "%s: t.data %p is not live storage from nn_tensor_empty() (a view of "
                         "caller memory, freed, or exported already)",
                         fn, t->data);
+    if (nn__dlpack_exported(t->data))
+        return NN__FAIL(ctx, NN_E_BAD_POINTER,
+                        "%s: t.data %p is already owned by a DLPack capsule (exported from "
+                        "another copy of the view); its deleter frees it",
+                        fn, t->data);
     struct capsule *c = nn__host_calloc(1, sizeof *c);
     if (!c) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the capsule", fn);
     c->ctx = ctx;
@@ -213,12 +258,19 @@ nn_status nn_tensor_to_dlpack(nn_ctx *ctx, nn_tensor *t, struct DLManagedTensor 
     dl->byte_offset = 0;
     c->m.manager_ctx = c;
     c->m.deleter = capsule_delete;
+    live_link(c);
     t->data = NULL;
     *out = &c->m;
     return NN_OK;
 }
 
 #else /* !NN_HAVE_DLPACK */
+
+int nn__dlpack_exported(const void *p)
+{
+    (void)p;
+    return 0;
+}
 
 static nn_status not_built(nn_ctx *ctx, const char *fn)
 {

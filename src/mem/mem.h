@@ -42,6 +42,10 @@ int nn__dev_owns(struct nn_ctx *ctx, const void *p);
 /* 1 when p is live host storage from nn_tensor_empty() with a reference context. */
 int nn__host_tensor_owned(const void *p);
 
+/* 1 when p is storage nn_tensor_to_dlpack() handed to a capsule whose deleter has not run yet
+ * (dlpack.c): nn_tensor_free() refuses it. */
+int nn__dlpack_exported(const void *p);
+
 /* The same, with messages that name the pool instead of a function: prefer the _for forms. */
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);
 nn_status nn__dev_free(struct nn_ctx *ctx, void *p);

@@ -49,6 +49,11 @@ nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t)
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t must not be NULL", fn);
     if (!t->data) return NN_OK;
+    if (nn__dlpack_exported(t->data))
+        return NN__FAIL(ctx, NN_E_BAD_POINTER,
+                        "%s: t.data %p belongs to a DLPack capsule now (nn_tensor_to_dlpack); "
+                        "its deleter frees it",
+                        fn, t->data);
     if (t->space == NN_SPACE_DEVICE) {
         if (!nn__ctx_on_gpu(ctx) || t->device != ctx->device)
             return NN__FAIL(ctx, NN_E_MEMSPACE,

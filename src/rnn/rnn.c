@@ -1,6 +1,7 @@
 /* Recurrent layers: validation, the problem description, the weight views, dispatch through one
  * backend table, pullbacks and the verbose line. Everything cuDNN would refuse with BAD_PARAM is
  * refused here first, with the argument named. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -318,6 +319,117 @@ int nn__rnn_view_dims(const struct nn__rnn_problem *p, int64_t layer, nn_rnn_wei
     return 0;
 }
 
+int64_t nn__rnn_layer_numel(const struct nn__rnn_problem *p, int64_t layer)
+{
+    static const nn_rnn_weight_name names[] = {NN_RNN_WEIGHT_IH, NN_RNN_WEIGHT_HH, NN_RNN_BIAS_IH,
+                                               NN_RNN_BIAS_HH, NN_RNN_WEIGHT_HR};
+    int64_t total = 0;
+    for (int k = 0; k < 5; k++) {
+        if (!nn__rnn_view_exists(p, layer, names[k])) continue;
+        int64_t d[2], n = 1;
+        int rank = nn__rnn_view_dims(p, layer, names[k], d);
+        for (int i = 0; i < rank; i++)
+            if (__builtin_mul_overflow(n, d[i], &n)) return -1;
+        if (__builtin_add_overflow(total, n, &total)) return -1;
+    }
+    return total;
+}
+
+int nn__rnn_weights_numel(const struct nn__rnn_problem *p, int64_t *out)
+{
+    /* Layers above 0 are alike, so this is O(1) in the number of layers. */
+    int64_t s0 = nn__rnn_layer_numel(p, 0), s1 = p->layers > 1 ? nn__rnn_layer_numel(p, 1) : 0;
+    int64_t total, upper;
+    if (s0 < 0 || s1 < 0 || __builtin_mul_overflow(s0, (int64_t)p->dirs, &total) ||
+        __builtin_mul_overflow(s1, (p->layers - 1) * p->dirs, &upper) ||
+        __builtin_add_overflow(total, upper, &total))
+        return -1;
+    *out = total;
+    return 0;
+}
+
+/* Sizes derived from p (checked) that must fit int64 before anything multiplies them: G*H, D*O,
+ * L*D and the weight count. */
+static nn_status check_sizes(struct nn_ctx *ctx, const char *op, const nn_rnn_params *p,
+                             const struct nn__rnn_problem *prob)
+{
+    int64_t v;
+    if (__builtin_mul_overflow((int64_t)prob->gates, prob->hidden, &v))
+        return NN__FAIL(ctx, NN_E_OVERFLOW,
+                        "%s: p.hidden_size = %lld times the %d gates of the cell overflows int64",
+                        op, (long long)p->hidden_size, prob->gates);
+    if (__builtin_mul_overflow((int64_t)prob->dirs, prob->out, &v))
+        return NN__FAIL(ctx, NN_E_OVERFLOW,
+                        "%s: p.hidden_size (or p.proj_size) = %lld times 2 directions overflows "
+                        "int64",
+                        op, (long long)prob->out);
+    if (__builtin_mul_overflow(prob->layers, (int64_t)prob->dirs, &v))
+        return NN__FAIL(ctx, NN_E_OVERFLOW,
+                        "%s: p.num_layers = %lld times 2 directions overflows int64", op,
+                        (long long)p->num_layers);
+    if (nn__rnn_weights_numel(prob, &v) != 0)
+        return NN__FAIL(ctx, NN_E_OVERFLOW,
+                        "%s: the weights of p (p.input_size %lld, p.hidden_size %lld, "
+                        "p.num_layers %lld) have more than INT64_MAX elements",
+                        op, (long long)p->input_size, (long long)p->hidden_size,
+                        (long long)p->num_layers);
+    return NN_OK;
+}
+
+static int fits_int(int64_t v)
+{
+    return v >= 0 && v <= INT_MAX;
+}
+
+/* a * b * c * d fits int (all >= 0). */
+static int product_fits_int(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t v;
+    return !__builtin_mul_overflow(a, b, &v) && !__builtin_mul_overflow(v, c, &v) &&
+           !__builtin_mul_overflow(v, d, &v) && fits_int(v);
+}
+
+/* cuDNN's RNN calls take int sizes (and int products of them): refused here, naming the argument,
+ * before cuDNN sees them. prob->t and prob->n are 0 outside a call with data. */
+static nn_status check_cudnn_limits(struct nn_ctx *ctx, const char *op,
+                                    const struct nn__rnn_problem *p)
+{
+    const char *what = NULL;
+    int64_t v = 0;
+    if (!fits_int(p->input))
+        what = "p.input_size", v = p->input;
+    else if (!product_fits_int(p->gates, p->hidden, 1, 1))
+        what = "p.hidden_size", v = p->hidden;
+    else if (!product_fits_int(p->dirs, p->out, 1, 1))
+        what = "p.hidden_size (or p.proj_size) times the directions", v = p->out;
+    else if (!product_fits_int(p->layers, p->dirs, 1, 1))
+        what = "p.num_layers", v = p->layers;
+    else if (!fits_int(p->t))
+        what = "x's T", v = p->t;
+    else if (!product_fits_int(p->n, p->dirs, p->out, 1) ||
+             !product_fits_int(p->n, p->input, 1, 1) ||
+             !product_fits_int(p->layers * p->dirs, p->n, p->hidden, 1))
+        what = "x's N", v = p->n;
+    if (!what) return NN_OK;
+    return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                    "%s: %s = %lld is beyond what cuDNN's RNN calls take (sizes, and the products "
+                    "of N with the widths, must fit int: %d)",
+                    op, what, (long long)v, INT_MAX);
+}
+
+/* Both checks above, the second on a cuDNN context only. */
+static nn_status check_problem(struct nn_ctx *ctx, const char *op, const nn_rnn_params *p,
+                               const struct nn__rnn_problem *prob)
+{
+    NN__TRY(check_sizes(ctx, op, p, prob));
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx)) NN__TRY(check_cudnn_limits(ctx, op, prob));
+#else
+    (void)check_cudnn_limits;
+#endif
+    return NN_OK;
+}
+
 static nn_status check_dtype_arg(struct nn_ctx *ctx, const char *op, nn_dtype dtype)
 {
     if (nn_dtype_size(dtype) == 0)
@@ -336,15 +448,19 @@ nn_status nn_rnn_weights_size(nn_ctx *ctx, const nn_rnn_params *p, nn_dtype dtyp
     NN__TRY(pick_backend(ctx, op, &be));
     struct nn__rnn_problem prob;
     problem_of(ctx, p, dtype, &prob);
+    NN__TRY(check_problem(ctx, op, p, &prob));
     return be->weights_size(ctx, &prob, numel);
 }
 
-/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed. */
+/* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed. An
+ * output whose elements share memory is refused as such (NN_E_INVALID_ARG, as every op does)
+ * before its strides are found unsupported. */
 static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name,
-                           nn_dtype dtype)
+                           nn_dtype dtype, int out)
 {
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, name);
     NN__TRY(nn__check_tensor(ctx, op, t, name));
+    if (out) NN__TRY(nn__check_output_distinct(ctx, op, t, name));
     if (t->dtype != dtype)
         return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal x.dtype (%s), got %s", op, name,
                         nn_dtype_name(dtype), nn_dtype_name(t->dtype));
@@ -371,9 +487,9 @@ static nn_status check_dims(struct nn_ctx *ctx, const char *op, const nn_tensor 
 
 static nn_status check_weights(struct nn_ctx *ctx, const char *op, const struct rnn_backend *be,
                                const struct nn__rnn_problem *prob, const nn_tensor *w,
-                               const char *name)
+                               const char *name, int out)
 {
-    NN__TRY(check_arg(ctx, op, w, name, prob->dtype));
+    NN__TRY(check_arg(ctx, op, w, name, prob->dtype, out));
     int64_t numel;
     NN__TRY(be->weights_size(ctx, prob, &numel));
     static const char *const labels[] = {"nn_rnn_weights_size()"};
@@ -403,6 +519,7 @@ nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     NN__TRY(nn__check_tensor(ctx, op, w, "w"));
     struct nn__rnn_problem prob;
     problem_of(ctx, p, w->dtype, &prob);
+    NN__TRY(check_problem(ctx, op, p, &prob));
     if (!nn__rnn_view_exists(&prob, layer, name))
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s does not exist for these parameters (%s)",
                         op, view_name(name),
@@ -411,7 +528,7 @@ nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
                                                    : bias_name(p->bias_mode));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
-    NN__TRY(check_weights(ctx, op, be, &prob, w, "w"));
+    NN__TRY(check_weights(ctx, op, be, &prob, w, "w", 0));
     int64_t off, dims[2];
     NN__TRY(be->weight_offset(ctx, &prob, layer * dirs + direction, name, &off));
     int rank = nn__rnn_view_dims(&prob, layer, name, dims);
@@ -445,23 +562,23 @@ static const char *const *seq_labels(const struct nn__rnn_problem *p, int wide)
 }
 
 static nn_status check_seq(struct nn_ctx *ctx, const char *op, const struct nn__rnn_problem *p,
-                           const nn_tensor *t, const char *name, int wide)
+                           const nn_tensor *t, const char *name, int wide, int out)
 {
-    NN__TRY(check_arg(ctx, op, t, name, p->dtype));
+    NN__TRY(check_arg(ctx, op, t, name, p->dtype, out));
     int64_t d[3];
     seq_dims(p, wide ? p->dirs * p->out : p->input, d);
     return check_dims(ctx, op, t, name, 3, d, seq_labels(p, wide));
 }
 
 static nn_status check_state(struct nn_ctx *ctx, const char *op, const struct nn__rnn_problem *p,
-                             const nn_tensor *t, const char *name, int is_c)
+                             const nn_tensor *t, const char *name, int is_c, int out)
 {
     if (!t) return NN_OK;
     if (is_c && p->cell != NN_RNN_LSTM)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: %s must be NULL for a %s cell (only LSTM has a cell state)", op, name,
                         cell_name(p->cell));
-    NN__TRY(check_arg(ctx, op, t, name, p->dtype));
+    NN__TRY(check_arg(ctx, op, t, name, p->dtype, out));
     int64_t d[3] = {p->layers * p->dirs, p->n, is_c ? p->hidden : p->out};
     static const char *const h_labels[] = {"L*D", "N", "O"}, *const c_labels[] = {"L*D", "N", "H"};
     return check_dims(ctx, op, t, name, 3, d, is_c ? c_labels : h_labels);
@@ -570,18 +687,20 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
                         p->layout == NN_RNN_SEQ_MAJOR ? "T x N" : "N x T", x->rank);
     prob.t = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 0 : 1];
     prob.n = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 1 : 0];
-    NN__TRY(check_seq(ctx, op, &prob, x, "x", 0));
+    NN__TRY(check_sizes(ctx, op, p, &prob));
+    NN__TRY(check_seq(ctx, op, &prob, x, "x", 0, 0));
     NN__TRY(check_lengths(ctx, op, &prob, lengths));
-    NN__TRY(check_state(ctx, op, &prob, hx, "hx", 0));
-    NN__TRY(check_state(ctx, op, &prob, cx, "cx", 1));
+    NN__TRY(check_state(ctx, op, &prob, hx, "hx", 0, 0));
+    NN__TRY(check_state(ctx, op, &prob, cx, "cx", 1, 0));
     if (!y) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: y must not be NULL", op);
-    NN__TRY(check_seq(ctx, op, &prob, y, "y", 1));
-    NN__TRY(check_state(ctx, op, &prob, hy, "hy", 0));
-    NN__TRY(check_state(ctx, op, &prob, cy, "cy", 1));
+    NN__TRY(check_seq(ctx, op, &prob, y, "y", 1, 1));
+    NN__TRY(check_state(ctx, op, &prob, hy, "hy", 0, 1));
+    NN__TRY(check_state(ctx, op, &prob, cy, "cy", 1, 1));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
+    NN__TRY(check_problem(ctx, op, p, &prob));
     if (!w) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: w must not be NULL", op);
-    NN__TRY(check_weights(ctx, op, be, &prob, w, "w"));
+    NN__TRY(check_weights(ctx, op, be, &prob, w, "w", 0));
     const struct named ins[] = {{x, "x"}, {hx, "hx"}, {cx, "cx"}, {w, "w"}};
     const struct named outs[] = {{y, "y"}, {hy, "hy"}, {cy, "cy"}};
     NN__TRY(check_overlaps(ctx, op, outs, 3, ins, 4));
@@ -640,13 +759,13 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_rnn_pullback *pb = *pullback;
     const struct nn__rnn_problem *prob = &pb->prob;
-    if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "dy", 1));
-    NN__TRY(check_state(ctx, op, prob, dhy, "dhy", 0));
-    NN__TRY(check_state(ctx, op, prob, dcy, "dcy", 1));
-    if (dx) NN__TRY(check_seq(ctx, op, prob, dx, "dx", 0));
-    NN__TRY(check_state(ctx, op, prob, dhx, "dhx", 0));
-    NN__TRY(check_state(ctx, op, prob, dcx, "dcx", 1));
-    if (dw) NN__TRY(check_weights(ctx, op, pb->be, prob, dw, "dw"));
+    if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "dy", 1, 0));
+    NN__TRY(check_state(ctx, op, prob, dhy, "dhy", 0, 0));
+    NN__TRY(check_state(ctx, op, prob, dcy, "dcy", 1, 0));
+    if (dx) NN__TRY(check_seq(ctx, op, prob, dx, "dx", 0, 1));
+    NN__TRY(check_state(ctx, op, prob, dhx, "dhx", 0, 1));
+    NN__TRY(check_state(ctx, op, prob, dcx, "dcx", 1, 1));
+    if (dw) NN__TRY(check_weights(ctx, op, pb->be, prob, dw, "dw", 1));
     const nn_tensor *hx = pb->has_hx ? &pb->hx : NULL, *cx = pb->has_cx ? &pb->cx : NULL;
     const struct named ins[] = {{dy, "dy"}, {dhy, "dhy"}, {dcy, "dcy"},  {&pb->x, "x"},
                                 {hx, "hx"}, {cx, "cx"},   {&pb->w, "w"}, {&pb->y, "y"}};

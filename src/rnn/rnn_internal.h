@@ -53,6 +53,12 @@ int nn__rnn_view_exists(const struct nn__rnn_problem *p, int64_t layer, nn_rnn_w
 int nn__rnn_view_dims(const struct nn__rnn_problem *p, int64_t layer, nn_rnn_weight_name name,
                       int64_t *dims);
 
+/* Elements of one direction of layer l (the sum of its views), -1 if that overflows int64; and of
+ * the whole buffer as the reference lays it out (0, or -1 on overflow). rnn.c refuses parameters
+ * whose count overflows before a backend is called. */
+int64_t nn__rnn_layer_numel(const struct nn__rnn_problem *p, int64_t layer);
+int nn__rnn_weights_numel(const struct nn__rnn_problem *p, int64_t *out);
+
 /* The problem as text in the CLI syntax (include/nnprim/rnn.h, docs/RNN.md); lengths NULL = all
  * T. Always NUL-terminated; truncated to cap. */
 void nn__rnn_problem_text(const struct nn__rnn_problem *p, const int32_t *lengths, char *buf,

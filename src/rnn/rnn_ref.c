@@ -27,23 +27,12 @@ static int64_t view_numel(const struct nn__rnn_problem *p, int64_t layer, nn_rnn
     return rank == 2 ? d[0] * d[1] : d[0];
 }
 
+/* rnn.c has checked that the count fits int64 (so every partial sum below does too). */
 nn_status nn__rnn_weights_size_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                    int64_t *numel)
 {
-    int64_t total = 0;
-    for (int64_t l = 0; l < p->layers; l++)
-        for (int k = 0; k < 5; k++) {
-            int64_t d[2], n = 1;
-            if (!nn__rnn_view_exists(p, l, order[k])) continue;
-            int rank = nn__rnn_view_dims(p, l, order[k], d);
-            for (int i = 0; i < rank; i++)
-                if (__builtin_mul_overflow(n, d[i], &n))
-                    return NN__FAIL(ctx, NN_E_OVERFLOW, "nn_rnn_weights_size: overflows int64");
-            if (__builtin_mul_overflow(n, (int64_t)p->dirs, &n) ||
-                __builtin_add_overflow(total, n, &total))
-                return NN__FAIL(ctx, NN_E_OVERFLOW, "nn_rnn_weights_size: overflows int64");
-        }
-    *numel = total;
+    (void)ctx;
+    (void)nn__rnn_weights_numel(p, numel);
     return NN_OK;
 }
 
@@ -51,10 +40,9 @@ nn_status nn__rnn_weight_offset_ref(struct nn_ctx *ctx, const struct nn__rnn_pro
                                     int64_t pseudo, nn_rnn_weight_name name, int64_t *offset)
 {
     (void)ctx;
-    int64_t off = 0;
-    for (int64_t q = 0; q < pseudo; q++)
-        for (int k = 0; k < 5; k++)
-            off += view_numel(p, q / p->dirs, order[k]);
+    /* Pseudo-layers of layer 0 come first, then those of the layers above, which are alike. */
+    int64_t s0 = nn__rnn_layer_numel(p, 0), s1 = p->layers > 1 ? nn__rnn_layer_numel(p, 1) : 0;
+    int64_t off = pseudo < p->dirs ? pseudo * s0 : p->dirs * s0 + (pseudo - p->dirs) * s1;
     for (int k = 0; order[k] != name; k++)
         off += view_numel(p, pseudo / p->dirs, order[k]);
     *offset = off;

@@ -6,6 +6,7 @@
 
 #include "core/elem.h"
 #include "core/error.h"
+#include "core/tensor_util.h"
 #include "softmax/softmax_internal.h"
 
 /* Packed n x c x s: element (n, c, s). */
@@ -77,8 +78,8 @@ static nn_status backward_ref(struct nn_ctx *ctx, const struct nn__softmax_probl
 static nn_status read_targets_ref(struct nn_ctx *ctx, const char *fn, const void *data,
                                   nn_index_type type, int64_t count, int64_t *out)
 {
-    (void)ctx;
-    (void)fn;
+    /* A device pointer here would crash the host loop below. */
+    NN__TRY(nn__check_host_ptr(ctx, fn, data, "targets.data"));
     if (type == NN_INDEX_I64) {
         memcpy(out, data, (size_t)count * sizeof *out);
     } else {

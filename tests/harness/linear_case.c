@@ -110,8 +110,11 @@ static const char *const geometries[] = {
     "m16in32out24",
 };
 
+/* "bias" may take BGRADB's fused db; "bias accdb" and "relu bias accdb" always compute db as a
+ * product with ones, accumulated (issue 16: cuDNN's legacy bias gradient had no bf16). */
 static const char *const variants[] = {
-    "", "bias", "relu", "relu bias", "bias accdx accdw accdb", "relu accdw"};
+    "",           "bias",       "relu",           "relu bias", "bias accdx accdw accdb",
+    "relu accdw", "bias accdb", "relu bias accdb"};
 static const char *const dtype_names[] = {"f32", "f32 tf32", "f16", "bf16", "f64"};
 
 #define N_GEOM (sizeof geometries / sizeof geometries[0])

@@ -32,7 +32,7 @@ static void parse(const char *text, struct nn_linear_case *c)
 Test(linear_harness, case_syntax_round_trips)
 {
     size_t n = nn_linear_standard_case_count();
-    cr_assert_eq(n, 180, "6 geometries x 6 variants x 5 dtypes");
+    cr_assert_eq(n, 240, "6 geometries x 8 variants x 5 dtypes");
     for (size_t i = 0; i < n; i++) {
         struct nn_linear_case c, back;
         char text[256];
@@ -158,6 +158,12 @@ static const char *const gpu_extra[] = {
     "m128in64out64 relu bias accdx accdw accdb f32",
     "m100in300out50 relu bias f64",
     "m7in4099out3 bias accdb f32",
+    /* db through the product with ones, accumulated or not, at model sizes (issue 16) */
+    "m35x20in650out1000 bias accdb bf16",
+    "m35x20in650out1000 bias accdw accdb bf16",
+    "m64in512out10 bias bf16",
+    "m64in512out10 bias accdb f16",
+    "m64in512out10 relu bias accdb f32 tf32",
 };
 
 /* cuBLASLt against the reference on every standard case and the model shapes. */

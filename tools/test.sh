@@ -2,6 +2,7 @@
 # Builds (if needed) and runs every test suite, then prints the skipped tests with their reasons
 # and, as the last line, the total: "N passed, M failed, K skipped".
 #   tools/test.sh [BUILD_DIR [MESON_SETUP_ARGS...]]     (default BUILD_DIR: build)
+# NNPRIM_TEST_JOBS: suites run at once (default 2, what CI has).
 # The arguments configure a new build directory, or reconfigure an existing one (CI passes
 # -Dwerror=true, which is not a default).
 # Criterion writes each suite's counts as JSON under BUILD_DIR/tests/results/; a test program
@@ -19,7 +20,7 @@ ninja -C "$build" || { echo "0 passed, 1 failed"; exit 1; }
 results="$build/tests/results"
 mkdir -p "$results"
 rm -f "$results"/*.json
-meson test -C "$build" --print-errorlogs --num-processes 2
+meson test -C "$build" --print-errorlogs --num-processes "${NNPRIM_TEST_JOBS:-2}"
 rc=$?
 python3 - "$results" "$build/meson-logs/testlog.json" <<'PY'
 import json, os, re, sys

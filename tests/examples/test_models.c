@@ -220,13 +220,16 @@ Test(models, gpu_large_models_train_in_tf32)
     cr_assert_not_null(seqs);
     lm_data(&lc, seqs);
     OK(lstm_lm_set_batch(ctx[1], &lm, seqs));
+    /* At hidden 512, lr 0.1 moved the loss by 0.05% in 20 steps on the H200: lr 1 and up to 150
+     * steps, stopping once the loss is 30% down. */
     double first = 0, last = 0;
-    for (int s = 0; s < 20; s++) {
-        OK(lstm_lm_step(ctx[1], &lm, 0.1, 0.9));
-        OK(lstm_lm_loss(ctx[1], &lm, s ? &last : &first));
+    int steps = 0;
+    for (; steps < 150 && (steps < 2 || !(last < 0.7 * first)); steps++) {
+        OK(lstm_lm_step(ctx[1], &lm, 1.0, 0.9));
+        OK(lstm_lm_loss(ctx[1], &lm, steps ? &last : &first));
     }
-    cr_assert(isfinite(last) && last < 0.9 * first, "LSTM loss %.4f after 20 steps, from %.4f",
-              last, first);
+    cr_assert(isfinite(last) && last < 0.7 * first, "LSTM loss %.4f after %d steps, from %.4f",
+              last, steps, first);
     free(seqs);
     lstm_lm_free(ctx[1], &lm);
 

@@ -3,8 +3,19 @@
  *
  * A context (nn_ctx) is what every op call takes. It holds one device ordinal (or the CPU),
  * one CUDA stream, the cuDNN and cuBLAS handles (created on first use), the settings below and
- * a reference to the device's memory pool. Use one context per (device, stream) user; a
- * context must not be used by two threads at the same time (distinct contexts may).
+ * a reference to the device's memory pool. Use one context per (device, stream) user.
+ *
+ * Threads: a context, and every pullback and tensor made with it, must be used by one thread at
+ * a time (handing it to another thread between calls is fine). Distinct contexts may be used
+ * concurrently from any threads, on the same or different devices. Shared underneath, and
+ * locked or atomic: each device's memory pool (mem.h) and the registry of pools, the tables of
+ * live tensors and pullbacks, the run-time library loader and the device count (each set up
+ * once per process). The plan cache and the background plan builder belong to one context (the
+ * builder's thread has a context of its own and its own stream). nn_last_error() is per thread
+ * (thread-local); nn_ctx_last_error() is per context. Verbose and log lines go to stderr one
+ * whole line per fprintf, so lines of concurrent contexts interleave but do not mix.
+ * Allocator callbacks (nn_mem_set_allocator()) may be called from any thread at once.
+ * tests/integrate/test_threads.c checks this on the reference backend and on every GPU.
  *
  * Settings are filled by nn_default_settings(), which also applies the NNPRIM_* environment
  * variables, and may then be changed by the caller before nn_ctx_create():

@@ -4,8 +4,20 @@
  * A context (nn_ctx) is what every op call takes. It holds one device ordinal (or the CPU),
  * the CUDA stream its calls run on (chosen at creation, changed with nn_ctx_set_stream()), the
  * cuDNN and cuBLAS handles (created on first use), the settings below and a reference to the
- * device's memory pool. A context must not be used by two threads at the same time (distinct
- * contexts may).
+ * device's memory pool.
+ *
+ * Threads: a context, and every pullback and tensor made with it, must be used by one thread at
+ * a time (handing it to another thread between calls is fine). Distinct contexts may be used
+ * concurrently from any threads, on the same or different devices. Shared underneath, and
+ * locked or atomic: each device's memory pool (mem.h) and the registry of pools, each device's
+ * store of tuned plan records (plan_cache.h), the tables of live tensors and pullbacks, the
+ * run-time library loader and the device count (each set up once per process). A context's
+ * execution plans and its background plan builder are its own (the builder's thread has a
+ * context of its own and its own stream). nn_last_error() is per thread (thread-local);
+ * nn_ctx_last_error() is per context. Verbose and log lines go out whole, one at a time, through
+ * nn_set_log_callback()'s lock, so lines of concurrent contexts interleave but do not mix.
+ * Allocator callbacks (nn_mem_set_allocator()) may be called from any thread at once.
+ * tests/integrate/test_threads.c checks this on the reference backend and on every GPU.
  *
  * Settings are filled by nn_default_settings(), which also applies the NNPRIM_* environment
  * variables, and may then be changed by the caller before nn_ctx_create():

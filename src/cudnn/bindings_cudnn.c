@@ -1203,6 +1203,185 @@ nn_status nn__cudnn_SoftmaxBackward_at(struct nn_ctx *ctx, const char *file, int
     return NN_OK;
 }
 
+nn_status nn__cudnn_CreateOpTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnOpTensorDescriptor_t *opTensorDesc)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnCreateOpTensorDescriptor(opTensorDesc);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnCreateOpTensorDescriptor");
+        trace_out_ptr(&t, "opTensorDesc", opTensorDesc, opTensorDesc ? (const void *)*opTensorDesc : NULL);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnCreateOpTensorDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_SetOpTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnOpTensorDescriptor_t opTensorDesc, cudnnOpTensorOp_t opTensorOp, cudnnDataType_t opTensorCompType, cudnnNanPropagation_t opTensorNanOpt)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnSetOpTensorDescriptor(opTensorDesc, opTensorOp, opTensorCompType, opTensorNanOpt);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnSetOpTensorDescriptor");
+        trace_ptr(&t, "opTensorDesc", (const void *)opTensorDesc);
+        trace_int(&t, "opTensorOp", (long long)opTensorOp);
+        trace_enum(&t, "opTensorCompType", (long long)opTensorCompType, nn__cudnn_DataType_name((int)opTensorCompType));
+        trace_int(&t, "opTensorNanOpt", (long long)opTensorNanOpt);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnSetOpTensorDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_DestroyOpTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnOpTensorDescriptor_t opTensorDesc)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnDestroyOpTensorDescriptor(opTensorDesc);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnDestroyOpTensorDescriptor");
+        trace_ptr(&t, "opTensorDesc", (const void *)opTensorDesc);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnDestroyOpTensorDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_OpTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const cudnnOpTensorDescriptor_t opTensorDesc, const void *alpha1, const cudnnTensorDescriptor_t aDesc, const void *A, const void *alpha2, const cudnnTensorDescriptor_t bDesc, const void *B, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnOpTensor", "A", (const void *)A, file, line));
+    NN__TRY(check_dev(ctx, "cudnnOpTensor", "B", (const void *)B, file, line));
+    NN__TRY(check_dev(ctx, "cudnnOpTensor", "C", (const void *)C, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnOpTensor(handle, opTensorDesc, alpha1, aDesc, A, alpha2, bDesc, B, beta, cDesc, C);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnOpTensor");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "opTensorDesc", (const void *)opTensorDesc);
+        trace_ptr(&t, "alpha1", (const void *)alpha1);
+        trace_ptr(&t, "aDesc", (const void *)aDesc);
+        trace_ptr(&t, "A", (const void *)A);
+        trace_ptr(&t, "alpha2", (const void *)alpha2);
+        trace_ptr(&t, "bDesc", (const void *)bDesc);
+        trace_ptr(&t, "B", (const void *)B);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "cDesc", (const void *)cDesc);
+        trace_ptr(&t, "C", (const void *)C);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnOpTensor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_CreateReduceTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnReduceTensorDescriptor_t *reduceTensorDesc)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnCreateReduceTensorDescriptor(reduceTensorDesc);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnCreateReduceTensorDescriptor");
+        trace_out_ptr(&t, "reduceTensorDesc", reduceTensorDesc, reduceTensorDesc ? (const void *)*reduceTensorDesc : NULL);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnCreateReduceTensorDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_SetReduceTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnReduceTensorDescriptor_t reduceTensorDesc, cudnnReduceTensorOp_t reduceTensorOp, cudnnDataType_t reduceTensorCompType, cudnnNanPropagation_t reduceTensorNanOpt, cudnnReduceTensorIndices_t reduceTensorIndices, cudnnIndicesType_t reduceTensorIndicesType)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnSetReduceTensorDescriptor(reduceTensorDesc, reduceTensorOp, reduceTensorCompType, reduceTensorNanOpt, reduceTensorIndices, reduceTensorIndicesType);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnSetReduceTensorDescriptor");
+        trace_ptr(&t, "reduceTensorDesc", (const void *)reduceTensorDesc);
+        trace_int(&t, "reduceTensorOp", (long long)reduceTensorOp);
+        trace_enum(&t, "reduceTensorCompType", (long long)reduceTensorCompType, nn__cudnn_DataType_name((int)reduceTensorCompType));
+        trace_int(&t, "reduceTensorNanOpt", (long long)reduceTensorNanOpt);
+        trace_int(&t, "reduceTensorIndices", (long long)reduceTensorIndices);
+        trace_int(&t, "reduceTensorIndicesType", (long long)reduceTensorIndicesType);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnSetReduceTensorDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_DestroyReduceTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnReduceTensorDescriptor_t reduceTensorDesc)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnDestroyReduceTensorDescriptor(reduceTensorDesc);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnDestroyReduceTensorDescriptor");
+        trace_ptr(&t, "reduceTensorDesc", (const void *)reduceTensorDesc);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnDestroyReduceTensorDescriptor", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_GetReductionWorkspaceSize_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const cudnnReduceTensorDescriptor_t reduceTensorDesc, const cudnnTensorDescriptor_t aDesc, const cudnnTensorDescriptor_t cDesc, size_t *sizeInBytes)
+{
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnGetReductionWorkspaceSize(handle, reduceTensorDesc, aDesc, cDesc, sizeInBytes);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnGetReductionWorkspaceSize");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "reduceTensorDesc", (const void *)reduceTensorDesc);
+        trace_ptr(&t, "aDesc", (const void *)aDesc);
+        trace_ptr(&t, "cDesc", (const void *)cDesc);
+        trace_out_uint(&t, "sizeInBytes", sizeInBytes, sizeInBytes ? (unsigned long long)*sizeInBytes : 0);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnGetReductionWorkspaceSize", file, line);
+    return NN_OK;
+}
+
+nn_status nn__cudnn_ReduceTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const cudnnReduceTensorDescriptor_t reduceTensorDesc, void *indices, size_t indicesSizeInBytes, void *workspace, size_t workspaceSizeInBytes, const void *alpha, const cudnnTensorDescriptor_t aDesc, const void *A, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C)
+{
+#if NN_DEBUG_CHECKS
+    NN__TRY(check_dev(ctx, "cudnnReduceTensor", "indices", (const void *)indices, file, line));
+    NN__TRY(check_dev(ctx, "cudnnReduceTensor", "workspace", (const void *)workspace, file, line));
+    NN__TRY(check_dev(ctx, "cudnnReduceTensor", "A", (const void *)A, file, line));
+    NN__TRY(check_dev(ctx, "cudnnReduceTensor", "C", (const void *)C, file, line));
+#endif
+    int traced = nn__verbose(ctx) >= 2;
+    uint64_t start = traced ? nn__now_ns() : 0;
+    cudnnStatus_t st = cudnnReduceTensor(handle, reduceTensorDesc, indices, indicesSizeInBytes, workspace, workspaceSizeInBytes, alpha, aDesc, A, beta, cDesc, C);
+    if (traced) {
+        struct trace t;
+        trace_begin(&t, "cudnnReduceTensor");
+        trace_ptr(&t, "handle", (const void *)handle);
+        trace_ptr(&t, "reduceTensorDesc", (const void *)reduceTensorDesc);
+        trace_ptr(&t, "indices", (const void *)indices);
+        trace_uint(&t, "indicesSizeInBytes", (unsigned long long)indicesSizeInBytes);
+        trace_ptr(&t, "workspace", (const void *)workspace);
+        trace_uint(&t, "workspaceSizeInBytes", (unsigned long long)workspaceSizeInBytes);
+        trace_ptr(&t, "alpha", (const void *)alpha);
+        trace_ptr(&t, "aDesc", (const void *)aDesc);
+        trace_ptr(&t, "A", (const void *)A);
+        trace_ptr(&t, "beta", (const void *)beta);
+        trace_ptr(&t, "cDesc", (const void *)cDesc);
+        trace_ptr(&t, "C", (const void *)C);
+        trace_end(&t, st, start);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) return nn__cudnn_fail(ctx, st, "cudnnReduceTensor", file, line);
+    return NN_OK;
+}
+
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc)
 {
     int traced = nn__verbose(ctx) >= 2;

@@ -2,13 +2,16 @@
  * keeps), over the channel dim of x seen as n x c x s x 1 (CUDNN_SOFTMAX_MODE_CHANNEL).
  *
  * The cross-entropy needs no kernel of its own: forward is cuDNN's log-softmax L into a pool
- * buffer, one batched device copy (cudaMemcpyBatchAsync) of the n * s picked elements L[n, t, s],
- * and loss = -picked (cudnnTransformTensor with alpha -1). Backward uses
+ * buffer, the targets' one-hot mask M (n x c x s, built on the host, uploaded with one copy and
+ * kept for backward), and loss = -sum_c M * L (cudnnOpTensor's product, cudnnReduceTensor's sum
+ * over C with alpha -1). Backward uses
  *   dx = dy - exp(L) * sum_c dy   (the log-softmax gradient)
- * with dy = -dloss at (n, t, s) and 0 elsewhere, so that sum_c dy = -dloss and
- * dx = (softmax - onehot) * dloss: dy is a zeroed pool buffer with -dloss copied into the target
- * positions by one batched copy. The targets are on the host by then (softmax.c). */
+ * with dy = -M * dloss (dloss broadcast over C by cudnnOpTensor), so that sum_c dy = -dloss and
+ * dx = (softmax - onehot) * dloss. The targets are on the host by then (softmax.c). A batched
+ * device copy of the n * s picked elements cost about 4 us per element on the H200
+ * (docs/PERFORMANCE.md), several times a language model's whole step in PyTorch. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +31,7 @@
 /* The log-softmax of the forward call, for backward. */
 struct nn__xent_saved {
     void *logp; /* n x c x s, x's dtype, from the pool */
+    void *mask; /* the targets' one-hot, n x c x s, x's dtype, from the pool */
 };
 
 /* Descriptor releases never replace the failure being reported. */
@@ -172,61 +176,96 @@ static nn_status read_targets_cudnn(struct nn_ctx *ctx, const char *fn, const vo
     return NN_OK;
 }
 
-/* One batched device copy of count elements of width bytes: dst[i] <- src[i]. */
-static nn_status copy_batch(struct nn_ctx *ctx, const char *fn, void *const *dst,
-                            const void *const *src, int64_t count, size_t width)
+/* One in x's dtype (f16 and bf16 as their bit patterns). */
+static void one_in(nn_dtype t, unsigned char *out)
 {
-    size_t *sizes = nn__host_calloc((size_t)count, sizeof *sizes);
-    if (!sizes) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for a copy list", fn);
-    for (int64_t i = 0; i < count; i++)
-        sizes[i] = width;
-    struct cudaMemcpyAttributes attr;
-    memset(&attr, 0, sizeof attr);
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    size_t first = 0;
-    nn_status st = NN__CUDA(ctx, cudaMemcpyBatchAsync((void *const *)dst, src, sizes, (size_t)count,
-                                                      &attr, &first, 1, (cudaStream_t)ctx->stream));
-    nn__host_free(sizes);
+    const float f = 1.0f;
+    const double d = 1.0;
+    const uint16_t half = 0x3C00, bhalf = 0x3F80;
+    if (t == NN_DTYPE_F64)
+        memcpy(out, &d, sizeof d);
+    else if (t == NN_DTYPE_F16)
+        memcpy(out, &half, sizeof half);
+    else if (t == NN_DTYPE_BF16)
+        memcpy(out, &bhalf, sizeof bhalf);
+    else
+        memcpy(out, &f, sizeof f);
+}
+
+/* The targets' one-hot mask, n x c x s in x's dtype, into the pool buffer *mask. The host
+ * buffer may go once cudaMemcpyAsync returns: a copy from pageable memory has been staged by
+ * then. */
+static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
+                             const struct nn__softmax_problem *p, const int64_t *t, void **mask)
+{
+    size_t w = nn_dtype_size(p->dtype), bytes = (size_t)(p->n * p->c * p->s) * w;
+    unsigned char *h = nn__host_calloc(1, bytes), one[8];
+    if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the target mask", fn);
+    one_in(p->dtype, one);
+    for (int64_t i = 0; i < p->n * p->s; i++) {
+        int64_t n = i / p->s, k = i % p->s;
+        memcpy(h + (size_t)((n * p->c + t[i]) * p->s + k) * w, one, w);
+    }
+    nn_status st = nn__dev_alloc_for(ctx, fn, bytes, mask);
+    if (st == NN_OK)
+        st = NN__CUDA(ctx, cudaMemcpyAsync(*mask, h, bytes, cudaMemcpyHostToDevice,
+                                           (cudaStream_t)ctx->stream));
+    nn__host_free(h);
     return st;
 }
 
-/* Pointer lists for the n * s target elements of an n x c x s buffer (at) and of an n x s one
- * (row). */
-static nn_status pointer_lists(struct nn_ctx *ctx, const char *fn,
-                               const struct nn__softmax_problem *p, const int64_t *t, char *at,
-                               char *row, void ***at_out, void ***row_out)
+static cudnnDataType_t compute_type(nn_dtype t)
 {
-    int64_t count = p->n * p->s;
-    size_t w = nn_dtype_size(p->dtype);
-    void **a = nn__host_calloc((size_t)count, sizeof *a);
-    void **r = nn__host_calloc((size_t)count, sizeof *r);
-    if (!a || !r) {
-        nn__host_free(a);
-        nn__host_free(r);
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for a copy list", fn);
-    }
-    for (int64_t i = 0; i < count; i++) {
-        int64_t n = i / p->s, s = i % p->s;
-        a[i] = at + (size_t)((n * p->c + t[i]) * p->s + s) * w;
-        r[i] = row + (size_t)i * w;
-    }
-    *at_out = a;
-    *row_out = r;
-    return NN_OK;
+    return t == NN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
 
-/* out = -in over n * s elements. */
-static nn_status negate(struct nn_ctx *ctx, const struct nn__softmax_problem *p, const void *in,
-                        void *out)
+/* c = alpha_a * a * b (b may be n x 1 x s, broadcast over C), over descriptors da, db, dc. */
+static nn_status multiply(struct nn_ctx *ctx, const struct nn__softmax_problem *p, double alpha_a,
+                          cudnnTensorDescriptor_t da, const void *a, cudnnTensorDescriptor_t db,
+                          const void *b, cudnnTensorDescriptor_t dc, void *c)
 {
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnTensorDescriptor_t d;
-    NN__TRY(desc4(ctx, p->dtype, 1, 1, p->n * p->s, &d));
+    cudnnOpTensorDescriptor_t op;
+    NN__TRY(nn__cudnn_CreateOpTensorDescriptor(ctx, &op));
+    union scale s1, s2, zero;
+    nn_status st = nn__cudnn_SetOpTensorDescriptor(ctx, op, CUDNN_OP_TENSOR_MUL,
+                                                   compute_type(p->dtype), CUDNN_PROPAGATE_NAN);
+    if (st == NN_OK)
+        st = nn__cudnn_OpTensor(ctx, h, op, scale_of(&s1, p->dtype, alpha_a), da, a,
+                                scale_of(&s2, p->dtype, 1.0), db, b, scale_of(&zero, p->dtype, 0.0),
+                                dc, c);
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
+    ctx->last_error = keep;
+    return st;
+}
+
+/* c = -sum_c a over C: a n x c x s, c n x 1 x s. */
+static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p,
+                           cudnnTensorDescriptor_t da, const void *a, cudnnTensorDescriptor_t dc,
+                           void *c)
+{
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    cudnnReduceTensorDescriptor_t r;
+    NN__TRY(nn__cudnn_CreateReduceTensorDescriptor(ctx, &r));
+    size_t ws_bytes = 0;
+    void *ws = NULL;
     union scale minus, zero;
-    nn_status st = nn__cudnn_TransformTensor(ctx, h, scale_of(&minus, p->dtype, -1.0), d, in,
-                                             scale_of(&zero, p->dtype, 0.0), d, out);
-    destroy_tensor(ctx, d);
+    nn_status st = nn__cudnn_SetReduceTensorDescriptor(
+        ctx, r, CUDNN_REDUCE_TENSOR_ADD, compute_type(p->dtype), CUDNN_PROPAGATE_NAN,
+        CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES);
+    if (st == NN_OK) st = nn__cudnn_GetReductionWorkspaceSize(ctx, h, r, da, dc, &ws_bytes);
+    if (st == NN_OK && ws_bytes) st = nn__dev_alloc_for(ctx, fn, ws_bytes, &ws);
+    if (st == NN_OK)
+        st = nn__cudnn_ReduceTensor(ctx, h, r, NULL, 0, ws, ws_bytes,
+                                    scale_of(&minus, p->dtype, -1.0), da, a,
+                                    scale_of(&zero, p->dtype, 0.0), dc, c);
+    nn_error_info keep = ctx->last_error;
+    if (ws) (void)nn__dev_free_for(ctx, fn, ws);
+    (void)nn__cudnn_DestroyReduceTensorDescriptor(ctx, r);
+    ctx->last_error = keep;
     return st;
 }
 
@@ -235,6 +274,7 @@ static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__xent_saved *saved)
     if (!saved) return;
     nn_error_info keep = ctx->last_error;
     (void)nn__dev_free(ctx, saved->logp);
+    if (saved->mask) (void)nn__dev_free(ctx, saved->mask);
     ctx->last_error = keep;
     nn__host_free(saved);
 }
@@ -251,22 +291,25 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     int64_t count = p->n * p->s;
     struct nn__xent_saved *sv = nn__host_calloc(1, sizeof *sv);
     if (!sv) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
-    void *picked = NULL, **src = NULL, **dst = NULL;
+    void *prod = NULL;
+    cudnnTensorDescriptor_t full = NULL, row = NULL;
     nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &sv->logp);
-    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)count * w, &picked);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &prod);
     if (st == NN_OK) st = softmax_run(ctx, fn, p, CUDNN_SOFTMAX_LOG, x->data, sv->logp);
-    if (st == NN_OK) st = pointer_lists(ctx, fn, p, t, sv->logp, picked, &src, &dst);
-    if (st == NN_OK) st = copy_batch(ctx, fn, dst, (const void *const *)src, count, w);
-    if (st == NN_OK) st = negate(ctx, p, picked, loss->data);
-    nn__host_free(src);
-    nn__host_free(dst);
-    nn_status fst = nn__dev_free_for(ctx, fn, picked);
+    if (st == NN_OK) st = mask_upload(ctx, fn, p, t, &sv->mask);
+    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
+    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
+    if (st == NN_OK) st = multiply(ctx, p, 1.0, full, sv->mask, full, sv->logp, full, prod);
+    if (st == NN_OK) st = neg_sum_c(ctx, fn, p, full, prod, row, loss->data);
+    destroy_tensor(ctx, full);
+    destroy_tensor(ctx, row);
+    nn_status fst = prod ? nn__dev_free_for(ctx, fn, prod) : NN_OK;
     if (st == NN_OK) st = fst;
     if (st != NN_OK || !saved_out)
         saved_free_cudnn(ctx, sv);
     else
         *saved_out = sv;
-    note_set(ctx, note, "cudnn-legacy+batched-copy");
+    note_set(ctx, note, "cudnn-legacy+mask");
     return st;
 }
 
@@ -276,26 +319,24 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
                                      nn_tensor *dx, struct nn__softmax_note *note)
 {
     const char *fn = "nn_softmax_cross_entropy_backward";
-    (void)x;
+    (void)x, (void)t;
     size_t w = nn_dtype_size(p->dtype);
     int64_t count = p->n * p->s;
-    void *dy = NULL, *neg = NULL, **dst = NULL, **src = NULL;
+    void *dy = NULL;
+    cudnnTensorDescriptor_t full = NULL, row = NULL;
+    NN__TRY(check_int(ctx, fn, p));
     nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &dy);
-    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)count * w, &neg);
-    if (st == NN_OK)
-        st = NN__CUDA(
-            ctx, cudaMemsetAsync(dy, 0, (size_t)(count * p->c) * w, (cudaStream_t)ctx->stream));
-    if (st == NN_OK) st = negate(ctx, p, dloss->data, neg);
-    if (st == NN_OK) st = pointer_lists(ctx, fn, p, t, dy, neg, &dst, &src);
-    if (st == NN_OK) st = copy_batch(ctx, fn, dst, (const void *const *)src, count, w);
+    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
+    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
+    if (st == NN_OK) st = multiply(ctx, p, -1.0, full, saved->mask, row, dloss->data, full, dy);
     double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
     if (st == NN_OK)
         st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, saved->logp, dy, dx->data, beta);
-    nn__host_free(src);
-    nn__host_free(dst);
-    nn_status f1 = nn__dev_free_for(ctx, fn, dy), f2 = nn__dev_free_for(ctx, fn, neg);
-    note_set(ctx, note, "cudnn-legacy+batched-copy");
-    return st != NN_OK ? st : f1 != NN_OK ? f1 : f2;
+    destroy_tensor(ctx, full);
+    destroy_tensor(ctx, row);
+    nn_status f1 = dy ? nn__dev_free_for(ctx, fn, dy) : NN_OK;
+    note_set(ctx, note, "cudnn-legacy+mask");
+    return st != NN_OK ? st : f1;
 }
 
 const struct nn__softmax_backend nn__softmax_backend_cudnn = {

@@ -143,21 +143,6 @@ nn_status nn__cudnn_DestroyOpTensorDescriptor_at(struct nn_ctx *ctx, const char 
 nn_status nn__cudnn_OpTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const cudnnOpTensorDescriptor_t opTensorDesc, const void *alpha1, const cudnnTensorDescriptor_t aDesc, const void *A, const void *alpha2, const cudnnTensorDescriptor_t bDesc, const void *B, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C);
 #define nn__cudnn_OpTensor(ctx, ...) nn__cudnn_OpTensor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 
-nn_status nn__cudnn_CreateReduceTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnReduceTensorDescriptor_t *reduceTensorDesc);
-#define nn__cudnn_CreateReduceTensorDescriptor(ctx, ...) nn__cudnn_CreateReduceTensorDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
-
-nn_status nn__cudnn_SetReduceTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnReduceTensorDescriptor_t reduceTensorDesc, cudnnReduceTensorOp_t reduceTensorOp, cudnnDataType_t reduceTensorCompType, cudnnNanPropagation_t reduceTensorNanOpt, cudnnReduceTensorIndices_t reduceTensorIndices, cudnnIndicesType_t reduceTensorIndicesType);
-#define nn__cudnn_SetReduceTensorDescriptor(ctx, ...) nn__cudnn_SetReduceTensorDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
-
-nn_status nn__cudnn_DestroyReduceTensorDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnReduceTensorDescriptor_t reduceTensorDesc);
-#define nn__cudnn_DestroyReduceTensorDescriptor(ctx, ...) nn__cudnn_DestroyReduceTensorDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
-
-nn_status nn__cudnn_GetReductionWorkspaceSize_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const cudnnReduceTensorDescriptor_t reduceTensorDesc, const cudnnTensorDescriptor_t aDesc, const cudnnTensorDescriptor_t cDesc, size_t *sizeInBytes);
-#define nn__cudnn_GetReductionWorkspaceSize(ctx, ...) nn__cudnn_GetReductionWorkspaceSize_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
-
-nn_status nn__cudnn_ReduceTensor_at(struct nn_ctx *ctx, const char *file, int line, cudnnHandle_t handle, const cudnnReduceTensorDescriptor_t reduceTensorDesc, void *indices, size_t indicesSizeInBytes, void *workspace, size_t workspaceSizeInBytes, const void *alpha, const cudnnTensorDescriptor_t aDesc, const void *A, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C);
-#define nn__cudnn_ReduceTensor(ctx, ...) nn__cudnn_ReduceTensor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
-
 nn_status nn__cudnn_CreatePoolingDescriptor_at(struct nn_ctx *ctx, const char *file, int line, cudnnPoolingDescriptor_t *poolingDesc);
 #define nn__cudnn_CreatePoolingDescriptor(ctx, ...) nn__cudnn_CreatePoolingDescriptor_at((ctx), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -3,8 +3,8 @@
  *
  * The cross-entropy needs no kernel of its own: forward is cuDNN's log-softmax L into a pool
  * buffer, the targets' one-hot mask M (n x c x s, built on the host, uploaded with one copy and
- * kept for backward), and loss = -sum_c M * L (cudnnOpTensor's product, cudnnReduceTensor's sum
- * over C with alpha -1). Backward uses
+ * kept for backward), and loss = -sum_c M * L (cudnnOpTensor's product; the sum over C as below,
+ * since cudnnReduceTensor refused bf16 and C = 1 on the H200). Backward uses
  *   dx = dy - exp(L) * sum_c dy   (the log-softmax gradient)
  * with dy = -M * dloss (dloss broadcast over C by cudnnOpTensor), so that sum_c dy = -dloss and
  * dx = (softmax - onehot) * dloss. The targets are on the host by then (softmax.c). A batched
@@ -219,52 +219,68 @@ static cudnnDataType_t compute_type(nn_dtype t)
     return t == NN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
 
-/* c = alpha_a * a * b (b may be n x 1 x s, broadcast over C), over descriptors da, db, dc. */
-static nn_status multiply(struct nn_ctx *ctx, const struct nn__softmax_problem *p, double alpha_a,
-                          cudnnTensorDescriptor_t da, const void *a, cudnnTensorDescriptor_t db,
-                          const void *b, cudnnTensorDescriptor_t dc, void *c)
+/* c = op(alpha_a * a, alpha_b * b) (b may be n x 1 x s, broadcast over C). */
+static nn_status op_tensor(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                           cudnnOpTensorOp_t what, double alpha_a, cudnnTensorDescriptor_t da,
+                           const void *a, double alpha_b, cudnnTensorDescriptor_t db, const void *b,
+                           cudnnTensorDescriptor_t dc, void *c)
 {
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnOpTensorDescriptor_t op;
     NN__TRY(nn__cudnn_CreateOpTensorDescriptor(ctx, &op));
     union scale s1, s2, zero;
-    nn_status st = nn__cudnn_SetOpTensorDescriptor(ctx, op, CUDNN_OP_TENSOR_MUL,
-                                                   compute_type(p->dtype), CUDNN_PROPAGATE_NAN);
+    nn_status st =
+        nn__cudnn_SetOpTensorDescriptor(ctx, op, what, compute_type(p->dtype), CUDNN_PROPAGATE_NAN);
     if (st == NN_OK)
         st = nn__cudnn_OpTensor(ctx, h, op, scale_of(&s1, p->dtype, alpha_a), da, a,
-                                scale_of(&s2, p->dtype, 1.0), db, b, scale_of(&zero, p->dtype, 0.0),
-                                dc, c);
+                                scale_of(&s2, p->dtype, alpha_b), db, b,
+                                scale_of(&zero, p->dtype, 0.0), dc, c);
     nn_error_info keep = ctx->last_error;
     (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
-    ctx->last_error = keep;
+    if (st == NN_OK) ctx->last_error = keep;
     return st;
 }
 
-/* c = -sum_c a over C: a n x c x s, c n x 1 x s. */
-static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p,
-                           cudnnTensorDescriptor_t da, const void *a, cudnnTensorDescriptor_t dc,
-                           void *c)
+/* Channel 0 of an n x c x s buffer, seen as n x 1 x s. */
+static nn_status desc_channel0(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                               cudnnTensorDescriptor_t *out)
 {
-    cudnnHandle_t h;
-    NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnReduceTensorDescriptor_t r;
-    NN__TRY(nn__cudnn_CreateReduceTensorDescriptor(ctx, &r));
-    size_t ws_bytes = 0;
-    void *ws = NULL;
-    union scale minus, zero;
-    nn_status st = nn__cudnn_SetReduceTensorDescriptor(
-        ctx, r, CUDNN_REDUCE_TENSOR_ADD, compute_type(p->dtype), CUDNN_PROPAGATE_NAN,
-        CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES);
-    if (st == NN_OK) st = nn__cudnn_GetReductionWorkspaceSize(ctx, h, r, da, dc, &ws_bytes);
-    if (st == NN_OK && ws_bytes) st = nn__dev_alloc_for(ctx, fn, ws_bytes, &ws);
+    int dims[4] = {(int)p->n, 1, (int)p->s, 1}, str[4] = {(int)(p->c * p->s), (int)p->s, 1, 1};
+    cudnnTensorDescriptor_t d;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
+    nn_status st =
+        nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(p->dtype), 4, dims, str);
+    if (st != NN_OK) {
+        destroy_tensor(ctx, d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+/* out = -sum_c a (a n x c x s, out n x s). cuDNN's log-softmax gradient at y = 0 is
+ * g = a - sum_c a (exp(0) = 1), so -sum_c a = g - a in any one channel: channel 0. */
+static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p,
+                           const void *a, void *out)
+{
+    size_t bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
+    void *zeros = NULL, *g = NULL;
+    cudnnTensorDescriptor_t ch0 = NULL, row = NULL;
+    nn_status st = nn__dev_alloc_for(ctx, fn, bytes, &zeros);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, bytes, &g);
     if (st == NN_OK)
-        st = nn__cudnn_ReduceTensor(ctx, h, r, NULL, 0, ws, ws_bytes,
-                                    scale_of(&minus, p->dtype, -1.0), da, a,
-                                    scale_of(&zero, p->dtype, 0.0), dc, c);
+        st = NN__CUDA(ctx, cudaMemsetAsync(zeros, 0, bytes, (cudaStream_t)ctx->stream));
+    if (st == NN_OK) st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, zeros, a, g, 0.0);
+    if (st == NN_OK) st = desc_channel0(ctx, p, &ch0);
+    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
+    if (st == NN_OK)
+        st = op_tensor(ctx, p, CUDNN_OP_TENSOR_ADD, 1.0, ch0, g, -1.0, ch0, a, row, out);
+    destroy_tensor(ctx, ch0);
+    destroy_tensor(ctx, row);
     nn_error_info keep = ctx->last_error;
-    if (ws) (void)nn__dev_free_for(ctx, fn, ws);
-    (void)nn__cudnn_DestroyReduceTensorDescriptor(ctx, r);
+    if (zeros) (void)nn__dev_free_for(ctx, fn, zeros);
+    if (g) (void)nn__dev_free_for(ctx, fn, g);
     ctx->last_error = keep;
     return st;
 }
@@ -292,17 +308,17 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     struct nn__xent_saved *sv = nn__host_calloc(1, sizeof *sv);
     if (!sv) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
     void *prod = NULL;
-    cudnnTensorDescriptor_t full = NULL, row = NULL;
+    cudnnTensorDescriptor_t full = NULL;
     nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &sv->logp);
     if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &prod);
     if (st == NN_OK) st = softmax_run(ctx, fn, p, CUDNN_SOFTMAX_LOG, x->data, sv->logp);
     if (st == NN_OK) st = mask_upload(ctx, fn, p, t, &sv->mask);
     if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
-    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
-    if (st == NN_OK) st = multiply(ctx, p, 1.0, full, sv->mask, full, sv->logp, full, prod);
-    if (st == NN_OK) st = neg_sum_c(ctx, fn, p, full, prod, row, loss->data);
+    if (st == NN_OK)
+        st = op_tensor(ctx, p, CUDNN_OP_TENSOR_MUL, 1.0, full, sv->mask, 1.0, full, sv->logp, full,
+                       prod);
+    if (st == NN_OK) st = neg_sum_c(ctx, fn, p, prod, loss->data);
     destroy_tensor(ctx, full);
-    destroy_tensor(ctx, row);
     nn_status fst = prod ? nn__dev_free_for(ctx, fn, prod) : NN_OK;
     if (st == NN_OK) st = fst;
     if (st != NN_OK || !saved_out)
@@ -328,7 +344,9 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
     nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &dy);
     if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
     if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
-    if (st == NN_OK) st = multiply(ctx, p, -1.0, full, saved->mask, row, dloss->data, full, dy);
+    if (st == NN_OK)
+        st = op_tensor(ctx, p, CUDNN_OP_TENSOR_MUL, -1.0, full, saved->mask, 1.0, row, dloss->data,
+                       full, dy);
     double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
     if (st == NN_OK)
         st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, saved->logp, dy, dx->data, beta);

@@ -233,6 +233,26 @@ int nn_cli_count_cases(const char *path)
     return n;
 }
 
+int nn_cli_each_case(const char *who, const char *path, int *cases,
+                     int (*run)(void *arg, const char *line, const char *where), void *arg)
+{
+    *cases = nn_cli_count_cases(path);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s\n", who, path);
+        return 1;
+    }
+    static char line[16384];
+    char where[600];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        snprintf(where, sizeof where, "%s:%d", path, ++lineno);
+        if (run(arg, line, where) < 0) rc = 2;
+    }
+    fclose(f);
+    return rc;
+}
+
 void nn_cli_progress(const char *who, int i, int n, const char *what)
 {
     fprintf(stderr, "%s: case %d of %d: %s\n", who, i, n, what);

@@ -72,6 +72,13 @@ void nn_cli_warn_slow(const char *who, const char *what, double macs);
 /* The cases in a shape file: its lines with something before any '#'; -1 if it cannot be read. */
 int nn_cli_count_cases(const char *path);
 
+/* Every line of a shape file given to run(arg, line, where), where = "path:lineno"; *cases set
+ * to nn_cli_count_cases() first (for the progress lines). Returns 0; 1 if the file cannot be
+ * opened (said on stderr, "<who>: cannot open <path>"); 2 once run() returned < 0 (it has said
+ * why; the lines after it are not run). */
+int nn_cli_each_case(const char *who, const char *path, int *cases,
+                     int (*run)(void *arg, const char *line, const char *where), void *arg);
+
 /* Progress through a shape file on stderr: "<who>: case i of n: <what>". */
 void nn_cli_progress(const char *who, int i, int n, const char *what);
 

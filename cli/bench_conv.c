@@ -202,8 +202,9 @@ static nn_status alloc_io(nn_ctx *ctx, struct shape_io *s)
     return st;
 }
 
-static int bench_line(struct bench *B, const char *line, const char *where)
+static int bench_line(void *arg, const char *line, const char *where)
 {
+    struct bench *B = arg;
     struct shape_io s;
     memset(&s, 0, sizeof s);
     char err[256], text[256];
@@ -342,20 +343,7 @@ int nn_cli_bench_conv(int argc, char **argv)
     if (one) {
         if (bench_line(&B, one, "--case") < 0) rc = 2;
     } else if (shapes) {
-        FILE *f = fopen(shapes, "r");
-        B.cases = nn_cli_count_cases(shapes);
-        if (!f) {
-            fprintf(stderr, "nnprim bench conv: cannot open %s\n", shapes);
-            rc = 1;
-        } else {
-            char line[512], where[600];
-            int lineno = 0;
-            while (rc == 0 && fgets(line, sizeof line, f)) {
-                snprintf(where, sizeof where, "%s:%d", shapes, ++lineno);
-                if (bench_line(&B, line, where) < 0) rc = 2;
-            }
-            fclose(f);
-        }
+        rc = nn_cli_each_case("nnprim bench conv", shapes, &B.cases, bench_line, &B);
     } else {
         for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
             bench_line(&B, small_shapes[i], "built-in shape");

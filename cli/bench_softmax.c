@@ -118,8 +118,9 @@ static double median_us(struct bench *B, struct problem *pr)
 }
 
 /* One line of cases: -1 after a usage error (a case that does not parse), else 0. */
-static int bench_line(struct bench *B, const char *line, const char *where)
+static int bench_line(void *arg, const char *line, const char *where)
 {
+    struct bench *B = arg;
     struct nn_softmax_case c;
     char err[256], text[256];
     int got = nn_softmax_case_parse_line(line, &c, err, sizeof err);
@@ -210,20 +211,7 @@ int nn_cli_bench_softmax(int argc, char **argv)
     if (one) {
         if (bench_line(&B, one, "--case") < 0) rc = 2;
     } else if (shapes) {
-        FILE *f = fopen(shapes, "r");
-        B.cases = nn_cli_count_cases(shapes);
-        if (!f) {
-            fprintf(stderr, "nnprim bench softmax: cannot open %s\n", shapes);
-            rc = 1;
-        } else {
-            char line[1024], where[600];
-            int lineno = 0;
-            while (rc == 0 && fgets(line, sizeof line, f)) {
-                snprintf(where, sizeof where, "%s:%d", shapes, ++lineno);
-                if (bench_line(&B, line, where) < 0) rc = 2;
-            }
-            fclose(f);
-        }
+        rc = nn_cli_each_case("nnprim bench softmax", shapes, &B.cases, bench_line, &B);
     } else {
         const char *const *list = B.gpu ? gpu_shapes : cpu_shapes;
         size_t n = B.gpu ? sizeof gpu_shapes / sizeof gpu_shapes[0]

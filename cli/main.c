@@ -88,8 +88,9 @@ static const struct command_area {
     const char *name;
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
-    {"conv", nn_cli_bench_conv}, {"linear", nn_cli_bench_linear}, {"mem", nn_cli_bench_mem},
-    {"pool", nn_cli_bench_pool}, {"rnn", nn_cli_bench_rnn},       {"softmax", nn_cli_bench_softmax},
+    {"conv", nn_cli_bench_conv},     {"linear", nn_cli_bench_linear},
+    {"mem", nn_cli_bench_mem},       {"pool", nn_cli_bench_pool},
+    {"rnn", nn_cli_bench_rnn},       {"softmax", nn_cli_bench_softmax},
     {"models", nn_cli_bench_models},
 };
 

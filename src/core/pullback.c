@@ -146,9 +146,8 @@ nn_status nn__backward_accumulate(struct nn_ctx *ctx, const char *fn,
 }
 
 nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__pullback_kind *kind, int pullback_given,
-                             void *pb, const nn_backward_options *opts,
-                             struct nn__backward *out)
+                             const struct nn__pullback_kind *kind, int pullback_given, void *pb,
+                             const nn_backward_options *opts, struct nn__backward *out)
 {
     if (!pullback_given)
         return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);

@@ -61,9 +61,8 @@ struct nn__backward {
  * nothing changes on failure. Call it as NN__BACKWARD_BEGIN(ctx, fn, &kind, pullback, opts,
  * &bw) with the public call's `T **pullback`. */
 nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__pullback_kind *kind, int pullback_given,
-                             void *pb, const nn_backward_options *opts,
-                             struct nn__backward *out);
+                             const struct nn__pullback_kind *kind, int pullback_given, void *pb,
+                             const nn_backward_options *opts, struct nn__backward *out);
 #define NN__BACKWARD_BEGIN(ctx, fn, kind, pullback, opts, out)                                     \
     nn__backward_begin((ctx), (fn), (kind), (pullback) != NULL,                                    \
                        (pullback) ? (void *)*(pullback) : NULL, (opts), (out))

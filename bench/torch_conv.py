@@ -10,8 +10,9 @@ warm-up); TF32 on or off for cuDNN convolutions and matmuls as --math says. Each
 with a CUDA event pair on the current stream; the figure is the median over --reps calls after
 --warmup calls. fwd is F.conv{1,2,3}d; bwd-data and bwd-filter are
 torch.ops.aten.convolution_backward with only the input or only the weight gradient requested,
-which is what autograd runs. fwd_host_us is the wall time of back-to-back forward calls divided
-by their number (one synchronisation at the end): PyTorch's host cost per call from Python.
+which is what autograd runs. fwd_host_us is the median time to issue one forward call, in batches
+of 32 with a synchronisation between them outside the timed part (as nnprim's): PyTorch's host
+cost per call from Python.
 
 --mode first times only each pass's first call per shape, in one process, the way
 `nnprim bench conv --mode first` does, and sums them over the shapes after the first.
@@ -173,13 +174,21 @@ def median_us(fn, reps, warmup):
     return statistics.median(a.elapsed_time(b) * 1e3 for a, b in zip(start, stop))
 
 
+HOST_BATCH = 32  # as cli/bench_util.h's NN_CLI_HOST_BATCH
+
+
 def host_us(fn, reps):
+    """Median time to issue one call, over batches of HOST_BATCH calls with a synchronisation
+    between batches outside the timed part (as nnprim's nn_cli_host_median_us)."""
+    per_call = []
+    for _ in range(max(1, reps // HOST_BATCH)):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(HOST_BATCH):
+            fn()
+        per_call.append((time.perf_counter() - t0) / HOST_BATCH * 1e6)
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps * 1e6
+    return statistics.median(per_call)
 
 
 def first_ms(c, dev):

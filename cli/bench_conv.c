@@ -4,9 +4,9 @@
  * stream, the calls issued back to back (nn_cli_gpu_median_us: as PyTorch's benchmark times
  * them); on a reference context with the host clock. The figure is the median over the timed
  * repetitions, after warm-up calls (which also fill the plan cache). The host time per forward
- * call is the wall time of back-to-back calls divided by their number (the cost of a plan-cache
- * hit for small shapes). Columns are a table (struct column) so that raw-cuDNN and other rows can
- * be added beside nnprim's. */
+ * call is the time to issue it, in batches with a synchronisation between them
+ * (nn_cli_host_median_us: the cost of a plan-cache hit for small shapes). Columns are a table
+ * (struct column) so that raw-cuDNN and other rows can be added beside nnprim's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,14 +100,16 @@ static double median_us(struct bench *B, struct shape_io *s, enum which k)
     return m;
 }
 
-/* Host wall time per forward call, back to back, one synchronisation at the end. */
+static int sync_fn(void *arg)
+{
+    return nn_ctx_synchronize(arg) == NN_OK ? 0 : -1;
+}
+
+/* Host time per forward call, issued in batches (nn_cli_host_median_us). */
 static double host_us(struct bench *B, struct shape_io *s, enum which k)
 {
-    double t0 = nn_cli_now_us();
-    for (int i = 0; i < B->reps; i++)
-        if (call(B, s, k) != NN_OK) return -1;
-    if (nn_ctx_synchronize(B->ctx) != NN_OK) return -1;
-    return (nn_cli_now_us() - t0) / B->reps;
+    struct one_call oc = {B, s, k};
+    return nn_cli_host_median_us(B->reps, call_fn, &oc, sync_fn, B->ctx);
 }
 
 /* Raw cuDNN: the plan nnprim's forward runs, executed with plain cudnnBackendExecute (GPU

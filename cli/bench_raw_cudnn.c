@@ -72,15 +72,15 @@ double nn_raw_plan_gpu_us(struct nn_raw_plan *r, int warmup, int reps)
     return nn_cli_gpu_median_us(r->stream, reps, execute_fn, r);
 }
 
+static int sync_fn(void *arg)
+{
+    struct nn_raw_plan *r = arg;
+    return cudaStreamSynchronize(r->stream) == cudaSuccess ? 0 : -1;
+}
+
 double nn_raw_plan_host_us(struct nn_raw_plan *r, int reps)
 {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (int i = 0; i < reps; i++)
-        if (cudnnBackendExecute(r->h, r->plan, r->vp) != CUDNN_STATUS_SUCCESS) return -1;
-    if (cudaStreamSynchronize(r->stream) != cudaSuccess) return -1;
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    return ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3) / reps;
+    return nn_cli_host_median_us(reps, execute_fn, r, sync_fn, r);
 }
 
 void nn_raw_plan_free(struct nn_raw_plan *r)

@@ -15,7 +15,7 @@ struct nn_raw_plan *nn_raw_plan_take(nn_ctx *ctx, const nn_conv_params *params, 
                                      const nn_tensor *w, const nn_tensor *b, nn_tensor *y);
 
 /* Median GPU time (CUDA events) of one execute after warmup executes, in microseconds; host
- * wall time per execute of reps back-to-back executes and one synchronisation. Negative on
+ * time to issue one execute (nn_cli_host_median_us, reps executes in batches). Negative on
  * failure. */
 double nn_raw_plan_gpu_us(struct nn_raw_plan *r, int warmup, int reps);
 double nn_raw_plan_host_us(struct nn_raw_plan *r, int reps);

@@ -27,6 +27,25 @@ double nn_cli_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double nn_cli_host_median_us(int reps, int (*fn)(void *), void *arg, int (*sync)(void *),
+                             void *sync_arg)
+{
+    int batches = reps > NN_CLI_HOST_BATCH ? reps / NN_CLI_HOST_BATCH : 1;
+    double *t = malloc((size_t)batches * sizeof *t);
+    if (!t) return -1;
+    int ok = sync(sync_arg) == 0;
+    for (int b = 0; b < batches && ok; b++) {
+        double t0 = nn_cli_now_us();
+        for (int i = 0; i < NN_CLI_HOST_BATCH && ok; i++)
+            ok = fn(arg) == 0;
+        t[b] = (nn_cli_now_us() - t0) / NN_CLI_HOST_BATCH;
+        ok = ok && sync(sync_arg) == 0;
+    }
+    double m = ok ? nn_cli_median(t, batches) : -1;
+    free(t);
+    return m;
+}
+
 double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg)
 {
 #if NN_HAVE_CUDA

@@ -1,4 +1,4 @@
-/* What the benchmarks share: a host clock and the median. */
+/* What the benchmarks share: a host clock, the median, GPU and host timers. */
 #ifndef NN_CLI_BENCH_UTIL_H
 #define NN_CLI_BENCH_UTIL_H
 
@@ -14,5 +14,15 @@ double nn_cli_median(double *v, int n);
  * as in PyTorch's CUDA-event benchmarks (bench/torch_conv.py), so both sides are timed alike.
  * Returns -1 on any failure. Needs CUDA (-1 in a build without it). */
 double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg);
+
+/* The median host time in microseconds per call of fn(arg) (0 on success), issued in batches of
+ * NN_CLI_HOST_BATCH calls with sync(sync_arg) between batches, outside the timed part: only the
+ * issuing is timed. Calls issued back to back with one synchronisation at the end would measure
+ * the GPU's time per call instead wherever that is the larger (the launch queue fills and the
+ * host waits on it), which hides the host cost of a tiny op. reps calls in all (at least one
+ * batch). Returns -1 on any failure. */
+#define NN_CLI_HOST_BATCH 32
+double nn_cli_host_median_us(int reps, int (*fn)(void *), void *arg, int (*sync)(void *),
+                             void *sync_arg);
 
 #endif

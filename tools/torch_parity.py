@@ -176,6 +176,8 @@ class Lib:
         self.dll.nn_status_name.argtypes = [c_int]
         self.dll.nn_cudnn_runtime_version.restype = c_size_t
         self.dll.nn_cudnn_runtime_version.argtypes = []
+        self.dll.nn_version.restype = c_char_p
+        self.dll.nn_version.argtypes = []
 
     def __call__(self, name, *args):
         """Calls name; raises NnError with nnprim's message unless it returns NN_OK."""
@@ -198,11 +200,12 @@ class Lib:
             sys.exit("torch_parity.py: asked for backend %d, the context runs %d" % (s.backend, got))
         return ctx
 
-    def wrap(self, ctx, ptr, dims):
+    def wrap(self, ctx, ptr, dims, strides=None):
+        """An f64 view of caller memory; strides in elements, None for row-major packed."""
         dims = list(dims)
         out = Tensor()
         self("nn_tensor_wrap", ctx, c_void_p(ptr), F64, len(dims), (c_int64 * len(dims))(*dims),
-             None, byref(out))
+             (c_int64 * len(dims))(*strides) if strides is not None else None, byref(out))
         return out
 
 
@@ -494,17 +497,17 @@ def conv_cases():
     out = []
 
     def add(S, n, c, k, sp, ks, stride=1, dil=1, pad_lo=0, pad_hi=None, groups=1, bias=True,
-            relu=False, mode=0, path="pullback", acc=None):
+            relu=False, mode=0, path="pullback", acc=None, nhwc=False):
         pad_hi = pad_lo if pad_hi is None else pad_hi
         kw = dict(S=S, n=n, c=c, k=k, sp=seq3(sp, S), ks=seq3(ks, S), stride=seq3(stride, S),
                   dil=seq3(dil, S), pad_lo=seq3(pad_lo, S), pad_hi=seq3(pad_hi, S), groups=groups,
-                  bias=bias, relu=relu, mode=mode, path=path, acc=acc)
-        name = "conv%dd n%dc%d%sk%d%s g%d %s %s %s pad%s:%s%s%s %s%s" % (
+                  bias=bias, relu=relu, mode=mode, path=path, acc=acc, nhwc=nhwc)
+        name = "conv%dd n%dc%d%sk%d%s g%d %s %s %s pad%s:%s%s%s%s %s%s" % (
             S, n, c, dims_text("sp", kw["sp"]), k, dims_text("f", kw["ks"]), groups,
             dims_text("stride", kw["stride"]), dims_text("dil", kw["dil"]),
             "conv" if mode else "xcorr", "x".join(map(str, kw["pad_lo"])),
             "x".join(map(str, kw["pad_hi"])), " bias" if bias else "", " relu" if relu else "",
-            path, " acc=" + acc if acc else "")
+            " nhwc" if nhwc else "", path, " acc=" + acc if acc else "")
         out.append((name, run_conv, kw))
 
     add(1, 2, 3, 4, 9, 3)
@@ -527,6 +530,12 @@ def conv_cases():
     add(3, 2, 4, 4, (5, 6, 5), (3, 2, 2), stride=(1, 2, 1), dil=(1, 1, 2), pad_lo=(1, 0, 1),
         pad_hi=(0, 1, 2), groups=2, relu=True, mode=1)
     add(3, 1, 3, 3, (4, 4, 5), 3, pad_lo=1, groups=3, bias=False, path="standalone")
+    add(2, 2, 3, 4, (5, 4), (5, 4), stride=3)  # the filter covers the input: a 1x1 output
+    # channels-last tensors (PyTorch's channels_last memory format), every tensor but b and db
+    add(2, 2, 4, 6, (7, 6), 3, stride=(2, 1), pad_lo=(1, 0), pad_hi=(0, 2), groups=2, relu=True,
+        nhwc=True)
+    add(2, 2, 4, 4, (6, 6), 3, pad_lo=1, mode=1, path="standalone", acc="flags", nhwc=True)
+    add(3, 1, 2, 4, (4, 5, 4), 2, stride=(1, 2, 1), pad_lo=1, nhwc=True)
     return out
 
 
@@ -534,17 +543,17 @@ def pool_cases():
     out = []
 
     def add(S, n, c, sp, win, stride=None, pad_lo=0, pad_hi=None, mode="max", ties=False,
-            path="pullback", acc=False):
+            path="pullback", acc=False, nhwc=False):
         stride = win if stride is None else stride
         pad_hi = pad_lo if pad_hi is None else pad_hi
         kw = dict(S=S, n=n, c=c, sp=seq3(sp, S), win=seq3(win, S), stride=seq3(stride, S),
                   pad_lo=seq3(pad_lo, S), pad_hi=seq3(pad_hi, S), mode=mode, ties=ties, path=path,
-                  acc=acc)
-        name = "pool%dd n%dc%d%s %s %s %s pad%s:%s%s %s%s" % (
+                  acc=acc, nhwc=nhwc)
+        name = "pool%dd n%dc%d%s %s %s %s pad%s:%s%s%s %s%s" % (
             S, n, c, dims_text("sp", kw["sp"]), mode, dims_text("win", kw["win"]),
             dims_text("stride", kw["stride"]), "x".join(map(str, kw["pad_lo"])),
-            "x".join(map(str, kw["pad_hi"])), " ties" if ties else "", path,
-            " acc" if acc else "")
+            "x".join(map(str, kw["pad_hi"])), " ties" if ties else "", " nhwc" if nhwc else "",
+            path, " acc" if acc else "")
         out.append((name, run_pool, kw))
 
     for mode in ("max", "mean_include_pad", "mean_exclude_pad"):
@@ -557,6 +566,8 @@ def pool_cases():
     add(2, 1, 2, (6, 6), 2, stride=2, mode="max", ties=True)  # disjoint windows
     add(2, 1, 2, (5, 6), 3, stride=1, pad_lo=1, mode="max", ties=True)  # overlapping windows
     add(1, 2, 1, 9, 4, stride=2, pad_lo=3, pad_hi=1, mode="max", ties=True)
+    add(2, 2, 3, (6, 5), 2, stride=1, mode="max", nhwc=True)  # strided views: channels-last
+    add(3, 1, 3, (4, 4, 4), 3, stride=2, pad_lo=1, mode="mean_exclude_pad", nhwc=True, acc=True)
     return out
 
 
@@ -573,12 +584,15 @@ def linear_cases():
                     out.append((name, run_linear, kw))
     kw = dict(xs=(6, 5), out=3, bias=True, relu=False, acc="flags")
     out.append(("linear x6x5out3 bias acc=flags", run_linear, kw))
+    for xs in ((7,), (2, 1, 3, 5)):  # a single row (y of rank 1), and three batch dims
+        out.append(("linear %sout3 bias relu" % dims_text("x", xs), run_linear,
+                    dict(xs=xs, out=3, bias=True, relu=True, acc=None)))
     return out
 
 
 def softmax_cases():
     out = []
-    shapes = ((4, 7), (2, 5, 3), (2, 4, 3, 2), (2, 3, 2, 2, 3))
+    shapes = ((4, 7), (2, 5, 3), (2, 4, 3, 2), (2, 3, 2, 2, 3), (3, 1, 2))
     for xs in shapes:
         for log in (False, True):
             for acc in (None, "flags", "ex") if xs == (2, 4, 3, 2) else (None,):
@@ -623,6 +637,8 @@ def rnn_cases():
     add("gru", L=2, acc=True)
     add("lstm", bidir=True, lens=[4, 4, 2], acc=True, bias="recurrent")
     add("tanh", T=5, N=4, lens=[5, 3, 5, 1], bidir=True, hx=False)
+    add("gru", T=1, N=1, I=2, H=3, L=2, bidir=True)
+    add("lstm", T=1, N=1, I=2, H=3, proj=1)
     return out
 
 
@@ -644,23 +660,33 @@ class Env:
         t = self.torch.rand(shape, generator=self.gen, dtype=self.torch.float64)
         return t * (hi - lo) + lo
 
-    def to_dev(self, t):
-        d = t.detach().to(self.dev).clone().contiguous()
+    def fmt(self, t, cl):
+        """t packed row-major, or channels-last (PyTorch's channels_last / channels_last_3d)."""
+        if not cl:
+            return t.contiguous()
+        torch = self.torch
+        return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else
+                            torch.channels_last_3d)
+
+    def to_dev(self, t, cl=False):
+        d = self.fmt(t.detach().to(self.dev).clone(), cl)
         self.keep.append(d)
         return d
 
-    def nan(self, shape):
-        t = self.torch.full(tuple(shape), float("nan"), dtype=self.torch.float64, device=self.dev)
+    def nan(self, shape, cl=False):
+        t = self.fmt(self.torch.full(tuple(shape), float("nan"), dtype=self.torch.float64,
+                                     device=self.dev), cl)
         self.keep.append(t)
         return t
 
     def T(self, t):
-        """byref of an nn_tensor wrapping a contiguous device-side torch tensor."""
+        """byref of an nn_tensor wrapping a device-side torch tensor, with its strides."""
         if t is None:
             return None
-        assert t.is_contiguous() and t.dtype == self.torch.float64
+        assert t.dtype == self.torch.float64
         self.keep.append(t)
-        return byref(self.lib.wrap(self.ctx, t.data_ptr(), t.shape))
+        strides = None if t.is_contiguous() else list(t.stride())
+        return byref(self.lib.wrap(self.ctx, t.data_ptr(), t.shape, strides))
 
     def sync_in(self):
         # nnprim runs on its own stream: torch's queued fills and copies must be done first
@@ -676,7 +702,7 @@ def grad_or_zero(torch, t):
 
 
 def run_conv(env, S, n, c, k, sp, ks, stride, dil, pad_lo, pad_hi, groups, bias, relu, mode,
-             path, acc):
+             path, acc, nhwc):
     torch, F, lib = env.torch, env.F, env.lib
     x, w = env.rand(n, c, *sp), env.rand(k, c // groups, *ks)
     b = env.rand(k)
@@ -697,9 +723,12 @@ def run_conv(env, S, n, c, k, sp, ks, stride, dil, pad_lo, pad_hi, groups, bias,
     flags = 7 if acc == "flags" else 0
     p = conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode,
                     relu and path == "pullback", flags)
-    xd, wd, bd, dyd = (env.to_dev(t) for t in (x, w, b, dy))
-    y = env.nan(yr.shape)
-    grads = [env.to_dev(o) for o in olds] if acc else [env.nan(t.shape) for t in (x, w, b)]
+    xd, wd, dyd = (env.to_dev(t, nhwc) for t in (x, w, dy))
+    bd = env.to_dev(b)
+    y = env.nan(yr.shape, nhwc)
+    cls = (nhwc, nhwc, False)
+    grads = [env.to_dev(o, cl) for o, cl in zip(olds, cls)] if acc else \
+        [env.nan(t.shape, cl) for t, cl in zip((x, w, b), cls)]
     env.sync_in()
     if path == "pullback":
         pb = c_void_p()
@@ -725,7 +754,7 @@ def run_conv(env, S, n, c, k, sp, ks, stride, dil, pad_lo, pad_hi, groups, bias,
             ("db", grads[2], exp[2])]
 
 
-def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, acc):
+def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, acc, nhwc):
     torch, F, lib = env.torch, env.F, env.lib
     shape = (n, c) + tuple(sp)
     numel = math.prod(shape)
@@ -757,9 +786,9 @@ def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, ac
 
     p = params(PoolParams, spatial_rank=S, mode=C["NN_POOL_" + mode.upper()], window=win,
                stride=stride, pad_lo=pad_lo, pad_hi=pad_hi)
-    xd, dyd = env.to_dev(x), env.to_dev(dy)
-    y = env.nan(yr.shape)
-    dx = env.to_dev(old) if acc else env.nan(shape)
+    xd, dyd = env.to_dev(x, nhwc), env.to_dev(dy, nhwc)
+    y = env.nan(yr.shape, nhwc)
+    dx = env.to_dev(old, nhwc) if acc else env.nan(shape, nhwc)
     env.sync_in()
     if path == "stateless":
         lib("nn_pool_forward", env.ctx, byref(p), env.T(xd), env.T(y), None)
@@ -989,13 +1018,18 @@ def compare(torch, got, exp):
         return math.inf, math.inf, "%d NaN (not written?)" % int(torch.isnan(g).sum())
     err = float((g - exp).abs().max()) if exp.numel() else 0.0
     scale = float(exp.abs().max()) if exp.numel() else 0.0
-    return err, (err / scale if scale > 0 else err), ""
+    return err, (err / scale if scale > 0 else err), ("" if scale > 0 else "(expected all zero)")
 
 
 def run_all(args):
     import torch  # noqa: only here: --dry-run and --self-test run without torch
     import torch.nn.functional as F
-    lib = Lib(args.lib or default_lib())
+    path = args.lib or default_lib()
+    lib = Lib(path)
+    # Both load cuDNN into this one process: the versions say which copy answered.
+    print("# nnprim %s (%s), cuDNN runtime %d as nnprim sees it; torch %s, torch's cuDNN %s" %
+          (lib.dll.nn_version().decode(), path, lib.dll.nn_cudnn_runtime_version(),
+           torch.__version__, torch.backends.cudnn.version() if torch.cuda.is_available() else "-"))
     backends = ["ref"]
     want_gpu = args.backend in ("cudnn", "all")
     if want_gpu:

@@ -40,7 +40,7 @@ TOL = {"ref": 1e-10, "cudnn": 1e-8}
 
 # Every enum value used below; --self-test checks each against the headers.
 C = dict(
-    NN_MAX_RANK=8, NN_DTYPE_F64=2, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1, NN_BACKEND_REF=1,
+    NN_MAX_RANK=8, NN_DTYPE_F32=1, NN_DTYPE_F64=2, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1, NN_BACKEND_REF=1,
     NN_BACKEND_CUDNN=2, NN_OK=0, NN_E_DTYPE=-3, NN_E_UNSUPPORTED=-8,
     NN_CONV_CROSS_CORRELATION=0, NN_CONV_CONVOLUTION=1, NN_ACTIVATION_IDENTITY=0,
     NN_ACTIVATION_RELU=1, NN_CONV_ACCUMULATE_DX=1, NN_CONV_ACCUMULATE_DW=2,
@@ -200,11 +200,11 @@ class Lib:
             sys.exit("torch_parity.py: asked for backend %d, the context runs %d" % (s.backend, got))
         return ctx
 
-    def wrap(self, ctx, ptr, dims, strides=None):
-        """An f64 view of caller memory; strides in elements, None for row-major packed."""
+    def wrap(self, ctx, ptr, dims, strides=None, dtype=F64):
+        """A view of caller memory; strides in elements, None for row-major packed."""
         dims = list(dims)
         out = Tensor()
-        self("nn_tensor_wrap", ctx, c_void_p(ptr), F64, len(dims), (c_int64 * len(dims))(*dims),
+        self("nn_tensor_wrap", ctx, c_void_p(ptr), dtype, len(dims), (c_int64 * len(dims))(*dims),
              (c_int64 * len(dims))(*strides) if strides is not None else None, byref(out))
         return out
 
@@ -543,17 +543,17 @@ def pool_cases():
     out = []
 
     def add(S, n, c, sp, win, stride=None, pad_lo=0, pad_hi=None, mode="max", ties=False,
-            path="pullback", acc=False, nhwc=False):
+            path="pullback", acc=False, nhwc=False, f32=False):
         stride = win if stride is None else stride
         pad_hi = pad_lo if pad_hi is None else pad_hi
         kw = dict(S=S, n=n, c=c, sp=seq3(sp, S), win=seq3(win, S), stride=seq3(stride, S),
                   pad_lo=seq3(pad_lo, S), pad_hi=seq3(pad_hi, S), mode=mode, ties=ties, path=path,
-                  acc=acc, nhwc=nhwc)
-        name = "pool%dd n%dc%d%s %s %s %s pad%s:%s%s%s %s%s" % (
+                  acc=acc, nhwc=nhwc, f32=f32)
+        name = "pool%dd n%dc%d%s %s %s %s pad%s:%s%s%s %s%s%s" % (
             S, n, c, dims_text("sp", kw["sp"]), mode, dims_text("win", kw["win"]),
             dims_text("stride", kw["stride"]), "x".join(map(str, kw["pad_lo"])),
             "x".join(map(str, kw["pad_hi"])), " ties" if ties else "", " nhwc" if nhwc else "",
-            path, " acc" if acc else "")
+            path, " acc" if acc else "", " f32" if f32 else "")
         out.append((name, run_pool, kw))
 
     for mode in ("max", "mean_include_pad", "mean_exclude_pad"):
@@ -566,6 +566,11 @@ def pool_cases():
     add(2, 1, 2, (6, 6), 2, stride=2, mode="max", ties=True)  # disjoint windows
     add(2, 1, 2, (5, 6), 3, stride=1, pad_lo=1, mode="max", ties=True)  # overlapping windows
     add(1, 2, 1, 9, 4, stride=2, pad_lo=3, pad_hi=1, mode="max", ties=True)
+    # cuDNN has no f64 pooling: the ties again in f32, where small integers keep every value
+    # exact, so that cuDNN's pick among tied maxima is compared too
+    add(2, 1, 2, (6, 6), 2, stride=2, mode="max", ties=True, f32=True)
+    add(2, 1, 2, (5, 6), 3, stride=1, pad_lo=1, mode="max", ties=True, f32=True)
+    add(1, 2, 1, 9, 4, stride=2, pad_lo=1, mode="max", ties=True, f32=True)
     add(2, 2, 3, (6, 5), 2, stride=1, mode="max", nhwc=True)  # strided views: channels-last
     add(3, 1, 3, (4, 4, 4), 3, stride=2, pad_lo=1, mode="mean_exclude_pad", nhwc=True, acc=True)
     return out
@@ -668,14 +673,14 @@ class Env:
         return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else
                             torch.channels_last_3d)
 
-    def to_dev(self, t, cl=False):
-        d = self.fmt(t.detach().to(self.dev).clone(), cl)
+    def to_dev(self, t, cl=False, f32=False):
+        d = self.fmt(t.detach().to(self.dev, self.torch.float32 if f32 else t.dtype).clone(), cl)
         self.keep.append(d)
         return d
 
-    def nan(self, shape, cl=False):
-        t = self.fmt(self.torch.full(tuple(shape), float("nan"), dtype=self.torch.float64,
-                                     device=self.dev), cl)
+    def nan(self, shape, cl=False, f32=False):
+        t = self.fmt(self.torch.full(tuple(shape), float("nan"), device=self.dev,
+                                     dtype=self.torch.float32 if f32 else self.torch.float64), cl)
         self.keep.append(t)
         return t
 
@@ -683,10 +688,10 @@ class Env:
         """byref of an nn_tensor wrapping a device-side torch tensor, with its strides."""
         if t is None:
             return None
-        assert t.dtype == self.torch.float64
+        dtype = {self.torch.float64: F64, self.torch.float32: C["NN_DTYPE_F32"]}[t.dtype]
         self.keep.append(t)
         strides = None if t.is_contiguous() else list(t.stride())
-        return byref(self.lib.wrap(self.ctx, t.data_ptr(), t.shape, strides))
+        return byref(self.lib.wrap(self.ctx, t.data_ptr(), t.shape, strides, dtype))
 
     def sync_in(self):
         # nnprim runs on its own stream: torch's queued fills and copies must be done first
@@ -754,7 +759,7 @@ def run_conv(env, S, n, c, k, sp, ks, stride, dil, pad_lo, pad_hi, groups, bias,
             ("db", grads[2], exp[2])]
 
 
-def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, acc, nhwc):
+def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, acc, nhwc, f32):
     torch, F, lib = env.torch, env.F, env.lib
     shape = (n, c) + tuple(sp)
     numel = math.prod(shape)
@@ -780,15 +785,17 @@ def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, ac
         yr = avgp(F.pad(xr, spec), win, stride, 0)
         if mode == "mean_exclude_pad":
             yr = yr / avgp(F.pad(torch.ones_like(x), spec), win, stride, 0)
-    dy = env.rand(*yr.shape)
+    # ties: integer dy, so that f32 sums stay exact and any other pick shows
+    dy = torch.randint(1, 5, yr.shape, generator=env.gen).to(torch.float64) if ties else \
+        env.rand(*yr.shape)
     yr.backward(dy)
     old = env.rand(*shape) if acc else None
 
     p = params(PoolParams, spatial_rank=S, mode=C["NN_POOL_" + mode.upper()], window=win,
                stride=stride, pad_lo=pad_lo, pad_hi=pad_hi)
-    xd, dyd = env.to_dev(x, nhwc), env.to_dev(dy, nhwc)
-    y = env.nan(yr.shape, nhwc)
-    dx = env.to_dev(old, nhwc) if acc else env.nan(shape, nhwc)
+    xd, dyd = env.to_dev(x, nhwc, f32), env.to_dev(dy, nhwc, f32)
+    y = env.nan(yr.shape, nhwc, f32)
+    dx = env.to_dev(old, nhwc, f32) if acc else env.nan(shape, nhwc, f32)
     env.sync_in()
     if path == "stateless":
         lib("nn_pool_forward", env.ctx, byref(p), env.T(xd), env.T(y), None)
@@ -809,7 +816,10 @@ def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, ac
         # PyTorch's max pooling gives a window's gradient to the first maximum in window order
         # (row-major; its kernels replace the running maximum only on a strictly larger value),
         # which is nnprim's reference rule (pool.h); cuDNN's pick is undocumented.
+        g = dx.detach().to("cpu", torch.float64)
         env.note = "ties: PyTorch gives each window's dy to its first maximum in window order"
+        env.note_else = "another pick; sum(dx) %s sum(dy): %g vs %g" % (
+            "=" if float(g.sum()) == float(dy.sum()) else "!=", float(g.sum()), float(dy.sum()))
     return res
 
 
@@ -1092,8 +1102,8 @@ def run_all(args):
                 print("%-6s %-70s %s  %s" % (backend, name, "ok  " if ok else "FAIL",
                                               "  ".join(parts)))
                 if env.note:
-                    print("       %s%s" % (env.note, ": so does nnprim here" if ok else
-                                           ": nnprim here does not (see the dx error above)"))
+                    print("       %s: %s" % (env.note, "so does nnprim here" if ok else
+                                             "nnprim here makes " + env.note_else))
         finally:
             lib.dll.nn_ctx_destroy(ctx)
     print("(each output: max abs error / max relative error against max|expected|; '!' marks "

@@ -118,6 +118,7 @@ int main(void)
     SIZE(nn_rnn_weight_name);
 
     CONST(NN_MAX_RANK);
+    CONST(NN_DTYPE_F32);
     CONST(NN_DTYPE_F64);
     CONST(NN_SPACE_HOST);
     CONST(NN_SPACE_DEVICE);

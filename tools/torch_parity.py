@@ -40,8 +40,8 @@ TOL = {"ref": 1e-10, "cudnn": 1e-8}
 
 # Every enum value used below; --self-test checks each against the headers.
 C = dict(
-    NN_MAX_RANK=8, NN_DTYPE_F32=1, NN_DTYPE_F64=2, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1, NN_BACKEND_REF=1,
-    NN_BACKEND_CUDNN=2, NN_OK=0, NN_E_DTYPE=-3, NN_E_UNSUPPORTED=-8,
+    NN_MAX_RANK=8, NN_DTYPE_F32=1, NN_DTYPE_F64=2, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1,
+    NN_BACKEND_REF=1, NN_BACKEND_CUDNN=2, NN_OK=0, NN_E_DTYPE=-3, NN_E_UNSUPPORTED=-8,
     NN_CONV_CROSS_CORRELATION=0, NN_CONV_CONVOLUTION=1, NN_ACTIVATION_IDENTITY=0,
     NN_ACTIVATION_RELU=1, NN_CONV_ACCUMULATE_DX=1, NN_CONV_ACCUMULATE_DW=2,
     NN_CONV_ACCUMULATE_DB=4, NN_ACCUMULATE_DX=1, NN_ACCUMULATE_DW=2, NN_ACCUMULATE_DB=4,
@@ -134,7 +134,8 @@ PROTOS = {
     "nn_conv_backward_data": [P, P, P, P, P], "nn_conv_backward_filter": [P, P, P, P, P],
     "nn_conv_backward_bias": [P, P, P, P],
     "nn_pool_forward": [P, P, P, P, P], "nn_pool_backward": [P, P, P, P],
-    "nn_pool_backward_ex": [P, P, P, P, P], "nn_pool_backward_stateless": [P, P, P, P, P, P, c_uint],
+    "nn_pool_backward_ex": [P, P, P, P, P],
+    "nn_pool_backward_stateless": [P, P, P, P, P, P, c_uint],
     "nn_linear_params_default": [P], "nn_linear_forward": [P, P, P, P, P, P, P],
     "nn_linear_backward": [P, P, P, P, P, P], "nn_linear_backward_ex": [P, P, P, P, P, P, P],
     "nn_softmax_params_default": [P], "nn_softmax_forward": [P, P, P, P, P],
@@ -197,7 +198,8 @@ class Lib:
         got = self.dll.nn_ctx_backend(ctx)
         if got != s.backend:  # a mirror gone wrong would show here
             self.dll.nn_ctx_destroy(ctx)
-            sys.exit("torch_parity.py: asked for backend %d, the context runs %d" % (s.backend, got))
+            sys.exit("torch_parity.py: asked for backend %d, the context runs %d" %
+                     (s.backend, got))
         return ctx
 
     def wrap(self, ctx, ptr, dims, strides=None, dtype=F64):
@@ -226,7 +228,8 @@ def conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode, relu, flags):
     p = ConvParams()
     lib("nn_conv_params_default", byref(p), S)
     for i in range(S):
-        p.stride[i], p.dilation[i], p.pad_lo[i], p.pad_hi[i] = stride[i], dil[i], pad_lo[i], pad_hi[i]
+        p.stride[i], p.dilation[i] = stride[i], dil[i]
+        p.pad_lo[i], p.pad_hi[i] = pad_lo[i], pad_hi[i]
     p.groups, p.mode, p.flags = groups, mode, flags
     p.activation = C["NN_ACTIVATION_RELU"] if relu else C["NN_ACTIVATION_IDENTITY"]
     return p
@@ -290,7 +293,8 @@ def check_layout(program):
             continue  # only the fields read here are printed
         missing = {f[0] for f in cls._fields_} - fields_seen.get(name, set())
         if missing:
-            bad.append("%s: ctypes fields the C program does not print: %s" % (name, sorted(missing)))
+            bad.append("%s: ctypes fields the C program does not print: %s" %
+                       (name, sorted(missing)))
     consts = {line.split()[1] for line in out.splitlines() if line.startswith("const ")}
     for name in set(C) - consts:
         bad.append("%s: used here, not printed by the C program" % name)
@@ -429,7 +433,8 @@ def self_test_calls(lib):
         # tanh: h = tanh(bW + bR) at every valid step; padded y zero; lengths 3 and 1
         y, hy, _ = rnn("tanh", 3, 2, 2, 3, [0.5] * 3, [0.25] * 3, lengths=[3, 1])
         h = math.tanh(0.75)
-        exp_y = [(h if t < [3, 1][n] else 0.0) for t in range(3) for n in range(2) for _ in range(3)]
+        exp_y = [(h if t < [3, 1][n] else 0.0)
+                 for t in range(3) for n in range(2) for _ in range(3)]
         yield "rnn tanh zero weights y", y, exp_y
         yield "rnn tanh zero weights hy", hy, [h] * 6
 
@@ -769,7 +774,8 @@ def run_pool(env, S, n, c, sp, win, stride, pad_lo, pad_hi, mode, ties, path, ac
     if ties:  # few distinct values: most windows hold several equal maxima
         x = torch.randint(0, 3, shape, generator=env.gen).to(torch.float64)
     else:  # distinct values: no ties anywhere
-        x = (torch.randperm(numel, generator=env.gen).to(torch.float64) / numel - 0.5).reshape(shape)
+        x = torch.randperm(numel, generator=env.gen).to(torch.float64) / numel - 0.5
+        x = x.reshape(shape)
     xr = x.clone().requires_grad_()
     sym = pad_lo == pad_hi and all(pl <= wi // 2 for pl, wi in zip(pad_lo, win))
     spec = []
@@ -1037,8 +1043,14 @@ def compare(torch, got, exp):
 
 
 def run_all(args):
-    import torch  # noqa: only here: --dry-run and --self-test run without torch
-    import torch.nn.functional as F
+    try:  # only here: --dry-run and --self-test run without torch
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        if not args.skip_without_torch:
+            raise
+        print("skipped: needs PyTorch in %s (%s)" % (sys.executable, e))
+        return 77
     path = args.lib or default_lib()
     lib = Lib(path)
     # Both load cuDNN into this one process: the versions say which copy answered.
@@ -1139,6 +1151,8 @@ def main():
     ap.add_argument("--layout", help="the torch_parity_layout program (for --self-test)")
     ap.add_argument("--no-calls", metavar="WHY",
                     help="--self-test: check the layouts only, printing why")
+    ap.add_argument("--skip-without-torch", action="store_true",
+                    help="exit 77 (meson's skip) with the reason when torch cannot be imported")
     a = ap.parse_args()
     if a.self_test:
         if not a.layout:

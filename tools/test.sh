@@ -31,8 +31,9 @@ with open(testlog) as f:
     runs = [json.loads(line) for line in f if line.strip()]
 for run in runs:
     name, result = run["name"], run["result"]
-    # Newer meson names tests "project:suite"; the JSON file carries the test's own name.
-    path = os.path.join(results, name.split(":")[-1] + ".json")
+    # Meson may name a test "project:suite / name" or "project / name" (1.0 does so once a test
+    # has a suite); the JSON file carries the test's own name.
+    path = os.path.join(results, name.split(" / ")[-1].split(":")[-1] + ".json")
     if not os.path.exists(path):
         # Not a Criterion suite (or it died before writing its counts): meson's verdict counts.
         if result == "OK":

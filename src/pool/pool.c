@@ -187,8 +187,10 @@ static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int ns
 }
 
 /* The call in the case syntax of docs/POOL.md (what `nnprim check pool` and the harness read),
- * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32". */
-static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
+ * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32"; a backward that adds to dx ends in " accdx",
+ * as conv's line does, so that the reproducer accumulates too. */
+static void shape_text(const nn_pool_params *p, const nn_tensor *x, unsigned accumulate, char *buf,
+                       size_t cap)
 {
     static const char letters[] = "dhw";
     int nsp = p->spatial_rank, off = 3 - nsp;
@@ -206,14 +208,16 @@ static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, s
         n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
         n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
-    if (n < cap) snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
+    if (n < cap && (accumulate & NN_ACCUMULATE_DX)) snprintf(buf + n, cap - n, " accdx");
 }
 
 static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *be,
-                    const nn_pool_params *p, const nn_tensor *x, uint64_t start)
+                    const nn_pool_params *p, const nn_tensor *x, unsigned accumulate,
+                    uint64_t start)
 {
     char shape[512];
-    shape_text(p, x, shape, sizeof shape);
+    shape_text(p, x, accumulate, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/POOL.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
@@ -261,7 +265,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
         }
         *pullback_out = pb;
     }
-    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, 0, start);
     return NN_OK;
 }
 
@@ -310,7 +314,7 @@ static nn_status pool_backward(nn_ctx *ctx, const char *op, nn_pool_pullback **p
     NN__TRY_IN(ctx, op,
                be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx,
                             bw.accumulate & NN_ACCUMULATE_DX));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, bw.accumulate, start);
     return bw.keep ? NN_OK : nn_pool_pullback_free(pullback);
 }
 
@@ -353,7 +357,7 @@ static nn_status pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *para
     const struct nn__pool_backend *be = backend_of(ctx);
     NN__TRY_IN(ctx, op,
                be->backward(ctx, params, NULL, x, y, dy, dx, accumulate & NN_ACCUMULATE_DX));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, accumulate, start);
     return NN_OK;
 }
 

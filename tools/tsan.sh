@@ -7,7 +7,7 @@
 # On the CPU machine it runs the reference backend; with a GPU it adds cuDNN on every device
 # (CUDA and cuDNN are not instrumented: a report inside them names their frames).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 build=${1:-build-tsan}
 if [ ! -f "$build/build.ninja" ]; then
   # shellcheck disable=SC2086 # TSAN_MESON holds words

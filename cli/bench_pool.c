@@ -89,15 +89,17 @@ static int fail(const char *what)
 struct problem {
     nn_pool_params p;
     nn_tensor x, y, dy, dx;
+    unsigned accumulate; /* the backward's: 0 or NN_ACCUMULATE_DX (a case's "accdx") */
     double fwd_bytes, fwdbwd_bytes;
 };
 
 /* The problem of params p on x dims xd (rank p->spatial_rank + 2). */
 static int problem_init_params(nn_ctx *ctx, const nn_pool_params *p, const int64_t *xd, nn_dtype dt,
-                               struct problem *pr)
+                               unsigned accumulate, struct problem *pr)
 {
     memset(pr, 0, sizeof *pr);
     pr->p = *p;
+    pr->accumulate = accumulate;
     nn_pool_mode mode = p->mode;
     int rank = p->spatial_rank + 2;
     int64_t yd[NN_POOL_MAX_SPATIAL + 2];
@@ -116,6 +118,7 @@ static int problem_init_params(nn_ctx *ctx, const nn_pool_params *p, const int64
      * dy and writes dx */
     pr->fwd_bytes = nx + ny;
     pr->fwdbwd_bytes = mode == NN_POOL_MAX ? 3 * nx + 3 * ny : 2 * nx + 2 * ny;
+    if (accumulate) pr->fwdbwd_bytes += nx; /* dx is read too */
     return 0;
 }
 
@@ -127,7 +130,7 @@ static int problem_init(nn_ctx *ctx, const struct shape *s, nn_pool_mode mode, n
         p.window[i] = s->window;
         p.stride[i] = s->stride;
     }
-    return problem_init_params(ctx, &p, s->x, dt, pr);
+    return problem_init_params(ctx, &p, s->x, dt, 0, pr);
 }
 
 static const char *mode_word(nn_pool_mode m)
@@ -147,9 +150,10 @@ static int nnprim_step(nn_ctx *ctx, struct problem *pr, int backward)
     nn_pool_pullback *pb = NULL;
     if (nn_pool_forward(ctx, &pr->p, &pr->x, &pr->y, backward ? &pb : NULL) != NN_OK)
         return fail("nn_pool_forward");
-    if (backward && nn_pool_backward(ctx, &pb, &pr->dy, &pr->dx) != NN_OK) {
+    nn_backward_options bo = {.accumulate = pr->accumulate};
+    if (backward && nn_pool_backward_ex(ctx, &pb, &bo, &pr->dy, &pr->dx) != NN_OK) {
         nn_pool_pullback_free(&pb);
-        return fail("nn_pool_backward");
+        return fail("nn_pool_backward_ex");
     }
     return 0;
 }
@@ -185,7 +189,8 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
                                             : NN_POOL_MAX;
             char name[256];
             if (o->has_case) {
-                rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, &pr);
+                rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, o->one.accumulate,
+                                         &pr);
                 nn_pool_case_format(&o->one, name, sizeof name);
                 /* a window's reads per output, forward and twice as many forward + backward */
                 double work = rc ? 0 : (double)nn_tensor_numel(&pr.y) * 3 * (warmup + reps);
@@ -288,14 +293,14 @@ static void raw_free(struct raw *r)
 
 static int raw_step(struct raw *r, struct problem *pr, int backward)
 {
-    float one = 1.0f, zero = 0.0f;
+    float one = 1.0f, zero = 0.0f, beta = pr->accumulate ? 1.0f : 0.0f;
     if (cudnn_ok(
             cudnnPoolingForward(r->h, r->pool, &one, r->xd, pr->x.data, &zero, r->yd, pr->y.data),
             "cudnnPoolingForward"))
         return 1;
     if (backward &&
         cudnn_ok(cudnnPoolingBackward(r->h, r->pool, &one, r->yd, pr->y.data, r->yd, pr->dy.data,
-                                      r->xd, pr->x.data, &zero, r->xd, pr->dx.data),
+                                      r->xd, pr->x.data, &beta, r->xd, pr->dx.data),
                  "cudnnPoolingBackward"))
         return 1;
     return 0;
@@ -341,7 +346,7 @@ static int bench_gpu(nn_ctx *ctx, const struct opts *o)
     size_t v = nn_cudnn_runtime_version();
     printf("%s, cuDNN %zu.%zu.%zu, %s, CUDA events, median of %d after %d warm-up\n", d.name,
            v / 10000, (v % 10000) / 100, v % 100, nn_dtype_name(o->dtype), reps, warmup);
-    printf("bytes: forward x + y; fwd+bwd max 3(x + y), mean 2(x + y)\n");
+    printf("bytes: forward x + y; fwd+bwd max 3(x + y), mean 2(x + y), accdx + x\n");
     printf("%-24s %-5s %-8s %-12s %10s %9s %9s\n", "shape", "mode", "pass", "impl", "us", "GB/s",
            "vs cudnn");
     int rc = 0;
@@ -356,7 +361,8 @@ static int bench_gpu(nn_ctx *ctx, const struct opts *o)
                                             : NN_POOL_MAX;
             char name[256];
             if (o->has_case) {
-                rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, &pr);
+                rc = problem_init_params(ctx, &o->one.p, o->one.x_dims, o->dtype, o->one.accumulate,
+                                         &pr);
                 nn_pool_case_format(&o->one, name, sizeof name);
             } else {
                 rc = problem_init(ctx, &gpu_shapes[si], mode, o->dtype, &pr);

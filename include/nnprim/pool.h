@@ -33,6 +33,7 @@
 #ifndef NNPRIM_POOL_H
 #define NNPRIM_POOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backward.h"
@@ -187,6 +188,42 @@ NN_API nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *p
                                             const nn_tensor *x, const nn_tensor *y,
                                             const nn_tensor *dy, nn_tensor *dx,
                                             unsigned accumulate);
+
+/** A pass of pooling, for nn_pool_workspace_size(). */
+typedef enum nn_pool_pass {
+    NN_POOL_PASS_FORWARD = 0, /**< nn_pool_forward() */
+    NN_POOL_PASS_BACKWARD = 1 /**< nn_pool_backward(), _ex() and _stateless() */
+} nn_pool_pass;
+
+/**
+ * The device-pool bytes one pass of pooling would hold at its peak, so that a framework can
+ * pre-size its scratch (or its allocator, nn_mem_set_allocator()); the pooling counterpart of
+ * nn_conv_workspace_size(). cuDNN's legacy pooling calls take no workspace, so this is only the
+ * contiguous copies nnprim makes for layouts cuDNN's backward does not take (docs/POOL.md, "The
+ * pullback"): a non-contiguous dy, a non-contiguous y (max pooling), and, when dx's strides differ
+ * from x's, a non-contiguous x and a non-contiguous dx. The forward pass and the reference
+ * backend take none (0); neither does a pullback (views only). Not included: the caller's
+ * tensors and the pool's rounding of a request to its size classes (docs/MEMORY.md).
+ *
+ * @param ctx    the context that will run the call (its backend decides).
+ * @param params the call's pooling parameters, checked as by nn_pool_forward().
+ * @param x      the forward's input.
+ * @param y      the forward's output (its dims checked as by nn_pool_forward(); not written).
+ * @param dy     NN_POOL_PASS_BACKWARD: the gradient of y, as the backward call will get it (its
+ *               strides decide). Ignored, and may be NULL, for NN_POOL_PASS_FORWARD.
+ * @param dx     NN_POOL_PASS_BACKWARD: the gradient of x, as the backward call will get it.
+ *               Ignored, and may be NULL, for NN_POOL_PASS_FORWARD.
+ * @param pass   which pass.
+ * @param bytes  out: the bytes; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, params, x, y or bytes, dy or dx NULL for the
+ *         backward pass, an unknown pass, and the parameter and tensor checks of the call:
+ *         nn_pool_forward()'s for x and y, nn_pool_backward_stateless()'s for dy and dx);
+ *         NN_E_SHAPE; NN_E_OVERFLOW; NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN
+ *         backend: as the call). Nothing is allocated and nothing runs on the stream.
+ */
+NN_API nn_status nn_pool_workspace_size(nn_ctx *ctx, const nn_pool_params *params,
+                                        const nn_tensor *x, const nn_tensor *y, const nn_tensor *dy,
+                                        const nn_tensor *dx, nn_pool_pass pass, size_t *bytes);
 
 /**
  * Drop a pullback without running backward, releasing what it holds (device memory goes back to

@@ -38,8 +38,8 @@ static void saved_free_ref(struct nn_ctx *ctx, struct nn__pool_saved *saved)
     (void)saved;
 }
 
-static const struct nn__pool_backend backend_ref = {"ref", forward_ref, backward_ref,
-                                                    saved_free_ref, NULL};
+static const struct nn__pool_backend backend_ref = {"ref",          forward_ref, backward_ref,
+                                                    saved_free_ref, NULL,        NULL};
 
 /* A GPU context exists only in builds with cuDNN. */
 static const struct nn__pool_backend *backend_of(const struct nn_ctx *ctx)
@@ -187,8 +187,10 @@ static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int ns
 }
 
 /* The call in the case syntax of docs/POOL.md (what `nnprim check pool` and the harness read),
- * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32". */
-static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, size_t cap)
+ * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32"; a backward that adds to dx ends in " accdx",
+ * as conv's line does, so that the reproducer accumulates too. */
+static void shape_text(const nn_pool_params *p, const nn_tensor *x, unsigned accumulate, char *buf,
+                       size_t cap)
 {
     static const char letters[] = "dhw";
     int nsp = p->spatial_rank, off = 3 - nsp;
@@ -206,14 +208,16 @@ static void shape_text(const nn_pool_params *p, const nn_tensor *x, char *buf, s
         n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
         n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
-    if (n < cap) snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
+    if (n < cap && (accumulate & NN_ACCUMULATE_DX)) snprintf(buf + n, cap - n, " accdx");
 }
 
 static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *be,
-                    const nn_pool_params *p, const nn_tensor *x, uint64_t start)
+                    const nn_pool_params *p, const nn_tensor *x, unsigned accumulate,
+                    uint64_t start)
 {
     char shape[512];
-    shape_text(p, x, shape, sizeof shape);
+    shape_text(p, x, accumulate, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/POOL.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
@@ -261,7 +265,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
         }
         *pullback_out = pb;
     }
-    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, 0, start);
     return NN_OK;
 }
 
@@ -272,11 +276,26 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
     return nn__verbose_exit(ctx, "pool_forward", t0, pool_forward(ctx, params, x, y, pullback_out));
 }
 
+/* x and y of a call without a pullback, as nn_pool_forward() would take them (params valid). */
+static nn_status check_x_y(nn_ctx *ctx, const char *op, const nn_pool_params *p, const nn_tensor *x,
+                           const nn_tensor *y)
+{
+    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
+    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
+    int64_t y_dims[NN_MAX_RANK];
+    NN__TRY(output_dims(ctx, op, p, x->rank, x->dims, y_dims));
+    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
+    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
+    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    NN__TRY(check_backend_limits(ctx, op, p, x, "x"));
+    return check_backend_limits(ctx, op, p, y, "y");
+}
+
 /* The checks of every backward call: dy and dx against the forward's x and y (x and y given and
  * valid), then what the backend cannot take. */
 static nn_status check_backward(nn_ctx *ctx, const char *op, const nn_pool_params *p,
                                 const nn_tensor *x, const char *xn, const nn_tensor *y,
-                                const char *yn, const nn_tensor *dy, nn_tensor *dx)
+                                const char *yn, const nn_tensor *dy, const nn_tensor *dx)
 {
     NN__TRY(nn__check_tensor(ctx, op, dy, "dy"));
     NN__TRY(nn__check_tensor(ctx, op, dx, "dx"));
@@ -310,7 +329,7 @@ static nn_status pool_backward(nn_ctx *ctx, const char *op, nn_pool_pullback **p
     NN__TRY_IN(ctx, op,
                be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx,
                             bw.accumulate & NN_ACCUMULATE_DX));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, bw.accumulate, start);
     return bw.keep ? NN_OK : nn_pool_pullback_free(pullback);
 }
 
@@ -339,21 +358,12 @@ static nn_status pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *para
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
     NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
-    /* x and y as nn_pool_forward() would take them */
-    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
-    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
-    int64_t y_dims[NN_MAX_RANK];
-    NN__TRY(output_dims(ctx, op, params, x->rank, x->dims, y_dims));
-    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
-    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
-    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
-    NN__TRY(check_backend_limits(ctx, op, params, x, "x"));
-    NN__TRY(check_backend_limits(ctx, op, params, y, "y"));
+    NN__TRY(check_x_y(ctx, op, params, x, y));
     NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);
     NN__TRY_IN(ctx, op,
                be->backward(ctx, params, NULL, x, y, dy, dx, accumulate & NN_ACCUMULATE_DX));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, accumulate, start);
     return NN_OK;
 }
 
@@ -364,6 +374,30 @@ nn_status nn_pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *params, 
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     return nn__verbose_exit(ctx, "pool_backward_stateless", t0,
                             pool_backward_stateless(ctx, params, x, y, dy, dx, accumulate));
+}
+
+nn_status nn_pool_workspace_size(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
+                                 const nn_tensor *y, const nn_tensor *dy, const nn_tensor *dx,
+                                 nn_pool_pass pass, size_t *bytes)
+{
+    const char *op = "nn_pool_workspace_size";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", op);
+    if (pass != NN_POOL_PASS_FORWARD && pass != NN_POOL_PASS_BACKWARD)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: pass must be NN_POOL_PASS_FORWARD (0) or NN_POOL_PASS_BACKWARD (1), "
+                        "got %d",
+                        op, (int)pass);
+    NN__TRY(check_params(ctx, op, params));
+    NN__TRY(check_x_y(ctx, op, params, x, y));
+    size_t n = 0; /* the forward takes no pool memory on either backend */
+    if (pass == NN_POOL_PASS_BACKWARD) {
+        NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));
+        const struct nn__pool_backend *be = backend_of(ctx);
+        if (be->workspace) n = be->workspace(params, x, y, dy, dx);
+    }
+    *bytes = n;
+    return NN_OK;
 }
 
 nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)

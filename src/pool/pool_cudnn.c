@@ -251,6 +251,38 @@ static nn_status saved_make(struct nn_ctx *ctx, const nn_pool_params *p, const n
     return NN_OK;
 }
 
+/* Which contiguous copies a backward makes (backward_with) and the workspace query counts. */
+struct copies {
+    int dy, y;  /* packed copies of a strided dy; of a strided y, read by max pooling only */
+    int x_desc; /* dx's strides differ from x's: both go through contiguous scratch */
+    int x, dx;  /* with x_desc: a packed copy of a strided x; a packed dx, copied back */
+};
+
+static struct copies copies_of(const nn_pool_params *p, const nn_tensor *x, const nn_tensor *y,
+                               const nn_tensor *dy, const nn_tensor *dx)
+{
+    struct copies c = {0};
+    c.dy = !nn_tensor_is_contiguous(dy);
+    c.y = p->mode == NN_POOL_MAX && !nn_tensor_is_contiguous(y);
+    c.x_desc = !same_strides(dx, x);
+    c.x = c.x_desc && !nn_tensor_is_contiguous(x);
+    c.dx = c.x_desc && !nn_tensor_is_contiguous(dx);
+    return c;
+}
+
+static size_t workspace_cudnn(const nn_pool_params *p, const nn_tensor *x, const nn_tensor *y,
+                              const nn_tensor *dy, const nn_tensor *dx)
+{
+    struct copies c = copies_of(p, x, y, dy, dx);
+    size_t es = nn_dtype_size(x->dtype);
+    const nn_tensor *t[4] = {dy, y, x, dx};
+    int made[4] = {c.dy, c.y, c.x, c.dx};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++)
+        if (made[i]) n += (size_t)nn_tensor_numel(t[i]) * es;
+    return n;
+}
+
 /* cuDNN's legacy backward is given y and dy in one layout, and x and dx in one layout: its API
  * reference (as we recall it; not checked on a GPU here) lists differing strides among the
  * BAD_PARAM cases. A strided y (read by max pooling only) or dy is packed, and
@@ -267,25 +299,26 @@ static nn_status backward_with(struct nn_ctx *ctx, const nn_pool_params *p,
     const void *dyv = dy->data, *xv = x->data, *yv = y->data;
     void *dxv = dx->data;
     cudnnTensorDescriptor_t xd = s->xd;
+    struct copies c = copies_of(p, x, y, dy, dx);
     nn_status st = NN_OK;
-    if (!nn_tensor_is_contiguous(dy)) {
+    if (c.dy) {
         st = tensor_desc(ctx, dy, 0, &k.dyd);
         if (st == NN_OK) st = pack(ctx, h, dy, k.dyd, s->yd, &k.dy);
         dyv = k.dy;
     }
-    if (st == NN_OK && p->mode == NN_POOL_MAX && !nn_tensor_is_contiguous(y)) {
+    if (st == NN_OK && c.y) {
         st = tensor_desc(ctx, y, 0, &k.ydd);
         if (st == NN_OK) st = pack(ctx, h, y, k.ydd, s->yd, &k.y);
         yv = k.y;
     }
-    if (st == NN_OK && !same_strides(dx, x)) {
+    if (st == NN_OK && c.x_desc) {
         st = tensor_desc(ctx, x, 1, &k.xcd);
         xd = k.xcd;
-        if (st == NN_OK && !nn_tensor_is_contiguous(x)) {
+        if (st == NN_OK && c.x) {
             st = pack(ctx, h, x, s->xd, k.xcd, &k.x);
             xv = k.x;
         }
-        if (st == NN_OK && !nn_tensor_is_contiguous(dx)) {
+        if (st == NN_OK && c.dx) {
             st = tensor_desc(ctx, dx, 0, &k.dxd);
             if (st == NN_OK)
                 st = nn__dev_alloc(ctx, (size_t)nn_tensor_numel(dx) * nn_dtype_size(dx->dtype),
@@ -318,5 +351,6 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p,
     return st;
 }
 
-const struct nn__pool_backend nn__pool_backend_cudnn = {
-    "cudnn-legacy", forward_cudnn, backward_cudnn, saved_free_cudnn, check_limits_cudnn};
+const struct nn__pool_backend nn__pool_backend_cudnn = {"cudnn-legacy",     forward_cudnn,
+                                                        backward_cudnn,     saved_free_cudnn,
+                                                        check_limits_cudnn, workspace_cudnn};

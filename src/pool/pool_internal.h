@@ -2,6 +2,7 @@
 #ifndef NN_POOL_POOL_INTERNAL_H
 #define NN_POOL_POOL_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nn_config.h"
@@ -38,6 +39,10 @@ struct nn__pool_backend {
      * sees any. NULL: no limits beyond the checks of pool.c. */
     nn_status (*check_limits)(struct nn_ctx *ctx, const char *op, const nn_pool_params *p,
                               const nn_tensor *t, const char *name);
+    /* The device-pool bytes backward would take for these (validated) tensors, for
+     * nn_pool_workspace_size(); NULL: none (the reference takes host memory only). */
+    size_t (*workspace)(const nn_pool_params *p, const nn_tensor *x, const nn_tensor *y,
+                        const nn_tensor *dy, const nn_tensor *dx);
 };
 
 /* Reference backend. Arguments are validated; y and dy have the output dims; fn is the called

@@ -581,6 +581,127 @@ CALL(pf_conv)
     return st;
 }
 
+/* ---- nn_pool_workspace_size ---- */
+
+static nn_status ws(struct cat *c, const nn_pool_params *p, const nn_tensor *x, const nn_tensor *y,
+                    const nn_tensor *dy, const nn_tensor *dx, nn_pool_pass pass)
+{
+    size_t n = 12345;
+    nn_status st = nn_pool_workspace_size(c->ctx, p, x, y, dy, dx, pass, &n);
+    if (st != NN_OK) cr_assert_eq(n, 12345, "bytes untouched on failure");
+    if (st == NN_OK && (!c->gpu || pass == NN_POOL_PASS_FORWARD))
+        cr_assert_eq(n, 0, "no pool memory: the reference, or a forward");
+    return st;
+}
+static nn_status ws_bwd(struct cat *c, const nn_tensor *dy, const nn_tensor *dx)
+{
+    return ws(c, &c->pp, &c->px, &c->py, dy, dx, NN_POOL_PASS_BACKWARD);
+}
+CALL(ws_null_ctx)
+{
+    size_t n;
+    return nn_pool_workspace_size(NULL, &c->pp, &c->px, &c->py, &c->pdy, &c->pdx,
+                                  NN_POOL_PASS_BACKWARD, &n);
+}
+CALL(ws_null_bytes)
+{
+    return nn_pool_workspace_size(c->ctx, &c->pp, &c->px, &c->py, &c->pdy, &c->pdx,
+                                  NN_POOL_PASS_BACKWARD, NULL);
+}
+CALL(ws_null_p)
+{
+    return ws(c, NULL, &c->px, &c->py, &c->pdy, &c->pdx, NN_POOL_PASS_BACKWARD);
+}
+CALL(ws_null_x)
+{
+    return ws(c, &c->pp, NULL, &c->py, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+CALL(ws_null_y)
+{
+    return ws(c, &c->pp, &c->px, NULL, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+CALL(ws_null_dy)
+{
+    return ws_bwd(c, NULL, &c->pdx);
+}
+CALL(ws_null_dx)
+{
+    return ws_bwd(c, &c->pdy, NULL);
+}
+CALL(ws_pass_2)
+{
+    return ws(c, &c->pp, &c->px, &c->py, &c->pdy, &c->pdx, (nn_pool_pass)2);
+}
+CALL(ws_pass_negative)
+{
+    return ws(c, &c->pp, &c->px, &c->py, &c->pdy, &c->pdx, (nn_pool_pass)-1);
+}
+CALL(ws_mode)
+{
+    c->pp.mode = (nn_pool_mode)3;
+    return ws_bwd(c, &c->pdy, &c->pdx);
+}
+CALL(ws_reserved)
+{
+    c->pp.reserved[2] = 1;
+    return ws_bwd(c, &c->pdy, &c->pdx);
+}
+CALL(ws_ydims)
+{
+    int64_t d[] = {1, 2, 2, 1};
+    nn_tensor y = view_on(&c->py, 4, d, 0);
+    return ws(c, &c->pp, &c->px, &y, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+CALL(ws_dy_dims)
+{
+    int64_t d[] = {1, 2, 2, 1};
+    nn_tensor dy = view_on(&c->pdy, 4, d, 0);
+    return ws_bwd(c, &dy, &c->pdx);
+}
+CALL(ws_dx_dtype)
+{
+    nn_tensor dx = c->pdx;
+    dx.dtype = NN_DTYPE_F16;
+    cat_packed(&dx);
+    return ws_bwd(c, &c->pdy, &dx);
+}
+CALL(ws_dx_space)
+{
+    nn_tensor dx = cat_wrong_space(c, &c->pdx);
+    return ws_bwd(c, &c->pdy, &dx);
+}
+CALL(ws_dx_on_x)
+{
+    return ws_bwd(c, &c->pdy, &c->px);
+}
+CALL(ws_f64)
+{
+    nn_tensor x = cat_tensor(c, NN_DTYPE_F64, 4, PX, 52),
+              y = cat_tensor(c, NN_DTYPE_F64, 4, PY, 53);
+    nn_status st = ws(c, &c->pp, &x, &y, NULL, NULL, NN_POOL_PASS_FORWARD);
+    nn_tensor_free(c->ctx, &x);
+    nn_tensor_free(c->ctx, &y);
+    return st;
+}
+CALL(ws_pad_asym)
+{
+    c->pp.pad_lo[0] = 1;
+    return ws(c, &c->pp, &c->px, &c->py, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+/* Edge: the forward ignores dy and dx; the fixture's packed backward needs no copies. */
+CALL(ws_forward_ok)
+{
+    return ws(c, &c->pp, &c->px, &c->py, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+CALL(ws_backward_ok)
+{
+    size_t n = 1;
+    nn_status st = nn_pool_workspace_size(c->ctx, &c->pp, &c->px, &c->py, &c->pdy, &c->pdx,
+                                          NN_POOL_PASS_BACKWARD, &n);
+    if (st == NN_OK) cr_assert_eq(n, 0, "packed tensors: no copies");
+    return st;
+}
+
 #define E NN_E_INVALID_ARG
 #define S NN_E_SHAPE
 #define D NN_E_DTYPE
@@ -678,6 +799,30 @@ static const struct cat_row rows[] = {
     ROW("pullback_free twice", "nn_pool_pullback_free", "pullback", P, pf_twice),
     ROW("pullback_free consumed", "nn_pool_pullback_free", "pullback", P, pf_consumed),
     ROW("pullback_free conv pullback", "nn_pool_pullback_free", "pullback", P, pf_conv),
+
+    ROW("workspace_size ctx NULL", "nn_pool_workspace_size", "ctx", E, ws_null_ctx),
+    ROW("workspace_size bytes NULL", "nn_pool_workspace_size", "bytes", E, ws_null_bytes),
+    ROW("workspace_size params NULL", "nn_pool_workspace_size", "params", E, ws_null_p),
+    ROW("workspace_size x NULL", "nn_pool_workspace_size", "x", E, ws_null_x),
+    ROW("workspace_size y NULL", "nn_pool_workspace_size", "y", E, ws_null_y),
+    ROW("workspace_size backward dy NULL", "nn_pool_workspace_size", "dy", E, ws_null_dy),
+    ROW("workspace_size backward dx NULL", "nn_pool_workspace_size", "dx", E, ws_null_dx),
+    ROW("workspace_size pass 2", "nn_pool_workspace_size", "pass", E, ws_pass_2),
+    ROW("workspace_size pass -1", "nn_pool_workspace_size", "pass", E, ws_pass_negative),
+    ROW("workspace_size mode 3", "nn_pool_workspace_size", "params.mode", E, ws_mode),
+    ROW("workspace_size reserved[2]", "nn_pool_workspace_size", "params.reserved[2]", E,
+        ws_reserved),
+    ROW("workspace_size y dims", "nn_pool_workspace_size", "y", S, ws_ydims),
+    ROW("workspace_size dy dims", "nn_pool_workspace_size", "dy", S, ws_dy_dims),
+    ROW("workspace_size dx dtype", "nn_pool_workspace_size", "dx.dtype", D, ws_dx_dtype),
+    ROW("workspace_size dx wrong space", "nn_pool_workspace_size", "dx", M, ws_dx_space),
+    ROW("workspace_size dx on x", "nn_pool_workspace_size", "dx", E, ws_dx_on_x),
+    ROW2("workspace_size f64", "nn_pool_workspace_size", "x.dtype", NN_OK, D, ws_f64),
+    ROW2("workspace_size pad_lo != pad_hi", "nn_pool_workspace_size", "params.pad_lo[0]", NN_OK, U,
+         ws_pad_asym),
+    ROW("workspace_size forward (edge)", "nn_pool_workspace_size", NULL, NN_OK, ws_forward_ok),
+    ROW("workspace_size packed backward (edge)", "nn_pool_workspace_size", NULL, NN_OK,
+        ws_backward_ok),
 };
 
 CAT_SUBJECT(pool, rows)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "nnprim/nnprim.h"
 #include "../harness/conv_case.h"
 #include "../harness/linear_case.h"
@@ -52,15 +53,16 @@ static nn_ctx *ref_ctx(int verbose)
     return ctx;
 }
 
-/* `nnprim check --ref-only '<line>'`: its exit status, and in echo the case text of its result
- * line ("ok   <family> <case>", the family word absent for rnn). */
-static int run_check(const char *line, char *echo, size_t cap)
+/* `nnprim check [--ref-only] '<line>'`: its exit status, and in echo the case text of its result
+ * line ("ok   <family> <case>", the family word absent for rnn). Without --ref-only a machine
+ * with a GPU also runs the case on cuDNN against the reference. */
+static int run_check_with(const char *line, int ref_only, char *echo, size_t cap)
 {
     const char *cli = getenv("NNPRIM_CLI");
     cr_assert_not_null(cli, "NNPRIM_CLI names the nnprim program (tests/cli/meson.build)");
     cr_assert_null(strchr(line, '\''), "%s", line);
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' check --ref-only '%s' 2>&1", cli, line);
+    snprintf(cmd, sizeof cmd, "'%s' check%s '%s' 2>&1", cli, ref_only ? " --ref-only" : "", line);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     char buf[8192];
@@ -76,12 +78,19 @@ static int run_check(const char *line, char *echo, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* The op lines captured since start_capture(): each distinct one (without its time) goes
- * through run_check, which must pass; for each op of ops, one of its lines must give back
- * "ok   <prefix><want>". */
-static void round_trip(const char *prefix, const char *want, const char *const *ops, int nops)
+static int run_check(const char *line, char *echo, size_t cap)
 {
-    int found[8] = {0};
+    return run_check_with(line, 1, echo, cap);
+}
+
+/* The op lines captured since start_capture(): each distinct one (without its time) goes
+ * through run_check_with, which must pass; for each k, one line of ops[k] must give back
+ * "ok   <prefix><wants[k]>" (an op may be listed twice, with two cases). */
+static void round_trip_each(const char *prefix, const char *const *ops, const char *const *wants,
+                            int nops, int ref_only)
+{
+    int found[16] = {0};
+    cr_assert_leq(nops, 16);
     char seen[64][2048];
     int nseen = 0;
     for (int i = 0; i < got.n; i++) {
@@ -95,17 +104,26 @@ static void round_trip(const char *prefix, const char *want, const char *const *
         if (dup || nseen == 64) continue;
         snprintf(seen[nseen++], sizeof seen[0], "%.*s", (int)(t - l), l);
         char echo[4096], expect[4096];
-        int rc = run_check(l, echo, sizeof echo);
+        int rc = run_check_with(l, ref_only, echo, sizeof echo);
         cr_expect_eq(rc, 0, "nnprim check '%s': exit %d (%s)", l, rc, echo);
-        snprintf(expect, sizeof expect, "ok   %s%s", prefix, want);
         for (int k = 0; k < nops; k++) {
             size_t n = strlen(ops[k]);
+            snprintf(expect, sizeof expect, "ok   %s%s", prefix, wants[k]);
             if (!strncmp(l + 15, ops[k], n) && l[15 + n] == ',' && !strcmp(echo, expect))
                 found[k] = 1;
         }
     }
     for (int k = 0; k < nops; k++)
-        cr_expect(found[k], "no %s line of the calls gave the case back: want '%s'", ops[k], want);
+        cr_expect(found[k], "no %s line of the calls gave the case back: want '%s'", ops[k],
+                  wants[k]);
+}
+
+static void round_trip(const char *prefix, const char *want, const char *const *ops, int nops)
+{
+    const char *wants[16];
+    for (int k = 0; k < nops && k < 16; k++)
+        wants[k] = want;
+    round_trip_each(prefix, ops, wants, nops, 1);
 }
 
 static FILE *devnull(void)
@@ -145,8 +163,8 @@ Test(cli_verbose, pool_lines_are_reproducers)
     FILE *out = devnull();
     cr_expect_eq(nn_pool_check_reference(ctx, &c, out), 0);
     fclose(out);
-    static const char *const ops[] = {"pool_forward", "pool_backward"};
-    round_trip("pool ", want, ops, 2);
+    static const char *const ops[] = {"pool_forward", "pool_backward", "pool_backward_stateless"};
+    round_trip("pool ", want, ops, 3);
     nn_ctx_destroy(ctx);
 }
 
@@ -203,6 +221,258 @@ Test(cli_verbose, rnn_lines_are_reproducers)
     fclose(out);
     static const char *const ops[] = {"nn_rnn_forward", "nn_rnn_backward"};
     round_trip("", want, ops, 2);
+    nn_ctx_destroy(ctx);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The *_backward_ex calls (accumulate chosen at backward time, keep) and
+ * nn_pool_backward_stateless, called directly: their lines carry the backward's own flags and round
+ * trip like the others.
+ */
+
+/* A new tensor in ctx's memory, uniform in [-1, 1). */
+static nn_tensor filled(nn_ctx *ctx, nn_dtype dt, int rank, const int64_t *dims, uint64_t seed)
+{
+    nn_tensor t;
+    cr_assert_eq(nn_tensor_empty(ctx, dt, rank, dims, &t), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_tensor_fill_uniform(ctx, &t, -1, 1, seed), NN_OK, "%s",
+                 nn_last_error()->message);
+    return t;
+}
+
+static void free_all(nn_ctx *ctx, nn_tensor *const *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        cr_expect_eq(nn_tensor_free(ctx, t[i]), NN_OK);
+}
+
+#define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
+
+static nn_backward_options acc_keep(unsigned accumulate)
+{
+    return (nn_backward_options){.accumulate = accumulate, .keep = 1};
+}
+
+static void conv_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    struct nn_conv_case c;
+    char err[256], base[512], acc[512];
+    cr_assert_eq(nn_conv_case_parse_line("n2c4h7w6k6r3s2 g2 stride2x1 padlo1x0 padhi0x1 relu bias",
+                                         &c, err, sizeof err),
+                 1, "%s", err);
+    nn_conv_case_format(&c, base, sizeof base);
+    struct nn_conv_case a = c;
+    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    nn_conv_case_format(&a, acc, sizeof acc);
+    int rank = c.p.spatial_rank + 2;
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c.w_dims[0]};
+    OK(nn_conv_output_shape(&c.p, rank, c.x_dims, c.w_dims, yd));
+    nn_tensor x = filled(ctx, c.dtype, rank, c.x_dims, 1),
+              w = filled(ctx, c.dtype, rank, c.w_dims, 2), b = filled(ctx, c.dtype, 1, bd, 3),
+              y = filled(ctx, c.dtype, rank, yd, 4), dy = filled(ctx, c.dtype, rank, yd, 5),
+              dx = filled(ctx, c.dtype, rank, c.x_dims, 6),
+              dw = filled(ctx, c.dtype, rank, c.w_dims, 7), db = filled(ctx, c.dtype, 1, bd, 8);
+    start_capture();
+    nn_conv_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB),
+                        once = {0};
+    OK(nn_conv_forward(ctx, &c.p, &x, &w, &b, &y, &pb));
+    OK(nn_conv_backward_ex(ctx, &pb, &kept, &dy, &dx, &dw, &db));
+    OK(nn_conv_backward_ex(ctx, &pb, &once, &dy, &dx, &dw, &db));
+    cr_expect_null(pb, "consumed by the second call");
+    static const char *const ops[] = {"conv_forward", "conv_backward_ex", "conv_backward_ex"};
+    const char *const wants[] = {base, acc, base};
+    round_trip_each("conv ", ops, wants, 3, ref_only);
+    nn_tensor *const all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+    free_all(ctx, all, 8);
+}
+
+static void pool_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    struct nn_pool_case c;
+    char err[256], base[512], acc[512];
+    /* equal padding on both sides: the cuDNN backend's legacy pooling takes nothing else */
+    cr_assert_eq(
+        nn_pool_case_parse_line("n2c3h7w6 max win3x2 stride2x1 pad1x0", &c, err, sizeof err), 1,
+        "%s", err);
+    nn_pool_case_format(&c, base, sizeof base);
+    struct nn_pool_case a = c;
+    a.accumulate = NN_ACCUMULATE_DX;
+    nn_pool_case_format(&a, acc, sizeof acc);
+    int rank = c.p.spatial_rank + 2;
+    int64_t yd[NN_POOL_MAX_SPATIAL + 2];
+    OK(nn_pool_output_shape(&c.p, rank, c.x_dims, yd));
+    nn_tensor x = filled(ctx, c.dtype, rank, c.x_dims, 1), y = filled(ctx, c.dtype, rank, yd, 2),
+              dy = filled(ctx, c.dtype, rank, yd, 3), dx = filled(ctx, c.dtype, rank, c.x_dims, 4);
+    start_capture();
+    nn_pool_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX), once = {0};
+    OK(nn_pool_forward(ctx, &c.p, &x, &y, &pb));
+    OK(nn_pool_backward_ex(ctx, &pb, &kept, &dy, &dx));
+    OK(nn_pool_backward_ex(ctx, &pb, &once, &dy, &dx));
+    cr_expect_null(pb, "consumed by the second call");
+    OK(nn_pool_backward_stateless(ctx, &c.p, &x, &y, &dy, &dx, NN_ACCUMULATE_DX));
+    OK(nn_pool_backward_stateless(ctx, &c.p, &x, &y, &dy, &dx, 0));
+    static const char *const ops[] = {"pool_forward", "pool_backward_ex", "pool_backward_ex",
+                                      "pool_backward_stateless", "pool_backward_stateless"};
+    const char *const wants[] = {base, acc, base, acc, base};
+    round_trip_each("pool ", ops, wants, 5, ref_only);
+    nn_tensor *const all[] = {&x, &y, &dy, &dx};
+    free_all(ctx, all, 4);
+}
+
+static void linear_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    struct nn_linear_case c;
+    char err[256], base[512], acc[512];
+    cr_assert_eq(nn_linear_case_parse_line("m3x2in5out4 relu bias", &c, err, sizeof err), 1, "%s",
+                 err);
+    nn_linear_case_format(&c, base, sizeof base);
+    struct nn_linear_case a = c;
+    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    nn_linear_case_format(&a, acc, sizeof acc);
+    int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
+    for (int i = 0; i + 1 < c.x_rank; i++)
+        xd[i] = yd[i] = c.lead[i];
+    xd[c.x_rank - 1] = c.in;
+    yd[c.x_rank - 1] = c.out;
+    nn_tensor x = filled(ctx, c.dtype, c.x_rank, xd, 1), w = filled(ctx, c.dtype, 2, wd, 2),
+              b = filled(ctx, c.dtype, 1, bd, 3), y = filled(ctx, c.dtype, c.x_rank, yd, 4),
+              dy = filled(ctx, c.dtype, c.x_rank, yd, 5),
+              dx = filled(ctx, c.dtype, c.x_rank, xd, 6), dw = filled(ctx, c.dtype, 2, wd, 7),
+              db = filled(ctx, c.dtype, 1, bd, 8);
+    start_capture();
+    nn_linear_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB),
+                        once = {0};
+    OK(nn_linear_forward(ctx, &c.p, &x, &w, &b, &y, &pb));
+    OK(nn_linear_backward_ex(ctx, &pb, &kept, &dy, &dx, &dw, &db));
+    OK(nn_linear_backward_ex(ctx, &pb, &once, &dy, &dx, &dw, &db));
+    cr_expect_null(pb, "consumed by the second call");
+    static const char *const ops[] = {"linear_forward", "linear_backward_ex", "linear_backward_ex"};
+    const char *const wants[] = {base, acc, base};
+    round_trip_each("linear ", ops, wants, 3, ref_only);
+    nn_tensor *const all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+    free_all(ctx, all, 8);
+}
+
+static void softmax_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    struct nn_softmax_case c;
+    char err[256], base[512], acc[512];
+    cr_assert_eq(nn_softmax_case_parse_line("n3c5s2 log", &c, err, sizeof err), 1, "%s", err);
+    nn_softmax_case_format(&c, base, sizeof base);
+    struct nn_softmax_case a = c;
+    a.p.flags |= NN_ACCUMULATE_DX;
+    nn_softmax_case_format(&a, acc, sizeof acc);
+    nn_tensor x = filled(ctx, c.dtype, c.rank, c.dims, 1),
+              y = filled(ctx, c.dtype, c.rank, c.dims, 2),
+              dy = filled(ctx, c.dtype, c.rank, c.dims, 3),
+              dx = filled(ctx, c.dtype, c.rank, c.dims, 4);
+    start_capture();
+    nn_softmax_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX), once = {0};
+    OK(nn_softmax_forward(ctx, &c.p, &x, &y, &pb));
+    OK(nn_softmax_backward_ex(ctx, &pb, &kept, &dy, &dx));
+    OK(nn_softmax_backward_ex(ctx, &pb, &once, &dy, &dx));
+    cr_expect_null(pb, "consumed by the second call");
+    static const char *const ops[] = {"softmax_forward", "softmax_backward_ex",
+                                      "softmax_backward_ex"};
+    const char *const wants[] = {base, acc, base};
+    round_trip_each("softmax ", ops, wants, 3, ref_only);
+    nn_tensor *const all[] = {&x, &y, &dy, &dx};
+    free_all(ctx, all, 4);
+}
+
+static void xent_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    struct nn_softmax_case c;
+    char err[256], base[512], acc[512];
+    cr_assert_eq(nn_softmax_case_parse_line("n4c6 xent i32", &c, err, sizeof err), 1, "%s", err);
+    nn_softmax_case_format(&c, base, sizeof base);
+    struct nn_softmax_case a = c;
+    a.p.flags |= NN_ACCUMULATE_DX;
+    nn_softmax_case_format(&a, acc, sizeof acc);
+    int64_t ld[1] = {c.dims[0]};
+    int32_t t[4] = {0, 5, 2, 3};
+    nn_class_targets targets = {.data = t, .type = NN_INDEX_I32};
+    nn_tensor x = filled(ctx, c.dtype, c.rank, c.dims, 1), loss = filled(ctx, c.dtype, 1, ld, 2),
+              dl = filled(ctx, c.dtype, 1, ld, 3), dx = filled(ctx, c.dtype, c.rank, c.dims, 4);
+    start_capture();
+    nn_softmax_cross_entropy_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX), once = {0};
+    OK(nn_softmax_cross_entropy_forward(ctx, &x, &targets, &loss, &pb));
+    OK(nn_softmax_cross_entropy_backward_ex(ctx, &pb, &kept, &dl, &dx));
+    OK(nn_softmax_cross_entropy_backward_ex(ctx, &pb, &once, &dl, &dx));
+    cr_expect_null(pb, "consumed by the second call");
+    static const char *const ops[] = {"softmax_cross_entropy_forward",
+                                      "softmax_cross_entropy_backward_ex",
+                                      "softmax_cross_entropy_backward_ex"};
+    const char *const wants[] = {base, acc, base};
+    round_trip_each("softmax ", ops, wants, 3, ref_only);
+    nn_tensor *const all[] = {&x, &loss, &dl, &dx};
+    free_all(ctx, all, 4);
+}
+
+static void rnn_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    static struct nn_rnn_case c, a;
+    char err[256];
+    static char base[4096], acc[4096];
+    cr_assert_eq(nn_rnn_case_parse_line("lstm t3n2i3h4", &c, err, sizeof err), 1, "%s", err);
+    nn_rnn_case_format(&c, base, sizeof base);
+    a = c;
+    a.p.flags |= NN_RNN_ACCUMULATE_DW; /* the case keeps the forward flag's bit */
+    nn_rnn_case_format(&a, acc, sizeof acc);
+    int64_t wn, xd[3] = {c.t, c.n, c.p.input_size}, yd[3] = {c.t, c.n, c.p.hidden_size};
+    OK(nn_rnn_weights_size(ctx, &c.p, c.dtype, &wn));
+    nn_tensor x = filled(ctx, c.dtype, 3, xd, 1), w = filled(ctx, c.dtype, 1, &wn, 2),
+              y = filled(ctx, c.dtype, 3, yd, 3), dy = filled(ctx, c.dtype, 3, yd, 4),
+              dx = filled(ctx, c.dtype, 3, xd, 5), dw = filled(ctx, c.dtype, 1, &wn, 6);
+    start_capture();
+    nn_backward_options accumulate = {.accumulate = NN_ACCUMULATE_DW}, plain = {0};
+    for (int k = 0; k < 2; k++) {
+        nn_rnn_pullback *pb;
+        OK(nn_rnn_forward(ctx, &c.p, &x, NULL, NULL, NULL, &w, &y, NULL, NULL, &pb));
+        /* RNN pullbacks are single-use (keep = 1 is NN_E_UNSUPPORTED): one forward each */
+        OK(nn_rnn_backward_ex(ctx, &pb, k ? &plain : &accumulate, &dy, NULL, NULL, &dx, NULL, NULL,
+                              &dw));
+    }
+    static const char *const ops[] = {"nn_rnn_forward", "nn_rnn_backward_ex", "nn_rnn_backward_ex"};
+    const char *const wants[] = {base, acc, base};
+    round_trip_each("", ops, wants, 3, ref_only);
+    nn_tensor *const all[] = {&x, &w, &y, &dy, &dx, &dw};
+    free_all(ctx, all, 6);
+}
+
+static void every_ex_line(nn_ctx *ctx, int ref_only)
+{
+    conv_ex_lines(ctx, ref_only);
+    pool_ex_lines(ctx, ref_only);
+    linear_ex_lines(ctx, ref_only);
+    softmax_ex_lines(ctx, ref_only);
+    xent_ex_lines(ctx, ref_only);
+    rnn_ex_lines(ctx, ref_only);
+}
+
+Test(cli_verbose, ex_and_stateless_lines_are_reproducers)
+{
+    nn_ctx *ctx = ref_ctx(1);
+    every_ex_line(ctx, 1);
+    nn_ctx_destroy(ctx);
+}
+
+/* The same calls on cuDNN; `nnprim check` runs each line on the reference and on cuDNN. */
+Test(cli_verbose, ex_and_stateless_lines_on_cudnn)
+{
+    NN_REQUIRE_GPU();
+    nn_settings s;
+    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.verbose = 1;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    every_ex_line(ctx, 0);
     nn_ctx_destroy(ctx);
 }
 

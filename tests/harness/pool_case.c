@@ -53,6 +53,10 @@ static int parse_token(const char *t, struct nn_pool_case *c, char *err, size_t 
     nn_pool_params *p = &c->p;
     int nsp = p->spatial_rank;
     if (nn_h_dtype_token(t, &c->dtype)) return 0;
+    if (!strcmp(t, "accdx")) {
+        c->accumulate = NN_ACCUMULATE_DX;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(t, modes[i].name)) {
             p->mode = modes[i].mode;
@@ -117,7 +121,8 @@ void nn_pool_case_format(const struct nn_pool_case *c, char *buf, size_t cap)
         n = nn_h_put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
         n = nn_h_put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
-    if (n < cap) snprintf(buf + n, cap - n, " %s", nn_dtype_name(c->dtype));
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", nn_dtype_name(c->dtype));
+    if (n < cap && (c->accumulate & NN_ACCUMULATE_DX)) snprintf(buf + n, cap - n, " accdx");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -126,13 +131,14 @@ void nn_pool_case_format(const struct nn_pool_case *c, char *buf, size_t cap)
  */
 
 static const char *const geometries[] = {
-    "n2c2w9 win3 stride2",                  /* 1-D */
-    "n1c2w8 win2 stride2 padlo1 padhi0",    /* 1-D, asymmetric padding */
-    "n2c2h6w6 win2 stride2",                /* 2-D, tiling windows */
-    "n1c3h7w6 win3x2 stride1x2 pad1x0",     /* 2-D, overlapping, per-dim */
-    "n1c1h5w5 win3 stride2 padlo2 padhi1",  /* 2-D, an edge window of mostly padding */
-    "n1c2d4h4w4 win2 stride2",              /* 3-D */
-    "n1c1d3h4w5 win2x3x2 stride1x2x1 pad1", /* 3-D, overlapping, padded */
+    "n2c2w9 win3 stride2",                    /* 1-D */
+    "n1c2w8 win2 stride2 padlo1 padhi0",      /* 1-D, asymmetric padding */
+    "n2c2h6w6 win2 stride2",                  /* 2-D, tiling windows */
+    "n1c3h7w6 win3x2 stride1x2 pad1x0",       /* 2-D, overlapping, per-dim */
+    "n1c1h5w5 win3 stride2 padlo2 padhi1",    /* 2-D, an edge window of mostly padding */
+    "n1c2d4h4w4 win2 stride2",                /* 3-D */
+    "n1c1d3h4w5 win2x3x2 stride1x2x1 pad1",   /* 3-D, overlapping, padded */
+    "n2c2h5w7 win3x2 stride2x1 pad1x0 accdx", /* 2-D, overlapping, dx accumulated */
 };
 
 static const char *const mode_names[] = {"max", "mean_include_pad", "mean_exclude_pad"};
@@ -224,9 +230,9 @@ static nn_status fill_distinct(nn_ctx *host, nn_tensor *t, uint64_t seed, int *d
 }
 
 struct io {
-    nn_tensor x, dy;           /* inputs, on the run's context */
-    struct nn_h_guarded y, dx; /* outputs */
-    int distinct;              /* x has no two equal elements */
+    nn_tensor x, dy;                /* inputs, on the run's context */
+    struct nn_h_guarded y, dx, sdx; /* outputs; sdx: dx of nn_pool_backward_stateless */
+    int distinct;                   /* x has no two equal elements */
 };
 
 static void io_free(nn_ctx *ctx, nn_ctx *host, struct io *io)
@@ -235,6 +241,18 @@ static void io_free(nn_ctx *ctx, nn_ctx *host, struct io *io)
     if (io->dy.data) nn_tensor_free(ctx, &io->dy);
     nn_h_guarded_free(ctx, host, &io->y);
     nn_h_guarded_free(ctx, host, &io->dx);
+    nn_h_guarded_free(ctx, host, &io->sdx);
+}
+
+/* What an accumulated dx holds before backward: integers in [-2, 2], the same on every backend. */
+#define START_SEED 23
+
+static nn_status make_dx(nn_ctx *ctx, nn_ctx *host, const struct nn_pool_case *c, nn_dtype dt,
+                         struct nn_h_guarded *g)
+{
+    nn_status st = nn_h_guarded_alloc(ctx, host, dt, c->p.spatial_rank + 2, c->x_dims, 22, g);
+    if (st == NN_OK && c->accumulate) st = nn_tensor_fill_ints(ctx, &g->view, -2, 2, START_SEED);
+    return st;
 }
 
 /* A host tensor filled by fill (distinct) or with integers in [-2, 2], copied to ctx. */
@@ -266,12 +284,20 @@ static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_pool_case *
     if (st == NN_OK) st = make_input(ctx, host, dt, rank, c->x_dims, 1, 11, &io->x, &io->distinct);
     if (st == NN_OK) st = make_input(ctx, host, dt, rank, yd, 0, 14, &io->dy, &unused);
     if (st == NN_OK) st = nn_h_guarded_alloc(ctx, host, dt, rank, yd, 21, &io->y);
-    if (st == NN_OK) st = nn_h_guarded_alloc(ctx, host, dt, rank, c->x_dims, 22, &io->dx);
+    if (st == NN_OK) st = make_dx(ctx, host, c, dt, &io->dx);
+    if (st == NN_OK) st = make_dx(ctx, host, c, dt, &io->sdx);
     if (st != NN_OK) return st;
     nn_pool_pullback *pb = NULL;
+    nn_backward_options opts = {.accumulate = c->accumulate};
     st = nn_pool_forward(ctx, &c->p, &io->x, &io->y.view, &pb);
-    if (st == NN_OK) st = nn_pool_backward(ctx, &pb, &io->dy, &io->dx.view);
+    /* the plain call where it can say the case, so that both are run */
+    if (st == NN_OK)
+        st = c->accumulate ? nn_pool_backward_ex(ctx, &pb, &opts, &io->dy, &io->dx.view)
+                           : nn_pool_backward(ctx, &pb, &io->dy, &io->dx.view);
     nn_pool_pullback_free(&pb);
+    if (st == NN_OK)
+        st = nn_pool_backward_stateless(ctx, &c->p, &io->x, &io->y.view, &io->dy, &io->sdx.view,
+                                        c->accumulate);
     return st;
 }
 
@@ -313,6 +339,11 @@ static int check_fd(nn_ctx *ref, const struct nn_pool_case *c, FILE *out, const 
     struct io io;
     nn_status st = run_case(ref, ref, &d, NN_DTYPE_F64, &io);
     int fails = 0;
+    nn_tensor start = {0};
+    if (st == NN_OK && d.accumulate) {
+        st = nn_tensor_empty(ref, NN_DTYPE_F64, d.p.spatial_rank + 2, d.x_dims, &start);
+        if (st == NN_OK) st = nn_tensor_fill_ints(ref, &start, -2, 2, START_SEED);
+    }
     if (st != NN_OK) {
         fails = report_status(st, "reference f64 run", out, repro);
     } else {
@@ -328,15 +359,17 @@ static int check_fd(nn_ctx *ref, const struct nn_pool_case *c, FILE *out, const 
             double down = loss(ref, &d, &io.x, &io.y.view, &io.dy);
             v[i] = keep;
             double fd = (up - down) / (2 * eps);
-            if (!(fabs(fd - g[i]) <= 1e-6 * (1 + fabs(g[i])))) {
+            double an = g[i] - (start.data ? ((const double *)start.data)[i] : 0);
+            if (!(fabs(fd - an) <= 1e-6 * (1 + fabs(an)))) {
                 fprintf(out,
                         "FAIL dx vs finite differences (f64): element %lld: analytic %.12g, "
                         "numeric %.12g | repro: %s\n",
-                        (long long)i, g[i], fd, repro);
+                        (long long)i, an, fd, repro);
                 fails++;
             }
         }
     }
+    if (start.data) nn_tensor_free(ref, &start);
     io_free(ref, ref, &io);
     return fails;
 }
@@ -345,15 +378,18 @@ static int check_fd(nn_ctx *ref, const struct nn_pool_case *c, FILE *out, const 
  * Guards, written outputs, a backend against the reference
  */
 
-static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *who, FILE *out,
-                         const char *repro)
+/* Guards and written elements of y, dx and the stateless dx; the two dx compared with scale a
+ * (0: bitwise, as on the reference; a cuDNN mean may sum in another order). */
+static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *who, double a,
+                         int64_t terms, FILE *out, const char *repro)
 {
     struct {
         const char *name;
         struct nn_h_guarded *g;
-    } outs[] = {{"y", &io->y}, {"dx", &io->dx}};
+    } outs[] = {{"y", &io->y}, {"dx", &io->dx}, {"stateless dx", &io->sdx}};
     int fails = 0;
-    for (size_t i = 0; i < 2; i++) {
+    nn_tensor dx = {0};
+    for (size_t i = 0; i < 3; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s %s", who, outs[i].name);
         fails += nn_h_guarded_check(ctx, host, outs[i].g, name, out, repro);
@@ -363,8 +399,17 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
             continue;
         }
         fails += nn_h_check_written(name, &h, out, repro);
+        if (i == 1) {
+            dx = h;
+            continue;
+        }
+        if (i == 2 && dx.data) {
+            snprintf(name, sizeof name, "%s stateless dx vs the pullback's", who);
+            fails += nn_h_compare(name, &h, &dx, a, terms, out, repro);
+        }
         nn_tensor_free(host, &h);
     }
+    if (dx.data) nn_tensor_free(host, &dx);
     return fails;
 }
 
@@ -378,7 +423,7 @@ int nn_pool_check_reference(nn_ctx *ref, const struct nn_pool_case *c, FILE *out
     if (st != NN_OK)
         fails += report_status(st, "reference run", out, repro);
     else
-        fails += check_outputs(ref, ref, &io, "reference", out, repro);
+        fails += check_outputs(ref, ref, &io, "reference", 0, 0, out, repro);
     io_free(ref, ref, &io);
     return fails;
 }
@@ -413,21 +458,26 @@ int nn_pool_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_pool_case *c
     nn_status dst = run_case(dev, ref, c, c->dtype, &got);
     if (dst != NN_OK) fails += report_status(dst, "backend run", out, repro);
     if (st == NN_OK && dst == NN_OK) {
-        fails += check_outputs(dev, ref, &got, "backend", out, repro);
         /* Max pooling picks and routes exact values: exact unless x has ties (then the
          * winner, and so dx, may differ legitimately). Means divide, so compare to the dtype's
-         * tolerance (sums of small integers are exact; the division rounds once). */
+         * tolerance (sums of small integers are exact; the division rounds once; an
+         * accumulated dx adds one term). */
         int max = c->p.mode == NN_POOL_MAX;
         double a = max ? 0 : nn_h_tolerance(c->dtype, NN_MATH_STRICT_FP32);
+        int64_t dterms = window + (c->accumulate ? 1 : 0);
+        fails += check_outputs(dev, ref, &got, "backend", a, dterms, out, repro);
         struct {
             const char *name;
             struct nn_h_guarded *g, *w;
             int64_t terms;
-        } outs[] = {{"y", &got.y, &want.y, window}, {"dx", &got.dx, &want.dx, window}};
-        for (size_t i = 0; i < 2; i++) {
-            if (max && i == 1 && !want.distinct) {
-                fprintf(out, "note: x has ties in %s; max-pooling dx not compared | %s\n",
-                        nn_dtype_name(c->dtype), repro);
+        } outs[] = {{"y", &got.y, &want.y, window},
+                    {"dx", &got.dx, &want.dx, dterms},
+                    {"stateless dx", &got.sdx, &want.dx, dterms}};
+        for (size_t i = 0; i < 3; i++) {
+            if (max && i >= 1 && !want.distinct) {
+                if (i == 1)
+                    fprintf(out, "note: x has ties in %s; max-pooling dx not compared | %s\n",
+                            nn_dtype_name(c->dtype), repro);
                 continue;
             }
             nn_tensor h;

@@ -66,8 +66,8 @@ int nn_softmax_case_parse(int ntok, char **tok, struct nn_softmax_case *c, char 
     if (parse_dims(tok[0], c, err, cap)) return -1;
     for (int i = 1; i < ntok; i++)
         if (parse_token(tok[i], c, err, cap)) return -1;
-    if (c->xent && (c->p.flags || c->p.mode != NN_SOFTMAX_MODE_SOFTMAX))
-        return nn_h_fail(err, cap, "%s", "xent takes no log or accdx (its dx is overwritten)");
+    if (c->xent && c->p.mode != NN_SOFTMAX_MODE_SOFTMAX)
+        return nn_h_fail(err, cap, "%s", "xent takes no log (its loss is of the softmax)");
     return 0;
 }
 
@@ -237,7 +237,12 @@ static nn_status run(nn_ctx *ctx, const struct nn_softmax_case *c, struct io *io
     nn_status st = forward(ctx, c, io, &pb);
     if (c->xent) {
         nn_softmax_cross_entropy_pullback *x = pb;
-        if (st == NN_OK) st = nn_softmax_cross_entropy_backward(ctx, &x, &io->dy, &io->dx.view);
+        /* "xent accdx": the accumulation of nn_softmax_cross_entropy_backward_ex's options */
+        nn_backward_options o = {.accumulate = c->p.flags & NN_SOFTMAX_ACCUMULATE_DX};
+        if (st == NN_OK)
+            st = o.accumulate
+                     ? nn_softmax_cross_entropy_backward_ex(ctx, &x, &o, &io->dy, &io->dx.view)
+                     : nn_softmax_cross_entropy_backward(ctx, &x, &io->dy, &io->dx.view);
         nn_softmax_cross_entropy_pullback_free(&x);
     } else {
         nn_softmax_pullback *s = pb;

@@ -20,8 +20,8 @@ struct nn_softmax_case {
 };
 
 /* Parse the tokens of one case: "n4c10" or "n2c5s3x4" (trailing dims after s, joined by x),
- * then "softmax", "log" or "xent", "i32" / "i64" (xent; i64 when none), "accdx" (softmax) and a
- * dtype (f32 when none). Returns 0, or -1 with a message in err naming the token. */
+ * then "softmax", "log" or "xent", "i32" / "i64" (xent; i64 when none), "accdx" (dx accumulated)
+ * and a dtype (f32 when none). Returns 0, or -1 with a message in err naming the token. */
 int nn_softmax_case_parse(int ntok, char **tok, struct nn_softmax_case *c, char *err, size_t cap);
 
 /* One line of a shape file or a whole verbose line. Returns 1 for a case, 0 for a blank or

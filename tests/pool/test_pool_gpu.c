@@ -158,6 +158,56 @@ Test(pool_gpu, strided_views)
     nn_ctx_destroy(r);
 }
 
+/* nn_pool_workspace_size counts the contiguous copies of a backward (here a strided dy and a
+ * dx whose strides differ from x's, so a packed dx too), and the pool hands out that much during
+ * the call, rounded to its 512-byte blocks. */
+Test(pool_gpu, workspace_size_counts_the_copies)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *g = pc_ctx(NN_BACKEND_CUDNN);
+    nn_pool_params p = pc_params(2, NN_POOL_MAX, 2, 2, 0, 0);
+    int64_t xd[4] = {2, 3, 8, 8}, yd[4] = {2, 3, 4, 4}, wide_x[4] = {2, 6, 8, 8},
+            wide_y[4] = {2, 6, 4, 4};
+    nn_tensor x = pc_empty(g, NN_DTYPE_F32, 4, xd), y = pc_empty(g, NN_DTYPE_F32, 4, yd);
+    nn_tensor pdy = pc_empty(g, NN_DTYPE_F32, 4, yd), pdx = pc_empty(g, NN_DTYPE_F32, 4, xd);
+    nn_tensor wdy = pc_empty(g, NN_DTYPE_F32, 4, wide_y),
+              wdx = pc_empty(g, NN_DTYPE_F32, 4, wide_x);
+    cr_assert_eq(nn_tensor_fill_uniform(g, &x, -1, 1, 1), NN_OK);
+    cr_assert_eq(nn_tensor_fill_uniform(g, &wdy, -1, 1, 2), NN_OK);
+    nn_tensor dy = wdy, dx = wdx;
+    dy.dims[1] = dx.dims[1] = 3;
+    dy.strides[1] *= 2;
+    dx.strides[1] *= 2;
+    size_t n = 1;
+    cr_assert_eq(nn_pool_workspace_size(g, &p, &x, &y, &pdy, &pdx, NN_POOL_PASS_BACKWARD, &n),
+                 NN_OK, "%s", nn_last_error()->message);
+    cr_expect_eq(n, 0, "packed tensors: no copies");
+    cr_assert_eq(nn_pool_workspace_size(g, &p, &x, &y, &dy, &dx, NN_POOL_PASS_FORWARD, &n), NN_OK);
+    cr_expect_eq(n, 0, "the forward takes nothing");
+    cr_assert_eq(nn_pool_workspace_size(g, &p, &x, &y, &dy, &dx, NN_POOL_PASS_BACKWARD, &n), NN_OK,
+                 "%s", nn_last_error()->message);
+    size_t want = (size_t)(nn_tensor_numel(&dy) + nn_tensor_numel(&dx)) * sizeof(float);
+    cr_expect_eq(n, want, "copies of dy and dx: %zu bytes, the query says %zu", want, n);
+
+    nn_settings s;
+    cr_assert_eq(nn_ctx_get_settings(g, &s), NN_OK);
+    nn_pool_pullback *pb;
+    cr_assert_eq(nn_pool_forward(g, &p, &x, &y, &pb), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_ctx_synchronize(g), NN_OK);
+    nn_mem_stats before, after;
+    cr_assert_eq(nn_mem_reset_peak_stats(s.device), NN_OK);
+    cr_assert_eq(nn_mem_get_stats(s.device, &before), NN_OK);
+    cr_assert_eq(nn_pool_backward(g, &pb, &dy, &dx), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_mem_get_stats(s.device, &after), NN_OK);
+    size_t used = after.allocated_bytes_peak - before.allocated_bytes;
+    cr_expect(used >= n && used < n + 2 * 512,
+              "the backward took %zu bytes of the pool at its peak; the query said %zu", used, n);
+    nn_tensor *all[] = {&x, &y, &pdy, &pdx, &wdy, &wdx};
+    for (size_t i = 0; i < 6; i++)
+        nn_tensor_free(g, all[i]);
+    nn_ctx_destroy(g);
+}
+
 Test(pool_gpu, refuses_what_legacy_cudnn_cannot_do)
 {
     NN_REQUIRE_GPU();

@@ -25,7 +25,7 @@ static nn_ctx *make_ctx(nn_backend backend, int verbose)
 Test(pool_harness, case_syntax_round_trips)
 {
     size_t n = nn_pool_standard_case_count();
-    cr_assert_eq(n, 84, "7 geometries x 3 modes x 4 dtypes");
+    cr_assert_eq(n, 96, "8 geometries x 3 modes x 4 dtypes");
     for (size_t i = 0; i < n; i++) {
         struct nn_pool_case c, back;
         char text[256], err[256];
@@ -59,6 +59,22 @@ Test(pool_harness, case_parse_errors_name_the_token)
     cr_expect_eq(c.p.pad_lo[0], 1);
     cr_expect_eq(c.p.pad_hi[1], 2);
     cr_expect_eq(c.dtype, NN_DTYPE_F16);
+}
+
+/* "accdx": the backward adds to dx (nn_pool_backward_ex's opts.accumulate), written last. */
+Test(pool_harness, accdx_in_the_case_syntax)
+{
+    struct nn_pool_case c;
+    char err[256], text[256];
+    cr_assert_eq(nn_pool_case_parse_line("n1c2h6w5 accdx max win2 f16", &c, err, sizeof err), 1,
+                 "%s", err);
+    cr_expect_eq(c.accumulate, NN_ACCUMULATE_DX);
+    nn_pool_case_format(&c, text, sizeof text);
+    cr_expect_str_eq(text, "n1c2h6w5 max win2x2 stride1x1 pad0x0 f16 accdx");
+    cr_assert_eq(nn_pool_case_parse_line("n1c2h6w5 max win2", &c, err, sizeof err), 1, "%s", err);
+    cr_expect_eq(c.accumulate, 0u, "dx overwritten by default");
+    cr_expect_eq(nn_pool_case_parse_line("n1c2h6w5 accdw", &c, err, sizeof err), -1);
+    cr_expect(strstr(err, "unknown token 'accdw'"), "%s", err);
 }
 
 /* NNPRIM_VERBOSE=1: pooling's line carries the call in the case syntax, and the whole line parses

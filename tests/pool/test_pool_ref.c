@@ -418,6 +418,28 @@ Test(pool_ref, narrow_dtypes_round_once)
 }
 
 /* NNPRIM_VERBOSE=1: one line per call naming the op and the path that ran. */
+/* The reference takes host memory only: nn_pool_workspace_size is 0 for every pass and layout. */
+Test(pool_ref, workspace_size_is_zero)
+{
+    nn_pool_params p = pc_params(2, NN_POOL_MAX, 3, 2, 1, 1);
+    int64_t xd[4] = {2, 3, 9, 8}, yd[4], wide[4] = {2, 6, 9, 8};
+    cr_assert_eq(nn_pool_output_shape(&p, 4, xd, yd), NN_OK);
+    nn_tensor x = pc_empty(ctx, NN_DTYPE_F32, 4, xd), y = pc_empty(ctx, NN_DTYPE_F32, 4, yd);
+    nn_tensor dy = pc_empty(ctx, NN_DTYPE_F32, 4, yd), w = pc_empty(ctx, NN_DTYPE_F32, 4, wide);
+    nn_tensor dx = w; /* every other channel of a wider tensor: strides unlike x's */
+    dx.dims[1] = 3;
+    dx.strides[1] *= 2;
+    for (int pass = NN_POOL_PASS_FORWARD; pass <= NN_POOL_PASS_BACKWARD; pass++) {
+        size_t n = 1;
+        cr_expect_eq(nn_pool_workspace_size(ctx, &p, &x, &y, &dy, &dx, (nn_pool_pass)pass, &n),
+                     NN_OK, "%s", nn_last_error()->message);
+        cr_expect_eq(n, 0, "pass %d", pass);
+    }
+    nn_tensor *all[] = {&x, &y, &dy, &w};
+    for (size_t i = 0; i < 4; i++)
+        nn_tensor_free(ctx, all[i]);
+}
+
 Test(pool_verbose, line_names_op_and_path, .init = cr_redirect_stderr)
 {
     nn_settings s;

@@ -313,6 +313,7 @@ struct rnn_live {
     struct trial trial[2];
     int warm[3];
     int captured; /* this call captured (auto leaves such a call out of its measurement) */
+    int prepared; /* made ready by a plan file's load, not yet called (the verbose line says so) */
     cudaEvent_t ev[2];
 };
 
@@ -755,17 +756,67 @@ static void *out_of(nn_tensor *t)
  * Algorithm choice under NNPRIM_TUNING=autotune
  */
 
-/* Milliseconds of one training step (forward, backward-data, backward-weights) on zeroed scratch
- * buffers from the pool, after one untimed step; the host waits for the timed steps. */
+/* The launches of one call on raw pointers (fwd_launch, bwd_launch), as captured. */
+typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                               const struct rnn_live *e, const void *arg);
+static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                         struct rnn_live *e, launch_fn fn, const void *arg, cudaGraph_t *out);
+
+/* Capture needs a stream of the context's own kind: the legacy default stream cannot be
+ * captured, and a per-thread one would serialise with unrelated work. Asked at each call, since
+ * nn_ctx_set_stream() may move the context to one of those. */
+static int stream_capturable(const struct nn_ctx *ctx)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    return s && s != cudaStreamLegacy && s != cudaStreamPerThread;
+}
+
+/* Milliseconds per training step of REPS steps back to back, between events ev (the host waits
+ * for them): eager launches, or the launches of the two graphs when gx is not NULL. */
+enum { TUNE_REPS = 3 };
+static nn_status time_reps(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                           const struct rnn_live *e, const struct fwd_io *f, const struct bwd_io *g,
+                           cudaGraphExec_t *gx, cudaEvent_t *ev, double *ms)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    nn_status st = NN__CUDA(ctx, cudaEventRecord(ev[0], s));
+    for (int r = 0; st == NN_OK && r < TUNE_REPS; r++) {
+        if (gx) {
+            st = NN__CUDA(ctx, cudaGraphLaunch(gx[0], s));
+            if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphLaunch(gx[1], s));
+        } else {
+            st = fwd_launch(ctx, h, p, e, f);
+            if (st == NN_OK) st = bwd_launch(ctx, h, p, e, g);
+        }
+    }
+    float t = 0;
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventRecord(ev[1], s));
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventSynchronize(ev[1]));
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventElapsedTime(&t, ev[0], ev[1]));
+    if (st == NN_OK) *ms = (double)t / TUNE_REPS;
+    return st;
+}
+
+/* A candidate's training step (forward, backward-data, backward-weights) on zeroed pool scratch,
+ * timed the ways it may run: eager (*eager_ms) and replayed (*replay_ms: the forward and the
+ * backward captured once each on the same buffers and launched as graphs, which is how a loop on
+ * fixed buffers replays, "Fixed buffers pay no copies" in docs/RNN.md). Events around steps back
+ * to back measure what bounds them, host or GPU. One untimed eager step goes first (cuDNN's first
+ * call of a configuration does one-time work, and must not be captured). A mode not wanted, or a
+ * capture the driver refuses, is left at -1; a failing eager step fails the candidate. */
 static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
-                           const struct rnn_live *e, float *ms)
+                           struct rnn_live *e, int want_eager, int want_replay, double *eager_ms,
+                           double *replay_ms)
 {
     enum { X, Y, W, DY, DX, DW, WS, RS, NBUF };
     size_t bytes[NBUF] = {e->xbytes, e->ybytes,       e->weight_bytes, e->ybytes,
                           e->xbytes, e->weight_bytes, e->work_bytes,   e->reserve_bytes};
     void *b[NBUF] = {0};
     cudaEvent_t ev[2] = {0, 0};
+    cudaGraph_t g[2] = {0, 0};
+    cudaGraphExec_t gx[2] = {0, 0};
     cudaStream_t s = (cudaStream_t)ctx->stream;
+    *eager_ms = *replay_ms = -1;
     nn_status st = NN_OK;
     for (int i = 0; st == NN_OK && i < NBUF; i++)
         if (bytes[i]) {
@@ -775,20 +826,31 @@ static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn_
     for (int i = 0; st == NN_OK && i < 2; i++)
         st = NN__CUDA(ctx, cudaEventCreate(&ev[i]));
     struct fwd_io f = {b[X], NULL, NULL, b[W], b[Y], NULL, NULL, b[WS], b[RS], bytes[RS]};
-    struct bwd_io g = {b[X], NULL, NULL,  b[W],  b[Y],  NULL,      NULL, b[DY], b[DX],
-                       NULL, NULL, b[DW], b[WS], b[RS], bytes[RS], 0,    1,     1};
-    enum { REPS = 3 };
-    for (int r = 0; st == NN_OK && r <= REPS; r++) {
-        if (r == 1) st = NN__CUDA(ctx, cudaEventRecord(ev[0], s));
-        if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &f);
-        if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &g);
+    struct bwd_io bw = {b[X], NULL, NULL,  b[W],  b[Y],  NULL,      NULL, b[DY], b[DX],
+                        NULL, NULL, b[DW], b[WS], b[RS], bytes[RS], 0,    1,     1};
+    if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &f);
+    if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &bw);
+    if (st == NN_OK && want_eager) st = time_reps(ctx, h, p, e, &f, &bw, NULL, ev, eager_ms);
+    if (st == NN_OK && want_replay) {
+        nn_status cs = capture(ctx, h, p, e, fwd_launch, &f, &g[0]);
+        if (cs == NN_OK) cs = capture(ctx, h, p, e, bwd_launch, &bw, &g[1]);
+        for (int i = 0; cs == NN_OK && i < 2; i++)
+            cs = NN__CUDA(ctx, cudaGraphInstantiate(&gx[i], g[i], 0));
+        /* one untimed replay: a graph's first launch uploads it */
+        for (int i = 0; cs == NN_OK && i < 2; i++)
+            cs = NN__CUDA(ctx, cudaGraphLaunch(gx[i], s));
+        if (cs == NN_OK) cs = time_reps(ctx, h, p, e, NULL, NULL, gx, ev, replay_ms);
+        if (cs != NN_OK) {
+            (void)cudaGetLastError();
+            *replay_ms = -1;
+        }
+        e->captured = 0;
     }
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventRecord(ev[1], s));
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventSynchronize(ev[1]));
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventElapsedTime(ms, ev[0], ev[1]));
-    if (st == NN_OK) *ms /= REPS;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        if (gx[i]) cudaGraphExecDestroy(gx[i]);
+        if (g[i]) cudaGraphDestroy(g[i]);
         if (ev[i]) cudaEventDestroy(ev[i]);
+    }
     for (int i = 0; i < NBUF; i++)
         if (b[i]) nn__dev_free(ctx, b[i]);
     return st;
@@ -801,49 +863,79 @@ static int same_layout(const struct rnn_live *a, const struct rnn_live *b,
            !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
 }
 
-/* Build every algorithm cuDNN allows the shape and keep the fastest training step; a refused one
- * (at descriptor time or at its first call) is skipped and recorded in rec->flags. */
+/* What the verbose line says of a tuned shape (nn__rnn_note_cache): the pair autotune kept. */
+static const char *tuned_note(int algo, int replay)
+{
+    static const char *const names[4][2] = {
+        {"autotuned:standard+eager", "autotuned:standard+replay"},
+        {"autotuned:persist-static+eager", "autotuned:persist-static+replay"},
+        {"autotuned:persist-dynamic+eager", "autotuned:persist-dynamic+replay"},
+        {"autotuned:persist-small-h+eager", "autotuned:persist-small-h+replay"}};
+    int i = algo == CUDNN_RNN_ALGO_PERSIST_STATIC           ? 1
+            : algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC        ? 2
+            : algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? 3
+                                                            : 0;
+    return names[i][!!replay];
+}
+
+/* Build every algorithm cuDNN allows the shape, time each training step the ways it may run
+ * (eager unless NNPRIM_RNN_GRAPHS=1, replayed unless =0 or the stream cannot be captured), and
+ * keep the cheapest (algorithm, mode) pair: an algorithm that wins eager may lose replayed, as the
+ * persistent GRU kernels did on the H200 (105 us replayed against 45 for the standard one). Under
+ * auto the mode goes into the record as its training decision (no trials then); under 0 or 1 the
+ * setting fixes the mode and only the algorithm is recorded. A refused candidate (at descriptor
+ * time or at its first call) is skipped and recorded in rec->flags. */
 static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct nn__rnn_problem *p,
                       struct rnn_record *rec, struct rnn_live **out)
 {
     static const int algos[] = {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC,
                                 CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H,
                                 CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
+    enum { NA = sizeof algos / sizeof algos[0] };
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
+    nn_rnn_graphs graphs = ctx->settings.rnn_graphs;
+    int want_replay = graphs != NN_RNN_GRAPHS_OFF && stream_capturable(ctx);
+    int want_eager = graphs != NN_RNN_GRAPHS_ON || !want_replay;
     uint64_t t0 = nn__now_ns();
-    struct rnn_live *best = NULL;
-    float best_ms = 0;
-    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+    struct rnn_live *cand[NA] = {0};
+    double eager_ms[NA], replay_ms[NA];
+    nn_status st = NN_OK;
+    for (int i = 0; i < NA; i++) {
         struct rnn_record r = {algos[i], rec->flags};
-        struct rnn_live *cand = NULL;
-        float ms = 0;
-        nn_status st = build(ctx, k, p, &r, &cand);
+        eager_ms[i] = replay_ms[i] = -1;
+        st = build(ctx, k, p, &r, &cand[i]);
         /* Weight views come from a standard descriptor: an algorithm whose weight layout
          * differed would read the buffer wrongly, so it is not a candidate. */
-        if (st == NN_OK && best && !same_layout(best, cand, p))
+        if (st == NN_OK && i > 0 && !same_layout(cand[0], cand[i], p))
             st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
                           "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
                           algos[i]);
-        if (st == NN_OK) st = time_step(ctx, h, p, cand, &ms);
-        if (st != NN_OK) {
-            live_destroy(cand);
-            if (algos[i] == CUDNN_RNN_ALGO_STANDARD) return st; /* it runs every shape cuDNN runs */
-            (void)cudaGetLastError();
-            rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
-            continue;
-        }
-        if (!best || ms < best_ms) {
-            live_destroy(best);
-            best = cand, best_ms = ms;
-        } else {
-            live_destroy(cand);
-        }
+        if (st == NN_OK)
+            st =
+                time_step(ctx, h, p, cand[i], want_eager, want_replay, &eager_ms[i], &replay_ms[i]);
+        if (st == NN_OK) continue;
+        live_destroy(cand[i]);
+        cand[i] = NULL;
+        if (i == 0) return st; /* the standard algorithm runs every shape cuDNN runs */
+        (void)cudaGetLastError();
+        rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
+        st = NN_OK;
     }
+    int replay = 0, best = nn__rnn_tune_pick(NA, eager_ms, replay_ms, &replay);
+    if (best < 0) best = 0, replay = 0; /* nothing timed: the standard one, eagerly */
+    for (int i = 0; i < NA; i++)
+        if (i != best) live_destroy(cand[i]);
     nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
-    rec->algo = best->algo;
+    rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
-    *out = best;
+    if (graphs == NN_RNN_GRAPHS_AUTO) {
+        rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
+        rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
+        trial_init(ctx, cand[best], U_TRAIN, rec->flags);
+    }
+    if (!nn__rnn_note_cache) nn__rnn_note_cache = tuned_note(rec->algo, replay);
+    *out = cand[best];
     return NN_OK;
 }
 
@@ -859,6 +951,8 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
     key_of(ctx, p, with_data, &k);
     struct rnn_live *e = nn__cache_lookup(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
     if (e) {
+        if (!nn__rnn_note_cache) nn__rnn_note_cache = e->prepared ? "prepared" : "hit";
+        e->prepared = 0;
         note(e, 0);
         *out = e;
         return NN_OK;
@@ -871,6 +965,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         st = build(ctx, &k, p, &rec, &e);
         if (st == NN_OK) {
             nn__cache_count(c, NN__PC_REBUILT);
+            if (!nn__rnn_note_cache) nn__rnn_note_cache = "rebuilt";
         } else {
             (void)cudaGetLastError();
             nn__cache_drop_known(c, NN__RNN_CUDNN_KIND_ID, &k);
@@ -885,6 +980,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         st = build(ctx, &k, p, &rec, &e);
     }
     NN__TRY(st);
+    if (!nn__rnn_note_cache) nn__rnn_note_cache = "heuristic";
     st = nn__cache_insert(ctx, c, NN__RNN_CUDNN_KIND_ID, &k, &rec, NULL, 0, e);
     if (st != NN_OK) {
         live_destroy(e);
@@ -965,10 +1061,6 @@ static void add_copy(struct copy *c, int *n, void *stage, const void *user, size
     c[*n] = (struct copy){NULL, stage, user, bytes, out};
     (*n)++;
 }
-
-/* The launches of one call on raw pointers (fwd_launch, bwd_launch), as captured. */
-typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
-                               const struct rnn_live *e, const void *arg);
 
 /* The executable graph from ex->body and copies: the in-copies (no dependencies), the body after
  * them, the out-copies after it. copies lists ins before outs; ex keeps them in that order. */
@@ -1106,14 +1198,10 @@ static nn_status exec_run(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__
     return exec_launch(ctx, ex, c);
 }
 
-/* Capture needs a stream of the context's own kind: the legacy default stream cannot be
- * captured, and a per-thread one would serialise with unrelated work. Asked at each call, since
- * nn_ctx_set_stream() may move the context to one of those. */
 static int replay_wanted(const struct nn_ctx *ctx, const struct rnn_live *e, int unit)
 {
     const struct trial *t = &e->trial[unit];
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return 0;
+    if (!stream_capturable(ctx)) return 0;
     return !e->no_replay && (t->phase == P_REPLAY_TRIAL || (t->phase == P_DECIDED && t->replay));
 }
 
@@ -1332,6 +1420,21 @@ nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_p
     struct rnn_live *e;
     NN__TRY(entry_get(ctx, p, 0, &e));
     *offset = e->offsets[pseudo * 5 + name];
+    return NN_OK;
+}
+
+/* What an eager call of the pass takes from the pool (rnn.h): forward_eager's workspace and, in
+ * training, the reserve forward_cudnn takes for the pullback; backward_eager's workspace (its
+ * zeroed dy and dx stand-ins only when the call passes none). */
+nn_status nn__rnn_workspace_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                  nn_rnn_pass pass, size_t *bytes)
+{
+    struct rnn_live *e;
+    nn__cudnn_shared_enter(ctx);
+    nn_status st = entry_get(ctx, p, 1, &e);
+    nn__cudnn_shared_leave(ctx);
+    NN__TRY(st);
+    *bytes = e->work_bytes + (pass == NN_RNN_PASS_TRAINING ? e->reserve_bytes : 0);
     return NN_OK;
 }
 

@@ -363,6 +363,8 @@ static void live_destroy(void *p)
     nn__host_free(e);
 }
 
+static void prepare_loaded(struct nn_ctx *ctx);
+
 const struct nn__cache_kind nn__rnn_cudnn_kind = {
     .id = NN__RNN_CUDNN_KIND_ID,
     .name = "rnn descriptors",
@@ -373,6 +375,7 @@ const struct nn__cache_kind nn__rnn_cudnn_kind = {
     .key_invalid = key_invalid,
     .record_invalid = record_invalid,
     .destroy = live_destroy,
+    .loaded = prepare_loaded,
 };
 
 static void key_of(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int with_data,
@@ -995,16 +998,16 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
  * Graph replay
  */
 
-/* The staging buffers, allocated from the pool at the shape's first capture. */
-static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
+/* Buffers of every tensor of a call (and the workspace, with_ws) in one pool allocation. */
+static nn_status stage_alloc(struct nn_ctx *ctx, const struct rnn_live *e, int with_ws,
+                             struct stage *g)
 {
-    struct stage *g = &e->st;
-    if (g->base) return NN_OK;
+    memset(g, 0, sizeof *g);
     void **at[] = {&g->x,   &g->hx,  &g->cx, &g->w,   &g->y,   &g->hy, &g->cy, &g->dy,
                    &g->dhy, &g->dcy, &g->dx, &g->dhx, &g->dcx, &g->dw, &g->ws};
     size_t sz[] = {e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, e->ybytes,
                    e->hbytes, e->cbytes, e->ybytes, e->hbytes,       e->cbytes,
-                   e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, e->work_bytes};
+                   e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, with_ws ? e->work_bytes : 0};
     size_t off[15], total = 0;
     for (int i = 0; i < 15; i++) {
         off[i] = total;
@@ -1015,6 +1018,12 @@ static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
     for (int i = 0; i < 15; i++)
         *at[i] = sz[i] ? (char *)g->base + off[i] : NULL;
     return NN_OK;
+}
+
+/* The staging buffers, allocated from the pool at the shape's first capture. */
+static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
+{
+    return e->st.base ? NN_OK : stage_alloc(ctx, e, 1, &e->st);
 }
 
 static void drop_slots(struct rnn_live *e)
@@ -1216,6 +1225,21 @@ static void disable_replay(struct rnn_live *e, const char *why)
         e->trial[u].phase = P_DECIDED, e->trial[u].replay = 0;
 }
 
+/* The record keeps which optional tensors the training graphs were captured with (the
+ * NN__RNN_REC_*_SIG bits), so that a plan file's load captures the same calls. */
+static void record_sig(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int bwd, unsigned sig)
+{
+    struct rnn_key k;
+    key_of(ctx, p, 1, &k);
+    struct rnn_record *r =
+        nn__cache_live_record(nn__cudnn_plan_cache(ctx), NN__RNN_CUDNN_KIND_ID, &k);
+    if (!r) return;
+    int shift = bwd ? NN__RNN_REC_BWD_SHIFT : NN__RNN_REC_FWD_SHIFT;
+    int32_t mask = (int32_t)((bwd ? 1023u : 15u) << shift);
+    r->flags = (r->flags & ~mask) | (int32_t)(sig << shift) |
+               (bwd ? NN__RNN_REC_BWD_SIG : NN__RNN_REC_FWD_SIG);
+}
+
 static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
                                 const struct nn__rnn_problem *p, struct rnn_live *e,
                                 const struct nn__rnn_io *io, int training, struct reserve **rs,
@@ -1254,7 +1278,9 @@ static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
     struct fwd_io d = {io->x->data,       data_of(io->hx), data_of(io->cx), io->w->data,
                        io->y_out->data,   out_of(io->hy),  out_of(io->cy),  g->ws,
                        r ? r->ptr : NULL, r ? r->bytes : 0};
+    int fresh = !ex->exec || ex->sig != sig;
     NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, fwd_launch, &a, &d));
+    if (fresh && training) record_sig(ctx, p, 0, sig);
     if (r) {
         r->refs++;
         *rs = r;
@@ -1324,7 +1350,9 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
                        !io->dy,
                        io->dw != NULL,
                        !io->accumulate};
+    int fresh = !ex->exec || ex->sig != sig;
     NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, bwd_launch, &a, &d));
+    if (fresh) record_sig(ctx, p, 1, sig);
     *done = 1;
     return NN_OK;
 }
@@ -1455,6 +1483,21 @@ static nn_status bind_lengths(struct nn_ctx *ctx, const struct nn__rnn_problem *
     return set_data_descs(ctx, e, &k, lengths);
 }
 
+/* A reserve of the pullback's own (an eager training forward's). */
+static nn_status reserve_new(struct nn_ctx *ctx, const struct rnn_live *e, struct reserve **out)
+{
+    struct reserve *rs = nn__host_calloc(1, sizeof *rs);
+    if (!rs) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
+    rs->refs = 1, rs->ctx = ctx, rs->bytes = e->reserve_bytes, rs->slot = -1;
+    nn_status st = rs->bytes ? nn__dev_alloc(ctx, rs->bytes, &rs->ptr) : NN_OK;
+    if (st != NN_OK) {
+        nn__host_free(rs);
+        return st;
+    }
+    *out = rs;
+    return NN_OK;
+}
+
 static nn_status forward_eager(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
                                const struct rnn_live *e, const struct nn__rnn_io *io,
                                struct reserve *rs)
@@ -1485,16 +1528,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
         disable_replay(e, "a capture or graph update failed (the context's last error)");
         rs = NULL, replayed = 0;
     }
-    if (!replayed && state) {
-        rs = nn__host_calloc(1, sizeof *rs);
-        if (!rs) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
-        rs->refs = 1, rs->ctx = ctx, rs->bytes = e->reserve_bytes, rs->slot = -1;
-        nn_status st = rs->bytes ? nn__dev_alloc(ctx, rs->bytes, &rs->ptr) : NN_OK;
-        if (st != NN_OK) {
-            nn__host_free(rs);
-            return st;
-        }
-    }
+    if (!replayed && state) NN__TRY(reserve_new(ctx, e, &rs));
     if (!replayed) {
         nn_status st = forward_eager(ctx, h, p, e, io, rs);
         if (st != NN_OK) {
@@ -1594,6 +1628,202 @@ nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_proble
     nn_status st = backward_cudnn(ctx, p, state, io);
     nn__cudnn_shared_leave(ctx);
     return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A plan file's shapes, prepared at load (docs/RNN.md, "The first step from a plan file")
+ */
+
+/* The problem a loaded key describes (key_of's inverse; the key's settings are the context's). */
+static void problem_of_key(const struct rnn_key *k, struct nn__rnn_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->cell = (nn_rnn_cell)k->cell;
+    p->t = k->t, p->n = k->n;
+    p->input = k->input, p->hidden = k->hidden, p->proj = k->proj;
+    p->out = k->proj ? k->proj : k->hidden;
+    p->layers = k->layers;
+    p->dirs = k->dirs;
+    p->gates = k->cell == NN_RNN_LSTM ? 4 : k->cell == NN_RNN_GRU ? 3 : 1;
+    p->bias_mode = (nn_rnn_bias_mode)k->bias_mode;
+    p->input_mode = (nn_rnn_input_mode)k->input_mode;
+    p->layout = (nn_rnn_layout)k->layout;
+    p->dropout = k->dropout, p->dropout_seed = k->dropout_seed;
+    p->clip_enabled = k->clip_enabled, p->clip_lo = k->clip_lo, p->clip_hi = k->clip_hi;
+    p->dtype = (nn_dtype)k->dtype;
+    p->math = (nn_math_mode)k->s.math_mode;
+    p->deterministic = k->s.deterministic;
+    p->varied = k->varied;
+}
+
+/* Calls of one shape on zeroed scratch g, passing the optional tensors the record's signatures
+ * name (every one when it has none). */
+static void prepare_io(const struct nn__rnn_problem *p, int32_t flags, const struct stage *g,
+                       nn_tensor *t, struct nn__rnn_io *fio, struct nn__rnn_io *bio)
+{
+    unsigned lstm = p->cell == NN_RNN_LSTM;
+    unsigned fs = flags & NN__RNN_REC_FWD_SIG ? (unsigned)flags >> NN__RNN_REC_FWD_SHIFT & 15u
+                                              : 1u | 4u | (lstm ? 2u | 8u : 0u);
+    unsigned bs = flags & NN__RNN_REC_BWD_SIG
+                      ? (unsigned)flags >> NN__RNN_REC_BWD_SHIFT & 1023u
+                      : 4u | 8u | 32u | 64u | 256u | (lstm ? 16u | 128u : 0u);
+    void *const at[14] = {g->x,  g->hx,  g->cx,  g->w,  g->y,   g->hy,  g->cy,
+                          g->dy, g->dhy, g->dcy, g->dx, g->dhx, g->dcx, g->dw};
+    for (int i = 0; i < 14; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].data = at[i];
+    }
+    memset(fio, 0, sizeof *fio);
+    fio->x = &t[0], fio->w = &t[3], fio->y = fio->y_out = &t[4];
+    fio->hx = fs & 1 ? &t[1] : NULL, fio->cx = fs & 2 ? &t[2] : NULL;
+    fio->hy = fs & 4 ? &t[5] : NULL, fio->cy = fs & 8 ? &t[6] : NULL;
+    fio->training = 1;
+    *bio = *fio;
+    bio->y_out = bio->hy = bio->cy = NULL;
+    bio->dy = bs & 4 ? &t[7] : NULL, bio->dhy = bs & 8 ? &t[8] : NULL;
+    bio->dcy = bs & 16 ? &t[9] : NULL, bio->dx = bs & 32 ? &t[10] : NULL;
+    bio->dhx = bs & 64 ? &t[11] : NULL, bio->dcx = bs & 128 ? &t[12] : NULL;
+    bio->dw = bs & 256 ? &t[13] : NULL, bio->accumulate = (bs & 512) != 0;
+    bio->training = 0;
+}
+
+/* One loaded record made ready: its descriptors built (from the record, as a first call would),
+ * cuDNN's first calls of the configuration done eagerly on zeroed scratch (a training forward and
+ * its backward; an inference forward too where the record shows the shape ran inference), and,
+ * where the shape replays, its staging graphs captured, so that the caller's first call of each
+ * kind replays. Training with dropout is left to its first call: its first calls would draw from
+ * cuDNN's random state, and a run must repeat under its seed. Varied lengths are not known
+ * before the call (the lengths live in the data descriptors): such a shape gets its first calls
+ * with full lengths and no graphs. *captured counts the shapes whose graphs were captured. */
+static nn_status prepare_one(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int32_t flags,
+                             int *captured)
+{
+    struct rnn_live *e;
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    NN__TRY(entry_get(ctx, p, p->n > 0, &e));
+    nn__cache_count(nn__cudnn_plan_cache(ctx), NN__PC_PREBUILT);
+    if (!p->n) return NN_OK;
+    struct stage g;
+    NN__TRY(stage_alloc(ctx, e, 0, &g));
+    nn_status st = NN__CUDA(ctx, cudaMemsetAsync(g.base, 0, g.bytes, (cudaStream_t)ctx->stream));
+    nn_tensor t[14];
+    struct nn__rnn_io fio, bio, iio;
+    prepare_io(p, flags, &g, t, &fio, &bio);
+    iio = fio;
+    iio.training = 0;
+    int train = !(p->dropout > 0 && p->layers > 1);
+    int infer = (flags & (NN__RNN_REC_INFER_EAGER | NN__RNN_REC_INFER_REPLAY)) != 0;
+    int grads = bio.dx || bio.dhx || bio.dcx || bio.dw;
+    if (st == NN_OK && train) {
+        struct reserve *rs = NULL;
+        st = reserve_new(ctx, e, &rs);
+        if (st == NN_OK) st = forward_eager(ctx, h, p, e, &fio, rs);
+        if (st == NN_OK && grads) st = backward_eager(ctx, h, p, e, rs, &bio);
+        reserve_unref(rs);
+        if (st == NN_OK) e->warm[W_TRAIN] = e->warm[W_BWD] = 1;
+    }
+    if (st == NN_OK && infer) {
+        st = forward_eager(ctx, h, p, e, &iio, NULL);
+        if (st == NN_OK) e->warm[W_INFER] = 1;
+    }
+    int got = 0;
+    if (st == NN_OK && !p->varied && e->warm[W_TRAIN] && grads && replay_wanted(ctx, e, U_TRAIN)) {
+        struct reserve *rs = NULL;
+        int done = 0;
+        nn_status cs = forward_replay(ctx, h, p, e, &fio, 1, &rs, &done);
+        if (cs == NN_OK && done) cs = backward_replay(ctx, h, p, e, rs, &bio, &done);
+        reserve_unref(rs); /* the slot is free again, its graphs kept */
+        if (cs != NN_OK)
+            disable_replay(e, "a capture or graph update failed (the context's last error)");
+        got |= cs == NN_OK && done;
+    }
+    if (st == NN_OK && !p->varied && e->warm[W_INFER] && replay_wanted(ctx, e, U_INFER)) {
+        struct reserve *none = NULL;
+        int done = 0;
+        if (forward_replay(ctx, h, p, e, &iio, 0, &none, &done) != NN_OK)
+            disable_replay(e, "a capture or graph update failed (the context's last error)");
+        got |= done;
+    }
+    *captured += got;
+    e->captured = 0;
+    e->prepared = st == NN_OK;
+    nn__dev_free(ctx, g.base);
+    return st;
+}
+
+struct loaded {
+    struct nn__cache *c;
+    struct nn__cache_settings now;
+    struct rnn_key *keys;
+    int32_t *flags;
+    size_t n, cap;
+};
+
+static int collect_loaded(void *arg, const struct nn__cache_kind *kind, const void *key,
+                          const struct nn__cache_view *v)
+{
+    struct loaded *l = arg;
+    const struct rnn_key *k = key;
+    if (kind->id != NN__RNN_CUDNN_KIND_ID || k->s.math_mode != l->now.math_mode ||
+        k->s.deterministic != l->now.deterministic || k->s.workspace_cap != l->now.workspace_cap ||
+        nn__cache_is_live(l->c, kind->id, key))
+        return 0;
+    if (l->n == l->cap) return 1;
+    l->keys[l->n] = *k;
+    l->flags[l->n++] = ((const struct rnn_record *)v->record)->flags;
+    return 0;
+}
+
+/* The cache kind's loaded hook (cache.h), on the loading thread and the context's stream:
+ * synchronous, since the cuDNN handle, the stream (which a capture takes over) and the pool are
+ * the context's, which the caller's thread uses. Each record of the context's settings, up to
+ * the cache's free room, is prepared (prepare_one); one that fails is left to its first call.
+ * The cost moves to the load: about a first call of each shape (0.8-171 ms measured for the
+ * anchors' first steps) plus its captures. */
+static void prepare_loaded(struct nn_ctx *ctx)
+{
+    struct loaded l;
+    memset(&l, 0, sizeof l);
+    l.c = nn__cudnn_plan_cache(ctx);
+    nn__cache_settings_fill(ctx, &l.now);
+    size_t cap = (size_t)nn__cache_capacity(l.c), live = nn__cache_size(l.c);
+    l.cap = cap > live ? cap - live : 0;
+    size_t known = nn__cache_known_count(l.c);
+    if (l.cap > known) l.cap = known;
+    if (!l.cap) return;
+    l.keys = nn__host_alloc(l.cap * sizeof *l.keys);
+    l.flags = nn__host_alloc(l.cap * sizeof *l.flags);
+    nn_error_info keep = ctx->last_error;
+    if (l.keys && l.flags) nn__cache_visit(l.c, collect_loaded, &l);
+    uint64_t t0 = nn__now_ns();
+    int ready = 0, captured = 0, failed = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        struct nn__rnn_problem p;
+        problem_of_key(&l.keys[i], &p);
+        int64_t numel;
+        if (nn__rnn_weights_numel(&p, &numel) != 0) continue; /* build would refuse it */
+        nn__cudnn_shared_enter(ctx);
+        nn_status st = prepare_one(ctx, &p, l.flags[i], &captured);
+        nn__cudnn_shared_leave(ctx);
+        if (st == NN_OK) {
+            ready++;
+        } else {
+            (void)cudaGetLastError();
+            if (!failed++ && nn__verbose(ctx))
+                nn__log("plan cache: preparing a recurrent shape failed, its first call builds "
+                        "it: %s",
+                        ctx->last_error.message);
+        }
+    }
+    if (nn__verbose(ctx) && l.n)
+        nn__log("plan cache: %d recurrent shapes prepared (first calls done, %d with their graphs "
+                "captured) in %.1f ms",
+                ready, captured, (double)(nn__now_ns() - t0) / 1e6);
+    nn__rnn_note_cache = NULL, nn__rnn_note_impl = NULL;
+    ctx->last_error = keep;
+    nn__host_free(l.keys);
+    nn__host_free(l.flags);
 }
 
 /* Tests read the records back (live ones first): kind 4 records of shapes with data. */

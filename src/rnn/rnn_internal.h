@@ -124,7 +124,15 @@ enum {
     NN__RNN_REC_TRAIN_REPLAY = 8,     /* ... faster replayed */
     NN__RNN_REC_PERSIST_REFUSED = 16, /* a persistent algorithm was refused for the shape */
     NN__RNN_REC_TUNED = 32,           /* the algorithm was timed (NNPRIM_TUNING=autotune) */
-    NN__RNN_REC_ALL = 63
+    /* Which optional tensors the training calls passed when their graphs were captured (the
+     * forward's: 1 hx, 2 cx, 4 hy, 8 cy; the backward's: 1 hx, 2 cx, 4 dy, 8 dhy, 16 dcy, 32 dx,
+     * 64 dhx, 128 dcx, 256 dw, 512 accumulate), so that a plan file's load captures the graphs
+     * of the same calls (rnn_cudnn.c, prepare_loaded). */
+    NN__RNN_REC_FWD_SIG = 64,  /* bits FWD_SHIFT.. hold the forward's */
+    NN__RNN_REC_BWD_SIG = 128, /* bits BWD_SHIFT.. hold the backward's */
+    NN__RNN_REC_FWD_SHIFT = 8,
+    NN__RNN_REC_BWD_SHIFT = 12,
+    NN__RNN_REC_ALL = (1 << 22) - 1
 };
 /* For tests (rnn_cudnn.c, cuDNN builds only): the algorithm (cudnnRNNAlgo_t) and flags of every
  * record of shapes with data in the context's cache, live ones first, up to cap of them; returns

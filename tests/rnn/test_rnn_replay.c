@@ -419,6 +419,93 @@ Test(rnn_replay, autotune_records_an_algorithm_and_mode_pair_and_runs_it, .timeo
     unlink(log_path);
 }
 
+/* A plan file's load prepares its recurrent shapes (docs/RNN.md, "The first step from a plan
+ * file"): in a second context, the first training step builds no descriptors (no cache miss, no
+ * rebuild), makes no eager first call (both of its calls replay, the first one saying "prepared"),
+ * and gives bitwise the eager calls' results; the same from settings.plan_cache_file at context
+ * creation; the pool goes back to its baseline with the contexts. */
+Test(rnn_replay, a_loaded_plan_file_prepares_the_first_step, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    char path[] = "/tmp/nnprim_rnn_prepare_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    log_begin();
+    static const nn_rnn_cell cells[] = {NN_RNN_LSTM, NN_RNN_GRU};
+    for (int ci = 0; ci < 2; ci++) {
+        struct shape s;
+        shape_of(&s, cells[ci], NULL);
+        unlink(path);
+        /* the tuning process: its record keeps the replay and the tensors the calls passed */
+        nn_ctx *a = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
+        struct set o;
+        set_alloc(a, &s, &o, 5);
+        for (int k = 0; k < 4; k++)
+            cr_assert_eq(step(a, &s, &o), NN_OK, "%s", nn_last_error()->message);
+        set_free(a, &o);
+        cr_assert_eq(nn_plan_cache_save(a, path), NN_OK, "%s", nn_last_error()->message);
+        nn_ctx_destroy(a);
+
+        nn_mem_stats base, after;
+        cr_assert_eq(nn_mem_get_stats(0, &base), NN_OK);
+        for (int from_settings = 0; from_settings < 2; from_settings++) {
+            nn_ctx *b;
+            nn_plan_cache_stats s0, s1, s2;
+            if (from_settings) {
+                nn_settings set;
+                nn_default_settings(&set);
+                set.backend = NN_BACKEND_CUDNN;
+                set.rnn_graphs = NN_RNN_GRAPHS_ON;
+                set.verbose = 1;
+                set.plan_cache_file = path;
+                cr_assert_eq(nn_ctx_create(&b, &set), NN_OK, "%s", nn_last_error()->message);
+                memset(&s0, 0, sizeof s0);
+            } else {
+                b = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+                cr_assert_eq(nn_plan_cache_get_stats(b, &s0), NN_OK);
+                cr_assert_eq(nn_plan_cache_load(b, path), NN_OK, "%s", nn_last_error()->message);
+            }
+            cr_assert_eq(nn_plan_cache_get_stats(b, &s1), NN_OK);
+            cr_expect_geq(s1.plans_prebuilt - s0.plans_prebuilt, 2,
+                          "cell %d: the shape and its weight layout prepared at load",
+                          (int)cells[ci]);
+            cr_expect_geq(s1.plans_rebuilt - s0.plans_rebuilt, 2, "from the file's records");
+            nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+            struct set e, r;
+            set_alloc(eager, &s, &e, 77);
+            set_alloc(b, &s, &r, 77);
+            cr_assert_eq(nn_plan_cache_get_stats(b, &s1), NN_OK);
+            int rep0 = log_count("-replay,"), prep0 = log_count(",prepared,");
+            char what[64];
+            for (int k = 0; k < 3; k++) {
+                cr_assert_eq(step(eager, &s, &e), NN_OK, "%s", nn_last_error()->message);
+                cr_assert_eq(step(b, &s, &r), NN_OK, "%s", nn_last_error()->message);
+                snprintf(what, sizeof what, "cell %d settings %d step %d", (int)cells[ci],
+                         from_settings, k);
+                expect_same(eager, &e, b, &r, what);
+                if (k == 0) {
+                    cr_assert_eq(nn_plan_cache_get_stats(b, &s2), NN_OK);
+                    cr_expect_eq(s2.misses, s1.misses, "%s: no descriptors built", what);
+                    cr_expect_eq(s2.plans_rebuilt, s1.plans_rebuilt, "%s: nothing rebuilt", what);
+                    cr_expect_eq(log_count("-replay,") - rep0, 2,
+                                 "%s: no eager first call, forward and backward replayed", what);
+                    cr_expect_eq(log_count(",prepared,") - prep0, 1, "%s: said so", what);
+                }
+            }
+            set_free(eager, &e), set_free(b, &r);
+            nn_ctx_destroy(eager);
+            nn_ctx_destroy(b);
+        }
+        cr_assert_eq(nn_mem_get_stats(0, &after), NN_OK);
+        cr_expect_eq(after.allocated_bytes, base.allocated_bytes,
+                     "cell %d: %zu bytes after, %zu before", (int)cells[ci], after.allocated_bytes,
+                     base.allocated_bytes);
+    }
+    unlink(path);
+    unlink(log_path);
+}
+
 Test(rnn_replay, a_refused_persistent_algorithm_falls_back_and_is_recorded, .timeout = 300)
 {
     NN_REQUIRE_GPU();

@@ -48,7 +48,8 @@
  * cuDNN, in double on the reference), f64. The reference backend accumulates in double.
  *
  * Graph replay (cuDNN backend; settings.rnn_graphs, NNPRIM_RNN_GRAPHS=auto|0|1, default auto): a
- * shape's calls after its first one of each kind may run from CUDA graphs captured once, with
+ * shape's calls after its first one of each kind (from the first one when loading a plan file
+ * prepared the shape: nn_plan_cache_load()) may run from CUDA graphs captured once, with
  * results bitwise those of the eager calls, whatever tensors each call passes (they are copied
  * into and out of buffers the graphs own). auto times a few eager and replayed calls of each shape
  * once (the host waits for those calls) and keeps the faster; training with dropout stays eager.
@@ -56,7 +57,8 @@
  * the pool and belong to the context's cache: they go with nn_plan_cache_clear() and
  * nn_ctx_destroy(). The verbose line's impl field says "cudnn-standard" (eager) or
  * "cudnn-standard-replay", likewise for the persistent algorithms, which NNPRIM_TUNING=autotune
- * times against the standard one for equal lengths without projection (docs/RNN.md).
+ * times against the standard one, eager and replayed, for equal lengths without projection,
+ * keeping the cheaper (algorithm, mode) pair (docs/RNN.md).
  *
  * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check rnn` and
  * `nnprim bench rnn` all take it whole; docs/RNN.md has the grammar), e.g.

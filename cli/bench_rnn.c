@@ -17,8 +17,10 @@
  * host clock from the first to the end of a final synchronisation, divided by the steps. nnprim
  * runs as chosen (the settings' NNPRIM_RNN_GRAPHS, auto by default: its decision, made during
  * untimed steps first, is the "mode" column) and forced eager on a second context; raw cuDNN runs
- * eager. first_step is the shape's first training step, synchronised (with a plan file: the step
- * a tuned record starts from). */
+ * eager. first_step is the shape's first training step, synchronised (with NNPRIM_PLAN_CACHE
+ * naming a file from `nnprim tune`: the step a prepared record starts from, the shape's
+ * descriptors, cuDNN's first calls and, where it replays, its graphs done when the context loaded
+ * the file; the bench prints what that load cost). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -535,7 +537,8 @@ int nn_cli_bench_rnn(int argc, char **argv)
         "raw per pass and for the step's host time; then wall time per training step (steps\n"
         "back to back) of nnprim as chosen (NNPRIM_RNN_GRAPHS, auto by default), nnprim forced\n"
         "eager and raw cuDNN eager, nnprim / raw, nnprim / nnprim eager, the wall time of the\n"
-        "shape's first step (descriptors built, or rebuilt from NNPRIM_PLAN_CACHE's record),\n"
+        "shape's first step (descriptors built, or prepared when the context loaded\n"
+        "NNPRIM_PLAN_CACHE's file: docs/RNN.md, \"The first step from a plan file\"),\n"
         "and what auto chose for the step (mode).\n",
         opts, NN_CLI_NOPTS(opts)};
     int operands, prc = nn_cli_parse(&cmd, argc, argv, &operands);
@@ -545,11 +548,21 @@ int nn_cli_bench_rnn(int argc, char **argv)
     if (backend >= 0) set.backend = backend ? NN_BACKEND_CUDNN : NN_BACKEND_REF;
     if (math >= 0) set.math_mode = math ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
     struct bench B = {0};
+    double t_create = nn_cli_now_us();
     if (nn_ctx_create(&B.ctx, &set) != NN_OK) {
         fprintf(stderr, "nnprim bench rnn: cannot create a context: %s\n",
                 nn_last_error()->message);
         return 1;
     }
+    t_create = nn_cli_now_us() - t_create;
+    nn_plan_cache_stats pcs;
+    /* the cost a plan file's preparation moved from the first steps to the context's creation */
+    if (nn_plan_cache_get_stats(B.ctx, &pcs) == NN_OK && pcs.records_loaded)
+        printf("# plan file %s: %llu records loaded, %llu prepared; the context's creation took "
+               "%.1f ms\n",
+               set.plan_cache_file ? set.plan_cache_file : "-",
+               (unsigned long long)pcs.records_loaded, (unsigned long long)pcs.plans_prebuilt,
+               t_create / 1e3);
     B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
     if (B.gpu) {
         nn_settings eager = set;

@@ -134,8 +134,11 @@ static nn_status tune_shape(nn_ctx *ctx, const struct nn_conv_case *c)
     return st;
 }
 
-/* Training steps of one recurrent shape: the first times the algorithms, the next ones let auto
- * decide between eager and replayed calls (docs/RNN.md, "How auto decides"). */
+/* Training steps of one recurrent shape: the first times the algorithms (and, under autotune,
+ * the mode), the next ones let auto decide what is left (docs/RNN.md, "How auto decides"). The
+ * calls pass the tensors `nnprim bench rnn` passes (hx, cx in; hy, cy, and dx, dhx, dcx, dw out),
+ * since the record keeps which ones its graphs were captured with and a process loading the file
+ * captures the same calls at load ("The first step from a plan file"). */
 static nn_status tune_rnn_shape(nn_ctx *ctx, const struct nn_rnn_case *c)
 {
     const nn_rnn_params *p = &c->p;
@@ -144,17 +147,18 @@ static nn_status tune_rnn_shape(nn_ctx *ctx, const struct nn_rnn_case *c)
     int64_t xd[3] = {seq ? c->t : c->n, seq ? c->n : c->t, p->input_size};
     int64_t yd[3] = {xd[0], xd[1], D * O}, hd[3] = {p->num_layers * D, c->n, O};
     int64_t cd[3] = {p->num_layers * D, c->n, p->hidden_size};
-    nn_tensor t[8];
+    nn_tensor t[10];
     memset(t, 0, sizeof t);
     nn_status st = nn_rnn_weights_size(ctx, p, c->dtype, &nw);
-    const int64_t *dims[8] = {xd, hd, cd, &nw, yd, hd, cd, yd};
-    int ranks[8] = {3, 3, 3, 1, 3, 3, 3, 3};
-    for (int i = 0; i < 8 && st == NN_OK; i++) {
+    const int64_t *dims[10] = {xd, hd, cd, &nw, yd, hd, cd, yd, hd, cd};
+    int ranks[10] = {3, 3, 3, 1, 3, 3, 3, 3, 3, 3};
+    for (int i = 0; i < 10 && st == NN_OK; i++) {
         st = nn_tensor_empty(ctx, c->dtype, ranks[i], dims[i], &t[i]);
         if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, &t[i], -0.5, 0.5, 11 + (uint64_t)i);
     }
     nn_tensor *x = &t[0], *hx = &t[1], *cx = lstm ? &t[2] : NULL, *w = &t[3], *y = &t[4];
     nn_tensor *hy = &t[5], *cy = lstm ? &t[6] : NULL, *dy = &t[7];
+    nn_tensor *dhx = &t[8], *dcx = lstm ? &t[9] : NULL;
     nn_tensor dx, dw;
     memset(&dx, 0, sizeof dx), memset(&dw, 0, sizeof dw);
     if (st == NN_OK) st = nn_tensor_empty(ctx, c->dtype, 3, xd, &dx);
@@ -163,11 +167,11 @@ static nn_status tune_rnn_shape(nn_ctx *ctx, const struct nn_rnn_case *c)
         nn_rnn_pullback *pb;
         st = nn_rnn_forward(ctx, p, x, c->has_lengths ? c->lengths : NULL, hx, cx, w, y, hy, cy,
                             &pb);
-        if (st == NN_OK) st = nn_rnn_backward(ctx, &pb, dy, NULL, NULL, &dx, NULL, NULL, &dw);
+        if (st == NN_OK) st = nn_rnn_backward(ctx, &pb, dy, NULL, NULL, &dx, dhx, dcx, &dw);
         if (st != NN_OK) nn_rnn_pullback_free(&pb);
     }
     if (st == NN_OK) st = nn_ctx_synchronize(ctx);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 10; i++)
         if (t[i].data) nn_tensor_free(ctx, &t[i]);
     if (dx.data) nn_tensor_free(ctx, &dx);
     if (dw.data) nn_tensor_free(ctx, &dw);

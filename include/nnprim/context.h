@@ -243,7 +243,9 @@ typedef struct nn_settings {
      *  that the first call of a shape finds its plan ready when there was time to build it
      *  (plans_prebuilt counts them; a call that comes first is served as without prebuilding,
      *  and its record's build moves to the front of the queue). The plans are the tuned ones, so
-     *  results are the same bits as without prebuilding. 0: plans are built when first needed. */
+     *  results are the same bits as without prebuilding. Recurrent-layer records are prepared
+     *  too, on the loading thread before the load returns, whatever background_builds says
+     *  (docs/RNN.md, "The first step from a plan file"). 0: plans are built when first needed. */
     int prebuild_plans;
     /** cuDNN backend: whether a recurrent shape seen before runs from CUDA graphs captured once
      *  (its forward and backward calls replayed, results bitwise those of the eager calls).

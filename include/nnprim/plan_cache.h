@@ -118,7 +118,12 @@ NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
  * or GPU are skipped and counted in records_skipped. The whole file is checked before anything is
  * added: on any failure the cache is unchanged. With settings.background_builds and
  * settings.prebuild_plans on, the records that match the context's settings are then queued for
- * prebuilding (see above); what cannot be queued is built when first needed.
+ * prebuilding (see above); what cannot be queued is built when first needed. With
+ * settings.prebuild_plans on, recurrent-layer records of the context's settings are also
+ * prepared before this returns, on the calling thread and the context's stream (docs/RNN.md,
+ * "The first step from a plan file"): descriptors built, cuDNN's first calls made on pool
+ * scratch and, where a shape replays, its graphs captured, each counted in plans_prebuilt; a
+ * failure there leaves that shape to its first call and does not fail the load.
  *
  * @param ctx  a context.
  * @param path the file to read.

@@ -48,7 +48,8 @@
  * cuDNN, in double on the reference), f64. The reference backend accumulates in double.
  *
  * Graph replay (cuDNN backend; settings.rnn_graphs, NNPRIM_RNN_GRAPHS=auto|0|1, default auto): a
- * shape's calls after its first one of each kind may run from CUDA graphs captured once, with
+ * shape's calls after its first one of each kind (from the first one when loading a plan file
+ * prepared the shape: nn_plan_cache_load()) may run from CUDA graphs captured once, with
  * results bitwise those of the eager calls, whatever tensors each call passes (they are copied
  * into and out of buffers the graphs own). auto times a few eager and replayed calls of each shape
  * once (the host waits for those calls) and keeps the faster; training with dropout stays eager.
@@ -56,7 +57,8 @@
  * the pool and belong to the context's cache: they go with nn_plan_cache_clear() and
  * nn_ctx_destroy(). The verbose line's impl field says "cudnn-standard" (eager) or
  * "cudnn-standard-replay", likewise for the persistent algorithms, which NNPRIM_TUNING=autotune
- * times against the standard one for equal lengths without projection (docs/RNN.md).
+ * times against the standard one, eager and replayed, for equal lengths without projection,
+ * keeping the cheaper (algorithm, mode) pair (docs/RNN.md).
  *
  * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check rnn` and
  * `nnprim bench rnn` all take it whole; docs/RNN.md has the grammar), e.g.
@@ -280,6 +282,49 @@ NN_API nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
                                     const nn_backward_options *opts, const nn_tensor *dy,
                                     const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
                                     nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw);
+
+/** A call of a recurrent layer, for nn_rnn_workspace_size(). */
+typedef enum nn_rnn_pass {
+    NN_RNN_PASS_INFERENCE = 0, /**< nn_rnn_forward() without a pullback */
+    NN_RNN_PASS_TRAINING = 1,  /**< nn_rnn_forward() with a pullback */
+    NN_RNN_PASS_BACKWARD = 2   /**< nn_rnn_backward() or nn_rnn_backward_ex() */
+} nn_rnn_pass;
+
+/**
+ * The device-pool bytes one call of a recurrent layer would hold at its peak, so that a framework
+ * can pre-size its scratch (or its allocator, nn_mem_set_allocator()). On cuDNN, from the shape's
+ * cached descriptors (cudnnGetRNNTempSpaceSizes, for full-length sequences, which bound any
+ * lengths): an inference forward holds the workspace; a training forward the workspace and the
+ * reserve space (the reserve stays with the pullback until nn_rnn_backward() consumes it or
+ * nn_rnn_pullback_free() drops it); a backward the workspace, for a call that passes dy and dx
+ * (one without dy takes a zeroed y-sized buffer more, one without dx an x-sized one). That is
+ * what an eager call takes; a replayed call (graph replay, see the top of this header) takes
+ * nothing per call, while the shape's graphs hold their staging buffers and up to 4 reserve
+ * spaces for as long as the shape stays in the context's cache. Not included: the caller's
+ * tensors, the pool's rounding to its size classes (docs/MEMORY.md), and what the shape's
+ * descriptors hold for the context's life (a dropout state of about 2 MB, made when the shape is
+ * first built). 0 on the reference backend, which takes host memory only.
+ *
+ * The query builds the shape's descriptors as the call would (from the context's cache, else a
+ * plan-file record, else the heuristic choice or, under autotune, timed candidates on zeroed
+ * pool scratch) and keeps them, so the call that follows finds them.
+ *
+ * @param ctx     the context that will run the call (its backend, settings and cache).
+ * @param p       the call's parameters, checked as by nn_rnn_forward().
+ * @param x       the forward's input (its dims give T and N, its dtype the call's; its data is not
+ *                read), checked as by nn_rnn_forward().
+ * @param lengths as nn_rnn_forward(): NULL or N lengths in [0, T] (varied lengths are another
+ *                shape to cuDNN).
+ * @param pass    which call.
+ * @param bytes   out: the bytes; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or bytes, an unknown pass, the parameter checks
+ *         of nn_rnn_forward()); NN_E_SHAPE (x's dims, a length outside [0, T]); NN_E_DTYPE;
+ *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (x strided, a size beyond cuDNN's int); NN_E_OVERFLOW;
+ *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE (scratch while building); NN_E_CUDA;
+ *         NN_E_CUDNN.
+ */
+NN_API nn_status nn_rnn_workspace_size(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                                       const int32_t *lengths, nn_rnn_pass pass, size_t *bytes);
 
 /**
  * Drop a pullback without using it (its reserve space goes back to the pool of the context it was

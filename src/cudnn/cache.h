@@ -138,6 +138,11 @@ struct nn__cache_kind {
      * (zeroed) and returns 1, or returns 0 after nn__plan_reader_bad(); sets *skip for keys whose
      * records nothing uses any more. NULL for every other kind. */
     int (*read_v2_key)(struct nn__plan_reader *r, void *key, int *skip);
+    /* Optional: called on the loading thread after a plan file's records were added to a cuDNN
+     * context's cache (with settings.prebuild_plans on), so a family can make the live objects of
+     * its loaded records ready before their first call. It must leave ctx's last error as it was
+     * and never fail the load. NULL: nothing is done at load. */
+    void (*loaded)(struct nn_ctx *ctx);
 };
 
 /* ---------------------------------------------------------------------------------------------

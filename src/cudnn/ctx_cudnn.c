@@ -167,5 +167,10 @@ nn_status nn__cudnn_plan_cache_load(struct nn_ctx *ctx, const char *path)
     struct nn__cudnn_state *s = ctx->cudnn;
     NN__TRY(nn__plan_file_load(ctx, s->plans, path, s->cudnn_version, &s->gpu));
     nn__cudnn_plan_prebuild(ctx);
+    /* Families that prepare their loaded records' objects here (cache.h: loaded). */
+    for (uint32_t id = 1; ctx->settings.prebuild_plans && id <= NN__CACHE_KIND_ID_MAX; id++) {
+        const struct nn__cache_kind *k = nn__cache_kind_of(s->plans, id);
+        if (k && k->loaded) k->loaded(ctx);
+    }
     return NN_OK;
 }

@@ -25,6 +25,7 @@ struct rnn_backend {
     nn_status (*backward)(struct nn_ctx *, const struct nn__rnn_problem *, void *,
                           const struct nn__rnn_io *);
     void (*state_free)(struct nn_ctx *, void *);
+    nn_status (*workspace)(struct nn_ctx *, const struct nn__rnn_problem *, nn_rnn_pass, size_t *);
 };
 
 static const struct rnn_backend backend_ref = {
@@ -34,6 +35,7 @@ static const struct rnn_backend backend_ref = {
     nn__rnn_forward_ref,
     nn__rnn_backward_ref,
     nn__rnn_state_free_ref,
+    nn__rnn_workspace_ref,
 };
 
 #if NN_HAVE_CUDNN
@@ -44,6 +46,7 @@ static const struct rnn_backend backend_cudnn = {
     nn__rnn_forward_cudnn,
     nn__rnn_backward_cudnn,
     nn__rnn_state_free_cudnn,
+    nn__rnn_workspace_cudnn,
 };
 #endif
 
@@ -62,6 +65,21 @@ static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct r
 }
 
 _Thread_local const char *nn__rnn_note_impl;
+_Thread_local const char *nn__rnn_note_cache;
+
+int nn__rnn_tune_pick(int n, const double *eager_ms, const double *replay_ms, int *replay)
+{
+    int best = -1, mode = 0;
+    double best_ms = 0;
+    for (int i = 0; i < n; i++)
+        for (int m = 0; m < 2; m++) {
+            double ms = m ? replay_ms[i] : eager_ms[i];
+            if (!(ms >= 0)) continue;
+            if (best < 0 || ms < best_ms) best = i, best_ms = ms, mode = m;
+        }
+    if (best >= 0) *replay = mode;
+    return best;
+}
 
 struct nn_rnn_pullback {
     struct nn__pullback hdr; /* the shared registry's header (core/pullback.h) */
@@ -149,7 +167,8 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
         size_t n = strlen(shape);
         snprintf(shape + n, sizeof shape - n, " acc");
     }
-    nn__verbose_op(ctx, op, nn__rnn_note_impl ? nn__rnn_note_impl : impl, "-", shape, t0);
+    nn__verbose_op(ctx, op, nn__rnn_note_impl ? nn__rnn_note_impl : impl,
+                   nn__rnn_note_cache ? nn__rnn_note_cache : "-", shape, t0);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -631,6 +650,25 @@ static nn_status check_overlaps(struct nn_ctx *ctx, const char *op, const struct
     return NN_OK;
 }
 
+/* The problem of a call on x with lengths: p, x and the lengths checked. */
+static nn_status problem_of_call(struct nn_ctx *ctx, const char *op, const nn_rnn_params *p,
+                                 const nn_tensor *x, const int32_t *lengths,
+                                 struct nn__rnn_problem *prob)
+{
+    NN__TRY(check_params(ctx, op, p));
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
+    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
+    problem_of(ctx, p, x->dtype, prob);
+    if (x->rank != 3)
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be 3 (%s x I), got %d", op,
+                        p->layout == NN_RNN_SEQ_MAJOR ? "T x N" : "N x T", x->rank);
+    prob->t = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 0 : 1];
+    prob->n = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 1 : 0];
+    NN__TRY(check_sizes(ctx, op, p, prob));
+    NN__TRY(check_seq(ctx, op, prob, x, "x", 0, 0));
+    return check_lengths(ctx, op, prob, lengths);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Forward
  */
@@ -676,20 +714,10 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     const char *op = "nn_rnn_forward";
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    nn__rnn_note_cache = NULL;
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    NN__TRY(check_params(ctx, op, p));
-    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
-    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
     struct nn__rnn_problem prob;
-    problem_of(ctx, p, x->dtype, &prob);
-    if (x->rank != 3)
-        return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be 3 (%s x I), got %d", op,
-                        p->layout == NN_RNN_SEQ_MAJOR ? "T x N" : "N x T", x->rank);
-    prob.t = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 0 : 1];
-    prob.n = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 1 : 0];
-    NN__TRY(check_sizes(ctx, op, p, &prob));
-    NN__TRY(check_seq(ctx, op, &prob, x, "x", 0, 0));
-    NN__TRY(check_lengths(ctx, op, &prob, lengths));
+    NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
     NN__TRY(check_state(ctx, op, &prob, hx, "hx", 0, 0));
     NN__TRY(check_state(ctx, op, &prob, cx, "cx", 1, 0));
     if (!y) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: y must not be NULL", op);
@@ -755,6 +783,7 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    nn__rnn_note_cache = NULL;
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_rnn_pullback *pb = *pullback;
@@ -821,5 +850,32 @@ nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)
     NN__TRY(nn__pullback_remove("nn_rnn_pullback_free", &pullback_kind, *pullback));
     free_pullback(*pullback);
     *pullback = NULL;
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Workspace query
+ */
+
+nn_status nn_rnn_workspace_size(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
+                                const int32_t *lengths, nn_rnn_pass pass, size_t *bytes)
+{
+    const char *op = "nn_rnn_workspace_size";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
+    if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", op);
+    if (pass != NN_RNN_PASS_INFERENCE && pass != NN_RNN_PASS_TRAINING &&
+        pass != NN_RNN_PASS_BACKWARD)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: pass must be NN_RNN_PASS_INFERENCE (0), NN_RNN_PASS_TRAINING (1) or "
+                        "NN_RNN_PASS_BACKWARD (2), got %d",
+                        op, (int)pass);
+    struct nn__rnn_problem prob;
+    NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
+    const struct rnn_backend *be;
+    NN__TRY(pick_backend(ctx, op, &be));
+    NN__TRY(check_problem(ctx, op, p, &prob));
+    size_t n = 0;
+    NN__TRY(be->workspace(ctx, &prob, pass, &n));
+    *bytes = n;
     return NN_OK;
 }

@@ -313,6 +313,7 @@ struct rnn_live {
     struct trial trial[2];
     int warm[3];
     int captured; /* this call captured (auto leaves such a call out of its measurement) */
+    int prepared; /* made ready by a plan file's load, not yet called (the verbose line says so) */
     cudaEvent_t ev[2];
 };
 
@@ -362,6 +363,8 @@ static void live_destroy(void *p)
     nn__host_free(e);
 }
 
+static void prepare_loaded(struct nn_ctx *ctx);
+
 const struct nn__cache_kind nn__rnn_cudnn_kind = {
     .id = NN__RNN_CUDNN_KIND_ID,
     .name = "rnn descriptors",
@@ -372,6 +375,7 @@ const struct nn__cache_kind nn__rnn_cudnn_kind = {
     .key_invalid = key_invalid,
     .record_invalid = record_invalid,
     .destroy = live_destroy,
+    .loaded = prepare_loaded,
 };
 
 static void key_of(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int with_data,
@@ -755,17 +759,67 @@ static void *out_of(nn_tensor *t)
  * Algorithm choice under NNPRIM_TUNING=autotune
  */
 
-/* Milliseconds of one training step (forward, backward-data, backward-weights) on zeroed scratch
- * buffers from the pool, after one untimed step; the host waits for the timed steps. */
+/* The launches of one call on raw pointers (fwd_launch, bwd_launch), as captured. */
+typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                               const struct rnn_live *e, const void *arg);
+static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                         struct rnn_live *e, launch_fn fn, const void *arg, cudaGraph_t *out);
+
+/* Capture needs a stream of the context's own kind: the legacy default stream cannot be
+ * captured, and a per-thread one would serialise with unrelated work. Asked at each call, since
+ * nn_ctx_set_stream() may move the context to one of those. */
+static int stream_capturable(const struct nn_ctx *ctx)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    return s && s != cudaStreamLegacy && s != cudaStreamPerThread;
+}
+
+/* Milliseconds per training step of REPS steps back to back, between events ev (the host waits
+ * for them): eager launches, or the launches of the two graphs when gx is not NULL. */
+enum { TUNE_REPS = 3 };
+static nn_status time_reps(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
+                           const struct rnn_live *e, const struct fwd_io *f, const struct bwd_io *g,
+                           cudaGraphExec_t *gx, cudaEvent_t *ev, double *ms)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    nn_status st = NN__CUDA(ctx, cudaEventRecord(ev[0], s));
+    for (int r = 0; st == NN_OK && r < TUNE_REPS; r++) {
+        if (gx) {
+            st = NN__CUDA(ctx, cudaGraphLaunch(gx[0], s));
+            if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphLaunch(gx[1], s));
+        } else {
+            st = fwd_launch(ctx, h, p, e, f);
+            if (st == NN_OK) st = bwd_launch(ctx, h, p, e, g);
+        }
+    }
+    float t = 0;
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventRecord(ev[1], s));
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventSynchronize(ev[1]));
+    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventElapsedTime(&t, ev[0], ev[1]));
+    if (st == NN_OK) *ms = (double)t / TUNE_REPS;
+    return st;
+}
+
+/* A candidate's training step (forward, backward-data, backward-weights) on zeroed pool scratch,
+ * timed the ways it may run: eager (*eager_ms) and replayed (*replay_ms: the forward and the
+ * backward captured once each on the same buffers and launched as graphs, which is how a loop on
+ * fixed buffers replays, "Fixed buffers pay no copies" in docs/RNN.md). Events around steps back
+ * to back measure what bounds them, host or GPU. One untimed eager step goes first (cuDNN's first
+ * call of a configuration does one-time work, and must not be captured). A mode not wanted, or a
+ * capture the driver refuses, is left at -1; a failing eager step fails the candidate. */
 static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
-                           const struct rnn_live *e, float *ms)
+                           struct rnn_live *e, int want_eager, int want_replay, double *eager_ms,
+                           double *replay_ms)
 {
     enum { X, Y, W, DY, DX, DW, WS, RS, NBUF };
     size_t bytes[NBUF] = {e->xbytes, e->ybytes,       e->weight_bytes, e->ybytes,
                           e->xbytes, e->weight_bytes, e->work_bytes,   e->reserve_bytes};
     void *b[NBUF] = {0};
     cudaEvent_t ev[2] = {0, 0};
+    cudaGraph_t g[2] = {0, 0};
+    cudaGraphExec_t gx[2] = {0, 0};
     cudaStream_t s = (cudaStream_t)ctx->stream;
+    *eager_ms = *replay_ms = -1;
     nn_status st = NN_OK;
     for (int i = 0; st == NN_OK && i < NBUF; i++)
         if (bytes[i]) {
@@ -775,20 +829,31 @@ static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn_
     for (int i = 0; st == NN_OK && i < 2; i++)
         st = NN__CUDA(ctx, cudaEventCreate(&ev[i]));
     struct fwd_io f = {b[X], NULL, NULL, b[W], b[Y], NULL, NULL, b[WS], b[RS], bytes[RS]};
-    struct bwd_io g = {b[X], NULL, NULL,  b[W],  b[Y],  NULL,      NULL, b[DY], b[DX],
-                       NULL, NULL, b[DW], b[WS], b[RS], bytes[RS], 0,    1,     1};
-    enum { REPS = 3 };
-    for (int r = 0; st == NN_OK && r <= REPS; r++) {
-        if (r == 1) st = NN__CUDA(ctx, cudaEventRecord(ev[0], s));
-        if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &f);
-        if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &g);
+    struct bwd_io bw = {b[X], NULL, NULL,  b[W],  b[Y],  NULL,      NULL, b[DY], b[DX],
+                        NULL, NULL, b[DW], b[WS], b[RS], bytes[RS], 0,    1,     1};
+    if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &f);
+    if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &bw);
+    if (st == NN_OK && want_eager) st = time_reps(ctx, h, p, e, &f, &bw, NULL, ev, eager_ms);
+    if (st == NN_OK && want_replay) {
+        nn_status cs = capture(ctx, h, p, e, fwd_launch, &f, &g[0]);
+        if (cs == NN_OK) cs = capture(ctx, h, p, e, bwd_launch, &bw, &g[1]);
+        for (int i = 0; cs == NN_OK && i < 2; i++)
+            cs = NN__CUDA(ctx, cudaGraphInstantiate(&gx[i], g[i], 0));
+        /* one untimed replay: a graph's first launch uploads it */
+        for (int i = 0; cs == NN_OK && i < 2; i++)
+            cs = NN__CUDA(ctx, cudaGraphLaunch(gx[i], s));
+        if (cs == NN_OK) cs = time_reps(ctx, h, p, e, NULL, NULL, gx, ev, replay_ms);
+        if (cs != NN_OK) {
+            (void)cudaGetLastError();
+            *replay_ms = -1;
+        }
+        e->captured = 0;
     }
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventRecord(ev[1], s));
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventSynchronize(ev[1]));
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaEventElapsedTime(ms, ev[0], ev[1]));
-    if (st == NN_OK) *ms /= REPS;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        if (gx[i]) cudaGraphExecDestroy(gx[i]);
+        if (g[i]) cudaGraphDestroy(g[i]);
         if (ev[i]) cudaEventDestroy(ev[i]);
+    }
     for (int i = 0; i < NBUF; i++)
         if (b[i]) nn__dev_free(ctx, b[i]);
     return st;
@@ -801,49 +866,79 @@ static int same_layout(const struct rnn_live *a, const struct rnn_live *b,
            !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
 }
 
-/* Build every algorithm cuDNN allows the shape and keep the fastest training step; a refused one
- * (at descriptor time or at its first call) is skipped and recorded in rec->flags. */
+/* What the verbose line says of a tuned shape (nn__rnn_note_cache): the pair autotune kept. */
+static const char *tuned_note(int algo, int replay)
+{
+    static const char *const names[4][2] = {
+        {"autotuned:standard+eager", "autotuned:standard+replay"},
+        {"autotuned:persist-static+eager", "autotuned:persist-static+replay"},
+        {"autotuned:persist-dynamic+eager", "autotuned:persist-dynamic+replay"},
+        {"autotuned:persist-small-h+eager", "autotuned:persist-small-h+replay"}};
+    int i = algo == CUDNN_RNN_ALGO_PERSIST_STATIC           ? 1
+            : algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC        ? 2
+            : algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? 3
+                                                            : 0;
+    return names[i][!!replay];
+}
+
+/* Build every algorithm cuDNN allows the shape, time each training step the ways it may run
+ * (eager unless NNPRIM_RNN_GRAPHS=1, replayed unless =0 or the stream cannot be captured), and
+ * keep the cheapest (algorithm, mode) pair: an algorithm that wins eager may lose replayed, as the
+ * persistent GRU kernels did on the H200 (105 us replayed against 45 for the standard one). Under
+ * auto the mode goes into the record as its training decision (no trials then); under 0 or 1 the
+ * setting fixes the mode and only the algorithm is recorded. A refused candidate (at descriptor
+ * time or at its first call) is skipped and recorded in rec->flags. */
 static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct nn__rnn_problem *p,
                       struct rnn_record *rec, struct rnn_live **out)
 {
     static const int algos[] = {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC,
                                 CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H,
                                 CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
+    enum { NA = sizeof algos / sizeof algos[0] };
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
+    nn_rnn_graphs graphs = ctx->settings.rnn_graphs;
+    int want_replay = graphs != NN_RNN_GRAPHS_OFF && stream_capturable(ctx);
+    int want_eager = graphs != NN_RNN_GRAPHS_ON || !want_replay;
     uint64_t t0 = nn__now_ns();
-    struct rnn_live *best = NULL;
-    float best_ms = 0;
-    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+    struct rnn_live *cand[NA] = {0};
+    double eager_ms[NA], replay_ms[NA];
+    nn_status st = NN_OK;
+    for (int i = 0; i < NA; i++) {
         struct rnn_record r = {algos[i], rec->flags};
-        struct rnn_live *cand = NULL;
-        float ms = 0;
-        nn_status st = build(ctx, k, p, &r, &cand);
+        eager_ms[i] = replay_ms[i] = -1;
+        st = build(ctx, k, p, &r, &cand[i]);
         /* Weight views come from a standard descriptor: an algorithm whose weight layout
          * differed would read the buffer wrongly, so it is not a candidate. */
-        if (st == NN_OK && best && !same_layout(best, cand, p))
+        if (st == NN_OK && i > 0 && !same_layout(cand[0], cand[i], p))
             st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
                           "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
                           algos[i]);
-        if (st == NN_OK) st = time_step(ctx, h, p, cand, &ms);
-        if (st != NN_OK) {
-            live_destroy(cand);
-            if (algos[i] == CUDNN_RNN_ALGO_STANDARD) return st; /* it runs every shape cuDNN runs */
-            (void)cudaGetLastError();
-            rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
-            continue;
-        }
-        if (!best || ms < best_ms) {
-            live_destroy(best);
-            best = cand, best_ms = ms;
-        } else {
-            live_destroy(cand);
-        }
+        if (st == NN_OK)
+            st =
+                time_step(ctx, h, p, cand[i], want_eager, want_replay, &eager_ms[i], &replay_ms[i]);
+        if (st == NN_OK) continue;
+        live_destroy(cand[i]);
+        cand[i] = NULL;
+        if (i == 0) return st; /* the standard algorithm runs every shape cuDNN runs */
+        (void)cudaGetLastError();
+        rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
+        st = NN_OK;
     }
+    int replay = 0, best = nn__rnn_tune_pick(NA, eager_ms, replay_ms, &replay);
+    if (best < 0) best = 0, replay = 0; /* nothing timed: the standard one, eagerly */
+    for (int i = 0; i < NA; i++)
+        if (i != best) live_destroy(cand[i]);
     nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
-    rec->algo = best->algo;
+    rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
-    *out = best;
+    if (graphs == NN_RNN_GRAPHS_AUTO) {
+        rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
+        rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
+        trial_init(ctx, cand[best], U_TRAIN, rec->flags);
+    }
+    if (!nn__rnn_note_cache) nn__rnn_note_cache = tuned_note(rec->algo, replay);
+    *out = cand[best];
     return NN_OK;
 }
 
@@ -859,6 +954,8 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
     key_of(ctx, p, with_data, &k);
     struct rnn_live *e = nn__cache_lookup(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
     if (e) {
+        if (!nn__rnn_note_cache) nn__rnn_note_cache = e->prepared ? "prepared" : "hit";
+        e->prepared = 0;
         note(e, 0);
         *out = e;
         return NN_OK;
@@ -871,6 +968,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         st = build(ctx, &k, p, &rec, &e);
         if (st == NN_OK) {
             nn__cache_count(c, NN__PC_REBUILT);
+            if (!nn__rnn_note_cache) nn__rnn_note_cache = "rebuilt";
         } else {
             (void)cudaGetLastError();
             nn__cache_drop_known(c, NN__RNN_CUDNN_KIND_ID, &k);
@@ -885,6 +983,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         st = build(ctx, &k, p, &rec, &e);
     }
     NN__TRY(st);
+    if (!nn__rnn_note_cache) nn__rnn_note_cache = "heuristic";
     st = nn__cache_insert(ctx, c, NN__RNN_CUDNN_KIND_ID, &k, &rec, NULL, 0, e);
     if (st != NN_OK) {
         live_destroy(e);
@@ -899,16 +998,16 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
  * Graph replay
  */
 
-/* The staging buffers, allocated from the pool at the shape's first capture. */
-static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
+/* Buffers of every tensor of a call (and the workspace, with_ws) in one pool allocation. */
+static nn_status stage_alloc(struct nn_ctx *ctx, const struct rnn_live *e, int with_ws,
+                             struct stage *g)
 {
-    struct stage *g = &e->st;
-    if (g->base) return NN_OK;
+    memset(g, 0, sizeof *g);
     void **at[] = {&g->x,   &g->hx,  &g->cx, &g->w,   &g->y,   &g->hy, &g->cy, &g->dy,
                    &g->dhy, &g->dcy, &g->dx, &g->dhx, &g->dcx, &g->dw, &g->ws};
     size_t sz[] = {e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, e->ybytes,
                    e->hbytes, e->cbytes, e->ybytes, e->hbytes,       e->cbytes,
-                   e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, e->work_bytes};
+                   e->xbytes, e->hbytes, e->cbytes, e->weight_bytes, with_ws ? e->work_bytes : 0};
     size_t off[15], total = 0;
     for (int i = 0; i < 15; i++) {
         off[i] = total;
@@ -919,6 +1018,12 @@ static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
     for (int i = 0; i < 15; i++)
         *at[i] = sz[i] ? (char *)g->base + off[i] : NULL;
     return NN_OK;
+}
+
+/* The staging buffers, allocated from the pool at the shape's first capture. */
+static nn_status stage_get(struct nn_ctx *ctx, struct rnn_live *e)
+{
+    return e->st.base ? NN_OK : stage_alloc(ctx, e, 1, &e->st);
 }
 
 static void drop_slots(struct rnn_live *e)
@@ -965,10 +1070,6 @@ static void add_copy(struct copy *c, int *n, void *stage, const void *user, size
     c[*n] = (struct copy){NULL, stage, user, bytes, out};
     (*n)++;
 }
-
-/* The launches of one call on raw pointers (fwd_launch, bwd_launch), as captured. */
-typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
-                               const struct rnn_live *e, const void *arg);
 
 /* The executable graph from ex->body and copies: the in-copies (no dependencies), the body after
  * them, the out-copies after it. copies lists ins before outs; ex keeps them in that order. */
@@ -1106,14 +1207,10 @@ static nn_status exec_run(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__
     return exec_launch(ctx, ex, c);
 }
 
-/* Capture needs a stream of the context's own kind: the legacy default stream cannot be
- * captured, and a per-thread one would serialise with unrelated work. Asked at each call, since
- * nn_ctx_set_stream() may move the context to one of those. */
 static int replay_wanted(const struct nn_ctx *ctx, const struct rnn_live *e, int unit)
 {
     const struct trial *t = &e->trial[unit];
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return 0;
+    if (!stream_capturable(ctx)) return 0;
     return !e->no_replay && (t->phase == P_REPLAY_TRIAL || (t->phase == P_DECIDED && t->replay));
 }
 
@@ -1126,6 +1223,21 @@ static void disable_replay(struct rnn_live *e, const char *why)
     drop_slots(e);
     for (int u = 0; u < 2; u++)
         e->trial[u].phase = P_DECIDED, e->trial[u].replay = 0;
+}
+
+/* The record keeps which optional tensors the training graphs were captured with (the
+ * NN__RNN_REC_*_SIG bits), so that a plan file's load captures the same calls. */
+static void record_sig(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int bwd, unsigned sig)
+{
+    struct rnn_key k;
+    key_of(ctx, p, 1, &k);
+    struct rnn_record *r =
+        nn__cache_live_record(nn__cudnn_plan_cache(ctx), NN__RNN_CUDNN_KIND_ID, &k);
+    if (!r) return;
+    int shift = bwd ? NN__RNN_REC_BWD_SHIFT : NN__RNN_REC_FWD_SHIFT;
+    int32_t mask = (int32_t)((bwd ? 1023u : 15u) << shift);
+    r->flags = (r->flags & ~mask) | (int32_t)(sig << shift) |
+               (bwd ? NN__RNN_REC_BWD_SIG : NN__RNN_REC_FWD_SIG);
 }
 
 static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
@@ -1166,7 +1278,9 @@ static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
     struct fwd_io d = {io->x->data,       data_of(io->hx), data_of(io->cx), io->w->data,
                        io->y_out->data,   out_of(io->hy),  out_of(io->cy),  g->ws,
                        r ? r->ptr : NULL, r ? r->bytes : 0};
+    int fresh = !ex->exec || ex->sig != sig;
     NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, fwd_launch, &a, &d));
+    if (fresh && training) record_sig(ctx, p, 0, sig);
     if (r) {
         r->refs++;
         *rs = r;
@@ -1236,7 +1350,9 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
                        !io->dy,
                        io->dw != NULL,
                        !io->accumulate};
+    int fresh = !ex->exec || ex->sig != sig;
     NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, bwd_launch, &a, &d));
+    if (fresh) record_sig(ctx, p, 1, sig);
     *done = 1;
     return NN_OK;
 }
@@ -1335,6 +1451,21 @@ nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_p
     return NN_OK;
 }
 
+/* What an eager call of the pass takes from the pool (rnn.h): forward_eager's workspace and, in
+ * training, the reserve forward_cudnn takes for the pullback; backward_eager's workspace (its
+ * zeroed dy and dx stand-ins only when the call passes none). */
+nn_status nn__rnn_workspace_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                  nn_rnn_pass pass, size_t *bytes)
+{
+    struct rnn_live *e;
+    nn__cudnn_shared_enter(ctx);
+    nn_status st = entry_get(ctx, p, 1, &e);
+    nn__cudnn_shared_leave(ctx);
+    NN__TRY(st);
+    *bytes = e->work_bytes + (pass == NN_RNN_PASS_TRAINING ? e->reserve_bytes : 0);
+    return NN_OK;
+}
+
 /* Data descriptors hold this call's lengths (set again only when they changed: then the graphs,
  * which hold the old lengths, go, and this call runs eagerly). */
 static nn_status bind_lengths(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
@@ -1350,6 +1481,21 @@ static nn_status bind_lengths(struct nn_ctx *ctx, const struct nn__rnn_problem *
     struct rnn_key k;
     key_of(ctx, p, 1, &k);
     return set_data_descs(ctx, e, &k, lengths);
+}
+
+/* A reserve of the pullback's own (an eager training forward's). */
+static nn_status reserve_new(struct nn_ctx *ctx, const struct rnn_live *e, struct reserve **out)
+{
+    struct reserve *rs = nn__host_calloc(1, sizeof *rs);
+    if (!rs) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
+    rs->refs = 1, rs->ctx = ctx, rs->bytes = e->reserve_bytes, rs->slot = -1;
+    nn_status st = rs->bytes ? nn__dev_alloc(ctx, rs->bytes, &rs->ptr) : NN_OK;
+    if (st != NN_OK) {
+        nn__host_free(rs);
+        return st;
+    }
+    *out = rs;
+    return NN_OK;
 }
 
 static nn_status forward_eager(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
@@ -1382,16 +1528,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
         disable_replay(e, "a capture or graph update failed (the context's last error)");
         rs = NULL, replayed = 0;
     }
-    if (!replayed && state) {
-        rs = nn__host_calloc(1, sizeof *rs);
-        if (!rs) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
-        rs->refs = 1, rs->ctx = ctx, rs->bytes = e->reserve_bytes, rs->slot = -1;
-        nn_status st = rs->bytes ? nn__dev_alloc(ctx, rs->bytes, &rs->ptr) : NN_OK;
-        if (st != NN_OK) {
-            nn__host_free(rs);
-            return st;
-        }
-    }
+    if (!replayed && state) NN__TRY(reserve_new(ctx, e, &rs));
     if (!replayed) {
         nn_status st = forward_eager(ctx, h, p, e, io, rs);
         if (st != NN_OK) {
@@ -1491,6 +1628,202 @@ nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_proble
     nn_status st = backward_cudnn(ctx, p, state, io);
     nn__cudnn_shared_leave(ctx);
     return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A plan file's shapes, prepared at load (docs/RNN.md, "The first step from a plan file")
+ */
+
+/* The problem a loaded key describes (key_of's inverse; the key's settings are the context's). */
+static void problem_of_key(const struct rnn_key *k, struct nn__rnn_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->cell = (nn_rnn_cell)k->cell;
+    p->t = k->t, p->n = k->n;
+    p->input = k->input, p->hidden = k->hidden, p->proj = k->proj;
+    p->out = k->proj ? k->proj : k->hidden;
+    p->layers = k->layers;
+    p->dirs = k->dirs;
+    p->gates = k->cell == NN_RNN_LSTM ? 4 : k->cell == NN_RNN_GRU ? 3 : 1;
+    p->bias_mode = (nn_rnn_bias_mode)k->bias_mode;
+    p->input_mode = (nn_rnn_input_mode)k->input_mode;
+    p->layout = (nn_rnn_layout)k->layout;
+    p->dropout = k->dropout, p->dropout_seed = k->dropout_seed;
+    p->clip_enabled = k->clip_enabled, p->clip_lo = k->clip_lo, p->clip_hi = k->clip_hi;
+    p->dtype = (nn_dtype)k->dtype;
+    p->math = (nn_math_mode)k->s.math_mode;
+    p->deterministic = k->s.deterministic;
+    p->varied = k->varied;
+}
+
+/* Calls of one shape on zeroed scratch g, passing the optional tensors the record's signatures
+ * name (every one when it has none). */
+static void prepare_io(const struct nn__rnn_problem *p, int32_t flags, const struct stage *g,
+                       nn_tensor *t, struct nn__rnn_io *fio, struct nn__rnn_io *bio)
+{
+    unsigned lstm = p->cell == NN_RNN_LSTM;
+    unsigned fs = flags & NN__RNN_REC_FWD_SIG ? (unsigned)flags >> NN__RNN_REC_FWD_SHIFT & 15u
+                                              : 1u | 4u | (lstm ? 2u | 8u : 0u);
+    unsigned bs = flags & NN__RNN_REC_BWD_SIG
+                      ? (unsigned)flags >> NN__RNN_REC_BWD_SHIFT & 1023u
+                      : 4u | 8u | 32u | 64u | 256u | (lstm ? 16u | 128u : 0u);
+    void *const at[14] = {g->x,  g->hx,  g->cx,  g->w,  g->y,   g->hy,  g->cy,
+                          g->dy, g->dhy, g->dcy, g->dx, g->dhx, g->dcx, g->dw};
+    for (int i = 0; i < 14; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].data = at[i];
+    }
+    memset(fio, 0, sizeof *fio);
+    fio->x = &t[0], fio->w = &t[3], fio->y = fio->y_out = &t[4];
+    fio->hx = fs & 1 ? &t[1] : NULL, fio->cx = fs & 2 ? &t[2] : NULL;
+    fio->hy = fs & 4 ? &t[5] : NULL, fio->cy = fs & 8 ? &t[6] : NULL;
+    fio->training = 1;
+    *bio = *fio;
+    bio->y_out = bio->hy = bio->cy = NULL;
+    bio->dy = bs & 4 ? &t[7] : NULL, bio->dhy = bs & 8 ? &t[8] : NULL;
+    bio->dcy = bs & 16 ? &t[9] : NULL, bio->dx = bs & 32 ? &t[10] : NULL;
+    bio->dhx = bs & 64 ? &t[11] : NULL, bio->dcx = bs & 128 ? &t[12] : NULL;
+    bio->dw = bs & 256 ? &t[13] : NULL, bio->accumulate = (bs & 512) != 0;
+    bio->training = 0;
+}
+
+/* One loaded record made ready: its descriptors built (from the record, as a first call would),
+ * cuDNN's first calls of the configuration done eagerly on zeroed scratch (a training forward and
+ * its backward; an inference forward too where the record shows the shape ran inference), and,
+ * where the shape replays, its staging graphs captured, so that the caller's first call of each
+ * kind replays. Training with dropout is left to its first call: its first calls would draw from
+ * cuDNN's random state, and a run must repeat under its seed. Varied lengths are not known
+ * before the call (the lengths live in the data descriptors): such a shape gets its first calls
+ * with full lengths and no graphs. *captured counts the shapes whose graphs were captured. */
+static nn_status prepare_one(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int32_t flags,
+                             int *captured)
+{
+    struct rnn_live *e;
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    NN__TRY(entry_get(ctx, p, p->n > 0, &e));
+    nn__cache_count(nn__cudnn_plan_cache(ctx), NN__PC_PREBUILT);
+    if (!p->n) return NN_OK;
+    struct stage g;
+    NN__TRY(stage_alloc(ctx, e, 0, &g));
+    nn_status st = NN__CUDA(ctx, cudaMemsetAsync(g.base, 0, g.bytes, (cudaStream_t)ctx->stream));
+    nn_tensor t[14];
+    struct nn__rnn_io fio, bio, iio;
+    prepare_io(p, flags, &g, t, &fio, &bio);
+    iio = fio;
+    iio.training = 0;
+    int train = !(p->dropout > 0 && p->layers > 1);
+    int infer = (flags & (NN__RNN_REC_INFER_EAGER | NN__RNN_REC_INFER_REPLAY)) != 0;
+    int grads = bio.dx || bio.dhx || bio.dcx || bio.dw;
+    if (st == NN_OK && train) {
+        struct reserve *rs = NULL;
+        st = reserve_new(ctx, e, &rs);
+        if (st == NN_OK) st = forward_eager(ctx, h, p, e, &fio, rs);
+        if (st == NN_OK && grads) st = backward_eager(ctx, h, p, e, rs, &bio);
+        reserve_unref(rs);
+        if (st == NN_OK) e->warm[W_TRAIN] = e->warm[W_BWD] = 1;
+    }
+    if (st == NN_OK && infer) {
+        st = forward_eager(ctx, h, p, e, &iio, NULL);
+        if (st == NN_OK) e->warm[W_INFER] = 1;
+    }
+    int got = 0;
+    if (st == NN_OK && !p->varied && e->warm[W_TRAIN] && grads && replay_wanted(ctx, e, U_TRAIN)) {
+        struct reserve *rs = NULL;
+        int done = 0;
+        nn_status cs = forward_replay(ctx, h, p, e, &fio, 1, &rs, &done);
+        if (cs == NN_OK && done) cs = backward_replay(ctx, h, p, e, rs, &bio, &done);
+        reserve_unref(rs); /* the slot is free again, its graphs kept */
+        if (cs != NN_OK)
+            disable_replay(e, "a capture or graph update failed (the context's last error)");
+        got |= cs == NN_OK && done;
+    }
+    if (st == NN_OK && !p->varied && e->warm[W_INFER] && replay_wanted(ctx, e, U_INFER)) {
+        struct reserve *none = NULL;
+        int done = 0;
+        if (forward_replay(ctx, h, p, e, &iio, 0, &none, &done) != NN_OK)
+            disable_replay(e, "a capture or graph update failed (the context's last error)");
+        got |= done;
+    }
+    *captured += got;
+    e->captured = 0;
+    e->prepared = st == NN_OK;
+    nn__dev_free(ctx, g.base);
+    return st;
+}
+
+struct loaded {
+    struct nn__cache *c;
+    struct nn__cache_settings now;
+    struct rnn_key *keys;
+    int32_t *flags;
+    size_t n, cap;
+};
+
+static int collect_loaded(void *arg, const struct nn__cache_kind *kind, const void *key,
+                          const struct nn__cache_view *v)
+{
+    struct loaded *l = arg;
+    const struct rnn_key *k = key;
+    if (kind->id != NN__RNN_CUDNN_KIND_ID || k->s.math_mode != l->now.math_mode ||
+        k->s.deterministic != l->now.deterministic || k->s.workspace_cap != l->now.workspace_cap ||
+        nn__cache_is_live(l->c, kind->id, key))
+        return 0;
+    if (l->n == l->cap) return 1;
+    l->keys[l->n] = *k;
+    l->flags[l->n++] = ((const struct rnn_record *)v->record)->flags;
+    return 0;
+}
+
+/* The cache kind's loaded hook (cache.h), on the loading thread and the context's stream:
+ * synchronous, since the cuDNN handle, the stream (which a capture takes over) and the pool are
+ * the context's, which the caller's thread uses. Each record of the context's settings, up to
+ * the cache's free room, is prepared (prepare_one); one that fails is left to its first call.
+ * The cost moves to the load: about a first call of each shape (0.8-171 ms measured for the
+ * anchors' first steps) plus its captures. */
+static void prepare_loaded(struct nn_ctx *ctx)
+{
+    struct loaded l;
+    memset(&l, 0, sizeof l);
+    l.c = nn__cudnn_plan_cache(ctx);
+    nn__cache_settings_fill(ctx, &l.now);
+    size_t cap = (size_t)nn__cache_capacity(l.c), live = nn__cache_size(l.c);
+    l.cap = cap > live ? cap - live : 0;
+    size_t known = nn__cache_known_count(l.c);
+    if (l.cap > known) l.cap = known;
+    if (!l.cap) return;
+    l.keys = nn__host_alloc(l.cap * sizeof *l.keys);
+    l.flags = nn__host_alloc(l.cap * sizeof *l.flags);
+    nn_error_info keep = ctx->last_error;
+    if (l.keys && l.flags) nn__cache_visit(l.c, collect_loaded, &l);
+    uint64_t t0 = nn__now_ns();
+    int ready = 0, captured = 0, failed = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        struct nn__rnn_problem p;
+        problem_of_key(&l.keys[i], &p);
+        int64_t numel;
+        if (nn__rnn_weights_numel(&p, &numel) != 0) continue; /* build would refuse it */
+        nn__cudnn_shared_enter(ctx);
+        nn_status st = prepare_one(ctx, &p, l.flags[i], &captured);
+        nn__cudnn_shared_leave(ctx);
+        if (st == NN_OK) {
+            ready++;
+        } else {
+            (void)cudaGetLastError();
+            if (!failed++ && nn__verbose(ctx))
+                nn__log("plan cache: preparing a recurrent shape failed, its first call builds "
+                        "it: %s",
+                        ctx->last_error.message);
+        }
+    }
+    if (nn__verbose(ctx) && l.n)
+        nn__log("plan cache: %d recurrent shapes prepared (first calls done, %d with their graphs "
+                "captured) in %.1f ms",
+                ready, captured, (double)(nn__now_ns() - t0) / 1e6);
+    nn__rnn_note_cache = NULL, nn__rnn_note_impl = NULL;
+    ctx->last_error = keep;
+    nn__host_free(l.keys);
+    nn__host_free(l.flags);
 }
 
 /* Tests read the records back (live ones first): kind 4 records of shapes with data. */

@@ -80,6 +80,19 @@ struct nn__rnn_io {
 /* What the backend ran, for the verbose line of the current call ("cudnn-standard"); rnn.c clears
  * it before dispatching. Static strings only. */
 extern _Thread_local const char *nn__rnn_note_impl;
+/* Where the call's shape came from, the verbose line's cache field: "hit", "rebuilt" (from a
+ * known record), "heuristic", "autotuned:<algorithm>+<eager|replay>" (the pair autotune chose),
+ * or "prepared" (the first call of a shape that a plan file's load prepared). rnn.c clears it at
+ * the start of a call; the backend sets it at the call's first lookup only. Static strings. */
+extern _Thread_local const char *nn__rnn_note_cache;
+
+/* Autotune's (algorithm, mode) pair (rnn_cudnn.c; here, with no cuDNN in it, so the CPU tests
+ * reach it): candidate i's training step took eager_ms[i] eager and replay_ms[i] replayed, < 0 (or
+ * NaN) where it was not measured (the mode not allowed, the algorithm refused, a capture failed).
+ * The cheapest measured pair wins; a tie goes to the earlier candidate, and within one to eager.
+ * Returns the winner's index and sets *replay, or returns -1 (and leaves *replay) when nothing was
+ * measured. */
+int nn__rnn_tune_pick(int n, const double *eager_ms, const double *replay_ms, int *replay);
 
 /* Backend entry points; each returns NN_OK or a recorded failure, and queues its work on the
  * context's stream (the _ref ones finish before returning).
@@ -88,7 +101,8 @@ extern _Thread_local const char *nn__rnn_note_impl;
  *                  called only for views that exist (nn__rnn_view_exists)
  *   forward:       state NULL for inference; otherwise *state receives what backward needs
  *   backward:      consumes nothing: rnn.c frees the state after a successful call
- *   state_free:    NULL state is a no-op */
+ *   state_free:    NULL state is a no-op
+ *   workspace:     the pool bytes one eager call of the pass holds at its peak (rnn.h) */
 nn_status nn__rnn_weights_size_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                    int64_t *numel);
 nn_status nn__rnn_weight_offset_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
@@ -98,6 +112,8 @@ nn_status nn__rnn_forward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *
 nn_status nn__rnn_backward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
                                const struct nn__rnn_io *io);
 void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state);
+nn_status nn__rnn_workspace_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                nn_rnn_pass pass, size_t *bytes);
 
 /* The flags of a shape's record (saved in the plan file with its algorithm): what auto mode
  * decided about graph replay and what the algorithm choice found. */
@@ -108,7 +124,15 @@ enum {
     NN__RNN_REC_TRAIN_REPLAY = 8,     /* ... faster replayed */
     NN__RNN_REC_PERSIST_REFUSED = 16, /* a persistent algorithm was refused for the shape */
     NN__RNN_REC_TUNED = 32,           /* the algorithm was timed (NNPRIM_TUNING=autotune) */
-    NN__RNN_REC_ALL = 63
+    /* Which optional tensors the training calls passed when their graphs were captured (the
+     * forward's: 1 hx, 2 cx, 4 hy, 8 cy; the backward's: 1 hx, 2 cx, 4 dy, 8 dhy, 16 dcy, 32 dx,
+     * 64 dhx, 128 dcx, 256 dw, 512 accumulate), so that a plan file's load captures the graphs
+     * of the same calls (rnn_cudnn.c, prepare_loaded). */
+    NN__RNN_REC_FWD_SIG = 64,  /* bits FWD_SHIFT.. hold the forward's */
+    NN__RNN_REC_BWD_SIG = 128, /* bits BWD_SHIFT.. hold the backward's */
+    NN__RNN_REC_FWD_SHIFT = 8,
+    NN__RNN_REC_BWD_SHIFT = 12,
+    NN__RNN_REC_ALL = (1 << 22) - 1
 };
 /* For tests (rnn_cudnn.c, cuDNN builds only): the algorithm (cudnnRNNAlgo_t) and flags of every
  * record of shapes with data in the context's cache, live ones first, up to cap of them; returns
@@ -132,6 +156,8 @@ nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
 nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
                                  const struct nn__rnn_io *io);
 void nn__rnn_state_free_cudnn(struct nn_ctx *ctx, void *state);
+nn_status nn__rnn_workspace_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                  nn_rnn_pass pass, size_t *bytes);
 #endif
 
 #endif

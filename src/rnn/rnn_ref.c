@@ -381,6 +381,15 @@ void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state)
     (void)state;
 }
 
+/* The reference works in host memory: it takes nothing from the device pool. */
+nn_status nn__rnn_workspace_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
+                                nn_rnn_pass pass, size_t *bytes)
+{
+    (void)ctx, (void)p, (void)pass;
+    *bytes = 0;
+    return NN_OK;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Backward through time
  */

@@ -978,6 +978,107 @@ CALL(b_accumulate)
     return NN_OK;
 }
 
+/* ---- nn_rnn_workspace_size ---- */
+
+static nn_status wk(struct cat *c, struct rn *r, const nn_tensor *x, const int32_t *lengths,
+                    nn_rnn_pass pass)
+{
+    size_t n = 12345;
+    nn_status st = nn_rnn_workspace_size(c->ctx, &r->p, x, lengths, pass, &n);
+    if (st != NN_OK) cr_assert_eq(n, 12345, "bytes untouched on failure");
+    if (st == NN_OK && !c->gpu) cr_assert_eq(n, 0, "the reference takes no pool memory");
+    return st;
+}
+CALL(wk_null_ctx)
+{
+    (void)c;
+    size_t n;
+    return nn_rnn_workspace_size(NULL, &r->p, &r->x, NULL, NN_RNN_PASS_TRAINING, &n);
+}
+CALL(wk_null_p)
+{
+    size_t n;
+    return nn_rnn_workspace_size(c->ctx, NULL, &r->x, NULL, NN_RNN_PASS_TRAINING, &n);
+}
+CALL(wk_null_x)
+{
+    size_t n;
+    return nn_rnn_workspace_size(c->ctx, &r->p, NULL, NULL, NN_RNN_PASS_TRAINING, &n);
+}
+CALL(wk_null_bytes)
+{
+    return nn_rnn_workspace_size(c->ctx, &r->p, &r->x, NULL, NN_RNN_PASS_TRAINING, NULL);
+}
+CALL(wk_pass3)
+{
+    return wk(c, r, &r->x, NULL, (nn_rnn_pass)3);
+}
+CALL(wk_pass_neg)
+{
+    return wk(c, r, &r->x, NULL, (nn_rnn_pass)-1);
+}
+CALL(wk_cell)
+{
+    r->p.cell = (nn_rnn_cell)7;
+    return wk(c, r, &r->x, NULL, NN_RNN_PASS_INFERENCE);
+}
+CALL(wk_reserved)
+{
+    r->p.reserved[3] = 1;
+    return wk(c, r, &r->x, NULL, NN_RNN_PASS_BACKWARD);
+}
+CALL(wk_x_rank2)
+{
+    nn_tensor x = view_on(&r->x, 2, (int64_t[]){6, 2}, 0);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_x_input)
+{
+    nn_tensor x = view_on(&r->x, 3, (int64_t[]){3, 2, 1}, 0);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_x_dtype_bad)
+{
+    nn_tensor x = r->x;
+    x.dtype = (nn_dtype)9;
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_x_strided)
+{
+    nn_tensor x = swapped(&r->x);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_x_claim)
+{
+    nn_tensor x = cat_claim_other_space(c, &r->x);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_x_space)
+{
+    nn_tensor x = cat_wrong_space(c, &r->x);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_len_big)
+{
+    int32_t len[2] = {3, 4};
+    return wk(c, r, &r->x, len, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_len_neg)
+{
+    int32_t len[2] = {-2, 3};
+    return wk(c, r, &r->x, len, NN_RNN_PASS_BACKWARD);
+}
+CALL(wk_every_pass)
+{
+    static const int32_t len[2] = {3, 1};
+    nn_status st = NN_OK;
+    for (int pass = 0; pass < 3 && st == NN_OK; pass++) {
+        st = wk(c, r, &r->x, NULL, (nn_rnn_pass)pass);
+        if (st == NN_OK) st = wk(c, r, &r->x, len, (nn_rnn_pass)pass);
+    }
+    return st;
+}
+
 /* ---- nn_rnn_pullback_free ---- */
 
 static nn_status pf_null(struct cat *c)
@@ -1028,6 +1129,7 @@ static nn_status pf_pool(struct cat *c)
 #define F  "nn_rnn_forward"
 #define BW "nn_rnn_backward"
 #define PF "nn_rnn_pullback_free"
+#define WK "nn_rnn_workspace_size"
 
 static const struct cat_row rows[] = {
     ROW("params_default p NULL", PD, "p", E, pd_null),
@@ -1231,6 +1333,25 @@ static const struct cat_row rows[] = {
     ROW("backward dcy with a GRU pullback", BW, "dcy", E, b_dcy_gru),
     ROW("backward nothing asked for (edge)", BW, NULL, NN_OK, b_nothing),
     ROW("backward dw accumulates exactly (edge)", BW, NULL, NN_OK, b_accumulate),
+
+    ROW("workspace_size ctx NULL", WK, "ctx", E, wk_null_ctx),
+    ROW("workspace_size p NULL", WK, "p", E, wk_null_p),
+    ROW("workspace_size x NULL", WK, "x", E, wk_null_x),
+    ROW("workspace_size bytes NULL", WK, "bytes", E, wk_null_bytes),
+    ROW("workspace_size pass 3", WK, "pass", E, wk_pass3),
+    ROW("workspace_size pass -1", WK, "pass", E, wk_pass_neg),
+    ROW("workspace_size cell 7", WK, "p.cell", E, wk_cell),
+    ROW("workspace_size reserved[3]", WK, "p.reserved[3]", E, wk_reserved),
+    ROW("workspace_size x rank 2", WK, "x.rank", S, wk_x_rank2),
+    ROW("workspace_size x width != input_size", WK, "x.dims[2]", S, wk_x_input),
+    ROW("workspace_size x dtype 9", WK, "x.dtype", D, wk_x_dtype_bad),
+    ROW("workspace_size x strided", WK, "x", U, wk_x_strided),
+    ROW("workspace_size x space label", WK, "x", M, wk_x_claim),
+    ROW("workspace_size x wrong space", WK, "x", M, wk_x_space),
+    ROW("workspace_size length T + 1", WK, "lengths[1]", S, wk_len_big),
+    ROW("workspace_size length -2", WK, "lengths[0]", S, wk_len_neg),
+    ROW("workspace_size every pass, equal and varied lengths (edge)", WK, NULL, NN_OK,
+        wk_every_pass),
 
     ROW("pullback_free NULL (edge)", PF, NULL, NN_OK, pf_null),
     ROW("pullback_free *NULL (edge)", PF, NULL, NN_OK, pf_star_null),

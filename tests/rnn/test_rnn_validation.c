@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nnprim/nnprim.h"
+#include "rnn/rnn_internal.h"
 
 static nn_ctx *ref_ctx(void)
 {
@@ -325,4 +326,59 @@ Test(rnn_validation, rnn_graphs_setting_from_the_environment_and_checked)
                      "nn_ctx_create: settings.rnn_graphs must be NN_RNN_GRAPHS_AUTO, _OFF or _ON, "
                      "got 7");
     cr_expect_null(ctx);
+}
+
+/* Autotune's (algorithm, mode) pair from injected timings (the GPU measures them; the decision is
+ * this plain function): the cheapest measured pair, never the eager winner when it loses replayed.
+ */
+Test(rnn_validation, autotune_keeps_the_cheapest_algorithm_and_mode_pair)
+{
+    /* gru t1n32i512h512 on the H200: the persistent kernel wins eager (100 against 120 us) but
+     * loses replayed (105 against 45): standard, replayed */
+    double eager[4] = {120, 100, -1, 110}, replay[4] = {45, 105, -1, 60};
+    int replay_mode = -1;
+    cr_expect_eq(nn__rnn_tune_pick(4, eager, replay, &replay_mode), 0);
+    cr_expect_eq(replay_mode, 1);
+    /* the tiny LSTM: the persistent kernel wins both ways, replayed cheaper */
+    double e2[4] = {135, 60, 70, -1}, r2[4] = {35, 27, 30, -1};
+    cr_expect_eq(nn__rnn_tune_pick(4, e2, r2, &replay_mode), 1);
+    cr_expect_eq(replay_mode, 1);
+    /* a large shape where the staging-free replay still loses: eager */
+    double e3[2] = {3763, 3900}, r3[2] = {3905, 4100};
+    cr_expect_eq(nn__rnn_tune_pick(2, e3, r3, &replay_mode), 0);
+    cr_expect_eq(replay_mode, 0);
+    /* NNPRIM_RNN_GRAPHS=0: nothing replayed is measured */
+    double r4[3] = {-1, -1, -1}, e4[3] = {50, 40, 45};
+    cr_expect_eq(nn__rnn_tune_pick(3, e4, r4, &replay_mode), 1);
+    cr_expect_eq(replay_mode, 0);
+    /* =1: only replayed figures; a NaN (a failed measurement) is never chosen */
+    double e5[3] = {-1, -1, -1}, r5[3] = {30, NAN, 31};
+    cr_expect_eq(nn__rnn_tune_pick(3, e5, r5, &replay_mode), 0);
+    cr_expect_eq(replay_mode, 1);
+    /* ties: the earlier candidate (standard first), and eager within one */
+    double e6[2] = {40, 40}, r6[2] = {40, 40};
+    cr_expect_eq(nn__rnn_tune_pick(2, e6, r6, &replay_mode), 0);
+    cr_expect_eq(replay_mode, 0);
+    /* nothing measured: -1, the mode untouched */
+    replay_mode = 7;
+    cr_expect_eq(nn__rnn_tune_pick(2, e5, e5, &replay_mode), -1);
+    cr_expect_eq(replay_mode, 7);
+    /* whatever the figures, the pair is never slower than the heuristic's (the standard one)
+     * under the mode it picked, nor than any measured pair */
+    for (unsigned seed = 1; seed < 200; seed++) {
+        double e[4], r[4];
+        srand(seed);
+        for (int i = 0; i < 4; i++) {
+            e[i] = rand() % 7 ? 10 + rand() % 200 : -1;
+            r[i] = rand() % 7 ? 10 + rand() % 200 : -1;
+        }
+        e[0] = 10 + rand() % 200; /* the standard algorithm always runs eager */
+        int m, b = nn__rnn_tune_pick(4, e, r, &m);
+        cr_assert_geq(b, 0);
+        double got = m ? r[b] : e[b];
+        for (int i = 0; i < 4; i++) {
+            if (e[i] >= 0) cr_expect_leq(got, e[i], "seed %u: candidate %d eager", seed, i);
+            if (r[i] >= 0) cr_expect_leq(got, r[i], "seed %u: candidate %d replayed", seed, i);
+        }
+    }
 }

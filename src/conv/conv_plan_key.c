@@ -61,16 +61,25 @@ static void layout_strides(int rank, const int64_t *dims, int channels_last, int
 }
 
 /* layout_strides(..., 1, ...) compared as it goes: an NCHW tensor (channel stride 1 only when
- * every spatial size is 1) is told apart at its first stride, on every call of the backend. */
+ * every spatial size is 1) is told apart at its first stride, on every call of the backend. Dims
+ * of a file's key may be anything: a product past int64 is no layout. */
 int32_t nn__conv_key_layout(int rank, const int64_t *dims, const int64_t *strides)
 {
     if (strides[1] != 1) return 0;
     int64_t s = dims[1];
     for (int i = rank - 1; i >= 2; i--) {
-        if (strides[i] != s) return 0;
-        s *= dims[i];
+        if (strides[i] != s || __builtin_mul_overflow(s, dims[i], &s)) return 0;
     }
     return strides[0] == s;
+}
+
+/* 1 if the element count of dims (each >= 1) fits int64, so that their strides do. */
+static int dims_fit(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (__builtin_mul_overflow(n, dims[i], &n)) return 0;
+    return 1;
 }
 
 void nn__conv_key_tensor_set(struct nn__conv_key_tensor *kt, int rank, const int64_t *dims,
@@ -132,6 +141,7 @@ static const char *tensor_invalid(const struct nn__conv_key_tensor *t, int rank,
         if (d < rank && t->dims[d] < 1) return "a tensor's dim is < 1";
         if (d >= rank && t->dims[d]) return "a tensor's dims beyond its rank are not 0";
     }
+    if (!dims_fit(rank, t->dims)) return "a tensor's element count overflows int64";
     return NULL;
 }
 
@@ -267,7 +277,9 @@ static const char *v1_key_invalid(const void *key)
 static int import_tensor(const struct nn__conv_v1_tensor *t, int32_t dtype, int rank,
                          struct nn__conv_key_tensor *kt)
 {
-    if (t->rank != rank || t->dtype != dtype || !is_alignment(t->alignment)) return 0;
+    if (t->rank != rank || t->dtype != dtype || !is_alignment(t->alignment) ||
+        !dims_fit(rank, t->dims))
+        return 0;
     nn__conv_key_tensor_set(kt, rank, t->dims, t->strides, t->alignment);
     int64_t s[NN__CONV_KEY_RANK_MAX];
     nn__conv_key_strides(kt, rank, s);

@@ -261,6 +261,13 @@ Test(plan_key, kind_1_keys_import)
     o = old;
     o.t[NN__CONV_V1_W].alignment = 32;
     cr_expect_eq(nn__conv_key_import(&o, &got), 0, "alignment");
+    /* Dims whose element count overflows int64 (what the fuzzer found): no layout, no key. */
+    o = old;
+    o.t[NN__CONV_V1_X].dims[0] = INT64_MAX / 2;
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "overflowing dims");
+    struct nn__conv_key big = fx_key(5);
+    big.t[NN__CONV_SLOT_IN].dims[0] = INT64_MAX / 2;
+    cr_expect_str_eq(nn__conv_key_invalid(&big), "a tensor's element count overflows int64");
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -682,6 +682,25 @@ Test(plan_file, a_table_with_the_retired_kind_is_refused)
     cr_expect_null(c);
     cr_expect(strstr(nn_last_error()->message, "has a legacy id that is a kind of the table"), "%s",
               nn_last_error()->message);
+    /* A legacy hook must name a retired id other than its own kind's, and import. */
+    struct nn__cache_legacy leg = nn__conv_kind_legacy;
+    struct nn__cache_kind k = fx_plan_kind;
+    k.legacy = &leg;
+    const struct nn__cache_kind *const one[] = {&k};
+    leg.import = NULL;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "without an import"), "%s",
+              nn_last_error()->message);
+    leg = nn__conv_kind_legacy;
+    leg.id = k.id;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_E_INVALID_ARG);
+    leg.id = NN__CACHE_KIND_ID_MAX + 1;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_E_INVALID_ARG);
+    leg = nn__conv_kind_legacy;
+    cr_assert_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_OK);
+    cr_expect_eq(nn__cache_kind_importing(c, NN__CONV_KIND_V1_ID), &k);
+    cr_expect_null(nn__cache_kind_importing(c, NN__CONV_KIND_ID));
+    nn__cache_destroy(c);
 }
 
 Test(plan_file, missing_file_is_an_io_error_naming_path_and_reason)

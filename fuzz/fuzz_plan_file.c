@@ -26,7 +26,7 @@ struct check {
 static int same_in_other(void *arg, const void *k, const struct nn__plan_record *r)
 {
     struct check *c = arg;
-    const struct nn__plan_record *o = nn__plan_cache_lookup_known(c->other, NN__PLAN_KIND_ID, k);
+    const struct nn__plan_record *o = nn__plan_cache_lookup_known(c->other, NN__CONV_KIND_ID, k);
     if (!o || !fx_record_equal(o, r)) abort();
     return 0;
 }
@@ -49,7 +49,7 @@ static void decode_and_check(const unsigned char *data, size_t size)
             NN_OK)
             abort();
         if (nn__cache_known_count(chk.other) != nn__cache_known_count(c)) abort();
-        nn__plan_cache_visit(c, NN__PLAN_KIND_ID, same_in_other, &chk);
+        nn__plan_cache_visit(c, NN__CONV_KIND_ID, same_in_other, &chk);
         nn__cache_destroy(chk.other);
         nn__host_free(buf);
     }

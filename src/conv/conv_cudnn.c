@@ -89,37 +89,11 @@ static void verbose_plan(struct nn_ctx *ctx, struct nn__conv_note *note, const c
  * Checks and descriptions
  */
 
-static void graph_tensor(struct nn__cudnn_tensor *g, const nn_tensor *t)
-{
-    memset(g, 0, sizeof *g);
-    g->dtype = t->dtype;
-    g->rank = t->rank;
-    for (int i = 0; i < t->rank; i++) {
-        g->dims[i] = t->dims[i];
-        g->strides[i] = t->strides[i];
-    }
-    g->alignment = nn__cudnn_ptr_alignment(t->data);
-}
-
 /* Whether a view from conv.c (canonical strides, conv_internal.h) is described channels-last.
  * A tensor that is both layouts at once has the same memory either way. */
 static int channels_last(const nn_tensor *t)
 {
     return t->strides[1] == 1 && nn__conv_is_channels_last(t);
-}
-
-/* The bias as 1 x K x 1 ... at y's rank, whatever rank the caller gave it, with the strides of
- * y's layout (the same K elements). */
-static void bias_tensor(struct nn__cudnn_tensor *g, const nn_tensor *b, const nn_tensor *y)
-{
-    memset(g, 0, sizeof *g);
-    g->dtype = b->dtype;
-    g->rank = y->rank;
-    int64_t k = b->rank == 1 ? b->dims[0] : b->dims[1];
-    for (int i = 0; i < y->rank; i++)
-        g->dims[i] = i == 1 ? k : 1;
-    nn__conv_layout_strides(g->rank, g->dims, channels_last(y), g->strides);
-    g->alignment = nn__cudnn_ptr_alignment(b->data);
 }
 
 static void graph_conv(struct nn__conv_graph_params *c, const struct nn__conv_problem *p)
@@ -160,8 +134,25 @@ static nn_status explain(struct nn_ctx *ctx, nn_status st, const char *op,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Graph descriptions (value structs; the plan-cache key is made from them)
+ * Plan-cache keys, made straight from the problem and the views (the graph is made from the key
+ * only when a plan is built): this runs on every call, hits included
  */
+
+/* The key's common part: the pass, the problem's parameters and dtype, alpha/beta, settings. */
+static void key_begin(struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_graph_op op,
+                      const struct nn__conv_problem *p, double alpha, double beta)
+{
+    struct nn__conv_graph_params c;
+    graph_conv(&c, p);
+    nn__conv_key_begin(ctx, k, op, &c, p->groups, alpha, beta);
+    k->dtype = p->dtype;
+}
+
+static void key_tensor(struct nn__conv_key *k, int slot, const nn_tensor *t)
+{
+    nn__conv_key_tensor_set(&k->t[slot], t->rank, t->dims, t->strides,
+                            nn__cudnn_ptr_alignment(t->data));
+}
 
 struct fwd_call {
     const struct nn__conv_problem *p;
@@ -170,18 +161,21 @@ struct fwd_call {
     double alpha, beta;
 };
 
-static void desc_fwd(struct nn__conv_graph *d, const struct fwd_call *f)
+/* The bias is 1 x K x 1 ... at y's rank in y's layout, whatever rank the caller gave it (the
+ * same K elements). */
+static void key_fwd(struct nn_ctx *ctx, const struct fwd_call *f, struct nn__conv_key *k)
 {
-    struct nn__cudnn_tensor x, w, b, y;
-    struct nn__conv_graph_params c;
-    graph_tensor(&x, f->x);
-    graph_tensor(&w, f->w);
-    graph_tensor(&y, f->y);
-    if (f->b) bias_tensor(&b, f->b, f->y);
-    graph_conv(&c, f->p);
-    nn__conv_graph_fwd(d, &x, &w, f->b ? &b : NULL, &y, &c, f->relu);
-    d->alpha = f->alpha;
-    d->beta = f->beta;
+    key_begin(ctx, k, NN__CONV_GRAPH_FWD, f->p, f->alpha, f->beta);
+    key_tensor(k, NN__CONV_SLOT_IN, f->x);
+    key_tensor(k, NN__CONV_SLOT_FILTER, f->w);
+    key_tensor(k, NN__CONV_SLOT_OUT, f->y);
+    k->relu = f->relu;
+    if (!f->b) return;
+    struct nn__conv_key_tensor *kb = &k->t[NN__CONV_SLOT_BIAS];
+    kb->align = nn__cudnn_ptr_alignment(f->b->data);
+    kb->nhwc = k->t[NN__CONV_SLOT_OUT].nhwc;
+    for (int i = 0; i < f->y->rank; i++)
+        kb->dims[i] = i == 1 ? f->p->k : 1;
 }
 
 struct bwd_call {
@@ -190,30 +184,20 @@ struct bwd_call {
     double alpha, beta;
 };
 
-static void desc_bwd_data(struct nn__conv_graph *d, const struct bwd_call *f)
+static void key_bwd_data(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
-    struct nn__cudnn_tensor dy, w, dx;
-    struct nn__conv_graph_params c;
-    graph_tensor(&dy, f->a);
-    graph_tensor(&w, f->b);
-    graph_tensor(&dx, f->out);
-    graph_conv(&c, f->p);
-    nn__conv_graph_bwd_data(d, &dy, &w, &dx, &c);
-    d->alpha = f->alpha;
-    d->beta = f->beta;
+    key_begin(ctx, k, NN__CONV_GRAPH_BWD_DATA, f->p, f->alpha, f->beta);
+    key_tensor(k, NN__CONV_SLOT_OUT, f->a);
+    key_tensor(k, NN__CONV_SLOT_FILTER, f->b);
+    key_tensor(k, NN__CONV_SLOT_IN, f->out);
 }
 
-static void desc_bwd_filter(struct nn__conv_graph *d, const struct bwd_call *f)
+static void key_bwd_filter(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
-    struct nn__cudnn_tensor x, dy, dw;
-    struct nn__conv_graph_params c;
-    graph_tensor(&x, f->a);
-    graph_tensor(&dy, f->b);
-    graph_tensor(&dw, f->out);
-    graph_conv(&c, f->p);
-    nn__conv_graph_bwd_filter(d, &x, &dy, &dw, &c);
-    d->alpha = f->alpha;
-    d->beta = f->beta;
+    key_begin(ctx, k, NN__CONV_GRAPH_BWD_FILTER, f->p, f->alpha, f->beta);
+    key_tensor(k, NN__CONV_SLOT_IN, f->a);
+    key_tensor(k, NN__CONV_SLOT_OUT, f->b);
+    key_tensor(k, NN__CONV_SLOT_FILTER, f->out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -371,28 +355,25 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
                               const struct nn__plan_args *pa, struct nn__cudnn_plan **plan,
                               enum nn__plan_source *src, int *fused)
 {
-    struct nn__conv_graph d;
-    struct nn__plan_key key, epi;
-    desc_fwd(&d, fc);
+    struct nn__conv_key key, epi;
+    key_fwd(ctx, fc, &key);
     *fused = 0;
-    if (!fc->b && !fc->relu) {
-        nn__conv_plan_key_of(ctx, &d, 0, &key);
+    if (!fc->b && !fc->relu)
         return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
-    }
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
-    nn__conv_plan_key_of(ctx, &d, 0, &key);
-    nn__conv_plan_key_of(ctx, &d, NN__CONV_KEY_PLAIN, &epi);
     if ((*plan = nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, &key))) {
         *src = NN__PLAN_HIT;
         *fused = 1;
         return NN_OK;
     }
+    epi = key;
+    epi.flags = NN__CONV_KEY_PLAIN;
     if ((*plan = nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, &epi))) {
         *src = NN__PLAN_HIT;
         return NN_OK;
     }
-    if (!nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &epi) ||
-        nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &key)) {
+    if (!nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &epi) ||
+        nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &key)) {
         nn_error_info keep = ctx->last_error;
         nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
         if (st == NN_OK) {
@@ -476,12 +457,10 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
 
 /* Find (or build) the plan for d and run it on two inputs and one output, given by uid. */
 static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
-                          const struct nn__conv_problem *p, const struct nn__conv_graph *d, int in0,
+                          const struct nn__conv_problem *p, const struct nn__conv_key *key, int in0,
                           const void *ptr0, int in1, const void *ptr1, int out, nn_tensor *y,
                           struct nn__conv_note *note)
 {
-    struct nn__plan_key key;
-    nn__conv_plan_key_of(ctx, d, 0, &key);
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[in0] = (void *)ptr0;
@@ -491,7 +470,7 @@ static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
     pa.out_bytes = bytes_of(y);
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, &pa, &plan, &src);
+    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, key, &pa, &plan, &src);
     if (st != NN_OK) return explain(ctx, st, op, p);
     verbose_plan(ctx, note, what, plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
@@ -502,9 +481,9 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double alpha, double beta, struct nn__conv_note *note)
 {
     struct bwd_call bc = {p, dy, w, dx, alpha, beta};
-    struct nn__conv_graph d;
-    desc_bwd_data(&d, &bc);
-    return run_plan(ctx, "conv_backward_data", "data", p, &d, NN__CONV_UID_DY, dy->data,
+    struct nn__conv_key key;
+    key_bwd_data(ctx, &bc, &key);
+    return run_plan(ctx, "conv_backward_data", "data", p, &key, NN__CONV_UID_DY, dy->data,
                     NN__CONV_UID_W, w->data, NN__CONV_UID_DX, dx, note);
 }
 
@@ -514,9 +493,9 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
                            double beta, struct nn__conv_note *note)
 {
     struct bwd_call bc = {p, x, dy, dw, alpha, beta};
-    struct nn__conv_graph d;
-    desc_bwd_filter(&d, &bc);
-    return run_plan(ctx, "conv_backward_filter", what, p, &d, NN__CONV_UID_X, x->data,
+    struct nn__conv_key key;
+    key_bwd_filter(ctx, &bc, &key);
+    return run_plan(ctx, "conv_backward_filter", what, p, &key, NN__CONV_UID_X, x->data,
                     NN__CONV_UID_DY, dy->data, NN__CONV_UID_DW, dw, note);
 }
 
@@ -850,17 +829,15 @@ static nn_tensor packed_view(const struct nn__conv_problem *p, int64_t d0, int64
     return t;
 }
 
-/* The workspace of the plan for graph d (built and cached on a miss), with the call's pointers
- * in pa for autotune. */
+/* The workspace of the plan for key (built and cached on a miss), with the call's pointers in pa
+ * for autotune. */
 static nn_status plan_workspace(struct nn_ctx *ctx, const char *op,
-                                const struct nn__conv_problem *p, const struct nn__conv_graph *d,
+                                const struct nn__conv_problem *p, const struct nn__conv_key *key,
                                 const struct nn__plan_args *pa, size_t *ws)
 {
-    struct nn__plan_key key;
-    nn__conv_plan_key_of(ctx, d, 0, &key);
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, &plan, &src);
+    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, key, pa, &plan, &src);
     if (st != NN_OK) return explain(ctx, st, op, p);
     *ws = (size_t)nn__cudnn_plan_workspace(plan);
     return NN_OK;
@@ -897,8 +874,8 @@ static nn_status ws_data(struct nn_ctx *ctx, struct stand_ins *s, const struct n
     NN__TRY(stand_in(ctx, s, &dy, 1));
     NN__TRY(stand_in(ctx, s, &dx, 1));
     struct bwd_call bc = {p, &dy, w, &dx, 1.0, beta};
-    struct nn__conv_graph d;
-    desc_bwd_data(&d, &bc);
+    struct nn__conv_key key;
+    key_bwd_data(ctx, &bc, &key);
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[NN__CONV_UID_DY] = dy.data;
@@ -906,7 +883,7 @@ static nn_status ws_data(struct nn_ctx *ctx, struct stand_ins *s, const struct n
     pa.args.p[NN__CONV_UID_DX] = dx.data;
     pa.out_uid = NN__CONV_UID_DX;
     pa.out_bytes = bytes_of(&dx);
-    return plan_workspace(ctx, "conv_backward_data", p, &d, &pa, bytes);
+    return plan_workspace(ctx, "conv_backward_data", p, &key, &pa, bytes);
 }
 
 /* The filter-gradient plan's workspace for x and dy (views of the problem p). */
@@ -916,8 +893,8 @@ static nn_status ws_wgrad(struct nn_ctx *ctx, struct stand_ins *s, const struct 
     nn_tensor dw = packed_view(p, p->k, p->c / p->groups, p->filt);
     NN__TRY(stand_in(ctx, s, &dw, 1));
     struct bwd_call bc = {p, x, dy, &dw, 1.0, beta};
-    struct nn__conv_graph d;
-    desc_bwd_filter(&d, &bc);
+    struct nn__conv_key key;
+    key_bwd_filter(ctx, &bc, &key);
     struct nn__plan_args pa;
     memset(&pa, 0, sizeof pa);
     pa.args.p[NN__CONV_UID_X] = x->data;
@@ -925,7 +902,7 @@ static nn_status ws_wgrad(struct nn_ctx *ctx, struct stand_ins *s, const struct 
     pa.args.p[NN__CONV_UID_DW] = dw.data;
     pa.out_uid = NN__CONV_UID_DW;
     pa.out_bytes = bytes_of(&dw);
-    return plan_workspace(ctx, "conv_backward_filter", p, &d, &pa, bytes);
+    return plan_workspace(ctx, "conv_backward_filter", p, &key, &pa, bytes);
 }
 
 /* As nn__conv_backward_filter_cudnn() chooses: a workaround's copy is held while its plan runs. */

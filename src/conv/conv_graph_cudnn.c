@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "conv/conv_graph_cudnn.h"
+#include "conv/conv_internal.h"
 #include "core/error.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
@@ -150,6 +151,14 @@ nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *
                             uid_name(u), (long long)t->alignment);
         NN__TRY(check_spatial(ctx, "dims", t->rank, t->dims, 1));
         NN__TRY(check_spatial(ctx, "strides", t->rank, t->strides, 1));
+        /* The key holds a tensor's layout, not its strides (conv_plan_key.h). */
+        int64_t packed[NN_MAX_RANK];
+        nn__conv_layout_strides(t->rank, t->dims, nn__conv_key_layout(t->rank, t->dims, t->strides),
+                                packed);
+        if (memcmp(packed, t->strides, (size_t)t->rank * sizeof *packed))
+            return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                            "graph_cudnn: tensor %s must be packed in NCHW order or channels-last",
+                            uid_name(u));
     }
     nn_dtype compute = d->conv.compute;
     if (compute != NN_DTYPE_F32 && compute != NN_DTYPE_F64)
@@ -183,104 +192,104 @@ void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c)
  * Keys
  */
 
-static enum nn__op_kind op_of(enum nn__conv_graph_op k)
+/* Kind 7's slot of each uid, by pass (-1: the pass has no such tensor). */
+static int slot_of_uid(enum nn__conv_graph_op op, int uid)
 {
-    switch (k) {
-    case NN__CONV_GRAPH_FWD: return NN__OP_CONV_FWD;
-    case NN__CONV_GRAPH_BWD_DATA: return NN__OP_CONV_BWD_DATA;
-    case NN__CONV_GRAPH_BWD_FILTER: return NN__OP_CONV_BWD_FILTER;
+    switch (uid) {
+    case NN__CONV_UID_X: return op == NN__CONV_GRAPH_BWD_DATA ? -1 : NN__CONV_SLOT_IN;
+    case NN__CONV_UID_DX: return op == NN__CONV_GRAPH_BWD_DATA ? NN__CONV_SLOT_IN : -1;
+    case NN__CONV_UID_W: return op == NN__CONV_GRAPH_BWD_FILTER ? -1 : NN__CONV_SLOT_FILTER;
+    case NN__CONV_UID_DW: return op == NN__CONV_GRAPH_BWD_FILTER ? NN__CONV_SLOT_FILTER : -1;
+    case NN__CONV_UID_Y: return op == NN__CONV_GRAPH_FWD ? NN__CONV_SLOT_OUT : -1;
+    case NN__CONV_UID_DY: return op == NN__CONV_GRAPH_FWD ? -1 : NN__CONV_SLOT_OUT;
+    case NN__CONV_UID_B: return op == NN__CONV_GRAPH_FWD ? NN__CONV_SLOT_BIAS : -1;
     }
-    return NN__OP_NONE;
+    return -1;
+}
+
+void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_graph_op op,
+                        const struct nn__conv_graph_params *c, int64_t groups, double alpha,
+                        double beta)
+{
+    memset(k, 0, sizeof *k);
+    k->pass = (int32_t)op; /* the graph ops are the passes, value for value */
+    k->spatial_rank = c->spatial_rank;
+    k->mode = c->mode;
+    k->groups = groups;
+    for (int i = 0; i < c->spatial_rank && i < NN__CONV_KEY_SPATIAL_MAX; i++) {
+        k->stride[i] = c->stride[i];
+        k->dilation[i] = c->dilation[i];
+        k->pad_lo[i] = c->pre_pad[i];
+        k->pad_hi[i] = c->post_pad[i];
+    }
+    k->alpha = alpha;
+    k->beta = beta;
+    nn__cache_settings_fill(ctx, &k->s);
 }
 
 void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph *d, int32_t flags,
-                          struct nn__plan_key *k)
+                          struct nn__conv_key *k)
 {
-    nn__plan_key_init(k);
-    k->op = op_of(d->op);
-    k->compute = d->conv.compute;
-    if (!k->compute) k->compute = NN_DTYPE_F32;
-    struct nn__cache_settings s;
-    nn__cache_settings_fill(ctx, &s);
-    k->math_mode = s.math_mode;
-    k->deterministic = s.deterministic;
-    k->workspace_cap = s.workspace_cap;
-    /* Key slot i holds uid i + 1 (plan_cache.h). */
-    for (int u = 1; u < NN__CONV_UID_END && u - 1 < NN__KEY_OPERANDS; u++) {
-        const struct nn__cudnn_tensor *t = &d->t[u];
-        struct nn__key_tensor *kt = &k->t[u - 1];
-        if (!t->rank) continue;
-        kt->rank = t->rank;
-        kt->dtype = t->dtype;
-        kt->alignment = t->alignment;
-        /* A rank the key cannot hold is a graph that nn__conv_graph_check refuses (3..5). */
-        for (int i = 0; i < t->rank && i < NN__KEY_RANK_MAX; i++) {
-            kt->dims[i] = t->dims[i];
-            kt->strides[i] = t->strides[i];
-        }
-    }
-    struct nn__key_params *p = &k->p;
-    p->spatial_rank = d->conv.spatial_rank;
-    for (int i = 0; i < d->conv.spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
-        p->stride[i] = d->conv.stride[i];
-        p->dilation[i] = d->conv.dilation[i];
-        p->pad_lo[i] = d->conv.pre_pad[i];
-        p->pad_hi[i] = d->conv.post_pad[i];
-    }
     /* cuDNN reads the groups off the filter's channel dim; the key says it outright. */
     const struct nn__cudnn_tensor *x =
         d->t[NN__CONV_UID_X].rank ? &d->t[NN__CONV_UID_X] : &d->t[NN__CONV_UID_DX];
     const struct nn__cudnn_tensor *w =
         d->t[NN__CONV_UID_W].rank ? &d->t[NN__CONV_UID_W] : &d->t[NN__CONV_UID_DW];
-    p->groups = x->rank && w->rank && w->dims[1] ? (int32_t)(x->dims[1] / w->dims[1]) : 1;
-    p->mode = d->conv.mode;
-    p->activation = d->relu ? 1 : 0;
-    p->flags = flags;
-    p->alpha = d->alpha;
-    p->beta = d->beta;
-}
-
-static enum nn__conv_graph_op graph_op_of(int32_t op)
-{
-    switch (op) {
-    case NN__OP_CONV_FWD: return NN__CONV_GRAPH_FWD;
-    case NN__OP_CONV_BWD_DATA: return NN__CONV_GRAPH_BWD_DATA;
-    case NN__OP_CONV_BWD_FILTER: return NN__CONV_GRAPH_BWD_FILTER;
+    int64_t groups = x->rank && w->rank && w->dims[1] ? x->dims[1] / w->dims[1] : 1;
+    nn__conv_key_begin(ctx, k, d->op, &d->conv, groups, d->alpha, d->beta);
+    k->relu = d->relu ? 1 : 0;
+    k->flags = flags;
+    for (int u = 1; u < NN__CONV_UID_END; u++) {
+        const struct nn__cudnn_tensor *t = &d->t[u];
+        int slot = slot_of_uid(d->op, u);
+        if (!t->rank || slot < 0) continue;
+        k->dtype = t->dtype;
+        nn__conv_key_tensor_set(&k->t[slot], t->rank, t->dims, t->strides, t->alignment);
     }
-    return 0;
 }
 
-int nn__conv_graph_of_key(const struct nn__plan_key *k, struct nn__conv_graph *d)
+/* The uid of each slot, by pass. */
+static int uid_of_slot(enum nn__conv_graph_op op, int slot)
+{
+    static const int uids[4][NN__CONV_SLOTS] = {
+        {0},
+        {NN__CONV_UID_X, NN__CONV_UID_W, NN__CONV_UID_Y, NN__CONV_UID_B},
+        {NN__CONV_UID_DX, NN__CONV_UID_W, NN__CONV_UID_DY, 0},
+        {NN__CONV_UID_X, NN__CONV_UID_DW, NN__CONV_UID_DY, 0},
+    };
+    return op >= NN__CONV_GRAPH_FWD && op <= NN__CONV_GRAPH_BWD_FILTER ? uids[op][slot] : 0;
+}
+
+int nn__conv_graph_of_key(const struct nn__conv_key *k, struct nn__conv_graph *d)
 {
     memset(d, 0, sizeof *d);
-    d->op = graph_op_of(k->op);
-    if (!d->op) return -1;
-    for (int u = 1; u < NN__CONV_UID_END && u - 1 < NN__KEY_OPERANDS; u++) {
-        const struct nn__key_tensor *kt = &k->t[u - 1];
+    if (k->pass < NN__CONV_PASS_FWD || k->pass > NN__CONV_PASS_BWD_FILTER) return -1;
+    d->op = (enum nn__conv_graph_op)k->pass;
+    int rank = k->spatial_rank + 2;
+    for (int i = 0; i < NN__CONV_SLOTS; i++) {
+        const struct nn__conv_key_tensor *kt = &k->t[i];
+        int u = uid_of_slot(d->op, i);
+        if (!kt->align || !u || rank > NN__CONV_KEY_RANK_MAX) continue;
         struct nn__cudnn_tensor *t = &d->t[u];
-        if (!kt->rank) continue;
-        t->rank = kt->rank;
-        t->dtype = (nn_dtype)kt->dtype;
-        t->alignment = kt->alignment;
-        for (int i = 0; i < kt->rank; i++) {
-            t->dims[i] = kt->dims[i];
-            t->strides[i] = kt->strides[i];
-        }
+        t->rank = rank;
+        t->dtype = (nn_dtype)k->dtype;
+        t->alignment = kt->align;
+        memcpy(t->dims, kt->dims, (size_t)rank * sizeof *t->dims);
+        nn__conv_key_strides(kt, rank, t->strides);
     }
-    const struct nn__key_params *p = &k->p;
-    d->conv.spatial_rank = p->spatial_rank;
-    for (int i = 0; i < p->spatial_rank && i < NN__KEY_SPATIAL_MAX; i++) {
-        d->conv.stride[i] = p->stride[i];
-        d->conv.dilation[i] = p->dilation[i];
-        d->conv.pre_pad[i] = p->pad_lo[i];
-        d->conv.post_pad[i] = p->pad_hi[i];
+    d->conv.spatial_rank = k->spatial_rank;
+    for (int i = 0; i < k->spatial_rank && i < NN__CONV_KEY_SPATIAL_MAX; i++) {
+        d->conv.stride[i] = k->stride[i];
+        d->conv.dilation[i] = k->dilation[i];
+        d->conv.pre_pad[i] = k->pad_lo[i];
+        d->conv.post_pad[i] = k->pad_hi[i];
     }
-    d->conv.mode = (enum nn__conv_graph_mode)p->mode;
-    d->conv.compute = (nn_dtype)k->compute;
-    d->relu = p->activation != 0;
-    d->alpha = p->alpha;
-    d->beta = p->beta;
-    if (p->flags & NN__CONV_KEY_PLAIN) {
+    d->conv.mode = (enum nn__conv_graph_mode)k->mode;
+    d->conv.compute = k->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
+    d->relu = k->relu != 0;
+    d->alpha = k->alpha;
+    d->beta = k->beta;
+    if (k->flags & NN__CONV_KEY_PLAIN) {
         memset(&d->t[NN__CONV_UID_B], 0, sizeof d->t[NN__CONV_UID_B]);
         d->relu = 0;
     }
@@ -543,40 +552,28 @@ nn_status nn__conv_graph_read_params(struct nn_ctx *ctx, cudnnBackendDescriptor_
  * The kinds
  */
 
-const struct nn__cache_kind nn__conv_plan_kind = NN__PLAN_KIND_INIT(nn__cudnn_plan_destroy);
+const struct nn__cache_kind nn__conv_plan_kind = NN__CONV_PLAN_KIND_INIT(nn__cudnn_plan_destroy);
 
 static nn_status kind_build(struct nn_ctx *ctx, const void *key, struct nn__cudnn_graph *g,
                             cudnnBackendDescriptor_t *ops, int *n_ops)
 {
     struct nn__conv_graph d, m;
     if (nn__conv_graph_of_key(key, &d) != 0)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: the key's op %d has no graph",
-                        (int)((const struct nn__plan_key *)key)->op);
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: the key's pass %d has no graph",
+                        (int)((const struct nn__conv_key *)key)->pass);
     NN__TRY(nn__conv_graph_check(ctx, &d));
     NN__TRY(map_to_2d(&d, &m));
     return build_ops(ctx, g, &m, ops, n_ops);
 }
 
-static int kind_has_graph(const void *key)
-{
-    return graph_op_of(((const struct nn__plan_key *)key)->op) != 0;
-}
-
-/* The dtype of the graph's data (its first tensor), which the note filter looks at. */
 static nn_dtype kind_data_dtype(const void *key)
 {
-    const struct nn__plan_key *k = key;
-    for (int i = 0; i < NN__KEY_OPERANDS; i++)
-        if (k->t[i].rank) return (nn_dtype)k->t[i].dtype;
-    return NN_DTYPE_F32;
+    return (nn_dtype)((const struct nn__conv_key *)key)->dtype;
 }
 
 static void kind_settings(const void *key, struct nn__cache_settings *s)
 {
-    const struct nn__plan_key *k = key;
-    s->math_mode = k->math_mode;
-    s->deterministic = k->deterministic;
-    s->workspace_cap = k->workspace_cap;
+    *s = ((const struct nn__conv_key *)key)->s;
 }
 
 static const char *kind_describe(char *buf, size_t cap, const void *key)
@@ -584,6 +581,14 @@ static const char *kind_describe(char *buf, size_t cap, const void *key)
     struct nn__conv_graph d;
     nn__conv_graph_of_key(key, &d);
     return nn__conv_graph_describe(buf, cap, &d);
+}
+
+/* Keys of the cache have a pass (kind 1's keys without one are not imported); this refuses
+ * others before any cuDNN call. */
+static int kind_has_graph(const void *key)
+{
+    int32_t pass = ((const struct nn__conv_key *)key)->pass;
+    return pass >= NN__CONV_PASS_FWD && pass <= NN__CONV_PASS_BWD_FILTER;
 }
 
 const struct nn__graph_kind nn__conv_graph_kind = {

@@ -87,9 +87,9 @@ void nn__conv_graph_bwd_filter(struct nn__conv_graph *d, const struct nn__cudnn_
                                const struct nn__cudnn_tensor *dy, const struct nn__cudnn_tensor *dw,
                                const struct nn__conv_graph_params *c);
 
-/* Check d before a graph is built from it: the op, ranks, matching dtypes, spatial ranks, conv
- * parameters. ctx may be NULL. Returns NN_OK; NN_E_INVALID_ARG or NN_E_DTYPE (the message names
- * the field). */
+/* Check d before a graph is built from it: the op, ranks, matching dtypes, packed layouts (NCHW
+ * or channels-last), spatial ranks, conv parameters. ctx may be NULL. Returns NN_OK;
+ * NN_E_INVALID_ARG or NN_E_DTYPE (the message names the field). */
 nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *d);
 
 /* 1-D parameters as 2-D: a leading spatial dimension with stride 1, dilation 1, no padding.
@@ -100,23 +100,26 @@ void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c);
  * Keys
  */
 
-/* Key flag (struct nn__key_params.flags): the plan is for the graph without its bias and
- * activation, which run after it (a forward whose epilogue no engine fuses); the key is made
- * from the full graph so that it differs from the fused forward's. */
-#define NN__CONV_KEY_PLAIN (1 << 0)
+/* Start key k (zeroed first) of a graph of op (the graph ops are the key's passes) with the conv
+ * parameters c, groups, alpha, beta and the context's settings (math mode, determinism,
+ * workspace cap); the caller sets dtype, the tensors (nn__conv_key_tensor_set()), relu and flags.
+ * The one place a key's common part is made, for the backend's keys and nn__conv_plan_key_of(). */
+void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_graph_op op,
+                        const struct nn__conv_graph_params *c, int64_t groups, double alpha,
+                        double beta);
 
-/* The plan-cache key of graph d under the context's settings (math mode, determinism,
- * workspace cap): every tensor by role (rank, dtype, alignment, dims, strides), the conv
- * parameters, the fused relu, alpha and beta, and the caller's extra flags. d must pass
- * nn__conv_graph_check() (tensors of rank 3..5). */
+/* The plan-cache key of graph d under the context's settings: its tensors by slot (dims, layout,
+ * alignment), the conv parameters, groups (from x's and w's channels), the fused relu, alpha and
+ * beta, and the caller's flags (NN__CONV_KEY_PLAIN or 0). d must pass nn__conv_graph_check()
+ * (tensors of rank 3..5, packed). */
 void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph *d, int32_t flags,
-                          struct nn__plan_key *k);
+                          struct nn__conv_key *k);
 
 /* The graph a key was made from, the inverse of nn__conv_plan_key_of() (with a key flagged
- * NN__CONV_KEY_PLAIN, the graph without bias and activation, which the plan was built for).
- * Returns 0; -1 if the key's op has no graph (the bias-gradient and pooling ops of old plan files,
- * no op). Pure: tested on the CPU. */
-int nn__conv_graph_of_key(const struct nn__plan_key *k, struct nn__conv_graph *d);
+ * NN__CONV_KEY_PLAIN, the graph without bias and relu, which the plan was built for); strides
+ * are the canonical ones of each tensor's layout. Returns 0; -1 if the key's pass is none.
+ * Pure: tested on the CPU. */
+int nn__conv_graph_of_key(const struct nn__conv_key *k, struct nn__conv_graph *d);
 
 /* ---------------------------------------------------------------------------------------------
  * Text and read-back
@@ -138,11 +141,11 @@ nn_status nn__conv_graph_read_params(struct nn_ctx *ctx, cudnnBackendDescriptor_
  * Conv's entries in the cuDNN layer's tables (listed by src/context.c)
  */
 
-/* The cache kind of conv plans: struct nn__plan_key keys (conv_plan_key.h), graph-plan records
- * (NN__PLAN_KIND_INIT with nn__cudnn_plan_destroy). */
+/* The cache kind of conv plans: struct nn__conv_key keys (conv_plan_key.h, kind 7, importing
+ * kind 1), graph-plan records (NN__CONV_PLAN_KIND_INIT with nn__cudnn_plan_destroy). */
 extern const struct nn__cache_kind nn__conv_plan_kind;
 
-/* The graph kind of conv plans: builds the graph of a struct nn__plan_key (all three ops). */
+/* The graph kind of conv plans: builds the graph of a struct nn__conv_key (all three passes). */
 extern const struct nn__graph_kind nn__conv_graph_kind;
 
 #endif

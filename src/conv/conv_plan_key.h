@@ -1,12 +1,15 @@
-/* Conv's plan-cache key (cache kind 1, written to plan files since format 1): every tensor of a
- * conv graph by role, the conv parameters, alpha/beta and the context settings that change the
- * plan, as plain values; its field list, range checks and the key layout of format 1 and 2 plan
- * files; and conv's graph-plan cache kind made of it and the cuDNN layer's graph-plan record
- * (plan_cache.h).
+/* Conv's plan-cache key (cache kind 7): one convolution pass as plain values (the pass, the conv
+ * parameters, the call's four tensors by role, the fused relu, alpha/beta and the context
+ * settings that change a plan); its field list, range checks and conv's graph-plan cache kind made
+ * of it and the cuDNN layer's graph-plan record (plan_cache.h).
  *
- * The layout is the one files of kind 1 hold, retired pooling fields included (they stay 0): a
- * layout change takes a new kind id. Nothing here calls cuDNN, so it builds and is tested in every
- * configuration (the plan-file tests and the fuzzer decode conv's records). */
+ * Files written before kind 7 hold conv's plans under kind 1 (struct nn__conv_key_v1: eight
+ * tensor slots with strides, the retired pooling fields), in format 3 or in the key layout of
+ * format 1 and 2. The kind's legacy hook (struct nn__cache_legacy, cache.h) imports them:
+ * nn__conv_key_import() maps a kind-1 key to a kind-7 key, or refuses it (pooling and
+ * bias-gradient keys, layouts conv no longer makes), and the file loader skips and counts those.
+ * Nothing here calls cuDNN, so it builds and is tested in every configuration (the plan-file tests
+ * and the fuzzer decode conv's records). */
 #ifndef NN_CONV_CONV_PLAN_KEY_H
 #define NN_CONV_CONV_PLAN_KEY_H
 
@@ -20,121 +23,188 @@
 struct nn__plan_reader;
 
 /* ---------------------------------------------------------------------------------------------
- * Keys
+ * The key (kind 7)
  */
 
-/* What the plan computes. Values are written to plan files: append, never renumber. */
-enum nn__op_kind {
-    NN__OP_NONE = 0,
-    NN__OP_CONV_FWD = 1,
-    NN__OP_CONV_BWD_DATA = 2,
-    NN__OP_CONV_BWD_FILTER = 3,
-    /* 4..6 were the bias-gradient and pooling graphs, no longer built (pooling and the bias
-     * gradient run on legacy calls): keys of files may still hold them, nothing looks them up. */
-    NN__OP_CONV_BIAS_GRAD = 4,
-    NN__OP_POOL_FWD = 5,
-    NN__OP_POOL_BWD = 6,
-    NN__OP_KIND_COUNT /* first invalid value */
+/* The cache kind id of conv's graph plans (written to plan files). */
+#define NN__CONV_KIND_ID 7u
+
+/* Which convolution the plan computes. Values are written to plan files. */
+enum nn__conv_pass {
+    NN__CONV_PASS_FWD = 1,       /* y = conv(x, w) [+ b] [relu] */
+    NN__CONV_PASS_BWD_DATA = 2,  /* dx = alpha conv_bwd_data(dy, w) + beta dx */
+    NN__CONV_PASS_BWD_FILTER = 3 /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
 };
 
-/* The key's tensors, by role; the order matches conv's tensor uids (enum nn__conv_uid,
- * conv_graph_cudnn.h: slot i holds uid i + 1). Values are written to plan files. */
-enum nn__key_operand {
-    NN__KEY_X = 0,
-    NN__KEY_W = 1,
-    NN__KEY_Y = 2,
-    NN__KEY_B = 3,
-    NN__KEY_DX = 4,
-    NN__KEY_DW = 5,
-    NN__KEY_DY = 6,
-    NN__KEY_DB = 7,
-    NN__KEY_OPERANDS = 8
+/* The key's tensors by role; the pass says which is a gradient: the input slot is x (forward,
+ * filter gradient) or dx (data gradient), the filter slot w or dw (filter gradient), the output
+ * slot y (forward) or dy (both gradients); only a forward has a bias. Values are written to plan
+ * files. */
+enum nn__conv_slot {
+    NN__CONV_SLOT_IN = 0,
+    NN__CONV_SLOT_FILTER = 1,
+    NN__CONV_SLOT_OUT = 2,
+    NN__CONV_SLOT_BIAS = 3,
+    NN__CONV_SLOTS = 4
 };
 
-#define NN__KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D convolution and pooling */
+#define NN__CONV_KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D */
+#define NN__CONV_KEY_RANK_MAX    5 /* N, C and up to 3 spatial dims */
 
-/* Graph tensors have rank 3..5 (N, C and 1..3 spatial dims; nn__conv_graph_check checks it): the
- * key holds no more, so that a lookup hashes and compares as few bytes as it can. */
-#define NN__KEY_RANK_MAX 5
+/* Key flag (struct nn__conv_key.flags): the plan is for the forward without its bias and relu,
+ * which run after it (a forward whose epilogue no engine fuses); the rest of the key is the full
+ * forward's, so that it differs from the fused forward's key only here. */
+#define NN__CONV_KEY_PLAIN (1 << 0)
 
-/* One tensor of the key. rank 0 = the op has no such tensor (all other fields then 0). */
-struct nn__key_tensor {
-    int32_t rank;                      /* 0..NN__KEY_RANK_MAX */
-    int32_t dtype;                     /* nn_dtype */
-    int64_t alignment;                 /* byte alignment of the data pointer cuDNN is told about */
-    int64_t dims[NN__KEY_RANK_MAX];    /* entries >= rank are 0 */
-    int64_t strides[NN__KEY_RANK_MAX]; /* in elements; entries >= rank are 0 */
+/* One tensor. Conv's tensors are packed, NCHW (row-major) or channels-last, with the canonical
+ * strides of that layout (nn__conv_layout_strides(), conv_internal.h), so dims and the layout
+ * give the strides: the key holds the layout, not the strides. align 0 = the call has no such
+ * tensor (then every field is 0). */
+struct nn__conv_key_tensor {
+    int32_t align; /* byte alignment of the data pointer cuDNN is told about: 1, 2, 4, 8 or 16 */
+    int32_t nhwc;  /* 1: channels-last, 0: NCHW */
+    int64_t dims[NN__CONV_KEY_RANK_MAX]; /* spatial_rank + 2 entries, the rest 0 */
 };
 
-/* Op parameters as plain values. Entries of the spatial arrays >= spatial_rank are 0;
- * fields an op does not have stay 0 (as nn__plan_key_init() leaves them). */
-struct nn__key_params {
-    int32_t spatial_rank; /* 0..NN__KEY_SPATIAL_MAX */
-    int32_t groups;       /* convolution groups (1 = ordinary) */
-    int64_t stride[NN__KEY_SPATIAL_MAX];
-    int64_t dilation[NN__KEY_SPATIAL_MAX];
-    int64_t pad_lo[NN__KEY_SPATIAL_MAX];
-    int64_t pad_hi[NN__KEY_SPATIAL_MAX];
-    int64_t window[NN__KEY_SPATIAL_MAX]; /* pooling window */
-    int32_t mode;                        /* conv: cross-correlation vs convolution (op's enum) */
-    int32_t activation;                  /* fused activation (op's enum), 0 = none */
-    int32_t pool_mode;                   /* max / average with or without padding (op's enum) */
-    int32_t flags;                       /* op-specific extra bits */
+/* The value key. Zero it (memset) before filling it, so that entries a key does not use hold 0:
+ * equality and hashing go over the field list, never over padding bytes (there is none). Every
+ * value is written to plan files. */
+struct nn__conv_key {
+    int32_t pass;         /* enum nn__conv_pass */
+    int32_t dtype;        /* nn_dtype of every tensor (accumulation: f64 for f64, else f32) */
+    int32_t spatial_rank; /* 1..3 */
+    int32_t mode;         /* enum nn__conv_graph_mode: 0 cross-correlation, 1 convolution */
+    int32_t relu;         /* forward: fused relu (0 or 1) */
+    int32_t flags;        /* NN__CONV_KEY_PLAIN (forward only) */
+    int64_t groups;       /* >= 1 */
+    int64_t stride[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t dilation[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t pad_lo[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t pad_hi[NN__CONV_KEY_SPATIAL_MAX];
     /* Blend factors baked into the plan (out = alpha * result + beta * out). Compared and
      * hashed by bit pattern, so -0.0 and 0.0 are different keys. */
     double alpha, beta;
+    struct nn__cache_settings s; /* math mode, determinism, workspace cap */
+    struct nn__conv_key_tensor t[NN__CONV_SLOTS];
 };
 
-/* The value key. Build with nn__plan_key_init() first, so that the entries a key does not use
- * (named above) hold 0: equality and hashing go over every field of nn__plan_key_fields (the cache
- * kind's field list), never over padding bytes. Every value is written to plan files. */
-struct nn__plan_key {
-    int32_t op;             /* enum nn__op_kind */
-    int32_t compute;        /* accumulation nn_dtype (F32 for f32/f16/bf16 data, F64 for f64) */
-    int32_t math_mode;      /* nn_math_mode */
-    int32_t deterministic;  /* 0 or 1 */
-    uint64_t workspace_cap; /* bytes, 0 = no cap */
-    struct nn__key_tensor t[NN__KEY_OPERANDS];
-    struct nn__key_params p;
-};
+/* The layout of a tensor of rank 3..5 with these dims and strides as a key tensor: 1 if the
+ * strides are exactly channels-last's, else 0 (the caller passes packed tensors only). */
+int32_t nn__conv_key_layout(int rank, const int64_t *dims, const int64_t *strides);
 
-/* Zero every field (and padding byte). */
-void nn__plan_key_init(struct nn__plan_key *k);
+/* Fill key tensor kt (zeroed) with rank dims (3..5), the layout of strides and the alignment. */
+void nn__conv_key_tensor_set(struct nn__conv_key_tensor *kt, int rank, const int64_t *dims,
+                             const int64_t *strides, int64_t alignment);
 
-/* Field-wise equality (the cache's). */
-int nn__plan_key_equal(const struct nn__plan_key *a, const struct nn__plan_key *b);
+/* The strides of key tensor kt of rank spatial_rank + 2 (its layout's canonical ones). */
+void nn__conv_key_strides(const struct nn__conv_key_tensor *kt, int rank, int64_t *strides);
 
-/* 64-bit hash over the same fields; equal keys give equal hashes. */
-uint64_t nn__plan_key_hash(const struct nn__plan_key *k);
+/* Field-wise equality and hash (the cache's); equal keys give equal hashes. */
+int nn__conv_key_equal(const struct nn__conv_key *a, const struct nn__conv_key *b);
+uint64_t nn__conv_key_hash(const struct nn__conv_key *k);
 
-/* Check that every field is in range (op, dtype, ranks, dims >= 1, strides >= 0, unused entries
- * 0, ...).
+/* Check that every field is in range: the pass, dtype, ranks, dims >= 1, the slots the pass has
+ * and no other, alignments, the parameters, unused entries 0, the settings.
  * Returns NULL if valid, else a static description of the first bad field. Used on keys read
- * from files; the graph layer's keys come from validated tensors. */
-const char *nn__plan_key_invalid(const struct nn__plan_key *k);
+ * from files (and on imported ones); the backend's keys come from validated tensors. */
+const char *nn__conv_key_invalid(const struct nn__conv_key *k);
 
-/* The cache kind id of conv's graph plans (written to plan files). */
-#define NN__PLAN_KIND_ID 1u
+/* The field list and the check of the key, for the kind. */
+extern const struct nn__field nn__conv_key_fields[];
+const char *nn__conv_kind_key_invalid(const void *key);
 
-/* The field list and the checks of the key, for the kind. */
-extern const struct nn__field nn__plan_key_fields[];
-const char *nn__plan_kind_key_invalid(const void *key);
+/* ---------------------------------------------------------------------------------------------
+ * The retired key of kind 1 (files written before kind 7), imported
+ */
 
-/* The kind's reader of format 1 and 2 files' key layout (struct nn__cache_kind.read_v2_key):
- * the fields in the key's order, each array only as far as its rank, range-checked as they are
- * read; *skip is set for the keys of pooling records, which nothing uses. */
-int nn__plan_kind_read_v2_key(struct nn__plan_reader *r, void *key, int *skip);
+#define NN__CONV_KIND_V1_ID 1u
+
+/* What a kind-1 key's plan computed. 4..6 were the bias-gradient and pooling graphs: their
+ * records are not imported. */
+enum nn__conv_v1_op {
+    NN__CONV_V1_FWD = 1,
+    NN__CONV_V1_BWD_DATA = 2,
+    NN__CONV_V1_BWD_FILTER = 3,
+    NN__CONV_V1_BIAS_GRAD = 4,
+    NN__CONV_V1_POOL_FWD = 5,
+    NN__CONV_V1_POOL_BWD = 6,
+    NN__CONV_V1_OP_COUNT /* first invalid value */
+};
+
+/* Its eight tensor slots (slot i held tensor uid i + 1): x, w, y, b, dx, dw, dy, db. */
+enum nn__conv_v1_slot {
+    NN__CONV_V1_X = 0,
+    NN__CONV_V1_W = 1,
+    NN__CONV_V1_Y = 2,
+    NN__CONV_V1_B = 3,
+    NN__CONV_V1_DX = 4,
+    NN__CONV_V1_DW = 5,
+    NN__CONV_V1_DY = 6,
+    NN__CONV_V1_DB = 7,
+    NN__CONV_V1_SLOTS = 8
+};
+
+/* One tensor: rank 0 = absent (all other fields then 0). */
+struct nn__conv_v1_tensor {
+    int32_t rank; /* 0..NN__CONV_KEY_RANK_MAX */
+    int32_t dtype;
+    int64_t alignment;
+    int64_t dims[NN__CONV_KEY_RANK_MAX];    /* entries >= rank are 0 */
+    int64_t strides[NN__CONV_KEY_RANK_MAX]; /* in elements; entries >= rank are 0 */
+};
+
+struct nn__conv_v1_params {
+    int32_t spatial_rank; /* 0..3 */
+    int32_t groups;
+    int64_t stride[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t dilation[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t pad_lo[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t pad_hi[NN__CONV_KEY_SPATIAL_MAX];
+    int64_t window[NN__CONV_KEY_SPATIAL_MAX]; /* pooling */
+    int32_t mode, activation, pool_mode, flags;
+    double alpha, beta;
+};
+
+/* The kind-1 key, in the layout its files hold (zero it before filling it). */
+struct nn__conv_key_v1 {
+    int32_t op;      /* enum nn__conv_v1_op */
+    int32_t compute; /* accumulation nn_dtype */
+    int32_t math_mode;
+    int32_t deterministic;
+    uint64_t workspace_cap;
+    struct nn__conv_v1_tensor t[NN__CONV_V1_SLOTS];
+    struct nn__conv_v1_params p;
+};
+
+/* Its field list (format 3 records of kind 1) and range check (NULL if valid). */
+extern const struct nn__field nn__conv_key_v1_fields[];
+const char *nn__conv_key_v1_invalid(const struct nn__conv_key_v1 *k);
+
+/* Map a kind-1 key (valid by nn__conv_key_v1_invalid()) to the kind-7 key of the same plan.
+ * Returns 1, or 0 when it has none: the pooling and bias-gradient ops, tensors that are not
+ * conv's packed layouts, or values kind 7 does not hold (a compute type other than the one the
+ * dtype implies, pooling fields, other flags). */
+int nn__conv_key_import(const struct nn__conv_key_v1 *old, struct nn__conv_key *k);
+
+/* The legacy hooks of the kind (struct nn__cache_legacy): the kind-1 key of format 3, the key
+ * layout of format 1 and 2 files (each array only as far as its rank, range-checked as it is
+ * read), and the import. */
+extern const struct nn__cache_legacy nn__conv_kind_legacy;
+
+/* ---------------------------------------------------------------------------------------------
+ * The kind
+ */
 
 /* Conv's graph-plan cache kind, with destroy_fn the destroy callback of its live plans (the cuDNN
  * layer's nn__cudnn_plan_destroy in conv_graph_cudnn.c; a test's stand-in elsewhere). */
-#define NN__PLAN_KIND_INIT(destroy_fn)                                                             \
+#define NN__CONV_PLAN_KIND_INIT(destroy_fn)                                                        \
     {                                                                                              \
-        .id = NN__PLAN_KIND_ID, .name = "graph plan", .key_size = sizeof(struct nn__plan_key),     \
-        .key_fields = nn__plan_key_fields, .record_size = sizeof(struct nn__plan_record),          \
+        .id = NN__CONV_KIND_ID, .name = "conv plan", .key_size = sizeof(struct nn__conv_key),      \
+        .key_fields = nn__conv_key_fields, .record_size = sizeof(struct nn__plan_record),          \
         .record_fields = nn__plan_record_fields, .blob_max = NN__PLAN_JSON_MAX,                    \
-        .key_invalid = nn__plan_kind_key_invalid, .record_invalid = nn__plan_kind_record_invalid,  \
+        .key_invalid = nn__conv_kind_key_invalid, .record_invalid = nn__plan_kind_record_invalid,  \
         .bind_blob = nn__plan_kind_bind_json, .destroy = (destroy_fn),                             \
-        .read_v2_key = nn__plan_kind_read_v2_key                                                   \
+        .legacy = &nn__conv_kind_legacy                                                            \
     }
 
 #endif

@@ -114,7 +114,13 @@ static const char *kind_invalid(const struct nn__cache_kind *k)
     if (k->blob_max > NN__CACHE_BLOB_MAX) return "blob_max exceeds 256 KiB";
     const char *bad = fields_invalid(k->key_fields, k->key_size);
     if (bad) return bad;
-    return fields_invalid(k->record_fields, k->record_size);
+    bad = fields_invalid(k->record_fields, k->record_size);
+    if (bad || !k->legacy) return bad;
+    const struct nn__cache_legacy *l = k->legacy;
+    if (l->id < 1 || l->id > NN__CACHE_KIND_ID_MAX || l->id == k->id)
+        return "has a legacy id outside 1..63 or equal to its own";
+    if (!l->import) return "has a legacy layout without an import";
+    return fields_invalid(l->key_fields, l->key_size);
 }
 
 static int run_cmp(const void *a, const void *b)
@@ -420,6 +426,13 @@ const struct nn__cache_kind *nn__cache_kind_of(const struct nn__cache *c, uint32
     return s ? s->kind : NULL;
 }
 
+const struct nn__cache_kind *nn__cache_kind_importing(const struct nn__cache *c, uint32_t id)
+{
+    for (int i = 0; i < c->nkinds; i++)
+        if (c->table[i]->legacy && c->table[i]->legacy->id == id) return c->table[i];
+    return NULL;
+}
+
 nn_status nn__cache_create(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n,
                            int capacity, struct nn__cache **out)
 {
@@ -431,8 +444,12 @@ nn_status nn__cache_create(struct nn_ctx *ctx, const struct nn__cache_kind *cons
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache: no table for %d kinds", n);
     for (int i = 0; i < n; i++) {
         const char *bad = table[i] ? kind_invalid(table[i]) : "is NULL";
-        for (int j = 0; !bad && j < i; j++)
-            if (table[j]->id == table[i]->id) bad = "repeats the id of an earlier kind";
+        for (int j = 0; !bad && j < n; j++) {
+            if (j < i && table[j] && table[j]->id == table[i]->id)
+                bad = "repeats the id of an earlier kind";
+            else if (table[j] && table[i]->legacy && table[j]->id == table[i]->legacy->id)
+                bad = "has a legacy id that is a kind of the table";
+        }
         if (bad)
             return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache: kind %d (%s) %s", i,
                             table[i] && table[i]->name ? table[i]->name : "?", bad);
@@ -490,8 +507,10 @@ void *nn__cache_lookup(struct nn__cache *c, uint32_t kind, const void *key,
         return NULL;
     }
     c->stats.hits++;
-    list_unlink(e);
-    list_push_front(&c->live.list, e);
+    if (c->live.list.next != e) { /* a loop over one shape hits the newest entry */
+        list_unlink(e);
+        list_push_front(&c->live.list, e);
+    }
     return e->live;
 }
 

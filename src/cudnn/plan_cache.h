@@ -88,9 +88,9 @@ const char *nn__plan_kind_record_invalid(const void *record, uint32_t blob_len);
 void nn__plan_kind_bind_json(void *record, const char *blob, uint32_t blob_len);
 
 /* The generic cache's calls for graph-plan entries of cache kind kind (the id of a kind made
- * with NN__PLAN_KIND_INIT, whose keys key points to): the record's JSON is the entry's blob, and
- * records handed out have json pointing at the cache's NUL-terminated copy. See cache.h for each
- * call's contract; the record checks are nn__plan_record_invalid()'s. */
+ * with the record fields and hooks below, whose keys key points to): the record's JSON is the
+ * entry's blob, and records handed out have json pointing at the cache's NUL-terminated copy. See
+ * cache.h for each call's contract; the record checks are nn__plan_record_invalid()'s. */
 void *nn__plan_cache_lookup(struct nn__cache *c, uint32_t kind, const void *key,
                             const struct nn__plan_record **rec);
 int nn__plan_cache_is_live(const struct nn__cache *c, uint32_t kind, const void *key);

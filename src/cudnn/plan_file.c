@@ -16,14 +16,17 @@
  *                element at its field's width
  *            the record, likewise, by the kind's record field list
  *            u32 blob_len (<= the kind's blob_max), blob_len bytes
- *            A record of a kind the reading process does not have is skipped whole (counted as
- *            skipped); for a kind it has, the body must be exactly what the field lists take.
+ *            A record of a kind the reading process does not have (nor imports) is skipped
+ *            whole (counted as skipped); for a kind it has, the body must be exactly what the
+ *            field lists take.
  *   trailer  u64 FNV-1a 64 of every byte before it
  *
- * Versions 1 and 2 (before the cache knew more than one kind) had graph-plan records only, in
- * their own layout (read_v2_record() below, the key read by the kind's read_v2_key hook); they
- * load as known records of that kind, except those the hook says nothing uses (skipped and
- * counted). Without such a kind they are skipped whole.
+ * A kind with a legacy hook (struct nn__cache_legacy) takes over the records of a retired kind id:
+ * their keys are read in the retired layout, checked and imported (a key with no import is
+ * skipped and counted). Versions 1 and 2 (before the cache knew more than one kind) had graph-plan
+ * records only, in their own layout (read_v2_record() below, the key read by the legacy hook's
+ * read_v2_key); they are imported the same way into the kind whose hook reads them, or skipped
+ * whole without one.
  *
  * The decoder trusts nothing: each read is bounds-checked against the file and each value
  * range-checked (by the kind's hooks), and any failure names the field and its byte offset. */
@@ -318,17 +321,17 @@ static int record_ok(struct nn__plan_reader *r, const struct nn__plan_record *re
     return problem ? bad(r, at, field, problem) : 1;
 }
 
-/* A version 1 or 2 record: a graph-plan key (in the layout kind reads) and record in the layout of
- * those versions. */
+/* A version 1 or 2 record: a graph-plan key in the layout of kind's legacy hook (read into key, a
+ * buffer of the legacy key's size) and a record in the layout of those versions. */
 static int read_v2_record(struct nn__plan_reader *r, const struct nn__cache_kind *kind, void *key,
-                          int *skip, struct nn__plan_record *rec)
+                          struct nn__plan_record *rec)
 {
     uint32_t body;
     if (!get_u32(r, "body length", &body)) return 0;
     size_t start = r->pos;
     if (!need(r, body, "record body")) return 0;
     nn__plan_record_init(rec);
-    if (!kind->read_v2_key(r, key, skip) || !get_i64(r, "engine", &rec->tuned.engine) ||
+    if (!kind->legacy->read_v2_key(r, key) || !get_i64(r, "engine", &rec->tuned.engine) ||
         !get_u64(r, "workspace", &rec->workspace))
         return 0;
     if (rec->tuned.engine < 0) return bad(r, r->pos - 16, "engine", "engine index is negative");
@@ -419,19 +422,27 @@ static int same_identity(const struct header *h, uint64_t cudnn_version,
            strncmp(h->gpu.name, gpu->name, NN__GPU_NAME_MAX - 1) == 0;
 }
 
-/* One version-3 record of a kind the cache has, after its kind id: key, record and blob, decoded
- * into buffers of kind's sizes (zeroed by the caller) and range-checked by the kind's hooks.
- * body is the body length, start its first byte. */
+/* How a record's key is laid out: the kind's own, or the retired one its legacy hook imports. */
+struct key_layout {
+    size_t size;
+    const struct nn__field *fields;
+    const char *(*invalid)(const void *key);
+};
+
+/* One version-3 record of a kind the cache has (or imports), after its kind id: key (in layout
+ * kl), record and blob, decoded into buffers of their sizes (zeroed by the caller) and
+ * range-checked by the hooks. body is the body length, start its first byte. */
 static int read_v3_fields(struct nn__plan_reader *r, const struct nn__cache_kind *kind,
-                          uint32_t body, size_t start, void *key, void *rec, uint32_t *blob_len)
+                          const struct key_layout *kl, uint32_t body, size_t start, void *key,
+                          void *rec, uint32_t *blob_len)
 {
-    size_t klen = nn__field_list_encoded_size(kind->key_fields),
+    size_t klen = nn__field_list_encoded_size(kl->fields),
            rlen = nn__field_list_encoded_size(kind->record_fields);
     if (!need(r, klen, "key")) return 0;
     size_t at = r->pos;
-    nn__field_list_decode(kind->key_fields, r->buf + r->pos, key);
+    nn__field_list_decode(kl->fields, r->buf + r->pos, key);
     r->pos += klen;
-    const char *problem = kind->key_invalid ? kind->key_invalid(key) : NULL;
+    const char *problem = kl->invalid ? kl->invalid(key) : NULL;
     if (problem) return bad(r, at, "key", problem);
     if (!need(r, rlen, "record")) return 0;
     size_t rec_at = r->pos;
@@ -481,20 +492,34 @@ static int read_v3_record(struct nn__plan_reader *r, struct nn__cache *c, struct
     size_t start = r->pos;
     if (!need(r, body, "record body") || !get_u32(r, "kind", &id)) return 0;
     const struct nn__cache_kind *kind = nn__cache_kind_of(c, id);
+    const struct nn__cache_legacy *old = NULL;
+    if (!kind && (kind = nn__cache_kind_importing(c, id))) old = kind->legacy;
     if (!kind) {
         if (body < 4) return bad(r, start - 4, "body length", "is shorter than the kind id");
         r->pos = start + body;
         s->skipped++;
         return 1;
     }
-    unsigned char *key = nn__host_calloc(1, kind->key_size + kind->record_size);
+    struct key_layout kl = {kind->key_size, kind->key_fields, kind->key_invalid};
+    if (old) kl = (struct key_layout){old->key_size, old->key_fields, old->key_invalid};
+    /* One buffer: the key as read, the record, and (for a retired layout) the imported key. */
+    size_t at_rec = kl.size, at_new = at_rec + kind->record_size;
+    unsigned char *key = nn__host_calloc(1, at_new + (old ? kind->key_size : 0));
     if (!key) {
         r->status = NN__FAIL(r->ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", r->what);
         return 0;
     }
     uint32_t blob_len = 0;
-    int ok = read_v3_fields(r, kind, body, start, key, key + kind->key_size, &blob_len) &&
-             add(r, s, id, key, key + kind->key_size, (const char *)r->buf + r->pos - blob_len,
+    int ok = read_v3_fields(r, kind, &kl, body, start, key, key + at_rec, &blob_len);
+    const unsigned char *k = key;
+    if (ok && old) {
+        k = key + at_new;
+        if (!old->import(key, key + at_new)) k = NULL;
+    }
+    if (ok && !k)
+        s->skipped++;
+    else if (ok)
+        ok = add(r, s, kind->id, k, key + at_rec, (const char *)r->buf + r->pos - blob_len,
                  blob_len);
     nn__host_free(key);
     return ok;
@@ -510,18 +535,19 @@ static int read_record(struct nn__plan_reader *r, struct nn__cache *c, struct si
         s->skipped++;
         return 1;
     }
-    unsigned char *key = nn__host_calloc(1, r->v2_kind->key_size);
+    const struct nn__cache_kind *kind = r->v2_kind;
+    size_t old_size = kind->legacy->key_size;
+    unsigned char *key = nn__host_calloc(1, old_size + kind->key_size);
     if (!key) {
         r->status = NN__FAIL(r->ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", r->what);
         return 0;
     }
     struct nn__plan_record rec;
-    int skip = 0;
-    int ok = read_v2_record(r, r->v2_kind, key, &skip, &rec);
-    if (ok && skip)
+    int ok = read_v2_record(r, kind, key, &rec);
+    if (ok && !kind->legacy->import(key, key + old_size))
         s->skipped++;
     else if (ok)
-        ok = add(r, s, r->v2_kind->id, key, &rec, rec.json, rec.json_len);
+        ok = add(r, s, kind->id, key + old_size, &rec, rec.json, rec.json_len);
     nn__host_free(key);
     return ok;
 }
@@ -531,7 +557,7 @@ static const struct nn__cache_kind *v2_kind_of(const struct nn__cache *c)
 {
     for (uint32_t id = 1; id <= NN__CACHE_KIND_ID_MAX; id++) {
         const struct nn__cache_kind *k = nn__cache_kind_of(c, id);
-        if (k && k->read_v2_key) return k;
+        if (k && k->legacy && k->legacy->read_v2_key) return k;
     }
     return NULL;
 }

@@ -27,9 +27,10 @@ nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__cache *c,
                                unsigned char **out, size_t *out_len);
 
 /* Parse a whole file image (format version 1, 2 or 3). If it is well formed, its records are added
- * to c's known records; records of another cuDNN version or GPU, of a kind c does not have, and the
- * version 1 and 2 records that the kind reading them says nothing uses are skipped and counted,
- * not added.
+ * to c's known records; records of a retired kind id that a kind of c takes over (its legacy hook,
+ * cache.h), and version 1 and 2 records, are imported into that kind. Records of another cuDNN
+ * version or GPU, of a kind c neither has nor imports, and those whose key the import refuses are
+ * skipped and counted, not added.
  * Otherwise nothing is added and NN_E_FORMAT names the field and its byte offset. what names the
  * source in messages (the path). Returns NN_OK; NN_E_FORMAT; NN_E_OOM_HOST (nothing added). */
 nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const char *what,
@@ -53,7 +54,7 @@ nn_status nn__plan_file_load(struct nn_ctx *ctx, struct nn__cache *c, const char
                              uint64_t cudnn_version, const struct nn__gpu_id *gpu);
 
 /* ---------------------------------------------------------------------------------------------
- * Reading a kind's own layout (struct nn__cache_kind.read_v2_key)
+ * Reading a retired key layout (struct nn__cache_legacy.read_v2_key)
  */
 
 /* The decoder's position in a file. Each call reads one little-endian field named field (for the

@@ -10,47 +10,84 @@
 #include "cudnn/plan_cache.h"
 #include "cudnn/plan_file.h"
 
-/* A 2-D convolution key whose batch size is the seed, so seeds give distinct keys; seeds that
- * are multiples of 5 also have a bias operand. */
-static inline struct nn__plan_key fx_key(int seed)
+/* A 2-D convolution key whose batch size is the seed, so seeds give distinct keys: the three
+ * passes in turn (their tensors in their slots), odd seeds channels-last, seeds that are multiples
+ * of 5 a forward with a bias. */
+static inline struct nn__conv_key fx_key(int seed)
 {
-    struct nn__plan_key k;
-    nn__plan_key_init(&k);
-    k.op = NN__OP_CONV_FWD + seed % 3;
-    k.compute = NN_DTYPE_F32;
-    k.math_mode = NN_MATH_TF32;
-    k.deterministic = seed % 2;
-    k.workspace_cap = (uint64_t)1 << 30;
-    const int64_t x[4] = {1 + seed, 3, 32, 32}, w[4] = {8, 3, 3, 3}, y[4] = {1 + seed, 8, 30, 30};
-    const int64_t *dims[3] = {x, w, y};
+    struct nn__conv_key k;
+    memset(&k, 0, sizeof k);
+    k.pass = NN__CONV_PASS_FWD + (seed + 2) % 3; /* seed 1 a forward: the file tests' offsets */
+    k.dtype = NN_DTYPE_F32;
+    k.spatial_rank = 2;
+    k.groups = 1;
+    for (int i = 0; i < 2; i++)
+        k.stride[i] = k.dilation[i] = 1;
+    k.alpha = 1.0;
+    k.s.math_mode = NN_MATH_TF32;
+    k.s.deterministic = seed % 2;
+    k.s.workspace_cap = (uint64_t)1 << 30;
+    const int64_t in[4] = {1 + seed, 3, 32, 32}, filt[4] = {8, 3, 3, 3},
+                  out[4] = {1 + seed, 8, 30, 30};
+    const int64_t *dims[3] = {in, filt, out};
     for (int i = 0; i < 3; i++) {
-        k.t[i].rank = 4;
-        k.t[i].dtype = NN_DTYPE_F32;
-        k.t[i].alignment = 16;
-        int64_t s = 1;
-        for (int d = 3; d >= 0; d--) {
-            k.t[i].dims[d] = dims[i][d];
-            k.t[i].strides[d] = s;
-            s *= dims[i][d];
-        }
+        k.t[i].align = 16;
+        k.t[i].nhwc = seed % 2;
+        memcpy(k.t[i].dims, dims[i], sizeof in);
     }
-    k.p.spatial_rank = 2;
-    for (int i = 0; i < 2; i++) {
-        k.p.stride[i] = 1;
-        k.p.dilation[i] = 1;
-    }
-    k.p.groups = 1;
-    k.p.alpha = 1.0;
     if (seed % 5 == 0) {
-        struct nn__key_tensor *b = &k.t[NN__KEY_B];
-        b->rank = 4;
-        b->dtype = NN_DTYPE_F32;
-        b->alignment = 16;
-        const int64_t bd[4] = {1, 8, 1, 1}, bs[4] = {8, 1, 1, 1};
+        k.pass = NN__CONV_PASS_FWD;
+        struct nn__conv_key_tensor *b = &k.t[NN__CONV_SLOT_BIAS];
+        b->align = 16;
+        b->nhwc = seed % 2;
+        const int64_t bd[4] = {1, 8, 1, 1};
         memcpy(b->dims, bd, sizeof bd);
-        memcpy(b->strides, bs, sizeof bs);
     }
     return k;
+}
+
+/* The kind-1 key (the layout of files written before kind 7) that imports as k: the inverse of
+ * nn__conv_key_import(), for writing old files. */
+static inline struct nn__conv_key_v1 fx_key_v1(const struct nn__conv_key *k)
+{
+    static const int slot_of[4][NN__CONV_SLOTS] = {
+        {0},
+        {NN__CONV_V1_X, NN__CONV_V1_W, NN__CONV_V1_Y, NN__CONV_V1_B},
+        {NN__CONV_V1_DX, NN__CONV_V1_W, NN__CONV_V1_DY, -1},
+        {NN__CONV_V1_X, NN__CONV_V1_DW, NN__CONV_V1_DY, -1},
+    };
+    struct nn__conv_key_v1 o;
+    memset(&o, 0, sizeof o);
+    o.op = k->pass;
+    o.compute = k->dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
+    o.math_mode = k->s.math_mode;
+    o.deterministic = k->s.deterministic;
+    o.workspace_cap = k->s.workspace_cap;
+    int rank = k->spatial_rank + 2;
+    for (int i = 0; i < NN__CONV_SLOTS; i++) {
+        int to = slot_of[k->pass][i];
+        if (to < 0 || !k->t[i].align) continue;
+        struct nn__conv_v1_tensor *t = &o.t[to];
+        t->rank = rank;
+        t->dtype = k->dtype;
+        t->alignment = k->t[i].align;
+        memcpy(t->dims, k->t[i].dims, sizeof t->dims);
+        nn__conv_key_strides(&k->t[i], rank, t->strides);
+    }
+    o.p.spatial_rank = k->spatial_rank;
+    o.p.groups = (int32_t)k->groups;
+    for (int i = 0; i < k->spatial_rank; i++) {
+        o.p.stride[i] = k->stride[i];
+        o.p.dilation[i] = k->dilation[i];
+        o.p.pad_lo[i] = k->pad_lo[i];
+        o.p.pad_hi[i] = k->pad_hi[i];
+    }
+    o.p.mode = k->mode;
+    o.p.activation = k->relu;
+    o.p.flags = k->flags;
+    o.p.alpha = k->alpha;
+    o.p.beta = k->beta;
+    return o;
 }
 
 /* A record with seed-dependent engine, knobs, workspace, time, build time, (for odd seeds) JSON
@@ -125,12 +162,39 @@ static inline void fx_destroy_thunk(void *plan)
     if (fx_plan_destroy) fx_plan_destroy(plan);
 }
 
-static const struct nn__cache_kind fx_plan_kind = NN__PLAN_KIND_INIT(fx_destroy_thunk);
+static const struct nn__cache_kind fx_plan_kind = NN__CONV_PLAN_KIND_INIT(fx_destroy_thunk);
 static const struct nn__cache_kind *const fx_kinds[] = {&fx_plan_kind};
 
 static inline nn_status fx_cache_create(struct nn_ctx *ctx, int capacity, struct nn__cache **out)
 {
     return nn__cache_create(ctx, fx_kinds, 1, capacity, out);
+}
+
+/* Kind 1 as the builds before kind 7 registered it (kind-1 keys, graph-plan records), to write
+ * the files they wrote: a cache of it encodes format 3 records of kind 1. */
+static const char *fx_v1_key_invalid(const void *key)
+{
+    return nn__conv_key_v1_invalid(key);
+}
+
+static const struct nn__cache_kind fx_v1_kind = {
+    .id = NN__CONV_KIND_V1_ID,
+    .name = "graph plan",
+    .key_size = sizeof(struct nn__conv_key_v1),
+    .key_fields = nn__conv_key_v1_fields,
+    .record_size = sizeof(struct nn__plan_record),
+    .record_fields = nn__plan_record_fields,
+    .blob_max = NN__PLAN_JSON_MAX,
+    .key_invalid = fx_v1_key_invalid,
+    .record_invalid = nn__plan_kind_record_invalid,
+    .bind_blob = nn__plan_kind_bind_json,
+    .destroy = fx_destroy_thunk,
+};
+static const struct nn__cache_kind *const fx_v1_kinds[] = {&fx_v1_kind};
+
+static inline nn_status fx_v1_cache_create(struct nn_ctx *ctx, int capacity, struct nn__cache **out)
+{
+    return nn__cache_create(ctx, fx_v1_kinds, 1, capacity, out);
 }
 
 /* Plan files: FNV-1a 64, the file's checksum. */
@@ -174,7 +238,7 @@ static inline void fx_v2_put_f64(struct fx_v2 *w, double d)
     fx_v2_put(w, u, 8);
 }
 
-static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
+static inline void fx_v2_body(struct fx_v2 *w, const struct nn__conv_key_v1 *k,
                               const struct nn__plan_record *r)
 {
     fx_v2_put(w, (uint32_t)k->op, 4);
@@ -182,8 +246,8 @@ static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
     fx_v2_put(w, (uint32_t)k->math_mode, 4);
     fx_v2_put(w, (uint32_t)k->deterministic, 4);
     fx_v2_put(w, k->workspace_cap, 8);
-    for (int i = 0; i < NN__KEY_OPERANDS; i++) {
-        const struct nn__key_tensor *t = &k->t[i];
+    for (int i = 0; i < NN__CONV_V1_SLOTS; i++) {
+        const struct nn__conv_v1_tensor *t = &k->t[i];
         fx_v2_put(w, (uint32_t)t->rank, 4);
         fx_v2_put(w, t->rank ? (uint32_t)t->dtype : 0, 4);
         fx_v2_put(w, t->rank ? (uint64_t)t->alignment : 0, 8);
@@ -192,7 +256,7 @@ static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
             fx_v2_put(w, (uint64_t)t->strides[d], 8);
         }
     }
-    const struct nn__key_params *p = &k->p;
+    const struct nn__conv_v1_params *p = &k->p;
     fx_v2_put(w, (uint32_t)p->spatial_rank, 4);
     fx_v2_put(w, (uint32_t)p->groups, 4);
     for (int i = 0; i < p->spatial_rank; i++) {
@@ -228,9 +292,17 @@ static inline void fx_v2_body(struct fx_v2 *w, const struct nn__plan_key *k,
     }
 }
 
-static inline int fx_v2_record(void *arg, const void *key, const struct nn__plan_record *r)
+/* A record of kind 1 as it is, one of kind 7 as its kind-1 key. */
+static inline int fx_v2_record(void *arg, const struct nn__cache_kind *kind, const void *key,
+                               const struct nn__cache_view *v)
 {
-    const struct nn__plan_key *k = key;
+    struct nn__conv_key_v1 old;
+    const struct nn__conv_key_v1 *k = key;
+    if (kind->id == NN__CONV_KIND_ID) {
+        old = fx_key_v1(key);
+        k = &old;
+    }
+    const struct nn__plan_record *r = v->record;
     struct fx_v2 *w = arg;
     struct fx_v2 sizer = {NULL, 0, 0};
     fx_v2_body(&sizer, k, r);
@@ -255,11 +327,11 @@ static inline void fx_v2_all(struct fx_v2 *w, const struct nn__cache *c, uint64_
     if (w->buf) memcpy(w->buf + w->pos, gpu->name, name_len);
     w->pos += name_len;
     fx_v2_put(w, count, 4);
-    nn__plan_cache_visit(c, NN__PLAN_KIND_ID, fx_v2_record, w);
+    nn__cache_visit(c, fx_v2_record, w);
 }
 
-/* The version-2 image of c's graph-plan records (in nn__plan_cache_visit() order), in a malloc'd
- * buffer of *len bytes. */
+/* The version-2 image of c's conv records (kind 7 or 1, in nn__cache_visit() order), in a
+ * malloc'd buffer of *len bytes. */
 static inline unsigned char *fx_plan_file_v2(const struct nn__cache *c, uint64_t cudnn_version,
                                              const struct nn__gpu_id *gpu, size_t *len)
 {

@@ -138,10 +138,10 @@ Test(cache, kinds_share_the_lru_but_not_entries)
 
     /* The same bytes under another kind id are another entry (a key of that kind's size that starts
      * with them); an unknown kind finds nothing. */
-    struct nn__plan_key same_bytes;
+    struct nn__conv_key same_bytes;
     memset(&same_bytes, 0, sizeof same_bytes);
     memcpy(&same_bytes, &k, sizeof k);
-    cr_expect_null(nn__cache_lookup(c, NN__PLAN_KIND_ID, &same_bytes, NULL));
+    cr_expect_null(nn__cache_lookup(c, NN__CONV_KIND_ID, &same_bytes, NULL));
     cr_expect_null(nn__cache_lookup(c, 2, &k, NULL));
     cr_expect_eq(nn__cache_insert(NULL, c, 2, &k, &r, NULL, 0, &live_token[1]), NN_E_INVALID_ARG);
 
@@ -149,9 +149,9 @@ Test(cache, kinds_share_the_lru_but_not_entries)
      * kept as a known record, its object destroyed by its own kind. */
     char json[64];
     for (int s = 1; s <= 3; s++) {
-        struct nn__plan_key pk = fx_key(s);
+        struct nn__conv_key pk = fx_key(s);
         struct nn__plan_record pr = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &pk, &pr, &live_token[1 + s]),
+        cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &pk, &pr, &live_token[1 + s]),
                      NN_OK);
     }
     cr_expect_eq(probe_destroyed, 1);
@@ -243,9 +243,9 @@ Test(cache, plan_file_carries_every_kind)
         struct probe_key k = probe_key(s, 0x5A);
         struct probe_record r = probe_record(s);
         cr_assert_eq(nn__cache_add_known(NULL, c, 9, &k, &r, "xyz", (uint32_t)(s % 2) * 3), NN_OK);
-        struct nn__plan_key pk = fx_key(s);
+        struct nn__conv_key pk = fx_key(s);
         struct nn__plan_record pr = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &pk, &pr), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &pk, &pr), NN_OK);
     }
     struct nn__gpu_id gpu = fx_gpu();
     unsigned char *buf;
@@ -265,9 +265,9 @@ Test(cache, plan_file_carries_every_kind)
         cr_expect_eq(memcmp(r->offsets, want.offsets, sizeof want.offsets), 0);
         cr_expect_eq(r->algo, want.algo);
         cr_expect_eq(v.blob_len, (uint32_t)(s % 2) * 3);
-        struct nn__plan_key pk = fx_key(s);
+        struct nn__conv_key pk = fx_key(s);
         struct nn__plan_record pr = fx_record(s, json);
-        cr_expect(fx_record_equal(nn__plan_cache_lookup_known(d, NN__PLAN_KIND_ID, &pk), &pr),
+        cr_expect(fx_record_equal(nn__plan_cache_lookup_known(d, NN__CONV_KIND_ID, &pk), &pr),
                   "plan %d", s);
     }
 

@@ -31,16 +31,16 @@ static struct nn__cache *shared_cache(int device, int capacity)
 static void insert_seed(struct nn__cache *c, int seed)
 {
     char json[64];
-    struct nn__plan_key k = fx_key(seed);
+    struct nn__conv_key k = fx_key(seed);
     struct nn__plan_record r = fx_record(seed, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, &plan_token), NN_OK, "%s",
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, &plan_token), NN_OK, "%s",
                  nn_last_error()->message);
 }
 
 static const struct nn__plan_record *known_seed(const struct nn__cache *c, int seed)
 {
-    struct nn__plan_key k = fx_key(seed);
-    return nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
+    struct nn__conv_key k = fx_key(seed);
+    return nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k);
 }
 
 static nn_plan_cache_stats stats_of(const struct nn__cache *c)
@@ -55,8 +55,8 @@ Test(cache_shared, a_record_tuned_in_one_cache_answers_the_other_caches_miss)
     struct nn__cache *a = shared_cache(0, 4), *b = shared_cache(0, 4);
     insert_seed(a, 1);
     cr_expect_eq(stats_of(b).device_records, 1);
-    struct nn__plan_key k = fx_key(1);
-    cr_expect_null(nn__plan_cache_lookup(b, NN__PLAN_KIND_ID, &k, NULL), "live objects stay");
+    struct nn__conv_key k = fx_key(1);
+    cr_expect_null(nn__plan_cache_lookup(b, NN__CONV_KIND_ID, &k, NULL), "live objects stay");
     char json[64];
     struct nn__plan_record want = fx_record(1, json);
     const struct nn__plan_record *got = known_seed(b, 1);
@@ -114,8 +114,8 @@ Test(cache_shared, a_dropped_record_leaves_the_store_and_live_keys_fetch_nothing
     insert_seed(a, 1);
     insert_seed(a, 2);
     cr_assert_not_null(known_seed(b, 1));
-    struct nn__plan_key k1 = fx_key(1);
-    cr_expect_eq(nn__plan_cache_drop_known(b, NN__PLAN_KIND_ID, &k1), 1);
+    struct nn__conv_key k1 = fx_key(1);
+    cr_expect_eq(nn__plan_cache_drop_known(b, NN__CONV_KIND_ID, &k1), 1);
     cr_expect_eq(stats_of(b).device_records, 1, "it would not build for a either");
     cr_expect_null(known_seed(b, 1));
     insert_seed(b, 3);
@@ -168,12 +168,12 @@ static void *hammer(void *arg)
     char json[64];
     for (int i = 0; i < PER_THREAD; i++) {
         int seed = 1000 * w->id + i;
-        struct nn__plan_key k = fx_key(seed);
+        struct nn__conv_key k = fx_key(seed);
         struct nn__plan_record r = fx_record(seed, json);
-        if (nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, &plan_token) != NN_OK) break;
+        if (nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, &plan_token) != NN_OK) break;
         /* Others' records, published or not yet. */
-        struct nn__plan_key o = fx_key(1000 * ((w->id + 1) % THREADS) + i);
-        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &o);
+        struct nn__conv_key o = fx_key(1000 * ((w->id + 1) % THREADS) + i);
+        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &o);
         char oj[64];
         struct nn__plan_record want = fx_record(1000 * ((w->id + 1) % THREADS) + i, oj);
         if (got && fx_record_equal(got, &want)) w->found++;
@@ -206,16 +206,16 @@ Test(cache_shared, add_missing_takes_the_first_record_of_each_key)
     struct nn__cache *a = shared_cache(0, 4), *b = shared_cache(0, 4), *m = NULL;
     insert_seed(a, 1);
     char json[64];
-    struct nn__plan_key k1 = fx_key(1), k2 = fx_key(2);
+    struct nn__conv_key k1 = fx_key(1), k2 = fx_key(2);
     struct nn__plan_record mine = fx_record(1, json);
     mine.time_us = 99;
-    cr_assert_eq(nn__plan_cache_add_known(NULL, b, NN__PLAN_KIND_ID, &k1, &mine), NN_OK);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, b, NN__CONV_KIND_ID, &k1, &mine), NN_OK);
     struct nn__plan_record two = fx_record(2, json);
-    cr_assert_eq(nn__plan_cache_add_known(NULL, b, NN__PLAN_KIND_ID, &k2, &two), NN_OK);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, b, NN__CONV_KIND_ID, &k2, &two), NN_OK);
     cr_assert_eq(fx_cache_create(NULL, 1, &m), NN_OK);
     cr_assert_eq(nn__cache_add_missing(NULL, m, b), NN_OK);
     cr_expect_eq(nn__cache_known_count(m), 2, "b's two records; the store's seed 1 is b's key");
-    cr_expect_eq(nn__plan_cache_lookup_known(m, NN__PLAN_KIND_ID, &k1)->time_us, 99);
+    cr_expect_eq(nn__plan_cache_lookup_known(m, NN__CONV_KIND_ID, &k1)->time_us, 99);
     cr_expect_eq(stats_of(m).shared_records, 0, "m shares nothing");
     nn__cache_destroy(m);
     nn__cache_destroy(a);
@@ -263,10 +263,10 @@ Test(cache_shared, a_save_keeps_the_files_records_and_ours_win)
         insert_seed(a, s);
     char json[64];
     for (int s = 3; s <= 6; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
         r.time_us = 1000 + s; /* b's own measurement of the keys both have */
-        cr_assert_eq(nn__plan_cache_add_known(NULL, b, NN__PLAN_KIND_ID, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, b, NN__CONV_KIND_ID, &k, &r), NN_OK);
     }
     cr_assert_eq(nn__plan_file_save(NULL, a, path, FX_CUDNN_VERSION, &gpu), NN_OK);
     cr_assert_eq(nn__plan_file_save(NULL, b, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
@@ -396,9 +396,9 @@ Test(cache_shared, two_processes_saving_at_once_keep_each_others_records)
                 /* A new record each round, so every save has something the other lacks. */
                 for (int s = 0; s < PER; s++) {
                     int seed = 10000 * (w + 1) + PER * i + s;
-                    struct nn__plan_key k = fx_key(seed);
+                    struct nn__conv_key k = fx_key(seed);
                     struct nn__plan_record r = fx_record(seed, json);
-                    if (nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r) != NN_OK)
+                    if (nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r) != NN_OK)
                         _exit(3);
                 }
                 if (nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu) != NN_OK) _exit(4);

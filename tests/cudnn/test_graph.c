@@ -433,7 +433,7 @@ static nn_ctx *gpu_ctx(nn_math_mode math)
 /* The graph of d as the plan cache builds it: through conv's key and graph kind. */
 static nn_status graph_of(nn_ctx *ctx, const struct nn__conv_graph *d, struct nn__cudnn_graph **g)
 {
-    struct nn__plan_key k;
+    struct nn__conv_key k;
     nn__conv_plan_key_of(ctx, d, 0, &k);
     return nn__cudnn_graph_create(ctx, &nn__conv_graph_kind, &k, g);
 }

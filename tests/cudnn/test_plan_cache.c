@@ -13,7 +13,9 @@
 #include "nnprim/nnprim.h"
 
 #include "core/alloc.h"
+#include "core/ctx.h"
 #include "cudnn/cudnn_ctx.h"
+#include "conv/conv_internal.h"
 #include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
 #if NN_HAVE_CUDNN
@@ -59,15 +61,15 @@ static struct nn__cache *new_cache(int capacity)
 static void insert(struct nn__cache *c, int seed)
 {
     char json[64];
-    struct nn__plan_key k = fx_key(seed);
+    struct nn__conv_key k = fx_key(seed);
     struct nn__plan_record r = fx_record(seed, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(seed)), NN_OK);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(seed)), NN_OK);
 }
 
 static void *lookup(struct nn__cache *c, int seed)
 {
-    struct nn__plan_key k = fx_key(seed);
-    return nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, NULL);
+    struct nn__conv_key k = fx_key(seed);
+    return nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -76,98 +78,86 @@ static void *lookup(struct nn__cache *c, int seed)
 
 Test(plan_key, equal_keys_have_equal_hashes)
 {
-    struct nn__plan_key a = fx_key(3), b = fx_key(3);
-    cr_expect(nn__plan_key_equal(&a, &b));
-    cr_expect_eq(nn__plan_key_hash(&a), nn__plan_key_hash(&b));
-    cr_expect_null(nn__plan_key_invalid(&a));
+    struct nn__conv_key a = fx_key(3), b = fx_key(3);
+    cr_expect(nn__conv_key_equal(&a, &b));
+    cr_expect_eq(nn__conv_key_hash(&a), nn__conv_key_hash(&b));
+    cr_expect_null(nn__conv_key_invalid(&a));
 }
 
 /* Equality and hashing read the fields of the kind's field list, never padding bytes; entries a key
- * does not use are 0 by construction (nn__plan_key_init()), and a key read from a file with
- * anything else there is refused by the range check. */
+ * does not use are 0 by construction (keys are zeroed), and a key read from a file with anything
+ * else there is refused by the range check. */
 Test(plan_key, padding_does_not_matter_and_unused_entries_are_zero)
 {
-    struct nn__plan_key a = fx_key(5), b;
+    struct nn__conv_key a = fx_key(5), b;
     memset(&b, 0xAB, sizeof b); /* garbage everywhere, padding included */
-    for (const struct nn__field *f = nn__plan_key_fields; f->name; f++)
+    for (const struct nn__field *f = nn__conv_key_fields; f->name; f++)
         memcpy((char *)&b + f->offset, (const char *)&a + f->offset,
                (size_t)NN__FIELD_WIDTH(f->type) * f->count);
-    cr_expect(nn__plan_key_equal(&a, &b));
-    cr_expect_eq(nn__plan_key_hash(&a), nn__plan_key_hash(&b));
+    cr_expect(nn__conv_key_equal(&a, &b));
+    cr_expect_eq(nn__conv_key_hash(&a), nn__conv_key_hash(&b));
     /* The field list covers the whole struct but its padding: every byte the list does not name
-     * is padding (the struct has none today, so the lists name every byte). */
-    size_t named = nn__field_list_encoded_size(nn__plan_key_fields);
-    cr_expect_eq(named, sizeof(struct nn__plan_key));
+     * is padding (the struct has none, so the list names every byte). */
+    size_t named = nn__field_list_encoded_size(nn__conv_key_fields);
+    cr_expect_eq(named, sizeof(struct nn__conv_key));
+    cr_expect_leq(sizeof(struct nn__conv_key), 352, "the key is what a hit hashes and compares");
 
     /* Unused entries take part, so the key check refuses keys where they are not 0. */
-    struct nn__plan_key c = fx_key(5);
+    struct nn__conv_key c = fx_key(5);
     c.t[0].dims[4] = 7; /* x has rank 4 */
-    cr_expect_str_eq(nn__plan_key_invalid(&c), "an operand's entries beyond its rank are not 0");
+    cr_expect_str_eq(nn__conv_key_invalid(&c), "a tensor's dims beyond its rank are not 0");
+    c = fx_key(4); /* a filter gradient: no bias */
+    c.t[NN__CONV_SLOT_BIAS].nhwc = 1;
+    cr_expect_str_eq(nn__conv_key_invalid(&c), "an absent tensor's align or nhwc is not 0");
     c = fx_key(5);
-    c.t[2].rank = 0; /* an absent operand must be all 0 */
-    memset(c.t[2].dims, 0, sizeof c.t[2].dims);
-    memset(c.t[2].strides, 0, sizeof c.t[2].strides);
-    cr_expect_str_eq(nn__plan_key_invalid(&c), "an absent operand's dtype or alignment is not 0");
-    c.t[2].dtype = 0;
-    c.t[2].alignment = 0;
-    cr_expect_null(nn__plan_key_invalid(&c));
-    c = fx_key(5);
-    c.p.window[2] = 1;
-    cr_expect_str_eq(nn__plan_key_invalid(&c), "a spatial parameter beyond spatial_rank is not 0");
+    c.stride[2] = 1;
+    cr_expect_str_eq(nn__conv_key_invalid(&c), "a spatial parameter beyond spatial_rank is not 0");
 }
 
 /* Every field that takes part, changed alone, makes the keys unequal and (for these values) the
  * hashes different. */
 Test(plan_key, any_field_change_breaks_equality)
 {
-    const struct nn__plan_key base = fx_key(4);
+    const struct nn__conv_key base = fx_key(5); /* a forward with a bias */
     int changes = 0;
 #define CHANGE(stmt)                                                                               \
     do {                                                                                           \
-        struct nn__plan_key k = base;                                                              \
+        struct nn__conv_key k = base;                                                              \
         stmt;                                                                                      \
-        cr_expect(!nn__plan_key_equal(&base, &k), "still equal after: %s", #stmt);                 \
-        cr_expect(!nn__plan_key_equal(&k, &base), "still equal (reversed) after: %s", #stmt);      \
-        cr_expect_neq(nn__plan_key_hash(&base), nn__plan_key_hash(&k), "same hash after: %s",      \
+        cr_expect(!nn__conv_key_equal(&base, &k), "still equal after: %s", #stmt);                 \
+        cr_expect(!nn__conv_key_equal(&k, &base), "still equal (reversed) after: %s", #stmt);      \
+        cr_expect_neq(nn__conv_key_hash(&base), nn__conv_key_hash(&k), "same hash after: %s",      \
                       #stmt);                                                                      \
         changes++;                                                                                 \
     } while (0)
-    CHANGE(k.op = NN__OP_POOL_FWD);
-    CHANGE(k.compute = NN_DTYPE_F64);
-    CHANGE(k.math_mode = NN_MATH_STRICT_FP32);
-    CHANGE(k.deterministic = !k.deterministic);
-    CHANGE(k.workspace_cap = 0);
-    for (int i = NN__KEY_X; i <= NN__KEY_Y; i++) { /* the present operands */
-        CHANGE(k.t[i].rank = 3);
-        CHANGE(k.t[i].rank = 0);
-        CHANGE(k.t[i].dtype = NN_DTYPE_F16);
-        CHANGE(k.t[i].alignment = 4);
-        for (int d = 0; d < 4; d++) {
-            CHANGE(k.t[i].dims[d] += 1);
-            CHANGE(k.t[i].strides[d] += 1);
-        }
-    }
-    CHANGE(k.p.spatial_rank = 3);
-    CHANGE(k.p.spatial_rank = 1);
+    CHANGE(k.pass = NN__CONV_PASS_BWD_DATA);
+    CHANGE(k.dtype = NN_DTYPE_F16);
+    CHANGE(k.spatial_rank = 3);
+    CHANGE(k.mode = 1);
+    CHANGE(k.relu = 1);
+    CHANGE(k.flags = NN__CONV_KEY_PLAIN);
+    CHANGE(k.groups = 2);
     for (int i = 0; i < 2; i++) {
-        CHANGE(k.p.stride[i] = 2);
-        CHANGE(k.p.dilation[i] = 2);
-        CHANGE(k.p.pad_lo[i] = 1);
-        CHANGE(k.p.pad_hi[i] = 1);
-        CHANGE(k.p.window[i] = 3);
+        CHANGE(k.stride[i] = 2);
+        CHANGE(k.dilation[i] = 2);
+        CHANGE(k.pad_lo[i] = 1);
+        CHANGE(k.pad_hi[i] = 1);
     }
-    CHANGE(k.p.groups = 2);
-    CHANGE(k.p.mode = 1);
-    CHANGE(k.p.activation = 1);
-    CHANGE(k.p.pool_mode = 1);
-    CHANGE(k.p.flags = 1);
-    CHANGE(k.p.alpha = 2.0);
-    CHANGE(k.p.beta = 1.0);
-    CHANGE(k.p.beta = -0.0);
-    for (int i = NN__KEY_B; i < NN__KEY_OPERANDS; i++)
-        CHANGE(k.t[i] = k.t[NN__KEY_X]); /* an absent operand becomes present */
+    CHANGE(k.alpha = 2.0);
+    CHANGE(k.beta = 1.0);
+    CHANGE(k.beta = -0.0);
+    CHANGE(k.s.math_mode = NN_MATH_STRICT_FP32);
+    CHANGE(k.s.deterministic = !k.s.deterministic);
+    CHANGE(k.s.workspace_cap = 0);
+    for (int i = 0; i < NN__CONV_SLOTS; i++) { /* every slot is present */
+        CHANGE(k.t[i].align = 4);
+        CHANGE(k.t[i].align = 0);
+        CHANGE(k.t[i].nhwc = !k.t[i].nhwc);
+        for (int d = 0; d < 4; d++)
+            CHANGE(k.t[i].dims[d] += 1);
+    }
 #undef CHANGE
-    cr_expect_eq(changes, 5 + 3 * 12 + 2 + 2 * 5 + 8 + 5);
+    cr_expect_eq(changes, 7 + 2 * 4 + 3 + 3 + 4 * 7);
 }
 
 Test(plan_key, distinct_seeds_spread_over_hash_values)
@@ -175,8 +165,8 @@ Test(plan_key, distinct_seeds_spread_over_hash_values)
     /* Not a quality test: only that nearby keys do not collide in the low bits all at once. */
     int low_bits_seen[64] = {0}, distinct = 0;
     for (int s = 0; s < 64; s++) {
-        struct nn__plan_key k = fx_key(s);
-        int b = (int)(nn__plan_key_hash(&k) & 63);
+        struct nn__conv_key k = fx_key(s);
+        int b = (int)(nn__conv_key_hash(&k) & 63);
         if (!low_bits_seen[b]++) distinct++;
     }
     cr_expect_gt(distinct, 24, "only %d of 64 buckets used", distinct);
@@ -184,18 +174,100 @@ Test(plan_key, distinct_seeds_spread_over_hash_values)
 
 Test(plan_key, invalid_fields_are_named)
 {
-    struct nn__plan_key k = fx_key(1);
-    k.op = NN__OP_KIND_COUNT;
-    cr_expect_str_eq(nn__plan_key_invalid(&k), "op is not a known op kind");
+    struct nn__conv_key k = fx_key(1);
+    k.pass = 4;
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "pass is not a conv pass");
     k = fx_key(1);
     k.t[1].dims[2] = 0;
-    cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's dim is < 1");
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "a tensor's dim is < 1");
     k = fx_key(1);
-    k.t[0].rank = NN__KEY_RANK_MAX + 1;
-    cr_expect_str_eq(nn__plan_key_invalid(&k), "an operand's rank is out of 0..5");
+    k.t[0].align = 3;
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "a tensor's align is not 1, 2, 4, 8 or 16");
     k = fx_key(1);
-    k.p.spatial_rank = 4;
-    cr_expect_str_eq(nn__plan_key_invalid(&k), "params.spatial_rank is out of 0..3");
+    k.spatial_rank = 4;
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "spatial_rank is out of 1..3");
+    k = fx_key(2); /* a data gradient */
+    k.relu = 1;
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "relu or flags are set on a backward pass");
+    k = fx_key(2);
+    k.t[NN__CONV_SLOT_BIAS] = k.t[NN__CONV_SLOT_OUT];
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "a tensor the pass does not have is present");
+    k = fx_key(1);
+    memset(&k.t[NN__CONV_SLOT_FILTER], 0, sizeof k.t[0]);
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "a tensor the pass needs is absent");
+    k = fx_key(1);
+    k.s.math_mode = 7;
+    cr_expect_str_eq(nn__conv_key_invalid(&k), "math_mode is not an nn_math_mode");
+}
+
+/* The layout a key holds gives back the strides conv's layouts have (nn__conv_layout_strides,
+ * which the backend's views carry). */
+Test(plan_key, layouts_give_conv_strides)
+{
+    const int64_t dims[5][5] = {
+        {2, 3, 4, 5, 6}, {1, 1, 4, 5, 0}, {3, 7, 1, 1, 0}, {2, 4, 9, 0, 0}, {5, 1, 1, 1, 1}};
+    const int ranks[5] = {5, 4, 4, 3, 5};
+    for (int i = 0; i < 5; i++) {
+        for (int cl = 0; cl < 2; cl++) {
+            int64_t want[NN_MAX_RANK], got[NN_MAX_RANK];
+            nn__conv_layout_strides(ranks[i], dims[i], cl, want);
+            struct nn__conv_key_tensor kt;
+            memset(&kt, 0, sizeof kt);
+            nn__conv_key_tensor_set(&kt, ranks[i], dims[i], want, 16);
+            nn__conv_key_strides(&kt, ranks[i], got);
+            cr_expect_arr_eq(got, want, (size_t)ranks[i] * sizeof *got, "case %d layout %d", i, cl);
+        }
+    }
+}
+
+/* Kind 1's keys (files written before kind 7) import as the kind-7 key of the same plan; those
+ * kind 7 has none for are refused. */
+Test(plan_key, kind_1_keys_import)
+{
+    for (int s = 0; s < 30; s++) {
+        struct nn__conv_key k = fx_key(s), got;
+        struct nn__conv_key_v1 old = fx_key_v1(&k);
+        cr_assert_null(nn__conv_key_v1_invalid(&old), "seed %d", s);
+        cr_expect_eq(nn__conv_key_import(&old, &got), 1, "seed %d", s);
+        cr_expect(nn__conv_key_equal(&got, &k), "seed %d", s);
+    }
+    struct nn__conv_key k = fx_key(5), got;
+    k.relu = 1;
+    k.flags = NN__CONV_KEY_PLAIN;
+    k.mode = 1;
+    k.beta = 1.0;
+    struct nn__conv_key_v1 old = fx_key_v1(&k);
+    cr_expect_eq(nn__conv_key_import(&old, &got), 1);
+    cr_expect(nn__conv_key_equal(&got, &k));
+
+    struct nn__conv_key_v1 o = old;
+    o.op = NN__CONV_V1_POOL_FWD;
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "pooling");
+    o = old;
+    o.op = NN__CONV_V1_BIAS_GRAD;
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "bias gradient");
+    o = old;
+    o.p.window[0] = 2;
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "a pooling window");
+    o = old;
+    o.t[NN__CONV_V1_X].strides[3] = 2; /* neither packed layout */
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "strides");
+    o = old;
+    o.t[NN__CONV_V1_DX] = o.t[NN__CONV_V1_X]; /* a tensor the forward has no slot for */
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "an extra tensor");
+    o = old;
+    o.compute = NN_DTYPE_F64; /* f32 data accumulates in f32 */
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "compute");
+    o = old;
+    o.t[NN__CONV_V1_W].alignment = 32;
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "alignment");
+    /* Dims whose element count overflows int64 (what the fuzzer found): no layout, no key. */
+    o = old;
+    o.t[NN__CONV_V1_X].dims[0] = INT64_MAX / 2;
+    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "overflowing dims");
+    struct nn__conv_key big = fx_key(5);
+    big.t[NN__CONV_SLOT_IN].dims[0] = INT64_MAX / 2;
+    cr_expect_str_eq(nn__conv_key_invalid(&big), "a tensor's element count overflows int64");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -216,8 +288,8 @@ Test(plan_cache, hit_returns_the_stored_plan_and_record)
     struct nn__cache *c = new_cache(4);
     insert(c, 1);
     const struct nn__plan_record *rec = NULL;
-    struct nn__plan_key k = fx_key(1);
-    void *p = nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &rec);
+    struct nn__conv_key k = fx_key(1);
+    void *p = nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k, &rec);
     cr_assert_eq(p, &plan_ids[1]);
     char json[64];
     struct nn__plan_record want = fx_record(1, json);
@@ -226,7 +298,7 @@ Test(plan_cache, hit_returns_the_stored_plan_and_record)
     cr_expect_eq(rec->json[rec->json_len], '\0');
     cr_expect_neq(rec->json, json, "the record's JSON must be the cache's copy");
     k = fx_key(2);
-    cr_expect_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &rec));
+    cr_expect_null(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k, &rec));
     cr_expect_null(rec);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
@@ -263,8 +335,8 @@ Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
     /* Evicted records are known records now, rebuildable without heuristics. */
     cr_expect_eq(nn__cache_known_count(c), 3);
     char json[64];
-    struct nn__plan_key k2 = fx_key(2);
-    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2);
+    struct nn__conv_key k2 = fx_key(2);
+    const struct nn__plan_record *known = nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k2);
     struct nn__plan_record want = fx_record(2, json);
     cr_assert_not_null(known);
     cr_expect(fx_record_equal(known, &want));
@@ -272,21 +344,21 @@ Test(plan_cache, lru_evicts_least_recently_used_and_keeps_its_record)
     /* is_live: live keys only, and it counts nothing. */
     nn_plan_cache_stats before, after;
     nn__cache_get_stats(c, &before);
-    struct nn__plan_key k5 = fx_key(5);
-    cr_expect_eq(nn__plan_cache_is_live(c, NN__PLAN_KIND_ID, &k5), 1);
-    cr_expect_eq(nn__plan_cache_is_live(c, NN__PLAN_KIND_ID, &k2), 0, "known, not live");
+    struct nn__conv_key k5 = fx_key(5);
+    cr_expect_eq(nn__plan_cache_is_live(c, NN__CONV_KIND_ID, &k5), 1);
+    cr_expect_eq(nn__plan_cache_is_live(c, NN__CONV_KIND_ID, &k2), 0, "known, not live");
     nn__cache_get_stats(c, &after);
     cr_expect_eq(after.hits + after.misses, before.hits + before.misses);
 
     /* Re-inserting a known key makes it live again and removes the known copy; the record
      * given may be that known record itself (as prebuilding does). */
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k2,
-                                       nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2),
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k2,
+                                       nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k2),
                                        fake_plan(2)),
                  NN_OK); /* evicts 1 */
-    cr_expect_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
+    cr_expect_null(nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k2));
     const struct nn__plan_record *live = NULL;
-    cr_expect_not_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k2, &live));
+    cr_expect_not_null(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k2, &live));
     cr_expect(live && fx_record_equal(live, &want), "the known record, JSON included, went live");
     cr_expect_eq(destroyed[1], 1);
     nn_plan_cache_stats st;
@@ -319,13 +391,13 @@ Test(plan_cache, insert_of_equal_key_replaces_and_destroys_old_plan)
     struct nn__cache *c = new_cache(4);
     insert(c, 1);
     char json[64];
-    struct nn__plan_key k = fx_key(1);
+    struct nn__conv_key k = fx_key(1);
     struct nn__plan_record r = fx_record(9, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(9)), NN_OK);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(9)), NN_OK);
     cr_expect_eq(destroyed[1], 1);
     cr_expect_eq(nn__cache_size(c), 1);
     const struct nn__plan_record *got;
-    cr_expect_eq(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &got), &plan_ids[9]);
+    cr_expect_eq(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k, &got), &plan_ids[9]);
     cr_expect_eq(got->tuned.engine, r.tuned.engine);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
@@ -338,44 +410,44 @@ Test(plan_cache, invalid_records_are_refused_and_plan_stays_callers)
     reset_tally();
     struct nn__cache *c = new_cache(4);
     char json[64];
-    struct nn__plan_key k = fx_key(1);
+    struct nn__conv_key k = fx_key(1);
     struct nn__plan_record r = fx_record(1, json);
     r.tuned.knob_count = NN__PLAN_KNOBS_MAX + 1;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "knob count"));
     r = fx_record(1, json);
     r.time_us = -2;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     r = fx_record(1, json);
     r.json_len = NN__PLAN_JSON_MAX + 1;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     r = fx_record(1, json);
     r.build_ms = -0.5;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "build_ms"));
     r = fx_record(1, json);
     r.quick.engine = -2;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "quick engine"));
     r = fx_record(1, json);
     r.quick.engine = 3;
     r.quick.knob_count = NN__PLAN_KNOBS_MAX + 1;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "quick knob count"));
     r = fx_record(1, json);
     r.quick.engine = -1;
     r.quick.knob_count = 2;
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(1)),
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(1)),
                  NN_E_INVALID_ARG);
     cr_expect(strstr(nn_last_error()->message, "without a quick engine"));
     r = fx_record(1, json);
-    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, NULL), NN_E_INVALID_ARG);
+    cr_expect_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, NULL), NN_E_INVALID_ARG);
     cr_expect_eq(nn__cache_size(c), 0);
     nn__cache_destroy(c);
     cr_expect_eq(destroyed_total, 0);
@@ -389,8 +461,8 @@ Test(plan_cache, replace_live_keeps_the_entry)
     struct nn__cache *c = new_cache(2);
     insert(c, 1);
     insert(c, 2); /* 2 is now the most recently used */
-    struct nn__plan_key k1 = fx_key(1), k9 = fx_key(9);
-    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k1, fake_plan(11), NULL),
+    struct nn__conv_key k1 = fx_key(1), k9 = fx_key(9);
+    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, NN__CONV_KIND_ID, &k1, fake_plan(11), NULL),
                  NN_OK);
     cr_expect_eq(destroyed[1], 1);
     cr_expect_eq(destroyed_total, 1);
@@ -400,23 +472,23 @@ Test(plan_cache, replace_live_keeps_the_entry)
     insert(c, 3); /* evicts the least recently used: still 1 (now plan 11) */
     cr_expect_eq(destroyed[11], 1);
     cr_expect_not_null(lookup(c, 2));
-    cr_expect_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k1, NULL));
+    cr_expect_null(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k1, NULL));
     /* No live entry: refused, the plan stays the caller's. */
-    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k9, fake_plan(12), NULL),
+    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, NN__CONV_KIND_ID, &k9, fake_plan(12), NULL),
                  NN_E_INVALID_ARG);
     cr_expect_eq(destroyed[12], 0);
     /* A new record with the same plan (NULL): the record changes, the plan does not. */
     char json[64];
-    struct nn__plan_key k3 = fx_key(3);
+    struct nn__conv_key k3 = fx_key(3);
     struct nn__plan_record r = fx_record(8, json);
-    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k3, NULL, &r), NN_OK);
+    cr_assert_eq(nn__plan_cache_replace_live(NULL, c, NN__CONV_KIND_ID, &k3, NULL, &r), NN_OK);
     const struct nn__plan_record *got = NULL;
-    cr_expect_eq(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k3, &got), fake_plan(3));
+    cr_expect_eq(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k3, &got), fake_plan(3));
     cr_assert_not_null(got);
     cr_expect(fx_record_equal(got, &r));
     cr_expect_eq(destroyed[3], 0);
     r.quick.engine = -2;
-    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, NN__PLAN_KIND_ID, &k3, NULL, &r),
+    cr_expect_eq(nn__plan_cache_replace_live(NULL, c, NN__CONV_KIND_ID, &k3, NULL, &r),
                  NN_E_INVALID_ARG);
     nn__cache_destroy(c);
     cr_expect_eq(destroyed[3], 1);
@@ -427,15 +499,15 @@ Test(plan_cache, note_build_ms_keeps_the_slowest)
 {
     struct nn__cache *c = new_cache(2);
     insert(c, 1);
-    struct nn__plan_key k = fx_key(1), other = fx_key(2);
+    struct nn__conv_key k = fx_key(1), other = fx_key(2);
     const struct nn__plan_record *r = NULL;
-    nn__plan_cache_note_build_ms(c, NN__PLAN_KIND_ID, &k, 40.5);
-    cr_assert_not_null(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &r));
+    nn__plan_cache_note_build_ms(c, NN__CONV_KIND_ID, &k, 40.5);
+    cr_assert_not_null(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k, &r));
     cr_expect_eq(r->build_ms, 40.5);
-    nn__plan_cache_note_build_ms(c, NN__PLAN_KIND_ID, &k, 0.2);
-    nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k, &r);
+    nn__plan_cache_note_build_ms(c, NN__CONV_KIND_ID, &k, 0.2);
+    nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k, &r);
     cr_expect_eq(r->build_ms, 40.5);
-    nn__plan_cache_note_build_ms(c, NN__PLAN_KIND_ID, &other,
+    nn__plan_cache_note_build_ms(c, NN__CONV_KIND_ID, &other,
                                  1.0); /* no live entry: nothing happens */
     cr_expect_eq(nn__cache_size(c), 1);
     nn__cache_destroy(c);
@@ -498,17 +570,17 @@ Test(plan_cache, known_records_lookup_drop_and_clear)
     struct nn__cache *c = new_cache(4);
     char json[64];
     for (int s = 1; s <= 3; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r), NN_OK);
     }
     /* A known record is not a live plan: lookup misses. */
     cr_expect_null(lookup(c, 2));
-    struct nn__plan_key k2 = fx_key(2);
-    cr_assert_not_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
-    cr_expect_eq(nn__plan_cache_drop_known(c, NN__PLAN_KIND_ID, &k2), 1);
-    cr_expect_eq(nn__plan_cache_drop_known(c, NN__PLAN_KIND_ID, &k2), 0);
-    cr_expect_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
+    struct nn__conv_key k2 = fx_key(2);
+    cr_assert_not_null(nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k2));
+    cr_expect_eq(nn__plan_cache_drop_known(c, NN__CONV_KIND_ID, &k2), 1);
+    cr_expect_eq(nn__plan_cache_drop_known(c, NN__CONV_KIND_ID, &k2), 0);
+    cr_expect_null(nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k2));
     insert(c, 7);
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
@@ -527,7 +599,7 @@ Test(plan_cache, known_records_lookup_drop_and_clear)
 
 static int visit_collect(void *arg, const void *key, const struct nn__plan_record *r)
 {
-    const struct nn__plan_key *k = key;
+    const struct nn__conv_key *k = key;
     int *out = arg;
     (void)r;
     out[++out[0]] = (int)k->t[0].dims[0] - 1; /* the seed */
@@ -538,14 +610,14 @@ Test(plan_cache, visit_yields_live_mru_first_then_known_oldest_first)
 {
     struct nn__cache *c = new_cache(2);
     char json[64];
-    struct nn__plan_key k = fx_key(10);
+    struct nn__conv_key k = fx_key(10);
     struct nn__plan_record r = fx_record(10, json);
-    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r), NN_OK);
     insert(c, 1);
     insert(c, 2);
     insert(c, 3); /* evicts 1 into the known records */
     int seen[8] = {0};
-    cr_expect_eq(nn__plan_cache_visit(c, NN__PLAN_KIND_ID, visit_collect, seen), 0);
+    cr_expect_eq(nn__plan_cache_visit(c, NN__CONV_KIND_ID, visit_collect, seen), 0);
     cr_assert_eq(seen[0], 4);
     cr_expect_eq(seen[1], 3);
     cr_expect_eq(seen[2], 2);
@@ -597,12 +669,12 @@ Test(plan_cache, allocation_failures_change_nothing)
     insert(c, 1);
     insert(c, 2);
     char json[64];
-    struct nn__plan_key k = fx_key(3); /* odd seed: has JSON; evicts into an empty known table */
+    struct nn__conv_key k = fx_key(3); /* odd seed: has JSON; evicts into an empty known table */
     struct nn__plan_record r = fx_record(3, json);
     int failures = 0;
     for (long n = 1;; n++) {
         nn__host_alloc_fail_at(n);
-        nn_status st = nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, fake_plan(3));
+        nn_status st = nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, fake_plan(3));
         nn__host_alloc_fail_at(0);
         if (st == NN_OK) break;
         failures++;
@@ -708,10 +780,10 @@ Test(plan_cache_gpu, settings_file_round_trip_through_contexts)
     nn_ctx *a = gpu_ctx(path); /* the file does not exist yet: not an error */
     char json[64];
     for (int s = 1; s <= 5; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
         cr_assert_eq(
-            nn__plan_cache_add_known(NULL, nn__cudnn_plan_cache(a), NN__PLAN_KIND_ID, &k, &r),
+            nn__plan_cache_add_known(NULL, nn__cudnn_plan_cache(a), NN__CONV_KIND_ID, &k, &r),
             NN_OK);
     }
     nn_ctx_destroy(a);
@@ -723,10 +795,10 @@ Test(plan_cache_gpu, settings_file_round_trip_through_contexts)
     cr_expect_eq(st.records_loaded, 5);
     cr_expect_eq(st.records_skipped, 0);
     cr_expect_eq(st.known_records, 5);
-    struct nn__plan_key k3 = fx_key(3);
+    struct nn__conv_key k3 = fx_key(3);
     struct nn__plan_record want = fx_record(3, json);
     const struct nn__plan_record *got =
-        nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), NN__PLAN_KIND_ID, &k3);
+        nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), NN__CONV_KIND_ID, &k3);
     cr_assert_not_null(got);
     cr_expect(fx_record_equal(got, &want));
 
@@ -802,6 +874,102 @@ static nn_ctx *tuning_gpu_ctx(void)
     nn_ctx *ctx = NULL;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "nn_ctx_create: %s", nn_last_error()->message);
     return ctx;
+}
+
+/* The one conv plan of a cache (a copy of its key and record, the JSON in json). */
+struct one_plan {
+    struct nn__conv_key k;
+    struct nn__plan_record r;
+    char json[NN__PLAN_JSON_MAX + 1];
+    int n;
+};
+
+static int take_plan(void *arg, const void *key, const struct nn__plan_record *r)
+{
+    struct one_plan *o = arg;
+    o->k = *(const struct nn__conv_key *)key;
+    o->r = *r;
+    memcpy(o->json, r->json, r->json_len);
+    o->json[r->json_len] = '\0';
+    o->r.json = o->json;
+    o->n++;
+    return 0;
+}
+
+static nn_ctx *foreground_gpu_ctx(const char *file)
+{
+    nn_settings s;
+    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.plan_cache_file = file;
+    s.background_builds = 0; /* a loaded record is rebuilt by the call itself */
+    nn_ctx *ctx = NULL;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "nn_ctx_create: %s", nn_last_error()->message);
+    return ctx;
+}
+
+/* GPU: a plan file that a build before kind 7 wrote (conv's plan under its kind-1 key) loads into
+ * kind 7: the first call rebuilds the recorded engine (no heuristics query), the next one hits. */
+Test(plan_cache_gpu, a_kind_1_plan_file_is_rebuilt_from_not_searched_again)
+{
+    NN_REQUIRE_GPU();
+    char dir[] = "/tmp/nnprim-plan-gpu-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/kind1.plans", dir);
+
+    nn_ctx *a = foreground_gpu_ctx(NULL);
+    struct small_conv c;
+    small_conv_alloc(a, &c, 4);
+    cr_assert_eq(nn_conv_forward(a, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    static struct one_plan got;
+    memset(&got, 0, sizeof got);
+    nn__plan_cache_visit(nn__cudnn_plan_cache(a), NN__CONV_KIND_ID, take_plan, &got);
+    cr_assert_eq(got.n, 1, "one conv plan");
+    struct nn__cache *old = NULL;
+    cr_assert_eq(fx_v1_cache_create(NULL, 1, &old), NN_OK);
+    struct nn__conv_key_v1 k1 = fx_key_v1(&got.k);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, old, NN__CONV_KIND_V1_ID, &k1, &got.r), NN_OK);
+    cr_assert_eq(nn__plan_file_save(NULL, old, path, a->cudnn->cudnn_version, &a->cudnn->gpu),
+                 NN_OK, "%s", nn_last_error()->message);
+    nn__cache_destroy(old);
+    small_conv_free(a, &c);
+    nn_ctx_destroy(a);
+
+    nn_ctx *b = foreground_gpu_ctx(path);
+    nn_plan_cache_stats st;
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_eq(st.records_loaded, 1);
+    cr_expect_eq(st.records_skipped, 0);
+    const struct nn__plan_record *known =
+        nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), NN__CONV_KIND_ID, &got.k);
+    cr_assert_not_null(known, "the kind-1 record is kind 7's under the same key");
+    cr_expect(fx_record_equal(known, &got.r));
+    small_conv_alloc(b, &c, 4);
+    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK);
+    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
+    cr_expect_eq(st.heuristic_queries, 0, "the recorded engine is rebuilt, not searched for");
+    cr_expect_eq(st.plans_rebuilt, 1);
+    cr_expect_eq(st.hits, 1);
+    small_conv_free(b, &c);
+    nn_ctx_destroy(b); /* saves the file again, as kind 7 */
+    struct nn__cache *again = NULL;
+    cr_assert_eq(fx_cache_create(NULL, 1, &again), NN_OK);
+    nn_ctx *probe = foreground_gpu_ctx(NULL);
+    cr_assert_eq(
+        nn__plan_file_load(NULL, again, path, probe->cudnn->cudnn_version, &probe->cudnn->gpu),
+        NN_OK, "%s", nn_last_error()->message);
+    cr_expect_not_null(nn__plan_cache_lookup_known(again, NN__CONV_KIND_ID, &got.k));
+    nn_ctx_destroy(probe);
+    nn__cache_destroy(again);
+    unlink(path);
+    char lock[80];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(lock);
+    rmdir(dir);
 }
 
 /* GPU: two live contexts of one device tune once. The second context's first call finds the

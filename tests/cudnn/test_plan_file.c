@@ -33,14 +33,14 @@ static struct nn__cache *filled_cache(int first, int live, int known)
     struct nn__cache *c = new_cache(live > 0 ? live : 1);
     char json[64];
     for (int s = first; s < first + live; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k, &r, &plan_token), NN_OK);
+        cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k, &r, &plan_token), NN_OK);
     }
     for (int s = first + live; s < first + live + known; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r), NN_OK);
     }
     return c;
 }
@@ -71,9 +71,9 @@ static void expect_known_seeds(const struct nn__cache *c, int first, int n)
     cr_expect_eq(nn__cache_known_count(c), (size_t)n);
     char json[64];
     for (int s = first; s < first + n; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record want = fx_record(s, json);
-        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
+        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k);
         cr_assert_not_null(got, "seed %d missing", s);
         cr_expect(fx_record_equal(got, &want), "seed %d differs", s);
         cr_expect_eq(got->json[got->json_len], '\0');
@@ -203,18 +203,18 @@ Test(plan_file, loading_merges_into_known_records_and_live_plans_win)
     struct nn__cache *c = new_cache(4);
     char json[64];
     /* Seed 2 is live with another record; seed 9 is a known record already. */
-    struct nn__plan_key k2 = fx_key(2), k9 = fx_key(9);
+    struct nn__conv_key k2 = fx_key(2), k9 = fx_key(9);
     struct nn__plan_record r = fx_record(30, json);
-    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__PLAN_KIND_ID, &k2, &r, &plan_token), NN_OK);
+    cr_assert_eq(nn__plan_cache_insert(NULL, c, NN__CONV_KIND_ID, &k2, &r, &plan_token), NN_OK);
     r = fx_record(9, json);
-    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k9, &r), NN_OK);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k9, &r), NN_OK);
     cr_assert_eq(decode(c, buf, len), NN_OK);
     cr_expect_eq(nn__cache_known_count(c), 4, "seeds 1, 3, 4 and 9");
-    cr_expect_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k2));
+    cr_expect_null(nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k2));
     const struct nn__plan_record *live;
-    cr_expect_eq(nn__plan_cache_lookup(c, NN__PLAN_KIND_ID, &k2, &live), &plan_token);
+    cr_expect_eq(nn__plan_cache_lookup(c, NN__CONV_KIND_ID, &k2, &live), &plan_token);
     cr_expect_eq(live->workspace, fx_record(30, json).workspace, "the live record is kept");
-    cr_expect_not_null(nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k9));
+    cr_expect_not_null(nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k9));
     nn__host_free(buf);
     nn__cache_destroy(c);
     nn__cache_destroy(file_cache);
@@ -429,7 +429,7 @@ Test(plan_file, hostile_lengths_and_values)
     expect_field_rejected(51, 0xFFFFFFFFu, 4, "record body");
     expect_field_rejected(51, 3, 4, "body length"); /* shorter than its fields */
     expect_field_rejected(REC + 0, 0, 4, "key op");
-    expect_field_rejected(REC + 0, NN__OP_KIND_COUNT, 4, "key op");
+    expect_field_rejected(REC + 0, NN__CONV_V1_OP_COUNT, 4, "key op");
     expect_field_rejected(REC + 4, 9, 4, "key compute");
     expect_field_rejected(REC + 8, 2, 4, "key math_mode");
     expect_field_rejected(REC + 12, 2, 4, "key deterministic");
@@ -515,11 +515,11 @@ static void encode_v1(int first, int n, unsigned char **buf, size_t *len)
     struct nn__cache *c = new_cache(1);
     char json[64];
     for (int s = first; s < first + n; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record r = fx_record(s, json);
         r.quick.engine = -1;
         r.quick.knob_count = 0;
-        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r), NN_OK);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r), NN_OK);
     }
     size_t v2_len;
     encode_v2(c, buf, &v2_len);
@@ -535,12 +535,12 @@ static void expect_v1_seeds(const struct nn__cache *c, int first, int n)
     cr_expect_eq(nn__cache_known_count(c), (size_t)n);
     char json[64];
     for (int s = first; s < first + n; s++) {
-        struct nn__plan_key k = fx_key(s);
+        struct nn__conv_key k = fx_key(s);
         struct nn__plan_record want = fx_record(s, json);
         want.build_ms = -1;
         want.quick.engine = -1;
         want.quick.knob_count = 0;
-        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
+        const struct nn__plan_record *got = nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k);
         cr_assert_not_null(got, "seed %d missing", s);
         cr_expect(fx_record_equal(got, &want), "seed %d differs", s);
         cr_expect_eq(got->build_ms, -1.0, "seed %d", s);
@@ -605,6 +605,103 @@ Test(plan_file, version_1_truncations_and_flipped_bytes_are_rejected)
 /* ---------------------------------------------------------------------------------------------
  * Files: errors, concurrency
  */
+
+/* ---------------------------------------------------------------------------------------------
+ * Format 3 files of kind 1 (written before conv's key became kind 7) load as kind 7
+ */
+
+/* The format-3 image of seeds [first, first + n) as a build with kind 1 wrote it: their kind-1
+ * keys (fx_key_v1) and records, plus one pooling record, which is skipped. */
+static void encode_kind_1(int first, int n, unsigned char **buf, size_t *len)
+{
+    struct nn__cache *c = NULL;
+    cr_assert_eq(fx_v1_cache_create(NULL, 1, &c), NN_OK);
+    char json[64];
+    for (int s = first; s < first + n; s++) {
+        struct nn__conv_key k = fx_key(s);
+        struct nn__conv_key_v1 old = fx_key_v1(&k);
+        struct nn__plan_record r = fx_record(s, json);
+        cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_V1_ID, &old, &r), NN_OK);
+    }
+    struct nn__conv_key k = fx_key(first);
+    struct nn__conv_key_v1 pool = fx_key_v1(&k);
+    pool.op = NN__CONV_V1_POOL_FWD;
+    pool.p.window[0] = pool.p.window[1] = 2;
+    struct nn__plan_record r = fx_record(first, json);
+    cr_assert_eq(nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_V1_ID, &pool, &r), NN_OK);
+    encode(c, buf, len);
+    cr_assert_eq(fx_get_u32(*buf + 55), NN__CONV_KIND_V1_ID, "the first record is of kind 1");
+    nn__cache_destroy(c);
+}
+
+Test(plan_file, kind_1_records_import_as_kind_7_and_save_as_kind_7)
+{
+    unsigned char *buf;
+    size_t len;
+    encode_kind_1(1, 9, &buf, &len);
+    struct nn__cache *c = new_cache(2);
+    cr_assert_eq(decode(c, buf, len), NN_OK, "%s", nn_last_error()->message);
+    nn__host_free(buf);
+    expect_known_seeds(c, 1, 9);
+    nn_plan_cache_stats st;
+    nn__cache_get_stats(c, &st);
+    cr_expect_eq(st.records_loaded, 9);
+    cr_expect_eq(st.records_skipped, 1, "the pooling record");
+    /* Saved again, the records are kind 7's and load as they are. */
+    encode(c, &buf, &len);
+    cr_expect_eq(fx_get_u32(buf + 55), NN__CONV_KIND_ID);
+    struct nn__cache *d = new_cache(2);
+    cr_assert_eq(decode(d, buf, len), NN_OK, "%s", nn_last_error()->message);
+    expect_known_seeds(d, 1, 9);
+    nn__host_free(buf);
+    nn__cache_destroy(d);
+    nn__cache_destroy(c);
+}
+
+/* A kind-1 key that fails kind 1's range check is a format error, as before; the file's bytes are
+ * the kind-1 layout (its body length is kind 1's). */
+Test(plan_file, kind_1_keys_are_range_checked_in_their_layout)
+{
+    unsigned char *buf;
+    size_t len;
+    encode_kind_1(1, 1, &buf, &len);
+    put_le(buf + 59, 9, 4); /* the kind-1 key's op */
+    reseal(buf, len);
+    expect_format_error(buf, len, "key");
+    cr_expect(strstr(nn_last_error()->message, "op is not a known op kind"), "%s",
+              nn_last_error()->message);
+    nn__host_free(buf);
+}
+
+/* Kind 7 takes over kind 1: a table that also registers kind 1 is refused. */
+Test(plan_file, a_table_with_the_retired_kind_is_refused)
+{
+    const struct nn__cache_kind *const both[] = {&fx_plan_kind, &fx_v1_kind};
+    struct nn__cache *c = (void *)1;
+    cr_expect_eq(nn__cache_create(NULL, both, 2, 1, &c), NN_E_INVALID_ARG);
+    cr_expect_null(c);
+    cr_expect(strstr(nn_last_error()->message, "has a legacy id that is a kind of the table"), "%s",
+              nn_last_error()->message);
+    /* A legacy hook must name a retired id other than its own kind's, and import. */
+    struct nn__cache_legacy leg = nn__conv_kind_legacy;
+    struct nn__cache_kind k = fx_plan_kind;
+    k.legacy = &leg;
+    const struct nn__cache_kind *const one[] = {&k};
+    leg.import = NULL;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "without an import"), "%s",
+              nn_last_error()->message);
+    leg = nn__conv_kind_legacy;
+    leg.id = k.id;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_E_INVALID_ARG);
+    leg.id = NN__CACHE_KIND_ID_MAX + 1;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_E_INVALID_ARG);
+    leg = nn__conv_kind_legacy;
+    cr_assert_eq(nn__cache_create(NULL, one, 1, 1, &c), NN_OK);
+    cr_expect_eq(nn__cache_kind_importing(c, NN__CONV_KIND_V1_ID), &k);
+    cr_expect_null(nn__cache_kind_importing(c, NN__CONV_KIND_ID));
+    nn__cache_destroy(c);
+}
 
 Test(plan_file, missing_file_is_an_io_error_naming_path_and_reason)
 {
@@ -678,9 +775,9 @@ Test(plan_file, concurrent_saves_leave_one_complete_file_with_every_record)
             if (fx_cache_create(NULL, PER, &c) != NN_OK) _exit(2);
             char json[64];
             for (int s = 100 * w; s < 100 * w + PER; s++) {
-                struct nn__plan_key k = fx_key(s);
+                struct nn__conv_key k = fx_key(s);
                 struct nn__plan_record r = fx_record(s, json);
-                if (nn__plan_cache_add_known(NULL, c, NN__PLAN_KIND_ID, &k, &r) != NN_OK) _exit(3);
+                if (nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r) != NN_OK) _exit(3);
             }
             for (int i = 0; i < ROUNDS; i++)
                 if (nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu) != NN_OK) _exit(4);
@@ -702,10 +799,10 @@ Test(plan_file, concurrent_saves_leave_one_complete_file_with_every_record)
     char json[64];
     for (int w = 0; w < WRITERS; w++) {
         for (int s = 100 * w; s < 100 * w + PER; s++) {
-            struct nn__plan_key k = fx_key(s);
+            struct nn__conv_key k = fx_key(s);
             struct nn__plan_record want = fx_record(s, json);
             const struct nn__plan_record *got =
-                nn__plan_cache_lookup_known(c, NN__PLAN_KIND_ID, &k);
+                nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &k);
             cr_expect(got && fx_record_equal(got, &want), "writer %d seed %d", w, s);
         }
     }
@@ -791,7 +888,7 @@ Test(plan_file, corpus_replays_without_crashing)
 
 static int expect_v1_defaults(void *arg, const void *key, const struct nn__plan_record *r)
 {
-    const struct nn__plan_key *k = key;
+    const struct nn__conv_key *k = key;
     (void)k;
     int *n = arg;
     cr_expect_eq(r->build_ms, -1.0);
@@ -817,12 +914,15 @@ Test(plan_file, corpus_version_1_seed_loads_with_defaults)
     cr_assert_eq(nn__plan_file_load(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
                  nn_last_error()->message);
     int n = 0;
-    nn__plan_cache_visit(c, NN__PLAN_KIND_ID, expect_v1_defaults, &n);
-    /* Seeds 10..21 cycle through the six op kinds: the four pooling records are skipped. */
-    cr_expect_eq(n, 8, "seed-every-op holds seeds 10..21, 8 of them convolutions");
+    nn__plan_cache_visit(c, NN__CONV_KIND_ID, expect_v1_defaults, &n);
+    /* Seeds 10..21 cycle through the six op kinds of kind 1, their tensors always in the x, w
+     * and y slots (fuzz/make_seeds.c): the two forwards (seeds 12 and 18) import into kind 7;
+     * the gradients (whose tensors a real file holds in dx, dw, dy), the bias gradients and the
+     * pooling records have no kind-7 key and are skipped. */
+    cr_expect_eq(n, 2, "seed-every-op holds seeds 10..21, 2 of them forwards");
     nn_plan_cache_stats st;
     nn__cache_get_stats(c, &st);
-    cr_expect_eq(st.records_skipped, 4);
-    cr_expect_eq(st.records_loaded, 8);
+    cr_expect_eq(st.records_skipped, 10);
+    cr_expect_eq(st.records_loaded, 2);
     nn__cache_destroy(c);
 }

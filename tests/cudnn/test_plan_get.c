@@ -61,24 +61,25 @@ Test(plan_get, key_follows_the_graph_and_the_settings)
     nn_ctx *ctx = ref_ctx(NN_MATH_TF32, 1, 1 << 20);
     struct nn__conv_graph d;
     fwd_desc(&d, 0, 0);
-    struct nn__plan_key k;
+    struct nn__conv_key k;
     nn__conv_plan_key_of(ctx, &d, 0, &k);
-    cr_expect_null(nn__plan_key_invalid(&k), "%s", nn__plan_key_invalid(&k));
-    cr_expect_eq(k.op, NN__OP_CONV_FWD);
-    cr_expect_eq(k.compute, NN_DTYPE_F32);
-    cr_expect_eq(k.math_mode, NN_MATH_TF32);
-    cr_expect_eq(k.deterministic, 1);
-    cr_expect_eq(k.workspace_cap, 1 << 20);
-    cr_expect_eq(k.t[NN__KEY_X].rank, 4);
-    cr_expect_eq(k.t[NN__KEY_X].dims[1], 8);
-    cr_expect_eq(k.t[NN__KEY_W].strides[0], 36);
-    cr_expect_eq(k.t[NN__KEY_Y].dims[3], 8);
-    cr_expect_eq(k.t[NN__KEY_B].rank, 0);
-    cr_expect_eq(k.p.groups, 2, "groups come from x's and w's channels");
-    cr_expect_eq(k.p.spatial_rank, 2);
-    cr_expect_eq(k.p.pad_hi[1], 1);
-    cr_expect_eq(k.p.alpha, 1.0);
-    cr_expect_eq(k.p.beta, 0.0);
+    cr_expect_null(nn__conv_key_invalid(&k), "%s", nn__conv_key_invalid(&k));
+    cr_expect_eq(k.pass, NN__CONV_PASS_FWD);
+    cr_expect_eq(k.dtype, NN_DTYPE_F32);
+    cr_expect_eq(k.s.math_mode, NN_MATH_TF32);
+    cr_expect_eq(k.s.deterministic, 1);
+    cr_expect_eq(k.s.workspace_cap, 1 << 20);
+    cr_expect_eq(k.t[NN__CONV_SLOT_IN].align, 16);
+    cr_expect_eq(k.t[NN__CONV_SLOT_IN].nhwc, 0);
+    cr_expect_eq(k.t[NN__CONV_SLOT_IN].dims[1], 8);
+    cr_expect_eq(k.t[NN__CONV_SLOT_FILTER].dims[0], 6);
+    cr_expect_eq(k.t[NN__CONV_SLOT_OUT].dims[3], 8);
+    cr_expect_eq(k.t[NN__CONV_SLOT_BIAS].align, 0);
+    cr_expect_eq(k.groups, 2, "groups come from x's and w's channels");
+    cr_expect_eq(k.spatial_rank, 2);
+    cr_expect_eq(k.pad_hi[1], 1);
+    cr_expect_eq(k.alpha, 1.0);
+    cr_expect_eq(k.beta, 0.0);
     nn_ctx_destroy(ctx);
 }
 
@@ -86,26 +87,26 @@ Test(plan_get, keys_differ_where_plans_differ)
 {
     nn_ctx *ctx = ref_ctx(NN_MATH_STRICT_FP32, 0, 0);
     struct nn__conv_graph d;
-    struct nn__plan_key plain, again, fused, epilogue, blend;
+    struct nn__conv_key plain, again, fused, epilogue, blend;
     fwd_desc(&d, 0, 0);
     nn__conv_plan_key_of(ctx, &d, 0, &plain);
     nn__conv_plan_key_of(ctx, &d, 0, &again);
-    cr_expect(nn__plan_key_equal(&plain, &again));
-    cr_expect_eq(nn__plan_key_hash(&plain), nn__plan_key_hash(&again));
+    cr_expect(nn__conv_key_equal(&plain, &again));
+    cr_expect_eq(nn__conv_key_hash(&plain), nn__conv_key_hash(&again));
     d.beta = 1.0;
     nn__conv_plan_key_of(ctx, &d, 0, &blend);
-    cr_expect_not(nn__plan_key_equal(&plain, &blend), "beta is baked into the plan");
+    cr_expect_not(nn__conv_key_equal(&plain, &blend), "beta is baked into the plan");
     fwd_desc(&d, 1, 1);
     nn__conv_plan_key_of(ctx, &d, 0, &fused);
     nn__conv_plan_key_of(ctx, &d, 1, &epilogue);
-    cr_expect_eq(fused.t[NN__KEY_B].dims[1], 6);
-    cr_expect_eq(fused.p.activation, 1);
-    cr_expect_not(nn__plan_key_equal(&plain, &fused));
-    cr_expect_not(nn__plan_key_equal(&fused, &epilogue), "the caller's flags are part of the key");
+    cr_expect_eq(fused.t[NN__CONV_SLOT_BIAS].dims[1], 6);
+    cr_expect_eq(fused.relu, 1);
+    cr_expect_not(nn__conv_key_equal(&plain, &fused));
+    cr_expect_not(nn__conv_key_equal(&fused, &epilogue), "the caller's flags are part of the key");
     nn_ctx *tf32 = ref_ctx(NN_MATH_TF32, 0, 0);
-    struct nn__plan_key other;
+    struct nn__conv_key other;
     nn__conv_plan_key_of(tf32, &d, 0, &other);
-    cr_expect_not(nn__plan_key_equal(&fused, &other), "the math mode is part of the key");
+    cr_expect_not(nn__conv_key_equal(&fused, &other), "the math mode is part of the key");
     nn_ctx_destroy(tf32);
     nn_ctx_destroy(ctx);
 }
@@ -134,21 +135,22 @@ Test(plan_get, backward_kinds_map_to_their_ops)
     struct nn__conv_graph_params c;
     conv1d(1, &x, &w, &y, &c);
     struct nn__conv_graph d;
-    struct nn__plan_key data, filter;
+    struct nn__conv_key data, filter;
     nn__conv_graph_bwd_data(&d, &y, &w, &x, &c);
     nn__conv_plan_key_of(ctx, &d, 0, &data);
     nn__conv_graph_bwd_filter(&d, &x, &y, &w, &c);
     nn__conv_plan_key_of(ctx, &d, 0, &filter);
-    cr_expect_eq(data.op, NN__OP_CONV_BWD_DATA);
-    cr_expect_eq(filter.op, NN__OP_CONV_BWD_FILTER);
-    cr_expect_eq(data.t[NN__KEY_DX].dtype, NN_DTYPE_F16);
-    cr_expect_eq(data.t[NN__KEY_DY].dims[2], 8);
-    cr_expect_eq(filter.t[NN__KEY_DW].dims[2], 5);
-    cr_expect_eq(data.p.groups, 1);
-    cr_expect_eq(filter.p.mode, NN__CONV_GRAPH_CONVOLUTION);
-    cr_expect_eq(filter.p.stride[0], 2);
-    cr_expect_null(nn__plan_key_invalid(&data), "%s", nn__plan_key_invalid(&data));
-    cr_expect_null(nn__plan_key_invalid(&filter), "%s", nn__plan_key_invalid(&filter));
+    cr_expect_eq(data.pass, NN__CONV_PASS_BWD_DATA);
+    cr_expect_eq(filter.pass, NN__CONV_PASS_BWD_FILTER);
+    cr_expect_eq(data.dtype, NN_DTYPE_F16);
+    cr_expect_eq(data.t[NN__CONV_SLOT_IN].dims[2], 20, "dx");
+    cr_expect_eq(data.t[NN__CONV_SLOT_OUT].dims[2], 8, "dy");
+    cr_expect_eq(filter.t[NN__CONV_SLOT_FILTER].dims[2], 5, "dw");
+    cr_expect_eq(data.groups, 1);
+    cr_expect_eq(filter.mode, NN__CONV_GRAPH_CONVOLUTION);
+    cr_expect_eq(filter.stride[0], 2);
+    cr_expect_null(nn__conv_key_invalid(&data), "%s", nn__conv_key_invalid(&data));
+    cr_expect_null(nn__conv_key_invalid(&filter), "%s", nn__conv_key_invalid(&filter));
     nn_ctx_destroy(ctx);
 }
 
@@ -176,13 +178,13 @@ Test(plan_get, source_names)
  * graph without bias and relu (the plan of a forward whose epilogue runs after it). */
 static void expect_round_trip(nn_ctx *ctx, const struct nn__conv_graph *d, const char *what)
 {
-    struct nn__plan_key k, again;
+    struct nn__conv_key k, again;
     struct nn__conv_graph back;
     nn__conv_plan_key_of(ctx, d, 0, &k);
     cr_assert_eq(nn__conv_graph_of_key(&k, &back), 0, "%s", what);
     cr_expect_eq(back.op, d->op, "%s", what);
     nn__conv_plan_key_of(ctx, &back, 0, &again);
-    cr_expect(nn__plan_key_equal(&k, &again), "%s: the key of the rebuilt graph differs", what);
+    cr_expect(nn__conv_key_equal(&k, &again), "%s: the key of the rebuilt graph differs", what);
 }
 
 Test(plan_get, graph_desc_of_key_inverts_the_key)
@@ -192,7 +194,7 @@ Test(plan_get, graph_desc_of_key_inverts_the_key)
     fwd_desc(&d, 1, 1);
     d.alpha = 0.5;
     expect_round_trip(ctx, &d, "fwd+bias+relu");
-    struct nn__plan_key k;
+    struct nn__conv_key k;
     nn__conv_plan_key_of(ctx, &d, 0, &k);
     cr_assert_eq(nn__conv_graph_of_key(&k, &back), 0);
     cr_expect_eq(back.relu, 1);
@@ -203,7 +205,7 @@ Test(plan_get, graph_desc_of_key_inverts_the_key)
     cr_expect_eq(back.t[NN__CONV_UID_W].dims[1], 4, "the grouped filter's channels");
 
     /* The epilogue key: the plain graph comes back. */
-    struct nn__plan_key epi, plain_key, back_key;
+    struct nn__conv_key epi, plain_key, back_key;
     nn__conv_plan_key_of(ctx, &d, NN__CONV_KEY_PLAIN, &epi);
     cr_assert_eq(nn__conv_graph_of_key(&epi, &back), 0);
     cr_expect_eq(back.t[NN__CONV_UID_B].rank, 0);
@@ -212,7 +214,7 @@ Test(plan_get, graph_desc_of_key_inverts_the_key)
     plain.alpha = 0.5;
     nn__conv_plan_key_of(ctx, &plain, 0, &plain_key);
     nn__conv_plan_key_of(ctx, &back, 0, &back_key);
-    cr_expect(nn__plan_key_equal(&plain_key, &back_key));
+    cr_expect(nn__conv_key_equal(&plain_key, &back_key));
 
     struct nn__cudnn_tensor x, w, y;
     struct nn__conv_graph_params c;
@@ -222,15 +224,11 @@ Test(plan_get, graph_desc_of_key_inverts_the_key)
     expect_round_trip(ctx, &d, "bwd data, 1-D, true convolution, accumulating");
     nn__conv_graph_bwd_filter(&d, &x, &y, &w, &c);
     expect_round_trip(ctx, &d, "bwd filter");
-    /* The retired bias-gradient and pooling ops of old plan files have no graph. */
+    /* A key of no pass has no graph. */
     nn__conv_plan_key_of(ctx, &d, 0, &k);
-    k.op = NN__OP_CONV_BIAS_GRAD;
-    cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1, "the bias gradient has no graph");
-    k.op = NN__OP_POOL_FWD;
-    cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1, "pooling has no graph");
-    k.op = NN__OP_POOL_BWD;
-    cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1, "pooling backward has no graph");
-    k.op = NN__OP_NONE;
+    k.pass = 4;
+    cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1);
+    k.pass = 0;
     cr_expect_eq(nn__conv_graph_of_key(&k, &back), -1);
     nn_ctx_destroy(ctx);
 }
@@ -243,13 +241,13 @@ Test(plan_get, conv_graph_kind_reads_its_keys)
     nn_ctx *ctx = ref_ctx(NN_MATH_TF32, 1, 4096);
     const struct nn__graph_kind *kind = &nn__conv_graph_kind;
     cr_expect_eq(kind->cache, &nn__conv_plan_kind);
-    cr_expect_eq(kind->cache->id, NN__PLAN_KIND_ID);
-    cr_expect_eq(kind->cache->key_size, sizeof(struct nn__plan_key));
+    cr_expect_eq(kind->cache->id, NN__CONV_KIND_ID);
+    cr_expect_eq(kind->cache->key_size, sizeof(struct nn__conv_key));
     struct nn__conv_graph d;
     fwd_desc(&d, 1, 1);
     for (int u = 1; u < NN__CONV_UID_END; u++)
         if (d.t[u].rank) d.t[u].dtype = NN_DTYPE_F16;
-    struct nn__plan_key k;
+    struct nn__conv_key k;
     nn__conv_plan_key_of(ctx, &d, 0, &k);
     cr_expect(kind->has_graph(&k));
     cr_expect_eq(kind->data_dtype(&k), NN_DTYPE_F16);
@@ -261,7 +259,7 @@ Test(plan_get, conv_graph_kind_reads_its_keys)
     char a[NN__CUDNN_DESCRIBE_MAX], b[NN__CUDNN_DESCRIBE_MAX];
     cr_expect_str_eq(kind->describe(a, sizeof a, &k), nn__conv_graph_describe(b, sizeof b, &d));
 
-    k.op = NN__OP_POOL_FWD;
+    k.pass = 4;
     cr_expect_not(kind->has_graph(&k));
     struct nn__cudnn_graph *g = (void *)1;
     cr_expect_eq(nn__cudnn_graph_create(NULL, kind, &k, &g), NN_E_INVALID_ARG);

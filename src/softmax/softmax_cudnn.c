@@ -20,6 +20,7 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
+#include "core/elem.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -176,22 +177,6 @@ static nn_status read_targets_cudnn(struct nn_ctx *ctx, const char *fn, const vo
     return NN_OK;
 }
 
-/* One in x's dtype (f16 and bf16 as their bit patterns). */
-static void one_in(nn_dtype t, unsigned char *out)
-{
-    const float f = 1.0f;
-    const double d = 1.0;
-    const uint16_t half = 0x3C00, bhalf = 0x3F80;
-    if (t == NN_DTYPE_F64)
-        memcpy(out, &d, sizeof d);
-    else if (t == NN_DTYPE_F16)
-        memcpy(out, &half, sizeof half);
-    else if (t == NN_DTYPE_BF16)
-        memcpy(out, &bhalf, sizeof bhalf);
-    else
-        memcpy(out, &f, sizeof f);
-}
-
 /* The targets' one-hot mask, n x c x s in x's dtype, into the pool buffer *mask. The host
  * buffer may go once cudaMemcpyAsync returns: a copy from pageable memory has been staged by
  * then. */
@@ -201,7 +186,7 @@ static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
     size_t w = nn_dtype_size(p->dtype), bytes = (size_t)(p->n * p->c * p->s) * w;
     unsigned char *h = nn__host_calloc(1, bytes), one[8];
     if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the target mask", fn);
-    one_in(p->dtype, one);
+    nn__elem_one(p->dtype, one);
     for (int64_t i = 0; i < p->n * p->s; i++) {
         int64_t n = i / p->s, k = i % p->s;
         memcpy(h + (size_t)((n * p->c + t[i]) * p->s + k) * w, one, w);

@@ -1,9 +1,12 @@
 /* nnprim bench linear: the linear layer's forward and forward+backward, nnprim against raw
- * cuBLASLt (the same products with the same epilogues, descriptors and algorithm made once, a
- * workspace allocated once, the same stream, the same run), both timed alike with CUDA events
- * (nn_cli_gpu_median_us). Without a GPU: the reference backend with host timing. Each shape is
- * printed in the case syntax of docs/LINEAR.md, which --case takes back (as does a whole
- * NNPRIM_VERBOSE line of linear_forward). */
+ * cuBLASLt (the same products with the same epilogues, heuristic preferences, descriptors and
+ * algorithm made once, bias pointers set once, a workspace allocated once, the same stream, the
+ * same run), both timed alike with CUDA events (nn_cli_gpu_median_us) in the order raw, nnprim,
+ * nnprim, raw, each figure the mean of its two medians, so that a drift of the GPU's clocks
+ * during a row weighs on both sides alike. Each case then prints the algorithm of every product
+ * on both sides (nnprim's from the verbose line of a twin context). Without a GPU: the reference
+ * backend with host timing. Each shape is printed in the case syntax of docs/LINEAR.md, which
+ * --case takes back (as does a whole NNPRIM_VERBOSE line of linear_forward). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 
 #if NN_HAVE_CUDNN
 #include "core/cuda_load.h"
+#include "linear/linear_internal.h"
 #endif
 
 /* An LSTM language model's head (batch 20 x 35 steps, hidden 650, 10000 words), a classifier's
@@ -221,6 +225,8 @@ struct raw_gemm {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
+    size_t ws; /* the algorithm's workspace */
+    cublasLtEpilogue_t epi;
     int ok;
 };
 
@@ -248,11 +254,23 @@ static cudaDataType_t raw_type(nn_dtype t)
                                 : CUDA_R_32F;
 }
 
+/* The largest power of two up to 256 that divides every pointer, as cuBLASLt's alignment
+ * preferences take it (nnprim asks with the same). */
+static uint32_t raw_align(const void *const *ptrs, int n)
+{
+    uint32_t a = 256;
+    for (int i = 0; i < n; i++)
+        while (ptrs[i] && a > 1 && ((uintptr_t)ptrs[i] & (a - 1)))
+            a >>= 1;
+    return a;
+}
+
 /* One product D (rows x cols) = op(A) op(B), column-major views of the row-major tensors
- * (docs/LINEAR.md). */
+ * (docs/LINEAR.md), its bias (or BGRADB's db) pointer set once; ptrs are the call's pointers. */
 static int raw_gemm_init(struct raw *r, struct raw_gemm *g, cublasOperation_t ta,
                          cublasOperation_t tb, uint64_t ar, uint64_t ac, uint64_t br, uint64_t bc,
-                         uint64_t dr, uint64_t dc, cublasLtEpilogue_t epi)
+                         uint64_t dr, uint64_t dc, cublasLtEpilogue_t epi, void *bias,
+                         const void *const *ptrs, int nptr)
 {
     const struct nn_linear_case *c = &r->pr->c;
     cublasComputeType_t ct = c->dtype == NN_DTYPE_F64  ? CUBLAS_COMPUTE_64F
@@ -271,18 +289,32 @@ static int raw_gemm_init(struct raw *r, struct raw_gemm *g, cublasOperation_t ta
         lt_ok(cublasLtMatrixLayoutCreate(&g->b, t, br, bc, (int64_t)br), "layout B") ||
         lt_ok(cublasLtMatrixLayoutCreate(&g->d, t, dr, dc, (int64_t)dr), "layout D"))
         return 1;
+    g->epi = epi;
+    if (bias && lt_ok(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof bias),
+                      "set bias pointer"))
+        return 1;
     cublasLtMatmulPreference_t pref;
     if (lt_ok(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate")) return 1;
     uint64_t ws = r->ws_size;
+    uint32_t align = raw_align(ptrs, nptr);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                          sizeof ws);
+    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < 4; i++)
+        cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
     cublasLtMatmulHeuristicResult_t res;
     int n = 0;
     cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(r->h, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &n);
     cublasLtMatmulPreferenceDestroy(pref);
-    g->ok = s == CUBLAS_STATUS_SUCCESS && n > 0;
-    if (g->ok) g->algo = res.algo;
+    g->ok = s == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+    if (g->ok) {
+        g->algo = res.algo;
+        g->ws = res.workspaceSize;
+    }
     return 0;
 }
 
@@ -314,39 +346,39 @@ static int raw_init(struct raw *r, struct problem *pr, cudaStream_t stream)
     int relu = c->p.activation == NN_ACTIVATION_RELU;
     cublasLtEpilogue_t fe = relu ? (c->bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
                                  : (c->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    void *b = c->bias ? pr->b.data : NULL, *db = c->bias ? pr->db.data : NULL;
+    const void *fp[] = {pr->x.data, pr->w.data, pr->y.data, b};
+    const void *xp[] = {pr->w.data, pr->dy.data, pr->dx.data};
+    const void *wp[] = {pr->x.data, pr->dy.data, pr->dw.data, db};
     if (lt_ok(cublasLtCreate(&r->h), "cublasLtCreate") ||
         cudaMalloc(&r->ws, r->ws_size) != cudaSuccess ||
-        raw_gemm_init(r, &r->fwd, CUBLAS_OP_T, CUBLAS_OP_N, in, out, in, m, out, m, fe) ||
+        raw_gemm_init(r, &r->fwd, CUBLAS_OP_T, CUBLAS_OP_N, in, out, in, m, out, m, fe, b, fp, 4) ||
         raw_gemm_init(r, &r->dx, CUBLAS_OP_N, CUBLAS_OP_N, in, out, out, m, in, m,
-                      CUBLASLT_EPILOGUE_DEFAULT) ||
+                      CUBLASLT_EPILOGUE_DEFAULT, NULL, xp, 3) ||
         raw_gemm_init(r, &r->dw, CUBLAS_OP_N, CUBLAS_OP_T, in, m, out, m, in, out,
-                      c->bias ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT)) {
+                      c->bias ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT, db, wp, 4)) {
         raw_fini(r);
         return 1;
     }
     return 0;
 }
 
-static int raw_run(struct raw *r, struct raw_gemm *g, const void *a, const void *b, void *d,
-                   void *bias)
+static int raw_run(struct raw *r, struct raw_gemm *g, const void *a, const void *b, void *d)
 {
     const struct nn_linear_case *c = &r->pr->c;
     float one = 1, zero = 0;
     double one_d = 1, zero_d = 0;
     int f64 = c->dtype == NN_DTYPE_F64;
-    if (bias)
-        cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                       sizeof bias);
     return cublasLtMatmul(r->h, g->desc, f64 ? (void *)&one_d : (void *)&one, a, g->a, b, g->b,
-                          f64 ? (void *)&zero_d : (void *)&zero, d, g->d, d, g->d, &g->algo, r->ws,
-                          r->ws_size, r->stream) != CUBLAS_STATUS_SUCCESS;
+                          f64 ? (void *)&zero_d : (void *)&zero, d, g->d, d, g->d, &g->algo,
+                          g->ws ? r->ws : NULL, g->ws, r->stream) != CUBLAS_STATUS_SUCCESS;
 }
 
 static int raw_fwd(void *arg)
 {
     struct raw *r = arg;
     struct problem *pr = r->pr;
-    return raw_run(r, &r->fwd, pr->w.data, pr->x.data, pr->y.data, pr->c.bias ? pr->b.data : NULL);
+    return raw_run(r, &r->fwd, pr->w.data, pr->x.data, pr->y.data);
 }
 
 /* Raw backward without relu (a relu case's raw rows are forward only). */
@@ -354,9 +386,8 @@ static int raw_fwdbwd(void *arg)
 {
     struct raw *r = arg;
     struct problem *pr = r->pr;
-    return raw_fwd(arg) || raw_run(r, &r->dx, pr->w.data, pr->dy.data, pr->dx.data, NULL) ||
-           raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data,
-                   pr->c.bias ? pr->db.data : NULL);
+    return raw_fwd(arg) || raw_run(r, &r->dx, pr->w.data, pr->dy.data, pr->dx.data) ||
+           raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data);
 }
 
 static double timed(cudaStream_t s, int warmup, int reps, int (*fn)(void *), void *arg)
@@ -366,7 +397,77 @@ static double timed(cudaStream_t s, int warmup, int reps, int (*fn)(void *), voi
     return nn_cli_gpu_median_us(s, reps, fn, arg);
 }
 
-static int bench_gpu(nn_ctx *ctx[2], const struct opts *o)
+/* ---------------------------------------------------------------------------------------------
+ * Which algorithm each side ran
+ */
+
+static const char *raw_epilogue_name(cublasLtEpilogue_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_RELU: return "relu";
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "relu_bias";
+    case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
+    default: return "default";
+    }
+}
+
+/* A product as nnprim's verbose line names it: "fwd:cublaslt-bias/a21t20s8k1r0w0c0l0/ws0". */
+static void raw_describe(const char *what, const struct raw_gemm *g, char *buf, size_t cap)
+{
+    char algo[64];
+    nn__lt_algo_text(&g->algo, algo, sizeof algo);
+    snprintf(buf, cap, "%s:cublaslt-%s/%s/ws%zu", what, raw_epilogue_name(g->epi), algo, g->ws);
+}
+
+/* The impl fields of the last linear_forward and linear_backward verbose lines. */
+struct verbose_capture {
+    char fwd[256], bwd[256];
+};
+
+static void capture_impl(const char *line, const char *op, char *out, size_t cap)
+{
+    static const char prefix[] = "nnprim_verbose,";
+    size_t n = strlen(op);
+    if (strncmp(line, prefix, sizeof prefix - 1) || strncmp(line + sizeof prefix - 1, op, n) ||
+        line[sizeof prefix - 1 + n] != ',')
+        return;
+    const char *f = strchr(line + sizeof prefix - 1 + n + 1, ','); /* past the backend */
+    const char *end = f ? strchr(f + 1, ',') : NULL;
+    if (end) snprintf(out, cap, "%.*s", (int)(end - f - 1), f + 1);
+}
+
+static void capture_line(nn_log_kind kind, const char *line, void *user)
+{
+    struct verbose_capture *v = user;
+    if (kind != NN_LOG_OP) return;
+    capture_impl(line, "linear_forward", v->fwd, sizeof v->fwd);
+    capture_impl(line, "linear_backward", v->bwd, sizeof v->bwd);
+}
+
+/* One forward+backward of the case on a verbose twin of its context (same settings; plans are
+ * found the same way), and raw's products, printed under the case's rows. */
+static void print_algorithms(nn_ctx *twin, const struct problem *pr, const struct raw *raw)
+{
+    struct verbose_capture v = {{0}, {0}};
+    struct problem tp = *pr;
+    tp.ctx = twin;
+    nn_set_log_callback(capture_line, &v);
+    int failed = nnprim_fwdbwd(&tp);
+    nn_set_log_callback(NULL, NULL);
+    /* the twin's stream wrote the case's outputs: done before they are freed or timed again */
+    failed |= nn_ctx_synchronize(twin) != NN_OK;
+    char f[160], x[160], w[160];
+    raw_describe("fwd", &raw->fwd, f, sizeof f);
+    raw_describe("dx", &raw->dx, x, sizeof x);
+    raw_describe("dw", &raw->dw, w, sizeof w);
+    printf("  algorithms, raw:    %s | %s %s\n", raw->fwd.ok ? f : "-", raw->dx.ok ? x : "-",
+           raw->dw.ok ? w : "-");
+    printf("  algorithms, nnprim: %s | %s\n", failed ? "(the verbose call failed)" : v.fwd,
+           failed ? "" : v.bwd);
+}
+
+static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
 {
     int reps = o->reps ? o->reps : 100, warmup = o->warmup ? o->warmup : 10;
     nn_settings cs;
@@ -381,7 +482,7 @@ static int bench_gpu(nn_ctx *ctx[2], const struct opts *o)
     for (size_t si = 0; si < n && !rc; si++) {
         struct nn_linear_case c;
         if (case_of(o, gpu_shapes[si], &c)) return 1;
-        nn_ctx *cx = ctx[c.math == NN_MATH_TF32];
+        nn_ctx *cx = ctx[c.math == NN_MATH_TF32], *tw = twin[c.math == NN_MATH_TF32];
         cudaStream_t stream = (cudaStream_t)nn_ctx_stream(cx);
         struct problem pr;
         struct raw raw;
@@ -396,9 +497,13 @@ static int bench_gpu(nn_ctx *ctx[2], const struct opts *o)
         for (int bwd = 0; bwd < 2 && !rc; bwd++) {
             const char *pass = bwd ? "fwd+bwd" : "fwd";
             int have_raw = raw.fwd.ok && (!bwd || (!relu && raw.dx.ok && raw.dw.ok));
-            double r_us =
-                have_raw ? timed(stream, warmup, reps, bwd ? raw_fwdbwd : raw_fwd, &raw) : 0;
-            double n_us = timed(stream, warmup, reps, bwd ? nnprim_fwdbwd : nnprim_fwd, &pr);
+            int (*rf)(void *) = bwd ? raw_fwdbwd : raw_fwd,
+                           (*nf)(void *) = bwd ? nnprim_fwdbwd : nnprim_fwd;
+            double r1 = have_raw ? timed(stream, warmup, reps, rf, &raw) : 0;
+            double n1 = timed(stream, warmup, reps, nf, &pr);
+            double n2 = n1 < 0 ? -1 : timed(stream, warmup, reps, nf, &pr);
+            double r2 = have_raw ? timed(stream, warmup, reps, rf, &raw) : 0;
+            double r_us = r1 > 0 && r2 > 0 ? (r1 + r2) / 2 : 0, n_us = n2 < 0 ? -1 : (n1 + n2) / 2;
             if (n_us < 0) {
                 rc = fail(bwd ? "nnprim forward+backward" : "nnprim forward");
                 break;
@@ -406,6 +511,7 @@ static int bench_gpu(nn_ctx *ctx[2], const struct opts *o)
             if (have_raw && r_us > 0) print_row(name, pass, "cublaslt", r_us, flops(&pr, bwd), 0);
             print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), have_raw ? r_us : 0);
         }
+        if (!rc) print_algorithms(tw, &pr, &raw);
         raw_fini(&raw);
         problem_free(&pr);
     }
@@ -413,12 +519,13 @@ static int bench_gpu(nn_ctx *ctx[2], const struct opts *o)
 }
 #endif
 
-static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
+static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math, int verbose)
 {
     nn_settings s;
     nn_default_settings(&s);
     s.backend = backend;
     s.math_mode = math;
+    s.verbose = verbose;
     nn_ctx *ctx = NULL;
     if (nn_ctx_create(&ctx, &s) != NN_OK) fail("creating a context");
     return ctx;
@@ -435,16 +542,24 @@ int nn_cli_bench_linear(int argc, char **argv)
     int rc = 1;
 #if NN_HAVE_CUDNN
     if (gpu) {
-        nn_ctx *ctx[2] = {make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32),
-                          make_ctx(NN_BACKEND_CUDNN, NN_MATH_TF32)};
-        if (ctx[0] && ctx[1]) rc = bench_gpu(ctx, &o);
-        nn_ctx_destroy(ctx[0]);
-        nn_ctx_destroy(ctx[1]);
+        nn_ctx *ctx[2] = {make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32, 0),
+                          make_ctx(NN_BACKEND_CUDNN, NN_MATH_TF32, 0)};
+        /* verbose twins for the algorithm lines; their header lines go nowhere */
+        struct verbose_capture none;
+        nn_set_log_callback(capture_line, &none);
+        nn_ctx *twin[2] = {make_ctx(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32, 1),
+                           make_ctx(NN_BACKEND_CUDNN, NN_MATH_TF32, 1)};
+        nn_set_log_callback(NULL, NULL);
+        if (ctx[0] && ctx[1] && twin[0] && twin[1]) rc = bench_gpu(ctx, twin, &o);
+        for (int i = 0; i < 2; i++) {
+            nn_ctx_destroy(ctx[i]);
+            nn_ctx_destroy(twin[i]);
+        }
         return rc;
     }
 #endif
     (void)gpu;
-    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32, 0);
     if (ref) rc = bench_cpu(ref, &o);
     nn_ctx_destroy(ref);
     return rc;

@@ -15,6 +15,7 @@
 #include "conv/conv_graph_cudnn.h"
 #include "cudnn/plan_build_cudnn.h"
 #include "linear/linear_internal.h"
+#include "softmax/softmax_internal.h"
 #endif
 #include "mem/mem.h"
 #include "rnn/rnn_internal.h"
@@ -87,10 +88,8 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 #if NN_HAVE_CUDNN
 /* Every entry kind of the context's cache, one per family's kind (register a new kind here). */
 static const struct nn__cache_kind *const cache_kinds[] = {
-    &nn__conv_plan_kind,
-    &nn__rnn_cudnn_kind,
-    &nn__rnn_cudnn_dropout_kind,
-    &nn__linear_matmul_kind,
+    &nn__conv_plan_kind,     &nn__rnn_cudnn_kind,    &nn__rnn_cudnn_dropout_kind,
+    &nn__linear_matmul_kind, &nn__softmax_xent_kind,
 };
 
 /* Every graph kind (a family's graphs built from its cache kind's keys), so that the plans of a

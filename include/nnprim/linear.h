@@ -26,6 +26,7 @@
 #ifndef NNPRIM_LINEAR_H
 #define NNPRIM_LINEAR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backward.h"
@@ -141,6 +142,51 @@ NN_API nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullbac
  * @return NN_OK; NN_E_PULLBACK if *pullback is not a live linear pullback (consumed or freed).
  */
 NN_API nn_status nn_linear_pullback_free(nn_linear_pullback **pullback);
+
+/** A pass of the linear layer, for nn_linear_workspace_size(): the forward, or a backward call
+ *  computing the OR of the gradients it is given (non-NULL dx, dw, db). */
+typedef enum nn_linear_pass {
+    NN_LINEAR_PASS_FORWARD = 0, /**< nn_linear_forward() */
+    NN_LINEAR_PASS_DX = 1 << 0, /**< a backward call with dx */
+    NN_LINEAR_PASS_DW = 1 << 1, /**< a backward call with dw */
+    NN_LINEAR_PASS_DB = 1 << 2  /**< a backward call with db */
+} nn_linear_pass;
+
+/**
+ * The device-pool bytes one linear call would hold at its peak, so that a framework can pre-size
+ * its scratch (or its allocator, nn_mem_set_allocator()): the largest cuBLASLt workspace among
+ * the matmuls the call runs one after another, plus, for a backward call with p.activation RELU,
+ * the relu-masked copy of dy it holds throughout (M x out elements). Not included: the caller's
+ * tensors, a pullback (it keeps views only), the column of ones of a stand-alone db product
+ * (made once per shape with its cached plan: this query makes it), and the pool's rounding of a
+ * request to its size classes (docs/MEMORY.md). 0 on the reference backend, which takes host
+ * memory only.
+ *
+ * On the GPU the query finds the matmul plans the call would use, as the call would (the
+ * context's cache, else a plan-file record, else cuBLASLt's heuristic with the same epilogue and
+ * fallback), and caches them, so the call that follows is a cache hit. The plans depend on the
+ * pointers' alignment: the answer holds for the call's other tensors (y, dy, dx, dw, db) packed
+ * and 256-byte aligned, as nn_tensor_empty() makes them.
+ *
+ * @param ctx   the context that will run the call (its backend, settings and plan cache).
+ * @param p     the call's parameters: activation, and flags (NN_LINEAR_ACCUMULATE_DB decides
+ *              whether db can be fused into the dw product); for nn_linear_backward_ex() set
+ *              p->flags to its opts->accumulate.
+ * @param x     the forward's input [..., in] (its dims and alignment; not read).
+ * @param w     the weight [out, in] (not read).
+ * @param b     the forward's bias [out], or NULL for none (the forward fuses it); backward
+ *              passes ignore it.
+ * @param pass  NN_LINEAR_PASS_FORWARD, or a nonzero OR of NN_LINEAR_PASS_DX, _DW and _DB.
+ * @param bytes out: the bytes; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes; a pass outside 0..7; the
+ *         parameter and tensor checks of nn_linear_forward()); NN_E_SHAPE; NN_E_DTYPE;
+ *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (a strided tensor; cuBLASLt has no algorithm for a
+ *         product); NN_E_OOM_HOST; NN_E_OOM_DEVICE (the column of ones of a db product);
+ *         NN_E_CUDA; NN_E_CUBLAS.
+ */
+NN_API nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p,
+                                          const nn_tensor *x, const nn_tensor *w,
+                                          const nn_tensor *b, unsigned pass, size_t *bytes);
 
 #ifdef __cplusplus
 }

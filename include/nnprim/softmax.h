@@ -24,6 +24,7 @@
 #ifndef NNPRIM_SOFTMAX_H
 #define NNPRIM_SOFTMAX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backward.h"
@@ -125,6 +126,30 @@ NN_API nn_status nn_softmax_backward_ex(nn_ctx *ctx, nn_softmax_pullback **pullb
  */
 NN_API nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback);
 
+/** A pass, for nn_softmax_workspace_size() and nn_softmax_cross_entropy_workspace_size(). */
+typedef enum nn_softmax_pass {
+    NN_SOFTMAX_PASS_FORWARD = 0, /**< nn_softmax_forward() / nn_softmax_cross_entropy_forward() */
+    NN_SOFTMAX_PASS_BACKWARD = 1 /**< the matching backward call (either form) */
+} nn_softmax_pass;
+
+/**
+ * The device-pool bytes one softmax call would hold at its peak, so that a framework can
+ * pre-size its scratch (or its allocator, nn_mem_set_allocator()). Both passes run as single
+ * cuDNN calls on the caller's tensors and take no pool memory: 0 on both backends. (Not
+ * included: the caller's tensors; a pullback keeps a view only.)
+ *
+ * @param ctx   the context that will run the call.
+ * @param p     the call's parameters (checked as by nn_softmax_forward()).
+ * @param x     the forward's logits, N x C [x ...] (its dims; not read).
+ * @param pass  NN_SOFTMAX_PASS_FORWARD or NN_SOFTMAX_PASS_BACKWARD.
+ * @param bytes out: the bytes; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or bytes; an unknown pass; the parameter and
+ *         tensor checks of nn_softmax_forward()); NN_E_SHAPE (x.rank < 2); NN_E_MEMSPACE;
+ *         NN_E_UNSUPPORTED (a strided x).
+ */
+NN_API nn_status nn_softmax_workspace_size(nn_ctx *ctx, const nn_softmax_params *p,
+                                           const nn_tensor *x, nn_softmax_pass pass, size_t *bytes);
+
 /** The integer type of class targets. */
 typedef enum nn_index_type {
     NN_INDEX_I32 = 1, /**< int32_t */
@@ -150,9 +175,10 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  *
  * Every target is checked to lie in [0, C) before anything is written, on both backends. On the
  * cuDNN backend targets in device, managed or pinned host memory are copied to the host for that
- * check and for the gather, so the call waits for the context's stream once; targets in ordinary
- * (pageable) host memory are read directly, without a wait (the loss itself is computed on the
- * GPU: cuDNN's log-softmax, then one batched device copy of the picked elements).
+ * check and for the one-hot mask, so the call waits for the context's stream once; targets in
+ * ordinary (pageable) host memory are read directly, without a wait. The loss itself is computed
+ * on the GPU (cuDNN's log-softmax, the mask uploaded asynchronously from a pinned buffer kept per
+ * shape, docs/SOFTMAX.md).
  *
  * @param ctx          the context.
  * @param x            logits, N x C [x ...].
@@ -207,6 +233,30 @@ NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
                                                       nn_softmax_cross_entropy_pullback **pullback,
                                                       const nn_backward_options *opts,
                                                       const nn_tensor *dloss, nn_tensor *dx);
+
+/**
+ * The device-pool bytes one cross-entropy call would hold at its peak, so that a framework can
+ * pre-size its scratch (or its allocator, nn_mem_set_allocator()). On cuDNN, with B = N x C x S
+ * elements of x's dtype: the forward holds 4 B at its peak (the log-softmax and the one-hot mask,
+ * both of which a training-mode forward keeps in its pullback until backward, the product of the
+ * two, and the gradient its sum over C is taken from); the backward holds B (the masked dloss).
+ * The forward also uses a per-shape scratch kept in the context's cache (B bytes of zeros from
+ * the pool, and B bytes of pinned host memory that stages the mask): this query makes it, so the
+ * call that follows takes only the figure above. Not included: the caller's tensors and the
+ * pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the reference backend,
+ * which takes host memory only.
+ *
+ * @param ctx   the context that will run the call.
+ * @param x     the forward's logits, N x C [x ...] (its dims and dtype; not read).
+ * @param pass  NN_SOFTMAX_PASS_FORWARD or NN_SOFTMAX_PASS_BACKWARD.
+ * @param bytes out: the bytes; untouched on failure.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, x or bytes; an unknown pass; the tensor checks of
+ *         nn_softmax_cross_entropy_forward()); NN_E_SHAPE (x.rank < 2); NN_E_MEMSPACE;
+ *         NN_E_UNSUPPORTED (a strided x; cuDNN: N, C or the trailing size beyond int);
+ *         NN_E_OOM_HOST (also: no pinned memory for the scratch); NN_E_OOM_DEVICE; NN_E_CUDA.
+ */
+NN_API nn_status nn_softmax_cross_entropy_workspace_size(nn_ctx *ctx, const nn_tensor *x,
+                                                         nn_softmax_pass pass, size_t *bytes);
 
 /**
  * Drop a cross-entropy pullback without using it (its pool buffer goes back to the pool of the

@@ -15,6 +15,7 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
+#include "core/elem.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -499,20 +500,6 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
                     NN__CONV_UID_DY, dy->data, NN__CONV_UID_DW, dw, note);
 }
 
-/* One element of value 1 in dtype, as bytes. */
-static void one_of(nn_dtype t, unsigned char *out)
-{
-    float f = 1.0f;
-    double d = 1.0;
-    uint16_t h = t == NN_DTYPE_F16 ? 0x3c00 : 0x3f80; /* f16 / bf16 1.0 */
-    if (t == NN_DTYPE_F32)
-        memcpy(out, &f, sizeof f);
-    else if (t == NN_DTYPE_F64)
-        memcpy(out, &d, sizeof d);
-    else
-        memcpy(out, &h, sizeof h);
-}
-
 /* Copy the packed N x C x spatial tensor src (planes planes of spatial sizes from, each spatial
  * position inner contiguous elements: N * C planes and inner 1 in NCHW order, N planes and inner
  * C channels-last) into the packed, larger dst of the same layout (the same planes, spatial sizes
@@ -717,7 +704,7 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
     size_t es = nn_dtype_size(p->dtype), count = (size_t)nn_tensor_numel(&ones);
     unsigned char *h = nn__host_alloc(count * es), one[8];
     if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_bias: out of host memory");
-    one_of(p->dtype, one);
+    nn__elem_one(p->dtype, one);
     for (size_t i = 0; i < count; i++)
         memcpy(h + i * es, one, es);
     nn_status st = nn__dev_alloc(ctx, count * es, &ones.data);

@@ -90,6 +90,21 @@ void nn__store(void *data, nn_dtype dtype, int64_t i, double v)
     }
 }
 
+size_t nn__elem_one(nn_dtype dtype, unsigned char *out)
+{
+    const float f = 1.0f;
+    const double d = 1.0;
+    const uint16_t half = 0x3c00, bhalf = 0x3f80;
+    switch (dtype) {
+    case NN_DTYPE_F64: memcpy(out, &d, sizeof d); return sizeof d;
+    case NN_DTYPE_F16: memcpy(out, &half, sizeof half); return sizeof half;
+    case NN_DTYPE_BF16: memcpy(out, &bhalf, sizeof bhalf); return sizeof bhalf;
+    case NN_DTYPE_F32: break;
+    }
+    memcpy(out, &f, sizeof f);
+    return sizeof f;
+}
+
 int64_t nn__offset_of(const nn_tensor *t, int64_t lin)
 {
     int64_t off = 0;

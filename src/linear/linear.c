@@ -328,6 +328,36 @@ nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
         linear_backward(ctx, "nn_linear_backward_ex", pullback, opts, dy, dx, dw, db));
 }
 
+nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                                   const nn_tensor *w, const nn_tensor *b, unsigned pass,
+                                   size_t *bytes)
+{
+    const char *fn = "nn_linear_workspace_size";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", fn);
+    NN__TRY(check_params(ctx, fn, p));
+    unsigned all = NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB;
+    if (pass & ~all)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: pass must be NN_LINEAR_PASS_FORWARD (0) or an OR of "
+                        "NN_LINEAR_PASS_DX, _DW and _DB (1..7), got %u",
+                        fn, pass);
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
+    NN__TRY(check_arg(ctx, fn, x, "x", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, fn, w, "w", x->dtype, "x"));
+    if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
+    struct nn__linear_problem prob;
+    NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, &prob));
+    if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", &prob));
+    const nn_tensor *all_in[] = {x, w, b};
+    const char *const names[] = {"x", "w", "b"};
+    NN__TRY(check_packed(ctx, fn, all_in, names, 3));
+    size_t n = 0;
+    NN__TRY(backend_of(ctx)->workspace(ctx, &prob, pass, x, w, pass ? NULL : b, &n));
+    *bytes = n;
+    return NN_OK;
+}
+
 nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)
 {
     if (!pullback || !*pullback) return NN_OK;

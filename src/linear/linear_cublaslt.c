@@ -102,6 +102,11 @@ struct lt_plan {
     cublasLtMatmulAlgo_t algo;
     uint64_t workspace;
     int32_t epilogue;
+    char algo_text[64]; /* nn__lt_algo_text() of algo, for verbose lines */
+    /* The bias (or BGRADB's db) pointer last set on desc: set again only when a call passes
+     * another one, as a caller with fixed buffers would. */
+    const void *bias_set;
+    int bias_known;
     /* LT_DB: the column of m ones in the key's dtype, made on the plan's first use (pool memory
      * of ctx, given back when the cache drops the plan). */
     struct nn_ctx *ctx;
@@ -250,6 +255,31 @@ static nn_status set_desc(struct nn_ctx *ctx, const char *fn, cublasLtMatmulDesc
     return LT(ctx, fn, cublasLtMatmulDescSetAttribute(d, a, v, size));
 }
 
+void nn__lt_algo_text(const void *algo, char *buf, size_t cap)
+{
+    const cublasLtMatmulAlgo_t *a = algo;
+    int32_t id = -1, splitk = 0;
+    uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0, custom = 0;
+    uint16_t cluster = 0;
+    size_t n;
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
+                                         &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
+                                         &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                         sizeof reduction, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                         sizeof swizzle, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
+                                         sizeof custom, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                         sizeof cluster, &n);
+    snprintf(buf, cap, "a%dt%us%uk%dr%uw%uc%ul%u", (int)id, tile, stages, (int)splitk, reduction,
+             swizzle, custom, (unsigned)cluster);
+}
+
 /* Descriptors for the key, with epilogue e. */
 static nn_status plan_create(struct nn_ctx *ctx, const char *fn, const struct lt_key *k, int32_t e,
                              struct lt_plan **out)
@@ -320,6 +350,7 @@ static nn_status plan_heuristic(struct nn_ctx *ctx, const char *fn, cublasLtHand
     if (st == NN_OK && n > 0 && r.state == CUBLAS_STATUS_SUCCESS) {
         p->algo = r.algo;
         p->workspace = r.workspaceSize;
+        nn__lt_algo_text(&p->algo, p->algo_text, sizeof p->algo_text);
         *found = 1;
     }
     return st;
@@ -341,6 +372,7 @@ static int plan_rebuild(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t h,
         return 0;
     }
     p->workspace = res.workspaceSize;
+    nn__lt_algo_text(&p->algo, p->algo_text, sizeof p->algo_text);
     *out = p;
     return 1;
 }
@@ -486,24 +518,35 @@ static nn_status plan_ones(struct nn_ctx *ctx, const char *fn, const struct lt_k
     return NN_OK;
 }
 
+/* The key's plan, made ready to run: from the cache or built (plan_get), with an LT_DB plan's
+ * ones. */
+static nn_status product_plan(struct nn_ctx *ctx, const char *fn, const struct lt_key *k,
+                              cublasLtHandle_t *h, struct lt_plan **out, const char **cache)
+{
+    NN__TRY(lt_handle(ctx, fn, h));
+    NN__TRY(plan_get(ctx, fn, *h, k, out, cache));
+    if (k->op == LT_DB) NN__TRY(plan_ones(ctx, fn, k, *out));
+    return NN_OK;
+}
+
 /* D = A * B (+ beta D) through the key's plan; bias is the epilogue's vector (or NULL); an LT_DB
- * product takes the plan's ones for B. Returns the epilogue that ran in *ran. */
+ * product takes the plan's ones for B. Returns the epilogue that ran in *ran. The workspace is
+ * the algorithm's own size from the pool (a pool hit on a warm shape: no driver call). */
 static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
                         const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
                         double beta, int32_t *ran, struct nn__linear_note *note)
 {
     cublasLtHandle_t h;
-    NN__TRY(lt_handle(ctx, fn, &h));
     struct lt_plan *p = NULL;
     const char *cache = "";
-    NN__TRY(plan_get(ctx, fn, h, k, &p, &cache));
-    if (k->op == LT_DB) {
-        NN__TRY(plan_ones(ctx, fn, k, p));
-        b = p->ones;
-    }
+    NN__TRY(product_plan(ctx, fn, k, &h, &p, &cache));
+    if (k->op == LT_DB) b = p->ones;
     *ran = p->epilogue;
-    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT && (!p->bias_known || p->bias_set != bias)) {
         NN__TRY(set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        p->bias_set = bias;
+        p->bias_known = 1;
+    }
     void *ws = NULL;
     if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
     union lt_scale one, bt;
@@ -514,8 +557,9 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
                                      p->workspace, (cudaStream_t)ctx->stream));
     nn_status fst = nn__dev_free_for(ctx, fn, ws);
     if (nn__verbose(ctx)) {
-        char impl[48];
-        snprintf(impl, sizeof impl, "%s:cublaslt-%s", what, epilogue_name(p->epilogue));
+        char impl[112];
+        snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu", what, epilogue_name(p->epilogue),
+                 p->algo_text, (unsigned long long)p->workspace);
         note_add(note, impl, cache);
     }
     return st != NN_OK ? st : fst;
@@ -715,4 +759,64 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
     return st != NN_OK ? st : fst;
 }
 
-const struct nn__linear_backend nn__linear_backend_cublaslt = {"cublaslt", forward_lt, backward_lt};
+/* The workspace of the key's plan (found or built as the call would), into *peak if larger;
+ * *ran receives the epilogue the plan runs. */
+static nn_status product_workspace(struct nn_ctx *ctx, const struct nn__linear_problem *p,
+                                   enum lt_op op, int32_t epilogue, const void *const *ptrs,
+                                   int nptr, size_t *peak, int32_t *ran)
+{
+    struct lt_key k;
+    key_init(ctx, p, op, epilogue, ptrs, nptr, &k);
+    cublasLtHandle_t h;
+    struct lt_plan *pl;
+    const char *cache;
+    NN__TRY(product_plan(ctx, "nn_linear_workspace_size", &k, &h, &pl, &cache));
+    if (pl->workspace > *peak) *peak = (size_t)pl->workspace;
+    *ran = pl->epilogue;
+    return NN_OK;
+}
+
+/* The pointers the call's keys would take that the query does not know (y, dy, the outputs, the
+ * relu-masked buffer) are left out: pool memory is 256-byte aligned, as they are when they come
+ * from nn_tensor_empty(). */
+static nn_status workspace_lt(struct nn_ctx *ctx, const struct nn__linear_problem *p, unsigned pass,
+                              const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                              size_t *bytes)
+{
+    size_t peak = 0;
+    int32_t ran;
+    if (pass == NN_LINEAR_PASS_FORWARD) {
+        int relu = p->activation == NN_ACTIVATION_RELU;
+        int32_t e = relu ? (b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                         : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+        const void *ptrs[] = {x->data, w->data, b ? b->data : NULL};
+        NN__TRY(product_workspace(ctx, p, LT_FWD, e, ptrs, 3, &peak, &ran));
+        *bytes = peak; /* the legacy bias / relu calls after a plain product take no pool memory */
+        return NN_OK;
+    }
+    /* backward_lt: the masked gradient is held while the products run one after another, each
+     * with its workspace */
+    size_t masked = p->activation == NN_ACTIVATION_RELU
+                        ? (size_t)p->m * (size_t)p->out * nn_dtype_size(p->dtype)
+                        : 0;
+    if (pass & NN_LINEAR_PASS_DX) {
+        const void *ptrs[] = {w->data};
+        NN__TRY(product_workspace(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 1, &peak, &ran));
+    }
+    int want_db = (pass & NN_LINEAR_PASS_DB) != 0;
+    int fuse_db = want_db && (pass & NN_LINEAR_PASS_DW) && !(p->flags & NN_LINEAR_ACCUMULATE_DB);
+    int db_done = 0;
+    if (pass & NN_LINEAR_PASS_DW) {
+        const void *ptrs[] = {x->data};
+        int32_t e = fuse_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
+        NN__TRY(product_workspace(ctx, p, LT_DW, e, ptrs, 1, &peak, &ran));
+        db_done = fuse_db && ran == CUBLASLT_EPILOGUE_BGRADB;
+    }
+    if (want_db && !db_done)
+        NN__TRY(product_workspace(ctx, p, LT_DB, CUBLASLT_EPILOGUE_DEFAULT, NULL, 0, &peak, &ran));
+    *bytes = masked + peak;
+    return NN_OK;
+}
+
+const struct nn__linear_backend nn__linear_backend_cublaslt = {"cublaslt", forward_lt, backward_lt,
+                                                               workspace_lt};

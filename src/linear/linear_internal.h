@@ -32,8 +32,8 @@ struct nn__linear_grads {
 
 /* What a backend puts on the verbose line: implementation and cache outcome. */
 struct nn__linear_note {
-    char impl[96];
-    char cache[48];
+    char impl[256];
+    char cache[64];
 };
 
 /* A backend: linear.c picks one per call and calls it with validated arguments. */
@@ -44,6 +44,11 @@ struct nn__linear_backend {
                          struct nn__linear_note *note);
     nn_status (*backward)(struct nn_ctx *ctx, const struct nn__linear_problem *p,
                           const struct nn__linear_grads *g, struct nn__linear_note *note);
+    /* nn_linear_workspace_size(): the pool bytes of pass (an nn_linear_pass value) at its peak,
+     * its plans found and cached as the call would (x, w, b for their alignment). */
+    nn_status (*workspace)(struct nn_ctx *ctx, const struct nn__linear_problem *p, unsigned pass,
+                           const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                           size_t *bytes);
 };
 
 /* The call in the case syntax of docs/LINEAR.md: "m64in512out10 relu bias f32". */
@@ -55,6 +60,10 @@ extern const struct nn__linear_backend nn__linear_backend_ref;
 #if NN_HAVE_CUDNN
 /* linear_cublaslt.c: cublasLtMatmul with bias / relu epilogues. */
 extern const struct nn__linear_backend nn__linear_backend_cublaslt;
+/* algo (a cublasLtMatmulAlgo_t) as text: config id, tile, stages, split-k, reduction scheme,
+ * swizzle, custom option and cluster shape, "a21t20s8k1r0w0c0l0"; for the verbose line and
+ * `nnprim bench linear`'s raw column. */
+void nn__lt_algo_text(const void *algo, char *buf, size_t cap);
 /* Its per-shape matmul plans in the context's cache (listed in src/context.c). */
 struct nn__cache_kind;
 extern const struct nn__cache_kind nn__linear_matmul_kind;

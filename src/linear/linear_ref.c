@@ -69,4 +69,15 @@ static nn_status backward_ref(struct nn_ctx *ctx, const struct nn__linear_proble
     return NN_OK;
 }
 
-const struct nn__linear_backend nn__linear_backend_ref = {"ref", forward_ref, backward_ref};
+/* Host memory only: no pool bytes. */
+static nn_status workspace_ref(struct nn_ctx *ctx, const struct nn__linear_problem *p,
+                               unsigned pass, const nn_tensor *x, const nn_tensor *w,
+                               const nn_tensor *b, size_t *bytes)
+{
+    (void)ctx, (void)p, (void)pass, (void)x, (void)w, (void)b;
+    *bytes = 0;
+    return NN_OK;
+}
+
+const struct nn__linear_backend nn__linear_backend_ref = {"ref", forward_ref, backward_ref,
+                                                          workspace_ref};

@@ -269,6 +269,43 @@ nn_status nn_softmax_backward_ex(nn_ctx *ctx, nn_softmax_pullback **pullback,
         softmax_backward(ctx, "nn_softmax_backward_ex", pullback, opts, dy, dx));
 }
 
+/* The checks the calls make of what a query is given (x, and p for the softmax). */
+static nn_status workspace_query(nn_ctx *ctx, const char *fn, const nn_softmax_params *p, int xent,
+                                 const nn_tensor *x, nn_softmax_pass pass, size_t *bytes)
+{
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", fn);
+    if (!xent) NN__TRY(check_params(ctx, fn, p));
+    if (pass != NN_SOFTMAX_PASS_FORWARD && pass != NN_SOFTMAX_PASS_BACKWARD)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: pass must be NN_SOFTMAX_PASS_FORWARD (0) or NN_SOFTMAX_PASS_BACKWARD "
+                        "(1), got %d",
+                        fn, (int)pass);
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
+    NN__TRY(check_arg(ctx, fn, x, "x", x->dtype));
+    struct nn__softmax_problem prob;
+    NN__TRY(resolve(ctx, fn, x, &prob));
+    prob.xent = xent;
+    prob.index = NN_INDEX_I64;
+    if (!xent) {
+        prob.mode = p->mode;
+        prob.flags = p->flags;
+    }
+    const nn_tensor *all[] = {x};
+    const char *const names[] = {"x"};
+    NN__TRY(check_packed(ctx, fn, all, names, 1));
+    size_t n = 0;
+    NN__TRY(backend_of(ctx)->workspace(ctx, &prob, pass == NN_SOFTMAX_PASS_BACKWARD, &n));
+    *bytes = n;
+    return NN_OK;
+}
+
+nn_status nn_softmax_workspace_size(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
+                                    nn_softmax_pass pass, size_t *bytes)
+{
+    return workspace_query(ctx, "nn_softmax_workspace_size", p, 0, x, pass, bytes);
+}
+
 nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback)
 {
     if (!pullback || !*pullback) return NN_OK;
@@ -430,6 +467,12 @@ nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
     return nn__verbose_exit(
         ctx, "softmax_cross_entropy_backward_ex", t0,
         xent_backward(ctx, "nn_softmax_cross_entropy_backward_ex", pullback, opts, dloss, dx));
+}
+
+nn_status nn_softmax_cross_entropy_workspace_size(nn_ctx *ctx, const nn_tensor *x,
+                                                  nn_softmax_pass pass, size_t *bytes)
+{
+    return workspace_query(ctx, "nn_softmax_cross_entropy_workspace_size", NULL, 1, x, pass, bytes);
 }
 
 nn_status nn_softmax_cross_entropy_pullback_free(nn_softmax_cross_entropy_pullback **pullback)

@@ -9,7 +9,15 @@
  * with dy = -M * dloss (dloss broadcast over C by cudnnOpTensor), so that sum_c dy = -dloss and
  * dx = (softmax - onehot) * dloss. The targets are on the host by then (softmax.c). A batched
  * device copy of the n * s picked elements cost about 4 us per element on the H200
- * (docs/PERFORMANCE.md), several times a language model's whole step in PyTorch. */
+ * (docs/PERFORMANCE.md), several times a language model's whole step in PyTorch.
+ *
+ * What a shape needs every call and can keep lives in the context's cache (kind 7, "softmax
+ * xent scratch", below): the zeros the sum over C reads, and a pinned host buffer that stages the
+ * mask, so its upload is asynchronous (a copy from pageable memory makes the host wait for the
+ * stream first). The per-call buffers come from the pool: the log-softmax and the mask (kept in
+ * the pullback: several forwards may be outstanding), the product M * L and the gradient g of
+ * the sum (scratch of one call; a stream-ordered pool hit, and kept per shape they would race
+ * when the context moves to another stream). */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,9 +28,11 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
+#include "core/elem.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
+#include "cudnn/cache.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/describe_cudnn.h"
 #include "mem/mem.h"
@@ -33,6 +43,164 @@ struct nn__xent_saved {
     void *logp; /* n x c x s, x's dtype, from the pool */
     void *mask; /* the targets' one-hot, n x c x s, x's dtype, from the pool */
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * The cross-entropy's per-shape scratch: a live entry of the context's cache
+ */
+
+struct xent_key {
+    int32_t dtype; /* nn_dtype */
+    int32_t unused;
+    int64_t n, c, s;
+    struct nn__cache_settings set;
+};
+
+/* Nothing to rebuild from: the scratch is made from the key. */
+struct xent_record {
+    int32_t unused[2];
+};
+
+struct xent_scratch {
+    struct nn_ctx *ctx;
+    size_t bytes;       /* n x c x s elements of the key's dtype */
+    void *zeros;        /* that many zero bytes, pool memory of ctx */
+    cudaEvent_t zeroed; /* after their memset, on the stream of zeros_stream */
+    uint64_t zeros_stream;
+    unsigned char *stage; /* pinned host memory: the last mask uploaded */
+    int64_t *last;        /* its targets (n * s), -1 before the first upload */
+    cudaEvent_t staged;   /* after the last upload from stage */
+    int uploading;        /* staged has been recorded: wait for it before rewriting stage */
+};
+
+static const struct nn__field xent_key_fields[] = {
+    NN__FIELD(struct xent_key, dtype, NN__FIELD_I32), NN__FIELD(struct xent_key, n, NN__FIELD_I64),
+    NN__FIELD(struct xent_key, c, NN__FIELD_I64),     NN__FIELD(struct xent_key, s, NN__FIELD_I64),
+    NN__CACHE_SETTINGS_FIELDS(struct xent_key, set),  NN__FIELD_END,
+};
+
+static const struct nn__field xent_record_fields[] = {
+    NN__FIELD(struct xent_record, unused, NN__FIELD_I32),
+    NN__FIELD_END,
+};
+
+static const char *xent_key_invalid(const void *key)
+{
+    const struct xent_key *k = key;
+    if (k->dtype != NN_DTYPE_F32 && k->dtype != NN_DTYPE_F64 && k->dtype != NN_DTYPE_F16 &&
+        k->dtype != NN_DTYPE_BF16)
+        return "dtype is unknown";
+    if (k->n < 1 || k->c < 1 || k->s < 1 || k->n > INT_MAX || k->c > INT_MAX || k->s > INT_MAX)
+        return "a size is outside 1..INT_MAX";
+    return nn__cache_settings_invalid(&k->set);
+}
+
+static void xent_scratch_destroy(void *live)
+{
+    struct xent_scratch *x = live;
+    if (!x) return;
+    /* the last upload may still read the staging buffer */
+    if (x->uploading) (void)cudaEventSynchronize(x->staged);
+    if (x->staged) (void)cudaEventDestroy(x->staged);
+    if (x->zeroed) (void)cudaEventDestroy(x->zeroed);
+    if (x->stage) (void)cudaFreeHost(x->stage);
+    if (x->zeros) {
+        nn_error_info keep = x->ctx->last_error;
+        (void)nn__dev_free(x->ctx, x->zeros);
+        x->ctx->last_error = keep;
+    }
+    (void)cudaGetLastError();
+    nn__host_free(x->last);
+    nn__host_free(x);
+}
+
+/* Id 7: kind ids are written to plan files (cache.h); 6 is linear's. */
+const struct nn__cache_kind nn__softmax_xent_kind = {
+    .id = 7,
+    .name = "softmax xent scratch",
+    .key_size = sizeof(struct xent_key),
+    .key_fields = xent_key_fields,
+    .record_size = sizeof(struct xent_record),
+    .record_fields = xent_record_fields,
+    .key_invalid = xent_key_invalid,
+    .destroy = xent_scratch_destroy,
+};
+
+static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
+                                   const struct nn__softmax_problem *p, struct xent_scratch **out)
+{
+    struct xent_scratch *x = nn__host_calloc(1, sizeof *x);
+    int64_t count = p->n * p->s;
+    if (x) x->last = nn__host_alloc((size_t)count * sizeof *x->last);
+    if (!x || !x->last) {
+        if (x) nn__host_free(x);
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the scratch of a shape",
+                        fn);
+    }
+    for (int64_t i = 0; i < count; i++)
+        x->last[i] = -1;
+    x->ctx = ctx;
+    x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
+    cudaStream_t st = (cudaStream_t)ctx->stream;
+    nn_status r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->zeroed, cudaEventDisableTiming));
+    if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->staged, cudaEventDisableTiming));
+    if (r == NN_OK) r = nn__dev_alloc_for(ctx, fn, x->bytes, &x->zeros);
+    if (r == NN_OK) r = NN__CUDA(ctx, cudaMemsetAsync(x->zeros, 0, x->bytes, st));
+    if (r == NN_OK) r = NN__CUDA(ctx, cudaEventRecord(x->zeroed, st));
+    x->zeros_stream = ctx->stream_id;
+    if (r == NN_OK && cudaMallocHost((void **)&x->stage, x->bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        x->stage = NULL;
+        r = NN__FAIL(ctx, NN_E_OOM_HOST,
+                     "%s: cudaMallocHost refused %zu bytes of pinned memory for the target mask",
+                     fn, x->bytes);
+    }
+    if (r == NN_OK) memset(x->stage, 0, x->bytes);
+    if (r != NN_OK) {
+        xent_scratch_destroy(x);
+        return r;
+    }
+    *out = x;
+    return NN_OK;
+}
+
+/* The scratch of p's shape: the cache's, or made and inserted. */
+static nn_status xent_scratch_get(struct nn_ctx *ctx, const char *fn,
+                                  const struct nn__softmax_problem *p, struct xent_scratch **out)
+{
+    struct xent_key k;
+    memset(&k, 0, sizeof k);
+    k.dtype = (int32_t)p->dtype;
+    k.n = p->n;
+    k.c = p->c;
+    k.s = p->s;
+    nn__cache_settings_fill(ctx, &k.set);
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    struct xent_scratch *x = nn__cache_lookup(c, nn__softmax_xent_kind.id, &k, NULL);
+    if (x) {
+        *out = x;
+        return NN_OK;
+    }
+    NN__TRY(xent_scratch_make(ctx, fn, p, &x));
+    struct xent_record rec;
+    memset(&rec, 0, sizeof rec);
+    nn_status st = nn__cache_insert(ctx, c, nn__softmax_xent_kind.id, &k, &rec, NULL, 0, x);
+    if (st != NN_OK) {
+        xent_scratch_destroy(x);
+        return st;
+    }
+    *out = x;
+    return NN_OK;
+}
+
+/* The zeros, ordered after their memset on the context's stream (a no-op on the stream that
+ * made them). */
+static nn_status xent_zeros(struct nn_ctx *ctx, struct xent_scratch *x, const void **out)
+{
+    if (ctx->stream_id != x->zeros_stream)
+        NN__TRY(NN__CUDA(ctx, cudaStreamWaitEvent((cudaStream_t)ctx->stream, x->zeroed, 0)));
+    *out = x->zeros;
+    return NN_OK;
+}
 
 /* Descriptor releases never replace the failure being reported. */
 static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
@@ -176,42 +344,41 @@ static nn_status read_targets_cudnn(struct nn_ctx *ctx, const char *fn, const vo
     return NN_OK;
 }
 
-/* One in x's dtype (f16 and bf16 as their bit patterns). */
-static void one_in(nn_dtype t, unsigned char *out)
-{
-    const float f = 1.0f;
-    const double d = 1.0;
-    const uint16_t half = 0x3C00, bhalf = 0x3F80;
-    if (t == NN_DTYPE_F64)
-        memcpy(out, &d, sizeof d);
-    else if (t == NN_DTYPE_F16)
-        memcpy(out, &half, sizeof half);
-    else if (t == NN_DTYPE_BF16)
-        memcpy(out, &bhalf, sizeof bhalf);
-    else
-        memcpy(out, &f, sizeof f);
-}
-
-/* The targets' one-hot mask, n x c x s in x's dtype, into the pool buffer *mask. The host
- * buffer may go once cudaMemcpyAsync returns: a copy from pageable memory has been staged by
- * then. */
+/* The targets' one-hot mask, n x c x s in x's dtype, into a new pool buffer *mask, staged in
+ * the shape's pinned buffer: only the ones of the previous targets are cleared and the new ones
+ * set (n * s elements, not a pass over n x c x s), once the previous upload from it has
+ * finished (its event: in a training loop, long done). The copy is then asynchronous. */
 static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__softmax_problem *p, const int64_t *t, void **mask)
+                             const struct nn__softmax_problem *p, struct xent_scratch *x,
+                             const int64_t *t, void **mask)
 {
-    size_t w = nn_dtype_size(p->dtype), bytes = (size_t)(p->n * p->c * p->s) * w;
-    unsigned char *h = nn__host_calloc(1, bytes), one[8];
-    if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the target mask", fn);
-    one_in(p->dtype, one);
+    size_t w = nn_dtype_size(p->dtype);
+    unsigned char one[8];
+    nn__elem_one(p->dtype, one);
+    if (x->uploading) {
+        NN__TRY(NN__CUDA(ctx, cudaEventSynchronize(x->staged)));
+        x->uploading = 0;
+    }
     for (int64_t i = 0; i < p->n * p->s; i++) {
         int64_t n = i / p->s, k = i % p->s;
-        memcpy(h + (size_t)((n * p->c + t[i]) * p->s + k) * w, one, w);
+        if (x->last[i] >= 0)
+            memset(x->stage + (size_t)((n * p->c + x->last[i]) * p->s + k) * w, 0, w);
+        memcpy(x->stage + (size_t)((n * p->c + t[i]) * p->s + k) * w, one, w);
+        x->last[i] = t[i];
     }
-    nn_status st = nn__dev_alloc_for(ctx, fn, bytes, mask);
-    if (st == NN_OK)
-        st = NN__CUDA(ctx, cudaMemcpyAsync(*mask, h, bytes, cudaMemcpyHostToDevice,
-                                           (cudaStream_t)ctx->stream));
-    nn__host_free(h);
-    return st;
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    NN__TRY(nn__dev_alloc_for(ctx, fn, x->bytes, mask));
+    NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(*mask, x->stage, x->bytes, cudaMemcpyHostToDevice, s)));
+    if (NN__CUDA(ctx, cudaEventRecord(x->staged, s)) != NN_OK) {
+        /* without the event, the next call could not tell when the copy is done */
+        nn_error_info keep = ctx->last_error;
+        (void)cudaStreamSynchronize(s);
+        (void)cudaGetLastError();
+        ctx->last_error = keep;
+        return nn__error_in(ctx, fn);
+    }
+    x->uploading = 1;
+    return NN_OK;
 }
 
 static cudnnDataType_t compute_type(nn_dtype t)
@@ -260,17 +427,16 @@ static nn_status desc_channel0(struct nn_ctx *ctx, const struct nn__softmax_prob
 }
 
 /* out = -sum_c a (a n x c x s, out n x s). cuDNN's log-softmax gradient at y = 0 is
- * g = a - sum_c a (exp(0) = 1), so -sum_c a = g - a in any one channel: channel 0. */
+ * g = a - sum_c a (exp(0) = 1), so -sum_c a = g - a in any one channel: channel 0. The zeros are
+ * the shape's scratch. */
 static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p,
-                           const void *a, void *out)
+                           struct xent_scratch *x, const void *a, void *out)
 {
-    size_t bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
-    void *zeros = NULL, *g = NULL;
+    const void *zeros = NULL;
+    void *g = NULL;
     cudnnTensorDescriptor_t ch0 = NULL, row = NULL;
-    nn_status st = nn__dev_alloc_for(ctx, fn, bytes, &zeros);
-    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, bytes, &g);
-    if (st == NN_OK)
-        st = NN__CUDA(ctx, cudaMemsetAsync(zeros, 0, bytes, (cudaStream_t)ctx->stream));
+    nn_status st = xent_zeros(ctx, x, &zeros);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, x->bytes, &g);
     if (st == NN_OK) st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, zeros, a, g, 0.0);
     if (st == NN_OK) st = desc_channel0(ctx, p, &ch0);
     if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
@@ -279,7 +445,6 @@ static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__
     destroy_tensor(ctx, ch0);
     destroy_tensor(ctx, row);
     nn_error_info keep = ctx->last_error;
-    if (zeros) (void)nn__dev_free_for(ctx, fn, zeros);
     if (g) (void)nn__dev_free_for(ctx, fn, g);
     ctx->last_error = keep;
     return st;
@@ -305,6 +470,8 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     NN__TRY(check_int(ctx, fn, p));
     size_t w = nn_dtype_size(p->dtype);
     int64_t count = p->n * p->s;
+    struct xent_scratch *xs;
+    NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
     struct nn__xent_saved *sv = nn__host_calloc(1, sizeof *sv);
     if (!sv) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
     void *prod = NULL;
@@ -312,12 +479,12 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &sv->logp);
     if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &prod);
     if (st == NN_OK) st = softmax_run(ctx, fn, p, CUDNN_SOFTMAX_LOG, x->data, sv->logp);
-    if (st == NN_OK) st = mask_upload(ctx, fn, p, t, &sv->mask);
+    if (st == NN_OK) st = mask_upload(ctx, fn, p, xs, t, &sv->mask);
     if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
     if (st == NN_OK)
         st = op_tensor(ctx, p, CUDNN_OP_TENSOR_MUL, 1.0, full, sv->mask, 1.0, full, sv->logp, full,
                        prod);
-    if (st == NN_OK) st = neg_sum_c(ctx, fn, p, prod, loss->data);
+    if (st == NN_OK) st = neg_sum_c(ctx, fn, p, xs, prod, loss->data);
     destroy_tensor(ctx, full);
     nn_status fst = prod ? nn__dev_free_for(ctx, fn, prod) : NN_OK;
     if (st == NN_OK) st = fst;
@@ -357,6 +524,28 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
     return st != NN_OK ? st : f1;
 }
 
+/* The pool bytes of xent_forward_cudnn at its peak (in neg_sum_c: the log-softmax, the product,
+ * the mask and the sum's gradient, n x c x s each) and of xent_backward_cudnn (its dy); the
+ * softmax calls take none. The shape's scratch is made here, so that the call takes none. */
+static nn_status workspace_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                                 int backward, size_t *bytes)
+{
+    const char *fn =
+        p->xent ? "nn_softmax_cross_entropy_workspace_size" : "nn_softmax_workspace_size";
+    if (!p->xent) {
+        *bytes = 0;
+        return NN_OK;
+    }
+    NN__TRY(check_int(ctx, fn, p));
+    size_t one = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
+    if (!backward) {
+        struct xent_scratch *xs;
+        NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
+    }
+    *bytes = backward ? one : 4 * one;
+    return NN_OK;
+}
+
 const struct nn__softmax_backend nn__softmax_backend_cudnn = {
     "cudnn",
     forward_cudnn,
@@ -365,4 +554,5 @@ const struct nn__softmax_backend nn__softmax_backend_cudnn = {
     xent_forward_cudnn,
     xent_backward_cudnn,
     saved_free_cudnn,
+    workspace_cudnn,
 };

@@ -50,6 +50,11 @@ struct nn__softmax_backend {
                                const nn_tensor *dloss, nn_tensor *dx,
                                struct nn__softmax_note *note);
     void (*saved_free)(struct nn_ctx *ctx, struct nn__xent_saved *saved);
+    /* nn_softmax_workspace_size() (p->xent 0) and nn_softmax_cross_entropy_workspace_size():
+     * the pool bytes of the forward (backward 0) or backward call at its peak, the shape's cached
+     * state made as the call would make it. */
+    nn_status (*workspace)(struct nn_ctx *ctx, const struct nn__softmax_problem *p, int backward,
+                           size_t *bytes);
 };
 
 /* softmax_ref.c: loops in double. */
@@ -58,6 +63,9 @@ extern const struct nn__softmax_backend nn__softmax_backend_ref;
 #if NN_HAVE_CUDNN
 /* softmax_cudnn.c: cuDNN's legacy softmax calls ("cudnn-legacy"). */
 extern const struct nn__softmax_backend nn__softmax_backend_cudnn;
+/* The cross-entropy's per-shape scratch in the context's cache (listed in src/context.c). */
+struct nn__cache_kind;
+extern const struct nn__cache_kind nn__softmax_xent_kind;
 #endif
 
 #endif

@@ -139,6 +139,15 @@ static void saved_free_ref(struct nn_ctx *ctx, struct nn__xent_saved *saved)
     (void)saved;
 }
 
+/* Host memory only: no pool bytes. */
+static nn_status workspace_ref(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                               int backward, size_t *bytes)
+{
+    (void)ctx, (void)p, (void)backward;
+    *bytes = 0;
+    return NN_OK;
+}
+
 const struct nn__softmax_backend nn__softmax_backend_ref = {
     "ref",
     forward_ref,
@@ -147,4 +156,5 @@ const struct nn__softmax_backend nn__softmax_backend_ref = {
     xent_forward_ref,
     xent_backward_ref,
     saved_free_ref,
+    workspace_ref,
 };

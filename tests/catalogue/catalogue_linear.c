@@ -769,6 +769,113 @@ static nn_status pf_conv(struct cat *c)
     return st;
 }
 
+/* nn_linear_workspace_size(): bytes stay untouched on failure; the reference takes no pool
+ * memory. */
+static nn_status wsq(struct cat *c, struct lin *l, const nn_linear_params *p, const nn_tensor *x,
+                     const nn_tensor *w, const nn_tensor *b, unsigned pass)
+{
+    (void)l;
+    size_t n = 12345;
+    nn_status st = nn_linear_workspace_size(c->ctx, p, x, w, b, pass, &n);
+    if (st != NN_OK) cr_assert_eq(n, 12345, "bytes untouched on failure");
+    if (st == NN_OK && !c->gpu) cr_assert_eq(n, 0, "the reference takes no pool memory");
+    return st;
+}
+CALL(ws_null_ctx)
+{
+    size_t n;
+    return nn_linear_workspace_size(NULL, &l->p, &l->x, &l->w, &l->b, 0, &n);
+}
+CALL(ws_null_bytes)
+{
+    return nn_linear_workspace_size(c->ctx, &l->p, &l->x, &l->w, &l->b, 0, NULL);
+}
+CALL(ws_null_p)
+{
+    return wsq(c, l, NULL, &l->x, &l->w, &l->b, 0);
+}
+CALL(ws_null_x)
+{
+    return wsq(c, l, &l->p, NULL, &l->w, &l->b, NN_LINEAR_PASS_DX);
+}
+CALL(ws_null_w)
+{
+    return wsq(c, l, &l->p, &l->x, NULL, NULL, 0);
+}
+CALL(ws_pass_8)
+{
+    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 8);
+}
+CALL(ws_pass_high)
+{
+    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0x80000001u);
+}
+CALL(ws_activation)
+{
+    l->p.activation = (nn_activation)7;
+    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
+}
+CALL(ws_flags)
+{
+    l->p.flags = 0x10;
+    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_DB);
+}
+CALL(ws_reserved)
+{
+    l->p.reserved[2] = 1;
+    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
+}
+CALL(ws_x_rank0)
+{
+    nn_tensor x = l->x;
+    x.rank = 0;
+    return wsq(c, l, &l->p, &x, &l->w, &l->b, 0);
+}
+CALL(ws_null_xdata)
+{
+    nn_tensor x = l->x;
+    x.data = NULL;
+    return wsq(c, l, &l->p, &x, &l->w, &l->b, NN_LINEAR_PASS_DW);
+}
+CALL(ws_w_in)
+{
+    return wsq(c, l, &l->p, &l->x, &l->dy, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
+}
+CALL(ws_b_dims)
+{
+    int64_t d[] = {1};
+    nn_tensor b = view_on(&l->b, 1, d, 0);
+    return wsq(c, l, &l->p, &l->x, &l->w, &b, 0);
+}
+CALL(ws_w_dtype)
+{
+    nn_tensor w = l->w;
+    w.dtype = NN_DTYPE_F64;
+    return wsq(c, l, &l->p, &l->x, &w, &l->b, 0);
+}
+CALL(ws_x_strided)
+{
+    nn_tensor x = transposed(&l->x);
+    return wsq(c, l, &l->p, &x, &l->w, &l->b, 0);
+}
+CALL(ws_space_x)
+{
+    nn_tensor t = cat_wrong_space(c, &l->x);
+    return wsq(c, l, &l->p, &t, &l->w, &l->b, NN_LINEAR_PASS_DX);
+}
+CALL(ws_forward_relu)
+{
+    l->p.activation = NN_ACTIVATION_RELU;
+    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
+}
+CALL(ws_backward_all)
+{
+    l->p.activation = NN_ACTIVATION_RELU;
+    l->p.flags = NN_LINEAR_ACCUMULATE_DB;
+    return wsq(c, l, &l->p, &l->x, &l->w, NULL,
+               NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
+}
+
 #define E  NN_E_INVALID_ARG
 #define S  NN_E_SHAPE
 #define D  NN_E_DTYPE
@@ -779,6 +886,7 @@ static nn_status pf_conv(struct cat *c)
 #define F  "nn_linear_forward"
 #define BW "nn_linear_backward"
 #define PF "nn_linear_pullback_free"
+#define WS "nn_linear_workspace_size"
 
 static const struct cat_row rows[] = {
     ROW("params_default p NULL", "nn_linear_params_default", "p", E, pd_null),
@@ -890,6 +998,26 @@ static const struct cat_row rows[] = {
     ROW("pullback_free twice", PF, "pullback", P, pf_twice),
     ROW("pullback_free consumed", PF, "pullback", P, pf_consumed),
     ROW("pullback_free conv pullback", PF, "pullback", P, pf_conv),
+
+    ROW("workspace_size ctx NULL", WS, "ctx", E, ws_null_ctx),
+    ROW("workspace_size bytes NULL", WS, "bytes", E, ws_null_bytes),
+    ROW("workspace_size p NULL", WS, "p", E, ws_null_p),
+    ROW("workspace_size x NULL", WS, "x", E, ws_null_x),
+    ROW("workspace_size w NULL", WS, "w", E, ws_null_w),
+    ROW("workspace_size pass 8", WS, "pass", E, ws_pass_8),
+    ROW("workspace_size pass bit 31", WS, "pass", E, ws_pass_high),
+    ROW("workspace_size activation 7", WS, "p.activation", E, ws_activation),
+    ROW("workspace_size unknown flag", WS, "p.flags", E, ws_flags),
+    ROW("workspace_size reserved[2]", WS, "p.reserved[2]", E, ws_reserved),
+    ROW("workspace_size x rank 0", WS, "x.rank", E, ws_x_rank0),
+    ROW("workspace_size x.data NULL", WS, "x.data", E, ws_null_xdata),
+    ROW("workspace_size w in != x in", WS, "w.dims[1]", S, ws_w_in),
+    ROW("workspace_size b dims", WS, "b.dims[0]", S, ws_b_dims),
+    ROW("workspace_size w dtype", WS, "w.dtype", D, ws_w_dtype),
+    ROW("workspace_size x strided", WS, "x", U, ws_x_strided),
+    ROW("workspace_size x wrong space", WS, "x", M, ws_space_x),
+    ROW("workspace_size forward relu bias (edge)", WS, NULL, NN_OK, ws_forward_relu),
+    ROW("workspace_size backward dx dw db relu accdb (edge)", WS, NULL, NN_OK, ws_backward_all),
 };
 
 CAT_SUBJECT(linear, rows)

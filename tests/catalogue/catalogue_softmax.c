@@ -975,17 +975,151 @@ CALL(xpf_softmax)
     return st;
 }
 
-#define E  NN_E_INVALID_ARG
-#define S  NN_E_SHAPE
-#define D  NN_E_DTYPE
-#define M  NN_E_MEMSPACE
-#define U  NN_E_UNSUPPORTED
-#define P  NN_E_PULLBACK
-#define O  NN_E_OVERFLOW
-#define F  "nn_softmax_forward"
-#define BW "nn_softmax_backward"
-#define PF "nn_softmax_pullback_free"
-#define XF "nn_softmax_cross_entropy_forward"
+/* The workspace queries: bytes stay untouched on failure; the softmax takes no pool memory, nor
+ * does the reference. */
+static nn_status sws(struct cat *c, const nn_softmax_params *p, const nn_tensor *x,
+                     nn_softmax_pass pass)
+{
+    size_t n = 12345;
+    nn_status st = nn_softmax_workspace_size(c->ctx, p, x, pass, &n);
+    if (st != NN_OK) cr_assert_eq(n, 12345, "bytes untouched on failure");
+    if (st == NN_OK) cr_assert_eq(n, 0, "the softmax takes no pool memory");
+    return st;
+}
+static nn_status xws(struct cat *c, const nn_tensor *x, nn_softmax_pass pass)
+{
+    size_t n = 12345;
+    nn_status st = nn_softmax_cross_entropy_workspace_size(c->ctx, x, pass, &n);
+    if (st != NN_OK) cr_assert_eq(n, 12345, "bytes untouched on failure");
+    if (st == NN_OK && !c->gpu) cr_assert_eq(n, 0, "the reference takes no pool memory");
+    if (st == NN_OK && c->gpu)
+        cr_assert_eq(n, (pass == NN_SOFTMAX_PASS_FORWARD ? 4 : 1) * 6 * sizeof(float),
+                     "4 (forward) or 1 (backward) buffers of x's 6 floats, got %zu", n);
+    return st;
+}
+CALL(sws_null_ctx)
+{
+    size_t n;
+    (void)c;
+    return nn_softmax_workspace_size(NULL, &s->p, &s->x, NN_SOFTMAX_PASS_FORWARD, &n);
+}
+CALL(sws_null_bytes)
+{
+    return nn_softmax_workspace_size(c->ctx, &s->p, &s->x, NN_SOFTMAX_PASS_FORWARD, NULL);
+}
+CALL(sws_null_p)
+{
+    return sws(c, NULL, &s->x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_null_x)
+{
+    return sws(c, &s->p, NULL, NN_SOFTMAX_PASS_BACKWARD);
+}
+CALL(sws_pass_2)
+{
+    return sws(c, &s->p, &s->x, (nn_softmax_pass)2);
+}
+CALL(sws_mode)
+{
+    s->p.mode = (nn_softmax_mode)3;
+    return sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_flags)
+{
+    s->p.flags = 0x2;
+    return sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_BACKWARD);
+}
+CALL(sws_reserved)
+{
+    s->p.reserved[3] = 9;
+    return sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_x_rank1)
+{
+    return sws(c, &s->p, &s->loss, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_x_strided)
+{
+    nn_tensor x = transposed(&s->x);
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_x_space)
+{
+    nn_tensor x = cat_wrong_space(c, &s->x);
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_log_backward)
+{
+    s->p.mode = NN_SOFTMAX_MODE_LOG;
+    return sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_BACKWARD);
+}
+CALL(xws_null_ctx)
+{
+    size_t n;
+    (void)c;
+    return nn_softmax_cross_entropy_workspace_size(NULL, &s->x, NN_SOFTMAX_PASS_FORWARD, &n);
+}
+CALL(xws_null_bytes)
+{
+    return nn_softmax_cross_entropy_workspace_size(c->ctx, &s->x, NN_SOFTMAX_PASS_FORWARD, NULL);
+}
+CALL(xws_null_x)
+{
+    (void)s;
+    return xws(c, NULL, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_pass_negative)
+{
+    return xws(c, &s->x, (nn_softmax_pass)-1);
+}
+CALL(xws_null_xdata)
+{
+    nn_tensor x = s->x;
+    x.data = NULL;
+    return xws(c, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_x_rank1)
+{
+    return xws(c, &s->loss, NN_SOFTMAX_PASS_BACKWARD);
+}
+CALL(xws_x_dtype)
+{
+    nn_tensor x = s->x;
+    x.dtype = (nn_dtype)17;
+    return xws(c, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_x_strided)
+{
+    nn_tensor x = transposed(&s->x);
+    return xws(c, &x, NN_SOFTMAX_PASS_BACKWARD);
+}
+CALL(xws_x_space)
+{
+    nn_tensor x = cat_wrong_space(c, &s->x);
+    return xws(c, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_forward)
+{
+    return xws(c, &s->x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_backward)
+{
+    return xws(c, &s->x, NN_SOFTMAX_PASS_BACKWARD);
+}
+
+#define E   NN_E_INVALID_ARG
+#define S   NN_E_SHAPE
+#define D   NN_E_DTYPE
+#define M   NN_E_MEMSPACE
+#define U   NN_E_UNSUPPORTED
+#define P   NN_E_PULLBACK
+#define O   NN_E_OVERFLOW
+#define F   "nn_softmax_forward"
+#define BW  "nn_softmax_backward"
+#define PF  "nn_softmax_pullback_free"
+#define XF  "nn_softmax_cross_entropy_forward"
+#define SWS "nn_softmax_workspace_size"
+#define XWS "nn_softmax_cross_entropy_workspace_size"
 
 static const struct cat_row rows[] = {
     ROW("params_default p NULL", "nn_softmax_params_default", "p", E, pd_null),
@@ -1130,6 +1264,30 @@ static const struct cat_row rows[] = {
     ROW("xent pullback_free twice", XPF, "pullback", P, xpf_twice),
     ROW("xent pullback_free consumed", XPF, "pullback", P, xpf_consumed),
     ROW("xent pullback_free softmax pullback", XPF, "pullback", P, xpf_softmax),
+
+    ROW("workspace_size ctx NULL", SWS, "ctx", E, sws_null_ctx),
+    ROW("workspace_size bytes NULL", SWS, "bytes", E, sws_null_bytes),
+    ROW("workspace_size p NULL", SWS, "p", E, sws_null_p),
+    ROW("workspace_size x NULL", SWS, "x", E, sws_null_x),
+    ROW("workspace_size pass 2", SWS, "pass", E, sws_pass_2),
+    ROW("workspace_size mode 3", SWS, "p.mode", E, sws_mode),
+    ROW("workspace_size unknown flag", SWS, "p.flags", E, sws_flags),
+    ROW("workspace_size reserved[3]", SWS, "p.reserved[3]", E, sws_reserved),
+    ROW("workspace_size x rank 1", SWS, "x.rank", S, sws_x_rank1),
+    ROW("workspace_size x strided", SWS, "x", U, sws_x_strided),
+    ROW("workspace_size x wrong space", SWS, "x", M, sws_x_space),
+    ROW("workspace_size log backward (edge)", SWS, NULL, NN_OK, sws_log_backward),
+    ROW("xent workspace_size ctx NULL", XWS, "ctx", E, xws_null_ctx),
+    ROW("xent workspace_size bytes NULL", XWS, "bytes", E, xws_null_bytes),
+    ROW("xent workspace_size x NULL", XWS, "x", E, xws_null_x),
+    ROW("xent workspace_size pass -1", XWS, "pass", E, xws_pass_negative),
+    ROW("xent workspace_size x.data NULL", XWS, "x.data", E, xws_null_xdata),
+    ROW("xent workspace_size x rank 1", XWS, "x.rank", S, xws_x_rank1),
+    ROW("xent workspace_size x dtype 17", XWS, "x.dtype", D, xws_x_dtype),
+    ROW("xent workspace_size x strided", XWS, "x", U, xws_x_strided),
+    ROW("xent workspace_size x wrong space", XWS, "x", M, xws_x_space),
+    ROW("xent workspace_size forward (edge)", XWS, NULL, NN_OK, xws_forward),
+    ROW("xent workspace_size backward (edge)", XWS, NULL, NN_OK, xws_backward),
 };
 
 CAT_SUBJECT(softmax, rows)

@@ -266,3 +266,23 @@ Test(elem, half_and_bfloat16_conversions)
             cr_expect_eq(nn__bf16_to_f32(nn__f32_to_bf16((float)i)), (float)i, "bf16 holds %d", i);
     }
 }
+
+Test(elem, one_of_every_dtype)
+{
+    const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16, NN_DTYPE_BF16};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        unsigned char one[8];
+        memset(one, 0xa5, sizeof one);
+        size_t n = nn__elem_one(types[i], one);
+        cr_expect_eq(n, nn_dtype_size(types[i]), "%s: size %zu", nn_dtype_name(types[i]), n);
+        cr_expect_eq(nn__load(one, types[i], 0), 1.0, "%s: reads back as 1",
+                     nn_dtype_name(types[i]));
+        for (size_t b = n; b < sizeof one; b++)
+            cr_expect_eq(one[b], 0xa5, "%s: byte %zu past the element written",
+                         nn_dtype_name(types[i]), b);
+        unsigned char stored[8] = {0};
+        nn__store(stored, types[i], 0, 1.0);
+        cr_expect(!memcmp(one, stored, n), "%s: the bits nn__store writes for 1",
+                  nn_dtype_name(types[i]));
+    }
+}

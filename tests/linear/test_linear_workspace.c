@@ -1,0 +1,221 @@
+/* nn_linear_workspace_size(): 0 on the reference backend, its checks, and on a GPU the bytes it
+ * gives against what the call then really takes (counted by a user allocator, which sees every
+ * device allocation at its requested size), with the call finding the plans the query cached. */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "nn_config.h"
+#include "nnprim/nnprim.h"
+
+#if NN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
+
+static nn_ctx *ctx_of(nn_backend b, nn_math_mode math)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = b;
+    s.math_mode = math;
+    nn_ctx *ctx = NULL;
+    OK(nn_ctx_create(&ctx, &s));
+    return ctx;
+}
+
+static nn_tensor mk(nn_ctx *c, nn_dtype dt, int rank, const int64_t *dims)
+{
+    nn_tensor t;
+    OK(nn_tensor_empty(c, dt, rank, dims, &t));
+    OK(nn_tensor_fill_ints(c, &t, -2, 2, (uint64_t)rank + (uint64_t)dims[0]));
+    return t;
+}
+
+Test(linear_workspace, reference_takes_no_pool_memory)
+{
+    nn_ctx *r = ctx_of(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_linear_params p;
+    OK(nn_linear_params_default(&p));
+    p.activation = NN_ACTIVATION_RELU;
+    nn_tensor x = mk(r, NN_DTYPE_F32, 3, (int64_t[]){2, 3, 8});
+    nn_tensor w = mk(r, NN_DTYPE_F32, 2, (int64_t[]){5, 8});
+    nn_tensor b = mk(r, NN_DTYPE_F32, 1, (int64_t[]){5});
+    for (unsigned pass = 0; pass < 8; pass++) {
+        size_t n = 77;
+        OK(nn_linear_workspace_size(r, &p, &x, &w, &b, pass, &n));
+        cr_expect_eq(n, 0, "pass %u: %zu", pass, n);
+    }
+    nn_tensor *ts[] = {&x, &w, &b};
+    for (int i = 0; i < 3; i++)
+        OK(nn_tensor_free(r, ts[i]));
+    nn_ctx_destroy(r);
+}
+
+Test(linear_workspace, checks_its_arguments)
+{
+    nn_ctx *r = ctx_of(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_linear_params p;
+    OK(nn_linear_params_default(&p));
+    nn_tensor x = mk(r, NN_DTYPE_F32, 2, (int64_t[]){4, 8});
+    nn_tensor w = mk(r, NN_DTYPE_F32, 2, (int64_t[]){5, 8});
+    nn_tensor w7 = mk(r, NN_DTYPE_F32, 2, (int64_t[]){5, 7});
+    nn_tensor b4 = mk(r, NN_DTYPE_F32, 1, (int64_t[]){4});
+    size_t n = 5;
+    struct {
+        nn_status st;
+        const char *text;
+    } want[] = {
+        {NN_E_INVALID_ARG, "nn_linear_workspace_size: ctx must not be NULL"},
+        {NN_E_INVALID_ARG, "nn_linear_workspace_size: bytes must not be NULL"},
+        {NN_E_INVALID_ARG, "nn_linear_workspace_size: p (the parameters) must not be NULL"},
+        {NN_E_INVALID_ARG, "nn_linear_workspace_size: pass must be NN_LINEAR_PASS_FORWARD (0)"},
+        {NN_E_INVALID_ARG, "nn_linear_workspace_size: x must not be NULL"},
+        {NN_E_SHAPE, "nn_linear_workspace_size: w.dims[1] must be x.dims[1] = 8"},
+        {NN_E_SHAPE, "nn_linear_workspace_size: b.dims[0] must be 5"},
+    };
+    for (int i = 0; i < 7; i++) {
+        nn_status st;
+        switch (i) {
+        case 0: st = nn_linear_workspace_size(NULL, &p, &x, &w, NULL, 0, &n); break;
+        case 1: st = nn_linear_workspace_size(r, &p, &x, &w, NULL, 0, NULL); break;
+        case 2: st = nn_linear_workspace_size(r, NULL, &x, &w, NULL, 0, &n); break;
+        case 3: st = nn_linear_workspace_size(r, &p, &x, &w, NULL, 8, &n); break;
+        case 4: st = nn_linear_workspace_size(r, &p, NULL, &w, NULL, 0, &n); break;
+        case 5: st = nn_linear_workspace_size(r, &p, &x, &w7, NULL, NN_LINEAR_PASS_DX, &n); break;
+        default: st = nn_linear_workspace_size(r, &p, &x, &w, &b4, 0, &n);
+        }
+        cr_expect_eq(st, want[i].st, "case %d: %d", i, (int)st);
+        cr_expect(strstr(nn_last_error()->message, want[i].text), "case %d: %s", i,
+                  nn_last_error()->message);
+    }
+    cr_expect_eq(n, 5, "bytes untouched on failure");
+    nn_tensor *ts[] = {&x, &w, &w7, &b4};
+    for (int i = 0; i < 4; i++)
+        OK(nn_tensor_free(r, ts[i]));
+    nn_ctx_destroy(r);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * GPU: the query against a counting allocator
+ */
+
+#if NN_HAVE_CUDA
+struct counter {
+    atomic_long live, peak;
+};
+
+static void *count_alloc(void *user, size_t bytes, int device, void *stream)
+{
+    (void)device;
+    (void)stream;
+    struct counter *c = user;
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    long now = atomic_fetch_add(&c->live, (long)bytes) + (long)bytes;
+    for (long old = atomic_load(&c->peak); now > old;)
+        if (atomic_compare_exchange_weak(&c->peak, &old, now)) break;
+    return d;
+}
+
+static void count_free(void *user, void *p, size_t bytes, int device, void *stream)
+{
+    (void)device;
+    (void)stream;
+    struct counter *c = user;
+    cudaFree(p);
+    atomic_fetch_sub(&c->live, (long)bytes);
+}
+
+struct io {
+    nn_tensor x, w, b, y, dy, dx, dw, db;
+};
+
+/* One call of pass (forward, or backward with the outputs its bits name): its peak above what
+ * was live before it must equal the query, and it must miss no plan the query made. */
+static void run_pass(nn_ctx *g, struct counter *k, const nn_linear_params *p, struct io *t,
+                     int bias, unsigned pass, const char *what)
+{
+    size_t q;
+    OK(nn_linear_workspace_size(g, p, &t->x, &t->w, bias ? &t->b : NULL, pass, &q));
+    nn_linear_pullback *pb = NULL;
+    if (pass) OK(nn_linear_forward(g, p, &t->x, &t->w, bias ? &t->b : NULL, &t->y, &pb));
+    OK(nn_ctx_synchronize(g));
+    nn_plan_cache_stats before, after;
+    OK(nn_plan_cache_get_stats(g, &before));
+    long base = atomic_load(&k->live);
+    atomic_store(&k->peak, base);
+    if (!pass)
+        OK(nn_linear_forward(g, p, &t->x, &t->w, bias ? &t->b : NULL, &t->y, NULL));
+    else
+        OK(nn_linear_backward(g, &pb, &t->dy, (pass & NN_LINEAR_PASS_DX) ? &t->dx : NULL,
+                              (pass & NN_LINEAR_PASS_DW) ? &t->dw : NULL,
+                              (pass & NN_LINEAR_PASS_DB) ? &t->db : NULL));
+    OK(nn_plan_cache_get_stats(g, &after));
+    long took = atomic_load(&k->peak) - base;
+    cr_expect(took >= 0 && (size_t)took == q,
+              "%s pass %u: the call took %ld bytes, the query said %zu", what, pass, took, q);
+    cr_expect_eq(after.misses, before.misses, "%s pass %u: the call missed a plan the query built",
+                 what, pass);
+    cr_log_info("%s pass %u: query %zu bytes, call peak %ld", what, pass, q, took);
+}
+#endif
+
+Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    struct counter k = {0, 0};
+    nn_mem_allocator a;
+    memset(&a, 0, sizeof a);
+    a.alloc = count_alloc;
+    a.free = count_free;
+    a.user = &k;
+    OK(nn_mem_set_allocator(0, &a));
+    /* a classifier head, a square layer large enough for split-k workspaces, TF32 */
+    const struct {
+        int64_t m, in, out;
+        nn_dtype dt;
+        nn_math_mode math;
+    } shapes[] = {{64, 512, 10, NN_DTYPE_F32, NN_MATH_STRICT_FP32},
+                  {96, 2048, 256, NN_DTYPE_F32, NN_MATH_TF32},
+                  {64, 512, 10, NN_DTYPE_F16, NN_MATH_STRICT_FP32},
+                  {40, 96, 24, NN_DTYPE_BF16, NN_MATH_STRICT_FP32}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        nn_ctx *g = ctx_of(NN_BACKEND_CUDNN, shapes[s].math);
+        nn_dtype dt = shapes[s].dt;
+        const int64_t xd[] = {shapes[s].m, shapes[s].in}, wd[] = {shapes[s].out, shapes[s].in};
+        const int64_t yd[] = {shapes[s].m, shapes[s].out};
+        struct io t = {mk(g, dt, 2, xd),
+                       mk(g, dt, 2, wd),
+                       mk(g, dt, 1, &shapes[s].out),
+                       mk(g, dt, 2, yd),
+                       mk(g, dt, 2, yd),
+                       mk(g, dt, 2, xd),
+                       mk(g, dt, 2, wd),
+                       mk(g, dt, 1, &shapes[s].out)};
+        for (int v = 0; v < 4; v++) { /* relu, bias, accumulated db */
+            nn_linear_params p;
+            OK(nn_linear_params_default(&p));
+            p.activation = (v & 1) ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
+            int bias = v != 0;
+            if (v == 3) p.flags = NN_LINEAR_ACCUMULATE_DB;
+            char what[96];
+            snprintf(what, sizeof what, "m%lldin%lldout%lld %s%s%s%s", (long long)shapes[s].m,
+                     (long long)shapes[s].in, (long long)shapes[s].out, nn_dtype_name(dt),
+                     shapes[s].math == NN_MATH_TF32 ? " tf32" : "", (v & 1) ? " relu" : "",
+                     v == 3 ? " accdb" : "");
+            for (unsigned pass = 0; pass < 8; pass++)
+                run_pass(g, &k, &p, &t, bias, pass, what);
+        }
+        nn_tensor *ts[] = {&t.x, &t.w, &t.b, &t.y, &t.dy, &t.dx, &t.dw, &t.db};
+        for (int i = 0; i < 8; i++)
+            OK(nn_tensor_free(g, ts[i]));
+        nn_ctx_destroy(g);
+    }
+    OK(nn_mem_set_allocator(0, NULL));
+#endif
+}

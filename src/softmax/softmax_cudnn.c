@@ -11,7 +11,7 @@
  * device copy of the n * s picked elements cost about 4 us per element on the H200
  * (docs/PERFORMANCE.md), several times a language model's whole step in PyTorch.
  *
- * What a shape needs every call and can keep lives in the context's cache (kind 7, "softmax
+ * What a shape needs every call and can keep lives in the context's cache (kind 8, "softmax
  * xent scratch", below): the zeros the sum over C reads, and a pinned host buffer that stages the
  * mask, so its upload is asynchronous (a copy from pageable memory makes the host wait for the
  * stream first). The per-call buffers come from the pool: the log-softmax and the mask (kept in
@@ -113,9 +113,9 @@ static void xent_scratch_destroy(void *live)
     nn__host_free(x);
 }
 
-/* Id 7: kind ids are written to plan files (cache.h); 6 is linear's. */
+/* Id 8: kind ids are written to plan files (cache.h); 6 is linear's, 7 conv's. */
 const struct nn__cache_kind nn__softmax_xent_kind = {
-    .id = 7,
+    .id = 8,
     .name = "softmax xent scratch",
     .key_size = sizeof(struct xent_key),
     .key_fields = xent_key_fields,

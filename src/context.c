@@ -99,6 +99,17 @@ static const struct nn__graph_kind *const graph_kinds[] = {
 };
 #endif
 
+const struct nn__cache_kind *const *nn__ctx_cache_kinds(int *n)
+{
+#if NN_HAVE_CUDNN
+    *n = (int)(sizeof cache_kinds / sizeof *cache_kinds);
+    return cache_kinds;
+#else
+    *n = 0;
+    return NULL;
+#endif
+}
+
 static nn_status open_gpu(nn_ctx *ctx)
 {
 #if NN_HAVE_CUDNN

@@ -32,4 +32,10 @@ static inline int nn__ctx_on_gpu(const struct nn_ctx *ctx)
     return ctx->settings.backend == NN_BACKEND_CUDNN;
 }
 
+struct nn__cache_kind;
+/* The kind table a cuDNN context's cache is made of (src/context.c), and its length in *n, so
+ * that a test without a GPU checks it as nn_ctx_create() would. NULL with *n = 0 in a build
+ * without cuDNN. */
+const struct nn__cache_kind *const *nn__ctx_cache_kinds(int *n);
+
 #endif

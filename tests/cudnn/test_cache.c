@@ -9,6 +9,7 @@
 #include "nnprim/nnprim.h"
 
 #include "core/alloc.h"
+#include "core/ctx.h"
 #include "cudnn/cache.h"
 #include "conv/conv_plan_key.h"
 #include "cudnn/plan_cache.h"
@@ -183,6 +184,18 @@ Test(cache, records_and_blobs_are_checked)
               nn_last_error()->message);
     cr_expect_eq(nn__cache_insert(NULL, c, 9, &k, &r, NULL, 0, NULL), NN_E_INVALID_ARG);
     cr_expect_eq(nn__cache_size(c), 0);
+    nn__cache_destroy(c);
+}
+
+/* The table every cuDNN context is made of: a repeated id there would fail every nn_ctx_create()
+ * on a GPU and nothing on a machine without one. */
+Test(cache, the_contexts_kind_table_is_accepted)
+{
+    int n = 0;
+    const struct nn__cache_kind *const *table = nn__ctx_cache_kinds(&n);
+    cr_assert_gt(n, 0);
+    struct nn__cache *c = NULL;
+    cr_assert_eq(nn__cache_create(NULL, table, n, 4, &c), NN_OK, "%s", nn_last_error()->message);
     nn__cache_destroy(c);
 }
 

@@ -18,7 +18,7 @@
  *     inputs without ties within a window.
  *
  * Backends: the reference runs f32, f64, f16 and bf16 in double precision. The cuDNN backend runs
- * f32, f16 and bf16 through the legacy pooling calls (the verbose line says "cudnn-legacy"); 1-D
+ * f32, f16, bf16 and f64 through the legacy pooling calls (the verbose line says "cudnn-legacy"); 1-D
  * pooling runs as 2-D. cuDNN's legacy pooling has one padding per dim, so the cuDNN backend
  * refuses pad_lo != pad_hi with NN_E_UNSUPPORTED.
  *
@@ -108,7 +108,7 @@ NN_API nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank,
  *         overlapping x or itself); NN_E_SHAPE (x's rank or size does not fit params, as in
  *         nn_pool_output_shape(), or y's dims are not the output shape); NN_E_OVERFLOW (tensor
  *         extents; on the reference backend a window volume or spatial size beyond int64);
- *         NN_E_DTYPE (x and y differ, or f64 on the cuDNN backend); NN_E_MEMSPACE (a tensor is
+ *         NN_E_DTYPE (x and y differ); NN_E_MEMSPACE (a tensor is
  *         not where the context computes); NN_E_UNSUPPORTED (cuDNN backend: pad_lo != pad_hi, a
  *         size beyond int, a zero stride, more than INT_MAX elements, or a configuration cuDNN
  *         reports as not supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.

@@ -205,18 +205,6 @@ static void key_bwd_filter(struct nn_ctx *ctx, const struct bwd_call *f, struct 
  * Legacy tensor calls
  */
 
-/* alpha/beta as the legacy calls read them: double for f64 data, float otherwise. */
-struct scale {
-    float f;
-    double d;
-};
-static const void *scale_ptr(struct scale *s, nn_dtype t, double v)
-{
-    s->f = (float)v;
-    s->d = v;
-    return t == NN_DTYPE_F64 ? (const void *)&s->d : (const void *)&s->f;
-}
-
 /* A packed N x C x spatial tensor as a legacy descriptor of rank 4 or 5 (1-D as N, C, 1, W);
  * a bias is the same with n = 1 and unit spatial sizes. */
 struct legacy_desc {
@@ -303,9 +291,9 @@ static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     int64_t ones[3] = {1, 1, 1};
     NN__TRY(legacy_desc_of(ctx, &ld[0], dy));
     NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
-    struct scale a, b;
-    return nn__cudnn_ConvolutionBackwardBias(ctx, h, scale_ptr(&a, p->dtype, alpha), ld[0].d,
-                                             dy->data, scale_ptr(&b, p->dtype, beta), ld[1].d,
+    union nn__cudnn_scale a, b;
+    return nn__cudnn_ConvolutionBackwardBias(ctx, h, nn__cudnn_scale(&a, p->dtype, alpha), ld[0].d,
+                                             dy->data, nn__cudnn_scale(&b, p->dtype, beta), ld[1].d,
                                              db->data);
 }
 
@@ -325,20 +313,20 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
                                   const nn_tensor *b, nn_tensor *y, int relu)
 {
     int64_t ones[3] = {1, 1, 1};
-    struct scale one, second;
+    union nn__cudnn_scale one, second;
     NN__TRY(legacy_desc_of(ctx, &ld[0], y));
     if (b) {
         NN__TRY(legacy_desc_set(ctx, &ld[1], p->dtype, p->nsp, 1, p->k, ones));
         /* y = 1 * b + 1 * y, b broadcast over N and space. */
-        NN__TRY(nn__cudnn_AddTensor(ctx, h, scale_ptr(&one, p->dtype, 1.0), ld[1].d, b->data,
-                                    scale_ptr(&second, p->dtype, 1.0), ld[0].d, y->data));
+        NN__TRY(nn__cudnn_AddTensor(ctx, h, nn__cudnn_scale(&one, p->dtype, 1.0), ld[1].d, b->data,
+                                    nn__cudnn_scale(&second, p->dtype, 1.0), ld[0].d, y->data));
     }
     if (!relu) return NN_OK;
     cudnnActivationDescriptor_t act;
     NN__TRY(relu_desc(ctx, &act));
-    nn_status st =
-        nn__cudnn_ActivationForward(ctx, h, act, scale_ptr(&one, p->dtype, 1.0), ld[0].d, y->data,
-                                    scale_ptr(&second, p->dtype, 0.0), ld[0].d, y->data);
+    nn_status st = nn__cudnn_ActivationForward(
+        ctx, h, act, nn__cudnn_scale(&one, p->dtype, 1.0), ld[0].d, y->data,
+        nn__cudnn_scale(&second, p->dtype, 0.0), ld[0].d, y->data);
     (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     return st;
 }
@@ -756,12 +744,12 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
     cudnnActivationDescriptor_t act = NULL;
     if (st == NN_OK) st = relu_desc(ctx, &act);
     if (st == NN_OK) {
-        struct scale one, zero;
+        union nn__cudnn_scale one, zero;
         /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
          * pre-activation is, so y serves as both y and x. */
-        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_ptr(&one, dy->dtype, 1.0), yd, y->data,
-                                          dyd, dy->data, yd, y->data,
-                                          scale_ptr(&zero, dy->dtype, 0.0), dyd, dyr->data);
+        st = nn__cudnn_ActivationBackward(ctx, h, act, nn__cudnn_scale(&one, dy->dtype, 1.0), yd,
+                                          y->data, dyd, dy->data, yd, y->data,
+                                          nn__cudnn_scale(&zero, dy->dtype, 0.0), dyd, dyr->data);
         (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     }
     legacy_pair_destroy(ctx, ld);

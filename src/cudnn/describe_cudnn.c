@@ -8,6 +8,15 @@
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
 
+const void *nn__cudnn_scale(union nn__cudnn_scale *s, nn_dtype t, double v)
+{
+    if (t == NN_DTYPE_F64)
+        s->d = v;
+    else
+        s->f = (float)v;
+    return s;
+}
+
 cudnnDataType_t nn__cudnn_data_type(nn_dtype t)
 {
     switch (t) {

@@ -79,4 +79,13 @@ nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorT
 cudnnDataType_t nn__cudnn_data_type(nn_dtype t);
 nn_dtype nn__cudnn_nn_dtype(cudnnDataType_t t);
 
+/* alpha/beta as cuDNN's legacy calls read them: a double for f64 data, a float otherwise. */
+union nn__cudnn_scale {
+    float f;
+    double d;
+};
+
+/* v stored in s as data of dtype t needs; returns the pointer to pass. */
+const void *nn__cudnn_scale(union nn__cudnn_scale *s, nn_dtype t, double v);
+
 #endif

@@ -161,11 +161,6 @@ static nn_status check_dtype(nn_ctx *ctx, const char *op, const char *name, cons
     if (t->dtype != want)
         return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal x.dtype (%s), got %s", op, name,
                         nn_dtype_name(want), nn_dtype_name(t->dtype));
-    if (nn__ctx_on_gpu(ctx) && want == NN_DTYPE_F64)
-        return NN__FAIL(ctx, NN_E_DTYPE,
-                        "%s: %s.dtype f64 is supported on the reference backend only; the cuDNN "
-                        "backend takes f32, f16 or bf16",
-                        op, name);
     return NN_OK;
 }
 

@@ -179,12 +179,13 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, cons
     struct nn__pool_saved *s = nn__host_calloc(1, sizeof *s);
     if (!s) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for descriptors", op);
     cudnnTensorDescriptor_t yd_user = NULL;
-    float one = 1.0f, zero = 0.0f;
+    union nn__cudnn_scale one, zero;
     nn_status st = pool_desc(ctx, p, &s->pool);
     if (st == NN_OK) st = tensor_desc(ctx, x, 0, &s->xd);
     if (st == NN_OK) st = tensor_desc(ctx, y, 0, &yd_user);
     if (st == NN_OK)
-        st = nn__cudnn_PoolingForward(ctx, h, s->pool, &one, s->xd, x->data, &zero, yd_user,
+        st = nn__cudnn_PoolingForward(ctx, h, s->pool, nn__cudnn_scale(&one, x->dtype, 1.0), s->xd,
+                                      x->data, nn__cudnn_scale(&zero, x->dtype, 0.0), yd_user,
                                       y->data);
     if (st == NN_OK && saved_out) {
         if (nn_tensor_is_contiguous(y)) {
@@ -208,8 +209,10 @@ static nn_status pack(struct nn_ctx *ctx, cudnnHandle_t h, const nn_tensor *t,
                       cudnnTensorDescriptor_t td, cudnnTensorDescriptor_t cd, void **out)
 {
     NN__TRY(nn__dev_alloc(ctx, (size_t)nn_tensor_numel(t) * nn_dtype_size(t->dtype), out));
-    float one = 1.0f, zero = 0.0f;
-    nn_status st = nn__cudnn_TransformTensor(ctx, h, &one, td, t->data, &zero, cd, *out);
+    union nn__cudnn_scale one, zero;
+    nn_status st =
+        nn__cudnn_TransformTensor(ctx, h, nn__cudnn_scale(&one, t->dtype, 1.0), td, t->data,
+                                  nn__cudnn_scale(&zero, t->dtype, 0.0), cd, *out);
     if (st != NN_OK) {
         nn__dev_free(ctx, *out);
         *out = NULL;
@@ -328,12 +331,15 @@ static nn_status backward_with(struct nn_ctx *ctx, const nn_pool_params *p,
     }
     /* Mean-pooling backward reads only dy; cuDNN still takes a y, so dy stands in for it. */
     if (p->mode != NN_POOL_MAX) yv = dyv;
-    float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    union nn__cudnn_scale one, zero, beta;
+    const void *one_p = nn__cudnn_scale(&one, dx->dtype, 1.0);
+    const void *beta_p = nn__cudnn_scale(&beta, dx->dtype, accumulate ? 1.0 : 0.0);
     if (st == NN_OK)
-        st = nn__cudnn_PoolingBackward(ctx, h, s->pool, &one, s->yd, yv, s->yd, dyv, xd, xv,
-                                       k.dx ? &zero : &beta, xd, dxv);
+        st = nn__cudnn_PoolingBackward(ctx, h, s->pool, one_p, s->yd, yv, s->yd, dyv, xd, xv,
+                                       k.dx ? nn__cudnn_scale(&zero, dx->dtype, 0.0) : beta_p, xd,
+                                       dxv);
     if (st == NN_OK && k.dx)
-        st = nn__cudnn_TransformTensor(ctx, h, &one, k.xcd, k.dx, &beta, k.dxd, dx->data);
+        st = nn__cudnn_TransformTensor(ctx, h, one_p, k.xcd, k.dx, beta_p, k.dxd, dx->data);
     scratch_free(ctx, &k);
     return st;
 }

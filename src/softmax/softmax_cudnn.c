@@ -237,21 +237,6 @@ static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t b, int
     return NN_OK;
 }
 
-/* cuDNN's scaling factors: double for f64 data, float otherwise. */
-union scale {
-    float f;
-    double d;
-};
-
-static const void *scale_of(union scale *s, nn_dtype t, double v)
-{
-    if (t == NN_DTYPE_F64)
-        s->d = v;
-    else
-        s->f = (float)v;
-    return s;
-}
-
 static void note_set(struct nn_ctx *ctx, struct nn__softmax_note *note, const char *impl)
 {
     if (nn__verbose(ctx)) snprintf(note->impl, sizeof note->impl, "%s", impl);
@@ -267,10 +252,10 @@ static nn_status softmax_run(struct nn_ctx *ctx, const char *fn,
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnTensorDescriptor_t d;
     NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
-    union scale one, zero;
+    union nn__cudnn_scale one, zero;
     nn_status st = nn__cudnn_SoftmaxForward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                            scale_of(&one, p->dtype, 1.0), d, x,
-                                            scale_of(&zero, p->dtype, 0.0), d, y);
+                                            nn__cudnn_scale(&one, p->dtype, 1.0), d, x,
+                                            nn__cudnn_scale(&zero, p->dtype, 0.0), d, y);
     destroy_tensor(ctx, d);
     return st;
 }
@@ -284,10 +269,10 @@ static nn_status softmax_grad(struct nn_ctx *ctx, const char *fn,
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnTensorDescriptor_t d;
     NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
-    union scale one, bt;
+    union nn__cudnn_scale one, bt;
     nn_status st = nn__cudnn_SoftmaxBackward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                             scale_of(&one, p->dtype, 1.0), d, y, d, dy,
-                                             scale_of(&bt, p->dtype, beta), d, dx);
+                                             nn__cudnn_scale(&one, p->dtype, 1.0), d, y, d, dy,
+                                             nn__cudnn_scale(&bt, p->dtype, beta), d, dx);
     destroy_tensor(ctx, d);
     return st;
 }
@@ -396,13 +381,13 @@ static nn_status op_tensor(struct nn_ctx *ctx, const struct nn__softmax_problem 
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnOpTensorDescriptor_t op;
     NN__TRY(nn__cudnn_CreateOpTensorDescriptor(ctx, &op));
-    union scale s1, s2, zero;
+    union nn__cudnn_scale s1, s2, zero;
     nn_status st =
         nn__cudnn_SetOpTensorDescriptor(ctx, op, what, compute_type(p->dtype), CUDNN_PROPAGATE_NAN);
     if (st == NN_OK)
-        st = nn__cudnn_OpTensor(ctx, h, op, scale_of(&s1, p->dtype, alpha_a), da, a,
-                                scale_of(&s2, p->dtype, alpha_b), db, b,
-                                scale_of(&zero, p->dtype, 0.0), dc, c);
+        st = nn__cudnn_OpTensor(ctx, h, op, nn__cudnn_scale(&s1, p->dtype, alpha_a), da, a,
+                                nn__cudnn_scale(&s2, p->dtype, alpha_b), db, b,
+                                nn__cudnn_scale(&zero, p->dtype, 0.0), dc, c);
     nn_error_info keep = ctx->last_error;
     (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
     if (st == NN_OK) ctx->last_error = keep;

@@ -232,7 +232,7 @@ CALL(f_x_overflow)
     x.dims[0] = 3;
     return fwd(c, &x, &c->py);
 }
-/* Edge: f64 runs on the reference backend; cuDNN's legacy pooling has no f64. */
+/* Edge: f64 runs on both backends (cuDNN's legacy pooling with double scaling factors). */
 CALL(f_f64)
 {
     nn_tensor x = cat_tensor(c, NN_DTYPE_F64, 4, PX, 50),
@@ -752,7 +752,7 @@ static const struct cat_row rows[] = {
     ROW("forward x dtype 5", "nn_pool_forward", "x.dtype", D, f_xdtype_bad),
     ROW("forward x stride < 0", "nn_pool_forward", "x.strides[1]", E, f_xstride_neg),
     ROW("forward x extent overflows", "nn_pool_forward", "x", O, f_x_overflow),
-    ROW2("forward f64", "nn_pool_forward", "x.dtype", NN_OK, D, f_f64),
+    ROW("forward f64", "nn_pool_forward", "x.dtype", NN_OK, f_f64),
     ROW("forward strided x and y (edge)", "nn_pool_forward", NULL, NN_OK, f_strided_ok),
     ROW2("forward pad_lo != pad_hi", "nn_pool_forward", "params.pad_lo[0]", NN_OK, U, f_pad_asym),
     ROW("forward x space label", "nn_pool_forward", "x", M, f_claim_x),
@@ -817,7 +817,7 @@ static const struct cat_row rows[] = {
     ROW("workspace_size dx dtype", "nn_pool_workspace_size", "dx.dtype", D, ws_dx_dtype),
     ROW("workspace_size dx wrong space", "nn_pool_workspace_size", "dx", M, ws_dx_space),
     ROW("workspace_size dx on x", "nn_pool_workspace_size", "dx", E, ws_dx_on_x),
-    ROW2("workspace_size f64", "nn_pool_workspace_size", "x.dtype", NN_OK, D, ws_f64),
+    ROW("workspace_size f64", "nn_pool_workspace_size", "x.dtype", NN_OK, ws_f64),
     ROW2("workspace_size pad_lo != pad_hi", "nn_pool_workspace_size", "params.pad_lo[0]", NN_OK, U,
          ws_pad_asym),
     ROW("workspace_size forward (edge)", "nn_pool_workspace_size", NULL, NN_OK, ws_forward_ok),

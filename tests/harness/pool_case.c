@@ -432,10 +432,6 @@ int nn_pool_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_pool_case *c
 {
     char repro[320];
     repro_of(c, repro, sizeof repro);
-    if (c->dtype == NN_DTYPE_F64) {
-        fprintf(out, "note: the cuDNN pooling backend has no f64 path | %s\n", repro);
-        return 0;
-    }
     if (memcmp(c->p.pad_lo, c->p.pad_hi, sizeof c->p.pad_lo) != 0) {
         /* pool.h: cuDNN's pooling pads both sides equally, so the backend refuses the case with
          * NN_E_UNSUPPORTED; anything else (a result, or another status) is a failure. */

@@ -18,8 +18,8 @@
  *     inputs without ties within a window.
  *
  * Backends: the reference runs f32, f64, f16 and bf16 in double precision. The cuDNN backend runs
- * f32, f16, bf16 and f64 through the legacy pooling calls (the verbose line says "cudnn-legacy"); 1-D
- * pooling runs as 2-D. cuDNN's legacy pooling has one padding per dim, so the cuDNN backend
+ * f32, f16, bf16 and f64 through the legacy pooling calls (the verbose line says "cudnn-legacy");
+ * 1-D pooling runs as 2-D. cuDNN's legacy pooling has one padding per dim, so the cuDNN backend
  * refuses pad_lo != pad_hi with NN_E_UNSUPPORTED.
  *
  * Memory (docs/INPUT.md): an output (y, dx) must not overlap what the call reads (for backward

@@ -1099,8 +1099,6 @@ static nn_status exec_assemble(struct nn_ctx *ctx, struct exec *ex, const struct
                                                     copies[i].bytes, cudaMemcpyDeviceToDevice));
     }
     if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphInstantiate(&ex->exec, ex->graph, 0));
-    /* Uploaded now, so that the first launch (a prepared shape's first step) does not pay it. */
-    if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphUpload(ex->exec, (cudaStream_t)ctx->stream));
     if (st == NN_OK) ex->ncopy = ncopy;
     return st;
 }

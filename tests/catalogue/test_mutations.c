@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn_config.h"
 #include "nnprim/nnprim.h"
 
 #define SLOT_BYTES  4096
@@ -79,6 +80,7 @@ struct mcase {
     int64_t classes;
     nn_status (*call)(struct mcase *m, int *pullback_kept);
     int mostly_valid; /* most mutations give valid input (flags, ignored fields): no ratio check */
+    int *pass;        /* a workspace query's pass argument (mutated too), or NULL */
 };
 
 static uint64_t rng_state;
@@ -324,6 +326,8 @@ static void mutate(struct mcase *m)
         mutate_lengths(m);
     else if (choice == 3 && m->targets_slot >= 0)
         mutate_targets(m);
+    else if (choice == 4 && m->pass)
+        *m->pass = i32_values[pick((int)(sizeof i32_values / sizeof *i32_values))];
     else if (n)
         mutate_tensor(m, cand[pick(n)]);
 }
@@ -387,6 +391,7 @@ static void sweep(struct mcase *m, uint64_t seed)
     unsigned char params0[512];
     cr_assert(m->params_bytes <= sizeof params0);
     if (m->params) memcpy(params0, m->params, m->params_bytes);
+    int pass0 = m->pass ? *m->pass : 0;
     unsigned char *expect = malloc(m->mem_bytes), *before = malloc(m->mem_bytes);
     cr_assert(expect && before);
     base_call(m, expect, 0);
@@ -400,15 +405,16 @@ static void sweep(struct mcase *m, uint64_t seed)
             m->arg[i] = base.arg[i] ? &m->s[i].t : NULL;
         if (m->params) memcpy(m->params, params0, m->params_bytes);
         m->targets = base.targets;
+        if (m->pass) *m->pass = pass0;
         m->lengths = base.lengths;
         int n_mut = 1 + (pick(10) < 3);
         for (int k = 0; k < n_mut; k++)
             mutate(m);
-        int invalid = 0, outside = 0;
+        int invalid = -1, outside = 0;
         for (int i = 0; i < m->n; i++) {
             if (!m->arg[i]) continue;
             int v = view_state(m, i);
-            invalid |= v == 0;
+            if (v == 0 && invalid < 0) invalid = i;
             outside |= v < 0;
         }
         if (outside) continue;
@@ -432,18 +438,24 @@ static void sweep(struct mcase *m, uint64_t seed)
             cr_assert(kept, "%s, trial %llu: a refused backward call lost its pullback", m->fn,
                       (unsigned long long)trial);
         } else {
-            cr_assert(!invalid, "%s, trial %llu: NN_OK for a call with an invalid view", m->fn,
-                      (unsigned long long)trial);
+            if (invalid >= 0) {
+                nn_tensor_validate(m->arg[invalid], m->s[invalid].name);
+                cr_assert_fail("%s, trial %llu: NN_OK for a call with an invalid %s (%s)", m->fn,
+                               (unsigned long long)trial, m->s[invalid].name,
+                               nn_last_error()->message);
+            }
         }
         check_memory(m, before, st, trial);
         if (trial % 64 == 63) {
             *m = base;
             if (m->params) memcpy(m->params, params0, m->params_bytes);
+            if (m->pass) *m->pass = pass0;
             base_call(m, expect, 1);
         }
     }
     *m = base;
     if (m->params) memcpy(m->params, params0, m->params_bytes);
+    if (m->pass) *m->pass = pass0;
     base_call(m, expect, 1);
     cr_log_info("%s: %d mutated calls ran, %d refused", m->fn, ran, refused);
     cr_assert(m->mostly_valid || refused > ran / 4, "%s: only %d of %d mutated calls refused",
@@ -1214,3 +1226,291 @@ Test(mutations, rnn_weight_view)
     SWEEP("nn_rnn_weight_view", &view, view_fields, view_call, 0x68ac);
     case_free(m);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Workspace queries: 0 bytes on the reference backend for every call they accept
+ */
+
+static int ws_pass;
+static size_t ws_bytes;
+
+#define WS_RESULT(call)                                                                            \
+    do {                                                                                           \
+        ws_bytes = 1;                                                                              \
+        nn_status st_ = (call);                                                                    \
+        if (st_ == NN_OK)                                                                          \
+            cr_assert_eq(ws_bytes, 0, "%s: %zu bytes on the reference backend", m->fn, ws_bytes);  \
+        return st_;                                                                                \
+    } while (0)
+
+static nn_status conv_ws_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(
+        nn_conv_workspace_size(m->ctx, &m->cp, T(0), T(1), T(2), (nn_conv_pass)ws_pass, &ws_bytes));
+}
+
+static nn_status pool_ws_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(nn_pool_workspace_size(m->ctx, &m->pp, T(0), T(1), T(2), T(3), (nn_pool_pass)ws_pass,
+                                     &ws_bytes));
+}
+
+static nn_status linear_ws_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(
+        nn_linear_workspace_size(m->ctx, &m->lp, T(0), T(1), T(2), (unsigned)ws_pass, &ws_bytes));
+}
+
+static nn_status softmax_ws_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(nn_softmax_workspace_size(m->ctx, &m->sp, T(0), (nn_softmax_pass)ws_pass, &ws_bytes));
+}
+
+static nn_status xent_ws_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(
+        nn_softmax_cross_entropy_workspace_size(m->ctx, T(0), (nn_softmax_pass)ws_pass, &ws_bytes));
+}
+
+static nn_status rnn_ws_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(
+        nn_rnn_workspace_size(m->ctx, &m->rp, T(0), m->lengths, (nn_rnn_pass)ws_pass, &ws_bytes));
+}
+
+Test(mutations, conv_workspace_size)
+{
+    struct mcase *m = case_new();
+    conv_setup(m);
+    m->n = 3; /* x, w, b: no y */
+    ws_pass = NN_CONV_PASS_BACKWARD_FILTER;
+    m->pass = &ws_pass;
+    SWEEP("nn_conv_workspace_size", &m->cp, conv_fields, conv_ws_call, 0x79bd);
+    case_free(m);
+}
+
+Test(mutations, pool_workspace_size)
+{
+    struct mcase *m = case_new();
+    pool_setup(m);
+    m->s[1].output = 0;
+    add(m, "dy", 4, py_d, 0, 0);
+    add(m, "dx", 4, px_d, 0, 0);
+    ws_pass = NN_POOL_PASS_BACKWARD; /* not mutated: a forward query ignores dy and dx (pool.h) */
+    SWEEP("nn_pool_workspace_size", &m->pp, pool_fields, pool_ws_call, 0x8ace);
+    case_free(m);
+}
+
+static nn_status pool_ws_fwd_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    WS_RESULT(nn_pool_workspace_size(m->ctx, &m->pp, T(0), T(1), NULL, NULL, (nn_pool_pass)ws_pass,
+                                     &ws_bytes));
+}
+
+Test(mutations, pool_workspace_size_forward)
+{
+    struct mcase *m = case_new();
+    pool_setup(m);
+    m->s[1].output = 0;
+    ws_pass = NN_POOL_PASS_FORWARD;
+    m->pass = &ws_pass;
+    SWEEP("nn_pool_workspace_size", &m->pp, pool_fields, pool_ws_fwd_call, 0x8acf);
+    case_free(m);
+}
+
+Test(mutations, linear_workspace_size)
+{
+    struct mcase *m = case_new();
+    linear_setup(m);
+    m->n = 3; /* x, w, b: no y */
+    ws_pass = NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DB;
+    m->pass = &ws_pass;
+    SWEEP("nn_linear_workspace_size", &m->lp, linear_fields, linear_ws_call, 0x9bdf);
+    case_free(m);
+}
+
+Test(mutations, softmax_workspace_size)
+{
+    struct mcase *m = case_new();
+    softmax_setup(m);
+    m->n = 1;
+    ws_pass = NN_SOFTMAX_PASS_BACKWARD;
+    m->pass = &ws_pass;
+    SWEEP("nn_softmax_workspace_size", &m->sp, softmax_fields, softmax_ws_call, 0xacf0);
+    case_free(m);
+}
+
+Test(mutations, softmax_cross_entropy_workspace_size)
+{
+    struct mcase *m = case_new();
+    int64_t d[] = {3, 5, 2};
+    add(m, "x", 3, d, 0, 0);
+    ws_pass = NN_SOFTMAX_PASS_FORWARD;
+    m->pass = &ws_pass;
+    m->fn = "nn_softmax_cross_entropy_workspace_size";
+    m->call = xent_ws_call;
+    sweep(m, 0xbd01);
+    case_free(m);
+}
+
+Test(mutations, rnn_workspace_size)
+{
+    struct mcase *m = case_new();
+    rnn_setup(m);
+    for (int i = 1; i < 7; i++) { /* the query takes x and the lengths only */
+        m->s[i].locked = 1;
+        m->arg[i] = NULL;
+    }
+    ws_pass = NN_RNN_PASS_TRAINING;
+    m->pass = &ws_pass;
+    SWEEP("nn_rnn_workspace_size", &m->rp, rnn_fields, rnn_ws_call, 0xce12);
+    case_free(m);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * nn_tensor_wrap: a view it hands out is what it was given; a refused call zeroes out
+ */
+
+struct wrap_args {
+    int32_t dtype, rank, offset, null_strides;
+    int64_t dims[NN_MAX_RANK + 2], strides[NN_MAX_RANK + 2];
+};
+
+static const struct field wrap_fields[] = {
+    FIELD(struct wrap_args, dtype, F_I32),      FIELD(struct wrap_args, rank, F_I32),
+    FIELD(struct wrap_args, offset, F_I32),     FIELD(struct wrap_args, null_strides, F_I32),
+    FIELD(struct wrap_args, dims[0], F_I64),    FIELD(struct wrap_args, dims[1], F_I64),
+    FIELD(struct wrap_args, dims[2], F_I64),    FIELD(struct wrap_args, strides[0], F_I64),
+    FIELD(struct wrap_args, strides[1], F_I64), FIELD(struct wrap_args, strides[2], F_I64),
+};
+
+static struct wrap_args wrap;
+
+static int all_zero(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i]) return 0;
+    return 1;
+}
+
+static nn_status wrap_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    nn_tensor out;
+    memset(&out, 0x5a, sizeof out);
+    unsigned char *data = (unsigned char *)m->s[0].t.data + wrap.offset;
+    nn_status st = nn_tensor_wrap(m->ctx, data, (nn_dtype)wrap.dtype, wrap.rank, wrap.dims,
+                                  wrap.null_strides ? NULL : wrap.strides, &out);
+    if (st != NN_OK) {
+        cr_assert(all_zero(&out, sizeof out), "a refused nn_tensor_wrap left out non-zero");
+        return st;
+    }
+    cr_assert(nn_tensor_validate(&out, "out") == NN_OK, "nn_tensor_wrap gave an invalid view");
+    cr_assert(out.data == data && out.rank == wrap.rank && (int)out.dtype == wrap.dtype);
+    for (int i = 0; i < out.rank; i++) {
+        cr_assert_eq(out.dims[i], wrap.dims[i]);
+        if (!wrap.null_strides) cr_assert_eq(out.strides[i], wrap.strides[i]);
+    }
+    return st;
+}
+
+Test(mutations, tensor_wrap)
+{
+    struct mcase *m = case_new();
+    int64_t d[] = {4, 3, 2};
+    add(m, "data", 3, d, 0, 0);
+    m->s[0].locked = 1;
+    m->arg[0] = NULL; /* only the arguments of the call are mutated, not the memory */
+    wrap = (struct wrap_args){NN_DTYPE_F64, 3, 0, 0, {4, 3, 2}, {6, 2, 1}};
+    m->mostly_valid = 1;
+    SWEEP("nn_tensor_wrap", &wrap, wrap_fields, wrap_call, 0xdf23);
+    case_free(m);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * DLPack import: a capsule's every field mutated; a refused import zeroes out, an accepted one
+ * is a valid view of data + byte_offset
+ */
+
+#if NN_HAVE_DLPACK
+#include <dlpack/dlpack.h>
+
+struct dl_args {
+    int32_t ndim, device_type, device_id, code, bits, lanes, null_data, null_shape, null_strides;
+    int32_t pad;
+    uint64_t byte_offset;
+    /* longer than any ndim nnprim accepts, so that reading past ndim is caught, not UB here */
+    int64_t shape[2 * NN_MAX_RANK], strides[2 * NN_MAX_RANK];
+};
+
+static const struct field dl_fields[] = {
+    FIELD(struct dl_args, ndim, F_I32),         FIELD(struct dl_args, device_type, F_I32),
+    FIELD(struct dl_args, device_id, F_I32),    FIELD(struct dl_args, code, F_I32),
+    FIELD(struct dl_args, bits, F_I32),         FIELD(struct dl_args, lanes, F_I32),
+    FIELD(struct dl_args, null_data, F_I32),    FIELD(struct dl_args, null_shape, F_I32),
+    FIELD(struct dl_args, null_strides, F_I32), FIELD(struct dl_args, byte_offset, F_U64),
+    FIELD(struct dl_args, shape[0], F_I64),     FIELD(struct dl_args, shape[1], F_I64),
+    FIELD(struct dl_args, shape[2], F_I64),     FIELD(struct dl_args, strides[0], F_I64),
+    FIELD(struct dl_args, strides[1], F_I64),   FIELD(struct dl_args, strides[2], F_I64),
+};
+
+static struct dl_args dl;
+
+static nn_status dlpack_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    DLManagedTensor cap;
+    memset(&cap, 0, sizeof cap);
+    DLTensor *t = &cap.dl_tensor;
+    t->data = dl.null_data ? NULL : m->s[0].t.data;
+    t->device.device_type = (DLDeviceType)dl.device_type;
+    t->device.device_id = dl.device_id;
+    t->ndim = dl.ndim;
+    t->dtype.code = (uint8_t)dl.code;
+    t->dtype.bits = (uint8_t)dl.bits;
+    t->dtype.lanes = (uint16_t)dl.lanes;
+    t->shape = dl.null_shape ? NULL : dl.shape;
+    t->strides = dl.null_strides ? NULL : dl.strides;
+    t->byte_offset = dl.byte_offset;
+    nn_tensor out;
+    memset(&out, 0x5a, sizeof out);
+    nn_status st = nn_tensor_from_dlpack(m->ctx, &cap, &out);
+    if (st != NN_OK) {
+        cr_assert(all_zero(&out, sizeof out), "a refused import left out non-zero");
+        return st;
+    }
+    cr_assert(nn_tensor_validate(&out, "out") == NN_OK, "the import gave an invalid view");
+    cr_assert((uintptr_t)out.data == (uintptr_t)t->data + t->byte_offset && out.rank == t->ndim);
+    for (int i = 0; i < out.rank; i++)
+        cr_assert_eq(out.dims[i], t->shape[i]);
+    return st;
+}
+
+Test(mutations, tensor_from_dlpack)
+{
+    struct mcase *m = case_new();
+    int64_t d[] = {4, 3, 2};
+    add(m, "data", 3, d, 0, 0);
+    m->s[0].locked = 1;
+    m->arg[0] = NULL; /* the capsule's fields are mutated, not the memory */
+    memset(&dl, 0, sizeof dl);
+    dl.ndim = 3;
+    dl.device_type = kDLCPU;
+    dl.code = kDLFloat;
+    dl.bits = 64;
+    dl.lanes = 1;
+    dl.shape[0] = 4, dl.shape[1] = 3, dl.shape[2] = 2;
+    dl.strides[0] = 6, dl.strides[1] = 2, dl.strides[2] = 1;
+    m->mostly_valid = 1;
+    SWEEP("nn_tensor_from_dlpack", &dl, dl_fields, dlpack_call, 0xe034);
+    case_free(m);
+}
+#endif

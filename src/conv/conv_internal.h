@@ -58,9 +58,9 @@ enum nn__conv_role {
     NN__CONV_ROLE_DY = 1 << 5
 };
 
-/* conv_layout.c. The canonical packed strides of dims (rank >= 3) in NCHW order, or
- * channels-last (C fastest, then the spatial dims from the innermost, N slowest) when
- * channels_last is nonzero. */
+/* conv_plan_key.c (which the fuzzer links alone). The canonical packed strides of dims (rank >= 3)
+ * in NCHW order, or channels-last (C fastest, then the spatial dims from the innermost, N slowest)
+ * when channels_last is nonzero. */
 void nn__conv_layout_strides(int rank, const int64_t *dims, int channels_last, int64_t *strides);
 
 /* Whether t (rank >= 3) is channels-last packed: its strides are those of

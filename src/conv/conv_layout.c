@@ -6,25 +6,6 @@
 #include "conv/conv_internal.h"
 #include "core/error.h"
 
-void nn__conv_layout_strides(int rank, const int64_t *dims, int channels_last, int64_t *strides)
-{
-    int64_t s = 1;
-    if (!channels_last) {
-        for (int i = rank - 1; i >= 0; i--) {
-            strides[i] = s;
-            s *= dims[i];
-        }
-        return;
-    }
-    strides[1] = 1;
-    s = dims[1];
-    for (int i = rank - 1; i >= 2; i--) {
-        strides[i] = s;
-        s *= dims[i];
-    }
-    strides[0] = s;
-}
-
 /* t's strides equal want in every dim larger than 1 (a dim of 1 is never stepped). */
 static int strides_match(const nn_tensor *t, const int64_t *want)
 {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "conv/conv_internal.h"
 #include "conv/conv_plan_key.h"
 #include "cudnn/plan_file.h"
 #include "nnprim/context.h"
@@ -39,9 +40,9 @@ const struct nn__field nn__conv_key_fields[] = {
     NN__FIELD_END,
 };
 
-/* The packed strides of a layout: those of nn__conv_layout_strides() (conv_internal.h; the tests
- * compare the two), here so that this file links without the op (the fuzzer builds it alone). */
-static void layout_strides(int rank, const int64_t *dims, int channels_last, int64_t *strides)
+/* Defined here rather than in conv_layout.c so that this file links without the op (the fuzzer
+ * builds it alone). */
+void nn__conv_layout_strides(int rank, const int64_t *dims, int channels_last, int64_t *strides)
 {
     int64_t s = 1;
     if (!channels_last) {
@@ -60,9 +61,9 @@ static void layout_strides(int rank, const int64_t *dims, int channels_last, int
     strides[0] = s;
 }
 
-/* layout_strides(..., 1, ...) compared as it goes: an NCHW tensor (channel stride 1 only when
- * every spatial size is 1) is told apart at its first stride, on every call of the backend. Dims
- * of a file's key may be anything: a product past int64 is no layout. */
+/* nn__conv_layout_strides(..., 1, ...) compared as it goes: an NCHW tensor (channel stride 1 only
+ * when every spatial size is 1) is told apart at its first stride, on every call of the backend.
+ * Dims of a file's key may be anything: a product past int64 is no layout. */
 int32_t nn__conv_key_layout(int rank, const int64_t *dims, const int64_t *strides)
 {
     if (strides[1] != 1) return 0;
@@ -93,7 +94,7 @@ void nn__conv_key_tensor_set(struct nn__conv_key_tensor *kt, int rank, const int
 
 void nn__conv_key_strides(const struct nn__conv_key_tensor *kt, int rank, int64_t *strides)
 {
-    layout_strides(rank, kt->dims, kt->nhwc, strides);
+    nn__conv_layout_strides(rank, kt->dims, kt->nhwc, strides);
 }
 
 /* The kind as the field-wise functions need it (they read id and fields only). */

@@ -192,6 +192,22 @@ static double f64_value(void)
     }
 }
 
+/* v + by (by = 1 or -1) and 2 v, saturating: an earlier mutation may have left an extreme. */
+static int64_t step64(int64_t v, int by)
+{
+    return by > 0 ? (v < INT64_MAX ? v + 1 : v) : (v > INT64_MIN ? v - 1 : v);
+}
+
+static int64_t twice64(int64_t v)
+{
+    return v > INT64_MAX / 2 ? INT64_MAX : v < INT64_MIN / 2 ? INT64_MIN : 2 * v;
+}
+
+static int32_t step32(int32_t v, int by)
+{
+    return by > 0 ? (v < INT32_MAX ? v + 1 : v) : (v > INT32_MIN ? v - 1 : v);
+}
+
 static void mutate_field(struct mcase *m)
 {
     const struct field *f = &m->fields[pick(m->n_fields)];
@@ -201,7 +217,7 @@ static void mutate_field(struct mcase *m)
         int32_t v;
         memcpy(&v, p, sizeof v);
         int k = pick(14);
-        v = k == 12 ? v + 1 : k == 13 ? v - 1 : i32_values[k];
+        v = k == 12 ? step32(v, 1) : k == 13 ? step32(v, -1) : i32_values[k];
         memcpy(p, &v, sizeof v);
         break;
     }
@@ -209,9 +225,7 @@ static void mutate_field(struct mcase *m)
         int64_t v;
         memcpy(&v, p, sizeof v);
         int k = pick(16);
-        v = k == 14 && v < INT64_MAX   ? v + 1
-            : k == 15 && v > INT64_MIN ? v - 1
-                                       : i64_values[k % 14];
+        v = k == 14 ? step64(v, 1) : k == 15 ? step64(v, -1) : i64_values[k];
         memcpy(p, &v, sizeof v);
         break;
     }
@@ -245,25 +259,29 @@ static void mutate_tensor(struct mcase *m, int i)
     switch (pick(11)) {
     case 0: m->arg[i] = NULL; break;
     case 1: t->data = NULL; break;
-    case 2: t->data = (unsigned char *)t->data + (pick(2) ? 1 : 8); break;
+    case 2:
+        if (t->data) t->data = (unsigned char *)t->data + (pick(2) ? 1 : 8);
+        break;
     case 3: {
         static const int ranks[] = {0, -1, 9, INT_MAX};
-        t->rank = pick(2) ? t->rank + (pick(2) ? 1 : -1) : ranks[pick(4)];
+        t->rank = pick(2) ? step32(t->rank, pick(2) ? 1 : -1) : ranks[pick(4)];
         break;
     }
     case 4:
     case 5: {
         int k = pick(17);
-        t->dims[d] = k == 14   ? t->dims[d] + 1
-                     : k == 15 ? t->dims[d] - 1
-                     : k == 16 ? t->dims[d] * 2
+        t->dims[d] = k == 14   ? step64(t->dims[d], 1)
+                     : k == 15 ? step64(t->dims[d], -1)
+                     : k == 16 ? twice64(t->dims[d])
                                : i64_values[k];
         break;
     }
     case 6:
     case 7: {
         int k = pick(16);
-        t->strides[d] = k == 14 ? t->strides[d] + 1 : k == 15 ? t->strides[d] * 2 : i64_values[k];
+        t->strides[d] = k == 14   ? step64(t->strides[d], 1)
+                        : k == 15 ? twice64(t->strides[d])
+                                  : i64_values[k];
         break;
     }
     case 8: {
@@ -1406,7 +1424,8 @@ static nn_status wrap_call(struct mcase *m, int *kept)
     *kept = 1;
     nn_tensor out;
     memset(&out, 0x5a, sizeof out);
-    unsigned char *data = (unsigned char *)m->s[0].t.data + wrap.offset;
+    /* as an address, not pointer arithmetic: the offset may leave the slot */
+    void *data = (void *)((uintptr_t)m->s[0].t.data + (uintptr_t)(intptr_t)wrap.offset);
     nn_status st = nn_tensor_wrap(m->ctx, data, (nn_dtype)wrap.dtype, wrap.rank, wrap.dims,
                                   wrap.null_strides ? NULL : wrap.strides, &out);
     if (st != NN_OK) {

@@ -1,6 +1,7 @@
 /* DLPack import and export (include/nnprim/dlpack.h). It lives beside the tensor storage because
  * an exported capsule's deleter frees into the pool (or the user allocator), as nn_tensor_free()
  * does. DLPack's structs come from Debian's libdlpack-dev header, found by meson. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -98,11 +99,13 @@ static nn_status import_tensor(nn_ctx *ctx, const char *fn, const DLTensor *dl, 
     nn_dtype dtype = NN_DTYPE_F32;
     NN__TRY(import_dtype(ctx, fn, dl->dtype, &dtype));
     uintptr_t base = (uintptr_t)dl->data;
-    if (dl->byte_offset > UINTPTR_MAX - base)
+    /* No object is larger than PTRDIFF_MAX bytes: a larger offset cannot point into the capsule's
+     * memory (and pointer arithmetic with it is undefined). */
+    if (dl->byte_offset > (uint64_t)PTRDIFF_MAX || dl->byte_offset > UINTPTR_MAX - base)
         return NN__FAIL(ctx, NN_E_OVERFLOW,
                         "%s: src.dl_tensor.data (%p) + byte_offset %llu passes the address space",
                         fn, dl->data, (unsigned long long)dl->byte_offset);
-    char *data = (char *)dl->data + dl->byte_offset;
+    char *data = (char *)(base + (uintptr_t)dl->byte_offset);
     size_t es = nn_dtype_size(dtype);
     if ((uintptr_t)data % es)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,

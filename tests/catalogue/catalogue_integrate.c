@@ -275,6 +275,7 @@ CAP_ROW(fd_device_id, t->device.device_id = 7)
 CAP_ROW(fd_managed, t->device.device_type = kDLCUDAManaged)
 CAP_ROW(fd_offset_misaligned, t->byte_offset = 2)
 CAP_ROW(fd_offset_wraps, t->byte_offset = UINT64_MAX - 8)
+CAP_ROW(fd_offset_2_63, t->byte_offset = 1ULL << 63)
 CAP_ROW(fd_count_overflow, k.shape[0] = INT64_C(1) << 62)
 CAP_ROW(fd_extent_overflow, t->strides = k.strides; k.shape[0] = 2; k.strides[0] = INT64_MAX / 2)
 /* Edges that import. */
@@ -499,6 +500,8 @@ static const struct cat_row rows[] = {
     ROW("from_dlpack managed memory", FD, "src.dl_tensor.device", M, fd_managed),
     ROW("from_dlpack byte_offset misaligned", FD, "byte_offset", E, fd_offset_misaligned),
     ROW("from_dlpack byte_offset wraps the address space", FD, "byte_offset", O, fd_offset_wraps),
+    ROW("from_dlpack byte_offset 2^63 (no object is that large)", FD, "byte_offset", O,
+        fd_offset_2_63),
     ROW("from_dlpack element count overflows", FD, NULL, O, fd_count_overflow),
     ROW("from_dlpack extent overflows", FD, NULL, O, fd_extent_overflow),
     ROW("from_dlpack compact (edge)", FD, NULL, NN_OK, fd_compact),

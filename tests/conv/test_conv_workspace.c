@@ -2,17 +2,13 @@
  * gives against what the pass then really takes (counted by a user allocator, which sees every
  * device allocation at its requested size), with the call finding the plan the query cached. */
 #include <criterion/criterion.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gpu.h"
+#include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
-
-#if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
@@ -102,34 +98,8 @@ Test(conv_workspace, checks_its_arguments)
  */
 
 #if NN_HAVE_CUDA
-struct counter {
-    atomic_long live, peak;
-};
-
-static void *count_alloc(void *user, size_t bytes, int device, void *stream)
-{
-    (void)device;
-    (void)stream;
-    struct counter *c = user;
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    long now = atomic_fetch_add(&c->live, (long)bytes) + (long)bytes;
-    for (long old = atomic_load(&c->peak); now > old;)
-        if (atomic_compare_exchange_weak(&c->peak, &old, now)) break;
-    return d;
-}
-
-static void count_free(void *user, void *p, size_t bytes, int device, void *stream)
-{
-    (void)device;
-    (void)stream;
-    struct counter *c = user;
-    cudaFree(p);
-    atomic_fetch_sub(&c->live, (long)bytes);
-}
-
 /* The pass's peak above what was live before it. */
-static void run_pass(nn_ctx *g, struct counter *k, const nn_conv_params *p, const nn_tensor *x,
+static void run_pass(nn_ctx *g, struct nn_test_peak *k, const nn_conv_params *p, const nn_tensor *x,
                      const nn_tensor *w, const nn_tensor *b, nn_tensor *y, nn_tensor *dy,
                      nn_tensor *dx, nn_tensor *dw, nn_tensor *db, nn_conv_pass pass,
                      const char *what)
@@ -140,8 +110,7 @@ static void run_pass(nn_ctx *g, struct counter *k, const nn_conv_params *p, cons
     if (pass != NN_CONV_PASS_FORWARD) OK(nn_conv_forward(g, p, x, w, b, y, &pb));
     nn_plan_cache_stats before, after;
     OK(nn_plan_cache_get_stats(g, &before));
-    long base = atomic_load(&k->live);
-    atomic_store(&k->peak, base);
+    long base = nn_test_peak_mark(k);
     switch (pass) {
     case NN_CONV_PASS_FORWARD: OK(nn_conv_forward(g, p, x, w, b, y, NULL)); break;
     case NN_CONV_PASS_BACKWARD_DATA: OK(nn_conv_backward(g, &pb, dy, dx, NULL, NULL)); break;
@@ -149,7 +118,7 @@ static void run_pass(nn_ctx *g, struct counter *k, const nn_conv_params *p, cons
     case NN_CONV_PASS_BACKWARD_BIAS: OK(nn_conv_backward(g, &pb, dy, NULL, NULL, db)); break;
     }
     OK(nn_plan_cache_get_stats(g, &after));
-    long took = atomic_load(&k->peak) - base;
+    long took = nn_test_peak_since(k, base);
     cr_expect(took >= 0 && (size_t)took <= q,
               "%s pass %d: the call took %ld bytes, the query said %zu", what, (int)pass, took, q);
     cr_expect_eq(after.misses, before.misses,
@@ -162,12 +131,8 @@ Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct counter k = {0, 0};
-    nn_mem_allocator a;
-    memset(&a, 0, sizeof a);
-    a.alloc = count_alloc;
-    a.free = count_free;
-    a.user = &k;
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
     nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
@@ -202,12 +167,8 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct counter k = {0, 0};
-    nn_mem_allocator a;
-    memset(&a, 0, sizeof a);
-    a.alloc = count_alloc;
-    a.free = count_free;
-    a.user = &k;
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
     nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
     nn_conv_params p;

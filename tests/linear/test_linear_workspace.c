@@ -2,17 +2,13 @@
  * gives against what the call then really takes (counted by a user allocator, which sees every
  * device allocation at its requested size), with the call finding the plans the query cached. */
 #include <criterion/criterion.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gpu.h"
+#include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
-
-#if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
@@ -104,39 +100,13 @@ Test(linear_workspace, checks_its_arguments)
  */
 
 #if NN_HAVE_CUDA
-struct counter {
-    atomic_long live, peak;
-};
-
-static void *count_alloc(void *user, size_t bytes, int device, void *stream)
-{
-    (void)device;
-    (void)stream;
-    struct counter *c = user;
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    long now = atomic_fetch_add(&c->live, (long)bytes) + (long)bytes;
-    for (long old = atomic_load(&c->peak); now > old;)
-        if (atomic_compare_exchange_weak(&c->peak, &old, now)) break;
-    return d;
-}
-
-static void count_free(void *user, void *p, size_t bytes, int device, void *stream)
-{
-    (void)device;
-    (void)stream;
-    struct counter *c = user;
-    cudaFree(p);
-    atomic_fetch_sub(&c->live, (long)bytes);
-}
-
 struct io {
     nn_tensor x, w, b, y, dy, dx, dw, db;
 };
 
 /* One call of pass (forward, or backward with the outputs its bits name): its peak above what
  * was live before it must equal the query, and it must miss no plan the query made. */
-static void run_pass(nn_ctx *g, struct counter *k, const nn_linear_params *p, struct io *t,
+static void run_pass(nn_ctx *g, struct nn_test_peak *k, const nn_linear_params *p, struct io *t,
                      int bias, unsigned pass, const char *what)
 {
     size_t q;
@@ -146,8 +116,7 @@ static void run_pass(nn_ctx *g, struct counter *k, const nn_linear_params *p, st
     OK(nn_ctx_synchronize(g));
     nn_plan_cache_stats before, after;
     OK(nn_plan_cache_get_stats(g, &before));
-    long base = atomic_load(&k->live);
-    atomic_store(&k->peak, base);
+    long base = nn_test_peak_mark(k);
     if (!pass)
         OK(nn_linear_forward(g, p, &t->x, &t->w, bias ? &t->b : NULL, &t->y, NULL));
     else
@@ -155,7 +124,7 @@ static void run_pass(nn_ctx *g, struct counter *k, const nn_linear_params *p, st
                               (pass & NN_LINEAR_PASS_DW) ? &t->dw : NULL,
                               (pass & NN_LINEAR_PASS_DB) ? &t->db : NULL));
     OK(nn_plan_cache_get_stats(g, &after));
-    long took = atomic_load(&k->peak) - base;
+    long took = nn_test_peak_since(k, base);
     cr_expect(took >= 0 && (size_t)took == q,
               "%s pass %u: the call took %ld bytes, the query said %zu", what, pass, took, q);
     cr_expect_eq(after.misses, before.misses, "%s pass %u: the call missed a plan the query built",
@@ -168,12 +137,8 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct counter k = {0, 0};
-    nn_mem_allocator a;
-    memset(&a, 0, sizeof a);
-    a.alloc = count_alloc;
-    a.free = count_free;
-    a.user = &k;
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
     /* a classifier head, a square layer large enough for split-k workspaces, TF32 */
     const struct {

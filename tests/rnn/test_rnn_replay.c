@@ -6,19 +6,15 @@
  * longer one sorted before a shorter one, Criterion's runner leaks 48 bytes that LeakSanitizer
  * reports (seen in the ASan build). */
 #include <criterion/criterion.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "gpu.h"
+#include "peak_alloc.h"
 #include "nnprim/nnprim.h"
 #include "rnn/rnn_internal.h"
-
-#if NN_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #if !NN_HAVE_CUDNN /* every test skips there; this keeps the suite linking */
 int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap)
@@ -555,50 +551,13 @@ Test(rnn_replay, graphs_in_the_pool_and_back_to_the_baseline_when_the_context_go
  * sees every device allocation at its requested size)
  */
 
-#if NN_HAVE_CUDA
-struct counter {
-    atomic_long live, peak;
-};
-
-static void *count_alloc(void *user, size_t bytes, int device, void *stream)
-{
-    (void)device, (void)stream;
-    struct counter *c = user;
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    long now = atomic_fetch_add(&c->live, (long)bytes) + (long)bytes;
-    for (long old = atomic_load(&c->peak); now > old;)
-        if (atomic_compare_exchange_weak(&c->peak, &old, now)) break;
-    return d;
-}
-
-static void count_free(void *user, void *p, size_t bytes, int device, void *stream)
-{
-    (void)device, (void)stream;
-    struct counter *c = user;
-    cudaFree(p);
-    atomic_fetch_sub(&c->live, (long)bytes);
-}
-
-static long mark(struct counter *k)
-{
-    long base = atomic_load(&k->live);
-    atomic_store(&k->peak, base);
-    return base;
-}
-#endif
-
 Test(rnn_replay, workspace_query_is_the_pool_peak_of_each_eager_call, .timeout = 300)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
     static const int32_t varied[3] = {5, 0, 3};
-    struct counter k = {0, 0};
-    nn_mem_allocator a;
-    memset(&a, 0, sizeof a);
-    a.alloc = count_alloc;
-    a.free = count_free;
-    a.user = &k;
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
     cr_assert_eq(nn_mem_set_allocator(0, &a), NN_OK, "%s", nn_last_error()->message);
     nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
     static const nn_rnn_cell cells[] = {NN_RNN_LSTM, NN_RNN_GRU, NN_RNN_TANH};
@@ -616,21 +575,22 @@ Test(rnn_replay, workspace_query_is_the_pool_peak_of_each_eager_call, .timeout =
             cr_expect_gt(q[0], 0, "cuDNN's workspace is never empty (RNN.md trap 9)");
             nn_plan_cache_stats before, after;
             cr_assert_eq(nn_plan_cache_get_stats(ctx, &before), NN_OK);
-            long base = mark(&k);
+            long base = nn_test_peak_mark(&k);
             cr_assert_eq(infer(ctx, &s, &o), NN_OK, "%s", nn_last_error()->message);
             long took[3];
-            took[0] = atomic_load(&k.peak) - base;
-            base = mark(&k);
+            took[0] = nn_test_peak_since(&k, base);
+            base = nn_test_peak_mark(&k);
             nn_rnn_pullback *pb;
             cr_assert_eq(nn_rnn_forward(ctx, &s.p, &o.x, s.lengths, &o.hx, opt(&o.cx), &o.w, &o.y,
                                         &o.hy, opt(&o.cy), &pb),
                          NN_OK, "%s", nn_last_error()->message);
-            took[1] = atomic_load(&k.peak) - base;
-            base = mark(&k); /* the pullback's reserve is live: the backward's peak is above it */
+            took[1] = nn_test_peak_since(&k, base);
+            base = nn_test_peak_mark(
+                &k); /* the pullback's reserve is live: the backward's peak is above it */
             cr_assert_eq(nn_rnn_backward(ctx, &pb, &o.dy, &o.dhy, opt(&o.dcy), &o.dx, &o.dhx,
                                          opt(&o.dcx), &o.dw),
                          NN_OK, "%s", nn_last_error()->message);
-            took[2] = atomic_load(&k.peak) - base;
+            took[2] = nn_test_peak_since(&k, base);
             cr_assert_eq(nn_plan_cache_get_stats(ctx, &after), NN_OK);
             for (int pass = 0; pass < 3; pass++) {
                 cr_expect_eq(took[pass], (long)q[pass],

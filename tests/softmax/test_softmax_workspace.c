@@ -5,11 +5,11 @@
  * staging buffer rewritten only after its last upload) give the reference's losses. */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gpu.h"
+#include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
 
@@ -104,41 +104,9 @@ Test(softmax_workspace, checks_its_arguments)
  */
 
 #if NN_HAVE_CUDA
-struct counter {
-    atomic_long live, peak;
-};
-
-static void *count_alloc(void *user, size_t bytes, int device, void *stream)
+static void expect_took(struct nn_test_peak *k, long base, size_t q, const char *what)
 {
-    (void)device;
-    (void)stream;
-    struct counter *c = user;
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    long now = atomic_fetch_add(&c->live, (long)bytes) + (long)bytes;
-    for (long old = atomic_load(&c->peak); now > old;)
-        if (atomic_compare_exchange_weak(&c->peak, &old, now)) break;
-    return d;
-}
-
-static void count_free(void *user, void *p, size_t bytes, int device, void *stream)
-{
-    (void)device;
-    (void)stream;
-    struct counter *c = user;
-    cudaFree(p);
-    atomic_fetch_sub(&c->live, (long)bytes);
-}
-
-static void start(struct counter *k, long *base)
-{
-    *base = atomic_load(&k->live);
-    atomic_store(&k->peak, *base);
-}
-
-static void expect_took(struct counter *k, long base, size_t q, const char *what)
-{
-    long took = atomic_load(&k->peak) - base;
+    long took = nn_test_peak_since(k, base);
     cr_expect(took >= 0 && (size_t)took == q, "%s: the call took %ld bytes, the query said %zu",
               what, took, q);
     cr_log_info("%s: query %zu bytes, call peak %ld", what, q, took);
@@ -149,12 +117,8 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct counter k = {0, 0};
-    nn_mem_allocator a;
-    memset(&a, 0, sizeof a);
-    a.alloc = count_alloc;
-    a.free = count_free;
-    a.user = &k;
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
     nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
@@ -184,13 +148,13 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
             OK(nn_softmax_params_default(&p));
             nn_softmax_pullback *spb = NULL;
             OK(nn_softmax_workspace_size(g, &p, &x, NN_SOFTMAX_PASS_FORWARD, &q));
-            start(&k, &base);
+            base = nn_test_peak_mark(&k);
             OK(nn_softmax_forward(g, &p, &x, &y, &spb));
             snprintf(what, sizeof what, "softmax %s n%lld c%lld s%lld fwd", nn_dtype_name(dt),
                      (long long)n, (long long)c, (long long)s);
             expect_took(&k, base, q, what);
             OK(nn_softmax_workspace_size(g, &p, &x, NN_SOFTMAX_PASS_BACKWARD, &q));
-            start(&k, &base);
+            base = nn_test_peak_mark(&k);
             OK(nn_softmax_backward(g, &spb, &dy, &dx));
             what[strlen(what) - 3] = 0;
             strcat(what, "bwd");
@@ -199,14 +163,14 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
             for (int train = 0; train < 2; train++) {
                 nn_softmax_cross_entropy_pullback *pb = NULL;
                 OK(nn_softmax_cross_entropy_workspace_size(g, &x, NN_SOFTMAX_PASS_FORWARD, &q));
-                start(&k, &base);
+                base = nn_test_peak_mark(&k);
                 OK(nn_softmax_cross_entropy_forward(g, &x, &targets, &loss, train ? &pb : NULL));
                 snprintf(what, sizeof what, "xent %s n%lld c%lld s%lld fwd%s", nn_dtype_name(dt),
                          (long long)n, (long long)c, (long long)s, train ? " train" : "");
                 expect_took(&k, base, q, what);
                 if (!train) continue;
                 OK(nn_softmax_cross_entropy_workspace_size(g, &x, NN_SOFTMAX_PASS_BACKWARD, &q));
-                start(&k, &base);
+                base = nn_test_peak_mark(&k);
                 OK(nn_softmax_cross_entropy_backward(g, &pb, &dloss, &dx));
                 strcat(what, " bwd");
                 expect_took(&k, base, q, what);

@@ -140,7 +140,7 @@ static nn_status explain(struct nn_ctx *ctx, nn_status st, const char *op,
  */
 
 /* The key's common part: the pass, the problem's parameters and dtype, alpha/beta, settings. */
-static void key_begin(struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_graph_op op,
+static void key_begin(struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_pass op,
                       const struct nn__conv_problem *p, double alpha, double beta)
 {
     struct nn__conv_graph_params c;
@@ -166,7 +166,7 @@ struct fwd_call {
  * same K elements). */
 static void key_fwd(struct nn_ctx *ctx, const struct fwd_call *f, struct nn__conv_key *k)
 {
-    key_begin(ctx, k, NN__CONV_GRAPH_FWD, f->p, f->alpha, f->beta);
+    key_begin(ctx, k, NN__CONV_PASS_FWD, f->p, f->alpha, f->beta);
     key_tensor(k, NN__CONV_SLOT_IN, f->x);
     key_tensor(k, NN__CONV_SLOT_FILTER, f->w);
     key_tensor(k, NN__CONV_SLOT_OUT, f->y);
@@ -187,7 +187,7 @@ struct bwd_call {
 
 static void key_bwd_data(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
-    key_begin(ctx, k, NN__CONV_GRAPH_BWD_DATA, f->p, f->alpha, f->beta);
+    key_begin(ctx, k, NN__CONV_PASS_BWD_DATA, f->p, f->alpha, f->beta);
     key_tensor(k, NN__CONV_SLOT_OUT, f->a);
     key_tensor(k, NN__CONV_SLOT_FILTER, f->b);
     key_tensor(k, NN__CONV_SLOT_IN, f->out);
@@ -195,7 +195,7 @@ static void key_bwd_data(struct nn_ctx *ctx, const struct bwd_call *f, struct nn
 
 static void key_bwd_filter(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
-    key_begin(ctx, k, NN__CONV_GRAPH_BWD_FILTER, f->p, f->alpha, f->beta);
+    key_begin(ctx, k, NN__CONV_PASS_BWD_FILTER, f->p, f->alpha, f->beta);
     key_tensor(k, NN__CONV_SLOT_IN, f->a);
     key_tensor(k, NN__CONV_SLOT_OUT, f->b);
     key_tensor(k, NN__CONV_SLOT_FILTER, f->out);

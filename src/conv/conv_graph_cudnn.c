@@ -18,25 +18,25 @@
 /* The table of graph ops: each op's name and the tensors it takes (bit 1 << uid). Looked up by
  * value, never by range, so a new op is described here or nowhere. */
 struct op_info {
-    enum nn__conv_graph_op op;
+    enum nn__conv_pass op;
     const char *name;  /* as nn__conv_graph_describe prints it */
     unsigned uses;     /* tensors the op must have */
     unsigned optional; /* tensors it may have (the forward's fused bias) */
 };
 
 /* The op's entry, or NULL for a value that is no op. */
-static const struct op_info *op_info(enum nn__conv_graph_op op)
+static const struct op_info *op_info(enum nn__conv_pass op)
 {
     static const struct op_info table[] = {
-        {NN__CONV_GRAPH_FWD, "conv_fwd",
+        {NN__CONV_PASS_FWD, "conv_fwd",
          NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
              NN__CONV_UID_BIT(NN__CONV_UID_Y),
          NN__CONV_UID_BIT(NN__CONV_UID_B)},
-        {NN__CONV_GRAPH_BWD_DATA, "conv_bwd_data",
+        {NN__CONV_PASS_BWD_DATA, "conv_bwd_data",
          NN__CONV_UID_BIT(NN__CONV_UID_DY) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
              NN__CONV_UID_BIT(NN__CONV_UID_DX),
          0},
-        {NN__CONV_GRAPH_BWD_FILTER, "conv_bwd_filter",
+        {NN__CONV_PASS_BWD_FILTER, "conv_bwd_filter",
          NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_DY) |
              NN__CONV_UID_BIT(NN__CONV_UID_DW),
          0},
@@ -50,7 +50,7 @@ static const struct op_info *op_info(enum nn__conv_graph_op op)
  * Descriptions and their checks
  */
 
-static void graph_init(struct nn__conv_graph *d, enum nn__conv_graph_op op)
+static void graph_init(struct nn__conv_graph *d, enum nn__conv_pass op)
 {
     memset(d, 0, sizeof *d);
     d->op = op;
@@ -62,7 +62,7 @@ void nn__conv_graph_fwd(struct nn__conv_graph *d, const struct nn__cudnn_tensor 
                         const struct nn__cudnn_tensor *y, const struct nn__conv_graph_params *c,
                         int relu)
 {
-    graph_init(d, NN__CONV_GRAPH_FWD);
+    graph_init(d, NN__CONV_PASS_FWD);
     d->t[NN__CONV_UID_X] = *x;
     d->t[NN__CONV_UID_W] = *w;
     if (b) d->t[NN__CONV_UID_B] = *b;
@@ -75,7 +75,7 @@ void nn__conv_graph_bwd_data(struct nn__conv_graph *d, const struct nn__cudnn_te
                              const struct nn__cudnn_tensor *w, const struct nn__cudnn_tensor *dx,
                              const struct nn__conv_graph_params *c)
 {
-    graph_init(d, NN__CONV_GRAPH_BWD_DATA);
+    graph_init(d, NN__CONV_PASS_BWD_DATA);
     d->t[NN__CONV_UID_DY] = *dy;
     d->t[NN__CONV_UID_W] = *w;
     d->t[NN__CONV_UID_DX] = *dx;
@@ -86,7 +86,7 @@ void nn__conv_graph_bwd_filter(struct nn__conv_graph *d, const struct nn__cudnn_
                                const struct nn__cudnn_tensor *dy, const struct nn__cudnn_tensor *dw,
                                const struct nn__conv_graph_params *c)
 {
-    graph_init(d, NN__CONV_GRAPH_BWD_FILTER);
+    graph_init(d, NN__CONV_PASS_BWD_FILTER);
     d->t[NN__CONV_UID_X] = *x;
     d->t[NN__CONV_UID_DY] = *dy;
     d->t[NN__CONV_UID_DW] = *dw;
@@ -193,26 +193,26 @@ void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c)
  */
 
 /* Kind 7's slot of each uid, by pass (-1: the pass has no such tensor). */
-static int slot_of_uid(enum nn__conv_graph_op op, int uid)
+static int slot_of_uid(enum nn__conv_pass op, int uid)
 {
     switch (uid) {
-    case NN__CONV_UID_X: return op == NN__CONV_GRAPH_BWD_DATA ? -1 : NN__CONV_SLOT_IN;
-    case NN__CONV_UID_DX: return op == NN__CONV_GRAPH_BWD_DATA ? NN__CONV_SLOT_IN : -1;
-    case NN__CONV_UID_W: return op == NN__CONV_GRAPH_BWD_FILTER ? -1 : NN__CONV_SLOT_FILTER;
-    case NN__CONV_UID_DW: return op == NN__CONV_GRAPH_BWD_FILTER ? NN__CONV_SLOT_FILTER : -1;
-    case NN__CONV_UID_Y: return op == NN__CONV_GRAPH_FWD ? NN__CONV_SLOT_OUT : -1;
-    case NN__CONV_UID_DY: return op == NN__CONV_GRAPH_FWD ? -1 : NN__CONV_SLOT_OUT;
-    case NN__CONV_UID_B: return op == NN__CONV_GRAPH_FWD ? NN__CONV_SLOT_BIAS : -1;
+    case NN__CONV_UID_X: return op == NN__CONV_PASS_BWD_DATA ? -1 : NN__CONV_SLOT_IN;
+    case NN__CONV_UID_DX: return op == NN__CONV_PASS_BWD_DATA ? NN__CONV_SLOT_IN : -1;
+    case NN__CONV_UID_W: return op == NN__CONV_PASS_BWD_FILTER ? -1 : NN__CONV_SLOT_FILTER;
+    case NN__CONV_UID_DW: return op == NN__CONV_PASS_BWD_FILTER ? NN__CONV_SLOT_FILTER : -1;
+    case NN__CONV_UID_Y: return op == NN__CONV_PASS_FWD ? NN__CONV_SLOT_OUT : -1;
+    case NN__CONV_UID_DY: return op == NN__CONV_PASS_FWD ? -1 : NN__CONV_SLOT_OUT;
+    case NN__CONV_UID_B: return op == NN__CONV_PASS_FWD ? NN__CONV_SLOT_BIAS : -1;
     }
     return -1;
 }
 
-void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_graph_op op,
+void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_pass op,
                         const struct nn__conv_graph_params *c, int64_t groups, double alpha,
                         double beta)
 {
     memset(k, 0, sizeof *k);
-    k->pass = (int32_t)op; /* the graph ops are the passes, value for value */
+    k->pass = (int32_t)op;
     k->spatial_rank = c->spatial_rank;
     k->mode = c->mode;
     k->groups = groups;
@@ -249,7 +249,7 @@ void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph 
 }
 
 /* The uid of each slot, by pass. */
-static int uid_of_slot(enum nn__conv_graph_op op, int slot)
+static int uid_of_slot(enum nn__conv_pass op, int slot)
 {
     static const int uids[4][NN__CONV_SLOTS] = {
         {0},
@@ -257,14 +257,14 @@ static int uid_of_slot(enum nn__conv_graph_op op, int slot)
         {NN__CONV_UID_DX, NN__CONV_UID_W, NN__CONV_UID_DY, 0},
         {NN__CONV_UID_X, NN__CONV_UID_DW, NN__CONV_UID_DY, 0},
     };
-    return op >= NN__CONV_GRAPH_FWD && op <= NN__CONV_GRAPH_BWD_FILTER ? uids[op][slot] : 0;
+    return op >= NN__CONV_PASS_FWD && op <= NN__CONV_PASS_BWD_FILTER ? uids[op][slot] : 0;
 }
 
 int nn__conv_graph_of_key(const struct nn__conv_key *k, struct nn__conv_graph *d)
 {
     memset(d, 0, sizeof *d);
     if (k->pass < NN__CONV_PASS_FWD || k->pass > NN__CONV_PASS_BWD_FILTER) return -1;
-    d->op = (enum nn__conv_graph_op)k->pass;
+    d->op = (enum nn__conv_pass)k->pass;
     int rank = k->spatial_rank + 2;
     for (int i = 0; i < NN__CONV_SLOTS; i++) {
         const struct nn__conv_key_tensor *kt = &k->t[i];
@@ -382,7 +382,7 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
     *n_ops = 0;
     cudnnBackendDescriptor_t cd;
     switch (m->op) {
-    case NN__CONV_GRAPH_FWD: {
+    case NN__CONV_PASS_FWD: {
         nn_dtype ct = m->conv.compute;
         int fused = m->t[NN__CONV_UID_B].rank > 0 || m->relu;
         cudnnBackendDescriptor_t conv_out = t[NN__CONV_UID_Y];
@@ -408,12 +408,12 @@ static nn_status build_ops(struct nn_ctx *ctx, struct nn__cudnn_graph *g,
                                               t[NN__CONV_UID_Y], &ops[(*n_ops)++]));
         return NN_OK;
     }
-    case NN__CONV_GRAPH_BWD_DATA:
+    case NN__CONV_PASS_BWD_DATA:
         NN__TRY(make_conv(ctx, g, &m->conv, &cd));
         return make_conv_op(ctx, g, &conv_bwd_data_attrs, t[NN__CONV_UID_DY], t[NN__CONV_UID_W],
                             t[NN__CONV_UID_DX], cd, m->conv.compute, m->alpha, m->beta,
                             &ops[(*n_ops)++]);
-    case NN__CONV_GRAPH_BWD_FILTER:
+    case NN__CONV_PASS_BWD_FILTER:
         NN__TRY(make_conv(ctx, g, &m->conv, &cd));
         return make_conv_op(ctx, g, &conv_bwd_filter_attrs, t[NN__CONV_UID_X], t[NN__CONV_UID_DY],
                             t[NN__CONV_UID_DW], cd, m->conv.compute, m->alpha, m->beta,

@@ -36,15 +36,10 @@ struct nn__conv_graph_params {
     nn_dtype compute; /* accumulation type: F32 for f32/f16/bf16 data, F64 for f64 */
 };
 
-/* What a graph computes. */
-enum nn__conv_graph_op {
-    NN__CONV_GRAPH_FWD = 1,       /* y = conv(x, w) [+ b] [relu] */
-    NN__CONV_GRAPH_BWD_DATA = 2,  /* dx = alpha conv_bwd_data(dy, w) + beta dx */
-    NN__CONV_GRAPH_BWD_FILTER = 3 /* dw = alpha conv_bwd_filter(x, dy) + beta dw */
-    /* No pooling graphs: cuDNN 9.14's resample backward refused average pooling without x
-     * (BAD_PARAM) and crashed on max pooling on the H200, so src/pool uses the legacy calls; the
-     * bias gradient is the legacy call (or the bf16 ones trick), never a reduction graph. */
-};
+/* What a graph computes is the key's pass (enum nn__conv_pass, conv_plan_key.h). No pooling
+ * graphs: cuDNN 9.14's resample backward refused average pooling without x (BAD_PARAM) and crashed
+ * on max pooling on the H200, so src/pool uses the legacy calls; the bias gradient is the legacy
+ * call (or the bf16 ones trick), never a reduction graph. */
 
 /* Unique ids of a graph's tensors: the variant pack's keys, and the index into
  * struct nn__cudnn_args. Fixed by role so records and JSON plans stay valid across runs. */
@@ -67,7 +62,7 @@ enum nn__conv_uid {
 /* The graph as plain values: what was asked for (also what nn__conv_graph_describe prints).
  * Tensors are kept as given (before the 1-D to 2-D mapping). Unused tensors have rank 0. */
 struct nn__conv_graph {
-    enum nn__conv_graph_op op;
+    enum nn__conv_pass op;
     struct nn__cudnn_tensor t[NN__CONV_UID_END]; /* indexed by enum nn__conv_uid */
     struct nn__conv_graph_params conv;
     int relu;           /* forward: fused relu */
@@ -104,7 +99,7 @@ void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c);
  * parameters c, groups, alpha, beta and the context's settings (math mode, determinism,
  * workspace cap); the caller sets dtype, the tensors (nn__conv_key_tensor_set()), relu and flags.
  * The one place a key's common part is made, for the backend's keys and nn__conv_plan_key_of(). */
-void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_graph_op op,
+void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_pass op,
                         const struct nn__conv_graph_params *c, int64_t groups, double alpha,
                         double beta);
 

@@ -45,7 +45,7 @@ static void key_fwd(nn_ctx *ctx, const nn_tensor *x, const nn_tensor *w, const n
     memset(&c, 0, sizeof c);
     c.spatial_rank = 2;
     c.stride[0] = c.stride[1] = c.dilation[0] = c.dilation[1] = 1;
-    nn__conv_key_begin(ctx, k, NN__CONV_GRAPH_FWD, &c, 1, 1.0, 0.0);
+    nn__conv_key_begin(ctx, k, NN__CONV_PASS_FWD, &c, 1, 1.0, 0.0);
     k->dtype = NN_DTYPE_F32;
     const nn_tensor *t[3] = {x, w, y};
     for (int i = 0; i < 3; i++)

@@ -101,7 +101,7 @@ Test(cudnn_graph, describe_graph_desc)
                      "dy:f16[1,4,6]/[24,6,1]@16 conv1d stride=1 dilation=1 pad=0/0 xcorr acc=f32 "
                      "alpha=1 beta=1");
     /* A value that is no kind in the table prints as such. */
-    g.op = (enum nn__conv_graph_op)4;
+    g.op = (enum nn__conv_pass)4;
     cr_expect_eq(strncmp(nn__conv_graph_describe(b, sizeof b, &g), "? x:", 4), 0, "%s", b);
 }
 
@@ -258,7 +258,7 @@ Test(cudnn_graph, graph_validation_names_the_field)
      * kinds 4 and 5 included) is refused, never taken for a neighbour. */
     for (int k = 4; k <= 5; k++) {
         nn__conv_graph_fwd(&d, &x, &w, NULL, &y, &c, 0);
-        d.op = (enum nn__conv_graph_op)k;
+        d.op = (enum nn__conv_pass)k;
         cr_expect_eq(nn__conv_graph_check(NULL, &d), NN_E_INVALID_ARG);
         cr_expect(strstr(nn_last_error()->message, "unknown graph kind"), "%s",
                   nn_last_error()->message);

@@ -103,10 +103,9 @@ struct lt_plan {
     uint64_t workspace;
     int32_t epilogue;
     char algo_text[64]; /* nn__lt_algo_text() of algo, for verbose lines */
-    /* The bias (or BGRADB's db) pointer last set on desc: set again only when a call passes
-     * another one, as a caller with fixed buffers would. */
+    /* The bias (or BGRADB's db) pointer last set on desc (a new descriptor's is NULL): set again
+     * only when a call passes another one, as a caller with fixed buffers would. */
     const void *bias_set;
-    int bias_known;
     /* LT_DB: the column of m ones in the key's dtype, made on the plan's first use (pool memory
      * of ctx, given back when the cache drops the plan). */
     struct nn_ctx *ctx;
@@ -456,21 +455,6 @@ static void key_init(struct nn_ctx *ctx, const struct nn__linear_problem *p, enu
     nn__cache_settings_fill(ctx, &k->s);
 }
 
-/* alpha and beta in the plan's scale type. */
-union lt_scale {
-    float f;
-    double d;
-};
-
-static const void *scale_of(union lt_scale *s, nn_dtype t, double v)
-{
-    if (t == NN_DTYPE_F64)
-        s->d = v;
-    else
-        s->f = (float)v;
-    return s;
-}
-
 static void note_add(struct nn__linear_note *note, const char *impl, const char *cache)
 {
     size_t n = strlen(note->impl), m = strlen(note->cache);
@@ -542,18 +526,17 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
     NN__TRY(product_plan(ctx, fn, k, &h, &p, &cache));
     if (k->op == LT_DB) b = p->ones;
     *ran = p->epilogue;
-    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT && (!p->bias_known || p->bias_set != bias)) {
+    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT && p->bias_set != bias) {
         NN__TRY(set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         p->bias_set = bias;
-        p->bias_known = 1;
     }
     void *ws = NULL;
     if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
-    union lt_scale one, bt;
+    union nn__cudnn_scale one, bt;
     nn_dtype t = (nn_dtype)k->dtype;
     nn_status st = LT(ctx, fn,
-                      cublasLtMatmul(h, p->desc, scale_of(&one, t, 1.0), a, p->a, b, p->b,
-                                     scale_of(&bt, t, beta), d, p->d, d, p->d, &p->algo, ws,
+                      cublasLtMatmul(h, p->desc, nn__cudnn_scale(&one, t, 1.0), a, p->a, b, p->b,
+                                     nn__cudnn_scale(&bt, t, beta), d, p->d, d, p->d, &p->algo, ws,
                                      p->workspace, (cudaStream_t)ctx->stream));
     nn_status fst = nn__dev_free_for(ctx, fn, ws);
     if (nn__verbose(ctx)) {
@@ -623,16 +606,16 @@ static nn_status bias_relu_cudnn(struct nn_ctx *ctx, const char *fn,
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnTensorDescriptor_t yd = NULL, bd = NULL;
-    union lt_scale one;
-    scale_of(&one, p->dtype, 1.0);
+    union nn__cudnn_scale one;
+    nn__cudnn_scale(&one, p->dtype, 1.0);
     nn_status st = desc4(ctx, p->dtype, p->m, p->out, &yd);
     if (st == NN_OK && do_bias) st = desc4(ctx, p->dtype, 1, p->out, &bd);
     if (st == NN_OK && do_bias)
         st = nn__cudnn_AddTensor(ctx, h, &one, bd, b->data, &one, yd, y->data);
     if (st == NN_OK && do_relu) {
         cudnnActivationDescriptor_t act;
-        union lt_scale zero;
-        scale_of(&zero, p->dtype, 0.0);
+        union nn__cudnn_scale zero;
+        nn__cudnn_scale(&zero, p->dtype, 0.0);
         st = relu_desc(ctx, &act);
         if (st == NN_OK) {
             st = nn__cudnn_ActivationForward(ctx, h, act, &one, yd, y->data, &zero, yd, y->data);
@@ -686,10 +669,10 @@ static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__
     cudnnActivationDescriptor_t act;
     nn_status st = relu_desc(ctx, &act);
     if (st == NN_OK) {
-        union lt_scale one, zero;
-        st = nn__cudnn_ActivationBackward(ctx, h, act, scale_of(&one, p->dtype, 1.0), d, y->data, d,
-                                          dy->data, d, y->data, scale_of(&zero, p->dtype, 0.0), d,
-                                          g);
+        union nn__cudnn_scale one, zero;
+        st = nn__cudnn_ActivationBackward(ctx, h, act, nn__cudnn_scale(&one, p->dtype, 1.0), d,
+                                          y->data, d, dy->data, d, y->data,
+                                          nn__cudnn_scale(&zero, p->dtype, 0.0), d, g);
         (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     }
     destroy_tensor(ctx, d);

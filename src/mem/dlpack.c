@@ -17,6 +17,7 @@
 #include <dlpack/dlpack.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "core/alloc.h"
 #include "core/tensor_util.h"
@@ -173,9 +174,12 @@ struct capsule {
  * the capsules themselves: tracking allocates nothing. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capsule *live_head;
+/* How many are on the list: every nn_tensor_free() asks, and without capsules it need not lock. */
+static atomic_int live_count;
 
 int nn__dlpack_exported(const void *p)
 {
+    if (atomic_load_explicit(&live_count, memory_order_acquire) == 0) return 0;
     pthread_mutex_lock(&live_lock);
     struct capsule *c = live_head;
     while (c && c->t.data != p)
@@ -190,6 +194,7 @@ static void live_link(struct capsule *c)
     c->next = live_head;
     if (live_head) live_head->prev = c;
     live_head = c;
+    atomic_fetch_add_explicit(&live_count, 1, memory_order_release);
     pthread_mutex_unlock(&live_lock);
 }
 
@@ -201,6 +206,7 @@ static void live_unlink(struct capsule *c)
     else
         live_head = c->next;
     if (c->next) c->next->prev = c->prev;
+    atomic_fetch_sub_explicit(&live_count, 1, memory_order_release);
     pthread_mutex_unlock(&live_lock);
 }
 

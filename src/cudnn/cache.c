@@ -842,9 +842,6 @@ nn_status nn__cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32
     return NN_OK;
 }
 
-static struct entry *fetch_shared(struct nn__cache *c, const struct slot *s, const void *key,
-                                  uint64_t hash);
-
 const void *nn__cache_lookup_known(const struct nn__cache *c, uint32_t kind, const void *key,
                                    struct nn__cache_view *view)
 {
@@ -860,8 +857,6 @@ const void *nn__cache_lookup_known(const struct nn__cache *c, uint32_t kind, con
     view_of(e, view);
     return e ? e->record : NULL;
 }
-
-static void unpublish(struct nn__cache *c, const struct slot *s, const void *key, uint64_t hash);
 
 int nn__cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key)
 {

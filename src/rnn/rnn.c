@@ -400,8 +400,7 @@ static int fits_int(int64_t v)
     return v >= 0 && v <= INT_MAX;
 }
 
-/* a * b * c * d fits int (all >= 0). */
-static int product_fits_int(int64_t a, int64_t b, int64_t c, int64_t d)
+int nn__rnn_product_fits_int(int64_t a, int64_t b, int64_t c, int64_t d)
 {
     int64_t v;
     return !__builtin_mul_overflow(a, b, &v) && !__builtin_mul_overflow(v, c, &v) &&
@@ -417,17 +416,17 @@ static nn_status check_cudnn_limits(struct nn_ctx *ctx, const char *op,
     int64_t v = 0;
     if (!fits_int(p->input))
         what = "p.input_size", v = p->input;
-    else if (!product_fits_int(p->gates, p->hidden, 1, 1))
+    else if (!nn__rnn_product_fits_int(p->gates, p->hidden, 1, 1))
         what = "p.hidden_size", v = p->hidden;
-    else if (!product_fits_int(p->dirs, p->out, 1, 1))
+    else if (!nn__rnn_product_fits_int(p->dirs, p->out, 1, 1))
         what = "p.hidden_size (or p.proj_size) times the directions", v = p->out;
-    else if (!product_fits_int(p->layers, p->dirs, 1, 1))
+    else if (!nn__rnn_product_fits_int(p->layers, p->dirs, 1, 1))
         what = "p.num_layers", v = p->layers;
     else if (!fits_int(p->t))
         what = "x's T", v = p->t;
-    else if (!product_fits_int(p->n, p->dirs, p->out, 1) ||
-             !product_fits_int(p->n, p->input, 1, 1) ||
-             !product_fits_int(p->layers * p->dirs, p->n, p->hidden, 1))
+    else if (!nn__rnn_product_fits_int(p->n, p->dirs, p->out, 1) ||
+             !nn__rnn_product_fits_int(p->n, p->input, 1, 1) ||
+             !nn__rnn_product_fits_int(p->layers * p->dirs, p->n, p->hidden, 1))
         what = "x's N", v = p->n;
     if (!what) return NN_OK;
     return NN__FAIL(ctx, NN_E_UNSUPPORTED,

@@ -562,8 +562,10 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
     int algo = rec->algo;
     static const char *op = "nn_rnn (cuDNN)";
     if (!fits_int(k->t) || !fits_int(k->n) || !fits_int(k->input) || !fits_int(k->hidden) ||
-        !fits_int(k->layers) || !fits_int(k->n * k->dirs * (k->proj ? k->proj : k->hidden)) ||
-        !fits_int(k->input * k->n) || !fits_int(k->layers * k->dirs * k->n * k->hidden))
+        !fits_int(k->layers) ||
+        !nn__rnn_product_fits_int(k->n, k->dirs, k->proj ? k->proj : k->hidden, 1) ||
+        !nn__rnn_product_fits_int(k->input, k->n, 1, 1) ||
+        !nn__rnn_product_fits_int(k->layers, k->dirs, k->n, k->hidden))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: a size beyond int, which cuDNN takes", op);
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
@@ -932,7 +934,7 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
     rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
-    if (graphs == NN_RNN_GRAPHS_AUTO) {
+    if (graphs == NN_RNN_GRAPHS_AUTO && want_replay) { /* else the stream decided, not the timing */
         rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
         rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
         trial_init(ctx, cand[best], U_TRAIN, rec->flags);
@@ -1360,7 +1362,10 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
 /* auto's measurement of one call: start before the call's first launch (0 when not measuring). */
 static uint64_t trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
 {
-    if (e->trial[unit].phase == P_DECIDED) return 0;
+    /* On a stream that cannot be captured nothing replays, so a trial could only time eager
+     * calls (each synchronised) and record a decision the stream made, not the shape: it waits,
+     * undecided, for a stream that can be. */
+    if (e->trial[unit].phase == P_DECIDED || !stream_capturable(ctx)) return 0;
     for (int i = 0; i < 2; i++)
         if (!e->ev[i] && cudaEventCreate(&e->ev[i]) != cudaSuccess) {
             (void)cudaGetLastError();

@@ -57,6 +57,10 @@ int nn__rnn_view_dims(const struct nn__rnn_problem *p, int64_t layer, nn_rnn_wei
  * the whole buffer as the reference lays it out (0, or -1 on overflow). rnn.c refuses parameters
  * whose count overflows before a backend is called. */
 int64_t nn__rnn_layer_numel(const struct nn__rnn_problem *p, int64_t layer);
+
+/* a * b * c * d fits int (all >= 0), computed without overflow: cuDNN's RNN calls take int sizes
+ * and int products of them. */
+int nn__rnn_product_fits_int(int64_t a, int64_t b, int64_t c, int64_t d);
 int nn__rnn_weights_numel(const struct nn__rnn_problem *p, int64_t *out);
 
 /* The problem as text in the CLI syntax (include/nnprim/rnn.h, docs/RNN.md); lengths NULL = all

@@ -817,7 +817,7 @@ nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
     NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x", 0));
     NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x", 0));
-    if (b) NN__TRY(check_arg(ctx, op, b, "b", x->dtype, "x", 0));
+    if (b) NN__TRY(check_bias_arg(ctx, op, b, "b", x->dtype, "x", 0));
     if (x->rank != p->spatial_rank + 2)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be p.spatial_rank + 2 = %d, got %d", op,
                         p->spatial_rank + 2, x->rank);

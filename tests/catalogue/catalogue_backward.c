@@ -792,6 +792,138 @@ CALL(rb_acc_dw_ok)
     return rnn_opts(c, &o);
 }
 
+/* ---- pullback states of the linear, softmax, cross-entropy and rnn calls ---- */
+CALL(lb_star_null)
+{
+    struct lin l;
+    lin_setup(c, &l);
+    nn_linear_pullback *none = NULL;
+    nn_status st = nn_linear_backward_ex(c->ctx, &none, &KEEP, &l.dy, &l.dx, NULL, NULL);
+    cr_assert_eq(nn_linear_pullback_free(&l.pb), NN_OK);
+    return st;
+}
+CALL(lb_kept_then_freed)
+{
+    struct lin l;
+    lin_setup(c, &l);
+    cr_assert_eq(nn_linear_backward_ex(c->ctx, &l.pb, &KEEP, &l.dy, &l.dx, NULL, NULL), NN_OK);
+    nn_linear_pullback *copy = l.pb;
+    cr_assert_eq(nn_linear_pullback_free(&l.pb), NN_OK);
+    return nn_linear_backward_ex(c->ctx, &copy, &KEEP, &l.dy, &l.dx, NULL, NULL);
+}
+CALL(lb_other_ctx)
+{
+    struct lin l;
+    lin_setup(c, &l);
+    nn_status st = nn_linear_backward_ex(cat_other_ctx(c), &l.pb, &KEEP, &l.dy, &l.dx, NULL, NULL);
+    cr_assert_not_null(l.pb, "a refused call leaves the pullback");
+    cr_assert_eq(nn_linear_pullback_free(&l.pb), NN_OK);
+    return st;
+}
+CALL(sb_null_pullback)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    nn_status st = nn_softmax_backward_ex(c->ctx, NULL, &KEEP, &s.dy, &s.dx);
+    smx_free(&s);
+    return st;
+}
+CALL(sb_star_null)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    nn_softmax_pullback *none = NULL;
+    nn_status st = nn_softmax_backward_ex(c->ctx, &none, &KEEP, &s.dy, &s.dx);
+    smx_free(&s);
+    return st;
+}
+CALL(sb_kept_then_freed)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    cr_assert_eq(nn_softmax_backward_ex(c->ctx, &s.pb, &KEEP, &s.dy, &s.dx), NN_OK);
+    nn_softmax_pullback *copy = s.pb;
+    smx_free(&s);
+    return nn_softmax_backward_ex(c->ctx, &copy, &KEEP, &s.dy, &s.dx);
+}
+CALL(sb_other_ctx)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    nn_status st = nn_softmax_backward_ex(cat_other_ctx(c), &s.pb, &KEEP, &s.dy, &s.dx);
+    cr_assert_not_null(s.pb, "a refused call leaves the pullback");
+    smx_free(&s);
+    return st;
+}
+CALL(xb_null_ctx)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    nn_status st = nn_softmax_cross_entropy_backward_ex(NULL, &s.xpb, &KEEP, &s.dloss, &s.dx);
+    smx_free(&s);
+    return st;
+}
+CALL(xb_star_null)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    nn_softmax_cross_entropy_pullback *none = NULL;
+    nn_status st = nn_softmax_cross_entropy_backward_ex(c->ctx, &none, &KEEP, &s.dloss, &s.dx);
+    smx_free(&s);
+    return st;
+}
+CALL(xb_kept_then_freed)
+{
+    struct smx s;
+    smx_setup(c, &s);
+    cr_assert_eq(nn_softmax_cross_entropy_backward_ex(c->ctx, &s.xpb, &KEEP, &s.dloss, &s.dx),
+                 NN_OK);
+    nn_softmax_cross_entropy_pullback *copy = s.xpb;
+    smx_free(&s);
+    return nn_softmax_cross_entropy_backward_ex(c->ctx, &copy, &KEEP, &s.dloss, &s.dx);
+}
+CALL(xb_acc_unknown)
+{
+    nn_backward_options o = {0x8, 0, {0}};
+    return xent_opts(c, &o);
+}
+CALL(xb_acc_dw)
+{
+    nn_backward_options o = {NN_ACCUMULATE_DW, 0, {0}};
+    return xent_opts(c, &o);
+}
+CALL(rb_null_pullback)
+{
+    struct rnn r;
+    rnn_setup(c, &r);
+    nn_status st =
+        nn_rnn_backward_ex(c->ctx, NULL, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+    cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
+    return st;
+}
+CALL(rb_conv_pullback)
+{
+    struct rnn r;
+    rnn_setup(c, &r);
+    nn_conv_pullback *cp = conv_pb(c);
+    nn_rnn_pullback *pb = (nn_rnn_pullback *)cp;
+    nn_status st =
+        nn_rnn_backward_ex(c->ctx, &pb, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+    cr_assert_eq(nn_conv_pullback_free(&cp), NN_OK, "the conv pullback is intact");
+    cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
+    return st;
+}
+CALL(rb_other_ctx)
+{
+    struct rnn r;
+    rnn_setup(c, &r);
+    nn_status st = nn_rnn_backward_ex(cat_other_ctx(c), &r.pb, NULL, &r.dy, NULL, NULL, NULL, NULL,
+                                      NULL, &r.dw);
+    cr_assert_not_null(r.pb, "a refused call leaves the pullback");
+    cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
+    return st;
+}
+
 #define E NN_E_INVALID_ARG
 #define S NN_E_SHAPE
 #define D NN_E_DTYPE
@@ -879,6 +1011,11 @@ static const struct cat_row rows[] = {
         lb_acc_unknown),
     ROW("linear_ex every bit and keep", "nn_linear_backward_ex", NULL, NN_OK, lb_all_ok),
     ROW("linear_ex dx dims", "nn_linear_backward_ex", "dx.dims[1]", S, lb_dx_dims),
+    ROW("linear_ex *pullback NULL", "nn_linear_backward_ex", "pullback", P, lb_star_null),
+    ROW("linear_ex kept pullback freed", "nn_linear_backward_ex", "pullback", P,
+        lb_kept_then_freed),
+    ROW("linear_ex pullback of another context", "nn_linear_backward_ex", "pullback", P,
+        lb_other_ctx),
 
     ROW("softmax_ex ctx NULL", "nn_softmax_backward_ex", "ctx", E, sb_null_ctx),
     ROW("softmax_ex cross-entropy pullback", "nn_softmax_backward_ex", "pullback", P,
@@ -890,6 +1027,12 @@ static const struct cat_row rows[] = {
         sb_acc_unknown),
     ROW("softmax_ex accumulate dx and keep", "nn_softmax_backward_ex", NULL, NN_OK, sb_acc_ok),
     ROW("softmax_ex dx on the saved y", "nn_softmax_backward_ex", "dx", E, sb_dx_on_y),
+    ROW("softmax_ex pullback NULL", "nn_softmax_backward_ex", "pullback", P, sb_null_pullback),
+    ROW("softmax_ex *pullback NULL", "nn_softmax_backward_ex", "pullback", P, sb_star_null),
+    ROW("softmax_ex kept pullback freed", "nn_softmax_backward_ex", "pullback", P,
+        sb_kept_then_freed),
+    ROW("softmax_ex pullback of another context", "nn_softmax_backward_ex", "pullback", P,
+        sb_other_ctx),
     ROW("xent_ex pullback NULL", "nn_softmax_cross_entropy_backward_ex", "pullback", P,
         xb_null_pullback),
     ROW("xent_ex softmax pullback", "nn_softmax_cross_entropy_backward_ex", "pullback", P,
@@ -902,6 +1045,15 @@ static const struct cat_row rows[] = {
     ROW("xent_ex accumulate dx and keep", "nn_softmax_cross_entropy_backward_ex", NULL, NN_OK,
         xb_acc_ok),
     ROW("xent_ex dloss dims", "nn_softmax_cross_entropy_backward_ex", "dloss", S, xb_dloss_dims),
+    ROW("xent_ex ctx NULL", "nn_softmax_cross_entropy_backward_ex", "ctx", E, xb_null_ctx),
+    ROW("xent_ex *pullback NULL", "nn_softmax_cross_entropy_backward_ex", "pullback", P,
+        xb_star_null),
+    ROW("xent_ex kept pullback freed", "nn_softmax_cross_entropy_backward_ex", "pullback", P,
+        xb_kept_then_freed),
+    ROW("xent_ex accumulate unknown bit", "nn_softmax_cross_entropy_backward_ex", "opts.accumulate",
+        E, xb_acc_unknown),
+    ROW("xent_ex accumulate dw", "nn_softmax_cross_entropy_backward_ex", "NN_ACCUMULATE_DW", U,
+        xb_acc_dw),
 
     ROW("rnn_ex ctx NULL", "nn_rnn_backward_ex", "ctx", E, rb_null_ctx),
     ROW("rnn_ex *pullback NULL", "nn_rnn_backward_ex", "pullback", P, rb_star_null),
@@ -913,6 +1065,9 @@ static const struct cat_row rows[] = {
     ROW("rnn_ex opts.reserved", "nn_rnn_backward_ex", "opts.reserved[3]", E, rb_reserved),
     ROW("rnn_ex opts.keep 2", "nn_rnn_backward_ex", "opts.keep", E, rb_keep_2),
     ROW("rnn_ex accumulate dw", "nn_rnn_backward_ex", NULL, NN_OK, rb_acc_dw_ok),
+    ROW("rnn_ex pullback NULL", "nn_rnn_backward_ex", "pullback", P, rb_null_pullback),
+    ROW("rnn_ex conv pullback", "nn_rnn_backward_ex", "pullback", P, rb_conv_pullback),
+    ROW("rnn_ex pullback of another context", "nn_rnn_backward_ex", "pullback", P, rb_other_ctx),
 };
 
 CAT_SUBJECT(backward, rows)

@@ -1425,6 +1425,11 @@ static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struc
     t->replay_ns = cost;
     t->replay = cost < t->eager_ns;
     t->phase = P_DECIDED;
+    if (nn__verbose(ctx))
+        nn__log("nn_rnn: auto: the %s calls of this call's shape %s (eager %.1f us, replayed "
+                "%.1f us per %s)",
+                unit == U_INFER ? "inference" : "training", t->replay ? "replay" : "run eagerly",
+                t->eager_ns / 1e3, cost / 1e3, unit == U_INFER ? "call" : "forward and backward");
     if (unit == U_INFER)
         record_flags(ctx, p, t->replay ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_INFER_EAGER);
     else

@@ -52,13 +52,14 @@
  * prepared the shape: nn_plan_cache_load()) may run from CUDA graphs captured once, with
  * results bitwise those of the eager calls, whatever tensors each call passes (they are copied
  * into and out of buffers the graphs own). auto times a few eager and replayed calls of each shape
- * once (the host waits for those calls) and keeps the faster; training with dropout stays eager.
+ * once (the host waits for those calls) and replays where that is more than 3% cheaper; training
+ * with dropout stays eager.
  * The graphs and their buffers (staging, workspace, up to 4 reserve spaces per shape) come from
  * the pool and belong to the context's cache: they go with nn_plan_cache_clear() and
  * nn_ctx_destroy(). The verbose line's impl field says "cudnn-standard" (eager) or
  * "cudnn-standard-replay", likewise for the persistent algorithms, which NNPRIM_TUNING=autotune
  * times against the standard one, eager and replayed, for equal lengths without projection,
- * keeping the cheaper (algorithm, mode) pair (docs/RNN.md).
+ * keeping the cheaper (algorithm, mode) pair, replayed under the same 3% rule (docs/RNN.md).
  *
  * Text form of a problem (the verbose lines of NNPRIM_VERBOSE=1, `nnprim check rnn` and
  * `nnprim bench rnn` all take it whole; docs/RNN.md has the grammar), e.g.

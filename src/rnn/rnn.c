@@ -67,18 +67,25 @@ static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct r
 _Thread_local const char *nn__rnn_note_impl;
 _Thread_local const char *nn__rnn_note_cache;
 
+int nn__rnn_replay_pays(double eager, double replay)
+{
+    if (!(replay >= 0)) return 0;
+    return !(eager >= 0) || replay < eager * (1.0 - NN__RNN_REPLAY_MARGIN);
+}
+
 int nn__rnn_tune_pick(int n, const double *eager_ms, const double *replay_ms, int *replay)
 {
-    int best = -1, mode = 0;
-    double best_ms = 0;
-    for (int i = 0; i < n; i++)
-        for (int m = 0; m < 2; m++) {
-            double ms = m ? replay_ms[i] : eager_ms[i];
-            if (!(ms >= 0)) continue;
-            if (best < 0 || ms < best_ms) best = i, best_ms = ms, mode = m;
-        }
-    if (best >= 0) *replay = mode;
-    return best;
+    int be = -1, br = -1; /* the cheapest of each mode, the earlier on a tie */
+    for (int i = 0; i < n; i++) {
+        if (eager_ms[i] >= 0 && (be < 0 || eager_ms[i] < eager_ms[be])) be = i;
+        if (replay_ms[i] >= 0 && (br < 0 || replay_ms[i] < replay_ms[br])) br = i;
+    }
+    if (br >= 0 && nn__rnn_replay_pays(be >= 0 ? eager_ms[be] : -1, replay_ms[br])) {
+        *replay = 1;
+        return br;
+    }
+    if (be >= 0) *replay = 0;
+    return be;
 }
 
 struct nn_rnn_pullback {

@@ -1423,7 +1423,7 @@ static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struc
         return;
     }
     t->replay_ns = cost;
-    t->replay = cost < t->eager_ns;
+    t->replay = nn__rnn_replay_pays(t->eager_ns, cost);
     t->phase = P_DECIDED;
     if (nn__verbose(ctx))
         nn__log("nn_rnn: auto: the %s calls of this call's shape %s (eager %.1f us, replayed "

@@ -90,12 +90,23 @@ extern _Thread_local const char *nn__rnn_note_impl;
  * the start of a call; the backend sets it at the call's first lookup only. Static strings. */
 extern _Thread_local const char *nn__rnn_note_cache;
 
-/* Autotune's (algorithm, mode) pair (rnn_cudnn.c; here, with no cuDNN in it, so the CPU tests
- * reach it): candidate i's training step took eager_ms[i] eager and replay_ms[i] replayed, < 0 (or
- * NaN) where it was not measured (the mode not allowed, the algorithm refused, a capture failed).
- * The cheapest measured pair wins; a tie goes to the earlier candidate, and within one to eager.
- * Returns the winner's index and sets *replay, or returns -1 (and leaves *replay) when nothing was
- * measured. */
+/* Whether a shape replays, from the cost of its calls eager and replayed (< 0 or NaN: not
+ * measured): replay must be measured, and cheaper by more than NN__RNN_REPLAY_MARGIN of the eager
+ * cost where that was measured too. The margin covers what measuring misjudges: auto's trials time
+ * synchronised calls, where eager launches start on an empty queue (gaps that calls issued back to
+ * back do not have), and a graph that merely ties still costs its capture and staging memory. On
+ * the H200 the trials put gru t375n32i1536h1536 at 0.981 (eager 48.9 ms, replayed 48.0) while back
+ * to back it ran 2% slower replayed (docs/PERFORMANCE.md); real wins measured 0.91 and below.
+ * Here, with no cuDNN in it, so that the CPU tests reach it; auto's trials and autotune use it. */
+#define NN__RNN_REPLAY_MARGIN 0.03
+int nn__rnn_replay_pays(double eager, double replay);
+
+/* Autotune's (algorithm, mode) pair: candidate i's training step took eager_ms[i] eager and
+ * replay_ms[i] replayed, < 0 (or NaN) where it was not measured (the mode not allowed, the
+ * algorithm refused, a capture failed). The cheapest replayed candidate wins where its figure
+ * pays against the cheapest eager one (nn__rnn_replay_pays), else the cheapest eager one; a tie
+ * goes to the earlier candidate. Returns the winner's index and sets *replay, or returns -1 (and
+ * leaves *replay) when nothing was measured. */
 int nn__rnn_tune_pick(int n, const double *eager_ms, const double *replay_ms, int *replay);
 
 /* Backend entry points; each returns NN_OK or a recorded failure, and queues its work on the

@@ -359,12 +359,20 @@ Test(rnn_validation, autotune_keeps_the_cheapest_algorithm_and_mode_pair)
     double e6[2] = {40, 40}, r6[2] = {40, 40};
     cr_expect_eq(nn__rnn_tune_pick(2, e6, r6, &replay_mode), 0);
     cr_expect_eq(replay_mode, 0);
+    /* a replayed win within the margin is not one: eager (gru t375n32i1536h1536's trial, ms) */
+    double e7[2] = {48.94, 49.5}, r7[2] = {48.03, 47.6};
+    cr_expect_eq(nn__rnn_tune_pick(2, e7, r7, &replay_mode), 0);
+    cr_expect_eq(replay_mode, 0);
+    /* beyond it, the cheapest replayed candidate, though another won eager */
+    double e8[2] = {40, 38}, r8[2] = {36.5, 37};
+    cr_expect_eq(nn__rnn_tune_pick(2, e8, r8, &replay_mode), 0);
+    cr_expect_eq(replay_mode, 1);
     /* nothing measured: -1, the mode untouched */
     replay_mode = 7;
     cr_expect_eq(nn__rnn_tune_pick(2, e5, e5, &replay_mode), -1);
     cr_expect_eq(replay_mode, 7);
-    /* whatever the figures, the pair is never slower than the heuristic's (the standard one)
-     * under the mode it picked, nor than any measured pair */
+    /* whatever the figures, the pair is never slower than any measured eager pair, and slower
+     * than a replayed one by the margin at most */
     for (unsigned seed = 1; seed < 200; seed++) {
         double e[4], r[4];
         srand(seed);
@@ -378,7 +386,24 @@ Test(rnn_validation, autotune_keeps_the_cheapest_algorithm_and_mode_pair)
         double got = m ? r[b] : e[b];
         for (int i = 0; i < 4; i++) {
             if (e[i] >= 0) cr_expect_leq(got, e[i], "seed %u: candidate %d eager", seed, i);
-            if (r[i] >= 0) cr_expect_leq(got, r[i], "seed %u: candidate %d replayed", seed, i);
+            if (r[i] >= 0)
+                cr_expect_leq(got * (1 - NN__RNN_REPLAY_MARGIN), r[i],
+                              "seed %u: candidate %d replayed", seed, i);
         }
     }
+}
+
+/* auto's trials and autotune share one rule: replay only where it is measured and pays by more
+ * than the margin. */
+Test(rnn_validation, replay_is_kept_only_where_it_pays_beyond_the_margin)
+{
+    cr_expect(nn__rnn_replay_pays(4046.9, 3700.5));       /* gru t50n32i1024h1024's trial, us */
+    cr_expect_not(nn__rnn_replay_pays(48941.8, 48032.8)); /* gru t375n32i1536h1536's */
+    cr_expect_not(nn__rnn_replay_pays(100, 100 * (1 - NN__RNN_REPLAY_MARGIN)));
+    cr_expect(nn__rnn_replay_pays(100, 100 * (1 - NN__RNN_REPLAY_MARGIN) - 1e-9));
+    cr_expect(nn__rnn_replay_pays(-1, 50)); /* eager not measured (NNPRIM_RNN_GRAPHS=1) */
+    cr_expect(nn__rnn_replay_pays(NAN, 50));
+    cr_expect_not(nn__rnn_replay_pays(50, -1)); /* replay not measured */
+    cr_expect_not(nn__rnn_replay_pays(50, NAN));
+    cr_expect_not(nn__rnn_replay_pays(0, 0)); /* a trial that timed nothing stays eager */
 }

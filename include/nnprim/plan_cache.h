@@ -123,7 +123,8 @@ NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
  * prepared before this returns, on the calling thread and the context's stream (docs/RNN.md,
  * "The first step from a plan file"): descriptors built, cuDNN's first calls made on pool
  * scratch and, where a shape replays, its graphs captured, each counted in plans_prebuilt; a
- * failure there leaves that shape to its first call and does not fail the load.
+ * failure there leaves that shape to its first call and does not fail the load. The call then
+ * waits for the context's stream (that GPU work, and whatever the caller queued before it).
  *
  * @param ctx  a context.
  * @param path the file to read.

@@ -20,7 +20,9 @@
  * eager. first_step is the shape's first training step, synchronised (with NNPRIM_PLAN_CACHE
  * naming a file from `nnprim tune`: the step a prepared record starts from, the shape's
  * descriptors, cuDNN's first calls and, where it replays, its graphs done when the context loaded
- * the file; the bench prints what that load cost). */
+ * the file; the bench prints what that load cost). sync_step is the median of later steps timed
+ * the same way, one at a time, each waited for, and x_first is first_step / sync_step: what the
+ * first step costs beyond any step's latency. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,6 +302,24 @@ static double wall_step(struct bench *B, struct shape *s, const struct side *sid
     return ok ? (nn_cli_now_us() - t0) / B->reps : NAN;
 }
 
+/* The median of single training steps, each waited for (host clock): the latency a
+ * synchronised first_step is a case of, after the shape's first calls. */
+static double sync_step(struct bench *B, struct shape *s, const struct side *side)
+{
+    double *t = malloc((size_t)B->reps * sizeof *t);
+    int ok = t != NULL;
+    for (int i = 0; ok && i < B->reps; i++) {
+        double t0 = nn_cli_now_us();
+        ok = side->run(s, STEP) == 0 && side->post(s, STEP) == 0 &&
+             nn_ctx_synchronize(s->ctx) == NN_OK;
+        if (ok) t[i] = nn_cli_now_us() - t0;
+    }
+    if (!ok) nn_rnn_pullback_free(&s->pb);
+    double m = ok ? nn_cli_median(t, B->reps) : NAN;
+    free(t);
+    return m;
+}
+
 /* What auto decided for the shape's training step (the record's flags), for the mode column. */
 static const char *mode_of(nn_ctx *ctx)
 {
@@ -450,7 +470,7 @@ static int bench_line(void *arg, const char *line, const char *where)
         return 1;
     }
     /* NAN: the pass failed; INFINITY: not measured on this backend */
-    double us[2][N_PASS], host[2][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY};
+    double us[2][N_PASS], host[2][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY}, one_step;
     /* Untimed steps first, so that auto has decided before anything is timed (the mode column
      * reads the most recently used record: this shape's). */
     double first = nn_cli_now_us();
@@ -461,6 +481,7 @@ static int bench_line(void *arg, const char *line, const char *where)
     nn_rnn_pullback_free(&s.pb);
     const char *mode = mode_of(B->ctx);
     wall[0] = wall_step(B, &s, &nnprim_side);
+    one_step = sync_step(B, &s, &nnprim_side);
     for (int side = 0; side < 2; side++)
         for (int p = 0; p < N_PASS; p++)
             us[side][p] = host[side][p] = INFINITY;
@@ -498,6 +519,8 @@ static int bench_line(void *arg, const char *line, const char *where)
     for (int i = 0; i < 3; i++)
         print_us(wall[i]);
     print_us(first);
+    print_us(one_step);
+    printf(" %7.2f", first / one_step);
     if (B->gpu) printf(" %6.2f %6.2f", wall[0] / wall[2], wall[0] / wall[1]);
     printf(" %-9s  %s\n", mode, text);
     fflush(stdout);
@@ -583,7 +606,8 @@ int nn_cli_bench_rnn(int argc, char **argv)
         for (int p = 0; p < N_PASS; p++)
             printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
     if (B.gpu) printf(" %6s", "x_host");
-    printf(" %11s %11s %11s %11s", "wall_step", "wall_eager", "wall_raw", "first_step");
+    printf(" %11s %11s %11s %11s %11s %7s", "wall_step", "wall_eager", "wall_raw", "first_step",
+           "sync_step", "x_first");
     if (B.gpu) printf(" %6s %6s", "x_wraw", "x_weag");
     printf(" %-9s  shape\n", "mode");
     int rc = 0;

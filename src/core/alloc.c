@@ -14,22 +14,64 @@
 
 /* nnprim's own jemalloc build (tools/jemalloc.sh), whose every symbol is prefixed nnprim_je_.
  * A private arena: nnprim's host memory never mixes with the application's heap, and the
- * application's malloc is not replaced. The thread cache is bypassed because a tcache is
- * bound to one arena per thread, and the application's threads use theirs. */
+ * application's malloc is not replaced. jemalloc's automatic thread cache is bound to the
+ * thread's own arena, so each thread gets an explicit one of nnprim's (tcache.create) that serves
+ * the private arena. Without it every allocation and free takes the arena's lock, and a block
+ * allocated and freed per call (a pullback) frees and recycles a whole slab each time: about
+ * 0.5 us of a linear layer's 1.8 us forward and backward on the reference backend, as profiled.
+ * A thread whose cache cannot be made allocates without one. */
 static unsigned nn__arena;
 static int nn__arena_ok;
 static pthread_once_t nn__arena_once = PTHREAD_ONCE_INIT;
+static pthread_key_t nn__tcache_key; /* its value: the thread's tcache index + 1 */
+static int nn__tcache_key_ok;
+static _Thread_local unsigned nn__tcache;    /* index + 1; 0: none yet */
+static _Thread_local int nn__tcache_refused; /* tcache.create failed on this thread */
+
+/* At thread exit: the cache's blocks go back to the arena. */
+static void tcache_destroy(void *v)
+{
+    unsigned idx = (unsigned)((uintptr_t)v - 1);
+    (void)nnprim_je_mallctl("tcache.destroy", NULL, NULL, &idx, sizeof idx);
+}
 
 static void create_arena(void)
 {
     size_t sz = sizeof nn__arena;
     nn__arena_ok = nnprim_je_mallctl("arenas.create", &nn__arena, &sz, NULL, 0) == 0;
+    nn__tcache_key_ok = pthread_key_create(&nn__tcache_key, tcache_destroy) == 0;
+}
+
+/* A library unloaded by dlclose() must not leave its destructor on the key: the threads still
+ * running would call into unmapped code when they exit. Their caches stay (memory of an arena
+ * the unloaded library no longer uses). */
+__attribute__((destructor)) static void delete_tcache_key(void)
+{
+    if (nn__tcache_key_ok) pthread_key_delete(nn__tcache_key);
+    nn__tcache_key_ok = 0;
+}
+
+static void tcache_make(void)
+{
+    unsigned idx;
+    size_t sz = sizeof idx;
+    nn__tcache_refused = 1;
+    if (!nn__tcache_key_ok || nnprim_je_mallctl("tcache.create", &idx, &sz, NULL, 0) != 0) return;
+    if (pthread_setspecific(nn__tcache_key, (void *)((uintptr_t)idx + 1)) != 0) {
+        (void)nnprim_je_mallctl("tcache.destroy", NULL, NULL, &idx, sizeof idx);
+        return;
+    }
+    nn__tcache = idx + 1;
+    nn__tcache_refused = 0;
 }
 
 static int arena_flags(void)
 {
     pthread_once(&nn__arena_once, create_arena);
-    return nn__arena_ok ? (int)(MALLOCX_ARENA(nn__arena) | MALLOCX_TCACHE_NONE) : 0;
+    if (!nn__arena_ok) return 0;
+    if (!nn__tcache && !nn__tcache_refused) tcache_make();
+    return (int)(MALLOCX_ARENA(nn__arena) |
+                 (nn__tcache ? MALLOCX_TCACHE(nn__tcache - 1) : MALLOCX_TCACHE_NONE));
 }
 
 static void *raw_alloc(size_t size)

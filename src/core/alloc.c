@@ -74,6 +74,11 @@ static int arena_flags(void)
                  (nn__tcache ? MALLOCX_TCACHE(nn__tcache - 1) : MALLOCX_TCACHE_NONE));
 }
 
+int nn__host_alloc_cached(void)
+{
+    return nn__tcache != 0;
+}
+
 static void *raw_alloc(size_t size)
 {
     return nnprim_je_mallocx(size ? size : 1, arena_flags());
@@ -87,6 +92,11 @@ static void raw_free(void *p)
     nnprim_je_dallocx(p, arena_flags());
 }
 #else
+int nn__host_alloc_cached(void)
+{
+    return 0;
+}
+
 static void *raw_alloc(size_t size)
 {
     return malloc(size ? size : 1);

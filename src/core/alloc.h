@@ -21,4 +21,8 @@ long nn__host_alloc_fail_at(long n);
 /* Test hook: host blocks allocated and not yet freed (a leak check for tests). */
 long nn__host_alloc_live(void);
 
+/* Test hook: 1 when the calling thread's allocations go through its own thread cache (jemalloc
+ * builds, once the thread has allocated), else 0. */
+int nn__host_alloc_cached(void);
+
 #endif

@@ -1,6 +1,9 @@
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "nn_config.h"
 
 #include "core/alloc.h"
 #include "nnprim/nnprim.h"
@@ -109,4 +112,49 @@ Test(alloc, huge_reference_tensor_is_out_of_host_memory)
               "%s", nn_last_error()->message);
     cr_expect_null(t.data);
     nn_ctx_destroy(ctx);
+}
+
+static void *alloc_on_thread(void *arg)
+{
+    void **out = arg;
+    void *p = nn__host_alloc(64);
+    if (p) memset(p, 1, 64);
+    if (out) {
+        *out = p; /* freed by the joining thread */
+    } else {
+        nn__host_free(p);
+    }
+    return (void *)(intptr_t)nn__host_alloc_cached();
+}
+
+/* Each thread allocates through a thread cache of its own, given back when the thread exits:
+ * jemalloc has about 4k explicit caches, so without that a process whose threads come and go
+ * would run out (and fall back to the arena's lock). A block freed on another thread than the
+ * one that allocated it is fine. */
+Test(alloc, every_thread_gets_a_thread_cache_and_gives_it_back_at_exit, .timeout = 120)
+{
+#if NN_HAVE_JEMALLOC
+    long live = nn__host_alloc_live();
+    void *p = nn__host_alloc(32);
+    cr_assert_not_null(p);
+    cr_expect(nn__host_alloc_cached());
+    nn__host_free(p);
+    for (int i = 0; i < 5000; i++) {
+        pthread_t t;
+        void *cached = NULL;
+        cr_assert_eq(pthread_create(&t, NULL, alloc_on_thread, NULL), 0);
+        cr_assert_eq(pthread_join(t, &cached), 0);
+        if (!cached) cr_assert_fail("thread %d allocated without a thread cache", i);
+    }
+    void *block = NULL;
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, alloc_on_thread, &block), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_not_null(block);
+    cr_expect_eq(((unsigned char *)block)[63], 1);
+    nn__host_free(block);
+    cr_expect_eq(nn__host_alloc_live(), live);
+#else
+    cr_skip("built without jemalloc (-Djemalloc=disabled): plain malloc has its own caches");
+#endif
 }

@@ -15,7 +15,6 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
-#include "core/elem.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -689,18 +688,10 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
     nn_tensor ones, dw;
     ones_problem(p, dy, &q, &ones, &dw);
     dw.data = db->data;
-    size_t es = nn_dtype_size(p->dtype), count = (size_t)nn_tensor_numel(&ones);
-    unsigned char *h = nn__host_alloc(count * es), one[8];
-    if (!h) return NN__FAIL(ctx, NN_E_OOM_HOST, "conv_backward_bias: out of host memory");
-    nn__elem_one(p->dtype, one);
-    for (size_t i = 0; i < count; i++)
-        memcpy(h + i * es, one, es);
-    nn_status st = nn__dev_alloc(ctx, count * es, &ones.data);
-    if (st == NN_OK)
-        st = NN__CUDA(ctx, cudaMemcpyAsync(ones.data, h, count * es, cudaMemcpyHostToDevice,
-                                           (cudaStream_t)ctx->stream));
-    nn__host_free(h);
-    if (st == NN_OK) st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
+    /* used by this call only, in its stream order: no wait */
+    NN__TRY(nn__dev_alloc_ones(ctx, "the convolution bias gradient (bf16 on cuDNN)", p->dtype,
+                               (size_t)nn_tensor_numel(&ones), 0, &ones.data));
+    nn_status st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, ones.data);
     return st != NN_OK ? st : fst;
 }

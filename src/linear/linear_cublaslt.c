@@ -21,7 +21,6 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
-#include "core/elem.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -473,32 +472,14 @@ static const char *epilogue_name(int32_t e)
     return "default";
 }
 
-/* The LT_DB plan's column of ones, written once on ctx's stream (a pool block is ordered on it).
- * The host copy is pageable, so the copy has read it when cudaMemcpyAsync returns. */
+/* The LT_DB plan's column of ones, made once and kept with the plan: waited for, since later
+ * calls may run on another stream (nn_ctx_set_stream). */
 static nn_status plan_ones(struct nn_ctx *ctx, const char *fn, const struct lt_key *k,
                            struct lt_plan *p)
 {
     if (p->ones) return NN_OK;
-    nn_dtype t = (nn_dtype)k->dtype;
-    size_t bytes = (size_t)k->m * nn_dtype_size(t);
-    void *host = nn__host_alloc(bytes);
-    if (!host)
-        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for %zu bytes of ones", fn,
-                        bytes);
-    for (int64_t i = 0; i < k->m; i++)
-        nn__store(host, t, i, 1.0);
-    void *dev = NULL;
-    nn_status st = nn__dev_alloc_for(ctx, fn, bytes, &dev);
-    if (st == NN_OK)
-        st = NN__CUDA(ctx, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice,
-                                           (cudaStream_t)ctx->stream));
-    nn__host_free(host);
-    if (st != NN_OK) {
-        if (dev) (void)nn__dev_free_for(ctx, fn, dev);
-        return st;
-    }
+    NN__TRY(nn__dev_alloc_ones(ctx, fn, (nn_dtype)k->dtype, (size_t)k->m, 1, &p->ones));
     p->ctx = ctx;
-    p->ones = dev;
     return NN_OK;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/ctx.h"
+#include "core/elem.h"
 #include "core/cuda_util.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -548,6 +549,38 @@ nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, vo
 nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p)
 {
     return dev_free(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
+}
+
+nn_status nn__dev_alloc_ones(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, size_t count,
+                             int wait, void **out)
+{
+    *out = NULL;
+    size_t es = nn_dtype_size(dtype);
+    if (count > SIZE_MAX / es)
+        return NN__FAIL(ctx, NN_E_OVERFLOW, "%s: %zu ones of %zu bytes overflow size_t", fn, count,
+                        es);
+    unsigned char one[8], *h = nn__host_alloc(count * es);
+    if (!h)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for %zu bytes of ones", fn,
+                        count * es);
+    nn__elem_one(dtype, one);
+    for (size_t i = 0; i < count; i++)
+        memcpy(h + i * es, one, es);
+    void *d = NULL;
+    nn_status st = nn__dev_alloc_for(ctx, fn, count * es, &d);
+#if NN_HAVE_CUDA
+    if (st == NN_OK)
+        st = NN__CUDA(ctx, cudaMemcpyAsync(d, h, count * es, cudaMemcpyHostToDevice,
+                                           (cudaStream_t)ctx->stream));
+    if (st == NN_OK && wait) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
+#endif
+    nn__host_free(h);
+    if (st != NN_OK) {
+        if (d) (void)nn__dev_free_for(ctx, fn, d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
 }
 
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out)

@@ -618,14 +618,37 @@ static nn_status bias_relu_cudnn(struct nn_ctx *ctx, const char *fn,
  * The backend
  */
 
+/* The rules each pass runs by, shared by the calls and by the workspace query. */
+
+/* The forward product's epilogue: bias and relu fused where cuBLASLt runs them. */
+static int32_t forward_epilogue(int relu, int has_bias)
+{
+    return relu ? (has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                : (has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+}
+
+/* BGRADB writes db (it never accumulates), so the dw product fuses db only when db is wanted
+ * with dw and overwritten. */
+static int db_fusable(int want_db, int want_dw, unsigned flags)
+{
+    return want_db && want_dw && !(flags & NN_LINEAR_ACCUMULATE_DB);
+}
+
+/* The relu-masked gradient backward holds while its products run (0 without relu). */
+static size_t masked_bytes(const struct nn__linear_problem *p)
+{
+    return p->activation == NN_ACTIVATION_RELU
+               ? (size_t)p->m * (size_t)p->out * nn_dtype_size(p->dtype)
+               : 0;
+}
+
 static nn_status forward_lt(struct nn_ctx *ctx, const struct nn__linear_problem *p,
                             const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
                             nn_tensor *y, struct nn__linear_note *note)
 {
     const char *fn = "nn_linear_forward";
     int relu = p->activation == NN_ACTIVATION_RELU;
-    int32_t e = relu ? (b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                     : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    int32_t e = forward_epilogue(relu, b != NULL);
     const void *ptrs[] = {x->data, w->data, y->data, b ? b->data : NULL};
     struct lt_key k;
     key_init(ctx, p, LT_FWD, e, ptrs, 4, &k);
@@ -691,8 +714,7 @@ static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__l
         NN__TRY(matmul(ctx, fn, "dx", &k, g->w->data, gd, g->dx->data, NULL,
                        beta_of(g->flags, NN_LINEAR_ACCUMULATE_DX), &ran, note));
     }
-    /* BGRADB writes db (it never accumulates), so it is asked for only when db is overwritten. */
-    int fuse_db = g->db && g->dw && !(g->flags & NN_LINEAR_ACCUMULATE_DB);
+    int fuse_db = db_fusable(g->db != NULL, g->dw != NULL, g->flags);
     int db_done = 0;
     if (g->dw) {
         const void *ptrs[] = {g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL};
@@ -715,8 +737,7 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
     if (p->activation != NN_ACTIVATION_RELU) return grads_lt(ctx, fn, p, g, g->dy->data, note);
     /* The masked gradient lives in a pool buffer for the products (freed in stream order). */
     void *gd;
-    size_t bytes = (size_t)p->m * (size_t)p->out * nn_dtype_size(p->dtype);
-    NN__TRY(nn__dev_alloc_for(ctx, fn, bytes, &gd));
+    NN__TRY(nn__dev_alloc_for(ctx, fn, masked_bytes(p), &gd));
     nn_status st = relu_mask(ctx, fn, p, g->y, g->dy, gd, note);
     if (st == NN_OK) st = grads_lt(ctx, fn, p, g, gd, note);
     nn_status fst = nn__dev_free_for(ctx, fn, gd);
@@ -750,9 +771,7 @@ static nn_status workspace_lt(struct nn_ctx *ctx, const struct nn__linear_proble
     size_t peak = 0;
     int32_t ran;
     if (pass == NN_LINEAR_PASS_FORWARD) {
-        int relu = p->activation == NN_ACTIVATION_RELU;
-        int32_t e = relu ? (b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                         : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+        int32_t e = forward_epilogue(p->activation == NN_ACTIVATION_RELU, b != NULL);
         const void *ptrs[] = {x->data, w->data, b ? b->data : NULL};
         NN__TRY(product_workspace(ctx, p, LT_FWD, e, ptrs, 3, &peak, &ran));
         *bytes = peak; /* the legacy bias / relu calls after a plain product take no pool memory */
@@ -760,15 +779,13 @@ static nn_status workspace_lt(struct nn_ctx *ctx, const struct nn__linear_proble
     }
     /* backward_lt: the masked gradient is held while the products run one after another, each
      * with its workspace */
-    size_t masked = p->activation == NN_ACTIVATION_RELU
-                        ? (size_t)p->m * (size_t)p->out * nn_dtype_size(p->dtype)
-                        : 0;
+    size_t masked = masked_bytes(p);
     if (pass & NN_LINEAR_PASS_DX) {
         const void *ptrs[] = {w->data};
         NN__TRY(product_workspace(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 1, &peak, &ran));
     }
     int want_db = (pass & NN_LINEAR_PASS_DB) != 0;
-    int fuse_db = want_db && (pass & NN_LINEAR_PASS_DW) && !(p->flags & NN_LINEAR_ACCUMULATE_DB);
+    int fuse_db = db_fusable(want_db, (pass & NN_LINEAR_PASS_DW) != 0, p->flags);
     int db_done = 0;
     if (pass & NN_LINEAR_PASS_DW) {
         const void *ptrs[] = {x->data};

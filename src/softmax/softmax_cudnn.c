@@ -113,10 +113,12 @@ static void xent_scratch_destroy(void *live)
     nn__host_free(x);
 }
 
-/* Id 8: kind ids are written to plan files (cache.h); 6 is linear's, 7 conv's. */
+/* Id 8: kind ids are written to plan files (cache.h), though this one's records are not (device
+ * scratch of this process, nothing to rebuild from); 6 is linear's, 7 conv's. */
 const struct nn__cache_kind nn__softmax_xent_kind = {
     .id = 8,
     .name = "softmax xent scratch",
+    .flags = NN__CACHE_KIND_NOT_PERSISTED,
     .key_size = sizeof(struct xent_key),
     .key_fields = xent_key_fields,
     .record_size = sizeof(struct xent_record),

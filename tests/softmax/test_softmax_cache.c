@@ -1,6 +1,7 @@
-/* The cross-entropy's cache kind ("softmax xent scratch", id 7) is well formed: a cache takes it
- * beside the other families' kinds, keys round-trip through the field lists, and range checks
- * refuse bad keys read from files. Runs without a GPU (nothing here calls CUDA). */
+/* The cross-entropy's cache kind ("softmax xent scratch", id 8) is well formed: a cache takes it
+ * beside the other families' kinds, keys round-trip through the field lists, range checks refuse
+ * bad keys, and it is marked not persisted (device scratch: plan files never hold it). Runs
+ * without a GPU (nothing here calls CUDA). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <string.h>
@@ -18,6 +19,7 @@ Test(softmax_cache, kind_is_accepted_and_round_trips)
     cr_assert_eq(nn__cache_create(NULL, table, 3, 4, &c), NN_OK, "%s", nn_last_error()->message);
     const struct nn__cache_kind *k = &nn__softmax_xent_kind;
     cr_expect_eq(k->id, 8);
+    cr_expect_eq(k->flags, NN__CACHE_KIND_NOT_PERSISTED);
     unsigned char key[256], back[256], enc[512];
     cr_assert_leq(k->key_size, sizeof key);
     memset(key, 0, sizeof key);

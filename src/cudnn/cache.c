@@ -112,6 +112,9 @@ static const char *kind_invalid(const struct nn__cache_kind *k)
     if (!k->name) return "has no name";
     if (!k->destroy) return "has no destroy callback";
     if (k->blob_max > NN__CACHE_BLOB_MAX) return "blob_max exceeds 256 KiB";
+    if (k->flags & ~NN__CACHE_KIND_NOT_PERSISTED) return "has unknown flag bits";
+    if ((k->flags & NN__CACHE_KIND_NOT_PERSISTED) && k->legacy)
+        return "is not persisted but imports a legacy layout";
     const char *bad = fields_invalid(k->key_fields, k->key_size);
     if (bad) return bad;
     bad = fields_invalid(k->record_fields, k->record_size);
@@ -121,6 +124,12 @@ static const char *kind_invalid(const struct nn__cache_kind *k)
         return "has a legacy id outside 1..63 or equal to its own";
     if (!l->import) return "has a legacy layout without an import";
     return fields_invalid(l->key_fields, l->key_size);
+}
+
+/* 0 for a kind whose records are never saved, shared or kept (NN__CACHE_KIND_NOT_PERSISTED). */
+static int persisted(const struct nn__cache_kind *k)
+{
+    return !(k->flags & NN__CACHE_KIND_NOT_PERSISTED);
 }
 
 static int run_cmp(const void *a, const void *b)
@@ -548,7 +557,7 @@ static const struct slot *shared_slot(const struct nn__cache_shared *sh, const s
 static void publish(struct nn__cache *c, const struct entry *e)
 {
     struct nn__cache_shared *sh = c->shared;
-    if (!sh) return;
+    if (!sh || !persisted(e->slot->kind)) return;
     pthread_mutex_lock(&sh->mu);
     struct table *t = &sh->records->known;
     const struct slot *s = shared_slot(sh, e->slot);
@@ -704,8 +713,8 @@ static nn_status add_if_missing(struct nn_ctx *ctx, struct nn__cache *dst, const
                                 int *full)
 {
     const struct slot *s = slot_of(dst, e->slot->kind->id);
-    if (*full || !s || s->kind != e->slot->kind || table_find(&dst->known, s, e->key, e->hash) ||
-        table_find(&dst->live, s, e->key, e->hash))
+    if (*full || !s || s->kind != e->slot->kind || !persisted(s->kind) ||
+        table_find(&dst->known, s, e->key, e->hash) || table_find(&dst->live, s, e->key, e->hash))
         return NN_OK;
     if (dst->known.count >= NN__CACHE_KNOWN_MAX) {
         *full = 1;
@@ -741,7 +750,8 @@ nn_status nn__cache_add_missing(struct nn_ctx *ctx, struct nn__cache *dst,
     return st;
 }
 
-/* An evicted record stays useful: it is kept as a known record (up to the bound). */
+/* An evicted record stays useful: it is kept as a known record (up to the bound), unless its kind
+ * has nothing to rebuild from. */
 static void evict_lru(struct nn__cache *c)
 {
     struct entry *e = c->live.list.prev;
@@ -749,7 +759,7 @@ static void evict_lru(struct nn__cache *c)
     e->slot->kind->destroy(e->live);
     e->live = NULL;
     c->stats.evictions++;
-    if (c->known.count < NN__CACHE_KNOWN_MAX)
+    if (persisted(e->slot->kind) && c->known.count < NN__CACHE_KNOWN_MAX)
         table_add(&c->known, e);
     else
         entry_free(e);
@@ -875,6 +885,10 @@ nn_status nn__cache_add_known(struct nn_ctx *ctx, struct nn__cache *c, uint32_t 
 {
     const struct slot *s = slot_of(c, kind);
     NN__TRY(check_entry(ctx, s, kind, record, blob_len, "plan cache"));
+    if (!persisted(s->kind))
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "plan cache: kind %u (%s) is not persisted: it has no known records", kind,
+                        s->kind->name);
     uint64_t hash = runs_hash(s, key);
     struct entry *old = table_find(&c->known, s, key, hash);
     if (!old && c->known.count >= NN__CACHE_KNOWN_MAX)
@@ -941,6 +955,7 @@ int nn__cache_visit(const struct nn__cache *c, nn__cache_visit_fn fn, void *arg)
 {
     struct nn__cache_view v;
     for (const struct entry *e = c->live.list.next; e != &c->live.list; e = e->next) {
+        if (!persisted(e->slot->kind)) continue;
         view_of(e, &v);
         int r = fn(arg, e->slot->kind, e->key, &v);
         if (r) return r;

@@ -127,6 +127,15 @@ struct nn__cache_legacy {
     int (*import)(const void *old_key, void *key);
 };
 
+/* Bits of struct nn__cache_kind.flags. */
+/* The kind's live objects are state of this process (device scratch, events, pinned buffers) and
+ * its records say nothing worth rebuilding from: they are never written to a plan file
+ * (nn__cache_visit() and nn__cache_add_missing() leave them out), never published to the
+ * device's shared tuning and never kept as known records (an eviction drops the record,
+ * nn__cache_add_known() refuses one); a plan file's record of the kind's id is skipped and
+ * counted, as one of a kind the reader lacks. Such a kind has no legacy layout. */
+#define NN__CACHE_KIND_NOT_PERSISTED 1u
+
 /* What a family tells the cache about one kind of entry. Define it as a static const table entry
  * of the family; the context assembly lists it in the table given to nn__cache_create(). */
 struct nn__cache_kind {
@@ -134,6 +143,7 @@ struct nn__cache_kind {
      * a new id (files holding the old one then skip its records). 1..NN__CACHE_KIND_ID_MAX. */
     uint32_t id;
     const char *name; /* for messages ("graph plan") */
+    uint32_t flags;   /* NN__CACHE_KIND_* bits, 0 for none */
     size_t key_size;
     const struct nn__field *key_fields; /* every byte that matters, NULL-name terminated */
     size_t record_size;
@@ -214,9 +224,10 @@ void *nn__cache_live_record(struct nn__cache *c, uint32_t kind, const void *key)
 /* Insert a live object with its record and blob (both copied). On success the cache owns live
  * and calls the kind's destroy on it when it lets go of it; an existing live entry with an equal
  * key is replaced (its object destroyed); the least recently used entry is evicted when the cache
- * is full (its record is kept as a known record, so a later miss can rebuild it). A known record
- * with an equal key is superseded; record and blob may be that known record's own (they are
- * copied before it goes). On failure nothing changes and live stays the caller's.
+ * is full (its record is kept as a known record, so a later miss can rebuild it, unless its kind
+ * is NN__CACHE_KIND_NOT_PERSISTED). A known record with an equal key is superseded; record and
+ * blob may be that known record's own (they are copied before it goes). On failure nothing
+ * changes and live stays the caller's.
  * Returns NN_OK; NN_E_INVALID_ARG (kind not in the table, NULL key/record/live, blob longer than
  * the kind's blob_max, or a record the kind's check refuses: named in the message);
  * NN_E_OOM_HOST. */
@@ -247,7 +258,8 @@ const void *nn__cache_lookup_known(const struct nn__cache *c, uint32_t kind, con
 int nn__cache_drop_known(struct nn__cache *c, uint32_t kind, const void *key);
 
 /* Add a known record (as the file loader does), replacing one with an equal key.
- * Returns NN_OK; NN_E_INVALID_ARG (kind not in the table, or a record the kind refuses);
+ * Returns NN_OK; NN_E_INVALID_ARG (kind not in the table, a kind NN__CACHE_KIND_NOT_PERSISTED,
+ * or a record the kind refuses);
  * NN_E_OVERFLOW (NN__CACHE_KNOWN_MAX known records already); NN_E_OOM_HOST (nothing changed). */
 nn_status nn__cache_add_known(struct nn_ctx *ctx, struct nn__cache *c, uint32_t kind,
                               const void *key, const void *record, const char *blob,
@@ -267,9 +279,9 @@ nn_status nn__cache_add_missing(struct nn_ctx *ctx, struct nn__cache *dst,
  * neither cache changes. */
 nn_status nn__cache_take_known(struct nn_ctx *ctx, struct nn__cache *dst, struct nn__cache *src);
 
-/* Visit every record the cache would save: live entries from most to least recently used, then
- * known records oldest first. Stops early when fn returns nonzero, and returns that value (0 if
- * it visited all). */
+/* Visit every record the cache would save (none of a kind NN__CACHE_KIND_NOT_PERSISTED): live
+ * entries from most to least recently used, then known records oldest first. Stops early when fn
+ * returns nonzero, and returns that value (0 if it visited all). */
 typedef int (*nn__cache_visit_fn)(void *arg, const struct nn__cache_kind *kind, const void *key,
                                   const struct nn__cache_view *view);
 int nn__cache_visit(const struct nn__cache *c, nn__cache_visit_fn fn, void *arg);

@@ -16,8 +16,9 @@
  *                element at its field's width
  *            the record, likewise, by the kind's record field list
  *            u32 blob_len (<= the kind's blob_max), blob_len bytes
- *            A record of a kind the reading process does not have (nor imports) is skipped
- *            whole (counted as skipped); for a kind it has, the body must be exactly what the
+ *            A record of a kind the reading process does not have (nor imports), or has as
+ *            NN__CACHE_KIND_NOT_PERSISTED (never written, but older writers did), is skipped
+ *            whole (counted as skipped); for a kind it reads, the body must be exactly what the
  *            field lists take.
  *   trailer  u64 FNV-1a 64 of every byte before it
  *
@@ -494,6 +495,9 @@ static int read_v3_record(struct nn__plan_reader *r, struct nn__cache *c, struct
     const struct nn__cache_kind *kind = nn__cache_kind_of(c, id);
     const struct nn__cache_legacy *old = NULL;
     if (!kind && (kind = nn__cache_kind_importing(c, id))) old = kind->legacy;
+    /* A kind that keeps nothing across processes: an older writer's records of it are read as
+     * a kind this process lacks. */
+    if (kind && (kind->flags & NN__CACHE_KIND_NOT_PERSISTED)) kind = NULL;
     if (!kind) {
         if (body < 4) return bad(r, start - 4, "body length", "is shorter than the kind id");
         r->pos = start + body;

@@ -20,8 +20,9 @@ struct nn__gpu_id {
     int32_t sm_count;
 };
 
-/* Serialize every record nn__cache_visit() yields (format version 3) into a new buffer
- * (nn__host_free it). Returns NN_OK; NN_E_OOM_HOST; NN_E_OVERFLOW (more than the format holds). */
+/* Serialize every record nn__cache_visit() yields (format version 3; so none of a kind
+ * NN__CACHE_KIND_NOT_PERSISTED) into a new buffer (nn__host_free it).
+ * Returns NN_OK; NN_E_OOM_HOST; NN_E_OVERFLOW (more than the format holds). */
 nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__cache *c,
                                uint64_t cudnn_version, const struct nn__gpu_id *gpu,
                                unsigned char **out, size_t *out_len);
@@ -29,8 +30,9 @@ nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__cache *c,
 /* Parse a whole file image (format version 1, 2 or 3). If it is well formed, its records are added
  * to c's known records; records of a retired kind id that a kind of c takes over (its legacy hook,
  * cache.h), and version 1 and 2 records, are imported into that kind. Records of another cuDNN
- * version or GPU, of a kind c neither has nor imports, and those whose key the import refuses are
- * skipped and counted, not added.
+ * version or GPU, of a kind c neither has nor imports, of a kind of c's that is
+ * NN__CACHE_KIND_NOT_PERSISTED, and those whose key the import refuses are skipped and counted,
+ * not added.
  * Otherwise nothing is added and NN_E_FORMAT names the field and its byte offset. what names the
  * source in messages (the path). Returns NN_OK; NN_E_FORMAT; NN_E_OOM_HOST (nothing added). */
 nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const char *what,

@@ -12,10 +12,11 @@
  * (docs/PERFORMANCE.md), several times a language model's whole step in PyTorch.
  *
  * What a shape needs every call and can keep lives in the context's cache (kind 8, "softmax
- * xent scratch", below): the zeros the sum over C reads, and a pinned host buffer that stages the
- * mask, so its upload is asynchronous (a copy from pageable memory makes the host wait for the
- * stream first). The per-call buffers come from the pool: the log-softmax and the mask (kept in
- * the pullback: several forwards may be outstanding), the product M * L and the gradient g of
+ * xent scratch", below): the cuDNN tensor and op descriptors of both directions, the zeros the
+ * sum over C reads, and a pinned host buffer that stages the mask, so its upload is asynchronous
+ * (a copy from pageable memory makes the host wait for the stream first). A warm shape's calls
+ * create no descriptor. The per-call buffers come from the pool: the log-softmax and the mask (kept
+ * in the pullback: several forwards may be outstanding), the product M * L and the gradient g of
  * the sum (scratch of one call; a stream-ordered pool hit, and kept per shape they would race
  * when the context moves to another stream). */
 #include <limits.h>
@@ -62,6 +63,10 @@ struct xent_record {
 
 struct xent_scratch {
     struct nn_ctx *ctx;
+    cudnnTensorDescriptor_t full; /* n x c x s x 1, packed: x, the log-softmax, the mask, dx */
+    cudnnTensorDescriptor_t row;  /* n x 1 x s x 1, packed: the loss and dloss */
+    cudnnTensorDescriptor_t ch0;  /* channel 0 of a full buffer, seen as n x 1 x s x 1 */
+    cudnnOpTensorDescriptor_t mul, add;
     size_t bytes;       /* n x c x s elements of the key's dtype */
     void *zeros;        /* that many zero bytes, pool memory of ctx */
     cudaEvent_t zeroed; /* after their memset, on the stream of zeros_stream */
@@ -109,14 +114,21 @@ static void xent_scratch_destroy(void *live)
         x->ctx->last_error = keep;
     }
     (void)cudaGetLastError();
+    cudnnTensorDescriptor_t tensors[] = {x->full, x->row, x->ch0};
+    for (int i = 0; i < 3; i++)
+        if (tensors[i]) (void)cudnnDestroyTensorDescriptor(tensors[i]);
+    if (x->mul) (void)cudnnDestroyOpTensorDescriptor(x->mul);
+    if (x->add) (void)cudnnDestroyOpTensorDescriptor(x->add);
     nn__host_free(x->last);
     nn__host_free(x);
 }
 
-/* Id 8: kind ids are written to plan files (cache.h); 6 is linear's, 7 conv's. */
+/* Id 8: kind ids are written to plan files (cache.h), though this one's records are not (device
+ * scratch of this process, nothing to rebuild from); 6 is linear's, 7 conv's. */
 const struct nn__cache_kind nn__softmax_xent_kind = {
     .id = 8,
     .name = "softmax xent scratch",
+    .flags = NN__CACHE_KIND_NOT_PERSISTED,
     .key_size = sizeof(struct xent_key),
     .key_fields = xent_key_fields,
     .record_size = sizeof(struct xent_record),
@@ -124,6 +136,83 @@ const struct nn__cache_kind nn__softmax_xent_kind = {
     .key_invalid = xent_key_invalid,
     .destroy = xent_scratch_destroy,
 };
+
+/* Descriptor releases never replace the failure being reported. */
+static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
+{
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
+    ctx->last_error = keep;
+}
+
+static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p)
+{
+    if (p->n > INT_MAX || p->c > INT_MAX || p->s > INT_MAX || p->c * p->s > INT_MAX)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: cuDNN's softmax takes int sizes and strides, but x is N %lld x C %lld "
+                        "x %lld",
+                        fn, (long long)p->n, (long long)p->c, (long long)p->s);
+    return NN_OK;
+}
+
+/* An a x b x c x 1 descriptor with strides str (sizes checked by check_int()). */
+static nn_status tensor_desc(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t b, int64_t c,
+                             const int str[4], cudnnTensorDescriptor_t *out)
+{
+    int dims[4] = {(int)a, (int)b, (int)c, 1};
+    cudnnTensorDescriptor_t d;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
+    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), 4, dims, str);
+    if (st != NN_OK) {
+        destroy_tensor(ctx, d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+/* A packed a x b x c x 1 descriptor. */
+static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t b, int64_t c,
+                       cudnnTensorDescriptor_t *out)
+{
+    int str[4] = {(int)(b * c), (int)c, 1, 1};
+    return tensor_desc(ctx, t, a, b, c, str, out);
+}
+
+static cudnnDataType_t compute_type(nn_dtype t)
+{
+    return t == NN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+}
+
+static nn_status op_desc(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorOp_t what,
+                         cudnnOpTensorDescriptor_t *out)
+{
+    cudnnOpTensorDescriptor_t op;
+    NN__TRY(nn__cudnn_CreateOpTensorDescriptor(ctx, &op));
+    nn_status st =
+        nn__cudnn_SetOpTensorDescriptor(ctx, op, what, compute_type(t), CUDNN_PROPAGATE_NAN);
+    if (st != NN_OK) {
+        nn_error_info keep = ctx->last_error;
+        (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
+        ctx->last_error = keep;
+        return st;
+    }
+    *out = op;
+    return NN_OK;
+}
+
+/* The descriptors of every cuDNN call of both directions (sizes checked by check_int()). */
+static nn_status xent_descriptors(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                                  struct xent_scratch *x)
+{
+    int ch0_str[4] = {(int)(p->c * p->s), (int)p->s, 1, 1};
+    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &x->full));
+    NN__TRY(desc4(ctx, p->dtype, p->n, 1, p->s, &x->row));
+    NN__TRY(tensor_desc(ctx, p->dtype, p->n, 1, p->s, ch0_str, &x->ch0));
+    NN__TRY(op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_MUL, &x->mul));
+    return op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_ADD, &x->add);
+}
 
 static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
                                    const struct nn__softmax_problem *p, struct xent_scratch **out)
@@ -141,7 +230,8 @@ static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
     x->ctx = ctx;
     x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
     cudaStream_t st = (cudaStream_t)ctx->stream;
-    nn_status r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->zeroed, cudaEventDisableTiming));
+    nn_status r = xent_descriptors(ctx, p, x);
+    if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->zeroed, cudaEventDisableTiming));
     if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->staged, cudaEventDisableTiming));
     if (r == NN_OK) r = nn__dev_alloc_for(ctx, fn, x->bytes, &x->zeros);
     if (r == NN_OK) r = NN__CUDA(ctx, cudaMemsetAsync(x->zeros, 0, x->bytes, st));
@@ -163,7 +253,7 @@ static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
     return NN_OK;
 }
 
-/* The scratch of p's shape: the cache's, or made and inserted. */
+/* The scratch of p's shape: the cache's, or made and inserted. A hit allocates nothing. */
 static nn_status xent_scratch_get(struct nn_ctx *ctx, const char *fn,
                                   const struct nn__softmax_problem *p, struct xent_scratch **out)
 {
@@ -202,79 +292,34 @@ static nn_status xent_zeros(struct nn_ctx *ctx, struct xent_scratch *x, const vo
     return NN_OK;
 }
 
-/* Descriptor releases never replace the failure being reported. */
-static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
-{
-    if (!d) return;
-    nn_error_info keep = ctx->last_error;
-    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
-    ctx->last_error = keep;
-}
-
-static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p)
-{
-    if (p->n > INT_MAX || p->c > INT_MAX || p->s > INT_MAX || p->c * p->s > INT_MAX)
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: cuDNN's softmax takes int sizes and strides, but x is N %lld x C %lld "
-                        "x %lld",
-                        fn, (long long)p->n, (long long)p->c, (long long)p->s);
-    return NN_OK;
-}
-
-/* A packed a x b x c x 1 descriptor. */
-static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t b, int64_t c,
-                       cudnnTensorDescriptor_t *out)
-{
-    int dims[4] = {(int)a, (int)b, (int)c, 1}, str[4] = {(int)(b * c), (int)c, 1, 1};
-    cudnnTensorDescriptor_t d;
-    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), 4, dims, str);
-    if (st != NN_OK) {
-        destroy_tensor(ctx, d);
-        return st;
-    }
-    *out = d;
-    return NN_OK;
-}
-
 static void note_set(struct nn_ctx *ctx, struct nn__softmax_note *note, const char *impl)
 {
     if (nn__verbose(ctx)) snprintf(note->impl, sizeof note->impl, "%s", impl);
 }
 
-/* y = beta y + (log-)softmax(x) over C; x and y may be any pointers of the problem's shape. */
-static nn_status softmax_run(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__softmax_problem *p, cudnnSoftmaxAlgorithm_t algo,
-                             const void *x, void *y)
+/* y = (log-)softmax(x) over C; x and y are of d's shape. */
+static nn_status softmax_call(struct nn_ctx *ctx, nn_dtype t, cudnnSoftmaxAlgorithm_t algo,
+                              cudnnTensorDescriptor_t d, const void *x, void *y)
 {
-    NN__TRY(check_int(ctx, fn, p));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnTensorDescriptor_t d;
-    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
     union nn__cudnn_scale one, zero;
-    nn_status st = nn__cudnn_SoftmaxForward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                            nn__cudnn_scale(&one, p->dtype, 1.0), d, x,
-                                            nn__cudnn_scale(&zero, p->dtype, 0.0), d, y);
-    destroy_tensor(ctx, d);
-    return st;
+    return nn__cudnn_SoftmaxForward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                    nn__cudnn_scale(&one, t, 1.0), d, x,
+                                    nn__cudnn_scale(&zero, t, 0.0), d, y);
 }
 
-static nn_status softmax_grad(struct nn_ctx *ctx, const char *fn,
-                              const struct nn__softmax_problem *p, cudnnSoftmaxAlgorithm_t algo,
-                              const void *y, const void *dy, void *dx, double beta)
+/* dx = beta dx + the (log-)softmax gradient at y for dy; all of d's shape. */
+static nn_status softmax_grad_call(struct nn_ctx *ctx, nn_dtype t, cudnnSoftmaxAlgorithm_t algo,
+                                   cudnnTensorDescriptor_t d, const void *y, const void *dy,
+                                   void *dx, double beta)
 {
-    NN__TRY(check_int(ctx, fn, p));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnTensorDescriptor_t d;
-    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
     union nn__cudnn_scale one, bt;
-    nn_status st = nn__cudnn_SoftmaxBackward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                             nn__cudnn_scale(&one, p->dtype, 1.0), d, y, d, dy,
-                                             nn__cudnn_scale(&bt, p->dtype, beta), d, dx);
-    destroy_tensor(ctx, d);
-    return st;
+    return nn__cudnn_SoftmaxBackward(ctx, h, algo, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                     nn__cudnn_scale(&one, t, 1.0), d, y, d, dy,
+                                     nn__cudnn_scale(&bt, t, beta), d, dx);
 }
 
 static cudnnSoftmaxAlgorithm_t algo_of(nn_softmax_mode m)
@@ -282,11 +327,17 @@ static cudnnSoftmaxAlgorithm_t algo_of(nn_softmax_mode m)
     return m == NN_SOFTMAX_MODE_LOG ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
 }
 
+/* Softmax and its gradient keep nothing per shape: one descriptor for the one cuDNN call. */
 static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                const nn_tensor *x, nn_tensor *y, struct nn__softmax_note *note)
 {
     note_set(ctx, note, "cudnn-legacy");
-    return softmax_run(ctx, "nn_softmax_forward", p, algo_of(p->mode), x->data, y->data);
+    NN__TRY(check_int(ctx, "nn_softmax_forward", p));
+    cudnnTensorDescriptor_t d;
+    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
+    nn_status st = softmax_call(ctx, p->dtype, algo_of(p->mode), d, x->data, y->data);
+    destroy_tensor(ctx, d);
+    return st;
 }
 
 static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
@@ -294,9 +345,14 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_pro
                                 struct nn__softmax_note *note)
 {
     note_set(ctx, note, "cudnn-legacy");
+    NN__TRY(check_int(ctx, "nn_softmax_backward", p));
     double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
-    return softmax_grad(ctx, "nn_softmax_backward", p, algo_of(p->mode), y->data, dy->data,
-                        dx->data, beta);
+    cudnnTensorDescriptor_t d;
+    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
+    nn_status st =
+        softmax_grad_call(ctx, p->dtype, algo_of(p->mode), d, y->data, dy->data, dx->data, beta);
+    destroy_tensor(ctx, d);
+    return st;
 }
 
 /* The caller's targets copied to the host. Ordinary (pageable) host memory is read as it is: a
@@ -365,50 +421,18 @@ static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
     x->uploading = 1;
     return NN_OK;
 }
-
-static cudnnDataType_t compute_type(nn_dtype t)
-{
-    return t == NN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-}
-
 /* c = op(alpha_a * a, alpha_b * b) (b may be n x 1 x s, broadcast over C). */
-static nn_status op_tensor(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
-                           cudnnOpTensorOp_t what, double alpha_a, cudnnTensorDescriptor_t da,
-                           const void *a, double alpha_b, cudnnTensorDescriptor_t db, const void *b,
+static nn_status op_tensor(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorDescriptor_t op,
+                           double alpha_a, cudnnTensorDescriptor_t da, const void *a,
+                           double alpha_b, cudnnTensorDescriptor_t db, const void *b,
                            cudnnTensorDescriptor_t dc, void *c)
 {
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnOpTensorDescriptor_t op;
-    NN__TRY(nn__cudnn_CreateOpTensorDescriptor(ctx, &op));
     union nn__cudnn_scale s1, s2, zero;
-    nn_status st =
-        nn__cudnn_SetOpTensorDescriptor(ctx, op, what, compute_type(p->dtype), CUDNN_PROPAGATE_NAN);
-    if (st == NN_OK)
-        st = nn__cudnn_OpTensor(ctx, h, op, nn__cudnn_scale(&s1, p->dtype, alpha_a), da, a,
-                                nn__cudnn_scale(&s2, p->dtype, alpha_b), db, b,
-                                nn__cudnn_scale(&zero, p->dtype, 0.0), dc, c);
-    nn_error_info keep = ctx->last_error;
-    (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
-    if (st == NN_OK) ctx->last_error = keep;
-    return st;
-}
-
-/* Channel 0 of an n x c x s buffer, seen as n x 1 x s. */
-static nn_status desc_channel0(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
-                               cudnnTensorDescriptor_t *out)
-{
-    int dims[4] = {(int)p->n, 1, (int)p->s, 1}, str[4] = {(int)(p->c * p->s), (int)p->s, 1, 1};
-    cudnnTensorDescriptor_t d;
-    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st =
-        nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(p->dtype), 4, dims, str);
-    if (st != NN_OK) {
-        destroy_tensor(ctx, d);
-        return st;
-    }
-    *out = d;
-    return NN_OK;
+    return nn__cudnn_OpTensor(ctx, h, op, nn__cudnn_scale(&s1, t, alpha_a), da, a,
+                              nn__cudnn_scale(&s2, t, alpha_b), db, b,
+                              nn__cudnn_scale(&zero, t, 0.0), dc, c);
 }
 
 /* out = -sum_c a (a n x c x s, out n x s). cuDNN's log-softmax gradient at y = 0 is
@@ -419,29 +443,31 @@ static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__
 {
     const void *zeros = NULL;
     void *g = NULL;
-    cudnnTensorDescriptor_t ch0 = NULL, row = NULL;
     nn_status st = xent_zeros(ctx, x, &zeros);
     if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, x->bytes, &g);
-    if (st == NN_OK) st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, zeros, a, g, 0.0);
-    if (st == NN_OK) st = desc_channel0(ctx, p, &ch0);
-    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
     if (st == NN_OK)
-        st = op_tensor(ctx, p, CUDNN_OP_TENSOR_ADD, 1.0, ch0, g, -1.0, ch0, a, row, out);
-    destroy_tensor(ctx, ch0);
-    destroy_tensor(ctx, row);
+        st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, x->full, zeros, a, g, 0.0);
+    if (st == NN_OK)
+        st = op_tensor(ctx, p->dtype, x->add, 1.0, x->ch0, g, -1.0, x->ch0, a, x->row, out);
     nn_error_info keep = ctx->last_error;
     if (g) (void)nn__dev_free_for(ctx, fn, g);
     ctx->last_error = keep;
     return st;
 }
 
+/* The pool buffers of what forward keeps for backward. */
+static void saved_buffers_free(struct nn_ctx *ctx, struct nn__xent_saved *saved)
+{
+    nn_error_info keep = ctx->last_error;
+    if (saved->logp) (void)nn__dev_free(ctx, saved->logp);
+    if (saved->mask) (void)nn__dev_free(ctx, saved->mask);
+    ctx->last_error = keep;
+}
+
 static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__xent_saved *saved)
 {
     if (!saved) return;
-    nn_error_info keep = ctx->last_error;
-    (void)nn__dev_free(ctx, saved->logp);
-    if (saved->mask) (void)nn__dev_free(ctx, saved->mask);
-    ctx->last_error = keep;
+    saved_buffers_free(ctx, saved);
     nn__host_free(saved);
 }
 
@@ -453,34 +479,36 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     const char *fn = "nn_softmax_cross_entropy_forward";
     if (saved_out) *saved_out = NULL;
     NN__TRY(check_int(ctx, fn, p));
-    size_t w = nn_dtype_size(p->dtype);
-    int64_t count = p->n * p->s;
     struct xent_scratch *xs;
     NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
-    struct nn__xent_saved *sv = nn__host_calloc(1, sizeof *sv);
-    if (!sv) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
+    /* Inference keeps nothing: its buffers are tracked on the stack, not in a host allocation. */
+    struct nn__xent_saved local = {NULL, NULL}, *sv = &local;
+    if (saved_out && !(sv = nn__host_calloc(1, sizeof *sv)))
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
     void *prod = NULL;
-    cudnnTensorDescriptor_t full = NULL;
-    nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &sv->logp);
-    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &prod);
-    if (st == NN_OK) st = softmax_run(ctx, fn, p, CUDNN_SOFTMAX_LOG, x->data, sv->logp);
-    if (st == NN_OK) st = mask_upload(ctx, fn, p, xs, t, &sv->mask);
-    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
+    nn_status st = nn__dev_alloc_for(ctx, fn, xs->bytes, &sv->logp);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, xs->bytes, &prod);
     if (st == NN_OK)
-        st = op_tensor(ctx, p, CUDNN_OP_TENSOR_MUL, 1.0, full, sv->mask, 1.0, full, sv->logp, full,
-                       prod);
+        st = softmax_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, x->data, sv->logp);
+    if (st == NN_OK) st = mask_upload(ctx, fn, p, xs, t, &sv->mask);
+    if (st == NN_OK)
+        st = op_tensor(ctx, p->dtype, xs->mul, 1.0, xs->full, sv->mask, 1.0, xs->full, sv->logp,
+                       xs->full, prod);
     if (st == NN_OK) st = neg_sum_c(ctx, fn, p, xs, prod, loss->data);
-    destroy_tensor(ctx, full);
     nn_status fst = prod ? nn__dev_free_for(ctx, fn, prod) : NN_OK;
     if (st == NN_OK) st = fst;
-    if (st != NN_OK || !saved_out)
-        saved_free_cudnn(ctx, sv);
-    else
+    if (st == NN_OK && saved_out) {
         *saved_out = sv;
+    } else {
+        saved_buffers_free(ctx, sv);
+        if (sv != &local) nn__host_free(sv);
+    }
     note_set(ctx, note, "cudnn-legacy+mask");
     return st;
 }
 
+/* The shape's scratch again, for its descriptors: a hit, unless the cache evicted it since the
+ * forward call (then it is made again, as forward would). */
 static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                      const nn_tensor *x, const int64_t *t,
                                      struct nn__xent_saved *saved, const nn_tensor *dloss,
@@ -488,22 +516,18 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
 {
     const char *fn = "nn_softmax_cross_entropy_backward";
     (void)x, (void)t;
-    size_t w = nn_dtype_size(p->dtype);
-    int64_t count = p->n * p->s;
     void *dy = NULL;
-    cudnnTensorDescriptor_t full = NULL, row = NULL;
     NN__TRY(check_int(ctx, fn, p));
-    nn_status st = nn__dev_alloc_for(ctx, fn, (size_t)(count * p->c) * w, &dy);
-    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, p->c, p->s, &full);
-    if (st == NN_OK) st = desc4(ctx, p->dtype, p->n, 1, p->s, &row);
+    struct xent_scratch *xs;
+    NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
+    nn_status st = nn__dev_alloc_for(ctx, fn, xs->bytes, &dy);
     if (st == NN_OK)
-        st = op_tensor(ctx, p, CUDNN_OP_TENSOR_MUL, -1.0, full, saved->mask, 1.0, row, dloss->data,
-                       full, dy);
+        st = op_tensor(ctx, p->dtype, xs->mul, -1.0, xs->full, saved->mask, 1.0, xs->row,
+                       dloss->data, xs->full, dy);
     double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
     if (st == NN_OK)
-        st = softmax_grad(ctx, fn, p, CUDNN_SOFTMAX_LOG, saved->logp, dy, dx->data, beta);
-    destroy_tensor(ctx, full);
-    destroy_tensor(ctx, row);
+        st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, saved->logp, dy,
+                               dx->data, beta);
     nn_status f1 = dy ? nn__dev_free_for(ctx, fn, dy) : NN_OK;
     note_set(ctx, note, "cudnn-legacy+mask");
     return st != NN_OK ? st : f1;
@@ -511,7 +535,8 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
 
 /* The pool bytes of xent_forward_cudnn at its peak (in neg_sum_c: the log-softmax, the product,
  * the mask and the sum's gradient, n x c x s each) and of xent_backward_cudnn (its dy); the
- * softmax calls take none. The shape's scratch is made here, so that the call takes none. */
+ * softmax calls take none. The shape's scratch (which both calls use) is made here, so that the
+ * call takes none. */
 static nn_status workspace_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                  int backward, size_t *bytes)
 {
@@ -523,10 +548,8 @@ static nn_status workspace_cudnn(struct nn_ctx *ctx, const struct nn__softmax_pr
     }
     NN__TRY(check_int(ctx, fn, p));
     size_t one = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
-    if (!backward) {
-        struct xent_scratch *xs;
-        NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
-    }
+    struct xent_scratch *xs;
+    NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
     *bytes = backward ? one : 4 * one;
     return NN_OK;
 }

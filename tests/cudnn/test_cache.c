@@ -1,10 +1,15 @@
 /* The generic cache with more than one kind: a second, made-up family ("probe") whose key has
  * padding and a settings block, next to graph plans. Kinds share the LRU and the statistics but
- * never each other's entries; the plan file carries both, and skips a kind the reader lacks. */
+ * never each other's entries; the plan file carries both, and skips a kind the reader lacks.
+ * A third ("scratch", NN__CACHE_KIND_NOT_PERSISTED) is per-process state: never saved, shared or
+ * kept as a known record, and skipped when an older file holds it. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nnprim/nnprim.h"
 
@@ -341,4 +346,238 @@ Test(cache, plan_file_checks_records_through_their_kind)
     }
     nn__host_free(buf);
     nn__cache_destroy(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A kind that is not persisted
+ */
+
+struct scratch_key {
+    int64_t n;
+};
+
+struct scratch_record {
+    int32_t unused[2];
+};
+
+static const struct nn__field scratch_key_fields[] = {
+    NN__FIELD(struct scratch_key, n, NN__FIELD_I64),
+    NN__FIELD_END,
+};
+
+static const struct nn__field scratch_record_fields[] = {
+    NN__FIELD(struct scratch_record, unused, NN__FIELD_I32),
+    NN__FIELD_END,
+};
+
+static int scratch_destroyed;
+
+static void scratch_destroy(void *live)
+{
+    (void)live;
+    scratch_destroyed++;
+}
+
+#define SCRATCH_KIND(flag_bits)                                                                    \
+    {                                                                                              \
+        .id = 10, .name = "scratch", .flags = (flag_bits), .key_size = sizeof(struct scratch_key), \
+        .key_fields = scratch_key_fields, .record_size = sizeof(struct scratch_record),            \
+        .record_fields = scratch_record_fields, .destroy = scratch_destroy,                        \
+    }
+
+static const struct nn__cache_kind scratch_kind = SCRATCH_KIND(NN__CACHE_KIND_NOT_PERSISTED);
+/* The same id as an older writer had it, persisted: its files hold records of id 10. */
+static const struct nn__cache_kind scratch_kind_saved = SCRATCH_KIND(0);
+
+static const struct nn__cache_kind *const with_scratch[] = {&probe_kind, &scratch_kind};
+static const struct nn__cache_kind *const with_saved_scratch[] = {&probe_kind, &scratch_kind_saved};
+
+static struct scratch_key scratch_key(int64_t n)
+{
+    struct scratch_key k = {n};
+    return k;
+}
+
+static const struct scratch_record no_record = {{0, 0}};
+
+/* 3 probes and 3 scratch entries live in c (capacity >= 6), the scratch ones most recent. */
+static void fill_both(struct nn__cache *c)
+{
+    for (int s = 1; s <= 3; s++) {
+        struct probe_key k = probe_key(s, 0);
+        struct probe_record r = probe_record(s);
+        cr_assert_eq(nn__cache_insert(NULL, c, 9, &k, &r, NULL, 0, &live_token[s]), NN_OK);
+    }
+    for (int s = 1; s <= 3; s++) {
+        struct scratch_key k = scratch_key(s);
+        cr_assert_eq(nn__cache_insert(NULL, c, 10, &k, &no_record, NULL, 0, &live_token[3 + s]),
+                     NN_OK, "%s", nn_last_error()->message);
+    }
+}
+
+static int count_visit(void *arg, const struct nn__cache_kind *kind, const void *key,
+                       const struct nn__cache_view *view)
+{
+    (void)key, (void)view;
+    int *n = arg;
+    n[kind->id == 10]++;
+    return 0;
+}
+
+/* The real table: the cross-entropy's scratch (id 8, softmax_cudnn.c) is marked, graph plans are
+ * not. Without cuDNN the table is empty and there is nothing to check. */
+Test(cache, the_contexts_kind_table_marks_scratch_not_persisted)
+{
+    int n = 0;
+    const struct nn__cache_kind *const *table = nn__ctx_cache_kinds(&n);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (table[i]->id == 8) {
+            seen++;
+            cr_expect(table[i]->flags & NN__CACHE_KIND_NOT_PERSISTED, "kind 8 (%s)",
+                      table[i]->name);
+        }
+        if (table[i]->id == NN__CONV_KIND_ID)
+            cr_expect_eq(table[i]->flags & NN__CACHE_KIND_NOT_PERSISTED, 0,
+                         "graph plans are saved");
+    }
+    cr_expect_eq(seen, n ? 1 : 0);
+}
+
+Test(cache, a_kind_not_persisted_is_never_saved)
+{
+    scratch_destroyed = 0;
+    struct nn__cache *c = new_cache(with_scratch, 2, 8);
+    fill_both(c);
+    cr_expect_eq(nn__cache_size(c), 6);
+    struct scratch_key k2 = scratch_key(2);
+    cr_expect_eq(nn__cache_lookup(c, 10, &k2, NULL), &live_token[5], "a live scratch is a hit");
+    int visited[2] = {0, 0};
+    cr_expect_eq(nn__cache_visit(c, count_visit, visited), 0);
+    cr_expect_eq(visited[0], 3);
+    cr_expect_eq(visited[1], 0, "nn__cache_visit() yields no scratch record");
+
+    /* Encoded: the header counts the 3 probes and nothing else follows them. */
+    struct nn__gpu_id gpu = fx_gpu();
+    unsigned char *buf;
+    size_t len;
+    cr_assert_eq(nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len), NN_OK);
+    size_t at_count = 8 + 4 + 8 + 12 + 4 + strlen(gpu.name);
+    cr_expect_eq(fx_get_u32(buf + at_count), 3);
+    size_t probe = 4 + 4 + 56 + 36 + 4;
+    cr_expect_eq(len, at_count + 4 + 3 * probe + 8);
+    /* A reader whose kind 10 is persisted would load any record of it: there is none. */
+    struct nn__cache *d = new_cache(with_saved_scratch, 2, 8);
+    cr_assert_eq(nn__plan_file_decode(NULL, d, "t", buf, len, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    nn_plan_cache_stats st;
+    nn__cache_get_stats(d, &st);
+    cr_expect_eq(st.records_loaded, 3);
+    cr_expect_eq(st.records_skipped, 0);
+    cr_expect_null(nn__cache_lookup_known(d, 10, &k2, NULL));
+    nn__cache_destroy(d);
+    nn__host_free(buf);
+
+    /* Saved (merged through a scratch cache of the same kinds, then encoded): likewise. */
+    char dir[64], path[96];
+    snprintf(dir, sizeof dir, "/tmp/nnprim-cache-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/plans", dir);
+    cr_assert_eq(nn__plan_file_save(NULL, c, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    d = new_cache(with_saved_scratch, 2, 8);
+    cr_assert_eq(nn__plan_file_load(NULL, d, path, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    nn__cache_get_stats(d, &st);
+    cr_expect_eq(st.records_loaded, 3);
+    cr_expect_eq(st.records_skipped, 0);
+    cr_expect_eq(nn__cache_known_count(d), 3);
+    nn__cache_destroy(d);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/plans.lock", dir);
+    unlink(path);
+    rmdir(dir);
+
+    cr_expect_eq(scratch_destroyed, 0);
+    nn__cache_destroy(c);
+    cr_expect_eq(scratch_destroyed, 3, "each live scratch destroyed once, with the cache");
+}
+
+/* Evicted, a scratch entry's record is dropped, not kept to rebuild from; known records of the
+ * kind are refused; the device's shared tuning never learns one. */
+Test(cache, a_kind_not_persisted_keeps_no_records)
+{
+    scratch_destroyed = 0;
+    struct nn__cache *c = new_cache(with_scratch, 2, 1);
+    cr_assert_eq(nn__cache_share_device(NULL, c, 424242), NN_OK);
+    struct scratch_key k = scratch_key(7);
+    cr_assert_eq(nn__cache_insert(NULL, c, 10, &k, &no_record, NULL, 0, &live_token[0]), NN_OK);
+    nn_plan_cache_stats st;
+    nn__cache_get_stats(c, &st);
+    cr_expect_eq(st.device_records, 0, "not published");
+    struct probe_key pk = probe_key(1, 0);
+    struct probe_record pr = probe_record(1);
+    cr_assert_eq(nn__cache_insert(NULL, c, 9, &pk, &pr, NULL, 0, &live_token[1]), NN_OK);
+    cr_expect_eq(scratch_destroyed, 1, "evicted");
+    nn__cache_get_stats(c, &st);
+    cr_expect_eq(st.evictions, 1);
+    cr_expect_eq(st.known_records, 0, "its record is not kept");
+    cr_expect_eq(st.device_records, 1, "the probe is published");
+    cr_expect_null(nn__cache_lookup_known(c, 10, &k, NULL));
+
+    cr_expect_eq(nn__cache_add_known(NULL, c, 10, &k, &no_record, NULL, 0), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "kind 10 (scratch) is not persisted"), "%s",
+              nn_last_error()->message);
+    cr_expect_eq(nn__cache_known_count(c), 0);
+    nn__cache_destroy(c);
+}
+
+/* A file an older writer made, whose kind 10 was persisted: its scratch records are skipped and
+ * counted, the others load. */
+Test(cache, plan_file_skips_records_of_a_kind_not_persisted)
+{
+    struct nn__cache *old = new_cache(with_saved_scratch, 2, 8);
+    fill_both(old);
+    struct nn__gpu_id gpu = fx_gpu();
+    unsigned char *buf;
+    size_t len;
+    cr_assert_eq(nn__plan_file_encode(NULL, old, FX_CUDNN_VERSION, &gpu, &buf, &len), NN_OK);
+    struct nn__cache *d = new_cache(with_scratch, 2, 8);
+    cr_assert_eq(nn__plan_file_decode(NULL, d, "t", buf, len, FX_CUDNN_VERSION, &gpu), NN_OK, "%s",
+                 nn_last_error()->message);
+    nn_plan_cache_stats st;
+    nn__cache_get_stats(d, &st);
+    cr_expect_eq(st.records_skipped, 3, "the scratch records");
+    cr_expect_eq(st.records_loaded, 3);
+    cr_expect_eq(st.known_records, 3);
+    struct scratch_key k = scratch_key(1);
+    cr_expect_null(nn__cache_lookup_known(d, 10, &k, NULL));
+    struct probe_key pk = probe_key(2, 0);
+    cr_expect_not_null(nn__cache_lookup_known(d, 9, &pk, NULL));
+    nn__host_free(buf);
+    nn__cache_destroy(d);
+    nn__cache_destroy(old);
+}
+
+Test(cache, kind_flags_are_checked)
+{
+    struct nn__cache *c = (void *)1;
+    struct nn__cache_kind bad = scratch_kind;
+    bad.flags = 2;
+    const struct nn__cache_kind *one[] = {&bad};
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 4, &c), NN_E_INVALID_ARG);
+    cr_expect_null(c);
+    cr_expect(strstr(nn_last_error()->message, "kind 0 (scratch) has unknown flag bits"), "%s",
+              nn_last_error()->message);
+    static const struct nn__cache_legacy legacy = {
+        .id = 11,
+        .key_size = sizeof(struct scratch_key),
+        .key_fields = scratch_key_fields,
+        .import = NULL,
+    };
+    bad = scratch_kind;
+    bad.legacy = &legacy;
+    cr_expect_eq(nn__cache_create(NULL, one, 1, 4, &c), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "is not persisted but imports a legacy layout"),
+              "%s", nn_last_error()->message);
 }

@@ -442,17 +442,24 @@ static nn_status check_cudnn_limits(struct nn_ctx *ctx, const char *op,
                     op, what, (long long)v, INT_MAX);
 }
 
-/* Both checks above, the second on a cuDNN context only. */
+/* check_cudnn_limits on a cuDNN context only. */
+static nn_status check_backend_limits(struct nn_ctx *ctx, const char *op,
+                                      const struct nn__rnn_problem *prob)
+{
+#if NN_HAVE_CUDNN
+    if (nn__ctx_on_gpu(ctx)) return check_cudnn_limits(ctx, op, prob);
+#else
+    (void)ctx, (void)op, (void)prob, (void)check_cudnn_limits;
+#endif
+    return NN_OK;
+}
+
+/* Both checks above, for the calls without x (problem_of_call runs check_sizes itself). */
 static nn_status check_problem(struct nn_ctx *ctx, const char *op, const nn_rnn_params *p,
                                const struct nn__rnn_problem *prob)
 {
     NN__TRY(check_sizes(ctx, op, p, prob));
-#if NN_HAVE_CUDNN
-    if (nn__ctx_on_gpu(ctx)) NN__TRY(check_cudnn_limits(ctx, op, prob));
-#else
-    (void)check_cudnn_limits;
-#endif
-    return NN_OK;
+    return check_backend_limits(ctx, op, prob);
 }
 
 static nn_status check_dtype_arg(struct nn_ctx *ctx, const char *op, nn_dtype dtype)
@@ -732,7 +739,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     NN__TRY(check_state(ctx, op, &prob, cy, "cy", 1, 1));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
-    NN__TRY(check_problem(ctx, op, p, &prob));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
     if (!w) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: w must not be NULL", op);
     NN__TRY(check_weights(ctx, op, be, &prob, w, "w", 0));
     const struct named ins[] = {{x, "x"}, {hx, "hx"}, {cx, "cx"}, {w, "w"}};
@@ -879,7 +886,7 @@ nn_status nn_rnn_workspace_size(nn_ctx *ctx, const nn_rnn_params *p, const nn_te
     NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
-    NN__TRY(check_problem(ctx, op, p, &prob));
+    NN__TRY(check_backend_limits(ctx, op, &prob));
     size_t n = 0;
     NN__TRY(be->workspace(ctx, &prob, pass, &n));
     *bytes = n;

@@ -536,7 +536,8 @@ static nn_status query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_l
 }
 
 /* The unit's starting phase: from the record's decision when it has one (no timing), else auto's
- * trials; fixed by the setting when it is not auto. */
+ * trials; fixed by the setting when it is not auto. Runs on an entry that has not replayed yet
+ * (build's, or tune's pick), so no_replay is never set here. */
 static void trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, int32_t flags)
 {
     struct trial *t = &e->trial[unit];
@@ -544,10 +545,6 @@ static void trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, int32_t
     t->skip[0] = t->skip[1] = 1;
     int eager = unit == U_INFER ? NN__RNN_REC_INFER_EAGER : NN__RNN_REC_TRAIN_EAGER;
     int replay = unit == U_INFER ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_TRAIN_REPLAY;
-    if (e->no_replay) {
-        t->phase = P_DECIDED;
-        return;
-    }
     switch (ctx->settings.rnn_graphs) {
     case NN_RNN_GRAPHS_OFF: t->phase = P_DECIDED; return;
     case NN_RNN_GRAPHS_ON: t->phase = P_DECIDED, t->replay = 1; return;
@@ -755,6 +752,39 @@ static const void *data_of(const nn_tensor *t)
 static void *out_of(nn_tensor *t)
 {
     return t ? t->data : NULL;
+}
+
+/* A forward's launch arguments on the caller's tensors of io (rs NULL: inference). */
+static struct fwd_io fwd_io_of(const struct nn__rnn_io *io, void *ws, const struct reserve *rs)
+{
+    return (struct fwd_io){io->x->data,         data_of(io->hx),   data_of(io->cx), io->w->data,
+                           io->y_out->data,     out_of(io->hy),    out_of(io->cy),  ws,
+                           rs ? rs->ptr : NULL, rs ? rs->bytes : 0};
+}
+
+/* A backward's launch arguments on the caller's tensors of io; dy0 and dx0 stand in for a dy or
+ * dx the caller did not pass (cuDNN needs the buffers). */
+static struct bwd_io bwd_io_of(const struct nn__rnn_io *io, void *ws, const struct reserve *rs,
+                               void *dy0, void *dx0)
+{
+    return (struct bwd_io){io->x->data,
+                           data_of(io->hx),
+                           data_of(io->cx),
+                           io->w->data,
+                           io->y->data,
+                           data_of(io->dhy),
+                           data_of(io->dcy),
+                           io->dy ? io->dy->data : dy0,
+                           io->dx ? io->dx->data : dx0,
+                           out_of(io->dhx),
+                           out_of(io->dcx),
+                           out_of(io->dw),
+                           ws,
+                           rs->ptr,
+                           rs->bytes,
+                           !io->dy,
+                           io->dw != NULL,
+                           !io->accumulate};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1227,19 +1257,25 @@ static void disable_replay(struct rnn_live *e, const char *why)
         e->trial[u].phase = P_DECIDED, e->trial[u].replay = 0;
 }
 
-/* The record keeps which optional tensors the training graphs were captured with (the
- * NN__RNN_REC_*_SIG bits), so that a plan file's load captures the same calls. */
-static void record_sig(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int bwd, unsigned sig)
+/* The live record of p's shape, if any: the flags in clear off, then those in set on. */
+static void record_flags(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int32_t clear,
+                         int32_t set)
 {
     struct rnn_key k;
     key_of(ctx, p, 1, &k);
     struct rnn_record *r =
         nn__cache_live_record(nn__cudnn_plan_cache(ctx), NN__RNN_CUDNN_KIND_ID, &k);
-    if (!r) return;
+    if (r) r->flags = (r->flags & ~clear) | set;
+}
+
+/* The record keeps which optional tensors the training graphs were captured with (the
+ * NN__RNN_REC_*_SIG bits), so that a plan file's load captures the same calls. */
+static void record_sig(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int bwd, unsigned sig)
+{
     int shift = bwd ? NN__RNN_REC_BWD_SHIFT : NN__RNN_REC_FWD_SHIFT;
     int32_t mask = (int32_t)((bwd ? 1023u : 15u) << shift);
-    r->flags = (r->flags & ~mask) | (int32_t)(sig << shift) |
-               (bwd ? NN__RNN_REC_BWD_SIG : NN__RNN_REC_FWD_SIG);
+    record_flags(ctx, p, mask,
+                 (int32_t)(sig << shift) | (bwd ? NN__RNN_REC_BWD_SIG : NN__RNN_REC_FWD_SIG));
 }
 
 static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
@@ -1277,9 +1313,7 @@ static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
                        g->ws,
                        r ? r->ptr : NULL,
                        r ? r->bytes : 0};
-    struct fwd_io d = {io->x->data,       data_of(io->hx), data_of(io->cx), io->w->data,
-                       io->y_out->data,   out_of(io->hy),  out_of(io->cy),  g->ws,
-                       r ? r->ptr : NULL, r ? r->bytes : 0};
+    struct fwd_io d = fwd_io_of(io, g->ws, r);
     int fresh = !ex->exec || ex->sig != sig;
     NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, fwd_launch, &a, &d));
     if (fresh && training) record_sig(ctx, p, 0, sig);
@@ -1334,24 +1368,7 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
                        io->dw != NULL,
                        !io->accumulate};
     /* Without the caller's dy or dx, cuDNN still needs the buffers: the staging ones serve. */
-    struct bwd_io d = {io->x->data,
-                       data_of(io->hx),
-                       data_of(io->cx),
-                       io->w->data,
-                       io->y->data,
-                       data_of(io->dhy),
-                       data_of(io->dcy),
-                       io->dy ? io->dy->data : g->dy,
-                       io->dx ? io->dx->data : g->dx,
-                       out_of(io->dhx),
-                       out_of(io->dcx),
-                       out_of(io->dw),
-                       g->ws,
-                       rs->ptr,
-                       rs->bytes,
-                       !io->dy,
-                       io->dw != NULL,
-                       !io->accumulate};
+    struct bwd_io d = bwd_io_of(io, g->ws, rs, g->dy, g->dx);
     int fresh = !ex->exec || ex->sig != sig;
     NN__TRY(exec_run(ctx, h, p, e, ex, sig, c, n, bwd_launch, &a, &d));
     if (fresh) record_sig(ctx, p, 1, sig);
@@ -1374,15 +1391,6 @@ static uint64_t trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
     if (e->ev[0] && cudaEventRecord(e->ev[0], (cudaStream_t)ctx->stream) != cudaSuccess)
         (void)cudaGetLastError();
     return nn__now_ns();
-}
-
-static void record_flags(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int32_t flags)
-{
-    struct rnn_key k;
-    key_of(ctx, p, 1, &k);
-    struct rnn_record *r =
-        nn__cache_live_record(nn__cudnn_plan_cache(ctx), NN__RNN_CUDNN_KIND_ID, &k);
-    if (r) r->flags |= flags;
 }
 
 /* The cost of a call is max(host time, GPU time): whichever bounds calls issued back to back. The
@@ -1431,9 +1439,9 @@ static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struc
                 unit == U_INFER ? "inference" : "training", t->replay ? "replay" : "run eagerly",
                 t->eager_ns / 1e3, cost / 1e3, unit == U_INFER ? "call" : "forward and backward");
     if (unit == U_INFER)
-        record_flags(ctx, p, t->replay ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_INFER_EAGER);
+        record_flags(ctx, p, 0, t->replay ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_INFER_EAGER);
     else
-        record_flags(ctx, p, t->replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER);
+        record_flags(ctx, p, 0, t->replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER);
     if (!t->replay && unit == U_INFER) drop_graphs(e, U_INFER);
     if (!t->replay && unit == U_TRAIN) drop_slots(e);
 }
@@ -1514,9 +1522,7 @@ static nn_status forward_eager(struct nn_ctx *ctx, cudnnHandle_t h, const struct
 {
     void *ws = NULL;
     nn_status st = e->work_bytes ? nn__dev_alloc(ctx, e->work_bytes, &ws) : NN_OK;
-    struct fwd_io a = {io->x->data,         data_of(io->hx),   data_of(io->cx), io->w->data,
-                       io->y_out->data,     out_of(io->hy),    out_of(io->cy),  ws,
-                       rs ? rs->ptr : NULL, rs ? rs->bytes : 0};
+    struct fwd_io a = fwd_io_of(io, ws, rs);
     if (st == NN_OK) st = fwd_launch(ctx, h, p, e, &a);
     if (ws) nn__dev_free(ctx, ws);
     return st;
@@ -1579,24 +1585,7 @@ static nn_status backward_eager(struct nn_ctx *ctx, cudnnHandle_t h,
     nn_status st = e->work_bytes ? nn__dev_alloc(ctx, e->work_bytes, &ws) : NN_OK;
     if (st == NN_OK && !io->dy) st = nn__dev_alloc(ctx, e->ybytes, &dy0);
     if (st == NN_OK && !io->dx) st = nn__dev_alloc(ctx, e->xbytes, &dx0);
-    struct bwd_io a = {io->x->data,
-                       data_of(io->hx),
-                       data_of(io->cx),
-                       io->w->data,
-                       io->y->data,
-                       data_of(io->dhy),
-                       data_of(io->dcy),
-                       io->dy ? io->dy->data : dy0,
-                       io->dx ? io->dx->data : dx0,
-                       out_of(io->dhx),
-                       out_of(io->dcx),
-                       out_of(io->dw),
-                       ws,
-                       rs->ptr,
-                       rs->bytes,
-                       !io->dy,
-                       io->dw != NULL,
-                       !io->accumulate};
+    struct bwd_io a = bwd_io_of(io, ws, rs, dy0, dx0);
     if (st == NN_OK) st = bwd_launch(ctx, h, p, e, &a);
     if (ws) nn__dev_free(ctx, ws);
     if (dy0) nn__dev_free(ctx, dy0);

@@ -42,6 +42,27 @@ void cat_packed(nn_tensor *t)
                  nn_last_error()->message);
 }
 
+nn_tensor cat_count_overflow(const nn_tensor *t)
+{
+    int64_t rest = 1;
+    for (int i = 1; i < t->rank; i++)
+        rest *= t->dims[i];
+    cr_assert_geq(rest, 3, "fixture: a count overflow needs 3 or more elements per dims[0]");
+    nn_tensor v = *t;
+    v.dims[0] = INT64_MAX / 2;
+    memset(v.strides, 0, sizeof v.strides);
+    return v;
+}
+
+nn_tensor cat_extent_overflow(const nn_tensor *t)
+{
+    cr_assert(t->rank >= 2 && t->strides[0] >= 2,
+              "fixture: an extent overflow needs strides[0] >= 2");
+    nn_tensor v = *t;
+    v.dims[0] = INT64_MAX / 2;
+    return v;
+}
+
 nn_tensor cat_host_view(void *data, nn_dtype dtype, int rank, const int64_t *dims)
 {
     nn_tensor t;

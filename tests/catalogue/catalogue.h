@@ -116,6 +116,14 @@ nn_ctx *cat_other_ctx(struct cat *c);
 /* Row-major contiguous strides of t's dims, written into t. */
 void cat_packed(nn_tensor *t);
 
+/* t with dims[0] = INT64_MAX / 2 and every stride 0: a one-element extent whose element count
+ * overflows int64 (t has 3 or more elements per index of dims[0]). */
+nn_tensor cat_count_overflow(const nn_tensor *t);
+
+/* t with dims[0] = INT64_MAX / 2 and its own strides: a byte extent beyond int64 (t.rank >= 2,
+ * t.strides[0] >= 2). */
+nn_tensor cat_extent_overflow(const nn_tensor *t);
+
 /* A host view of memory (no pointer lookup), space HOST, packed strides. */
 nn_tensor cat_host_view(void *data, nn_dtype dtype, int rank, const int64_t *dims);
 

@@ -449,6 +449,26 @@ CALL(s_acc_ok)
 {
     return sl(c, &c->pp, &c->px, &c->py, &c->pdy, &c->pdx, NN_ACCUMULATE_DX);
 }
+CALL(s_x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&c->px);
+    return sl_with(c, 0, &x);
+}
+CALL(s_y_extent_overflow)
+{
+    nn_tensor y = cat_extent_overflow(&c->py);
+    return sl_with(c, 1, &y);
+}
+CALL(s_dy_count_overflow)
+{
+    nn_tensor dy = cat_count_overflow(&c->pdy);
+    return sl_with(c, 2, &dy);
+}
+CALL(s_dx_extent_overflow)
+{
+    nn_tensor dx = cat_extent_overflow(&c->pdx);
+    return sl_with(c, 3, &dx);
+}
 
 /* ---- nn_linear_backward_ex ---- */
 
@@ -930,6 +950,7 @@ CALL(rb_other_ctx)
 #define M NN_E_MEMSPACE
 #define U NN_E_UNSUPPORTED
 #define P NN_E_PULLBACK
+#define O NN_E_OVERFLOW
 
 static const struct cat_row rows[] = {
     ROW("conv_ex ctx NULL", "nn_conv_backward_ex", "ctx", E, cb_null_ctx),
@@ -998,6 +1019,14 @@ static const struct cat_row rows[] = {
     ROW("stateless dx self-overlap", "nn_pool_backward_stateless", "dx", E, s_dx_self),
     ROW("stateless dx misaligned", "nn_pool_backward_stateless", "dx", E, s_dx_misaligned),
     ROW("stateless x data NULL", "nn_pool_backward_stateless", "x", E, s_x_data_null),
+    ROW("stateless x element count overflows", "nn_pool_backward_stateless", "x", O,
+        s_x_count_overflow),
+    ROW("stateless y byte extent overflows", "nn_pool_backward_stateless", "y", O,
+        s_y_extent_overflow),
+    ROW("stateless dy element count overflows", "nn_pool_backward_stateless", "dy", O,
+        s_dy_count_overflow),
+    ROW("stateless dx byte extent overflows", "nn_pool_backward_stateless", "dx", O,
+        s_dx_extent_overflow),
     ROW2("stateless asymmetric padding", "nn_pool_backward_stateless", "pad_lo[0]", NN_OK, U,
          s_asym_pad),
     ROW("stateless accumulate dx", "nn_pool_backward_stateless", NULL, NN_OK, s_acc_ok),

@@ -868,6 +868,16 @@ CALL(ws_forward_relu)
     l->p.activation = NN_ACTIVATION_RELU;
     return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
 }
+CALL(ws_x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&l->x);
+    return wsq(c, l, &l->p, &x, &l->w, &l->b, NN_LINEAR_PASS_FORWARD);
+}
+CALL(ws_w_extent_overflow)
+{
+    nn_tensor w = cat_extent_overflow(&l->w);
+    return wsq(c, l, &l->p, &l->x, &w, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
+}
 CALL(ws_backward_all)
 {
     l->p.activation = NN_ACTIVATION_RELU;
@@ -1016,6 +1026,8 @@ static const struct cat_row rows[] = {
     ROW("workspace_size w dtype", WS, "w.dtype", D, ws_w_dtype),
     ROW("workspace_size x strided", WS, "x", U, ws_x_strided),
     ROW("workspace_size x wrong space", WS, "x", M, ws_space_x),
+    ROW("workspace_size x element count overflows", WS, "x", O, ws_x_count_overflow),
+    ROW("workspace_size w byte extent overflows", WS, "w", O, ws_w_extent_overflow),
     ROW("workspace_size forward relu bias (edge)", WS, NULL, NN_OK, ws_forward_relu),
     ROW("workspace_size backward dx dw db relu accdb (edge)", WS, NULL, NN_OK, ws_backward_all),
 };

@@ -1,8 +1,11 @@
 /* Catalogue rows: the plan cache and its file (plan_cache.h). A reference context has no plans
  * (NN_E_UNSUPPORTED, the documented gate); on a cuDNN context every bad file reaches the parser. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "catalogue.h"
 
@@ -190,6 +193,51 @@ CALL(save_over_dir)
     cr_assert_eq(system(cmd), 0, "fixture: mkdir");
     return nn_plan_cache_save(c->ctx, path);
 }
+/* Entries of c->dir ("." and ".." not counted). */
+static int dir_entries(const struct cat *c)
+{
+    DIR *d = opendir(c->dir);
+    cr_assert_not_null(d, "fixture: opendir %s", c->dir);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+/* A save to path, in a writable directory, whose lock file path.lock cannot be created (made so
+ * by the caller): refused with the path and the lock file in the message, and nothing written
+ * (no file at path, no temporary file beside it). */
+static nn_status save_without_lock(struct cat *c, const char *path)
+{
+    int before = dir_entries(c);
+    nn_status st = nn_plan_cache_save(c->ctx, path);
+    struct stat sb;
+    cr_assert_neq(stat(path, &sb), 0, "nothing was written at %s", path);
+    cr_assert_eq(dir_entries(c), before, "no file was left in %s", c->dir);
+    if (c->gpu && st != NN_OK)
+        cr_assert(strstr(nn_last_error()->message, path) &&
+                      strstr(nn_last_error()->message, "lock file"),
+                  "the message names the path and its lock file: \"%s\"", nn_last_error()->message);
+    return st;
+}
+CALL(save_lock_is_dir)
+{
+    char path[128], lock[160];
+    cat_path(c, "plans", path, sizeof path);
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    cr_assert_eq(mkdir(lock, 0755), 0, "fixture: mkdir %s", lock);
+    return save_without_lock(c, path);
+}
+CALL(save_lock_dangling)
+{
+    char path[128], lock[160], target[160];
+    cat_path(c, "plans", path, sizeof path);
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    cat_path(c, "no-such-dir/plans.lock", target, sizeof target);
+    cr_assert_eq(symlink(target, lock), 0, "fixture: symlink %s", lock);
+    return save_without_lock(c, path);
+}
 CALL(save_over_text)
 {
     char path[128];
@@ -268,6 +316,9 @@ static const struct cat_row rows[] = {
     ROW2("save to an unwritable directory", "nn_plan_cache_save", NULL, U, IO, save_unwritable),
     ROW2("save into a missing directory", "nn_plan_cache_save", NULL, U, IO, save_no_dir),
     ROW2("save over a directory", "nn_plan_cache_save", NULL, U, IO, save_over_dir),
+    ROW2("save when path.lock is a directory", "nn_plan_cache_save", NULL, U, IO, save_lock_is_dir),
+    ROW2("save when path.lock links into a missing directory", "nn_plan_cache_save", NULL, U, IO,
+         save_lock_dangling),
     ROW2("save over a file that is no plan file", "nn_plan_cache_save", NULL, U, F, save_over_text),
     ROW2("save over an empty file (edge on cuDNN)", "nn_plan_cache_save", NULL, U, NN_OK,
          save_over_empty),

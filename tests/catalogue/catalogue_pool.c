@@ -693,6 +693,26 @@ CALL(ws_forward_ok)
 {
     return ws(c, &c->pp, &c->px, &c->py, NULL, NULL, NN_POOL_PASS_FORWARD);
 }
+CALL(ws_x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&c->px);
+    return ws(c, &c->pp, &x, &c->py, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+CALL(ws_y_extent_overflow)
+{
+    nn_tensor y = cat_extent_overflow(&c->py);
+    return ws(c, &c->pp, &c->px, &y, NULL, NULL, NN_POOL_PASS_FORWARD);
+}
+CALL(ws_dy_count_overflow)
+{
+    nn_tensor dy = cat_count_overflow(&c->pdy);
+    return ws_bwd(c, &dy, &c->pdx);
+}
+CALL(ws_dx_extent_overflow)
+{
+    nn_tensor dx = cat_extent_overflow(&c->pdx);
+    return ws_bwd(c, &c->pdy, &dx);
+}
 CALL(ws_backward_ok)
 {
     size_t n = 1;
@@ -817,6 +837,14 @@ static const struct cat_row rows[] = {
     ROW("workspace_size dx dtype", "nn_pool_workspace_size", "dx.dtype", D, ws_dx_dtype),
     ROW("workspace_size dx wrong space", "nn_pool_workspace_size", "dx", M, ws_dx_space),
     ROW("workspace_size dx on x", "nn_pool_workspace_size", "dx", E, ws_dx_on_x),
+    ROW("workspace_size x element count overflows", "nn_pool_workspace_size", "x", O,
+        ws_x_count_overflow),
+    ROW("workspace_size y byte extent overflows", "nn_pool_workspace_size", "y", O,
+        ws_y_extent_overflow),
+    ROW("workspace_size dy element count overflows", "nn_pool_workspace_size", "dy", O,
+        ws_dy_count_overflow),
+    ROW("workspace_size dx byte extent overflows", "nn_pool_workspace_size", "dx", O,
+        ws_dx_extent_overflow),
     ROW("workspace_size f64", "nn_pool_workspace_size", "x.dtype", NN_OK, ws_f64),
     ROW2("workspace_size pad_lo != pad_hi", "nn_pool_workspace_size", "params.pad_lo[0]", NN_OK, U,
          ws_pad_asym),

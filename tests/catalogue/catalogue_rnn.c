@@ -1068,6 +1068,16 @@ CALL(wk_len_neg)
     int32_t len[2] = {-2, 3};
     return wk(c, r, &r->x, len, NN_RNN_PASS_BACKWARD);
 }
+CALL(wk_x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&r->x);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_INFERENCE);
+}
+CALL(wk_x_extent_overflow)
+{
+    nn_tensor x = cat_extent_overflow(&r->x);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_BACKWARD);
+}
 CALL(wk_every_pass)
 {
     static const int32_t len[2] = {3, 1};
@@ -1348,6 +1358,8 @@ static const struct cat_row rows[] = {
     ROW("workspace_size x strided", WK, "x", U, wk_x_strided),
     ROW("workspace_size x space label", WK, "x", M, wk_x_claim),
     ROW("workspace_size x wrong space", WK, "x", M, wk_x_space),
+    ROW("workspace_size x element count overflows", WK, "x", O, wk_x_count_overflow),
+    ROW("workspace_size x byte extent overflows", WK, "x", O, wk_x_extent_overflow),
     ROW("workspace_size length T + 1", WK, "lengths[1]", S, wk_len_big),
     ROW("workspace_size length -2", WK, "lengths[0]", S, wk_len_neg),
     ROW("workspace_size every pass, equal and varied lengths (edge)", WK, NULL, NN_OK,

@@ -650,6 +650,46 @@ CALL(x_t_device_on_ref)
     s->targets.type = NN_INDEX_I32;
     return xent(c, &s->x, &s->targets, &s->loss);
 }
+/* int32 targets in device memory of the cuDNN context (its f32 storage holds their bits: a copy
+ * of one dtype moves bytes). */
+static const void *device_targets(struct cat *c, struct sm *s, const int32_t *t)
+{
+    nn_tensor h = cat_host_view((void *)t, NN_DTYPE_F32, 1, L);
+    cr_assert_eq(nn_tensor_copy(c->ctx, &s->dloss, &h), NN_OK, "fixture: %s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_ctx_synchronize(c->ctx), NN_OK, "fixture: %s", nn_last_error()->message);
+    return s->dloss.data;
+}
+/* Edge: the cuDNN backend takes device targets (read back to the host) as it takes host ones. */
+CALL(x_t_device_on_gpu)
+{
+    int32_t t[2] = {2, 0};
+    s->targets.type = NN_INDEX_I32;
+    s->targets.data = t;
+    nn_status st = xent(c, &s->x, &s->targets, &s->loss);
+    cr_assert_eq(st, NN_OK, "host targets: %s", nn_last_error()->message);
+    double want[2], got[2];
+    cat_read(c, &s->loss, want);
+    cr_assert_eq(nn_tensor_fill_constant(c->ctx, &s->loss, -1), NN_OK, "fixture");
+    s->targets.data = device_targets(c, s, t);
+    st = xent(c, &s->x, &s->targets, &s->loss);
+    if (st != NN_OK) return st;
+    cat_read(c, &s->loss, got);
+    for (int n = 0; n < 2; n++)
+        cr_assert_eq(got[n], want[n], "loss[%d] = %.9g with device targets, %.9g with host ones", n,
+                     got[n], want[n]);
+    return st;
+}
+/* A device target outside [0, C) is found as a host one is, and nothing is written. */
+CALL(x_t_device_bad_on_gpu)
+{
+    int32_t t[2] = {1, 3};
+    s->targets.type = NN_INDEX_I32;
+    s->targets.data = device_targets(c, s, t);
+    double before[2];
+    cat_read(c, &s->loss, before);
+    return unchanged(c, &s->loss, before, 2, xent(c, &s->x, &s->targets, &s->loss));
+}
 CALL(x_x_rank1)
 {
     nn_tensor x = view_on(&s->x, 1, (int64_t[]){6}, 0);
@@ -1048,6 +1088,16 @@ CALL(sws_x_space)
     nn_tensor x = cat_wrong_space(c, &s->x);
     return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
 }
+CALL(sws_x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&s->x);
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_x_extent_overflow)
+{
+    nn_tensor x = cat_extent_overflow(&s->x);
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_BACKWARD);
+}
 CALL(sws_log_backward)
 {
     s->p.mode = NN_SOFTMAX_MODE_LOG;
@@ -1097,6 +1147,16 @@ CALL(xws_x_space)
 {
     nn_tensor x = cat_wrong_space(c, &s->x);
     return xws(c, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&s->x);
+    return xws(c, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_x_extent_overflow)
+{
+    nn_tensor x = cat_extent_overflow(&s->x);
+    return xws(c, &x, NN_SOFTMAX_PASS_BACKWARD);
 }
 CALL(xws_forward)
 {
@@ -1214,6 +1274,10 @@ static const struct cat_row rows[] = {
     ROW("xent forward int32 target -7", XF, "targets[1]", E, x_t32_bad),
     ROW_ON(CAT_REF_ONLY, "xent forward device targets on the reference", XF, "targets.data", M,
            x_t_device_on_ref),
+    ROW_ON(CAT_GPU_ONLY, "xent forward device targets on cuDNN (edge)", XF, NULL, NN_OK,
+           x_t_device_on_gpu),
+    ROW_ON(CAT_GPU_ONLY, "xent forward device target C on cuDNN", XF, "targets[1]", E,
+           x_t_device_bad_on_gpu),
     ROW("xent forward x rank 1", XF, "x.rank", S, x_x_rank1),
     ROW("xent forward loss dims", XF, "loss.dims[0]", S, x_loss_dims),
     ROW("xent forward loss rank", XF, "loss.rank", S, x_loss_rank),
@@ -1276,6 +1340,8 @@ static const struct cat_row rows[] = {
     ROW("workspace_size x rank 1", SWS, "x.rank", S, sws_x_rank1),
     ROW("workspace_size x strided", SWS, "x", U, sws_x_strided),
     ROW("workspace_size x wrong space", SWS, "x", M, sws_x_space),
+    ROW("workspace_size x element count overflows", SWS, "x", O, sws_x_count_overflow),
+    ROW("workspace_size x byte extent overflows", SWS, "x", O, sws_x_extent_overflow),
     ROW("workspace_size log backward (edge)", SWS, NULL, NN_OK, sws_log_backward),
     ROW("xent workspace_size ctx NULL", XWS, "ctx", E, xws_null_ctx),
     ROW("xent workspace_size bytes NULL", XWS, "bytes", E, xws_null_bytes),
@@ -1286,6 +1352,8 @@ static const struct cat_row rows[] = {
     ROW("xent workspace_size x dtype 17", XWS, "x.dtype", D, xws_x_dtype),
     ROW("xent workspace_size x strided", XWS, "x", U, xws_x_strided),
     ROW("xent workspace_size x wrong space", XWS, "x", M, xws_x_space),
+    ROW("xent workspace_size x element count overflows", XWS, "x", O, xws_x_count_overflow),
+    ROW("xent workspace_size x byte extent overflows", XWS, "x", O, xws_x_extent_overflow),
     ROW("xent workspace_size forward (edge)", XWS, NULL, NN_OK, xws_forward),
     ROW("xent workspace_size backward (edge)", XWS, NULL, NN_OK, xws_backward),
 };

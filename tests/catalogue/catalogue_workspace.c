@@ -145,6 +145,16 @@ CALL(x_strided)
     x.strides[0] = 100;
     return ws(c, &c->cp, &x, &c->w, NULL, NN_CONV_PASS_FORWARD);
 }
+CALL(x_count_overflow)
+{
+    nn_tensor x = cat_count_overflow(&c->x);
+    return ws(c, &c->cp, &x, &c->w, NULL, NN_CONV_PASS_FORWARD);
+}
+CALL(w_extent_overflow)
+{
+    nn_tensor w = cat_extent_overflow(&c->w);
+    return ws(c, &c->cp, &c->x, &w, NULL, NN_CONV_PASS_BACKWARD_FILTER);
+}
 /* The reference computes any size that fits int64; cuDNN takes int. */
 CALL(stride_huge)
 {
@@ -166,6 +176,7 @@ CALL(every_pass)
 #define D NN_E_DTYPE
 #define M NN_E_MEMSPACE
 #define U NN_E_UNSUPPORTED
+#define O NN_E_OVERFLOW
 
 static const struct cat_row rows[] = {
     ROW("ctx NULL", "nn_conv_workspace_size", "ctx", E, null_ctx),
@@ -191,6 +202,8 @@ static const struct cat_row rows[] = {
     ROW("b space label", "nn_conv_workspace_size", "b", M, b_claim),
     ROW("x misaligned", "nn_conv_workspace_size", "x", E, x_misaligned),
     ROW("x strided", "nn_conv_workspace_size", "x", U, x_strided),
+    ROW("x element count overflows", "nn_conv_workspace_size", "x", O, x_count_overflow),
+    ROW("w byte extent overflows", "nn_conv_workspace_size", "w", O, w_extent_overflow),
     ROW2("stride INT64_MAX", "nn_conv_workspace_size", "p.stride[0]", NN_OK, U, stride_huge),
     ROW("every pass", "nn_conv_workspace_size", NULL, NN_OK, every_pass),
 };

@@ -72,7 +72,9 @@ typedef struct nn_plan_cache_stats {
     uint64_t autotune_runs;       /**< keys autotuned (each times several candidates) */
     uint64_t autotune_ns;         /**< host wall time spent in autotune runs, nanoseconds */
     uint64_t records_loaded;      /**< records taken from plan files */
-    uint64_t records_skipped;     /**< file records of another cuDNN version or GPU, ignored */
+    uint64_t records_skipped;     /**< file records ignored: of another cuDNN version or GPU,
+                                       of a kind this build does not know, or of per-process
+                                       state that is no longer saved */
     uint64_t records_dropped;     /**< known records that no longer built a plan, forgotten */
     uint64_t evictions;           /**< live plans evicted by the LRU bound */
     uint64_t entries;             /**< live plans now */
@@ -115,9 +117,11 @@ NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
 /**
  * Read a plan file and add its records to the context's known records (a record replaces a
  * known record with the same key; live plans are kept). Records written by another cuDNN version
- * or GPU are skipped and counted in records_skipped. The whole file is checked before anything is
- * added: on any failure the cache is unchanged. With settings.background_builds and
- * settings.prebuild_plans on, the records that match the context's settings are then queued for
+ * or GPU, of a kind this build does not know, or of per-process state (scratch, random states)
+ * that older versions saved, are skipped and counted in records_skipped. The whole file is
+ * checked before anything is added: on any failure the cache is unchanged. With
+ * settings.background_builds and settings.prebuild_plans on, the records that match the
+ * context's settings are then queued for
  * prebuilding (see above); what cannot be queued is built when first needed. With
  * settings.prebuild_plans on, recurrent-layer records of the context's settings are also
  * prepared before this returns, on the calling thread and the context's stream (docs/RNN.md,

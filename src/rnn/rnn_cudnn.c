@@ -169,6 +169,8 @@ const struct nn__cache_kind nn__rnn_cudnn_dropout_kind = {
     .record_fields = drop_record_fields,
     .key_invalid = drop_key_invalid,
     .destroy = drop_destroy,
+    /* per-process random state: a file's record of it would rebuild nothing */
+    .flags = NN__CACHE_KIND_NOT_PERSISTED,
 };
 
 /* The context's state for (dropout, seed), made and initialised on first use. */

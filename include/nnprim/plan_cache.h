@@ -121,8 +121,8 @@ NN_API nn_status nn_plan_cache_save(nn_ctx *ctx, const char *path);
  * that older versions saved, are skipped and counted in records_skipped. The whole file is
  * checked before anything is added: on any failure the cache is unchanged. With
  * settings.background_builds and settings.prebuild_plans on, the records that match the
- * context's settings are then queued for
- * prebuilding (see above); what cannot be queued is built when first needed. With
+ * context's settings are then queued for prebuilding (see above); what cannot be queued is built
+ * when first needed. With
  * settings.prebuild_plans on, recurrent-layer records of the context's settings are also
  * prepared before this returns, on the calling thread and the context's stream (docs/RNN.md,
  * "The first step from a plan file"): descriptors built, cuDNN's first calls made on pool

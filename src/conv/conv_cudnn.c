@@ -149,9 +149,16 @@ static void key_begin(struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_
     k->dtype = p->dtype;
 }
 
-static void key_tensor(struct nn__conv_key *k, int slot, const nn_tensor *t)
+/* The key's tensor of uid: its slot in the key's pass comes from the one table
+ * (conv_plan_key.h); the backend names tensors by uid only, as the variant pack does. */
+static struct nn__conv_key_tensor *key_slot(struct nn__conv_key *k, int uid)
 {
-    nn__conv_key_tensor_set(&k->t[slot], t->rank, t->dims, t->strides,
+    return &k->t[nn__conv_slot_of_uid(k->pass, uid)];
+}
+
+static void key_tensor(struct nn__conv_key *k, int uid, const nn_tensor *t)
+{
+    nn__conv_key_tensor_set(key_slot(k, uid), t->rank, t->dims, t->strides,
                             nn__cudnn_ptr_alignment(t->data));
 }
 
@@ -167,14 +174,14 @@ struct fwd_call {
 static void key_fwd(struct nn_ctx *ctx, const struct fwd_call *f, struct nn__conv_key *k)
 {
     key_begin(ctx, k, NN__CONV_PASS_FWD, f->p, f->alpha, f->beta);
-    key_tensor(k, NN__CONV_SLOT_IN, f->x);
-    key_tensor(k, NN__CONV_SLOT_FILTER, f->w);
-    key_tensor(k, NN__CONV_SLOT_OUT, f->y);
+    key_tensor(k, NN__CONV_UID_X, f->x);
+    key_tensor(k, NN__CONV_UID_W, f->w);
+    key_tensor(k, NN__CONV_UID_Y, f->y);
     k->relu = f->relu;
     if (!f->b) return;
-    struct nn__conv_key_tensor *kb = &k->t[NN__CONV_SLOT_BIAS];
+    struct nn__conv_key_tensor *kb = key_slot(k, NN__CONV_UID_B);
     kb->align = nn__cudnn_ptr_alignment(f->b->data);
-    kb->nhwc = k->t[NN__CONV_SLOT_OUT].nhwc;
+    kb->nhwc = key_slot(k, NN__CONV_UID_Y)->nhwc;
     for (int i = 0; i < f->y->rank; i++)
         kb->dims[i] = i == 1 ? f->p->k : 1;
 }
@@ -188,17 +195,17 @@ struct bwd_call {
 static void key_bwd_data(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
     key_begin(ctx, k, NN__CONV_PASS_BWD_DATA, f->p, f->alpha, f->beta);
-    key_tensor(k, NN__CONV_SLOT_OUT, f->a);
-    key_tensor(k, NN__CONV_SLOT_FILTER, f->b);
-    key_tensor(k, NN__CONV_SLOT_IN, f->out);
+    key_tensor(k, NN__CONV_UID_DY, f->a);
+    key_tensor(k, NN__CONV_UID_W, f->b);
+    key_tensor(k, NN__CONV_UID_DX, f->out);
 }
 
 static void key_bwd_filter(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
     key_begin(ctx, k, NN__CONV_PASS_BWD_FILTER, f->p, f->alpha, f->beta);
-    key_tensor(k, NN__CONV_SLOT_IN, f->a);
-    key_tensor(k, NN__CONV_SLOT_OUT, f->b);
-    key_tensor(k, NN__CONV_SLOT_FILTER, f->out);
+    key_tensor(k, NN__CONV_UID_X, f->a);
+    key_tensor(k, NN__CONV_UID_DY, f->b);
+    key_tensor(k, NN__CONV_UID_DW, f->out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -379,16 +386,18 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
     return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &epi, pa, plan, src);
 }
 
-/* For nn__conv_forward_capture(): the plan and its variant pack's tensors. */
+/* For nn__conv_forward_capture(): the plan and its variant pack's tensors, in slot order (the
+ * bias last). */
 static void capture(struct nn__conv_exec *e, struct nn__cudnn_plan *plan, int fused,
                     const struct nn__cudnn_args *a)
 {
-    static const int64_t uids[4] = {NN__CONV_UID_X, NN__CONV_UID_W, NN__CONV_UID_Y, NN__CONV_UID_B};
+    _Static_assert(sizeof e->uids / sizeof e->uids[0] == NN__CONV_SLOTS, "one uid per slot");
     e->plan = plan;
     e->n = fused && a->p[NN__CONV_UID_B] ? 4 : 3;
-    for (int i = 0; i < 4; i++) {
-        e->uids[i] = uids[i];
-        e->ptrs[i] = a->p[uids[i]];
+    for (int i = 0; i < NN__CONV_SLOTS; i++) {
+        int u = nn__conv_uid_of_slot(NN__CONV_PASS_FWD, i);
+        e->uids[i] = u;
+        e->ptrs[i] = a->p[u];
     }
 }
 

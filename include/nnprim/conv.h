@@ -280,11 +280,14 @@ typedef enum nn_conv_pass {
  * which takes host memory only.
  *
  * On cuDNN the query finds the plan the call would use, as the call would: from the context's
- * plan cache, else from a plan-file record, heuristics or autotune, and caches it, so the call
- * that follows is a cache hit. While it builds a plan it takes pool scratch (zeroed) for the
- * pass's tensors it is not given, of their packed sizes; autotune runs its candidates on them
- * and on x and w (read only). The answer holds for packed tensors from nn_tensor_empty(); other
- * pointer alignments may select another plan.
+ * plan cache (then it takes no device memory), else from a plan-file record, heuristics or
+ * autotune, and caches it, so the call that follows is a cache hit. The pass's tensors it is not
+ * given (y, dy, dx, dw) are taken in the layout the call describes them in beside x and w:
+ * channels-last when x or w is channels-last (and not also NCHW packed), else NCHW. While it
+ * builds a plan it takes pool scratch (zeroed) for them, of their packed sizes; autotune runs
+ * its candidates on them and on x and w (read only). The answer holds for tensors in that
+ * layout with the pool's alignment (nn_tensor_empty()); other layouts or pointer alignments may
+ * select another plan.
  *
  * @param ctx   the context that will run the call (its backend, settings and plan cache).
  * @param p     the call's parameters. p->flags decides the blend of a backward pass as in the

@@ -52,8 +52,7 @@ struct conv_backend {
                                struct nn__conv_note *);
     /* nn_conv_workspace_size(); NULL: the backend takes no pool memory (the reference) */
     nn_status (*workspace)(struct nn_ctx *, const struct nn__conv_problem *, nn_conv_pass,
-                           const nn_tensor *, const nn_tensor *, const nn_tensor *, double,
-                           size_t *);
+                           const struct nn__conv_query *, double, size_t *);
 };
 
 static const struct conv_backend backend_ref = {
@@ -799,6 +798,43 @@ nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_t
  * Workspace query
  */
 
+/* A tensor of the query's pass that it is not given: x's dtype and memory, dims, the canonical
+ * strides of the layout the call's would have, no data. */
+static nn_tensor unseen(const nn_tensor *x, int rank, const int64_t *dims, int channels_last)
+{
+    nn_tensor t = *x;
+    t.data = NULL;
+    memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+    nn__conv_layout_strides(rank, dims, channels_last, t.strides);
+    return t;
+}
+
+/* The call's own rules: the layout it gives tensors that are both layouts at once, from x and w,
+ * for those the query is not given; then its description of them all. */
+void nn__conv_describe_query(struct nn__conv_problem *p, nn_conv_pass pass, const nn_tensor *x,
+                             const nn_tensor *w, const nn_tensor *b, struct nn__conv_query *q)
+{
+    memset(q, 0, sizeof *q);
+    q->b = b;
+    struct nn__conv_layout_arg given[] = {{NN__CONV_ROLE_X, x, &q->x}, {NN__CONV_ROLE_W, w, &q->w}};
+    int cl = nn__conv_prefers_channels_last(given, 2);
+    int rank = x->rank;
+    int64_t yd[NN_MAX_RANK];
+    y_dims_of(p, yd);
+    nn_tensor y = unseen(x, rank, yd, cl), dx = unseen(x, rank, x->dims, cl),
+              dw = unseen(x, rank, w->dims, cl);
+    int fwd = pass == NN_CONV_PASS_FORWARD;
+    struct nn__conv_layout_arg la[] = {
+        {NN__CONV_ROLE_X, x, &q->x},
+        {NN__CONV_ROLE_W, w, &q->w},
+        {NN__CONV_ROLE_Y, fwd ? &y : NULL, &q->y},
+        {NN__CONV_ROLE_DY, fwd ? NULL : &y, &q->dy},
+        {NN__CONV_ROLE_DX, pass == NN_CONV_PASS_BACKWARD_DATA ? &dx : NULL, &q->dx},
+        {NN__CONV_ROLE_DW, pass == NN_CONV_PASS_BACKWARD_FILTER ? &dw : NULL, &q->dw},
+    };
+    nn__conv_describe_layouts(p, la, 6);
+}
+
 nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
                                  const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,
                                  size_t *bytes)
@@ -832,10 +868,12 @@ nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_
     NN__TRY(check_backend_limits(ctx, op, &prob));
     const struct conv_backend *be = backend_of(ctx);
     size_t n = 0;
-    if (be->workspace)
-        NN__TRY_IN(
-            ctx, op,
-            be->workspace(ctx, &prob, pass, x, w, b, beta_for(p->flags, pass_bit[pass]), &n));
+    if (be->workspace) {
+        struct nn__conv_query q;
+        nn__conv_describe_query(&prob, pass, x, w, b, &q);
+        NN__TRY_IN(ctx, op,
+                   be->workspace(ctx, &prob, pass, &q, beta_for(p->flags, pass_bit[pass]), &n));
+    }
     *bytes = n;
     return NN_OK;
 }

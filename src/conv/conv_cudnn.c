@@ -148,9 +148,16 @@ static void key_begin(struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_
     k->dtype = p->dtype;
 }
 
-static void key_tensor(struct nn__conv_key *k, int slot, const nn_tensor *t)
+/* The key's tensor of uid: its slot in the key's pass comes from the one table
+ * (conv_plan_key.h); the backend names tensors by uid only, as the variant pack does. */
+static struct nn__conv_key_tensor *key_slot(struct nn__conv_key *k, int uid)
 {
-    nn__conv_key_tensor_set(&k->t[slot], t->rank, t->dims, t->strides,
+    return &k->t[nn__conv_slot_of_uid(k->pass, uid)];
+}
+
+static void key_tensor(struct nn__conv_key *k, int uid, const nn_tensor *t)
+{
+    nn__conv_key_tensor_set(key_slot(k, uid), t->rank, t->dims, t->strides,
                             nn__cudnn_ptr_alignment(t->data));
 }
 
@@ -166,38 +173,62 @@ struct fwd_call {
 static void key_fwd(struct nn_ctx *ctx, const struct fwd_call *f, struct nn__conv_key *k)
 {
     key_begin(ctx, k, NN__CONV_PASS_FWD, f->p, f->alpha, f->beta);
-    key_tensor(k, NN__CONV_SLOT_IN, f->x);
-    key_tensor(k, NN__CONV_SLOT_FILTER, f->w);
-    key_tensor(k, NN__CONV_SLOT_OUT, f->y);
+    key_tensor(k, NN__CONV_UID_X, f->x);
+    key_tensor(k, NN__CONV_UID_W, f->w);
+    key_tensor(k, NN__CONV_UID_Y, f->y);
     k->relu = f->relu;
     if (!f->b) return;
-    struct nn__conv_key_tensor *kb = &k->t[NN__CONV_SLOT_BIAS];
+    struct nn__conv_key_tensor *kb = key_slot(k, NN__CONV_UID_B);
     kb->align = nn__cudnn_ptr_alignment(f->b->data);
-    kb->nhwc = k->t[NN__CONV_SLOT_OUT].nhwc;
+    kb->nhwc = key_slot(k, NN__CONV_UID_Y)->nhwc;
     for (int i = 0; i < f->y->rank; i++)
         kb->dims[i] = i == 1 ? f->p->k : 1;
 }
 
+/* A gradient plan's call: the data gradient's dy, w, dx, or the filter gradient's x, dy, dw. */
 struct bwd_call {
     const struct nn__conv_problem *p;
-    const nn_tensor *a, *b, *out; /* data: dy, w, dx; filter: x, dy, dw */
+    enum nn__conv_pass pass; /* NN__CONV_PASS_BWD_DATA or _BWD_FILTER */
+    const nn_tensor *a, *b, *out;
     double alpha, beta;
 };
 
-static void key_bwd_data(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
+/* The uids of a bwd_call's a, b and out. */
+static void bwd_uids(enum nn__conv_pass pass, int u[3])
 {
-    key_begin(ctx, k, NN__CONV_PASS_BWD_DATA, f->p, f->alpha, f->beta);
-    key_tensor(k, NN__CONV_SLOT_OUT, f->a);
-    key_tensor(k, NN__CONV_SLOT_FILTER, f->b);
-    key_tensor(k, NN__CONV_SLOT_IN, f->out);
+    int data = pass == NN__CONV_PASS_BWD_DATA;
+    u[0] = data ? NN__CONV_UID_DY : NN__CONV_UID_X;
+    u[1] = data ? NN__CONV_UID_W : NN__CONV_UID_DY;
+    u[2] = data ? NN__CONV_UID_DX : NN__CONV_UID_DW;
 }
 
-static void key_bwd_filter(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
+/* The internal name of the op a gradient plan belongs to, for its messages. */
+static const char *bwd_op(enum nn__conv_pass pass)
 {
-    key_begin(ctx, k, NN__CONV_PASS_BWD_FILTER, f->p, f->alpha, f->beta);
-    key_tensor(k, NN__CONV_SLOT_IN, f->a);
-    key_tensor(k, NN__CONV_SLOT_OUT, f->b);
-    key_tensor(k, NN__CONV_SLOT_FILTER, f->out);
+    return pass == NN__CONV_PASS_BWD_DATA ? "conv_backward_data" : "conv_backward_filter";
+}
+
+static void key_bwd(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
+{
+    int u[3];
+    bwd_uids(f->pass, u);
+    key_begin(ctx, k, f->pass, f->p, f->alpha, f->beta);
+    key_tensor(k, u[0], f->a);
+    key_tensor(k, u[1], f->b);
+    key_tensor(k, u[2], f->out);
+}
+
+/* The call's pointers, for autotune: candidates write a scratch copy of out. */
+static void bwd_args(const struct bwd_call *f, struct nn__plan_args *pa)
+{
+    int u[3];
+    bwd_uids(f->pass, u);
+    memset(pa, 0, sizeof *pa);
+    pa->args.p[u[0]] = f->a->data;
+    pa->args.p[u[1]] = f->b->data;
+    pa->args.p[u[2]] = f->out->data;
+    pa->out_uid = u[2];
+    pa->out_bytes = bytes_of(f->out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -334,6 +365,49 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
  * Forward
  */
 
+/* The call's pointers, for autotune: candidates write a scratch copy of y. */
+static void fwd_args(const struct fwd_call *f, struct nn__plan_args *pa)
+{
+    memset(pa, 0, sizeof *pa);
+    pa->args.p[NN__CONV_UID_X] = f->x->data;
+    pa->args.p[NN__CONV_UID_W] = f->w->data;
+    pa->args.p[NN__CONV_UID_Y] = f->y->data;
+    if (f->b) pa->args.p[NN__CONV_UID_B] = f->b->data;
+    pa->out_uid = NN__CONV_UID_Y;
+    pa->out_bytes = bytes_of(f->y);
+}
+
+/* The forward's key, and with bias or relu its epilogue key; returns whether it has one. */
+static int forward_keys(struct nn_ctx *ctx, const struct fwd_call *fc, struct nn__conv_key *key,
+                        struct nn__conv_key *epi)
+{
+    key_fwd(ctx, fc, key);
+    if (!fc->b && !fc->relu) return 0;
+    *epi = *key;
+    epi->flags = NN__CONV_KEY_PLAIN;
+    return 1;
+}
+
+typedef struct nn__cudnn_plan *(*plan_find)(struct nn_ctx *, const struct nn__conv_key *);
+
+/* The live plan of a key, counted as a hit or a miss (every call's lookup). */
+static struct nn__cudnn_plan *lookup(struct nn_ctx *ctx, const struct nn__conv_key *key)
+{
+    return nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, key);
+}
+
+/* The forward's live plan by find: the fused one (key) before the plain one (epi, NULL for a
+ * forward without epilogue); *fused says which. NULL when neither is live. */
+static struct nn__cudnn_plan *forward_live(struct nn_ctx *ctx, const struct nn__conv_key *key,
+                                           const struct nn__conv_key *epi, plan_find find,
+                                           int *fused)
+{
+    struct nn__cudnn_plan *plan = find(ctx, key);
+    *fused = plan && epi;
+    if (!plan && epi) plan = find(ctx, epi);
+    return plan;
+}
+
 /* With bias or relu the forward first tries one fused plan (key with the bias flag and the
  * activation). When no engine takes that graph, the plain convolution plan is kept under the
  * epilogue key (the same key plus NN__CONV_KEY_PLAIN) and the bias and relu run after it; that key
@@ -344,19 +418,11 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
                               enum nn__plan_source *src, int *fused)
 {
     struct nn__conv_key key, epi;
-    key_fwd(ctx, fc, &key);
     *fused = 0;
-    if (!fc->b && !fc->relu)
+    if (!forward_keys(ctx, fc, &key, &epi))
         return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
-    if ((*plan = nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, &key))) {
-        *src = NN__PLAN_HIT;
-        *fused = 1;
-        return NN_OK;
-    }
-    epi = key;
-    epi.flags = NN__CONV_KEY_PLAIN;
-    if ((*plan = nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, &epi))) {
+    if ((*plan = forward_live(ctx, &key, &epi, lookup, fused))) {
         *src = NN__PLAN_HIT;
         return NN_OK;
     }
@@ -378,16 +444,18 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
     return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &epi, pa, plan, src);
 }
 
-/* For nn__conv_forward_capture(): the plan and its variant pack's tensors. */
+/* For nn__conv_forward_capture(): the plan and its variant pack's tensors, in slot order (the
+ * bias last). */
 static void capture(struct nn__conv_exec *e, struct nn__cudnn_plan *plan, int fused,
                     const struct nn__cudnn_args *a)
 {
-    static const int64_t uids[4] = {NN__CONV_UID_X, NN__CONV_UID_W, NN__CONV_UID_Y, NN__CONV_UID_B};
+    _Static_assert(sizeof e->uids / sizeof e->uids[0] == NN__CONV_SLOTS, "one uid per slot");
     e->plan = plan;
     e->n = fused && a->p[NN__CONV_UID_B] ? 4 : 3;
-    for (int i = 0; i < 4; i++) {
-        e->uids[i] = uids[i];
-        e->ptrs[i] = a->p[uids[i]];
+    for (int i = 0; i < NN__CONV_SLOTS; i++) {
+        int u = nn__conv_uid_of_slot(NN__CONV_PASS_FWD, i);
+        e->uids[i] = u;
+        e->ptrs[i] = a->p[u];
     }
 }
 
@@ -406,13 +474,7 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
                         op, alpha, beta);
     struct fwd_call fc = {p, x, w, b, y, relu, alpha, beta};
     struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__CONV_UID_X] = x->data;
-    pa.args.p[NN__CONV_UID_W] = w->data;
-    pa.args.p[NN__CONV_UID_Y] = y->data;
-    if (b) pa.args.p[NN__CONV_UID_B] = b->data;
-    pa.out_uid = NN__CONV_UID_Y;
-    pa.out_bytes = bytes_of(y);
+    fwd_args(&fc, &pa);
 
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
@@ -443,23 +505,18 @@ nn_status nn__conv_forward_cudnn(struct nn_ctx *ctx, const struct nn__conv_probl
  * Backward
  */
 
-/* Find (or build) the plan for d and run it on two inputs and one output, given by uid. */
-static nn_status run_plan(struct nn_ctx *ctx, const char *op, const char *what,
-                          const struct nn__conv_problem *p, const struct nn__conv_key *key, int in0,
-                          const void *ptr0, int in1, const void *ptr1, int out, nn_tensor *y,
+/* Find (or build) the plan of a gradient call and run it. */
+static nn_status run_plan(struct nn_ctx *ctx, const char *what, const struct bwd_call *f,
                           struct nn__conv_note *note)
 {
+    struct nn__conv_key key;
+    key_bwd(ctx, f, &key);
     struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[in0] = (void *)ptr0;
-    pa.args.p[in1] = (void *)ptr1;
-    pa.args.p[out] = y->data;
-    pa.out_uid = out;
-    pa.out_bytes = bytes_of(y);
+    bwd_args(f, &pa);
     struct nn__cudnn_plan *plan;
     enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, key, &pa, &plan, &src);
-    if (st != NN_OK) return explain(ctx, st, op, p);
+    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, &pa, &plan, &src);
+    if (st != NN_OK) return explain(ctx, st, bwd_op(f->pass), f->p);
     verbose_plan(ctx, note, what, plan, src);
     return nn__cudnn_plan_run(ctx, plan, &pa.args);
 }
@@ -468,11 +525,8 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
                                        double alpha, double beta, struct nn__conv_note *note)
 {
-    struct bwd_call bc = {p, dy, w, dx, alpha, beta};
-    struct nn__conv_key key;
-    key_bwd_data(ctx, &bc, &key);
-    return run_plan(ctx, "conv_backward_data", "data", p, &key, NN__CONV_UID_DY, dy->data,
-                    NN__CONV_UID_W, w->data, NN__CONV_UID_DX, dx, note);
+    struct bwd_call bc = {p, NN__CONV_PASS_BWD_DATA, dy, w, dx, alpha, beta};
+    return run_plan(ctx, "data", &bc, note);
 }
 
 /* dw = alpha * wgrad(x, dy) + beta * dw through a plan. what names the step in the verbose line. */
@@ -480,11 +534,8 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
                            const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double alpha,
                            double beta, struct nn__conv_note *note)
 {
-    struct bwd_call bc = {p, x, dy, dw, alpha, beta};
-    struct nn__conv_key key;
-    key_bwd_filter(ctx, &bc, &key);
-    return run_plan(ctx, "conv_backward_filter", what, p, &key, NN__CONV_UID_X, x->data,
-                    NN__CONV_UID_DY, dy->data, NN__CONV_UID_DW, dw, note);
+    struct bwd_call bc = {p, NN__CONV_PASS_BWD_FILTER, x, dy, dw, alpha, beta};
+    return run_plan(ctx, what, &bc, note);
 }
 
 /* Copy the packed N x C x spatial tensor src (planes planes of spatial sizes from, each spatial
@@ -752,9 +803,10 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
  * Workspace query
  */
 
-/* Device scratch standing in for the tensors a query does not see (they have the call's packed
- * dims; the pool's alignment is what nn_tensor_empty gives): autotune runs candidates on real
- * memory. Inputs are zeroed. */
+/* Device scratch standing in for the pass's tensors the query is not given (conv.c describes
+ * them, data NULL), taken only when a plan must be found or built: autotune runs candidates on
+ * real memory, and the pool's alignment is what nn_tensor_empty gives. Zeroed where a candidate
+ * reads it (gradient plans may blend with beta). */
 struct stand_ins {
     void *p[4];
     int n;
@@ -762,6 +814,8 @@ struct stand_ins {
 
 static nn_status stand_in(struct nn_ctx *ctx, struct stand_ins *s, nn_tensor *t, int zero)
 {
+    if (s->n == (int)(sizeof s->p / sizeof s->p[0]))
+        return NN__FAIL(ctx, NN_E_INTERNAL, "conv workspace query: more stand-ins than room");
     size_t bytes = bytes_of(t);
     NN__TRY(nn__dev_alloc(ctx, bytes, &t->data));
     s->p[s->n++] = t->data;
@@ -778,163 +832,127 @@ static nn_status stand_ins_free(struct nn_ctx *ctx, struct stand_ins *s, nn_stat
     return st;
 }
 
-/* A packed view of the problem's dtype and the given dims. */
-static nn_tensor packed_view(const struct nn__conv_problem *p, int64_t d0, int64_t d1,
-                             const int64_t *spatial)
+/* The live plan of key, or NULL, counting no miss: the query looks before it takes scratch, and
+ * the search after a miss counts it as the call's would. */
+static struct nn__cudnn_plan *live_plan(struct nn_ctx *ctx, const struct nn__conv_key *key)
 {
-    nn_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = p->dtype;
-    t.space = NN_SPACE_DEVICE;
-    t.rank = p->nsp + 2;
-    t.dims[0] = d0;
-    t.dims[1] = d1;
-    for (int i = 0; i < p->nsp; i++)
-        t.dims[2 + i] = spatial[i];
-    nn_contiguous_strides(t.rank, t.dims, t.strides);
-    return t;
-}
-
-/* The workspace of the plan for key (built and cached on a miss), with the call's pointers in pa
- * for autotune. */
-static nn_status plan_workspace(struct nn_ctx *ctx, const char *op,
-                                const struct nn__conv_problem *p, const struct nn__conv_key *key,
-                                const struct nn__plan_args *pa, size_t *ws)
-{
-    struct nn__cudnn_plan *plan;
-    enum nn__plan_source src;
-    nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, key, pa, &plan, &src);
-    if (st != NN_OK) return explain(ctx, st, op, p);
-    *ws = (size_t)nn__cudnn_plan_workspace(plan);
-    return NN_OK;
+    if (!nn__plan_cache_is_live(nn__cudnn_plan_cache(ctx), NN__CONV_KIND_ID, key)) return NULL;
+    return lookup(ctx, key);
 }
 
 static nn_status ws_forward(struct nn_ctx *ctx, struct stand_ins *s,
-                            const struct nn__conv_problem *p, const nn_tensor *x,
-                            const nn_tensor *w, const nn_tensor *b, size_t *bytes)
+                            const struct nn__conv_problem *p, const struct nn__conv_query *q,
+                            size_t *bytes)
 {
-    nn_tensor y = packed_view(p, p->n, p->k, p->out);
-    NN__TRY(stand_in(ctx, s, &y, 0));
-    struct fwd_call fc = {p, x, w, b, &y, p->activation == NN_ACTIVATION_RELU, 1.0, 0.0};
-    struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__CONV_UID_X] = x->data;
-    pa.args.p[NN__CONV_UID_W] = w->data;
-    pa.args.p[NN__CONV_UID_Y] = y.data;
-    if (b) pa.args.p[NN__CONV_UID_B] = b->data;
-    pa.out_uid = NN__CONV_UID_Y;
-    pa.out_bytes = bytes_of(&y);
-    struct nn__cudnn_plan *plan;
-    enum nn__plan_source src;
+    nn_tensor y = q->y;
+    struct fwd_call fc = {p, &q->x, &q->w, q->b, &y, p->activation == NN_ACTIVATION_RELU, 1.0, 0.0};
+    struct nn__conv_key key, epi;
+    int has_epi = forward_keys(ctx, &fc, &key, &epi);
     int fused;
-    nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
-    if (st != NN_OK) return explain(ctx, st, "conv_forward", p);
+    struct nn__cudnn_plan *plan = forward_live(ctx, &key, has_epi ? &epi : NULL, live_plan, &fused);
+    if (!plan) {
+        NN__TRY(stand_in(ctx, s, &y, 0));
+        struct nn__plan_args pa;
+        fwd_args(&fc, &pa);
+        enum nn__plan_source src;
+        nn_status st = forward_plan(ctx, &fc, &pa, &plan, &src, &fused);
+        if (st != NN_OK) return explain(ctx, st, "conv_forward", p);
+    }
     *bytes = (size_t)nn__cudnn_plan_workspace(plan); /* the legacy epilogue takes no pool memory */
     return NN_OK;
 }
 
-static nn_status ws_data(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
-                         const nn_tensor *w, double beta, size_t *bytes)
+/* The workspace of the gradient plan over t (a bwd_call's a, b, out, by value): the live plan's
+ * when there is one; else scratch stands in for those without data and the plan is found or
+ * built, and cached, as the call would, with the scratch's pointers in the key (alignment) and
+ * for autotune. */
+static nn_status ws_grad(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
+                         enum nn__conv_pass pass, nn_tensor t[3], double beta, size_t *bytes)
 {
-    nn_tensor dy = packed_view(p, p->n, p->k, p->out), dx = packed_view(p, p->n, p->c, p->in);
-    NN__TRY(stand_in(ctx, s, &dy, 1));
-    NN__TRY(stand_in(ctx, s, &dx, 1));
-    struct bwd_call bc = {p, &dy, w, &dx, 1.0, beta};
+    struct bwd_call bc = {p, pass, &t[0], &t[1], &t[2], 1.0, beta};
     struct nn__conv_key key;
-    key_bwd_data(ctx, &bc, &key);
-    struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__CONV_UID_DY] = dy.data;
-    pa.args.p[NN__CONV_UID_W] = w->data;
-    pa.args.p[NN__CONV_UID_DX] = dx.data;
-    pa.out_uid = NN__CONV_UID_DX;
-    pa.out_bytes = bytes_of(&dx);
-    return plan_workspace(ctx, "conv_backward_data", p, &key, &pa, bytes);
-}
-
-/* The filter-gradient plan's workspace for x and dy (views of the problem p). */
-static nn_status ws_wgrad(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
-                          const nn_tensor *x, const nn_tensor *dy, double beta, size_t *bytes)
-{
-    nn_tensor dw = packed_view(p, p->k, p->c / p->groups, p->filt);
-    NN__TRY(stand_in(ctx, s, &dw, 1));
-    struct bwd_call bc = {p, x, dy, &dw, 1.0, beta};
-    struct nn__conv_key key;
-    key_bwd_filter(ctx, &bc, &key);
-    struct nn__plan_args pa;
-    memset(&pa, 0, sizeof pa);
-    pa.args.p[NN__CONV_UID_X] = x->data;
-    pa.args.p[NN__CONV_UID_DY] = dy->data;
-    pa.args.p[NN__CONV_UID_DW] = dw.data;
-    pa.out_uid = NN__CONV_UID_DW;
-    pa.out_bytes = bytes_of(&dw);
-    return plan_workspace(ctx, "conv_backward_filter", p, &key, &pa, bytes);
+    key_bwd(ctx, &bc, &key);
+    struct nn__cudnn_plan *plan = live_plan(ctx, &key);
+    if (!plan) {
+        for (int i = 0; i < 3; i++)
+            if (!t[i].data) NN__TRY(stand_in(ctx, s, &t[i], 1));
+        key_bwd(ctx, &bc, &key);
+        struct nn__plan_args pa;
+        bwd_args(&bc, &pa);
+        enum nn__plan_source src;
+        nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, &pa, &plan, &src);
+        if (st != NN_OK) return explain(ctx, st, bwd_op(pass), p);
+    }
+    *bytes = (size_t)nn__cudnn_plan_workspace(plan);
+    return NN_OK;
 }
 
 /* As nn__conv_backward_filter_cudnn() chooses: a workaround's copy is held while its plan runs. */
 static nn_status ws_filter(struct nn_ctx *ctx, struct stand_ins *s,
-                           const struct nn__conv_problem *p, const nn_tensor *x, double beta,
-                           size_t *bytes)
+                           const struct nn__conv_problem *p, const struct nn__conv_query *q,
+                           double beta, size_t *bytes)
 {
-    nn_tensor dy = packed_view(p, p->n, p->k, p->out);
-    NN__TRY(stand_in(ctx, s, &dy, 1));
-    struct nn__conv_problem q;
+    struct nn__conv_problem r;
     size_t ws = 0;
     if (wgrad_needs_padded_copy(p)) {
-        nn_tensor x2 = *x;
-        padded_copy_problem(p, &q, &x2);
-        NN__TRY(stand_in(ctx, s, &x2, 1));
-        NN__TRY(ws_wgrad(ctx, s, &q, &x2, &dy, beta, &ws));
+        nn_tensor x2 = q->x;
+        x2.data = NULL;
+        padded_copy_problem(p, &r, &x2);
+        nn_tensor t[3] = {x2, q->dy, q->dw};
+        NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
         *bytes = ws + bytes_of(&x2);
     } else if (post_pad_short(p)) {
-        nn_tensor dy2 = dy;
-        raised_post_pad(p, &q, &dy2);
-        NN__TRY(stand_in(ctx, s, &dy2, 1));
-        NN__TRY(ws_wgrad(ctx, s, &q, x, &dy2, beta, &ws));
+        nn_tensor dy2 = q->dy;
+        raised_post_pad(p, &r, &dy2);
+        nn_tensor t[3] = {q->x, dy2, q->dw};
+        NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
         *bytes = ws + bytes_of(&dy2);
     } else {
-        NN__TRY(ws_wgrad(ctx, s, p, x, &dy, beta, bytes));
+        nn_tensor t[3] = {q->x, q->dy, q->dw};
+        NN__TRY(ws_grad(ctx, s, p, NN__CONV_PASS_BWD_FILTER, t, beta, bytes));
     }
     return NN_OK;
 }
 
-/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none). */
+/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none); its dw is
+ * the caller's db, taken as the pool would align it. */
 static nn_status ws_bias(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
-                         double beta, size_t *bytes)
+                         const struct nn__conv_query *q, double beta, size_t *bytes)
 {
     *bytes = 0;
     if (p->dtype != NN_DTYPE_BF16) return NN_OK;
-    nn_tensor dy = packed_view(p, p->n, p->k, p->out), ones, dw;
-    NN__TRY(stand_in(ctx, s, &dy, 1));
-    struct nn__conv_problem q;
-    ones_problem(p, &dy, &q, &ones, &dw);
-    NN__TRY(stand_in(ctx, s, &ones, 1));
+    struct nn__conv_problem r;
+    nn_tensor ones, dw;
+    ones_problem(p, &q->dy, &r, &ones, &dw);
+    nn_tensor t[3] = {ones, q->dy, dw};
     size_t ws;
-    NN__TRY(ws_wgrad(ctx, s, &q, &ones, &dy, beta, &ws));
+    NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
     *bytes = ws + bytes_of(&ones);
     return NN_OK;
 }
 
 nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                   nn_conv_pass pass, const nn_tensor *x, const nn_tensor *w,
-                                   const nn_tensor *b, double beta, size_t *bytes)
+                                   nn_conv_pass pass, const struct nn__conv_query *q, double beta,
+                                   size_t *bytes)
 {
     struct stand_ins s = {{NULL}, 0};
     nn_status st = NN_OK;
     size_t n = 0;
     switch (pass) {
-    case NN_CONV_PASS_FORWARD: st = ws_forward(ctx, &s, p, x, w, b, &n); break;
-    case NN_CONV_PASS_BACKWARD_DATA: st = ws_data(ctx, &s, p, w, beta, &n); break;
-    case NN_CONV_PASS_BACKWARD_FILTER: st = ws_filter(ctx, &s, p, x, beta, &n); break;
-    case NN_CONV_PASS_BACKWARD_BIAS: st = ws_bias(ctx, &s, p, beta, &n); break;
+    case NN_CONV_PASS_FORWARD: st = ws_forward(ctx, &s, p, q, &n); break;
+    case NN_CONV_PASS_BACKWARD_DATA: {
+        nn_tensor t[3] = {q->dy, q->w, q->dx};
+        st = ws_grad(ctx, &s, p, NN__CONV_PASS_BWD_DATA, t, beta, &n);
+        break;
+    }
+    case NN_CONV_PASS_BACKWARD_FILTER: st = ws_filter(ctx, &s, p, q, beta, &n); break;
+    case NN_CONV_PASS_BACKWARD_BIAS: st = ws_bias(ctx, &s, p, q, beta, &n); break;
     }
     st = stand_ins_free(ctx, &s, st);
     if (st != NN_OK) return st;
-    /* nn_conv_backward through a fused relu holds the masked dy during all its passes */
-    if (pass != NN_CONV_PASS_FORWARD && p->activation == NN_ACTIVATION_RELU) {
-        nn_tensor y = packed_view(p, p->n, p->k, p->out);
-        n += bytes_of(&y);
-    }
+    /* nn_conv_backward through a fused relu holds the masked dy (dy's layout) during all its
+     * passes */
+    if (pass != NN_CONV_PASS_FORWARD && p->activation == NN_ACTIVATION_RELU) n += bytes_of(&q->dy);
     *bytes = n;
     return NN_OK;
 }

@@ -15,35 +15,28 @@
 #define SET(ctx, d, attr, type, n, ptr)                                                            \
     nn__cudnn_BackendSetAttribute((ctx), (d), (attr), (type), (int64_t)(n), (ptr))
 
-/* The table of graph ops: each op's name and the tensors it takes (bit 1 << uid). Looked up by
- * value, never by range, so a new op is described here or nowhere. */
-struct op_info {
-    enum nn__conv_pass op;
-    const char *name;  /* as nn__conv_graph_describe prints it */
-    unsigned uses;     /* tensors the op must have */
-    unsigned optional; /* tensors it may have (the forward's fused bias) */
-};
-
-/* The op's entry, or NULL for a value that is no op. */
-static const struct op_info *op_info(enum nn__conv_pass op)
+/* The name of each graph op (as nn__conv_graph_describe prints it), or NULL for a value that is
+ * no op. */
+static const char *op_name(enum nn__conv_pass op)
 {
-    static const struct op_info table[] = {
-        {NN__CONV_PASS_FWD, "conv_fwd",
-         NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
-             NN__CONV_UID_BIT(NN__CONV_UID_Y),
-         NN__CONV_UID_BIT(NN__CONV_UID_B)},
-        {NN__CONV_PASS_BWD_DATA, "conv_bwd_data",
-         NN__CONV_UID_BIT(NN__CONV_UID_DY) | NN__CONV_UID_BIT(NN__CONV_UID_W) |
-             NN__CONV_UID_BIT(NN__CONV_UID_DX),
-         0},
-        {NN__CONV_PASS_BWD_FILTER, "conv_bwd_filter",
-         NN__CONV_UID_BIT(NN__CONV_UID_X) | NN__CONV_UID_BIT(NN__CONV_UID_DY) |
-             NN__CONV_UID_BIT(NN__CONV_UID_DW),
-         0},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (table[i].op == op) return &table[i];
+    switch (op) {
+    case NN__CONV_PASS_FWD: return "conv_fwd";
+    case NN__CONV_PASS_BWD_DATA: return "conv_bwd_data";
+    case NN__CONV_PASS_BWD_FILTER: return "conv_bwd_filter";
+    }
     return NULL;
+}
+
+/* The tensors (bit 1 << uid) op must have, and those it may have (the forward's fused bias), from
+ * the key's slots (conv_plan_key.h). */
+static unsigned op_uses(enum nn__conv_pass op, int optional)
+{
+    unsigned bits = 0;
+    for (int i = 0; i < NN__CONV_SLOTS; i++) {
+        int u = nn__conv_uid_of_slot(op, i);
+        if (u && (i == NN__CONV_SLOT_BIAS) == optional) bits |= NN__CONV_UID_BIT(u);
+    }
+    return bits;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -112,9 +105,9 @@ static nn_status check_spatial(struct nn_ctx *ctx, const char *what, int rank, c
 
 nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *d)
 {
-    const struct op_info *kind = op_info(d->op);
-    if (!kind)
+    if (!op_name(d->op))
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: unknown graph kind %d", (int)d->op);
+    unsigned uses = op_uses(d->op, 0), optional = op_uses(d->op, 1);
     int srank = d->conv.spatial_rank;
     if (srank < 1 || srank > NN__CONV_GRAPH_SPATIAL_MAX)
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "graph_cudnn: spatial rank must be 1..%d, got %d",
@@ -123,7 +116,7 @@ nn_status nn__conv_graph_check(struct nn_ctx *ctx, const struct nn__conv_graph *
     for (int u = 1; u < NN__CONV_UID_END; u++) {
         const struct nn__cudnn_tensor *t = &d->t[u];
         unsigned bit = NN__CONV_UID_BIT(u);
-        int used = (kind->uses & bit) || ((kind->optional & bit) && t->rank > 0);
+        int used = (uses & bit) || ((optional & bit) && t->rank > 0);
         if (!used) {
             if (t->rank != 0)
                 return NN__FAIL(ctx, NN_E_INVALID_ARG,
@@ -192,21 +185,6 @@ void nn__conv_graph_params_to_2d(struct nn__conv_graph_params *c)
  * Keys
  */
 
-/* Kind 7's slot of each uid, by pass (-1: the pass has no such tensor). */
-static int slot_of_uid(enum nn__conv_pass op, int uid)
-{
-    switch (uid) {
-    case NN__CONV_UID_X: return op == NN__CONV_PASS_BWD_DATA ? -1 : NN__CONV_SLOT_IN;
-    case NN__CONV_UID_DX: return op == NN__CONV_PASS_BWD_DATA ? NN__CONV_SLOT_IN : -1;
-    case NN__CONV_UID_W: return op == NN__CONV_PASS_BWD_FILTER ? -1 : NN__CONV_SLOT_FILTER;
-    case NN__CONV_UID_DW: return op == NN__CONV_PASS_BWD_FILTER ? NN__CONV_SLOT_FILTER : -1;
-    case NN__CONV_UID_Y: return op == NN__CONV_PASS_FWD ? NN__CONV_SLOT_OUT : -1;
-    case NN__CONV_UID_DY: return op == NN__CONV_PASS_FWD ? -1 : NN__CONV_SLOT_OUT;
-    case NN__CONV_UID_B: return op == NN__CONV_PASS_FWD ? NN__CONV_SLOT_BIAS : -1;
-    }
-    return -1;
-}
-
 void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum nn__conv_pass op,
                         const struct nn__conv_graph_params *c, int64_t groups, double alpha,
                         double beta)
@@ -241,23 +219,11 @@ void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph 
     k->flags = flags;
     for (int u = 1; u < NN__CONV_UID_END; u++) {
         const struct nn__cudnn_tensor *t = &d->t[u];
-        int slot = slot_of_uid(d->op, u);
+        int slot = nn__conv_slot_of_uid(d->op, u);
         if (!t->rank || slot < 0) continue;
         k->dtype = t->dtype;
         nn__conv_key_tensor_set(&k->t[slot], t->rank, t->dims, t->strides, t->alignment);
     }
-}
-
-/* The uid of each slot, by pass. */
-static int uid_of_slot(enum nn__conv_pass op, int slot)
-{
-    static const int uids[4][NN__CONV_SLOTS] = {
-        {0},
-        {NN__CONV_UID_X, NN__CONV_UID_W, NN__CONV_UID_Y, NN__CONV_UID_B},
-        {NN__CONV_UID_DX, NN__CONV_UID_W, NN__CONV_UID_DY, 0},
-        {NN__CONV_UID_X, NN__CONV_UID_DW, NN__CONV_UID_DY, 0},
-    };
-    return op >= NN__CONV_PASS_FWD && op <= NN__CONV_PASS_BWD_FILTER ? uids[op][slot] : 0;
 }
 
 int nn__conv_graph_of_key(const struct nn__conv_key *k, struct nn__conv_graph *d)
@@ -268,7 +234,7 @@ int nn__conv_graph_of_key(const struct nn__conv_key *k, struct nn__conv_graph *d
     int rank = k->spatial_rank + 2;
     for (int i = 0; i < NN__CONV_SLOTS; i++) {
         const struct nn__conv_key_tensor *kt = &k->t[i];
-        int u = uid_of_slot(d->op, i);
+        int u = nn__conv_uid_of_slot(d->op, i);
         if (!kt->align || !u || rank > NN__CONV_KEY_RANK_MAX) continue;
         struct nn__cudnn_tensor *t = &d->t[u];
         t->rank = rank;
@@ -494,17 +460,15 @@ const char *nn__conv_graph_describe_params(char *buf, size_t cap,
 
 const char *nn__conv_graph_describe(char *buf, size_t cap, const struct nn__conv_graph *d)
 {
-    static const char *const names[NN__CONV_UID_END] = {"",   "x",  "w",  "y", "b",
-                                                        "dx", "dw", "dy", "db"};
     struct out o = out_init(buf, cap);
-    const struct op_info *kind = op_info(d->op);
-    put(&o, "%s", kind ? kind->name : "?");
+    const char *name = op_name(d->op);
+    put(&o, "%s", name ? name : "?");
     char t[NN__CUDNN_DESCRIBE_MAX];
     for (int u = 1; u < NN__CONV_UID_END; u++) {
         if (d->t[u].rank <= 0) continue;
-        put(&o, " %s", nn__cudnn_describe_tensor(t, sizeof t, names[u], &d->t[u]));
+        put(&o, " %s", nn__cudnn_describe_tensor(t, sizeof t, uid_name(u), &d->t[u]));
     }
-    if (kind) {
+    if (name) {
         put(&o, " ");
         put_conv(&o, &d->conv);
     }

@@ -41,21 +41,8 @@ struct nn__conv_graph_params {
  * on max pooling on the H200, so src/pool uses the legacy calls; the bias gradient is the legacy
  * call (or the bf16 ones trick), never a reduction graph. */
 
-/* Unique ids of a graph's tensors: the variant pack's keys, and the index into
- * struct nn__cudnn_args. Fixed by role so records and JSON plans stay valid across runs. */
-enum nn__conv_uid {
-    NN__CONV_UID_X = 1,
-    NN__CONV_UID_W = 2,
-    NN__CONV_UID_Y = 3,
-    NN__CONV_UID_B = 4,
-    NN__CONV_UID_DX = 5,
-    NN__CONV_UID_DW = 6,
-    NN__CONV_UID_DY = 7,
-    NN__CONV_UID_DB = 8,
-    NN__CONV_UID_END = 9,            /* first id that is not a graph input or output */
-    NN__CONV_UID_VIRTUAL_CONV = 101, /* conv output before the fused bias/relu */
-    NN__CONV_UID_VIRTUAL_BIAS = 102  /* bias-add output before relu */
-};
+/* The tensors' uids (enum nn__conv_uid) and which fills which key slot by pass are in
+ * conv_plan_key.h. */
 
 #define NN__CONV_UID_BIT(u) (1u << (u))
 

@@ -80,11 +80,33 @@ struct nn__conv_layout_arg {
     nn_tensor *out;
 };
 
+/* Whether a call with these tensors (in NULL: absent) describes the ones that are both layouts at
+ * once channels-last: when one of them is channels-last only (not also NCHW packed). */
+int nn__conv_prefers_channels_last(const struct nn__conv_layout_arg *a, int n);
+
 /* Choose the layout each present tensor of a call is described in and write its canonical view;
  * sets p->roles and p->nhwc. Every in passed nn__conv_check_layout(). A tensor that is both
  * layouts at once (C = 1, or all spatial sizes 1) follows the call: channels-last when another
  * tensor of the call is channels-last only, so that cuDNN sees one layout where it can. */
 void nn__conv_describe_layouts(struct nn__conv_problem *p, struct nn__conv_layout_arg *a, int n);
+
+/* The tensors of one pass of nn_conv_workspace_size() as its call would describe them (conv.c,
+ * nn__conv_describe_layouts()): x and w are the caller's (their canonical views), b the caller's
+ * or NULL; the pass's tensors the query is not given, y for the forward, dy for the gradients, dx
+ * for the data gradient and dw for the filter gradient, have the dims and layout the call's would
+ * have and data NULL; those the pass lacks are zeroed. */
+struct nn__conv_query {
+    nn_tensor x, w, y, dy, dx, dw;
+    const nn_tensor *b;
+};
+
+/* Fill q for pass of problem p (resolved from x and w, which passed the layout checks) as
+ * nn_conv_forward, or nn_conv_backward through the forward's pullback (which holds x and w),
+ * would describe the pass's tensors; sets p->roles and p->nhwc as that call does. The tensors
+ * the query is not given are channels-last when x or w is channels-last only
+ * (nn__conv_prefers_channels_last()), else NCHW. */
+void nn__conv_describe_query(struct nn__conv_problem *p, nn_conv_pass pass, const nn_tensor *x,
+                             const nn_tensor *w, const nn_tensor *b, struct nn__conv_query *q);
 
 /* The problem as text in the CLI syntax (include/nnprim/conv.h, docs/CONV.md), e.g.
  * "n2c4h9w9k6r3s3 g2 stride2x1 dil1x1 padlo1x0 padhi2x1 conv relu bias f32"; TF32 math on an
@@ -172,11 +194,11 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
 
 /* nn_conv_workspace_size() of a checked problem (include/nnprim/conv.h): the pool bytes the pass
  * would hold at its peak, with its plan found or built (and cached) as the call would; beta is
- * the pass's blend (1 when its gradient accumulates). x and w are the caller's (b may be NULL);
- * the other tensors of the pass are stood in for by pool scratch during the query. */
+ * the pass's blend (1 when its gradient accumulates). q holds the pass's tensors; those without
+ * data are stood in for by pool scratch only while a plan that is not live is found or built. */
 nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
-                                   nn_conv_pass pass, const nn_tensor *x, const nn_tensor *w,
-                                   const nn_tensor *b, double beta, size_t *bytes);
+                                   nn_conv_pass pass, const struct nn__conv_query *q, double beta,
+                                   size_t *bytes);
 
 /* What cuDNN cannot take, refused before it sees it (docs/INPUT.md): NN_E_UNSUPPORTED naming op
  * (the public function) and the field when a dim, stride, dilation or padding of p is beyond

@@ -39,11 +39,16 @@ nn_status nn__conv_check_layout(struct nn_ctx *ctx, const char *op, const nn_ten
                     op, name, got);
 }
 
+int nn__conv_prefers_channels_last(const struct nn__conv_layout_arg *a, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].in && !nn_tensor_is_contiguous(a[i].in)) return 1;
+    return 0;
+}
+
 void nn__conv_describe_layouts(struct nn__conv_problem *p, struct nn__conv_layout_arg *a, int n)
 {
-    int prefer_cl = 0;
-    for (int i = 0; i < n; i++)
-        if (a[i].in && !nn_tensor_is_contiguous(a[i].in)) prefer_cl = 1;
+    int prefer_cl = nn__conv_prefers_channels_last(a, n);
     p->roles = p->nhwc = 0;
     for (int i = 0; i < n; i++) {
         if (!a[i].in) continue;

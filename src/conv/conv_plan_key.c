@@ -40,6 +40,26 @@ const struct nn__field nn__conv_key_fields[] = {
     NN__FIELD_END,
 };
 
+int nn__conv_uid_of_slot(int32_t pass, int slot)
+{
+    static const int uids[][NN__CONV_SLOTS] = {
+        [NN__CONV_PASS_FWD] = {NN__CONV_UID_X, NN__CONV_UID_W, NN__CONV_UID_Y, NN__CONV_UID_B},
+        [NN__CONV_PASS_BWD_DATA] = {NN__CONV_UID_DX, NN__CONV_UID_W, NN__CONV_UID_DY, 0},
+        [NN__CONV_PASS_BWD_FILTER] = {NN__CONV_UID_X, NN__CONV_UID_DW, NN__CONV_UID_DY, 0},
+    };
+    if (pass < NN__CONV_PASS_FWD || pass > NN__CONV_PASS_BWD_FILTER || slot < 0 ||
+        slot >= NN__CONV_SLOTS)
+        return 0;
+    return uids[pass][slot];
+}
+
+int nn__conv_slot_of_uid(int32_t pass, int uid)
+{
+    for (int i = 0; uid > 0 && i < NN__CONV_SLOTS; i++)
+        if (nn__conv_uid_of_slot(pass, i) == uid) return i;
+    return -1;
+}
+
 /* Defined here rather than in conv_layout.c so that this file links without the op (the fuzzer
  * builds it alone). */
 void nn__conv_layout_strides(int rank, const int64_t *dims, int channels_last, int64_t *strides)
@@ -125,7 +145,10 @@ static int is_alignment(int64_t a)
 /* The slots each pass has (the bias is the forward's option). */
 static unsigned slots_of(int32_t pass)
 {
-    return pass == NN__CONV_PASS_FWD ? 0xfu : 0x7u;
+    unsigned slots = 0;
+    for (int i = 0; i < NN__CONV_SLOTS; i++)
+        if (nn__conv_uid_of_slot(pass, i)) slots |= 1u << i;
+    return slots;
 }
 
 static const char *tensor_invalid(const struct nn__conv_key_tensor *t, int rank, int present)
@@ -287,19 +310,29 @@ static int import_tensor(const struct nn__conv_v1_tensor *t, int32_t dtype, int 
     return memcmp(s, t->strides, (size_t)rank * sizeof *s) == 0;
 }
 
+/* Kind 1's slot i held the tensor of uid i + 1, and its ops 1..3 are kind 7's passes. */
+_Static_assert(NN__CONV_V1_X == NN__CONV_UID_X - 1 && NN__CONV_V1_W == NN__CONV_UID_W - 1 &&
+                   NN__CONV_V1_Y == NN__CONV_UID_Y - 1 && NN__CONV_V1_B == NN__CONV_UID_B - 1 &&
+                   NN__CONV_V1_DX == NN__CONV_UID_DX - 1 && NN__CONV_V1_DW == NN__CONV_UID_DW - 1 &&
+                   NN__CONV_V1_DY == NN__CONV_UID_DY - 1 && NN__CONV_V1_DB == NN__CONV_UID_DB - 1,
+               "kind 1's slots are the uids less one");
+_Static_assert((int)NN__CONV_V1_FWD == (int)NN__CONV_PASS_FWD &&
+                   (int)NN__CONV_V1_BWD_DATA == (int)NN__CONV_PASS_BWD_DATA &&
+                   (int)NN__CONV_V1_BWD_FILTER == (int)NN__CONV_PASS_BWD_FILTER,
+               "kind 1's convolution ops are kind 7's passes");
+
+/* Kind 1's slot of kind 7's slot i in a key of pass, or -1 for none. */
+static int v1_slot_of(int32_t pass, int i)
+{
+    return nn__conv_uid_of_slot(pass, i) - 1;
+}
+
 int nn__conv_key_import(const struct nn__conv_key_v1 *old, struct nn__conv_key *k)
 {
-    /* Kind 1's slot of each of kind 7's, by pass (-1: none). */
-    static const int slot_of[4][NN__CONV_SLOTS] = {
-        {0},
-        {NN__CONV_V1_X, NN__CONV_V1_W, NN__CONV_V1_Y, NN__CONV_V1_B},
-        {NN__CONV_V1_DX, NN__CONV_V1_W, NN__CONV_V1_DY, -1},
-        {NN__CONV_V1_X, NN__CONV_V1_DW, NN__CONV_V1_DY, -1},
-    };
     memset(k, 0, sizeof *k);
     if (old->op < NN__CONV_V1_FWD || old->op > NN__CONV_V1_BWD_FILTER) return 0;
     const struct nn__conv_v1_params *p = &old->p;
-    int32_t dtype = old->t[slot_of[old->op][NN__CONV_SLOT_IN]].dtype;
+    int32_t dtype = old->t[v1_slot_of(old->op, NN__CONV_SLOT_IN)].dtype;
     int32_t compute = dtype == NN_DTYPE_F64 ? NN_DTYPE_F64 : NN_DTYPE_F32;
     if (old->compute != compute || p->pool_mode || (p->flags & ~NN__CONV_KEY_PLAIN) ||
         (p->activation != 0 && p->activation != 1))
@@ -325,7 +358,7 @@ int nn__conv_key_import(const struct nn__conv_key_v1 *old, struct nn__conv_key *
     k->s.workspace_cap = old->workspace_cap;
     unsigned taken = 0;
     for (int i = 0; i < NN__CONV_SLOTS; i++) {
-        int from = slot_of[old->op][i];
+        int from = v1_slot_of(old->op, i);
         if (from < 0 || (i == NN__CONV_SLOT_BIAS && !old->t[from].rank)) continue;
         taken |= 1u << from;
         if (!import_tensor(&old->t[from], dtype, p->spatial_rank + 2, &k->t[i])) return 0;

@@ -48,6 +48,30 @@ enum nn__conv_slot {
     NN__CONV_SLOTS = 4
 };
 
+/* Unique ids of a graph's tensors: the variant pack's keys, and the index into
+ * struct nn__cudnn_args. Fixed by role so records and JSON plans stay valid across runs. */
+enum nn__conv_uid {
+    NN__CONV_UID_X = 1,
+    NN__CONV_UID_W = 2,
+    NN__CONV_UID_Y = 3,
+    NN__CONV_UID_B = 4,
+    NN__CONV_UID_DX = 5,
+    NN__CONV_UID_DW = 6,
+    NN__CONV_UID_DY = 7,
+    NN__CONV_UID_DB = 8,
+    NN__CONV_UID_END = 9,            /* first id that is not a graph input or output */
+    NN__CONV_UID_VIRTUAL_CONV = 101, /* conv output before the fused bias/relu */
+    NN__CONV_UID_VIRTUAL_BIAS = 102  /* bias-add output before relu */
+};
+
+/* The uid of the tensor in slot of a key of pass (a pass value, checked), or 0 when the pass has
+ * no such slot or pass is none: the one table of which tensor fills which slot. The tensors a
+ * graph takes, the slots a key must have and kind 1's slots are all derived from it. */
+int nn__conv_uid_of_slot(int32_t pass, int slot);
+
+/* The slot of tensor uid in a key of pass, or -1 when the pass has no such tensor. */
+int nn__conv_slot_of_uid(int32_t pass, int uid);
+
 #define NN__CONV_KEY_SPATIAL_MAX 3 /* 1-D, 2-D and 3-D */
 #define NN__CONV_KEY_RANK_MAX    5 /* N, C and up to 3 spatial dims */
 

@@ -217,6 +217,22 @@ static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
 
+/* x and y as nn_pool_forward() takes them (params valid), for it and for the calls without a
+ * pullback; the forward then checks y as its output. */
+static nn_status check_x_y(nn_ctx *ctx, const char *op, const nn_pool_params *p, const nn_tensor *x,
+                           const nn_tensor *y)
+{
+    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
+    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
+    int64_t y_dims[NN_MAX_RANK];
+    NN__TRY(output_dims(ctx, op, p, x->rank, x->dims, y_dims));
+    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
+    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
+    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    NN__TRY(check_backend_limits(ctx, op, p, x, "x"));
+    return check_backend_limits(ctx, op, p, y, "y");
+}
+
 static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_tensor *x,
                               nn_tensor *y, nn_pool_pullback **pullback_out)
 {
@@ -225,17 +241,9 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
-    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
-    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
-    int64_t y_dims[NN_MAX_RANK];
-    NN__TRY(output_dims(ctx, op, params, x->rank, x->dims, y_dims));
-    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
-    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
-    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    NN__TRY(check_x_y(ctx, op, params, x, y));
     NN__TRY(nn__check_output_distinct(ctx, op, y, "y"));
     NN__TRY(nn__check_no_overlap(ctx, op, y, "y", x, "x"));
-    NN__TRY(check_backend_limits(ctx, op, params, x, "x"));
-    NN__TRY(check_backend_limits(ctx, op, params, y, "y"));
 
     const struct nn__pool_backend *be = backend_of(ctx);
     nn_pool_pullback *pb = NULL;
@@ -269,21 +277,6 @@ nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, const nn_te
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     return nn__verbose_exit(ctx, "pool_forward", t0, pool_forward(ctx, params, x, y, pullback_out));
-}
-
-/* x and y of a call without a pullback, as nn_pool_forward() would take them (params valid). */
-static nn_status check_x_y(nn_ctx *ctx, const char *op, const nn_pool_params *p, const nn_tensor *x,
-                           const nn_tensor *y)
-{
-    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
-    NN__TRY(nn__check_tensor(ctx, op, y, "y"));
-    int64_t y_dims[NN_MAX_RANK];
-    NN__TRY(output_dims(ctx, op, p, x->rank, x->dims, y_dims));
-    NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
-    NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
-    NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
-    NN__TRY(check_backend_limits(ctx, op, p, x, "x"));
-    return check_backend_limits(ctx, op, p, y, "y");
 }
 
 /* The checks of every backward call: dy and dx against the forward's x and y (x and y given and

@@ -1,10 +1,12 @@
 /* nn_conv_workspace_size(): 0 on the reference backend, its checks, and on a GPU the bytes it
  * gives against what the pass then really takes (counted by a user allocator, which sees every
- * device allocation at its requested size), with the call finding the plan the query cached. */
+ * device allocation at its requested size), with the call finding the plan the query cached, in
+ * NCHW and channels-last; a query of a live plan takes no device memory. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "conv/conv_internal.h"
 #include "gpu.h"
 #include "peak_alloc.h"
 #include "nn_config.h"
@@ -93,34 +95,222 @@ Test(conv_workspace, checks_its_arguments)
     nn_ctx_destroy(r);
 }
 
+/* t described channels-last (NHWC, KRSC for a filter): the same storage, other strides. */
+static void to_channels_last(nn_tensor *t)
+{
+    nn__conv_layout_strides(t->rank, t->dims, 1, t->strides);
+}
+
+Test(conv_workspace, reference_takes_channels_last_tensors)
+{
+    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_conv_params p;
+    OK(nn_conv_params_default(&p, 2));
+    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    to_channels_last(&x);
+    for (int pass = 0; pass < 4; pass++) {
+        size_t n = 77;
+        OK(nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)pass, &n));
+        cr_expect_eq(n, 0, "x channels-last, pass %d: %zu", pass, n);
+        to_channels_last(&w);
+        n = 77;
+        OK(nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)pass, &n));
+        cr_expect_eq(n, 0, "x and w channels-last, pass %d: %zu", pass, n);
+        nn_contiguous_strides(w.rank, w.dims, w.strides);
+    }
+    /* neither layout: W and H swapped */
+    x.strides[2] = 3;
+    x.strides[3] = 3 * 8;
+    size_t n = 5;
+    cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, &n),
+                 NN_E_UNSUPPORTED);
+    cr_expect(strstr(nn_last_error()->message, "nn_conv_workspace_size: x must be fully packed"),
+              "%s", nn_last_error()->message);
+    cr_expect_eq(n, 5, "bytes untouched on failure");
+    nn_contiguous_strides(x.rank, x.dims, x.strides);
+    OK(nn_tensor_free(r, &x));
+    OK(nn_tensor_free(r, &w));
+    nn_ctx_destroy(r);
+}
+
+Test(conv_workspace, overflowing_shapes_are_refused)
+{
+    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_conv_params p;
+    OK(nn_conv_params_default(&p, 2));
+    p.dilation[1] = INT64_MAX / 2 + 1; /* times the filter's 3 - 1 overflows */
+    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    size_t n = 5;
+    cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_DATA, &n),
+                 NN_E_OVERFLOW);
+    cr_expect(strstr(nn_last_error()->message,
+                     "nn_conv_workspace_size: spatial dim 1: the dilated filter size"),
+              "%s", nn_last_error()->message);
+    cr_expect_eq(n, 5, "bytes untouched on failure");
+    OK(nn_tensor_free(r, &x));
+    OK(nn_tensor_free(r, &w));
+    nn_ctx_destroy(r);
+}
+
+/* The problem nn_conv_workspace_size() resolves for x and w (2-D, no padding unless pad). */
+static struct nn__conv_problem problem_of(const nn_tensor *x, const nn_tensor *w, int64_t pad)
+{
+    nn_conv_params p;
+    OK(nn_conv_params_default(&p, 2));
+    p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = pad;
+    int64_t yd[4];
+    OK(nn_conv_output_shape(&p, 4, x->dims, w->dims, yd));
+    struct nn__conv_problem q;
+    memset(&q, 0, sizeof q);
+    q.nsp = 2;
+    q.n = x->dims[0];
+    q.c = x->dims[1];
+    q.k = w->dims[0];
+    q.groups = 1;
+    for (int i = 0; i < 2; i++) {
+        q.in[i] = x->dims[2 + i];
+        q.filt[i] = w->dims[2 + i];
+        q.out[i] = yd[2 + i];
+        q.stride[i] = q.dilation[i] = 1;
+        q.pad_lo[i] = q.pad_hi[i] = pad;
+    }
+    q.dtype = x->dtype;
+    return q;
+}
+
+/* Each pass's tensors described as the call's: y, dy, dx and dw (no data) channels-last when
+ * want_cl (else NCHW), the roles the call has, and which are channels-last (given_cl: of x, w). */
+static void expect_query(const nn_tensor *x, const nn_tensor *w, int64_t pad, int want_cl,
+                         unsigned given_cl, const char *what)
+{
+    static const unsigned roles[] = {
+        NN__CONV_ROLE_X | NN__CONV_ROLE_W | NN__CONV_ROLE_Y,
+        NN__CONV_ROLE_X | NN__CONV_ROLE_W | NN__CONV_ROLE_DY | NN__CONV_ROLE_DX,
+        NN__CONV_ROLE_X | NN__CONV_ROLE_W | NN__CONV_ROLE_DY | NN__CONV_ROLE_DW,
+        NN__CONV_ROLE_X | NN__CONV_ROLE_W | NN__CONV_ROLE_DY,
+    };
+    for (int pass = 0; pass < 4; pass++) {
+        struct nn__conv_problem p = problem_of(x, w, pad);
+        struct nn__conv_query q;
+        nn__conv_describe_query(&p, (nn_conv_pass)pass, x, w, NULL, &q);
+        cr_expect_eq(p.roles, roles[pass], "%s pass %d: roles 0x%x", what, pass, p.roles);
+        unsigned nhwc =
+            (want_cl ? roles[pass] & ~(NN__CONV_ROLE_X | NN__CONV_ROLE_W) : 0u) | given_cl;
+        cr_expect_eq(p.nhwc, nhwc, "%s pass %d: nhwc 0x%x", what, pass, p.nhwc);
+        cr_expect_eq(q.x.data, x->data, "%s pass %d: x is the caller's", what, pass);
+        cr_expect_eq(q.w.data, w->data, "%s pass %d: w is the caller's", what, pass);
+        const nn_tensor *unseen[] = {&q.y, &q.dy, &q.dx, &q.dw};
+        const char *names[] = {"y", "dy", "dx", "dw"};
+        const unsigned role[] = {NN__CONV_ROLE_Y, NN__CONV_ROLE_DY, NN__CONV_ROLE_DX,
+                                 NN__CONV_ROLE_DW};
+        const int64_t *dims[] = {NULL, NULL, x->dims, w->dims};
+        for (int i = 0; i < 4; i++) {
+            const nn_tensor *t = unseen[i];
+            if (!(roles[pass] & role[i])) {
+                cr_expect_eq(t->rank, 0, "%s pass %d: %s is not the pass's", what, pass, names[i]);
+                continue;
+            }
+            cr_expect_null(t->data, "%s pass %d: %s has data", what, pass, names[i]);
+            cr_expect_eq(t->dtype, x->dtype);
+            cr_expect_eq(t->space, x->space);
+            int64_t d[4] = {p.n, p.k, p.out[0], p.out[1]}, st[4];
+            if (dims[i]) memcpy(d, dims[i], sizeof d);
+            cr_expect_arr_eq(t->dims, d, sizeof d, "%s pass %d: %s dims", what, pass, names[i]);
+            nn__conv_layout_strides(4, d, want_cl, st);
+            cr_expect_arr_eq(t->strides, st, sizeof st, "%s pass %d: %s strides", what, pass,
+                             names[i]);
+        }
+    }
+}
+
+/* The tensors the query is not given follow x and w: channels-last when either is channels-last
+ * only, else NCHW (also when x and w are both layouts at once). */
+Test(conv_workspace, query_describes_the_calls_layouts)
+{
+    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    expect_query(&x, &w, 0, 0, 0, "NCHW");
+    to_channels_last(&x);
+    expect_query(&x, &w, 0, 1, NN__CONV_ROLE_X, "x NHWC, w KCRS");
+    to_channels_last(&w);
+    expect_query(&x, &w, 0, 1, NN__CONV_ROLE_X | NN__CONV_ROLE_W, "x NHWC, w KRSC");
+    /* a mixed call keeps x's NCHW and describes the others channels-last, as w */
+    nn_contiguous_strides(x.rank, x.dims, x.strides);
+    expect_query(&x, &w, 0, 1, NN__CONV_ROLE_W, "x NCHW, w KRSC");
+    nn_tensor x1 = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 1, 8, 8});
+    nn_tensor w1 = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 1, 3, 3});
+    expect_query(&x1, &w1, 0, 0, 0, "C = 1, both layouts at once");
+    /* x is both layouts (1 x 1 spatial), w channels-last only: all channels-last */
+    nn_tensor xs = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 1, 1});
+    expect_query(&xs, &w, 1, 1, NN__CONV_ROLE_X | NN__CONV_ROLE_W, "x 1x1, w KRSC");
+    nn_tensor *ts[] = {&x, &w, &x1, &w1, &xs};
+    for (int i = 0; i < 5; i++)
+        OK(nn_tensor_free(r, ts[i]));
+    nn_ctx_destroy(r);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * GPU: the query against a counting allocator
  */
 
 #if NN_HAVE_CUDA
+/* run_pass() flags: the call's peak must equal the query (not only stay within it); cuDNN may
+ * refuse the problem (NN_E_UNSUPPORTED), the query and the call alike. */
+enum { RUN_EXACT = 1, RUN_MAY_REFUSE = 2 };
+
+/* The call of pass: the forward, or the backward through a pullback made first. */
+static nn_status call_pass(nn_ctx *g, const nn_conv_params *p, const nn_tensor *x,
+                           const nn_tensor *w, const nn_tensor *b, nn_tensor *y, nn_tensor *dy,
+                           nn_tensor *dx, nn_tensor *dw, nn_tensor *db, nn_conv_pass pass,
+                           nn_conv_pullback **pb)
+{
+    switch (pass) {
+    case NN_CONV_PASS_FORWARD: return nn_conv_forward(g, p, x, w, b, y, NULL);
+    case NN_CONV_PASS_BACKWARD_DATA: return nn_conv_backward(g, pb, dy, dx, NULL, NULL);
+    case NN_CONV_PASS_BACKWARD_FILTER: return nn_conv_backward(g, pb, dy, NULL, dw, NULL);
+    case NN_CONV_PASS_BACKWARD_BIAS: return nn_conv_backward(g, pb, dy, NULL, NULL, db);
+    }
+    return NN_E_INVALID_ARG;
+}
+
 /* The pass's peak above what was live before it. */
 static void run_pass(nn_ctx *g, struct nn_test_peak *k, const nn_conv_params *p, const nn_tensor *x,
                      const nn_tensor *w, const nn_tensor *b, nn_tensor *y, nn_tensor *dy,
                      nn_tensor *dx, nn_tensor *dw, nn_tensor *db, nn_conv_pass pass,
-                     const char *what)
+                     const char *what, int flags)
 {
     size_t q;
-    OK(nn_conv_workspace_size(g, p, x, w, b, pass, &q));
+    nn_status qst = nn_conv_workspace_size(g, p, x, w, b, pass, &q);
     nn_conv_pullback *pb = NULL;
+    if ((flags & RUN_MAY_REFUSE) && qst == NN_E_UNSUPPORTED) {
+        char why[NN_ERROR_MESSAGE_MAX];
+        snprintf(why, sizeof why, "%s", nn_last_error()->message);
+        nn_status st = NN_OK;
+        if (pass != NN_CONV_PASS_FORWARD) st = nn_conv_forward(g, p, x, w, b, y, &pb);
+        if (st == NN_OK) st = call_pass(g, p, x, w, b, y, dy, dx, dw, db, pass, &pb);
+        cr_expect_eq(st, NN_E_UNSUPPORTED, "%s pass %d: the query refused (%s), the call said %d",
+                     what, (int)pass, why, (int)st);
+        OK(nn_conv_pullback_free(&pb));
+        cr_log_info("%s pass %d: refused by cuDNN, query and call: %s", what, (int)pass, why);
+        return;
+    }
+    OK(qst);
     if (pass != NN_CONV_PASS_FORWARD) OK(nn_conv_forward(g, p, x, w, b, y, &pb));
     nn_plan_cache_stats before, after;
     OK(nn_plan_cache_get_stats(g, &before));
     long base = nn_test_peak_mark(k);
-    switch (pass) {
-    case NN_CONV_PASS_FORWARD: OK(nn_conv_forward(g, p, x, w, b, y, NULL)); break;
-    case NN_CONV_PASS_BACKWARD_DATA: OK(nn_conv_backward(g, &pb, dy, dx, NULL, NULL)); break;
-    case NN_CONV_PASS_BACKWARD_FILTER: OK(nn_conv_backward(g, &pb, dy, NULL, dw, NULL)); break;
-    case NN_CONV_PASS_BACKWARD_BIAS: OK(nn_conv_backward(g, &pb, dy, NULL, NULL, db)); break;
-    }
+    OK(call_pass(g, p, x, w, b, y, dy, dx, dw, db, pass, &pb));
     OK(nn_plan_cache_get_stats(g, &after));
     long took = nn_test_peak_since(k, base);
     cr_expect(took >= 0 && (size_t)took <= q,
               "%s pass %d: the call took %ld bytes, the query said %zu", what, (int)pass, took, q);
+    if (flags & RUN_EXACT)
+        cr_expect_eq((size_t)took, q,
+                     "%s pass %d: the call's peak %ld bytes is not the query's %zu", what,
+                     (int)pass, took, q);
     cr_expect_eq(after.misses, before.misses,
                  "%s pass %d: the call missed the plan the query built", what, (int)pass);
     cr_log_info("%s pass %d: query %zu bytes, call peak %ld", what, (int)pass, q, took);
@@ -151,7 +341,8 @@ Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
             char what[64];
             snprintf(what, sizeof what, "%s%s", nn_dtype_name(dt), relu ? " relu" : "");
             for (int pass = 0; pass < 4; pass++)
-                run_pass(g, &k, &p, &x, &w, &b, &y, &dy, &dx, &dw, &db, (nn_conv_pass)pass, what);
+                run_pass(g, &k, &p, &x, &w, &b, &y, &dy, &dx, &dw, &db, (nn_conv_pass)pass, what,
+                         0);
             nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
             for (int i = 0; i < 8; i++)
                 OK(nn_tensor_free(g, ts[i]));
@@ -187,9 +378,109 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
     size_t copy = (size_t)(1 * 4 * 6 * 6 * 9) * 2; /* x padded: 5+1, 6+0, 7+2 */
     cr_expect_geq(q, copy, "the query %zu lacks the padded copy (%zu bytes)", q, copy);
     run_pass(g, &k, &p, &x, &w, NULL, &y, &dy, NULL, &dw, NULL, NN_CONV_PASS_BACKWARD_FILTER,
-             "f16 3-D g2 asymmetric");
+             "f16 3-D g2 asymmetric", 0);
     nn_tensor *ts[] = {&x, &w, &y, &dy, &dw};
     for (int i = 0; i < 5; i++)
+        OK(nn_tensor_free(g, ts[i]));
+    nn_ctx_destroy(g);
+    OK(nn_mem_set_allocator(0, NULL));
+#endif
+}
+
+/* A channels-last call (every tensor NHWC, the filter KRSC) takes the plan its query found and
+ * cached, not an NCHW one, and exactly the pool memory the query said: the query describes y,
+ * dy, dx and dw in the layout the call gives them beside channels-last x and w. f32 runs with
+ * TF32 math (cuDNN's channels-last engines); a problem cuDNN refuses must be refused by both. */
+Test(conv_workspace_gpu, channels_last_query_is_the_calls_peak)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
+    OK(nn_mem_set_allocator(0, &a));
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = NN_BACKEND_CUDNN;
+    s.math_mode = NN_MATH_TF32;
+    nn_ctx *g = NULL;
+    OK(nn_ctx_create(&g, &s));
+    const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
+    for (int t = 0; t < 3; t++)
+        for (int relu = 0; relu < 2; relu++) {
+            nn_conv_params p;
+            OK(nn_conv_params_default(&p, 2));
+            p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = 1;
+            p.activation = relu ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
+            nn_dtype dt = types[t];
+            const int64_t xd[] = {4, 16, 20, 20}, wd[] = {32, 16, 3, 3}, yd[] = {4, 32, 20, 20};
+            nn_tensor x = mk(g, dt, 4, xd), w = mk(g, dt, 4, wd);
+            nn_tensor b = mk(g, dt, 1, (int64_t[]){32}), y = mk(g, dt, 4, yd);
+            nn_tensor dy = mk(g, dt, 4, yd), dx = mk(g, dt, 4, xd), dw = mk(g, dt, 4, wd);
+            nn_tensor db = mk(g, dt, 1, (int64_t[]){32});
+            nn_tensor *cl[] = {&x, &w, &y, &dy, &dx, &dw};
+            for (int i = 0; i < 6; i++)
+                to_channels_last(cl[i]);
+            char what[64];
+            snprintf(what, sizeof what, "nhwc %s%s", nn_dtype_name(dt), relu ? " relu" : "");
+            for (int pass = 0; pass < 4; pass++)
+                run_pass(g, &k, &p, &x, &w, &b, &y, &dy, &dx, &dw, &db, (nn_conv_pass)pass, what,
+                         RUN_EXACT | RUN_MAY_REFUSE);
+            nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+            for (int i = 0; i < 8; i++)
+                OK(nn_tensor_free(g, ts[i]));
+        }
+    nn_ctx_destroy(g);
+    OK(nn_mem_set_allocator(0, NULL));
+#endif
+}
+
+/* Once a pass's plan is live (cached by its call, or by a first query), the query takes no
+ * device memory and counts no plan-cache miss; the first query of an uncached forward stands
+ * scratch in for y while it builds the plan. */
+Test(conv_workspace_gpu, a_cached_query_takes_no_device_memory)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
+    OK(nn_mem_set_allocator(0, &a));
+    nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
+    nn_conv_params p;
+    OK(nn_conv_params_default(&p, 2));
+    p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = 1;
+    p.activation = NN_ACTIVATION_RELU;
+    const int64_t xd[] = {2, 8, 12, 12}, wd[] = {16, 8, 3, 3}, yd[] = {2, 16, 12, 12};
+    nn_tensor x = mk(g, NN_DTYPE_F32, 4, xd), w = mk(g, NN_DTYPE_F32, 4, wd);
+    nn_tensor b = mk(g, NN_DTYPE_F32, 1, (int64_t[]){16}), y = mk(g, NN_DTYPE_F32, 4, yd);
+    nn_tensor dy = mk(g, NN_DTYPE_F32, 4, yd), dx = mk(g, NN_DTYPE_F32, 4, xd);
+    nn_tensor dw = mk(g, NN_DTYPE_F32, 4, wd);
+    size_t q, q2;
+    long base = nn_test_peak_mark(&k);
+    OK(nn_conv_workspace_size(g, &p, &x, &w, &b, NN_CONV_PASS_FORWARD, &q));
+    long first = nn_test_peak_since(&k, base);
+    size_t y_bytes = (size_t)(2 * 16 * 12 * 12) * sizeof(float);
+    cr_expect_geq((size_t)first, y_bytes, "the first query took %ld bytes, y's stand-in is %zu",
+                  first, y_bytes);
+    nn_conv_pullback *pb = NULL;
+    OK(nn_conv_forward(g, &p, &x, &w, &b, &y, &pb));
+    OK(nn_conv_backward(g, &pb, &dy, &dx, &dw, NULL));
+    for (int pass = 0; pass < 4; pass++) {
+        for (int round = 0; round < 2; round++) {
+            nn_plan_cache_stats before, after;
+            OK(nn_plan_cache_get_stats(g, &before));
+            base = nn_test_peak_mark(&k);
+            OK(nn_conv_workspace_size(g, &p, &x, &w, &b, (nn_conv_pass)pass, round ? &q2 : &q));
+            long took = nn_test_peak_since(&k, base);
+            OK(nn_plan_cache_get_stats(g, &after));
+            cr_expect_eq(took, 0, "pass %d round %d: a query of a live plan took %ld bytes", pass,
+                         round, took);
+            cr_expect_eq(after.misses, before.misses,
+                         "pass %d round %d: a query of a live plan counted a miss", pass, round);
+        }
+        cr_expect_eq(q, q2, "pass %d: the same query said %zu, then %zu", pass, q, q2);
+    }
+    nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw};
+    for (int i = 0; i < 7; i++)
         OK(nn_tensor_free(g, ts[i]));
     nn_ctx_destroy(g);
     OK(nn_mem_set_allocator(0, NULL));

@@ -218,9 +218,10 @@ static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *
 }
 
 /* x and y as nn_pool_forward() takes them (params valid), for it and for the calls without a
- * pullback; the forward then checks y as its output. */
+ * pullback. y_out: y is the call's output, so it must not overlap itself or x; that is checked
+ * before what the backend cannot take, so such a y is NN_E_INVALID_ARG on every backend. */
 static nn_status check_x_y(nn_ctx *ctx, const char *op, const nn_pool_params *p, const nn_tensor *x,
-                           const nn_tensor *y)
+                           const nn_tensor *y, int y_out)
 {
     NN__TRY(nn__check_tensor(ctx, op, x, "x"));
     NN__TRY(nn__check_tensor(ctx, op, y, "y"));
@@ -229,6 +230,10 @@ static nn_status check_x_y(nn_ctx *ctx, const char *op, const nn_pool_params *p,
     NN__TRY(check_dims(ctx, op, "y", y, y_dims, x->rank));
     NN__TRY(check_dtype(ctx, op, "x", x, x->dtype));
     NN__TRY(check_dtype(ctx, op, "y", y, x->dtype));
+    if (y_out) {
+        NN__TRY(nn__check_output_distinct(ctx, op, y, "y"));
+        NN__TRY(nn__check_no_overlap(ctx, op, y, "y", x, "x"));
+    }
     NN__TRY(check_backend_limits(ctx, op, p, x, "x"));
     return check_backend_limits(ctx, op, p, y, "y");
 }
@@ -241,9 +246,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
-    NN__TRY(check_x_y(ctx, op, params, x, y));
-    NN__TRY(nn__check_output_distinct(ctx, op, y, "y"));
-    NN__TRY(nn__check_no_overlap(ctx, op, y, "y", x, "x"));
+    NN__TRY(check_x_y(ctx, op, params, x, y, 1));
 
     const struct nn__pool_backend *be = backend_of(ctx);
     nn_pool_pullback *pb = NULL;
@@ -346,7 +349,7 @@ static nn_status pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *para
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
     NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
-    NN__TRY(check_x_y(ctx, op, params, x, y));
+    NN__TRY(check_x_y(ctx, op, params, x, y, 0));
     NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);
     NN__TRY_IN(ctx, op,
@@ -377,7 +380,7 @@ nn_status nn_pool_workspace_size(nn_ctx *ctx, const nn_pool_params *params, cons
                         "got %d",
                         op, (int)pass);
     NN__TRY(check_params(ctx, op, params));
-    NN__TRY(check_x_y(ctx, op, params, x, y));
+    NN__TRY(check_x_y(ctx, op, params, x, y, 0));
     size_t n = 0; /* the forward takes no pool memory on either backend */
     if (pass == NN_POOL_PASS_BACKWARD) {
         NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/ctx.h"
 #include "core/error.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
@@ -15,6 +16,29 @@ const void *nn__cudnn_scale(union nn__cudnn_scale *s, nn_dtype t, double v)
     else
         s->f = (float)v;
     return s;
+}
+
+nn_status nn__cudnn_tensor_desc(struct nn_ctx *ctx, nn_dtype t, int nd, const int *dims,
+                                const int *strides, cudnnTensorDescriptor_t *out)
+{
+    cudnnTensorDescriptor_t d;
+    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
+    nn_status st =
+        nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), nd, dims, strides);
+    if (st != NN_OK) {
+        nn__cudnn_tensor_desc_destroy(ctx, d);
+        return st;
+    }
+    *out = d;
+    return NN_OK;
+}
+
+void nn__cudnn_tensor_desc_destroy(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
+{
+    if (!d) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
+    ctx->last_error = keep;
 }
 
 cudnnDataType_t nn__cudnn_data_type(nn_dtype t)

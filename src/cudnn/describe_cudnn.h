@@ -88,4 +88,13 @@ union nn__cudnn_scale {
 /* v stored in s as data of dtype t needs; returns the pointer to pass. */
 const void *nn__cudnn_scale(union nn__cudnn_scale *s, nn_dtype t, double v);
 
+/* A legacy tensor descriptor of dtype t with nd dims and strides (cuDNN's int sizes: the caller
+ * checked they fit), created and set; on failure nothing is left and *out is untouched. */
+nn_status nn__cudnn_tensor_desc(struct nn_ctx *ctx, nn_dtype t, int nd, const int *dims,
+                                const int *strides, cudnnTensorDescriptor_t *out);
+
+/* Destroys d (NULL: nothing) keeping the context's last error, so that a clean-up after a failure
+ * does not replace the failure's message. */
+void nn__cudnn_tensor_desc_destroy(struct nn_ctx *ctx, cudnnTensorDescriptor_t d);
+
 #endif

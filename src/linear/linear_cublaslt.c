@@ -544,28 +544,13 @@ static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__
 }
 
 /* Descriptor releases never replace the failure being reported. */
-static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
-{
-    if (!d) return;
-    nn_error_info keep = ctx->last_error;
-    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
-    ctx->last_error = keep;
-}
 
 /* A packed n x c x 1 x 1 descriptor. */
 static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t n, int64_t c,
                        cudnnTensorDescriptor_t *out)
 {
     int dims[4] = {(int)n, (int)c, 1, 1}, str[4] = {(int)c, 1, 1, 1};
-    cudnnTensorDescriptor_t d;
-    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), 4, dims, str);
-    if (st != NN_OK) {
-        destroy_tensor(ctx, d);
-        return st;
-    }
-    *out = d;
-    return NN_OK;
+    return nn__cudnn_tensor_desc(ctx, t, 4, dims, str, out);
 }
 
 static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
@@ -603,8 +588,8 @@ static nn_status bias_relu_cudnn(struct nn_ctx *ctx, const char *fn,
             (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
         }
     }
-    destroy_tensor(ctx, yd);
-    destroy_tensor(ctx, bd);
+    nn__cudnn_tensor_desc_destroy(ctx, yd);
+    nn__cudnn_tensor_desc_destroy(ctx, bd);
     if (nn__verbose(ctx))
         note_add(note,
                  do_bias && do_relu ? "bias+relu:cudnn-legacy"
@@ -679,7 +664,7 @@ static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__
                                           nn__cudnn_scale(&zero, p->dtype, 0.0), d, g);
         (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
     }
-    destroy_tensor(ctx, d);
+    nn__cudnn_tensor_desc_destroy(ctx, d);
     if (nn__verbose(ctx)) note_add(note, "relu_bwd:cudnn-legacy", "-");
     return st;
 }

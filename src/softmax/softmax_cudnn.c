@@ -138,13 +138,6 @@ const struct nn__cache_kind nn__softmax_xent_kind = {
 };
 
 /* Descriptor releases never replace the failure being reported. */
-static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
-{
-    if (!d) return;
-    nn_error_info keep = ctx->last_error;
-    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
-    ctx->last_error = keep;
-}
 
 static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p)
 {
@@ -161,15 +154,7 @@ static nn_status tensor_desc(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t 
                              const int str[4], cudnnTensorDescriptor_t *out)
 {
     int dims[4] = {(int)a, (int)b, (int)c, 1};
-    cudnnTensorDescriptor_t d;
-    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st = nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t), 4, dims, str);
-    if (st != NN_OK) {
-        destroy_tensor(ctx, d);
-        return st;
-    }
-    *out = d;
-    return NN_OK;
+    return nn__cudnn_tensor_desc(ctx, t, 4, dims, str, out);
 }
 
 /* A packed a x b x c x 1 descriptor. */
@@ -336,7 +321,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_prob
     cudnnTensorDescriptor_t d;
     NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
     nn_status st = softmax_call(ctx, p->dtype, algo_of(p->mode), d, x->data, y->data);
-    destroy_tensor(ctx, d);
+    nn__cudnn_tensor_desc_destroy(ctx, d);
     return st;
 }
 
@@ -351,7 +336,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_pro
     NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
     nn_status st =
         softmax_grad_call(ctx, p->dtype, algo_of(p->mode), d, y->data, dy->data, dx->data, beta);
-    destroy_tensor(ctx, d);
+    nn__cudnn_tensor_desc_destroy(ctx, d);
     return st;
 }
 

@@ -17,10 +17,10 @@
  * host clock from the first to the end of a final synchronisation, divided by the steps. nnprim
  * runs as chosen (the settings' NNPRIM_RNN_GRAPHS, auto by default: its decision, made during
  * untimed steps first, is the "mode" column) and forced eager on a second context; raw cuDNN runs
- * eager. first_step is the shape's first training step, synchronised (with NNPRIM_PLAN_CACHE
- * naming a file from `nnprim tune`: the step a prepared record starts from, the shape's
- * descriptors, cuDNN's first calls and, where it replays, its graphs done when the context loaded
- * the file; the bench prints what that load cost). sync_step is the median of later steps timed
+ * eager. first_step is the shape's first training step, synchronised, after the tensors' fills
+ * have completed (with NNPRIM_PLAN_CACHE naming a file from `nnprim tune`: the step a prepared
+ * record starts from, the shape's descriptors, cuDNN's first calls and, where it replays, its
+ * graphs done when the context loaded the file; the bench prints what that load cost). sync_step is the median of later steps timed
  * the same way, one at a time, each waited for, and x_first is first_step / sync_step: what the
  * first step costs beyond any step's latency. */
 #include <math.h>
@@ -471,8 +471,14 @@ static int bench_line(void *arg, const char *line, const char *where)
     }
     /* NAN: the pass failed; INFINITY: not measured on this backend */
     double us[2][N_PASS], host[2][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY}, one_step;
-    /* Untimed steps first, so that auto has decided before anything is timed (the mode column
-     * reads the most recently used record: this shape's). */
+    /* The tensors' fills are queued copies: waited for, so that the first step times only
+     * itself. Untimed steps first, so that auto has decided before anything is timed (the mode
+     * column reads the most recently used record: this shape's). */
+    if (nn_ctx_synchronize(B->ctx) != NN_OK) {
+        printf("# %s: %s\n", text, nn_last_error()->message);
+        free_shape(&s);
+        return 1;
+    }
     double first = nn_cli_now_us();
     int bad = nn_fwd(&s) || nn_bwd(&s, 1) || nn_ctx_synchronize(B->ctx) != NN_OK;
     first = bad ? NAN : nn_cli_now_us() - first; /* with a plan file: its record's first step */

@@ -19,7 +19,9 @@
  * the private arena. Without it every allocation and free takes the arena's lock, and a block
  * allocated and freed per call (a pullback) frees and recycles a whole slab each time: about
  * 0.5 us of a linear layer's 1.8 us forward and backward on the reference backend, as profiled.
- * A thread whose cache cannot be made allocates without one. */
+ * A thread whose cache cannot be made allocates without one. The shared library is linked
+ * -z nodelete (src/meson.build): dlclose() leaves it mapped, so threads that outlive the close
+ * still find this cache's destructor, and jemalloc's own. */
 static unsigned nn__arena;
 static int nn__arena_ok;
 static pthread_once_t nn__arena_once = PTHREAD_ONCE_INIT;
@@ -28,10 +30,14 @@ static int nn__tcache_key_ok;
 static _Thread_local unsigned nn__tcache;    /* index + 1; 0: none yet */
 static _Thread_local int nn__tcache_refused; /* tcache.create failed on this thread */
 
-/* At thread exit: the cache's blocks go back to the arena. */
+/* At thread exit: the cache's blocks go back to the arena. A later destructor of the thread that
+ * allocates through nnprim does so without a cache: the destroyed id may already be another
+ * thread's. */
 static void tcache_destroy(void *v)
 {
     unsigned idx = (unsigned)((uintptr_t)v - 1);
+    nn__tcache = 0;
+    nn__tcache_refused = 1;
     (void)nnprim_je_mallctl("tcache.destroy", NULL, NULL, &idx, sizeof idx);
 }
 
@@ -40,15 +46,6 @@ static void create_arena(void)
     size_t sz = sizeof nn__arena;
     nn__arena_ok = nnprim_je_mallctl("arenas.create", &nn__arena, &sz, NULL, 0) == 0;
     nn__tcache_key_ok = pthread_key_create(&nn__tcache_key, tcache_destroy) == 0;
-}
-
-/* A library unloaded by dlclose() must not leave its destructor on the key: the threads still
- * running would call into unmapped code when they exit. Their caches stay (memory of an arena
- * the unloaded library no longer uses). */
-__attribute__((destructor)) static void delete_tcache_key(void)
-{
-    if (nn__tcache_key_ok) pthread_key_delete(nn__tcache_key);
-    nn__tcache_key_ok = 0;
 }
 
 static void tcache_make(void)

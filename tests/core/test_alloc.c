@@ -114,6 +114,7 @@ Test(alloc, huge_reference_tensor_is_out_of_host_memory)
     nn_ctx_destroy(ctx);
 }
 
+#if NN_HAVE_JEMALLOC
 static void *alloc_on_thread(void *arg)
 {
     void **out = arg;
@@ -126,6 +127,29 @@ static void *alloc_on_thread(void *arg)
     }
     return (void *)(intptr_t)nn__host_alloc_cached();
 }
+
+/* A destructor of the application's that runs after nnprim's (its key is newer) and still
+ * allocates: it must get no cache, since the thread's own was given back. */
+static pthread_key_t late_key;
+static int late_cached = -1, late_ok;
+
+static void late_destructor(void *v)
+{
+    (void)v;
+    void *p = nn__host_alloc(48);
+    late_cached = nn__host_alloc_cached();
+    late_ok = p != NULL;
+    nn__host_free(p);
+}
+
+static void *alloc_then_set_late_key(void *arg)
+{
+    (void)arg;
+    nn__host_free(nn__host_alloc(16)); /* the thread's cache, and nnprim's key, made first */
+    pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+#endif
 
 /* Each thread allocates through a thread cache of its own, given back when the thread exits:
  * jemalloc has about 4k explicit caches, so without that a process whose threads come and go
@@ -156,5 +180,26 @@ Test(alloc, every_thread_gets_a_thread_cache_and_gives_it_back_at_exit, .timeout
     cr_expect_eq(nn__host_alloc_live(), live);
 #else
     cr_skip("built without jemalloc (-Djemalloc=disabled): plain malloc has its own caches");
+#endif
+}
+
+/* After the thread's cache went back at its exit, a later thread-exit destructor that allocates
+ * through nnprim gets no cache (jemalloc may already have handed the id to another thread). */
+Test(alloc, a_thread_exit_destructor_after_nnprims_allocates_without_a_cache)
+{
+#if NN_HAVE_JEMALLOC
+    nn__host_free(nn__host_alloc(8)); /* nnprim's key exists before late_key */
+    cr_assert_eq(pthread_key_create(&late_key, late_destructor), 0);
+    for (int i = 0; i < 3; i++) {
+        late_cached = -1, late_ok = 0;
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, alloc_then_set_late_key, NULL), 0);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+        cr_expect(late_ok, "round %d: the late allocation failed", i);
+        cr_expect_eq(late_cached, 0, "round %d: the late allocation used a destroyed cache", i);
+    }
+    pthread_key_delete(late_key);
+#else
+    cr_skip("built without jemalloc (-Djemalloc=disabled): no thread caches of nnprim's");
 #endif
 }

@@ -1,7 +1,10 @@
 /* Loads libnnprim.so with dlopen(), as language bindings do, and calls a few functions through
  * dlsym(): a library with initial-exec TLS fails here with "cannot allocate memory in static TLS
- * block". Not linked with nnprim; the library's path is the first argument. */
+ * block". Then a thread that used the library outlives its dlclose(): the thread's exit runs the
+ * library's thread-exit cleanups, which must still be mapped (it is linked -z nodelete). Not
+ * linked with nnprim; the library's path is the first argument. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +20,34 @@ typedef nn_status (*tensor_fill_fn)(nn_ctx *, nn_tensor *, double);
 typedef nn_status (*tensor_free_fn)(nn_ctx *, nn_tensor *);
 
 static void *lib;
+
+/* The thread that outlives the dlclose(): it allocates through the library, then waits. */
+struct late {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int used, go;
+    ctx_create_fn ctx_create;
+    ctx_destroy_fn ctx_destroy;
+    default_settings_fn default_settings;
+};
+
+static void *late_thread(void *arg)
+{
+    struct late *l = arg;
+    nn_settings s;
+    l->default_settings(&s);
+    s.backend = NN_BACKEND_REF;
+    nn_ctx *ctx;
+    int ok = l->ctx_create(&ctx, &s) == NN_OK;
+    if (ok) l->ctx_destroy(ctx);
+    pthread_mutex_lock(&l->mu);
+    l->used = ok ? 1 : -1;
+    pthread_cond_broadcast(&l->cv);
+    while (!l->go)
+        pthread_cond_wait(&l->cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
 
 /* Stores a function's address in *fn (a function pointer): ISO C has no conversion from dlsym()'s
  * void * to a function pointer, POSIX guarantees the representations agree. 0 (printed) if absent.
@@ -88,9 +119,33 @@ int main(int argc, char **argv)
         bad = 1;
     }
     ctx_destroy(ctx);
+    struct late l = {
+        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx_create, ctx_destroy,
+        default_settings};
+    pthread_t th;
+    int started = pthread_create(&th, NULL, late_thread, &l) == 0;
+    if (!started) {
+        fprintf(stderr, "pthread_create failed\n");
+        bad = 1;
+    }
+    pthread_mutex_lock(&l.mu);
+    while (started && !l.used)
+        pthread_cond_wait(&l.cv, &l.mu);
+    pthread_mutex_unlock(&l.mu);
+    if (l.used < 0) {
+        fprintf(stderr, "the second thread's nn_ctx_create failed\n");
+        bad = 1;
+    }
     if (dlclose(lib) != 0) {
         fprintf(stderr, "dlclose: %s\n", dlerror());
         bad = 1;
+    }
+    if (started) { /* the thread exits after the close: a crash here fails the test */
+        pthread_mutex_lock(&l.mu);
+        l.go = 1;
+        pthread_cond_broadcast(&l.cv);
+        pthread_mutex_unlock(&l.mu);
+        pthread_join(th, NULL);
     }
     if (!bad) printf("dlopen %s: ok\n", argv[1]);
     return bad;

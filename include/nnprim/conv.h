@@ -284,10 +284,10 @@ typedef enum nn_conv_pass {
  * autotune, and caches it, so the call that follows is a cache hit. The pass's tensors it is not
  * given (y, dy, dx, dw) are taken in the layout the call describes them in beside x and w:
  * channels-last when x or w is channels-last (and not also NCHW packed), else NCHW. While it
- * builds a plan it takes pool scratch (zeroed) for them, of their packed sizes; autotune runs
- * its candidates on them and on x and w (read only). The answer holds for tensors in that
- * layout with the pool's alignment (nn_tensor_empty()); other layouts or pointer alignments may
- * select another plan.
+ * builds a plan it takes pool scratch for them (zeroed, except y, which is only written), of
+ * their packed sizes; autotune runs its candidates on them and on x and w (read only). The answer
+ * holds for tensors in that layout with the pool's alignment (nn_tensor_empty()); other layouts
+ * or pointer alignments may select another plan.
  *
  * @param ctx   the context that will run the call (its backend, settings and plan cache).
  * @param p     the call's parameters. p->flags decides the blend of a backward pass as in the

@@ -240,11 +240,11 @@ NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
  * elements of x's dtype: the forward holds 4 B at its peak (the log-softmax and the one-hot mask,
  * both of which a training-mode forward keeps in its pullback until backward, the product of the
  * two, and the gradient its sum over C is taken from); the backward holds B (the masked dloss).
- * The forward also uses a per-shape scratch kept in the context's cache (B bytes of zeros from
- * the pool, and B bytes of pinned host memory that stages the mask): this query makes it, so the
- * call that follows takes only the figure above. Not included: the caller's tensors and the
- * pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the reference backend,
- * which takes host memory only.
+ * Both passes also use a per-shape scratch kept in the context's cache (B bytes of zeros from the
+ * pool, B bytes of pinned host memory that stages the mask, and cuDNN's descriptors): this query
+ * makes it, so the call that follows takes only the figure above. Not included: the caller's
+ * tensors and the pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the
+ * reference backend, which takes host memory only.
  *
  * @param ctx   the context that will run the call.
  * @param x     the forward's logits, N x C [x ...] (its dims and dtype; not read).
@@ -254,7 +254,8 @@ NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
  *         nn_softmax_cross_entropy_forward()); NN_E_SHAPE (x.rank < 2); NN_E_DTYPE (an
  *         unknown dtype); NN_E_MEMSPACE; NN_E_UNSUPPORTED (a strided x; cuDNN: N, C or the
  *         trailing size beyond int);
- *         NN_E_OOM_HOST (also: no pinned memory for the scratch); NN_E_OOM_DEVICE; NN_E_CUDA.
+ *         NN_E_OOM_HOST (also: no pinned memory for the scratch); NN_E_OOM_DEVICE; NN_E_CUDA;
+ *         NN_E_CUDNN (the scratch's descriptors).
  */
 NN_API nn_status nn_softmax_cross_entropy_workspace_size(nn_ctx *ctx, const nn_tensor *x,
                                                          nn_softmax_pass pass, size_t *bytes);

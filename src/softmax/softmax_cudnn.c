@@ -137,8 +137,6 @@ const struct nn__cache_kind nn__softmax_xent_kind = {
     .destroy = xent_scratch_destroy,
 };
 
-/* Descriptor releases never replace the failure being reported. */
-
 static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p)
 {
     if (p->n > INT_MAX || p->c > INT_MAX || p->s > INT_MAX || p->c * p->s > INT_MAX)

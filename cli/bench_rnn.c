@@ -20,9 +20,9 @@
  * eager. first_step is the shape's first training step, synchronised, after the tensors' fills
  * have completed (with NNPRIM_PLAN_CACHE naming a file from `nnprim tune`: the step a prepared
  * record starts from, the shape's descriptors, cuDNN's first calls and, where it replays, its
- * graphs done when the context loaded the file; the bench prints what that load cost). sync_step is the median of later steps timed
- * the same way, one at a time, each waited for, and x_first is first_step / sync_step: what the
- * first step costs beyond any step's latency. */
+ * graphs done when the context loaded the file; the bench prints what that load cost). sync_step is
+ * the median of later steps timed the same way, one at a time, each waited for, and x_first is
+ * first_step / sync_step: what the first step costs beyond any step's latency. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,39 +8,22 @@
 
 #include "conv/conv_internal.h"
 #include "gpu.h"
+#include "fixture.h"
 #include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
-static nn_ctx *ctx_of(nn_backend b)
-{
-    nn_settings s;
-    nn_default_settings(&s);
-    s.backend = b;
-    nn_ctx *ctx = NULL;
-    OK(nn_ctx_create(&ctx, &s));
-    return ctx;
-}
-
-static nn_tensor mk(nn_ctx *c, nn_dtype dt, int rank, const int64_t *dims)
-{
-    nn_tensor t;
-    OK(nn_tensor_empty(c, dt, rank, dims, &t));
-    OK(nn_tensor_fill_ints(c, &t, -2, 2, (uint64_t)rank + (uint64_t)dims[0]));
-    return t;
-}
-
 Test(conv_workspace, reference_takes_no_pool_memory)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 2));
     p.activation = NN_ACTIVATION_RELU;
-    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
-    nn_tensor b = mk(r, NN_DTYPE_F32, 1, (int64_t[]){4});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    nn_tensor b = nn_test_ints(r, NN_DTYPE_F32, 1, (int64_t[]){4});
     for (int pass = 0; pass < 4; pass++) {
         size_t n = 77;
         OK(nn_conv_workspace_size(r, &p, &x, &w, &b, (nn_conv_pass)pass, &n));
@@ -54,12 +37,12 @@ Test(conv_workspace, reference_takes_no_pool_memory)
 
 Test(conv_workspace, checks_its_arguments)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 2));
-    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
-    nn_tensor w5 = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 2, 3, 3});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    nn_tensor w5 = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 2, 3, 3});
     size_t n = 5;
     struct {
         nn_status st;
@@ -103,11 +86,11 @@ static void to_channels_last(nn_tensor *t)
 
 Test(conv_workspace, reference_takes_channels_last_tensors)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 2));
-    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
     to_channels_last(&x);
     for (int pass = 0; pass < 4; pass++) {
         size_t n = 77;
@@ -136,12 +119,12 @@ Test(conv_workspace, reference_takes_channels_last_tensors)
 
 Test(conv_workspace, overflowing_shapes_are_refused)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 2));
     p.dilation[1] = INT64_MAX / 2 + 1; /* times the filter's 3 - 1 overflows */
-    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
     size_t n = 5;
     cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_DATA, &n),
                  NN_E_OVERFLOW);
@@ -229,9 +212,9 @@ static void expect_query(const nn_tensor *x, const nn_tensor *w, int64_t pad, in
  * only, else NCHW (also when x and w are both layouts at once). */
 Test(conv_workspace, query_describes_the_calls_layouts)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
-    nn_tensor x = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
     expect_query(&x, &w, 0, 0, 0, "NCHW");
     to_channels_last(&x);
     expect_query(&x, &w, 0, 1, NN__CONV_ROLE_X, "x NHWC, w KCRS");
@@ -240,11 +223,11 @@ Test(conv_workspace, query_describes_the_calls_layouts)
     /* a mixed call keeps x's NCHW and describes the others channels-last, as w */
     nn_contiguous_strides(x.rank, x.dims, x.strides);
     expect_query(&x, &w, 0, 1, NN__CONV_ROLE_W, "x NCHW, w KRSC");
-    nn_tensor x1 = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 1, 8, 8});
-    nn_tensor w1 = mk(r, NN_DTYPE_F32, 4, (int64_t[]){4, 1, 3, 3});
+    nn_tensor x1 = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 1, 8, 8});
+    nn_tensor w1 = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 1, 3, 3});
     expect_query(&x1, &w1, 0, 0, 0, "C = 1, both layouts at once");
     /* x is both layouts (1 x 1 spatial), w channels-last only: all channels-last */
-    nn_tensor xs = mk(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 1, 1});
+    nn_tensor xs = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 1, 1});
     expect_query(&xs, &w, 1, 1, NN__CONV_ROLE_X | NN__CONV_ROLE_W, "x 1x1, w KRSC");
     nn_tensor *ts[] = {&x, &w, &x1, &w1, &xs};
     for (int i = 0; i < 5; i++)
@@ -324,7 +307,7 @@ Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
     struct nn_test_peak k = {0, 0};
     nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
-    nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
+    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
     for (int t = 0; t < 3; t++)
         for (int relu = 0; relu < 2; relu++) {
@@ -334,10 +317,11 @@ Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
             p.activation = relu ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
             nn_dtype dt = types[t];
             const int64_t xd[] = {4, 16, 20, 20}, wd[] = {32, 16, 3, 3}, yd[] = {4, 32, 20, 20};
-            nn_tensor x = mk(g, dt, 4, xd), w = mk(g, dt, 4, wd);
-            nn_tensor b = mk(g, dt, 1, (int64_t[]){32}), y = mk(g, dt, 4, yd);
-            nn_tensor dy = mk(g, dt, 4, yd), dx = mk(g, dt, 4, xd), dw = mk(g, dt, 4, wd);
-            nn_tensor db = mk(g, dt, 1, (int64_t[]){32});
+            nn_tensor x = nn_test_ints(g, dt, 4, xd), w = nn_test_ints(g, dt, 4, wd);
+            nn_tensor b = nn_test_ints(g, dt, 1, (int64_t[]){32}), y = nn_test_ints(g, dt, 4, yd);
+            nn_tensor dy = nn_test_ints(g, dt, 4, yd), dx = nn_test_ints(g, dt, 4, xd),
+                      dw = nn_test_ints(g, dt, 4, wd);
+            nn_tensor db = nn_test_ints(g, dt, 1, (int64_t[]){32});
             char what[64];
             snprintf(what, sizeof what, "%s%s", nn_dtype_name(dt), relu ? " relu" : "");
             for (int pass = 0; pass < 4; pass++)
@@ -361,7 +345,7 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
     struct nn_test_peak k = {0, 0};
     nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
-    nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
+    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 3));
     p.groups = 2;
@@ -370,9 +354,9 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
     const int64_t xd[] = {1, 4, 5, 6, 7}, wd[] = {4, 2, 3, 3, 3};
     int64_t yd[5];
     OK(nn_conv_output_shape(&p, 5, xd, wd, yd));
-    nn_tensor x = mk(g, NN_DTYPE_F16, 5, xd), w = mk(g, NN_DTYPE_F16, 5, wd);
-    nn_tensor y = mk(g, NN_DTYPE_F16, 5, yd), dy = mk(g, NN_DTYPE_F16, 5, yd);
-    nn_tensor dw = mk(g, NN_DTYPE_F16, 5, wd);
+    nn_tensor x = nn_test_ints(g, NN_DTYPE_F16, 5, xd), w = nn_test_ints(g, NN_DTYPE_F16, 5, wd);
+    nn_tensor y = nn_test_ints(g, NN_DTYPE_F16, 5, yd), dy = nn_test_ints(g, NN_DTYPE_F16, 5, yd);
+    nn_tensor dw = nn_test_ints(g, NN_DTYPE_F16, 5, wd);
     size_t q;
     OK(nn_conv_workspace_size(g, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_FILTER, &q));
     size_t copy = (size_t)(1 * 4 * 6 * 6 * 9) * 2; /* x padded: 5+1, 6+0, 7+2 */
@@ -413,10 +397,11 @@ Test(conv_workspace_gpu, channels_last_query_is_the_calls_peak)
             p.activation = relu ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
             nn_dtype dt = types[t];
             const int64_t xd[] = {4, 16, 20, 20}, wd[] = {32, 16, 3, 3}, yd[] = {4, 32, 20, 20};
-            nn_tensor x = mk(g, dt, 4, xd), w = mk(g, dt, 4, wd);
-            nn_tensor b = mk(g, dt, 1, (int64_t[]){32}), y = mk(g, dt, 4, yd);
-            nn_tensor dy = mk(g, dt, 4, yd), dx = mk(g, dt, 4, xd), dw = mk(g, dt, 4, wd);
-            nn_tensor db = mk(g, dt, 1, (int64_t[]){32});
+            nn_tensor x = nn_test_ints(g, dt, 4, xd), w = nn_test_ints(g, dt, 4, wd);
+            nn_tensor b = nn_test_ints(g, dt, 1, (int64_t[]){32}), y = nn_test_ints(g, dt, 4, yd);
+            nn_tensor dy = nn_test_ints(g, dt, 4, yd), dx = nn_test_ints(g, dt, 4, xd),
+                      dw = nn_test_ints(g, dt, 4, wd);
+            nn_tensor db = nn_test_ints(g, dt, 1, (int64_t[]){32});
             nn_tensor *cl[] = {&x, &w, &y, &dy, &dx, &dw};
             for (int i = 0; i < 6; i++)
                 to_channels_last(cl[i]);
@@ -444,16 +429,17 @@ Test(conv_workspace_gpu, a_cached_query_takes_no_device_memory)
     struct nn_test_peak k = {0, 0};
     nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
-    nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
+    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 2));
     p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = 1;
     p.activation = NN_ACTIVATION_RELU;
     const int64_t xd[] = {2, 8, 12, 12}, wd[] = {16, 8, 3, 3}, yd[] = {2, 16, 12, 12};
-    nn_tensor x = mk(g, NN_DTYPE_F32, 4, xd), w = mk(g, NN_DTYPE_F32, 4, wd);
-    nn_tensor b = mk(g, NN_DTYPE_F32, 1, (int64_t[]){16}), y = mk(g, NN_DTYPE_F32, 4, yd);
-    nn_tensor dy = mk(g, NN_DTYPE_F32, 4, yd), dx = mk(g, NN_DTYPE_F32, 4, xd);
-    nn_tensor dw = mk(g, NN_DTYPE_F32, 4, wd);
+    nn_tensor x = nn_test_ints(g, NN_DTYPE_F32, 4, xd), w = nn_test_ints(g, NN_DTYPE_F32, 4, wd);
+    nn_tensor b = nn_test_ints(g, NN_DTYPE_F32, 1, (int64_t[]){16}),
+              y = nn_test_ints(g, NN_DTYPE_F32, 4, yd);
+    nn_tensor dy = nn_test_ints(g, NN_DTYPE_F32, 4, yd), dx = nn_test_ints(g, NN_DTYPE_F32, 4, xd);
+    nn_tensor dw = nn_test_ints(g, NN_DTYPE_F32, 4, wd);
     size_t q, q2;
     long base = nn_test_peak_mark(&k);
     OK(nn_conv_workspace_size(g, &p, &x, &w, &b, NN_CONV_PASS_FORWARD, &q));

@@ -6,40 +6,22 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "fixture.h"
 #include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
-static nn_ctx *ctx_of(nn_backend b, nn_math_mode math)
-{
-    nn_settings s;
-    nn_default_settings(&s);
-    s.backend = b;
-    s.math_mode = math;
-    nn_ctx *ctx = NULL;
-    OK(nn_ctx_create(&ctx, &s));
-    return ctx;
-}
-
-static nn_tensor mk(nn_ctx *c, nn_dtype dt, int rank, const int64_t *dims)
-{
-    nn_tensor t;
-    OK(nn_tensor_empty(c, dt, rank, dims, &t));
-    OK(nn_tensor_fill_ints(c, &t, -2, 2, (uint64_t)rank + (uint64_t)dims[0]));
-    return t;
-}
-
 Test(linear_workspace, reference_takes_no_pool_memory)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_ctx *r = nn_test_ctx_math(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
     nn_linear_params p;
     OK(nn_linear_params_default(&p));
     p.activation = NN_ACTIVATION_RELU;
-    nn_tensor x = mk(r, NN_DTYPE_F32, 3, (int64_t[]){2, 3, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 2, (int64_t[]){5, 8});
-    nn_tensor b = mk(r, NN_DTYPE_F32, 1, (int64_t[]){5});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 3, (int64_t[]){2, 3, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 2, (int64_t[]){5, 8});
+    nn_tensor b = nn_test_ints(r, NN_DTYPE_F32, 1, (int64_t[]){5});
     for (unsigned pass = 0; pass < 8; pass++) {
         size_t n = 77;
         OK(nn_linear_workspace_size(r, &p, &x, &w, &b, pass, &n));
@@ -53,13 +35,13 @@ Test(linear_workspace, reference_takes_no_pool_memory)
 
 Test(linear_workspace, checks_its_arguments)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_ctx *r = nn_test_ctx_math(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
     nn_linear_params p;
     OK(nn_linear_params_default(&p));
-    nn_tensor x = mk(r, NN_DTYPE_F32, 2, (int64_t[]){4, 8});
-    nn_tensor w = mk(r, NN_DTYPE_F32, 2, (int64_t[]){5, 8});
-    nn_tensor w7 = mk(r, NN_DTYPE_F32, 2, (int64_t[]){5, 7});
-    nn_tensor b4 = mk(r, NN_DTYPE_F32, 1, (int64_t[]){4});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 2, (int64_t[]){4, 8});
+    nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 2, (int64_t[]){5, 8});
+    nn_tensor w7 = nn_test_ints(r, NN_DTYPE_F32, 2, (int64_t[]){5, 7});
+    nn_tensor b4 = nn_test_ints(r, NN_DTYPE_F32, 1, (int64_t[]){4});
     size_t n = 5;
     struct {
         nn_status st;
@@ -150,18 +132,18 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
                   {64, 512, 10, NN_DTYPE_F16, NN_MATH_STRICT_FP32},
                   {40, 96, 24, NN_DTYPE_BF16, NN_MATH_STRICT_FP32}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        nn_ctx *g = ctx_of(NN_BACKEND_CUDNN, shapes[s].math);
+        nn_ctx *g = nn_test_ctx_math(NN_BACKEND_CUDNN, shapes[s].math);
         nn_dtype dt = shapes[s].dt;
         const int64_t xd[] = {shapes[s].m, shapes[s].in}, wd[] = {shapes[s].out, shapes[s].in};
         const int64_t yd[] = {shapes[s].m, shapes[s].out};
-        struct io t = {mk(g, dt, 2, xd),
-                       mk(g, dt, 2, wd),
-                       mk(g, dt, 1, &shapes[s].out),
-                       mk(g, dt, 2, yd),
-                       mk(g, dt, 2, yd),
-                       mk(g, dt, 2, xd),
-                       mk(g, dt, 2, wd),
-                       mk(g, dt, 1, &shapes[s].out)};
+        struct io t = {nn_test_ints(g, dt, 2, xd),
+                       nn_test_ints(g, dt, 2, wd),
+                       nn_test_ints(g, dt, 1, &shapes[s].out),
+                       nn_test_ints(g, dt, 2, yd),
+                       nn_test_ints(g, dt, 2, yd),
+                       nn_test_ints(g, dt, 2, xd),
+                       nn_test_ints(g, dt, 2, wd),
+                       nn_test_ints(g, dt, 1, &shapes[s].out)};
         for (int v = 0; v < 4; v++) { /* relu, bias, accumulated db */
             nn_linear_params p;
             OK(nn_linear_params_default(&p));

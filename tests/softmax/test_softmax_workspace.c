@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "fixture.h"
 #include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
@@ -19,30 +20,12 @@
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
-static nn_ctx *ctx_of(nn_backend b)
-{
-    nn_settings s;
-    nn_default_settings(&s);
-    s.backend = b;
-    nn_ctx *ctx = NULL;
-    OK(nn_ctx_create(&ctx, &s));
-    return ctx;
-}
-
-static nn_tensor mk(nn_ctx *c, nn_dtype dt, int rank, const int64_t *dims)
-{
-    nn_tensor t;
-    OK(nn_tensor_empty(c, dt, rank, dims, &t));
-    OK(nn_tensor_fill_ints(c, &t, -2, 2, (uint64_t)rank + (uint64_t)dims[0]));
-    return t;
-}
-
 Test(softmax_workspace, reference_takes_no_pool_memory)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     nn_softmax_params p;
     OK(nn_softmax_params_default(&p));
-    nn_tensor x = mk(r, NN_DTYPE_F32, 3, (int64_t[]){2, 5, 3});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 3, (int64_t[]){2, 5, 3});
     for (int pass = 0; pass < 2; pass++) {
         size_t n = 77, m = 78;
         OK(nn_softmax_workspace_size(r, &p, &x, (nn_softmax_pass)pass, &n));
@@ -56,11 +39,11 @@ Test(softmax_workspace, reference_takes_no_pool_memory)
 
 Test(softmax_workspace, checks_its_arguments)
 {
-    nn_ctx *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     nn_softmax_params p;
     OK(nn_softmax_params_default(&p));
-    nn_tensor x = mk(r, NN_DTYPE_F32, 2, (int64_t[]){4, 8});
-    nn_tensor x1 = mk(r, NN_DTYPE_F32, 1, (int64_t[]){4});
+    nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 2, (int64_t[]){4, 8});
+    nn_tensor x1 = nn_test_ints(r, NN_DTYPE_F32, 1, (int64_t[]){4});
     size_t n = 5;
     struct {
         nn_status st;
@@ -120,7 +103,7 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
     struct nn_test_peak k = {0, 0};
     nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
-    nn_ctx *g = ctx_of(NN_BACKEND_CUDNN);
+    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
     const int64_t shapes[][3] = {{64, 10, 1}, {20, 65, 1}, {3, 7, 5}};
     for (int t = 0; t < 3; t++)
@@ -129,9 +112,10 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
             int64_t n = shapes[sh][0], c = shapes[sh][1], s = shapes[sh][2];
             int rank = s > 1 ? 3 : 2;
             const int64_t xd[] = {n, c, s}, ld[] = {n, s};
-            nn_tensor x = mk(g, dt, rank, xd), y = mk(g, dt, rank, xd), dy = mk(g, dt, rank, xd);
-            nn_tensor dx = mk(g, dt, rank, xd), loss = mk(g, dt, rank - 1, ld);
-            nn_tensor dloss = mk(g, dt, rank - 1, ld), tg;
+            nn_tensor x = nn_test_ints(g, dt, rank, xd), y = nn_test_ints(g, dt, rank, xd),
+                      dy = nn_test_ints(g, dt, rank, xd);
+            nn_tensor dx = nn_test_ints(g, dt, rank, xd), loss = nn_test_ints(g, dt, rank - 1, ld);
+            nn_tensor dloss = nn_test_ints(g, dt, rank - 1, ld), tg;
             OK(nn_tensor_empty(g, NN_DTYPE_F32, rank - 1, ld, &tg)); /* int32 storage */
             int32_t host[64 * 5];
             for (int64_t i = 0; i < n * s; i++)
@@ -191,10 +175,10 @@ Test(softmax_workspace_gpu, staged_masks_follow_the_targets)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    nn_ctx *g = ctx_of(NN_BACKEND_CUDNN), *r = ctx_of(NN_BACKEND_REF);
+    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN), *r = nn_test_ctx(NN_BACKEND_REF);
     const int64_t n = 16, c = 33, xd[] = {16, 33};
     enum { CALLS = 6 };
-    nn_tensor xh = mk(r, NN_DTYPE_F32, 2, xd), xg, lg[CALLS], lh;
+    nn_tensor xh = nn_test_ints(r, NN_DTYPE_F32, 2, xd), xg, lg[CALLS], lh;
     OK(nn_tensor_empty(g, NN_DTYPE_F32, 2, xd, &xg));
     OK(nn_tensor_copy(g, &xg, &xh));
     OK(nn_tensor_empty(r, NN_DTYPE_F32, 1, &n, &lh));

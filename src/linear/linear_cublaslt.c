@@ -543,8 +543,6 @@ static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__
     return NN_OK;
 }
 
-/* Descriptor releases never replace the failure being reported. */
-
 /* A packed n x c x 1 x 1 descriptor. */
 static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t n, int64_t c,
                        cudnnTensorDescriptor_t *out)

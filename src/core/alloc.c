@@ -1,3 +1,4 @@
+#include <limits.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,8 +28,10 @@ static int nn__arena_ok;
 static pthread_once_t nn__arena_once = PTHREAD_ONCE_INIT;
 static pthread_key_t nn__tcache_key; /* its value: the thread's tcache index + 1 */
 static int nn__tcache_key_ok;
-static _Thread_local unsigned nn__tcache;    /* index + 1; 0: none yet */
-static _Thread_local int nn__tcache_refused; /* tcache.create failed on this thread */
+/* The thread's cache: its index + 1; 0 none yet; TCACHE_NONE none ever (tcache.create failed,
+ * or the cache went back at the thread's exit). */
+#define TCACHE_NONE UINT_MAX
+static _Thread_local unsigned nn__tcache;
 
 /* At thread exit: the cache's blocks go back to the arena. A later destructor of the thread that
  * allocates through nnprim does so without a cache: the destroyed id may already be another
@@ -36,8 +39,7 @@ static _Thread_local int nn__tcache_refused; /* tcache.create failed on this thr
 static void tcache_destroy(void *v)
 {
     unsigned idx = (unsigned)((uintptr_t)v - 1);
-    nn__tcache = 0;
-    nn__tcache_refused = 1;
+    nn__tcache = TCACHE_NONE;
     (void)nnprim_je_mallctl("tcache.destroy", NULL, NULL, &idx, sizeof idx);
 }
 
@@ -52,28 +54,28 @@ static void tcache_make(void)
 {
     unsigned idx;
     size_t sz = sizeof idx;
-    nn__tcache_refused = 1;
+    nn__tcache = TCACHE_NONE;
     if (!nn__tcache_key_ok || nnprim_je_mallctl("tcache.create", &idx, &sz, NULL, 0) != 0) return;
     if (pthread_setspecific(nn__tcache_key, (void *)((uintptr_t)idx + 1)) != 0) {
         (void)nnprim_je_mallctl("tcache.destroy", NULL, NULL, &idx, sizeof idx);
         return;
     }
     nn__tcache = idx + 1;
-    nn__tcache_refused = 0;
 }
 
 static int arena_flags(void)
 {
     pthread_once(&nn__arena_once, create_arena);
     if (!nn__arena_ok) return 0;
-    if (!nn__tcache && !nn__tcache_refused) tcache_make();
-    return (int)(MALLOCX_ARENA(nn__arena) |
-                 (nn__tcache ? MALLOCX_TCACHE(nn__tcache - 1) : MALLOCX_TCACHE_NONE));
+    if (!nn__tcache) tcache_make();
+    return (
+        int)(MALLOCX_ARENA(nn__arena) |
+             (nn__tcache != TCACHE_NONE ? MALLOCX_TCACHE(nn__tcache - 1) : MALLOCX_TCACHE_NONE));
 }
 
 int nn__host_alloc_cached(void)
 {
-    return nn__tcache != 0;
+    return nn__tcache != 0 && nn__tcache != TCACHE_NONE;
 }
 
 static void *raw_alloc(size_t size)

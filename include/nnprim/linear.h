@@ -180,9 +180,10 @@ typedef enum nn_linear_pass {
  * @param bytes out: the bytes; untouched on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes; a pass outside 0..7; the
  *         parameter and tensor checks of nn_linear_forward()); NN_E_SHAPE; NN_E_DTYPE;
- *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (a strided tensor; cuBLASLt has no algorithm for a
- *         product); NN_E_OOM_HOST; NN_E_OOM_DEVICE (the column of ones of a db product);
- *         NN_E_CUDA; NN_E_CUBLAS.
+ *         NN_E_MEMSPACE; NN_E_OVERFLOW (a tensor's element count or byte extent beyond int64);
+ *         NN_E_UNSUPPORTED (a strided tensor; cuBLASLt has no algorithm for a product);
+ *         NN_E_OOM_HOST; NN_E_OOM_DEVICE (the column of ones of a db product); NN_E_CUDA;
+ *         NN_E_CUBLAS.
  */
 NN_API nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p,
                                           const nn_tensor *x, const nn_tensor *w,

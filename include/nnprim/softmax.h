@@ -145,7 +145,8 @@ typedef enum nn_softmax_pass {
  * @param bytes out: the bytes; untouched on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or bytes; an unknown pass; the parameter and
  *         tensor checks of nn_softmax_forward()); NN_E_SHAPE (x.rank < 2); NN_E_DTYPE (an
- *         unknown dtype); NN_E_MEMSPACE; NN_E_UNSUPPORTED (a strided x).
+ *         unknown dtype); NN_E_MEMSPACE; NN_E_OVERFLOW (x's element count or byte extent beyond
+ *         int64); NN_E_UNSUPPORTED (a strided x).
  */
 NN_API nn_status nn_softmax_workspace_size(nn_ctx *ctx, const nn_softmax_params *p,
                                            const nn_tensor *x, nn_softmax_pass pass, size_t *bytes);
@@ -252,9 +253,9 @@ NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
  * @param bytes out: the bytes; untouched on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, x or bytes; an unknown pass; the tensor checks of
  *         nn_softmax_cross_entropy_forward()); NN_E_SHAPE (x.rank < 2); NN_E_DTYPE (an
- *         unknown dtype); NN_E_MEMSPACE; NN_E_UNSUPPORTED (a strided x; cuDNN: N, C or the
- *         trailing size beyond int);
- *         NN_E_OOM_HOST (also: no pinned memory for the scratch); NN_E_OOM_DEVICE; NN_E_CUDA;
+ *         unknown dtype); NN_E_MEMSPACE; NN_E_OVERFLOW (x's element count or byte extent beyond
+ *         int64); NN_E_UNSUPPORTED (a strided x; cuDNN: N, C or the trailing size beyond
+ *         int); NN_E_OOM_HOST (also: no pinned memory for the scratch); NN_E_OOM_DEVICE; NN_E_CUDA;
  *         NN_E_CUDNN (the scratch's descriptors).
  */
 NN_API nn_status nn_softmax_cross_entropy_workspace_size(nn_ctx *ctx, const nn_tensor *x,

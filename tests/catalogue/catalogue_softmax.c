@@ -1078,6 +1078,12 @@ CALL(sws_x_rank1)
 {
     return sws(c, &s->p, &s->loss, NN_SOFTMAX_PASS_FORWARD);
 }
+CALL(sws_x_dtype)
+{
+    nn_tensor x = s->x;
+    x.dtype = (nn_dtype)17;
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
+}
 CALL(sws_x_strided)
 {
     nn_tensor x = transposed(&s->x);
@@ -1338,6 +1344,7 @@ static const struct cat_row rows[] = {
     ROW("workspace_size unknown flag", SWS, "p.flags", E, sws_flags),
     ROW("workspace_size reserved[3]", SWS, "p.reserved[3]", E, sws_reserved),
     ROW("workspace_size x rank 1", SWS, "x.rank", S, sws_x_rank1),
+    ROW("workspace_size x dtype 17", SWS, "x.dtype", D, sws_x_dtype),
     ROW("workspace_size x strided", SWS, "x", U, sws_x_strided),
     ROW("workspace_size x wrong space", SWS, "x", M, sws_x_space),
     ROW("workspace_size x element count overflows", SWS, "x", O, sws_x_count_overflow),

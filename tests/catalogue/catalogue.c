@@ -42,6 +42,14 @@ void cat_packed(nn_tensor *t)
                  nn_last_error()->message);
 }
 
+nn_status cat_ws_answer(struct cat *c, nn_status st, size_t bytes, int zero)
+{
+    if (st != NN_OK) cr_assert_eq(bytes, CAT_WS_UNSET, "bytes untouched on failure");
+    if (st == NN_OK && (zero || !c->gpu))
+        cr_assert_eq(bytes, 0, "no pool memory: the reference, or a query that takes none");
+    return st;
+}
+
 nn_tensor cat_count_overflow(const nn_tensor *t)
 {
     int64_t rest = 1;

@@ -116,6 +116,13 @@ nn_ctx *cat_other_ctx(struct cat *c);
 /* Row-major contiguous strides of t's dims, written into t. */
 void cat_packed(nn_tensor *t);
 
+/* A workspace query's answer: call the query with bytes = CAT_WS_UNSET, then (in a statement of
+ * its own: an argument list's order is unspecified) pass its status and bytes here. bytes must be
+ * untouched on failure and 0 on success where zero or on the reference (which takes no pool
+ * memory). Returns st. */
+#define CAT_WS_UNSET ((size_t)12345)
+nn_status cat_ws_answer(struct cat *c, nn_status st, size_t bytes, int zero);
+
 /* t with dims[0] = INT64_MAX / 2 and every stride 0: a one-element extent whose element count
  * overflows int64 (t has 3 or more elements per index of dims[0]). */
 nn_tensor cat_count_overflow(const nn_tensor *t);

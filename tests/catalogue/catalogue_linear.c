@@ -771,15 +771,12 @@ static nn_status pf_conv(struct cat *c)
 
 /* nn_linear_workspace_size(): bytes stay untouched on failure; the reference takes no pool
  * memory. */
-static nn_status wsq(struct cat *c, struct lin *l, const nn_linear_params *p, const nn_tensor *x,
+static nn_status wsq(struct cat *c, const nn_linear_params *p, const nn_tensor *x,
                      const nn_tensor *w, const nn_tensor *b, unsigned pass)
 {
-    (void)l;
-    size_t n = 12345;
+    size_t n = CAT_WS_UNSET;
     nn_status st = nn_linear_workspace_size(c->ctx, p, x, w, b, pass, &n);
-    if (st != NN_OK) cr_assert_eq(n, 12345, "bytes untouched on failure");
-    if (st == NN_OK && !c->gpu) cr_assert_eq(n, 0, "the reference takes no pool memory");
-    return st;
+    return cat_ws_answer(c, st, n, 0);
 }
 CALL(ws_null_ctx)
 {
@@ -792,97 +789,97 @@ CALL(ws_null_bytes)
 }
 CALL(ws_null_p)
 {
-    return wsq(c, l, NULL, &l->x, &l->w, &l->b, 0);
+    return wsq(c, NULL, &l->x, &l->w, &l->b, 0);
 }
 CALL(ws_null_x)
 {
-    return wsq(c, l, &l->p, NULL, &l->w, &l->b, NN_LINEAR_PASS_DX);
+    return wsq(c, &l->p, NULL, &l->w, &l->b, NN_LINEAR_PASS_DX);
 }
 CALL(ws_null_w)
 {
-    return wsq(c, l, &l->p, &l->x, NULL, NULL, 0);
+    return wsq(c, &l->p, &l->x, NULL, NULL, 0);
 }
 CALL(ws_pass_8)
 {
-    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 8);
+    return wsq(c, &l->p, &l->x, &l->w, &l->b, 8);
 }
 CALL(ws_pass_high)
 {
-    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0x80000001u);
+    return wsq(c, &l->p, &l->x, &l->w, &l->b, 0x80000001u);
 }
 CALL(ws_activation)
 {
     l->p.activation = (nn_activation)7;
-    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
+    return wsq(c, &l->p, &l->x, &l->w, &l->b, 0);
 }
 CALL(ws_flags)
 {
     l->p.flags = 0x10;
-    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_DB);
+    return wsq(c, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_DB);
 }
 CALL(ws_reserved)
 {
     l->p.reserved[2] = 1;
-    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
+    return wsq(c, &l->p, &l->x, &l->w, &l->b, 0);
 }
 CALL(ws_x_rank0)
 {
     nn_tensor x = l->x;
     x.rank = 0;
-    return wsq(c, l, &l->p, &x, &l->w, &l->b, 0);
+    return wsq(c, &l->p, &x, &l->w, &l->b, 0);
 }
 CALL(ws_null_xdata)
 {
     nn_tensor x = l->x;
     x.data = NULL;
-    return wsq(c, l, &l->p, &x, &l->w, &l->b, NN_LINEAR_PASS_DW);
+    return wsq(c, &l->p, &x, &l->w, &l->b, NN_LINEAR_PASS_DW);
 }
 CALL(ws_w_in)
 {
-    return wsq(c, l, &l->p, &l->x, &l->dy, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
+    return wsq(c, &l->p, &l->x, &l->dy, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
 }
 CALL(ws_b_dims)
 {
     int64_t d[] = {1};
     nn_tensor b = view_on(&l->b, 1, d, 0);
-    return wsq(c, l, &l->p, &l->x, &l->w, &b, 0);
+    return wsq(c, &l->p, &l->x, &l->w, &b, 0);
 }
 CALL(ws_w_dtype)
 {
     nn_tensor w = l->w;
     w.dtype = NN_DTYPE_F64;
-    return wsq(c, l, &l->p, &l->x, &w, &l->b, 0);
+    return wsq(c, &l->p, &l->x, &w, &l->b, 0);
 }
 CALL(ws_x_strided)
 {
     nn_tensor x = transposed(&l->x);
-    return wsq(c, l, &l->p, &x, &l->w, &l->b, 0);
+    return wsq(c, &l->p, &x, &l->w, &l->b, 0);
 }
 CALL(ws_space_x)
 {
     nn_tensor t = cat_wrong_space(c, &l->x);
-    return wsq(c, l, &l->p, &t, &l->w, &l->b, NN_LINEAR_PASS_DX);
+    return wsq(c, &l->p, &t, &l->w, &l->b, NN_LINEAR_PASS_DX);
 }
 CALL(ws_forward_relu)
 {
     l->p.activation = NN_ACTIVATION_RELU;
-    return wsq(c, l, &l->p, &l->x, &l->w, &l->b, 0);
+    return wsq(c, &l->p, &l->x, &l->w, &l->b, 0);
 }
 CALL(ws_x_count_overflow)
 {
     nn_tensor x = cat_count_overflow(&l->x);
-    return wsq(c, l, &l->p, &x, &l->w, &l->b, NN_LINEAR_PASS_FORWARD);
+    return wsq(c, &l->p, &x, &l->w, &l->b, NN_LINEAR_PASS_FORWARD);
 }
 CALL(ws_w_extent_overflow)
 {
     nn_tensor w = cat_extent_overflow(&l->w);
-    return wsq(c, l, &l->p, &l->x, &w, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
+    return wsq(c, &l->p, &l->x, &w, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
 }
 CALL(ws_backward_all)
 {
     l->p.activation = NN_ACTIVATION_RELU;
     l->p.flags = NN_LINEAR_ACCUMULATE_DB;
-    return wsq(c, l, &l->p, &l->x, &l->w, NULL,
+    return wsq(c, &l->p, &l->x, &l->w, NULL,
                NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
 }
 

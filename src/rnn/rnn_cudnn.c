@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
+#include "core/dev_copy.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -212,13 +213,14 @@ static nn_status dropout_states(struct nn_ctx *ctx, cudnnHandle_t h, double drop
 
 /* ---------------------------------------------------------------------------------------------
  * Replay state of a shape (docs/RNN.md, "Graph replay"). The graphs read and write nnprim-owned
- * staging buffers at fixed addresses; the caller's tensors enter and leave through memcpy nodes
- * that nnprim adds around the captured cuDNN calls, so a call with other pointers only changes
- * those nodes' parameters (cudaGraphExecMemcpyNodeSetParams1D) and never captures again.
+ * staging buffers at fixed addresses; the caller's tensors enter and leave through two copy
+ * nodes (src/core/dev_copy.h) that nnprim adds around the captured cuDNN calls, so a call with
+ * other pointers only changes those nodes' parameters and never captures again.
  */
 
 #define RNN_SLOTS  4  /* training graph pairs of a shape, one per pullback alive at once */
 #define RNN_COPIES 12 /* caller-side copies of one graph, at most */
+_Static_assert(RNN_COPIES <= NN__COPIES_MAX, "one copy node takes every copy of a side");
 
 /* A reserve space. An eager forward's belongs to its pullback alone (owner NULL); a slot's is
  * shared by the slot (one reference) and the pullback of the replayed forward that wrote it (a
@@ -242,7 +244,6 @@ static void reserve_unref(struct reserve *rs)
 
 /* One caller-side copy of a graph: staging <- caller (in) or caller <- staging (out). */
 struct copy {
-    cudaGraphNode_t node;
     void *stage;
     const void *user; /* the pointer the node holds now */
     size_t bytes;
@@ -260,7 +261,8 @@ struct exec {
     cudaGraph_t body;  /* the captured cuDNN calls, kept to assemble the graph again */
     cudaGraph_t graph; /* body as a child node between the copies; the copy nodes are its own */
     cudaGraphExec_t exec;
-    unsigned sig; /* which optional tensors the captured call had */
+    cudaGraphNode_t in, out; /* the copies before and after body (NULL: none that side) */
+    unsigned sig;            /* which optional tensors the captured call had */
     int ncopy;
     struct copy copy[RNN_COPIES];
     /* The same call captured on the caller's own pointers once two calls in a row passed the
@@ -278,12 +280,17 @@ enum { U_INFER, U_TRAIN };                         /* decision units */
 enum { P_EAGER_TRIAL, P_REPLAY_TRIAL, P_DECIDED }; /* auto's phases */
 enum { W_INFER, W_TRAIN, W_BWD };                  /* variants that ran eagerly once */
 
-/* auto mode: the mean cost, max(host time, GPU time), of a few eager calls, then of a few
- * replayed ones; the first call of each phase is a warm-up (cuDNN's first call, the capture). */
+/* auto mode: the cost of a few eager calls, then of a few replayed ones, each phase timed as one
+ * window of the caller's calls as it issues them (the host waits once, at the window's end). The
+ * first call of each phase is a warm-up (cuDNN's first call, the capture); a call that captures,
+ * runs the other mode or warms up restarts the window. */
 struct trial {
     int phase, replay, calls;
-    int skip[2], n[2]; /* [0] forward, [1] backward */
-    double ns[2], eager_ns, replay_ns;
+    int skip[2], n[2]; /* [0] forwards, [1] backwards: warm-ups left, calls in the window */
+    int open;          /* a window started at a call's start: host clock t0, event ev[0] */
+    uint64_t t0;
+    cudaEvent_t ev[2];
+    double eager_ns, replay_ns;
 };
 
 struct stage {
@@ -316,7 +323,6 @@ struct rnn_live {
     int warm[3];
     int captured; /* this call captured (auto leaves such a call out of its measurement) */
     int prepared; /* made ready by a plan file's load, not yet called (the verbose line says so) */
-    cudaEvent_t ev[2];
 };
 
 static void exec_clear(struct exec *ex)
@@ -351,8 +357,9 @@ static void live_destroy(void *p)
         reserve_unref(e->slots[i].rs);
     }
     if (e->st.base) nn__dev_free(e->ctx, e->st.base);
-    for (int i = 0; i < 2; i++)
-        if (e->ev[i]) cudaEventDestroy(e->ev[i]);
+    for (int u = 0; u < 2; u++)
+        for (int i = 0; i < 2; i++)
+            if (e->trial[u].ev[i]) cudaEventDestroy(e->trial[u].ev[i]);
     if (e->xd) cudnnDestroyRNNDataDescriptor(e->xd);
     if (e->yd) cudnnDestroyRNNDataDescriptor(e->yd);
     if (e->hd) cudnnDestroyTensorDescriptor(e->hd);
@@ -539,11 +546,13 @@ static nn_status query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_l
 
 /* The unit's starting phase: from the record's decision when it has one (no timing), else auto's
  * trials; fixed by the setting when it is not auto. Runs on an entry that has not replayed yet
- * (build's, or tune's pick), so no_replay is never set here. */
+ * (build's, or tune's pick). */
 static void trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, int32_t flags)
 {
     struct trial *t = &e->trial[unit];
+    cudaEvent_t ev[2] = {t->ev[0], t->ev[1]};
     memset(t, 0, sizeof *t);
+    t->ev[0] = ev[0], t->ev[1] = ev[1];
     t->skip[0] = t->skip[1] = 1;
     int eager = unit == U_INFER ? NN__RNN_REC_INFER_EAGER : NN__RNN_REC_TRAIN_EAGER;
     int replay = unit == U_INFER ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_TRAIN_REPLAY;
@@ -573,6 +582,10 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
     e->ctx = ctx;
     e->dtype = cudnn_dtype(p->dtype);
     e->algo = algo;
+    /* replay moves the caller's tensors through staging with the device copy kernel */
+    if (ctx->settings.rnn_graphs != NN_RNN_GRAPHS_OFF) e->no_replay = nn__copies_unavailable();
+    if (e->no_replay && nn__verbose(ctx))
+        nn__log("nn_rnn: this shape never replays: %s", e->no_replay);
     e->offsets = nn__host_alloc((size_t)(p->layers * p->dirs * 5) * sizeof *e->offsets);
     e->lengths = k->n ? nn__host_alloc((size_t)k->n * sizeof *e->lengths) : NULL;
     nn_status st = NN_OK;
@@ -932,7 +945,8 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     nn_rnn_graphs graphs = ctx->settings.rnn_graphs;
-    int want_replay = graphs != NN_RNN_GRAPHS_OFF && stream_capturable(ctx);
+    int want_replay =
+        graphs != NN_RNN_GRAPHS_OFF && stream_capturable(ctx) && !nn__copies_unavailable();
     int want_eager = graphs != NN_RNN_GRAPHS_ON || !want_replay;
     uint64_t t0 = nn__now_ns();
     struct rnn_live *cand[NA] = {0};
@@ -1101,39 +1115,46 @@ static nn_status free_slot(struct nn_ctx *ctx, struct rnn_live *e, struct slot *
 
 static void add_copy(struct copy *c, int *n, void *stage, const void *user, size_t bytes, int out)
 {
-    c[*n] = (struct copy){NULL, stage, user, bytes, out};
+    c[*n] = (struct copy){stage, user, bytes, out};
     (*n)++;
 }
 
-/* The executable graph from ex->body and copies: the in-copies (no dependencies), the body after
- * them, the out-copies after it. copies lists ins before outs; ex keeps them in that order. */
+/* The ins (out = 0) or the outs of copies as one copy node's list. */
+static void copies_of(const struct copy *copies, int ncopy, int out, struct nn__copies *k)
+{
+    memset(k, 0, sizeof *k);
+    for (int i = 0; i < ncopy; i++) {
+        if (copies[i].out != out) continue;
+        const void *dst = out ? copies[i].user : copies[i].stage;
+        const void *src = out ? copies[i].stage : copies[i].user;
+        k->dst[k->n] = (uint64_t)(uintptr_t)dst, k->src[k->n] = (uint64_t)(uintptr_t)src;
+        k->bytes[k->n++] = copies[i].bytes;
+    }
+}
+
+/* The executable graph from ex->body and copies: one node doing the in-copies, the body after it,
+ * one node doing the out-copies after that. copies lists ins before outs; ex keeps them. */
 static nn_status exec_assemble(struct nn_ctx *ctx, struct exec *ex, const struct copy *copies,
                                int ncopy)
 {
-    cudaGraphNode_t in[RNN_COPIES], child = NULL;
-    int nin = 0;
+    cudaGraphNode_t child = NULL;
+    struct nn__copies k;
     if (ex->exec) cudaGraphExecDestroy(ex->exec);
     if (ex->graph) cudaGraphDestroy(ex->graph);
-    ex->exec = NULL, ex->graph = NULL, ex->ncopy = 0;
+    ex->exec = NULL, ex->graph = NULL, ex->in = ex->out = NULL, ex->ncopy = 0;
     nn_status st = NN__CUDA(ctx, cudaGraphCreate(&ex->graph, 0));
-    for (int i = 0; st == NN_OK && i < ncopy && !copies[i].out; i++) {
-        ex->copy[i] = copies[i];
-        st = NN__CUDA(ctx, cudaGraphAddMemcpyNode1D(&ex->copy[i].node, ex->graph, NULL, 0,
-                                                    copies[i].stage, copies[i].user,
-                                                    copies[i].bytes, cudaMemcpyDeviceToDevice));
-        in[nin++] = ex->copy[i].node;
-    }
+    copies_of(copies, ncopy, 0, &k);
+    if (st == NN_OK && k.n) st = nn__graph_add_copies(ctx, ex->graph, NULL, 0, &k, &ex->in);
     if (st == NN_OK)
-        st = NN__CUDA(ctx, cudaGraphAddChildGraphNode(&child, ex->graph, nin ? in : NULL,
-                                                      (size_t)nin, ex->body));
-    for (int i = nin; st == NN_OK && i < ncopy; i++) {
-        ex->copy[i] = copies[i];
-        st = NN__CUDA(ctx, cudaGraphAddMemcpyNode1D(&ex->copy[i].node, ex->graph, &child, 1,
-                                                    (void *)copies[i].user, copies[i].stage,
-                                                    copies[i].bytes, cudaMemcpyDeviceToDevice));
-    }
+        st = NN__CUDA(ctx, cudaGraphAddChildGraphNode(&child, ex->graph, ex->in ? &ex->in : NULL,
+                                                      ex->in ? 1 : 0, ex->body));
+    copies_of(copies, ncopy, 1, &k);
+    if (st == NN_OK && k.n) st = nn__graph_add_copies(ctx, ex->graph, &child, 1, &k, &ex->out);
     if (st == NN_OK) st = NN__CUDA(ctx, cudaGraphInstantiate(&ex->exec, ex->graph, 0));
-    if (st == NN_OK) ex->ncopy = ncopy;
+    if (st == NN_OK) {
+        memcpy(ex->copy, copies, (size_t)ncopy * sizeof *copies);
+        ex->ncopy = ncopy;
+    }
     return st;
 }
 
@@ -1176,23 +1197,25 @@ static nn_status exec_build(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn
     return NN_OK;
 }
 
-/* Point the copies at this call's tensors (only those that moved), then launch. Should the
- * driver refuse to repoint a node, the graph is assembled again around the same captured body
- * (host work only, no capture). */
+/* Point the copy nodes at this call's tensors (a side whose tensors all stayed keeps its node),
+ * then launch. Should the driver refuse to repoint a node, the graph is assembled again around
+ * the same captured body (host work only, no capture). */
 static nn_status exec_launch(struct nn_ctx *ctx, struct exec *ex, const struct copy *want)
 {
-    for (int i = 0; i < ex->ncopy; i++) {
-        struct copy *c = &ex->copy[i];
-        if (c->user == want[i].user) continue;
-        void *dst = c->out ? (void *)want[i].user : c->stage;
-        const void *src = c->out ? c->stage : want[i].user;
-        if (cudaGraphExecMemcpyNodeSetParams1D(ex->exec, c->node, dst, src, c->bytes,
-                                               cudaMemcpyDeviceToDevice) != cudaSuccess) {
+    int moved[2] = {0, 0};
+    for (int i = 0; i < ex->ncopy; i++)
+        moved[ex->copy[i].out] |= ex->copy[i].user != want[i].user;
+    for (int out = 0; out < 2; out++) {
+        if (!moved[out]) continue;
+        struct nn__copies k;
+        copies_of(want, ex->ncopy, out, &k);
+        if (nn__graph_exec_set_copies(ex->exec, out ? ex->out : ex->in, &k) != cudaSuccess) {
             (void)cudaGetLastError();
             NN__TRY(exec_assemble(ctx, ex, want, ex->ncopy));
             break;
         }
-        c->user = want[i].user;
+        for (int i = 0; i < ex->ncopy; i++)
+            if (ex->copy[i].out == out) ex->copy[i].user = want[i].user;
     }
     return NN__CUDA(ctx, cudaGraphLaunch(ex->exec, (cudaStream_t)ctx->stream));
 }
@@ -1378,62 +1401,71 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
     return NN_OK;
 }
 
-/* auto's measurement of one call: start before the call's first launch (0 when not measuring). */
-static uint64_t trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
+/* auto's measurement: a call of a unit still deciding starts the unit's window if none is open
+ * (returns 0 when not measuring). */
+static int trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
 {
     /* On a stream that cannot be captured nothing replays, so a trial could only time eager
-     * calls (each synchronised) and record a decision the stream made, not the shape: it waits,
-     * undecided, for a stream that can be. */
-    if (e->trial[unit].phase == P_DECIDED || !stream_capturable(ctx)) return 0;
+     * calls and record a decision the stream made, not the shape: it waits, undecided, for a
+     * stream that can be. */
+    struct trial *t = &e->trial[unit];
+    if (t->phase == P_DECIDED || !stream_capturable(ctx)) return 0;
+    if (t->open) return 1;
     for (int i = 0; i < 2; i++)
-        if (!e->ev[i] && cudaEventCreate(&e->ev[i]) != cudaSuccess) {
+        if (!t->ev[i] && cudaEventCreate(&t->ev[i]) != cudaSuccess) {
             (void)cudaGetLastError();
-            e->ev[i] = NULL;
+            t->ev[i] = NULL;
         }
-    if (e->ev[0] && cudaEventRecord(e->ev[0], (cudaStream_t)ctx->stream) != cudaSuccess)
+    if (t->ev[0] && cudaEventRecord(t->ev[0], (cudaStream_t)ctx->stream) != cudaSuccess) {
         (void)cudaGetLastError();
-    return nn__now_ns();
+        return 0;
+    }
+    t->open = t->ev[0] && t->ev[1];
+    t->t0 = nn__now_ns();
+    return t->open;
 }
 
-/* The cost of a call is max(host time, GPU time): whichever bounds calls issued back to back. The
- * host waits for the call here, once per measured call of a shape in auto mode. */
+/* Ends a measured call. A window's cost per step is max(host time, GPU time) over its calls:
+ * whichever bounds calls issued back to back, as the caller issues them (timing each call on its
+ * own, synchronised, put eager 3-4% above its back-to-back cost on the H200 and mispicked replay
+ * for gru t375n32i2048h2048, docs/PERFORMANCE.md session 8). */
 static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struct rnn_live *e,
-                      int unit, int pass, int replayed, uint64_t t0)
+                      int unit, int pass, int replayed, int measuring)
 {
     struct trial *t = &e->trial[unit];
-    if (!t0 || t->phase == P_DECIDED) return;
-    double ns = (double)(nn__now_ns() - t0);
-    float ms = 0;
-    if (e->ev[0] && e->ev[1] &&
-        cudaEventRecord(e->ev[1], (cudaStream_t)ctx->stream) == cudaSuccess &&
-        cudaEventSynchronize(e->ev[1]) == cudaSuccess &&
-        cudaEventElapsedTime(&ms, e->ev[0], e->ev[1]) == cudaSuccess) {
-        if (ms * 1e6 > ns) ns = ms * 1e6;
-    } else {
-        (void)cudaGetLastError();
-    }
+    if (!measuring || t->phase == P_DECIDED) return;
     /* A phase that cannot gather its calls (replays never possible: slots always busy) ends as
      * eager after 32; training forwards whose pullbacks never reach a backward count alone. */
     int stuck = ++t->calls > 32;
-    if (replayed == (t->phase == P_REPLAY_TRIAL)) {
-        if (t->skip[pass]) {
-            t->skip[pass] = 0;
-        } else {
-            t->n[pass]++, t->ns[pass] += ns;
-        }
+    if (t->skip[pass] || replayed != (t->phase == P_REPLAY_TRIAL)) {
+        t->skip[pass] = 0;
+        t->open = 0, t->n[0] = t->n[1] = 0;
+    } else {
+        t->n[pass]++;
     }
     if (!stuck && (t->n[0] < 2 || (unit == U_TRAIN && t->n[1] < 2 && t->n[0] < 8))) return;
-    double cost = t->ns[0] / (t->n[0] ? t->n[0] : 1) + (t->n[1] ? t->ns[1] / t->n[1] : 0);
-    if (stuck && t->phase == P_REPLAY_TRIAL) cost = t->eager_ns;
-    nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), (uint64_t)(t->ns[0] + t->ns[1]));
-    if (t->phase == P_EAGER_TRIAL) {
+    double cost = -1; /* not measured: a stuck phase decides eager */
+    if (!stuck) {
+        double ns = (double)(nn__now_ns() - t->t0);
+        float ms = 0;
+        if (cudaEventRecord(t->ev[1], (cudaStream_t)ctx->stream) == cudaSuccess &&
+            cudaEventSynchronize(t->ev[1]) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, t->ev[0], t->ev[1]) == cudaSuccess) {
+            if (ms * 1e6 > ns) ns = ms * 1e6;
+        } else {
+            (void)cudaGetLastError();
+        }
+        nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), (uint64_t)ns);
+        cost = ns / (t->n[0] > t->n[1] ? t->n[0] : t->n[1]);
+    }
+    t->open = 0, t->n[0] = t->n[1] = t->calls = 0, t->skip[0] = t->skip[1] = 1;
+    if (t->phase == P_EAGER_TRIAL && !stuck) {
         t->eager_ns = cost;
         t->phase = P_REPLAY_TRIAL;
-        t->n[0] = t->n[1] = t->calls = 0, t->ns[0] = t->ns[1] = 0, t->skip[0] = t->skip[1] = 1;
         return;
     }
     t->replay_ns = cost;
-    t->replay = nn__rnn_replay_pays(t->eager_ns, cost);
+    t->replay = !stuck && nn__rnn_replay_pays(t->eager_ns, cost);
     t->phase = P_DECIDED;
     if (nn__verbose(ctx))
         nn__log("nn_rnn: auto: the %s calls of this call's shape %s (eager %.1f us, replayed "
@@ -1539,7 +1571,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(entry_get(ctx, p, 1, &e));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
-    uint64_t t0 = trial_start(ctx, e, unit);
+    int measuring = trial_start(ctx, e, unit);
     struct reserve *rs = NULL;
     if (replay_wanted(ctx, e, unit) && e->warm[warm] && !changed &&
         forward_replay(ctx, h, p, e, io, state != NULL, &rs, &replayed) != NN_OK) {
@@ -1556,7 +1588,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
         e->warm[warm] = 1;
     }
     if (e->captured) e->trial[unit].skip[0] = 1, e->captured = 0;
-    trial_end(ctx, p, e, unit, 0, replayed, t0);
+    trial_end(ctx, p, e, unit, 0, replayed, measuring);
     note(e, replayed);
     if (state) *state = rs;
     return NN_OK;
@@ -1606,7 +1638,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(entry_get(ctx, p, 1, &e));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
-    uint64_t t0 = trial_start(ctx, e, U_TRAIN);
+    int measuring = trial_start(ctx, e, U_TRAIN);
     if (rs->owner == e && replay_wanted(ctx, e, U_TRAIN) && e->warm[W_BWD] && !changed &&
         backward_replay(ctx, h, p, e, rs, io, &replayed) != NN_OK) {
         disable_replay(e, "a capture or graph update failed (the context's last error)");
@@ -1617,7 +1649,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
         e->warm[W_BWD] = 1;
     }
     if (e->captured) e->trial[U_TRAIN].skip[1] = 1, e->captured = 0;
-    trial_end(ctx, p, e, U_TRAIN, 1, replayed, t0);
+    trial_end(ctx, p, e, U_TRAIN, 1, replayed, measuring);
     note(e, replayed);
     return NN_OK;
 }

@@ -92,11 +92,9 @@ extern _Thread_local const char *nn__rnn_note_cache;
 
 /* Whether a shape replays, from the cost of its calls eager and replayed (< 0 or NaN: not
  * measured): replay must be measured, and cheaper by more than NN__RNN_REPLAY_MARGIN of the eager
- * cost where that was measured too. The margin covers what measuring misjudges: auto's trials time
- * synchronised calls, where eager launches start on an empty queue (gaps that calls issued back to
- * back do not have), and a graph that merely ties still costs its capture and staging memory. On
- * the H200 the trials put gru t375n32i1536h1536 at 0.981 (eager 48.9 ms, replayed 48.0) while back
- * to back it ran 2% slower replayed (docs/PERFORMANCE.md); real wins measured 0.91 and below.
+ * cost where that was measured too. The margin covers what measuring misjudges (two timings of
+ * identical work differ by up to 3% on the H200) and that a graph that merely ties still costs
+ * its capture and staging memory; real wins measured 0.91 and below (docs/PERFORMANCE.md).
  * Here, with no cuDNN in it, so that the CPU tests reach it; auto's trials and autotune use it. */
 #define NN__RNN_REPLAY_MARGIN 0.03
 int nn__rnn_replay_pays(double eager, double replay);

@@ -10,8 +10,9 @@
  * Timing alike on both sides: every timed pass sits between a CUDA event pair on the context's
  * stream, passes issued back to back; what a pass needs first (a forward before a backward) is
  * queued before the first event, untimed; the figure is the median over the repetitions after
- * warm-up passes. Host time per call is the host clock around the timed call itself. On a
- * reference context the host clock times everything and the raw columns are "-".
+ * warm-up passes. The two sides take turns, a few repetitions at a time (time_pass). Host time per
+ * call is the host clock around the timed call itself. On a reference context the host clock times
+ * everything and the raw columns are "-".
  *
  * Wall time per training step (the figure a training loop sees): steps issued back to back, the
  * host clock from the first to the end of a final synchronisation, divided by the steps. nnprim
@@ -342,22 +343,22 @@ static const char *mode_of(nn_ctx *ctx)
 
 /* Median time of the pass (GPU with events, or host) and mean host time of the timed call, in
  * microseconds; -1 on failure. */
-static int time_pass(struct bench *B, struct shape *s, const struct side *side, enum pass p,
-                     double *gpu_us, double *host_us)
+/* Times reps calls of pass p on one side after warmup untimed ones: each call's GPU time (the host
+ * clock's on a reference context) goes to t[*nt], and its host time is added to *host. */
+static int time_reps(struct bench *B, struct shape *s, const struct side *side, enum pass p,
+                     int warmup, int reps, double *t, int *nt, double *host)
 {
-    int n = B->warmup + B->reps, ok = 1;
-    double *t = calloc((size_t)n, sizeof *t), host = 0;
+    int n = warmup + reps, ok = 1;
 #if NN_HAVE_CUDNN
     cudaEvent_t *ev = B->gpu ? calloc((size_t)n * 2, sizeof *ev) : NULL;
     cudaStream_t stream = (cudaStream_t)nn_ctx_stream(B->ctx);
     int made = 0;
-    ok = t && (!B->gpu || ev);
+    ok = !B->gpu || ev;
     for (; ok && B->gpu && made < 2 * n; made++)
         ok = cudaEventCreate(&ev[made]) == cudaSuccess;
     if (!ok && made) made--;
-#else
-    ok = t != NULL;
 #endif
+    double *dt = t + *nt;
     for (int i = 0; i < n && ok; i++) {
         ok = side->prep(s, p) == 0;
 #if NN_HAVE_CUDNN
@@ -365,8 +366,8 @@ static int time_pass(struct bench *B, struct shape *s, const struct side *side, 
 #endif
         double t0 = nn_cli_now_us();
         ok = ok && side->run(s, p) == 0;
-        double dt = nn_cli_now_us() - t0;
-        if (i >= B->warmup) host += dt, t[i] = dt;
+        double d = nn_cli_now_us() - t0;
+        if (i >= warmup) *host += d, dt[i - warmup] = d;
 #if NN_HAVE_CUDNN
         if (ok && B->gpu) ok = cudaEventRecord(ev[2 * i + 1], stream) == cudaSuccess;
 #endif
@@ -374,22 +375,48 @@ static int time_pass(struct bench *B, struct shape *s, const struct side *side, 
     }
     ok = ok && nn_ctx_synchronize(B->ctx) == NN_OK;
 #if NN_HAVE_CUDNN
-    for (int i = B->warmup; ok && B->gpu && i < n; i++) {
+    for (int i = warmup; ok && B->gpu && i < n; i++) {
         float ms;
         ok = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == cudaSuccess;
-        t[i] = (double)ms * 1e3;
+        dt[i - warmup] = (double)ms * 1e3;
     }
     for (int i = 0; i < made; i++)
         cudaEventDestroy(ev[i]);
     free(ev);
 #endif
-    if (ok) {
-        *gpu_us = nn_cli_median(t + B->warmup, B->reps);
-        *host_us = host / B->reps;
-    }
-    free(t);
+    if (ok) *nt += reps;
     if (!ok) nn_rnn_pullback_free(&s->pb);
     return ok ? 0 : -1;
+}
+
+/* Pass p of each side (side[1] NULL: nnprim's only): the median GPU time and the mean host time
+ * per call over the repetitions, NAN where a side failed. The sides take turns in rounds of a few
+ * repetitions, each round led by the other side than the last, so that a GPU whose speed drifts
+ * during the run (clocks, temperature) weighs on both alike: timed one side after the other,
+ * identical cuDNN calls differed by up to 4%. */
+static void time_pass(struct bench *B, struct shape *s, const struct side *const side[2],
+                      enum pass p, double gpu_us[2], double host_us[2])
+{
+    enum { ROUNDS = 6 };
+    double *t[2] = {calloc((size_t)B->reps, sizeof(double)),
+                    calloc((size_t)B->reps, sizeof(double))};
+    double host[2] = {0, 0};
+    int nt[2] = {0, 0}, ok[2] = {t[0] != NULL, side[1] && t[1] != NULL};
+    int rounds = B->reps < ROUNDS ? B->reps : ROUNDS;
+    for (int r = 0; r < rounds; r++) {
+        int reps = B->reps / rounds + (r < B->reps % rounds);
+        for (int k = 0; k < 2; k++) {
+            int i = (r + k) % 2;
+            if (ok[i])
+                ok[i] = time_reps(B, s, side[i], p, r ? 1 : B->warmup, reps, t[i], &nt[i],
+                                  &host[i]) == 0;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        gpu_us[i] = ok[i] ? nn_cli_median(t[i], B->reps) : side[i] ? NAN : INFINITY;
+        host_us[i] = ok[i] ? host[i] / B->reps : gpu_us[i];
+        free(t[i]);
+    }
 }
 
 static void free_shape(struct shape *s)
@@ -488,23 +515,28 @@ static int bench_line(void *arg, const char *line, const char *where)
     const char *mode = mode_of(B->ctx);
     wall[0] = wall_step(B, &s, &nnprim_side);
     one_step = sync_step(B, &s, &nnprim_side);
-    for (int side = 0; side < 2; side++)
-        for (int p = 0; p < N_PASS; p++)
-            us[side][p] = host[side][p] = INFINITY;
-    for (int p = 0; p < N_PASS; p++)
-        if (time_pass(B, &s, &nnprim_side, (enum pass)p, &us[0][p], &host[0][p]))
-            us[0][p] = host[0][p] = NAN;
-    us[0][WEIGHTS] -= us[0][DATA]; /* backward minus its data pass */
-    host[0][WEIGHTS] -= host[0][DATA];
+    const struct side *sides[2] = {&nnprim_side, NULL};
+    int raw_ok = 0;
 #if NN_HAVE_CUDNN
     if (B->gpu) {
         s.raw = calloc(1, sizeof *s.raw);
-        int ok = s.raw && raw_setup(&s, s.raw) == 0;
-        for (int p = 0; p < N_PASS; p++)
-            if (!ok || time_pass(B, &s, &raw_side, (enum pass)p, &us[1][p], &host[1][p]))
-                us[1][p] = host[1][p] = NAN;
-        wall[2] = ok ? wall_step(B, &s, &raw_side) : NAN;
+        raw_ok = s.raw && raw_setup(&s, s.raw) == 0;
+        if (raw_ok) sides[1] = &raw_side;
     }
+#endif
+    for (int p = 0; p < N_PASS; p++) {
+        double g[2], h[2];
+        time_pass(B, &s, sides, (enum pass)p, g, h);
+        for (int side = 0; side < 2; side++) {
+            int failed = side == 1 && B->gpu && !raw_ok;
+            us[side][p] = failed ? NAN : g[side];
+            host[side][p] = failed ? NAN : h[side];
+        }
+    }
+    us[0][WEIGHTS] -= us[0][DATA]; /* nnprim's backward minus its data pass */
+    host[0][WEIGHTS] -= host[0][DATA];
+#if NN_HAVE_CUDNN
+    if (B->gpu) wall[2] = raw_ok ? wall_step(B, &s, &raw_side) : NAN;
 #endif
     if (B->eager) {
         static struct shape e;

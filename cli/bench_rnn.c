@@ -176,7 +176,7 @@ static int raw_setup(struct shape *s, struct raw *r)
     static const cudnnRNNMode_t modes[] = {CUDNN_RNN_RELU, CUDNN_RNN_TANH, CUDNN_LSTM, CUDNN_GRU};
     static const cudnnRNNBiasMode_t biases[] = {CUDNN_RNN_NO_BIAS, CUDNN_RNN_SINGLE_INP_BIAS,
                                                 CUDNN_RNN_SINGLE_REC_BIAS, CUDNN_RNN_DOUBLE_BIAS};
-    int D = p->bidirectional ? 2 : 1, O = (int)(p->proj_size ? p->proj_size : p->hidden_size);
+    int D = p->bidirectional ? 2 : 1, O = (int)nn__rnn_out_size(p->hidden_size, p->proj_size);
     int T = (int)s->c.t, N = (int)s->c.n, L = (int)p->num_layers, H = (int)p->hidden_size;
     r->lstm = p->cell == NN_RNN_LSTM;
     RAW_TRY(cudnnCreate(&r->h));
@@ -433,7 +433,7 @@ static void free_shape(struct shape *s)
 static nn_status alloc_shape(struct shape *s)
 {
     const nn_rnn_params *p = &s->c.p;
-    int64_t D = p->bidirectional ? 2 : 1, O = p->proj_size ? p->proj_size : p->hidden_size, nw;
+    int64_t D = p->bidirectional ? 2 : 1, O = nn__rnn_out_size(p->hidden_size, p->proj_size), nw;
     int seq = p->layout == NN_RNN_SEQ_MAJOR;
     int64_t xd[3] = {seq ? s->c.t : s->c.n, seq ? s->c.n : s->c.t, p->input_size};
     int64_t yd[3] = {xd[0], xd[1], D * O}, hd[3] = {p->num_layers * D, s->c.n, O};

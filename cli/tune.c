@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "rnn/rnn_internal.h"
 #include "tests/harness/conv_case.h"
 #include "tests/harness/rnn_case.h"
 
@@ -143,7 +144,7 @@ static nn_status tune_rnn_shape(nn_ctx *ctx, const struct nn_rnn_case *c)
 {
     const nn_rnn_params *p = &c->p;
     int lstm = p->cell == NN_RNN_LSTM, seq = p->layout == NN_RNN_SEQ_MAJOR;
-    int64_t D = p->bidirectional ? 2 : 1, O = p->proj_size ? p->proj_size : p->hidden_size, nw;
+    int64_t D = p->bidirectional ? 2 : 1, O = nn__rnn_out_size(p->hidden_size, p->proj_size), nw;
     int64_t xd[3] = {seq ? c->t : c->n, seq ? c->n : c->t, p->input_size};
     int64_t yd[3] = {xd[0], xd[1], D * O}, hd[3] = {p->num_layers * D, c->n, O};
     int64_t cd[3] = {p->num_layers * D, c->n, p->hidden_size};

@@ -22,6 +22,12 @@ void nn__cache_settings_fill(const struct nn_ctx *ctx, struct nn__cache_settings
     s->workspace_cap = ctx->settings.workspace_cap;
 }
 
+int nn__cache_settings_equal(const struct nn__cache_settings *a, const struct nn__cache_settings *b)
+{
+    return a->math_mode == b->math_mode && a->deterministic == b->deterministic &&
+           a->workspace_cap == b->workspace_cap;
+}
+
 const char *nn__cache_settings_invalid(const struct nn__cache_settings *s)
 {
     if (s->math_mode != NN_MATH_STRICT_FP32 && s->math_mode != NN_MATH_TF32)

@@ -99,6 +99,10 @@ struct nn__cache_settings {
 /* Fill s from the context's settings. */
 void nn__cache_settings_fill(const struct nn_ctx *ctx, struct nn__cache_settings *s);
 
+/* Whether two keys' settings are the same (a loaded record's against the context's). */
+int nn__cache_settings_equal(const struct nn__cache_settings *a,
+                             const struct nn__cache_settings *b);
+
 /* NULL if s holds valid values (for keys read from files), else a static description. */
 const char *nn__cache_settings_invalid(const struct nn__cache_settings *s);
 

@@ -481,8 +481,7 @@ static int prebuild_one(void *arg, const struct nn__cache_kind *ck, const void *
     if (!kind || (kind->has_graph && !kind->has_graph(key))) return 0;
     struct nn__cache_settings s;
     kind->settings(key, &s);
-    if (s.math_mode != w->now.math_mode || s.deterministic != w->now.deterministic ||
-        s.workspace_cap != w->now.workspace_cap || nn__plan_cache_is_live(w->c, ck->id, key))
+    if (!nn__cache_settings_equal(&s, &w->now) || nn__plan_cache_is_live(w->c, ck->id, key))
         return 0;
     struct nn__cudnn_filter f;
     nn__cudnn_filter_from_ctx(w->ctx, kind->data_dtype(key), &f);

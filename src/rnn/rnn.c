@@ -182,9 +182,14 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
  * Parameters
  */
 
-static int gates_of(nn_rnn_cell c)
+int nn__rnn_gates(nn_rnn_cell c)
 {
     return c == NN_RNN_LSTM ? 4 : c == NN_RNN_GRU ? 3 : 1;
+}
+
+int64_t nn__rnn_out_size(int64_t hidden, int64_t proj)
+{
+    return proj ? proj : hidden;
 }
 
 static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_rnn_params *p)
@@ -271,10 +276,10 @@ static void problem_of(struct nn_ctx *ctx, const nn_rnn_params *p, nn_dtype dtyp
     out->input = p->input_size;
     out->hidden = p->hidden_size;
     out->proj = p->proj_size;
-    out->out = p->proj_size ? p->proj_size : p->hidden_size;
+    out->out = nn__rnn_out_size(p->hidden_size, p->proj_size);
     out->layers = p->num_layers;
     out->dirs = p->bidirectional ? 2 : 1;
-    out->gates = gates_of(p->cell);
+    out->gates = nn__rnn_gates(p->cell);
     out->bias_mode = p->bias_mode;
     out->input_mode = p->input_mode;
     out->layout = p->layout;

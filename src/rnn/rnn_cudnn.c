@@ -242,6 +242,22 @@ static void reserve_unref(struct reserve *rs)
     nn__host_free(rs);
 }
 
+/* A graph's signature: which optional tensors its call had (the record keeps it, record_sig). */
+enum { FS_HX = 1, FS_CX = 2, FS_HY = 4, FS_CY = 8, FS_ALL = 15 }; /* a forward's */
+enum {                                                            /* a backward's */
+       BS_HX = 1,
+       BS_CX = 2,
+       BS_DY = 4,
+       BS_DHY = 8,
+       BS_DCY = 16,
+       BS_DX = 32,
+       BS_DHX = 64,
+       BS_DCX = 128,
+       BS_DW = 256,
+       BS_ACCUMULATE = 512,
+       BS_ALL = 1023
+};
+
 /* One caller-side copy of a graph: staging <- caller (in) or caller <- staging (out). */
 struct copy {
     void *stage;
@@ -459,7 +475,7 @@ static nn_status set_data_descs(struct nn_ctx *ctx, struct rnn_live *e, const st
     cudnnRNNDataLayout_t layout = k->layout == NN_RNN_BATCH_MAJOR
                                       ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
                                       : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
-    int64_t o = k->proj ? k->proj : k->hidden;
+    int64_t o = nn__rnn_out_size(k->hidden, k->proj);
     for (int64_t i = 0; i < k->n; i++)
         e->lengths[i] = lengths ? lengths[i] : (int32_t)k->t;
     NN__TRY(nn__cudnn_SetRNNDataDescriptor(ctx, e->xd, e->dtype, layout, (int)k->t, (int)k->n,
@@ -571,7 +587,7 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
     static const char *op = "nn_rnn (cuDNN)";
     if (!fits_int(k->t) || !fits_int(k->n) || !fits_int(k->input) || !fits_int(k->hidden) ||
         !fits_int(k->layers) ||
-        !nn__rnn_product_fits_int(k->n, k->dirs, k->proj ? k->proj : k->hidden, 1) ||
+        !nn__rnn_product_fits_int(k->n, k->dirs, nn__rnn_out_size(k->hidden, k->proj), 1) ||
         !nn__rnn_product_fits_int(k->input, k->n, 1, 1) ||
         !nn__rnn_product_fits_int(k->layers, k->dirs, k->n, k->hidden))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: a size beyond int, which cuDNN takes", op);
@@ -617,9 +633,8 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
             ctx, e->rnn, (cudnnRNNAlgo_t)algo, modes[p->cell], biases[p->bias_mode],
             p->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
             p->input_mode == NN_RNN_INPUT_SKIP ? CUDNN_SKIP_INPUT : CUDNN_LINEAR_INPUT, e->dtype,
-            prec, math, (int32_t)p->input, (int32_t)p->hidden,
-            (int32_t)(p->proj ? p->proj : p->hidden), (int32_t)p->layers, e->drop,
-            CUDNN_RNN_PADDED_IO_ENABLED);
+            prec, math, (int32_t)p->input, (int32_t)p->hidden, (int32_t)p->out, (int32_t)p->layers,
+            e->drop, CUDNN_RNN_PADDED_IO_ENABLED);
     }
     if (st == NN_OK && p->clip_enabled)
         st = nn__cudnn_RNNSetClip_v9(ctx, e->rnn, CUDNN_RNN_CLIP_MINMAX, p->clip_lo, p->clip_hi);
@@ -1298,7 +1313,7 @@ static void record_flags(struct nn_ctx *ctx, const struct nn__rnn_problem *p, in
 static void record_sig(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int bwd, unsigned sig)
 {
     int shift = bwd ? NN__RNN_REC_BWD_SHIFT : NN__RNN_REC_FWD_SHIFT;
-    int32_t mask = (int32_t)((bwd ? 1023u : 15u) << shift);
+    int32_t mask = (int32_t)((bwd ? (unsigned)BS_ALL : (unsigned)FS_ALL) << shift);
     record_flags(ctx, p, mask,
                  (int32_t)(sig << shift) | (bwd ? NN__RNN_REC_BWD_SIG : NN__RNN_REC_FWD_SIG));
 }
@@ -1314,12 +1329,12 @@ static nn_status forward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
     int n = 0;
     unsigned sig = 0;
     add_copy(c, &n, g->x, io->x->data, e->xbytes, 0);
-    if (io->hx) add_copy(c, &n, g->hx, io->hx->data, e->hbytes, 0), sig |= 1;
-    if (io->cx) add_copy(c, &n, g->cx, io->cx->data, e->cbytes, 0), sig |= 2;
+    if (io->hx) add_copy(c, &n, g->hx, io->hx->data, e->hbytes, 0), sig |= FS_HX;
+    if (io->cx) add_copy(c, &n, g->cx, io->cx->data, e->cbytes, 0), sig |= FS_CX;
     add_copy(c, &n, g->w, io->w->data, e->weight_bytes, 0);
     add_copy(c, &n, g->y, io->y_out->data, e->ybytes, 1);
-    if (io->hy) add_copy(c, &n, g->hy, io->hy->data, e->hbytes, 1), sig |= 4;
-    if (io->cy) add_copy(c, &n, g->cy, io->cy->data, e->cbytes, 1), sig |= 8;
+    if (io->hy) add_copy(c, &n, g->hy, io->hy->data, e->hbytes, 1), sig |= FS_HY;
+    if (io->cy) add_copy(c, &n, g->cy, io->cy->data, e->cbytes, 1), sig |= FS_CY;
     struct exec *ex = &e->infer;
     struct reserve *r = NULL;
     if (training) {
@@ -1360,19 +1375,19 @@ static nn_status backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
     int n = 0;
     unsigned sig = 0;
     add_copy(c, &n, g->x, io->x->data, e->xbytes, 0);
-    if (io->hx) add_copy(c, &n, g->hx, io->hx->data, e->hbytes, 0), sig |= 1;
-    if (io->cx) add_copy(c, &n, g->cx, io->cx->data, e->cbytes, 0), sig |= 2;
+    if (io->hx) add_copy(c, &n, g->hx, io->hx->data, e->hbytes, 0), sig |= BS_HX;
+    if (io->cx) add_copy(c, &n, g->cx, io->cx->data, e->cbytes, 0), sig |= BS_CX;
     add_copy(c, &n, g->w, io->w->data, e->weight_bytes, 0);
     add_copy(c, &n, g->y, io->y->data, e->ybytes, 0);
-    if (io->dy) add_copy(c, &n, g->dy, io->dy->data, e->ybytes, 0), sig |= 4;
-    if (io->dhy) add_copy(c, &n, g->dhy, io->dhy->data, e->hbytes, 0), sig |= 8;
-    if (io->dcy) add_copy(c, &n, g->dcy, io->dcy->data, e->cbytes, 0), sig |= 16;
+    if (io->dy) add_copy(c, &n, g->dy, io->dy->data, e->ybytes, 0), sig |= BS_DY;
+    if (io->dhy) add_copy(c, &n, g->dhy, io->dhy->data, e->hbytes, 0), sig |= BS_DHY;
+    if (io->dcy) add_copy(c, &n, g->dcy, io->dcy->data, e->cbytes, 0), sig |= BS_DCY;
     if (io->dw && io->accumulate) add_copy(c, &n, g->dw, io->dw->data, e->weight_bytes, 0);
-    if (io->dx) add_copy(c, &n, g->dx, io->dx->data, e->xbytes, 1), sig |= 32;
-    if (io->dhx) add_copy(c, &n, g->dhx, io->dhx->data, e->hbytes, 1), sig |= 64;
-    if (io->dcx) add_copy(c, &n, g->dcx, io->dcx->data, e->cbytes, 1), sig |= 128;
-    if (io->dw) add_copy(c, &n, g->dw, io->dw->data, e->weight_bytes, 1), sig |= 256;
-    if (io->dw && io->accumulate) sig |= 512;
+    if (io->dx) add_copy(c, &n, g->dx, io->dx->data, e->xbytes, 1), sig |= BS_DX;
+    if (io->dhx) add_copy(c, &n, g->dhx, io->dhx->data, e->hbytes, 1), sig |= BS_DHX;
+    if (io->dcx) add_copy(c, &n, g->dcx, io->dcx->data, e->cbytes, 1), sig |= BS_DCX;
+    if (io->dw) add_copy(c, &n, g->dw, io->dw->data, e->weight_bytes, 1), sig |= BS_DW;
+    if (io->dw && io->accumulate) sig |= BS_ACCUMULATE;
     struct exec *ex = &e->slots[rs->slot].bwd;
     struct bwd_io a = {g->x,
                        io->hx ? g->hx : NULL,
@@ -1674,10 +1689,10 @@ static void problem_of_key(const struct rnn_key *k, struct nn__rnn_problem *p)
     p->cell = (nn_rnn_cell)k->cell;
     p->t = k->t, p->n = k->n;
     p->input = k->input, p->hidden = k->hidden, p->proj = k->proj;
-    p->out = k->proj ? k->proj : k->hidden;
+    p->out = nn__rnn_out_size(k->hidden, k->proj);
     p->layers = k->layers;
     p->dirs = k->dirs;
-    p->gates = k->cell == NN_RNN_LSTM ? 4 : k->cell == NN_RNN_GRU ? 3 : 1;
+    p->gates = nn__rnn_gates((nn_rnn_cell)k->cell);
     p->bias_mode = (nn_rnn_bias_mode)k->bias_mode;
     p->input_mode = (nn_rnn_input_mode)k->input_mode;
     p->layout = (nn_rnn_layout)k->layout;
@@ -1695,11 +1710,11 @@ static void prepare_io(const struct nn__rnn_problem *p, int32_t flags, const str
                        nn_tensor *t, struct nn__rnn_io *fio, struct nn__rnn_io *bio)
 {
     unsigned lstm = p->cell == NN_RNN_LSTM;
-    unsigned fs = flags & NN__RNN_REC_FWD_SIG ? (unsigned)flags >> NN__RNN_REC_FWD_SHIFT & 15u
-                                              : 1u | 4u | (lstm ? 2u | 8u : 0u);
+    unsigned fs = flags & NN__RNN_REC_FWD_SIG ? (unsigned)flags >> NN__RNN_REC_FWD_SHIFT & FS_ALL
+                                              : FS_HX | FS_HY | (lstm ? FS_CX | FS_CY : 0u);
     unsigned bs = flags & NN__RNN_REC_BWD_SIG
-                      ? (unsigned)flags >> NN__RNN_REC_BWD_SHIFT & 1023u
-                      : 4u | 8u | 32u | 64u | 256u | (lstm ? 16u | 128u : 0u);
+                      ? (unsigned)flags >> NN__RNN_REC_BWD_SHIFT & BS_ALL
+                      : BS_DY | BS_DHY | BS_DX | BS_DHX | BS_DW | (lstm ? BS_DCY | BS_DCX : 0u);
     void *const at[14] = {g->x,  g->hx,  g->cx,  g->w,  g->y,   g->hy,  g->cy,
                           g->dy, g->dhy, g->dcy, g->dx, g->dhx, g->dcx, g->dw};
     for (int i = 0; i < 14; i++) {
@@ -1708,15 +1723,15 @@ static void prepare_io(const struct nn__rnn_problem *p, int32_t flags, const str
     }
     memset(fio, 0, sizeof *fio);
     fio->x = &t[0], fio->w = &t[3], fio->y = fio->y_out = &t[4];
-    fio->hx = fs & 1 ? &t[1] : NULL, fio->cx = fs & 2 ? &t[2] : NULL;
-    fio->hy = fs & 4 ? &t[5] : NULL, fio->cy = fs & 8 ? &t[6] : NULL;
+    fio->hx = fs & FS_HX ? &t[1] : NULL, fio->cx = fs & FS_CX ? &t[2] : NULL;
+    fio->hy = fs & FS_HY ? &t[5] : NULL, fio->cy = fs & FS_CY ? &t[6] : NULL;
     fio->training = 1;
     *bio = *fio;
     bio->y_out = bio->hy = bio->cy = NULL;
-    bio->dy = bs & 4 ? &t[7] : NULL, bio->dhy = bs & 8 ? &t[8] : NULL;
-    bio->dcy = bs & 16 ? &t[9] : NULL, bio->dx = bs & 32 ? &t[10] : NULL;
-    bio->dhx = bs & 64 ? &t[11] : NULL, bio->dcx = bs & 128 ? &t[12] : NULL;
-    bio->dw = bs & 256 ? &t[13] : NULL, bio->accumulate = (bs & 512) != 0;
+    bio->dy = bs & BS_DY ? &t[7] : NULL, bio->dhy = bs & BS_DHY ? &t[8] : NULL;
+    bio->dcy = bs & BS_DCY ? &t[9] : NULL, bio->dx = bs & BS_DX ? &t[10] : NULL;
+    bio->dhx = bs & BS_DHX ? &t[11] : NULL, bio->dcx = bs & BS_DCX ? &t[12] : NULL;
+    bio->dw = bs & BS_DW ? &t[13] : NULL, bio->accumulate = (bs & BS_ACCUMULATE) != 0;
     bio->training = 0;
 }
 
@@ -1798,8 +1813,7 @@ static int collect_loaded(void *arg, const struct nn__cache_kind *kind, const vo
 {
     struct loaded *l = arg;
     const struct rnn_key *k = key;
-    if (kind->id != NN__RNN_CUDNN_KIND_ID || k->s.math_mode != l->now.math_mode ||
-        k->s.deterministic != l->now.deterministic || k->s.workspace_cap != l->now.workspace_cap ||
+    if (kind->id != NN__RNN_CUDNN_KIND_ID || !nn__cache_settings_equal(&k->s, &l->now) ||
         nn__cache_is_live(l->c, kind->id, key))
         return 0;
     if (l->n == l->cap) return 1;

@@ -90,6 +90,11 @@ extern _Thread_local const char *nn__rnn_note_impl;
  * the start of a call; the backend sets it at the call's first lookup only. Static strings. */
 extern _Thread_local const char *nn__rnn_note_cache;
 
+/* A cell's gate count (4 LSTM, 3 GRU, 1 RELU and TANH) and the size of h (proj when it is not 0,
+ * else hidden): one rule for the checks, the reference and the cuDNN keys. */
+int nn__rnn_gates(nn_rnn_cell cell);
+int64_t nn__rnn_out_size(int64_t hidden, int64_t proj);
+
 /* Whether a shape replays, from the cost of its calls eager and replayed (< 0 or NaN: not
  * measured): replay must be measured, and cheaper by more than NN__RNN_REPLAY_MARGIN of the eager
  * cost where that was measured too. The margin covers what measuring misjudges (two timings of

@@ -419,10 +419,7 @@ int nn__rnn_product_fits_int(int64_t a, int64_t b, int64_t c, int64_t d)
            !__builtin_mul_overflow(v, d, &v) && fits_int(v);
 }
 
-/* cuDNN's RNN calls take int sizes (and int products of them): refused here, naming the argument,
- * before cuDNN sees them. prob->t and prob->n are 0 outside a call with data. */
-static nn_status check_cudnn_limits(struct nn_ctx *ctx, const char *op,
-                                    const struct nn__rnn_problem *p)
+const char *nn__rnn_beyond_int(const struct nn__rnn_problem *p, int64_t *value)
 {
     const char *what = NULL;
     int64_t v = 0;
@@ -440,6 +437,17 @@ static nn_status check_cudnn_limits(struct nn_ctx *ctx, const char *op,
              !nn__rnn_product_fits_int(p->n, p->input, 1, 1) ||
              !nn__rnn_product_fits_int(p->layers * p->dirs, p->n, p->hidden, 1))
         what = "x's N", v = p->n;
+    *value = v;
+    return what;
+}
+
+/* cuDNN's RNN calls take int sizes (and int products of them): refused here, naming the argument,
+ * before cuDNN sees them. prob->t and prob->n are 0 outside a call with data. */
+static nn_status check_cudnn_limits(struct nn_ctx *ctx, const char *op,
+                                    const struct nn__rnn_problem *p)
+{
+    int64_t v;
+    const char *what = nn__rnn_beyond_int(p, &v);
     if (!what) return NN_OK;
     return NN__FAIL(ctx, NN_E_UNSUPPORTED,
                     "%s: %s = %lld is beyond what cuDNN's RNN calls take (sizes, and the products "

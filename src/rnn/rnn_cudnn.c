@@ -585,12 +585,11 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
 {
     int algo = rec->algo;
     static const char *op = "nn_rnn (cuDNN)";
-    if (!fits_int(k->t) || !fits_int(k->n) || !fits_int(k->input) || !fits_int(k->hidden) ||
-        !fits_int(k->layers) ||
-        !nn__rnn_product_fits_int(k->n, k->dirs, nn__rnn_out_size(k->hidden, k->proj), 1) ||
-        !nn__rnn_product_fits_int(k->input, k->n, 1, 1) ||
-        !nn__rnn_product_fits_int(k->layers, k->dirs, k->n, k->hidden))
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: a size beyond int, which cuDNN takes", op);
+    int64_t v;
+    const char *beyond = nn__rnn_beyond_int(p, &v);
+    if (beyond)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: %s = %lld is beyond int, which cuDNN takes", op,
+                        beyond, (long long)v);
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct rnn_live *e = nn__host_calloc(1, sizeof *e);

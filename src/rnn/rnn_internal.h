@@ -90,6 +90,11 @@ extern _Thread_local const char *nn__rnn_note_impl;
  * the start of a call; the backend sets it at the call's first lookup only. Static strings. */
 extern _Thread_local const char *nn__rnn_note_cache;
 
+/* The first of p's sizes (or products of them) beyond int, which cuDNN's RNN calls take, as the
+ * argument it comes from ("p.input_size", "x's N", ...), its value in *value; NULL when all fit.
+ * The calls' checks and the build of a record read from a plan file both ask it. */
+const char *nn__rnn_beyond_int(const struct nn__rnn_problem *p, int64_t *value);
+
 /* A cell's gate count (4 LSTM, 3 GRU, 1 RELU and TANH) and the size of h (proj when it is not 0,
  * else hidden): one rule for the checks, the reference and the cuDNN keys. */
 int nn__rnn_gates(nn_rnn_cell cell);

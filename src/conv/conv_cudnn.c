@@ -727,6 +727,92 @@ static void ones_problem(const struct nn__conv_problem *p, const nn_tensor *dy,
     nn__conv_layout_strides(dw->rank, dw->dims, channels_last(dy), dw->strides);
 }
 
+/* The ones are made once per element count and dtype and kept in the context's cache (kind 9,
+ * not persisted: device memory of this process), freed with their entry. An entry is counted:
+ * a call holds it while its plan runs, since finding that plan may evict it (a cache of capacity
+ * 1); the last holder gives the memory back to the pool, in stream order after the reads. */
+struct ones_key {
+    int32_t dtype;
+    int64_t count;
+};
+
+struct ones_record {
+    int32_t unused[2];
+};
+
+struct kept_ones {
+    int refs;
+    struct nn_ctx *ctx;
+    void *data;
+};
+
+static const struct nn__field ones_key_fields[] = {
+    NN__FIELD(struct ones_key, dtype, NN__FIELD_I32),
+    NN__FIELD(struct ones_key, count, NN__FIELD_I64),
+    NN__FIELD_END,
+};
+
+static const struct nn__field ones_record_fields[] = {
+    NN__FIELD(struct ones_record, unused, NN__FIELD_I32),
+    NN__FIELD_END,
+};
+
+static void ones_unref(struct kept_ones *o)
+{
+    if (--o->refs > 0) return;
+    if (o->data) {
+        nn_error_info keep = o->ctx->last_error;
+        (void)nn__dev_free(o->ctx, o->data);
+        o->ctx->last_error = keep;
+    }
+    nn__host_free(o);
+}
+
+static void ones_destroy(void *live)
+{
+    ones_unref(live);
+}
+
+const struct nn__cache_kind nn__conv_ones_kind = {
+    .id = NN__CONV_ONES_KIND_ID,
+    .name = "conv bias ones",
+    .flags = NN__CACHE_KIND_NOT_PERSISTED,
+    .key_size = sizeof(struct ones_key),
+    .key_fields = ones_key_fields,
+    .record_size = sizeof(struct ones_record),
+    .record_fields = ones_record_fields,
+    .destroy = ones_destroy,
+};
+
+/* The kept ones of t's element count in its dtype, held for the caller (ones_unref()). */
+static nn_status ones_get(struct nn_ctx *ctx, const nn_tensor *t, struct kept_ones **out)
+{
+    const char *fn = "the convolution bias gradient (bf16 on cuDNN)";
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    struct ones_key k;
+    memset(&k, 0, sizeof k);
+    k.dtype = t->dtype;
+    k.count = nn_tensor_numel(t);
+    struct kept_ones *o = nn__cache_lookup(c, NN__CONV_ONES_KIND_ID, &k, NULL);
+    if (!o) {
+        o = nn__host_calloc(1, sizeof *o);
+        if (!o) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
+        o->refs = 1;
+        o->ctx = ctx;
+        /* waited for, once: later calls may run on another stream (nn_ctx_set_stream) */
+        nn_status st = nn__dev_alloc_ones(ctx, fn, t->dtype, (size_t)k.count, 1, &o->data);
+        struct ones_record rec = {{0, 0}};
+        if (st == NN_OK) st = nn__cache_insert(ctx, c, NN__CONV_ONES_KIND_ID, &k, &rec, NULL, 0, o);
+        if (st != NN_OK) {
+            ones_unref(o);
+            return st;
+        }
+    }
+    o->refs++;
+    *out = o;
+    return NN_OK;
+}
+
 static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                 const nn_tensor *dy, nn_tensor *db, double alpha, double beta,
                                 struct nn__conv_note *note)
@@ -735,12 +821,12 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
     nn_tensor ones, dw;
     ones_problem(p, dy, &q, &ones, &dw);
     dw.data = db->data;
-    /* used by this call only, in its stream order: no wait */
-    NN__TRY(nn__dev_alloc_ones(ctx, "the convolution bias gradient (bf16 on cuDNN)", p->dtype,
-                               (size_t)nn_tensor_numel(&ones), 0, &ones.data));
+    struct kept_ones *o;
+    NN__TRY(ones_get(ctx, &ones, &o));
+    ones.data = o->data;
     nn_status st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
-    nn_status fst = nn__dev_free(ctx, ones.data);
-    return st != NN_OK ? st : fst;
+    ones_unref(o);
+    return st;
 }
 
 nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
@@ -912,7 +998,8 @@ static nn_status ws_filter(struct nn_ctx *ctx, struct stand_ins *s,
     return NN_OK;
 }
 
-/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none); its dw is
+/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none): its plan's
+ * workspace. The ones it makes (or finds) are kept, as the call's are, and not counted; its dw is
  * the caller's db, taken as the pool would align it. */
 static nn_status ws_bias(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
                          const struct nn__conv_query *q, double beta, size_t *bytes)
@@ -922,11 +1009,13 @@ static nn_status ws_bias(struct nn_ctx *ctx, struct stand_ins *s, const struct n
     struct nn__conv_problem r;
     nn_tensor ones, dw;
     ones_problem(p, &q->dy, &r, &ones, &dw);
+    struct kept_ones *o;
+    NN__TRY(ones_get(ctx, &ones, &o));
+    ones.data = o->data;
     nn_tensor t[3] = {ones, dw, q->dy};
-    size_t ws;
-    NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
-    *bytes = ws + bytes_of(&ones);
-    return NN_OK;
+    nn_status st = ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, bytes);
+    ones_unref(o);
+    return st;
 }
 
 nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,

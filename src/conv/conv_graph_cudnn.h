@@ -130,4 +130,10 @@ extern const struct nn__cache_kind nn__conv_plan_kind;
 /* The graph kind of conv plans: builds the graph of a struct nn__conv_key (all three passes). */
 extern const struct nn__graph_kind nn__conv_graph_kind;
 
+/* The cache kind of the tensors of ones that bf16 bias gradients sum through (conv_cudnn.c),
+ * kept per element count: device memory of this process, NN__CACHE_KIND_NOT_PERSISTED. Kind ids
+ * are written to plan files (cache.h): 9 is the next after softmax's 8. */
+#define NN__CONV_ONES_KIND_ID 9u
+extern const struct nn__cache_kind nn__conv_ones_kind;
+
 #endif

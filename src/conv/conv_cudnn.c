@@ -949,8 +949,8 @@ static nn_status ws_forward(struct nn_ctx *ctx, struct stand_ins *s,
 /* The workspace of the gradient plan over t (a bwd_call's tensors by slot, by value): the live
  * plan's when there is one; else scratch stands in for those without data and the plan is found
  * or built, and cached, as the call would, the scratch's pointers serving autotune. The key
- * stands: a NULL pointer and the pool's blocks (aligned to 16 bytes at least, nnprim/mem.h) both
- * give alignment 16. */
+ * stands: a NULL pointer and a device block (16-byte aligned at least, from the pool or a user
+ * allocator, nnprim/mem.h) both give alignment 16. */
 static nn_status ws_grad(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
                          enum nn__conv_pass pass, nn_tensor t[3], double beta, size_t *bytes)
 {

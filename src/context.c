@@ -89,7 +89,7 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
 /* Every entry kind of the context's cache, one per family's kind (register a new kind here). */
 static const struct nn__cache_kind *const cache_kinds[] = {
     &nn__conv_plan_kind,     &nn__rnn_cudnn_kind,    &nn__rnn_cudnn_dropout_kind,
-    &nn__linear_matmul_kind, &nn__softmax_xent_kind,
+    &nn__linear_matmul_kind, &nn__softmax_xent_kind, &nn__conv_ones_kind,
 };
 
 /* Every graph kind (a family's graphs built from its cache kind's keys), so that the plans of a

@@ -273,11 +273,12 @@ typedef enum nn_conv_pass {
  * The device-pool bytes one pass of a convolution would hold at its peak, so that a framework
  * can pre-size its scratch (or its allocator, nn_mem_set_allocator()): the cuDNN plan's
  * workspace, plus the temporaries nnprim makes for the pass (the zero-padded copies of its cuDNN
- * workarounds, bf16's ones tensor for db, and, for a backward pass with p.activation RELU, which
- * only nn_conv_backward(_ex) runs, the masked copy of dy that call holds throughout). Not
- * included: the caller's tensors, a pullback (it keeps views only, no device memory), and the
- * pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the reference backend,
- * which takes host memory only.
+ * workarounds and, for a backward pass with p.activation RELU, which only nn_conv_backward(_ex)
+ * runs, the masked copy of dy that call holds throughout). Not included: the caller's tensors, a
+ * pullback (it keeps views only, no device memory), bf16's tensor of ones for db (made once per
+ * shape and kept in the context's plan cache: this query makes it), and the pool's rounding of a
+ * request to its size classes (docs/MEMORY.md). 0 on the reference backend, which takes host
+ * memory only.
  *
  * On cuDNN the query finds the plan the call would use, as the call would: from the context's
  * plan cache (then it takes no device memory), else from a plan-file record, heuristics or
@@ -302,7 +303,8 @@ typedef enum nn_conv_pass {
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes, an unknown pass, and the
  *         parameter and tensor checks of nn_conv_forward()); NN_E_SHAPE; NN_E_OVERFLOW;
  *         NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (as the call: no engine for the pass);
- *         NN_E_OOM_HOST; NN_E_OOM_DEVICE (the scratch of a plan search); NN_E_CUDA; NN_E_CUDNN.
+ *         NN_E_OOM_HOST; NN_E_OOM_DEVICE (the scratch of a plan search, bf16's ones for db);
+ *         NN_E_CUDA; NN_E_CUDNN.
  */
 NN_API nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
                                         const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,

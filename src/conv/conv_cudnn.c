@@ -20,6 +20,7 @@
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/describe_cudnn.h"
+#include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_get_cudnn.h"
 #include "mem/mem.h"
 
@@ -155,10 +156,14 @@ static struct nn__conv_key_tensor *key_slot(struct nn__conv_key *k, int uid)
     return &k->t[nn__conv_slot_of_uid(k->pass, uid)];
 }
 
+static void slot_tensor(struct nn__conv_key_tensor *kt, const nn_tensor *t)
+{
+    nn__conv_key_tensor_set(kt, t->rank, t->dims, t->strides, nn__cudnn_ptr_alignment(t->data));
+}
+
 static void key_tensor(struct nn__conv_key *k, int uid, const nn_tensor *t)
 {
-    nn__conv_key_tensor_set(key_slot(k, uid), t->rank, t->dims, t->strides,
-                            nn__cudnn_ptr_alignment(t->data));
+    slot_tensor(key_slot(k, uid), t);
 }
 
 struct fwd_call {
@@ -185,21 +190,19 @@ static void key_fwd(struct nn_ctx *ctx, const struct fwd_call *f, struct nn__con
         kb->dims[i] = i == 1 ? f->p->k : 1;
 }
 
-/* A gradient plan's call: the data gradient's dy, w, dx, or the filter gradient's x, dy, dw. */
+/* A gradient plan's call: its tensors by key slot (conv_plan_key.h), the data gradient's dx, w,
+ * dy or the filter gradient's x, dw, dy; the output is dx (the input slot) or dw (the filter
+ * slot). */
 struct bwd_call {
     const struct nn__conv_problem *p;
     enum nn__conv_pass pass; /* NN__CONV_PASS_BWD_DATA or _BWD_FILTER */
-    const nn_tensor *a, *b, *out;
+    const nn_tensor *t[3];   /* NN__CONV_SLOT_IN, _FILTER, _OUT */
     double alpha, beta;
 };
 
-/* The uids of a bwd_call's a, b and out. */
-static void bwd_uids(enum nn__conv_pass pass, int u[3])
+static int bwd_out_slot(enum nn__conv_pass pass)
 {
-    int data = pass == NN__CONV_PASS_BWD_DATA;
-    u[0] = data ? NN__CONV_UID_DY : NN__CONV_UID_X;
-    u[1] = data ? NN__CONV_UID_W : NN__CONV_UID_DY;
-    u[2] = data ? NN__CONV_UID_DX : NN__CONV_UID_DW;
+    return pass == NN__CONV_PASS_BWD_DATA ? NN__CONV_SLOT_IN : NN__CONV_SLOT_FILTER;
 }
 
 /* The internal name of the op a gradient plan belongs to, for its messages. */
@@ -210,25 +213,20 @@ static const char *bwd_op(enum nn__conv_pass pass)
 
 static void key_bwd(struct nn_ctx *ctx, const struct bwd_call *f, struct nn__conv_key *k)
 {
-    int u[3];
-    bwd_uids(f->pass, u);
     key_begin(ctx, k, f->pass, f->p, f->alpha, f->beta);
-    key_tensor(k, u[0], f->a);
-    key_tensor(k, u[1], f->b);
-    key_tensor(k, u[2], f->out);
+    for (int i = 0; i < 3; i++)
+        slot_tensor(&k->t[i], f->t[i]);
 }
 
-/* The call's pointers, for autotune: candidates write a scratch copy of out. */
+/* The call's pointers, for autotune: candidates write a scratch copy of the output. */
 static void bwd_args(const struct bwd_call *f, struct nn__plan_args *pa)
 {
-    int u[3];
-    bwd_uids(f->pass, u);
     memset(pa, 0, sizeof *pa);
-    pa->args.p[u[0]] = f->a->data;
-    pa->args.p[u[1]] = f->b->data;
-    pa->args.p[u[2]] = f->out->data;
-    pa->out_uid = u[2];
-    pa->out_bytes = bytes_of(f->out);
+    for (int i = 0; i < 3; i++)
+        pa->args.p[nn__conv_uid_of_slot(f->pass, i)] = f->t[i]->data;
+    int out = bwd_out_slot(f->pass);
+    pa->out_uid = nn__conv_uid_of_slot(f->pass, out);
+    pa->out_bytes = bytes_of(f->t[out]);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -377,15 +375,11 @@ static void fwd_args(const struct fwd_call *f, struct nn__plan_args *pa)
     pa->out_bytes = bytes_of(f->y);
 }
 
-/* The forward's key, and with bias or relu its epilogue key; returns whether it has one. */
-static int forward_keys(struct nn_ctx *ctx, const struct fwd_call *fc, struct nn__conv_key *key,
-                        struct nn__conv_key *epi)
+/* The forward's key; returns whether the forward has an epilogue (bias or relu). */
+static int forward_key(struct nn_ctx *ctx, const struct fwd_call *fc, struct nn__conv_key *key)
 {
     key_fwd(ctx, fc, key);
-    if (!fc->b && !fc->relu) return 0;
-    *epi = *key;
-    epi->flags = NN__CONV_KEY_PLAIN;
-    return 1;
+    return fc->b || fc->relu;
 }
 
 typedef struct nn__cudnn_plan *(*plan_find)(struct nn_ctx *, const struct nn__conv_key *);
@@ -396,16 +390,18 @@ static struct nn__cudnn_plan *lookup(struct nn_ctx *ctx, const struct nn__conv_k
     return nn__cudnn_plan_lookup(ctx, &nn__conv_graph_kind, key);
 }
 
-/* The forward's live plan by find: the fused one (key) before the plain one (epi, NULL for a
- * forward without epilogue); *fused says which. NULL when neither is live. */
+/* The forward's live plan by find: the fused one (key) before, for a forward with an epilogue
+ * (epi not NULL), the plain one, whose key (key with NN__CONV_KEY_PLAIN) it writes to *epi only
+ * when the fused one is not live; *fused says which. NULL when neither is live. */
 static struct nn__cudnn_plan *forward_live(struct nn_ctx *ctx, const struct nn__conv_key *key,
-                                           const struct nn__conv_key *epi, plan_find find,
-                                           int *fused)
+                                           struct nn__conv_key *epi, plan_find find, int *fused)
 {
     struct nn__cudnn_plan *plan = find(ctx, key);
     *fused = plan && epi;
-    if (!plan && epi) plan = find(ctx, epi);
-    return plan;
+    if (plan || !epi) return plan;
+    *epi = *key;
+    epi->flags = NN__CONV_KEY_PLAIN;
+    return find(ctx, epi);
 }
 
 /* With bias or relu the forward first tries one fused plan (key with the bias flag and the
@@ -419,7 +415,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
 {
     struct nn__conv_key key, epi;
     *fused = 0;
-    if (!forward_keys(ctx, fc, &key, &epi))
+    if (!forward_key(ctx, fc, &key))
         return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     if ((*plan = forward_live(ctx, &key, &epi, lookup, fused))) {
@@ -525,7 +521,7 @@ nn_status nn__conv_backward_data_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        const nn_tensor *dy, const nn_tensor *w, nn_tensor *dx,
                                        double alpha, double beta, struct nn__conv_note *note)
 {
-    struct bwd_call bc = {p, NN__CONV_PASS_BWD_DATA, dy, w, dx, alpha, beta};
+    struct bwd_call bc = {p, NN__CONV_PASS_BWD_DATA, {dx, w, dy}, alpha, beta};
     return run_plan(ctx, "data", &bc, note);
 }
 
@@ -534,7 +530,7 @@ static nn_status wgrad_run(struct nn_ctx *ctx, const char *what, const struct nn
                            const nn_tensor *x, const nn_tensor *dy, nn_tensor *dw, double alpha,
                            double beta, struct nn__conv_note *note)
 {
-    struct bwd_call bc = {p, NN__CONV_PASS_BWD_FILTER, x, dy, dw, alpha, beta};
+    struct bwd_call bc = {p, NN__CONV_PASS_BWD_FILTER, {x, dw, dy}, alpha, beta};
     return run_plan(ctx, what, &bc, note);
 }
 
@@ -731,6 +727,92 @@ static void ones_problem(const struct nn__conv_problem *p, const nn_tensor *dy,
     nn__conv_layout_strides(dw->rank, dw->dims, channels_last(dy), dw->strides);
 }
 
+/* The ones are made once per element count and dtype and kept in the context's cache (kind 9,
+ * not persisted: device memory of this process), freed with their entry. An entry is counted:
+ * a call holds it while its plan runs, since finding that plan may evict it (a cache of capacity
+ * 1); the last holder gives the memory back to the pool, in stream order after the reads. */
+struct ones_key {
+    int32_t dtype;
+    int64_t count;
+};
+
+struct ones_record {
+    int32_t unused[2];
+};
+
+struct kept_ones {
+    int refs;
+    struct nn_ctx *ctx;
+    void *data;
+};
+
+static const struct nn__field ones_key_fields[] = {
+    NN__FIELD(struct ones_key, dtype, NN__FIELD_I32),
+    NN__FIELD(struct ones_key, count, NN__FIELD_I64),
+    NN__FIELD_END,
+};
+
+static const struct nn__field ones_record_fields[] = {
+    NN__FIELD(struct ones_record, unused, NN__FIELD_I32),
+    NN__FIELD_END,
+};
+
+static void ones_unref(struct kept_ones *o)
+{
+    if (--o->refs > 0) return;
+    if (o->data) {
+        nn_error_info keep = o->ctx->last_error;
+        (void)nn__dev_free(o->ctx, o->data);
+        o->ctx->last_error = keep;
+    }
+    nn__host_free(o);
+}
+
+static void ones_destroy(void *live)
+{
+    ones_unref(live);
+}
+
+const struct nn__cache_kind nn__conv_ones_kind = {
+    .id = NN__CONV_ONES_KIND_ID,
+    .name = "conv bias ones",
+    .flags = NN__CACHE_KIND_NOT_PERSISTED,
+    .key_size = sizeof(struct ones_key),
+    .key_fields = ones_key_fields,
+    .record_size = sizeof(struct ones_record),
+    .record_fields = ones_record_fields,
+    .destroy = ones_destroy,
+};
+
+/* The kept ones of t's element count in its dtype, held for the caller (ones_unref()). */
+static nn_status ones_get(struct nn_ctx *ctx, const nn_tensor *t, struct kept_ones **out)
+{
+    const char *fn = "the convolution bias gradient (bf16 on cuDNN)";
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
+    struct ones_key k;
+    memset(&k, 0, sizeof k);
+    k.dtype = t->dtype;
+    k.count = nn_tensor_numel(t);
+    struct kept_ones *o = nn__cache_lookup(c, NN__CONV_ONES_KIND_ID, &k, NULL);
+    if (!o) {
+        o = nn__host_calloc(1, sizeof *o);
+        if (!o) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
+        o->refs = 1;
+        o->ctx = ctx;
+        /* waited for, once: later calls may run on another stream (nn_ctx_set_stream) */
+        nn_status st = nn__dev_alloc_ones(ctx, fn, t->dtype, (size_t)k.count, 1, &o->data);
+        struct ones_record rec = {{0, 0}};
+        if (st == NN_OK) st = nn__cache_insert(ctx, c, NN__CONV_ONES_KIND_ID, &k, &rec, NULL, 0, o);
+        if (st != NN_OK) {
+            ones_unref(o);
+            return st;
+        }
+    }
+    o->refs++;
+    *out = o;
+    return NN_OK;
+}
+
 static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_problem *p,
                                 const nn_tensor *dy, nn_tensor *db, double alpha, double beta,
                                 struct nn__conv_note *note)
@@ -739,12 +821,12 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
     nn_tensor ones, dw;
     ones_problem(p, dy, &q, &ones, &dw);
     dw.data = db->data;
-    /* used by this call only, in its stream order: no wait */
-    NN__TRY(nn__dev_alloc_ones(ctx, "the convolution bias gradient (bf16 on cuDNN)", p->dtype,
-                               (size_t)nn_tensor_numel(&ones), 0, &ones.data));
+    struct kept_ones *o;
+    NN__TRY(ones_get(ctx, &ones, &o));
+    ones.data = o->data;
     nn_status st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
-    nn_status fst = nn__dev_free(ctx, ones.data);
-    return st != NN_OK ? st : fst;
+    ones_unref(o);
+    return st;
 }
 
 nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
@@ -833,9 +915,11 @@ static nn_status stand_ins_free(struct nn_ctx *ctx, struct stand_ins *s, nn_stat
 }
 
 /* The live plan of key, or NULL, counting no miss: the query looks before it takes scratch, and
- * the search after a miss counts it as the call's would. */
+ * the search after a miss counts it as the call's would. Finished background builds are
+ * collected first, as the call's lookup does, so that a plan built meanwhile counts as live. */
 static struct nn__cudnn_plan *live_plan(struct nn_ctx *ctx, const struct nn__conv_key *key)
 {
+    nn__plan_builder_collect(ctx);
     if (!nn__plan_cache_is_live(nn__cudnn_plan_cache(ctx), NN__CONV_KIND_ID, key)) return NULL;
     return lookup(ctx, key);
 }
@@ -847,7 +931,7 @@ static nn_status ws_forward(struct nn_ctx *ctx, struct stand_ins *s,
     nn_tensor y = q->y;
     struct fwd_call fc = {p, &q->x, &q->w, q->b, &y, p->activation == NN_ACTIVATION_RELU, 1.0, 0.0};
     struct nn__conv_key key, epi;
-    int has_epi = forward_keys(ctx, &fc, &key, &epi);
+    int has_epi = forward_key(ctx, &fc, &key);
     int fused;
     struct nn__cudnn_plan *plan = forward_live(ctx, &key, has_epi ? &epi : NULL, live_plan, &fused);
     if (!plan) {
@@ -862,21 +946,21 @@ static nn_status ws_forward(struct nn_ctx *ctx, struct stand_ins *s,
     return NN_OK;
 }
 
-/* The workspace of the gradient plan over t (a bwd_call's a, b, out, by value): the live plan's
- * when there is one; else scratch stands in for those without data and the plan is found or
- * built, and cached, as the call would, with the scratch's pointers in the key (alignment) and
- * for autotune. */
+/* The workspace of the gradient plan over t (a bwd_call's tensors by slot, by value): the live
+ * plan's when there is one; else scratch stands in for those without data and the plan is found
+ * or built, and cached, as the call would, the scratch's pointers serving autotune. The key
+ * stands: a NULL pointer and a device block (16-byte aligned at least, from the pool or a user
+ * allocator, nnprim/mem.h) both give alignment 16. */
 static nn_status ws_grad(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
                          enum nn__conv_pass pass, nn_tensor t[3], double beta, size_t *bytes)
 {
-    struct bwd_call bc = {p, pass, &t[0], &t[1], &t[2], 1.0, beta};
+    struct bwd_call bc = {p, pass, {&t[0], &t[1], &t[2]}, 1.0, beta};
     struct nn__conv_key key;
     key_bwd(ctx, &bc, &key);
     struct nn__cudnn_plan *plan = live_plan(ctx, &key);
     if (!plan) {
         for (int i = 0; i < 3; i++)
             if (!t[i].data) NN__TRY(stand_in(ctx, s, &t[i], 1));
-        key_bwd(ctx, &bc, &key);
         struct nn__plan_args pa;
         bwd_args(&bc, &pa);
         enum nn__plan_source src;
@@ -898,23 +982,24 @@ static nn_status ws_filter(struct nn_ctx *ctx, struct stand_ins *s,
         nn_tensor x2 = q->x;
         x2.data = NULL;
         padded_copy_problem(p, &r, &x2);
-        nn_tensor t[3] = {x2, q->dy, q->dw};
+        nn_tensor t[3] = {x2, q->dw, q->dy};
         NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
         *bytes = ws + bytes_of(&x2);
     } else if (post_pad_short(p)) {
         nn_tensor dy2 = q->dy;
         raised_post_pad(p, &r, &dy2);
-        nn_tensor t[3] = {q->x, dy2, q->dw};
+        nn_tensor t[3] = {q->x, q->dw, dy2};
         NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
         *bytes = ws + bytes_of(&dy2);
     } else {
-        nn_tensor t[3] = {q->x, q->dy, q->dw};
+        nn_tensor t[3] = {q->x, q->dw, q->dy};
         NN__TRY(ws_grad(ctx, s, p, NN__CONV_PASS_BWD_FILTER, t, beta, bytes));
     }
     return NN_OK;
 }
 
-/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none); its dw is
+/* Only bf16's ones-filter path takes pool memory (the legacy reduction takes none): its plan's
+ * workspace. The ones it makes (or finds) are kept, as the call's are, and not counted; its dw is
  * the caller's db, taken as the pool would align it. */
 static nn_status ws_bias(struct nn_ctx *ctx, struct stand_ins *s, const struct nn__conv_problem *p,
                          const struct nn__conv_query *q, double beta, size_t *bytes)
@@ -924,11 +1009,13 @@ static nn_status ws_bias(struct nn_ctx *ctx, struct stand_ins *s, const struct n
     struct nn__conv_problem r;
     nn_tensor ones, dw;
     ones_problem(p, &q->dy, &r, &ones, &dw);
-    nn_tensor t[3] = {ones, q->dy, dw};
-    size_t ws;
-    NN__TRY(ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, &ws));
-    *bytes = ws + bytes_of(&ones);
-    return NN_OK;
+    struct kept_ones *o;
+    NN__TRY(ones_get(ctx, &ones, &o));
+    ones.data = o->data;
+    nn_tensor t[3] = {ones, dw, q->dy};
+    nn_status st = ws_grad(ctx, s, &r, NN__CONV_PASS_BWD_FILTER, t, beta, bytes);
+    ones_unref(o);
+    return st;
 }
 
 nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_problem *p,
@@ -941,7 +1028,7 @@ nn_status nn__conv_workspace_cudnn(struct nn_ctx *ctx, const struct nn__conv_pro
     switch (pass) {
     case NN_CONV_PASS_FORWARD: st = ws_forward(ctx, &s, p, q, &n); break;
     case NN_CONV_PASS_BACKWARD_DATA: {
-        nn_tensor t[3] = {q->dy, q->w, q->dx};
+        nn_tensor t[3] = {q->dx, q->w, q->dy};
         st = ws_grad(ctx, &s, p, NN__CONV_PASS_BWD_DATA, t, beta, &n);
         break;
     }

@@ -93,7 +93,11 @@ void nn__conv_key_begin(const struct nn_ctx *ctx, struct nn__conv_key *k, enum n
 /* The plan-cache key of graph d under the context's settings: its tensors by slot (dims, layout,
  * alignment), the conv parameters, groups (from x's and w's channels), the fused relu, alpha and
  * beta, and the caller's flags (NN__CONV_KEY_PLAIN or 0). d must pass nn__conv_graph_check()
- * (tensors of rank 3..5, packed). */
+ * (tensors of rank 3..5, packed). Only tests call it: the graph layer's tests describe graphs as
+ * struct nn__conv_graph, and check nn__conv_graph_of_key() (which builds and prebuilds every
+ * plan) against it. The backend makes its keys straight from the call's views, with no graph
+ * struct on the hit path, through the same nn__conv_key_begin(), slot table and
+ * nn__conv_key_tensor_set(). */
 void nn__conv_plan_key_of(const struct nn_ctx *ctx, const struct nn__conv_graph *d, int32_t flags,
                           struct nn__conv_key *k);
 
@@ -129,5 +133,11 @@ extern const struct nn__cache_kind nn__conv_plan_kind;
 
 /* The graph kind of conv plans: builds the graph of a struct nn__conv_key (all three passes). */
 extern const struct nn__graph_kind nn__conv_graph_kind;
+
+/* The cache kind of the tensors of ones that bf16 bias gradients sum through (conv_cudnn.c),
+ * kept per element count: device memory of this process, NN__CACHE_KIND_NOT_PERSISTED. Kind ids
+ * are written to plan files (cache.h): 9 is the next after softmax's 8. */
+#define NN__CONV_ONES_KIND_ID 9u
+extern const struct nn__cache_kind nn__conv_ones_kind;
 
 #endif

@@ -23,16 +23,9 @@ struct nn__pool_saved {
     cudnnTensorDescriptor_t yd; /* y's dims, contiguous: y and dy as backward sees them */
 };
 
-/* Descriptor releases go through the checked bindings (so NNPRIM_VERBOSE=2 shows them) but never
- * replace the failure being reported: they run on error paths too. NULL is allowed. */
-static void destroy_tensor(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
-{
-    if (!d) return;
-    nn_error_info keep = ctx->last_error;
-    (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
-    ctx->last_error = keep;
-}
-
+/* Like nn__cudnn_tensor_desc_destroy: through the checked bindings (so NNPRIM_VERBOSE=2 shows
+ * it) and never replacing the failure being reported, as it runs on error paths too. NULL is
+ * allowed. */
 static void destroy_pooling(struct nn_ctx *ctx, cudnnPoolingDescriptor_t d)
 {
     if (!d) return;
@@ -116,16 +109,7 @@ static nn_status tensor_desc(struct nn_ctx *ctx, const nn_tensor *t, int contigu
     if (contiguous) nn_contiguous_strides(t->rank, t->dims, cs);
     int dims[5], str[5];
     int nd = cudnn_shape(t, contiguous ? cs : t->strides, dims, str);
-    cudnnTensorDescriptor_t d;
-    NN__TRY(nn__cudnn_CreateTensorDescriptor(ctx, &d));
-    nn_status st =
-        nn__cudnn_SetTensorNdDescriptor(ctx, d, nn__cudnn_data_type(t->dtype), nd, dims, str);
-    if (st != NN_OK) {
-        destroy_tensor(ctx, d);
-        return st;
-    }
-    *out = d;
-    return NN_OK;
+    return nn__cudnn_tensor_desc(ctx, t->dtype, nd, dims, str, out);
 }
 
 static nn_status pool_desc(struct nn_ctx *ctx, const nn_pool_params *p,
@@ -165,8 +149,8 @@ static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__pool_saved *s)
 {
     if (!s) return;
     destroy_pooling(ctx, s->pool);
-    destroy_tensor(ctx, s->xd);
-    destroy_tensor(ctx, s->yd);
+    nn__cudnn_tensor_desc_destroy(ctx, s->xd);
+    nn__cudnn_tensor_desc_destroy(ctx, s->yd);
     nn__host_free(s);
 }
 
@@ -195,7 +179,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const nn_pool_params *p, cons
             st = tensor_desc(ctx, y, 1, &s->yd);
         }
     }
-    destroy_tensor(ctx, yd_user);
+    nn__cudnn_tensor_desc_destroy(ctx, yd_user);
     if (st != NN_OK || !saved_out) {
         saved_free_cudnn(ctx, s);
         return st;
@@ -231,7 +215,7 @@ static void scratch_free(struct nn_ctx *ctx, struct scratch *k)
     cudnnTensorDescriptor_t d[4] = {k->dyd, k->ydd, k->xcd, k->dxd};
     void *m[4] = {k->dy, k->y, k->x, k->dx};
     for (int i = 0; i < 4; i++) {
-        destroy_tensor(ctx, d[i]);
+        nn__cudnn_tensor_desc_destroy(ctx, d[i]);
         if (m[i]) nn__dev_free(ctx, m[i]);
     }
 }

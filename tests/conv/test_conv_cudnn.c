@@ -13,8 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/ctx.h"
+#include "cudnn/cache.h"
 #include "gpu.h"
+#include "nn_config.h"
 #include "tests/harness/conv_case.h"
+#if NN_HAVE_CUDNN
+#include "conv/conv_graph_cudnn.h"
+#endif
 
 static nn_ctx *gpu_ctx(nn_tuning_mode tuning, const char *plan_file)
 {
@@ -272,6 +278,27 @@ Test(conv_cudnn, second_call_hits_the_cache_without_heuristics)
     cr_expect_eq(s2.entries, 3);
     io_free(ctx, &io);
     nn_ctx_destroy(ctx);
+}
+
+/* The tensors of ones that bf16 bias gradients sum through are kept in every cuDNN context's
+ * cache (conv_cudnn.c) as device memory of this process: their kind is in the context's table and
+ * never written to a plan file. Without cuDNN the table is empty and there is nothing to check. */
+Test(conv_cudnn, the_kept_ones_are_a_kind_not_persisted)
+{
+    int n = 0;
+    const struct nn__cache_kind *const *table = nn__ctx_cache_kinds(&n);
+    int seen = 0;
+#if NN_HAVE_CUDNN
+    for (int i = 0; i < n; i++) {
+        if (table[i] != &nn__conv_ones_kind) continue;
+        seen++;
+        cr_expect_eq(table[i]->id, NN__CONV_ONES_KIND_ID);
+        cr_expect(table[i]->flags & NN__CACHE_KIND_NOT_PERSISTED, "%s", table[i]->name);
+    }
+#else
+    (void)table;
+#endif
+    cr_expect_eq(seen, n ? 1 : 0);
 }
 
 /* Clearing the cache forgets the plans: the next call searches again. */

@@ -298,16 +298,12 @@ static void run_pass(nn_ctx *g, struct nn_test_peak *k, const nn_conv_params *p,
                  "%s pass %d: the call missed the plan the query built", what, (int)pass);
     cr_log_info("%s pass %d: query %zu bytes, call peak %ld", what, (int)pass, q, took);
 }
-#endif
 
-Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
+/* Every pass of f32, f16 and bf16, with and without relu, in g, against what the calls take: a
+ * 2-D convolution with padding 1, every tensor channels-last (the filter KRSC) when
+ * channels_last. */
+static void query_every_pass(nn_ctx *g, struct nn_test_peak *k, int channels_last, int flags)
 {
-    NN_REQUIRE_GPU();
-#if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
-    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
     for (int t = 0; t < 3; t++)
         for (int relu = 0; relu < 2; relu++) {
@@ -322,15 +318,31 @@ Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
             nn_tensor dy = nn_test_ints(g, dt, 4, yd), dx = nn_test_ints(g, dt, 4, xd),
                       dw = nn_test_ints(g, dt, 4, wd);
             nn_tensor db = nn_test_ints(g, dt, 1, (int64_t[]){32});
+            nn_tensor *cl[] = {&x, &w, &y, &dy, &dx, &dw};
+            for (int i = 0; channels_last && i < 6; i++)
+                to_channels_last(cl[i]);
             char what[64];
-            snprintf(what, sizeof what, "%s%s", nn_dtype_name(dt), relu ? " relu" : "");
+            snprintf(what, sizeof what, "%s%s%s", channels_last ? "nhwc " : "", nn_dtype_name(dt),
+                     relu ? " relu" : "");
             for (int pass = 0; pass < 4; pass++)
-                run_pass(g, &k, &p, &x, &w, &b, &y, &dy, &dx, &dw, &db, (nn_conv_pass)pass, what,
-                         0);
+                run_pass(g, k, &p, &x, &w, &b, &y, &dy, &dx, &dw, &db, (nn_conv_pass)pass, what,
+                         flags);
             nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
             for (int i = 0; i < 8; i++)
                 OK(nn_tensor_free(g, ts[i]));
         }
+}
+#endif
+
+Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
+    OK(nn_mem_set_allocator(0, &a));
+    nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
+    query_every_pass(g, &k, 0, 0);
     nn_ctx_destroy(g);
     OK(nn_mem_set_allocator(0, NULL));
 #endif
@@ -382,46 +394,76 @@ Test(conv_workspace_gpu, channels_last_query_is_the_calls_peak)
     struct nn_test_peak k = {0, 0};
     nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
-    nn_settings s;
-    nn_default_settings(&s);
-    s.backend = NN_BACKEND_CUDNN;
-    s.math_mode = NN_MATH_TF32;
-    nn_ctx *g = NULL;
-    OK(nn_ctx_create(&g, &s));
-    const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
-    for (int t = 0; t < 3; t++)
-        for (int relu = 0; relu < 2; relu++) {
-            nn_conv_params p;
-            OK(nn_conv_params_default(&p, 2));
-            p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = 1;
-            p.activation = relu ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
-            nn_dtype dt = types[t];
-            const int64_t xd[] = {4, 16, 20, 20}, wd[] = {32, 16, 3, 3}, yd[] = {4, 32, 20, 20};
-            nn_tensor x = nn_test_ints(g, dt, 4, xd), w = nn_test_ints(g, dt, 4, wd);
-            nn_tensor b = nn_test_ints(g, dt, 1, (int64_t[]){32}), y = nn_test_ints(g, dt, 4, yd);
-            nn_tensor dy = nn_test_ints(g, dt, 4, yd), dx = nn_test_ints(g, dt, 4, xd),
-                      dw = nn_test_ints(g, dt, 4, wd);
-            nn_tensor db = nn_test_ints(g, dt, 1, (int64_t[]){32});
-            nn_tensor *cl[] = {&x, &w, &y, &dy, &dx, &dw};
-            for (int i = 0; i < 6; i++)
-                to_channels_last(cl[i]);
-            char what[64];
-            snprintf(what, sizeof what, "nhwc %s%s", nn_dtype_name(dt), relu ? " relu" : "");
-            for (int pass = 0; pass < 4; pass++)
-                run_pass(g, &k, &p, &x, &w, &b, &y, &dy, &dx, &dw, &db, (nn_conv_pass)pass, what,
-                         RUN_EXACT | RUN_MAY_REFUSE);
-            nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
-            for (int i = 0; i < 8; i++)
-                OK(nn_tensor_free(g, ts[i]));
-        }
+    nn_ctx *g = nn_test_ctx_math(NN_BACKEND_CUDNN, NN_MATH_TF32);
+    query_every_pass(g, &k, 1, RUN_EXACT | RUN_MAY_REFUSE);
     nn_ctx_destroy(g);
     OK(nn_mem_set_allocator(0, NULL));
 #endif
 }
 
-/* Once a pass's plan is live (cached by its call, or by a first query), the query takes no
+/* Once a pass's plans are live (cached by its call, or by a first query), the query takes no
  * device memory and counts no plan-cache miss; the first query of an uncached forward stands
- * scratch in for y while it builds the plan. */
+ * scratch in for y while it builds the plan. In f32, f16 and bf16: bf16's bias gradient is a plan
+ * over a tensor of ones, both kept by the call. */
+#if NN_HAVE_CUDA
+static void cached_query(nn_ctx *g, struct nn_test_peak *k, nn_dtype dt)
+{
+    const char *name = nn_dtype_name(dt);
+    nn_conv_params p;
+    OK(nn_conv_params_default(&p, 2));
+    p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = 1;
+    p.activation = NN_ACTIVATION_RELU;
+    const int64_t xd[] = {2, 8, 12, 12}, wd[] = {16, 8, 3, 3}, yd[] = {2, 16, 12, 12};
+    nn_tensor x = nn_test_ints(g, dt, 4, xd), w = nn_test_ints(g, dt, 4, wd);
+    nn_tensor b = nn_test_ints(g, dt, 1, (int64_t[]){16}), y = nn_test_ints(g, dt, 4, yd);
+    nn_tensor dy = nn_test_ints(g, dt, 4, yd), dx = nn_test_ints(g, dt, 4, xd);
+    nn_tensor dw = nn_test_ints(g, dt, 4, wd), db = nn_test_ints(g, dt, 1, (int64_t[]){16});
+    size_t q, q2;
+    long base = nn_test_peak_mark(k);
+    OK(nn_conv_workspace_size(g, &p, &x, &w, &b, NN_CONV_PASS_FORWARD, &q));
+    long first = nn_test_peak_since(k, base);
+    size_t y_bytes = (size_t)(2 * 16 * 12 * 12) * nn_dtype_size(dt);
+    cr_expect_geq((size_t)first, y_bytes, "%s: the first query took %ld bytes, y's stand-in is %zu",
+                  name, first, y_bytes);
+    nn_conv_pullback *pb = NULL;
+    OK(nn_conv_forward(g, &p, &x, &w, &b, &y, &pb));
+    OK(nn_conv_backward(g, &pb, &dy, &dx, &dw, &db));
+    for (int pass = 0; pass < 4; pass++) {
+        for (int round = 0; round < 2; round++) {
+            nn_plan_cache_stats before, after;
+            OK(nn_plan_cache_get_stats(g, &before));
+            base = nn_test_peak_mark(k);
+            OK(nn_conv_workspace_size(g, &p, &x, &w, &b, (nn_conv_pass)pass, round ? &q2 : &q));
+            long took = nn_test_peak_since(k, base);
+            OK(nn_plan_cache_get_stats(g, &after));
+            cr_expect_eq(took, 0, "%s pass %d round %d: a query of a live plan took %ld bytes",
+                         name, pass, round, took);
+            cr_expect_eq(after.misses, before.misses,
+                         "%s pass %d round %d: a query of a live plan counted a miss", name, pass,
+                         round);
+        }
+        cr_expect_eq(q, q2, "%s pass %d: the same query said %zu, then %zu", name, pass, q, q2);
+    }
+    nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+    for (int i = 0; i < 8; i++)
+        OK(nn_tensor_free(g, ts[i]));
+}
+
+/* A bf16 tensor's elements as floats, read back to the host. */
+static void bf16_to_host(nn_ctx *g, nn_ctx *r, const nn_tensor *d, float *out)
+{
+    nn_tensor h;
+    OK(nn_tensor_empty(r, NN_DTYPE_BF16, d->rank, d->dims, &h));
+    OK(nn_tensor_copy(g, &h, d));
+    const uint16_t *v = h.data;
+    for (int64_t i = 0; i < nn_tensor_numel(d); i++) {
+        uint32_t bits = (uint32_t)v[i] << 16;
+        memcpy(&out[i], &bits, sizeof bits);
+    }
+    OK(nn_tensor_free(r, &h));
+}
+#endif
+
 Test(conv_workspace_gpu, a_cached_query_takes_no_device_memory)
 {
     NN_REQUIRE_GPU();
@@ -430,45 +472,68 @@ Test(conv_workspace_gpu, a_cached_query_takes_no_device_memory)
     nn_mem_allocator a = nn_test_peak_allocator(&k);
     OK(nn_mem_set_allocator(0, &a));
     nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
-    nn_conv_params p;
-    OK(nn_conv_params_default(&p, 2));
-    p.pad_lo[0] = p.pad_lo[1] = p.pad_hi[0] = p.pad_hi[1] = 1;
-    p.activation = NN_ACTIVATION_RELU;
-    const int64_t xd[] = {2, 8, 12, 12}, wd[] = {16, 8, 3, 3}, yd[] = {2, 16, 12, 12};
-    nn_tensor x = nn_test_ints(g, NN_DTYPE_F32, 4, xd), w = nn_test_ints(g, NN_DTYPE_F32, 4, wd);
-    nn_tensor b = nn_test_ints(g, NN_DTYPE_F32, 1, (int64_t[]){16}),
-              y = nn_test_ints(g, NN_DTYPE_F32, 4, yd);
-    nn_tensor dy = nn_test_ints(g, NN_DTYPE_F32, 4, yd), dx = nn_test_ints(g, NN_DTYPE_F32, 4, xd);
-    nn_tensor dw = nn_test_ints(g, NN_DTYPE_F32, 4, wd);
-    size_t q, q2;
-    long base = nn_test_peak_mark(&k);
-    OK(nn_conv_workspace_size(g, &p, &x, &w, &b, NN_CONV_PASS_FORWARD, &q));
-    long first = nn_test_peak_since(&k, base);
-    size_t y_bytes = (size_t)(2 * 16 * 12 * 12) * sizeof(float);
-    cr_expect_geq((size_t)first, y_bytes, "the first query took %ld bytes, y's stand-in is %zu",
-                  first, y_bytes);
-    nn_conv_pullback *pb = NULL;
-    OK(nn_conv_forward(g, &p, &x, &w, &b, &y, &pb));
-    OK(nn_conv_backward(g, &pb, &dy, &dx, &dw, NULL));
-    for (int pass = 0; pass < 4; pass++) {
-        for (int round = 0; round < 2; round++) {
-            nn_plan_cache_stats before, after;
-            OK(nn_plan_cache_get_stats(g, &before));
-            base = nn_test_peak_mark(&k);
-            OK(nn_conv_workspace_size(g, &p, &x, &w, &b, (nn_conv_pass)pass, round ? &q2 : &q));
-            long took = nn_test_peak_since(&k, base);
-            OK(nn_plan_cache_get_stats(g, &after));
-            cr_expect_eq(took, 0, "pass %d round %d: a query of a live plan took %ld bytes", pass,
-                         round, took);
-            cr_expect_eq(after.misses, before.misses,
-                         "pass %d round %d: a query of a live plan counted a miss", pass, round);
-        }
-        cr_expect_eq(q, q2, "pass %d: the same query said %zu, then %zu", pass, q, q2);
-    }
-    nn_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw};
-    for (int i = 0; i < 7; i++)
-        OK(nn_tensor_free(g, ts[i]));
+    const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
+    for (int t = 0; t < 3; t++)
+        cached_query(g, &k, types[t]);
     nn_ctx_destroy(g);
+    OK(nn_mem_set_allocator(0, NULL));
+#endif
+}
+
+/* bf16's bias gradient sums dy through a tensor of ones (conv_cudnn.c), made once per element
+ * count and kept in the plan cache: the query makes it, so the calls after it take no more than
+ * the query says (their plan's workspace), round after round. In a cache of one entry, where
+ * finding the plan evicts the ones the call holds, db is still the sum of dy (exact: small
+ * integers). */
+Test(conv_workspace_gpu, bf16_bias_ones_are_kept)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    struct nn_test_peak k = {0, 0};
+    nn_mem_allocator a = nn_test_peak_allocator(&k);
+    OK(nn_mem_set_allocator(0, &a));
+    nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
+    for (int one = 0; one < 2; one++) {
+        nn_settings s;
+        OK(nn_default_settings(&s));
+        s.backend = NN_BACKEND_CUDNN;
+        if (one) s.plan_cache_capacity = 1;
+        nn_ctx *g = NULL;
+        OK(nn_ctx_create(&g, &s));
+        nn_conv_params p;
+        OK(nn_conv_params_default(&p, 2));
+        const int64_t xd[] = {2, 3, 6, 6}, wd[] = {4, 3, 1, 1}, yd[] = {2, 4, 6, 6};
+        nn_tensor x = nn_test_ints(g, NN_DTYPE_BF16, 4, xd);
+        nn_tensor w = nn_test_ints(g, NN_DTYPE_BF16, 4, wd);
+        nn_tensor dy = nn_test_ints(g, NN_DTYPE_BF16, 4, yd);
+        nn_tensor db = nn_test_ints(g, NN_DTYPE_BF16, 1, (int64_t[]){4});
+        float h[2 * 4 * 6 * 6], got[4];
+        bf16_to_host(g, r, &dy, h);
+        for (int round = 0; round < 3; round++) {
+            size_t q;
+            OK(nn_conv_workspace_size(g, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_BIAS, &q));
+            long base = nn_test_peak_mark(&k);
+            OK(nn_conv_backward_bias(g, &p, &dy, &db));
+            long took = nn_test_peak_since(&k, base);
+            if (!one)
+                cr_expect(took >= 0 && (size_t)took <= q,
+                          "round %d: the call took %ld bytes, the query said %zu", round, took, q);
+            bf16_to_host(g, r, &db, got);
+            for (int c = 0; c < 4; c++) {
+                float want = 0;
+                for (int n = 0; n < 2; n++)
+                    for (int i = 0; i < 36; i++)
+                        want += h[(n * 4 + c) * 36 + i];
+                cr_expect_eq(got[c], want, "capacity %s round %d: db[%d] = %g, dy's sum is %g",
+                             one ? "1" : "default", round, c, (double)got[c], (double)want);
+            }
+        }
+        nn_tensor *ts[] = {&x, &w, &dy, &db};
+        for (int i = 0; i < 4; i++)
+            OK(nn_tensor_free(g, ts[i]));
+        nn_ctx_destroy(g);
+    }
+    nn_ctx_destroy(r);
     OK(nn_mem_set_allocator(0, NULL));
 #endif
 }

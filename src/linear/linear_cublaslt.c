@@ -533,6 +533,8 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
  * cuDNN's legacy calls for what an epilogue could not fuse (and the relu mask of backward)
  */
 
+/* What runs through cuDNN (an unfused bias or relu in forward, relu's mask in backward) takes
+ * int sizes: checked by the calls and, with the same rule, by the workspace query. */
 static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p)
 {
     if (p->m > INT_MAX || p->out > INT_MAX || p->m * p->out > INT_MAX)
@@ -643,12 +645,11 @@ static nn_status forward_lt(struct nn_ctx *ctx, const struct nn__linear_problem 
 }
 
 /* g = dy where y > 0, else 0: cuDNN's relu gradient, with y standing for the pre-activation
- * (y > 0 exactly where it is). */
+ * (y > 0 exactly where it is). Sizes checked by the caller (check_int). */
 static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
                            const nn_tensor *y, const nn_tensor *dy, void *g,
                            struct nn__linear_note *note)
 {
-    NN__TRY(check_int(ctx, fn, p));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnTensorDescriptor_t d;
@@ -718,6 +719,8 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
 {
     const char *fn = "nn_linear_backward";
     if (p->activation != NN_ACTIVATION_RELU) return grads_lt(ctx, fn, p, g, g->dy->data, note);
+    /* relu_mask's cuDNN call, checked before its buffer is taken */
+    NN__TRY(check_int(ctx, fn, p));
     /* The masked gradient lives in a pool buffer for the products (freed in stream order). */
     void *gd;
     NN__TRY(nn__dev_alloc_for(ctx, fn, masked_bytes(p), &gd));
@@ -751,17 +754,21 @@ static nn_status workspace_lt(struct nn_ctx *ctx, const struct nn__linear_proble
                               const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
                               size_t *bytes)
 {
+    const char *fn = "nn_linear_workspace_size";
     size_t peak = 0;
     int32_t ran;
     if (pass == NN_LINEAR_PASS_FORWARD) {
         int32_t e = forward_epilogue(p->activation == NN_ACTIVATION_RELU, b != NULL);
         const void *ptrs[] = {x->data, w->data, b ? b->data : NULL};
         NN__TRY(product_workspace(ctx, p, LT_FWD, e, ptrs, 3, &peak, &ran));
-        *bytes = peak; /* the legacy bias / relu calls after a plain product take no pool memory */
+        /* the legacy bias / relu calls after a plain product take no pool memory, but int sizes */
+        if (ran != e) NN__TRY(check_int(ctx, fn, p));
+        *bytes = peak;
         return NN_OK;
     }
-    /* backward_lt: the masked gradient is held while the products run one after another, each
-     * with its workspace */
+    /* backward_lt: relu's mask checked first, then the masked gradient is held while the
+     * products run one after another, each with its workspace */
+    if (p->activation == NN_ACTIVATION_RELU) NN__TRY(check_int(ctx, fn, p));
     size_t masked = masked_bytes(p);
     if (pass & NN_LINEAR_PASS_DX) {
         const void *ptrs[] = {w->data};

@@ -166,3 +166,52 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
     OK(nn_mem_set_allocator(0, NULL));
 #endif
 }
+
+/* y of more than INT_MAX elements (x [32769, 8], w [65536, 8], f16: y and dy 4 GiB each): relu's
+ * mask in backward runs through cuDNN's int-sized calls, so the backward call refuses it, and the
+ * query must answer the same status, naming itself. Forward fuses relu where cuBLASLt has the
+ * epilogue (then both succeed) and otherwise refuses too: the query answers as the call did. */
+Test(linear_workspace_gpu, query_refuses_what_the_call_refuses_beyond_int)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *g = nn_test_ctx_math(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32);
+    nn_linear_params p;
+    OK(nn_linear_params_default(&p));
+    p.activation = NN_ACTIVATION_RELU;
+    const int64_t xd[] = {32769, 8}, wd[] = {65536, 8}, yd[] = {32769, 65536};
+    nn_tensor x = nn_test_ints(g, NN_DTYPE_F16, 2, xd), w = nn_test_ints(g, NN_DTYPE_F16, 2, wd);
+    nn_tensor y, dy, dx = nn_test_ints(g, NN_DTYPE_F16, 2, xd);
+    OK(nn_tensor_empty(g, NN_DTYPE_F16, 2, yd, &y));
+    OK(nn_tensor_empty(g, NN_DTYPE_F16, 2, yd, &dy));
+    size_t q = 77;
+    nn_status qf = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_FORWARD, &q);
+    char qmsg[512];
+    snprintf(qmsg, sizeof qmsg, "%s", nn_last_error()->message);
+    nn_linear_pullback *pb = NULL;
+    nn_status cf = nn_linear_forward(g, &p, &x, &w, NULL, &y, &pb);
+    cr_expect_eq(qf, cf, "forward: the query said %s (%s), the call %s (%s)", nn_status_name(qf),
+                 qmsg, nn_status_name(cf), nn_last_error()->message);
+    if (cf != NN_OK) {
+        cr_expect_eq(cf, NN_E_UNSUPPORTED, "an unfused relu beyond int: %s",
+                     nn_last_error()->message);
+        cr_expect(strncmp(qmsg, "nn_linear_workspace_size: ", 26) == 0, "%s", qmsg);
+        cr_log_info("forward: relu not fused for this shape; both refused");
+    } else {
+        q = 77;
+        nn_status qb = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DX, &q);
+        snprintf(qmsg, sizeof qmsg, "%s", nn_last_error()->message);
+        cr_expect_eq(qb, NN_E_UNSUPPORTED, "backward query: %s (%s)", nn_status_name(qb), qmsg);
+        cr_expect(strncmp(qmsg, "nn_linear_workspace_size: ", 26) == 0, "%s", qmsg);
+        cr_expect_eq(q, 77, "bytes untouched on failure");
+        nn_status cb = nn_linear_backward(g, &pb, &dy, &dx, NULL, NULL);
+        cr_expect_eq(cb, qb, "backward: the call said %s (%s)", nn_status_name(cb),
+                     nn_last_error()->message);
+        cr_expect(strncmp(nn_last_error()->message, "nn_linear_backward: ", 20) == 0, "%s",
+                  nn_last_error()->message);
+        OK(nn_linear_pullback_free(&pb));
+    }
+    nn_tensor *ts[] = {&x, &w, &y, &dy, &dx};
+    for (int i = 0; i < 5; i++)
+        OK(nn_tensor_free(g, ts[i]));
+    nn_ctx_destroy(g);
+}

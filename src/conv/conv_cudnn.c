@@ -741,7 +741,7 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
     dw.data = db->data;
     /* used by this call only, in its stream order: no wait */
     NN__TRY(nn__dev_alloc_ones(ctx, "the convolution bias gradient (bf16 on cuDNN)", p->dtype,
-                               (size_t)nn_tensor_numel(&ones), 0, &ones.data));
+                               (size_t)nn_tensor_numel(&ones), &ones.data));
     nn_status st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
     nn_status fst = nn__dev_free(ctx, ones.data);
     return st != NN_OK ? st : fst;

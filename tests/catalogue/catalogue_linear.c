@@ -901,6 +901,37 @@ CALL(ws_relu_y_beyond_int)
     return st;
 }
 
+/* Under a pool limit no allocation meets (cat_pool_starve): a stand-alone db product's query
+ * makes its plan's column of ones, pool memory, so it is refused as the call would be; the
+ * queries of the forward and of the dx and dw products take no pool memory and answer. */
+CALL(ws_starved_db)
+{
+    l->p.flags = NN_LINEAR_ACCUMULATE_DB; /* BGRADB does not accumulate: db is a product of ones */
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, NULL, NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
+    cat_pool_restore(&m, 0);
+    return st;
+}
+CALL(ws_starved_forward)
+{
+    l->p.activation = NN_ACTIVATION_RELU;
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_FORWARD);
+    cat_pool_restore(&m, 1);
+    return st;
+}
+CALL(ws_starved_dx_dw)
+{
+    l->p.activation = NN_ACTIVATION_RELU;
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
+    cat_pool_restore(&m, 1);
+    return st;
+}
+
 #define E  NN_E_INVALID_ARG
 #define S  NN_E_SHAPE
 #define D  NN_E_DTYPE
@@ -1047,6 +1078,12 @@ static const struct cat_row rows[] = {
     ROW("workspace_size backward dx dw db relu accdb (edge)", WS, NULL, NN_OK, ws_backward_all),
     ROW2("workspace_size relu backward, y beyond int (cuDNN's mask)", WS, "y", NN_OK, U,
          ws_relu_y_beyond_int),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size dw db accdb under a 1-byte pool limit (the ones)", WS,
+           "limit", NN_E_OOM_DEVICE, ws_starved_db),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size forward under a 1-byte pool limit (edge: no pool use)", WS,
+           NULL, NN_OK, ws_starved_forward),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size dx dw relu under a 1-byte pool limit (edge: no pool use)",
+           WS, NULL, NN_OK, ws_starved_dx_dw),
 };
 
 CAT_SUBJECT(linear, rows)

@@ -190,18 +190,12 @@ static nn_status op_desc(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorOp_t what,
     return NN_OK;
 }
 
-/* n x c x s elements of p's dtype: the size of every full buffer of both directions. */
-static size_t full_bytes(const struct nn__softmax_problem *p)
-{
-    return (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
-}
-
-/* The descriptors backward's cuDNN calls use, and its buffer size (sizes checked by
- * check_int()). */
+/* The descriptors backward's cuDNN calls use, and the size of a full buffer (n x c x s of p's
+ * dtype, that of every buffer of both directions; sizes checked by check_int()). */
 static nn_status xent_backward_descriptors(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                            struct xent_scratch *x)
 {
-    x->bytes = full_bytes(p);
+    x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
     NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &x->full));
     NN__TRY(desc4(ctx, p->dtype, p->n, 1, p->s, &x->row));
     return op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_MUL, &x->mul);

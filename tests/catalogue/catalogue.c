@@ -64,7 +64,8 @@ void cat_pool_starve(struct cat *c, struct cat_pool_mark *m)
 void cat_pool_restore(const struct cat_pool_mark *m, int took_none)
 {
     nn_error_info e = *nn_last_error(); /* the row's: the calls below succeed or abort */
-    cr_assert_eq(nn_mem_set_limit(m->device, 0), NN_OK, "fixture: %s", nn_last_error()->message);
+    cr_assert_eq(nn_mem_set_limit(m->device, m->before.limit), NN_OK, "fixture: %s",
+                 nn_last_error()->message);
     nn_mem_stats after;
     cr_assert_eq(nn_mem_get_stats(m->device, &after), NN_OK, "fixture: %s",
                  nn_last_error()->message);

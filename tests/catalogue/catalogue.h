@@ -125,9 +125,9 @@ nn_status cat_ws_answer(struct cat *c, nn_status st, size_t bytes, int zero);
 
 /* A row that runs a call with the device pool of c's (cuDNN) context limited to one byte, below
  * what the fixture holds, so that every allocation from the pool fails with NN_E_OOM_DEVICE:
- * cat_pool_starve() sets the limit and notes the pool's counters, cat_pool_restore() lifts it
- * (before the runner's checks, which allocate) and, with took_none, asserts that the call
- * allocated nothing from the pool (no allocation made, none refused). For CAT_GPU_ONLY rows. */
+ * cat_pool_starve() sets the limit and notes the pool's counters; cat_pool_restore() puts the
+ * limit back (before the runner's checks, which allocate) and, with took_none, asserts that the
+ * call took nothing from the pool (no allocation made, none refused). CAT_GPU_ONLY rows. */
 struct cat_pool_mark {
     int device;
     nn_mem_stats before;

@@ -82,7 +82,9 @@ NN_API nn_status nn_linear_params_default(nn_linear_params *p);
  *         that do not agree: the message names the tensor and dim, the expected and the actual
  *         value); NN_E_DTYPE (dtypes differ); NN_E_MEMSPACE (a tensor is not where the context
  *         computes); NN_E_UNSUPPORTED (a strided tensor; GPU: a size beyond int64 rows cuBLASLt
- *         takes, or a configuration cuBLASLt has no algorithm for); NN_E_OOM_HOST;
+ *         takes, or a configuration cuBLASLt has no algorithm for; y of more than INT_MAX
+ *         elements where a step runs through cuDNN's int-sized tensor calls: a bias or relu that
+ *         cuBLASLt could not fuse, and relu's mask in backward); NN_E_OOM_HOST;
  *         NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN; NN_E_CUBLAS.
  * Ownership: the pullback belongs to the caller until nn_linear_backward() consumes it or
  * nn_linear_pullback_free() drops it. It holds copies of the *views* of x and w (and of y with
@@ -181,7 +183,9 @@ typedef enum nn_linear_pass {
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes; a pass outside 0..7; the
  *         parameter and tensor checks of nn_linear_forward()); NN_E_SHAPE; NN_E_DTYPE;
  *         NN_E_MEMSPACE; NN_E_OVERFLOW (a tensor's element count or byte extent beyond int64);
- *         NN_E_UNSUPPORTED (a strided tensor; cuBLASLt has no algorithm for a product);
+ *         NN_E_UNSUPPORTED (a strided tensor; cuBLASLt has no algorithm for a product; y of
+ *         more than INT_MAX elements where the call would refuse it: relu in a backward pass,
+ *         an unfused bias or relu in forward);
  *         NN_E_OOM_HOST; NN_E_OOM_DEVICE (the column of ones of a db product); NN_E_CUDA;
  *         NN_E_CUBLAS.
  */

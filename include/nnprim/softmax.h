@@ -146,7 +146,8 @@ typedef enum nn_softmax_pass {
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or bytes; an unknown pass; the parameter and
  *         tensor checks of nn_softmax_forward()); NN_E_SHAPE (x.rank < 2); NN_E_DTYPE (an
  *         unknown dtype); NN_E_MEMSPACE; NN_E_OVERFLOW (x's element count or byte extent beyond
- *         int64); NN_E_UNSUPPORTED (a strided x).
+ *         int64); NN_E_UNSUPPORTED (a strided x; cuDNN: N, C or the trailing size beyond int, as
+ *         the calls).
  */
 NN_API nn_status nn_softmax_workspace_size(nn_ctx *ctx, const nn_softmax_params *p,
                                            const nn_tensor *x, nn_softmax_pass pass, size_t *bytes);

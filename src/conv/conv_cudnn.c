@@ -762,6 +762,8 @@ static void ones_unref(struct kept_ones *o)
     if (--o->refs > 0) return;
     if (o->data) {
         nn_error_info keep = o->ctx->last_error;
+        /* the stream the free is ordered on waits for the last call that may read them */
+        nn__cudnn_shared_release(o->ctx);
         (void)nn__dev_free(o->ctx, o->data);
         o->ctx->last_error = keep;
     }
@@ -799,8 +801,11 @@ static nn_status ones_get(struct nn_ctx *ctx, const nn_tensor *t, struct kept_on
         if (!o) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
         o->refs = 1;
         o->ctx = ctx;
-        /* waited for, once: later calls may run on another stream (nn_ctx_set_stream) */
-        nn_status st = nn__dev_alloc_ones(ctx, fn, t->dtype, (size_t)k.count, 1, &o->data);
+        /* kept across calls: its write, like every product that reads it, is a shared-buffer
+         * bracket (a later call may run on another stream, nn_ctx_set_stream) */
+        nn__cudnn_shared_enter(ctx);
+        nn_status st = nn__dev_alloc_ones(ctx, fn, t->dtype, (size_t)k.count, &o->data);
+        nn__cudnn_shared_leave(ctx);
         struct ones_record rec = {{0, 0}};
         if (st == NN_OK) st = nn__cache_insert(ctx, c, NN__CONV_ONES_KIND_ID, &k, &rec, NULL, 0, o);
         if (st != NN_OK) {
@@ -824,7 +829,9 @@ static nn_status bias_grad_ones(struct nn_ctx *ctx, const struct nn__conv_proble
     struct kept_ones *o;
     NN__TRY(ones_get(ctx, &ones, &o));
     ones.data = o->data;
+    nn__cudnn_shared_enter(ctx); /* reads the kept ones */
     nn_status st = wgrad_run(ctx, "bias(ones)", &q, &ones, dy, &dw, alpha, beta, note);
+    nn__cudnn_shared_leave(ctx);
     ones_unref(o);
     return st;
 }

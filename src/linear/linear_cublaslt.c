@@ -106,7 +106,8 @@ struct lt_plan {
      * only when a call passes another one, as a caller with fixed buffers would. */
     const void *bias_set;
     /* LT_DB: the column of m ones in the key's dtype, made on the plan's first use (pool memory
-     * of ctx, given back when the cache drops the plan). */
+     * of ctx, given back when the cache drops the plan). A buffer the context keeps across calls:
+     * its write and every product that reads it are nn__cudnn_shared_enter/leave brackets. */
     struct nn_ctx *ctx;
     void *ones;
 };
@@ -163,7 +164,11 @@ static void plan_destroy(void *live)
 {
     struct lt_plan *p = live;
     if (!p) return;
-    if (p->ones) (void)nn__dev_free(p->ctx, p->ones);
+    if (p->ones) {
+        /* the stream the free is ordered on waits for the last product that may read them */
+        nn__cudnn_shared_release(p->ctx);
+        (void)nn__dev_free(p->ctx, p->ones);
+    }
     if (p->a) cublasLtMatrixLayoutDestroy(p->a);
     if (p->b) cublasLtMatrixLayoutDestroy(p->b);
     if (p->d) cublasLtMatrixLayoutDestroy(p->d);
@@ -472,13 +477,18 @@ static const char *epilogue_name(int32_t e)
     return "default";
 }
 
-/* The LT_DB plan's column of ones, made once and kept with the plan: waited for, since later
- * calls may run on another stream (nn_ctx_set_stream). */
+/* The LT_DB plan's column of ones, made once and kept with the plan (the plan is this context's
+ * alone: other contexts have their own). The host waits for nothing (the copy's source is read
+ * when it returns): calls on the stream that wrote the ones are ordered after the write, and a
+ * call on another stream (nn_ctx_set_stream) waits for it in nn__cudnn_shared_enter. */
 static nn_status plan_ones(struct nn_ctx *ctx, const char *fn, const struct lt_key *k,
                            struct lt_plan *p)
 {
     if (p->ones) return NN_OK;
-    NN__TRY(nn__dev_alloc_ones(ctx, fn, (nn_dtype)k->dtype, (size_t)k->m, 1, &p->ones));
+    nn__cudnn_shared_enter(ctx);
+    nn_status st = nn__dev_alloc_ones(ctx, fn, (nn_dtype)k->dtype, (size_t)k->m, &p->ones);
+    nn__cudnn_shared_leave(ctx);
+    NN__TRY(st);
     p->ctx = ctx;
     return NN_OK;
 }
@@ -515,10 +525,12 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
     if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
     union nn__cudnn_scale one, bt;
     nn_dtype t = (nn_dtype)k->dtype;
+    if (k->op == LT_DB) nn__cudnn_shared_enter(ctx); /* reads the plan's ones */
     nn_status st = LT(ctx, fn,
                       cublasLtMatmul(h, p->desc, nn__cudnn_scale(&one, t, 1.0), a, p->a, b, p->b,
                                      nn__cudnn_scale(&bt, t, beta), d, p->d, d, p->d, &p->algo, ws,
                                      p->workspace, (cudaStream_t)ctx->stream));
+    if (k->op == LT_DB) nn__cudnn_shared_leave(ctx);
     nn_status fst = nn__dev_free_for(ctx, fn, ws);
     if (nn__verbose(ctx)) {
         char impl[112];
@@ -533,6 +545,8 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
  * cuDNN's legacy calls for what an epilogue could not fuse (and the relu mask of backward)
  */
 
+/* What runs through cuDNN (an unfused bias or relu in forward, relu's mask in backward) takes
+ * int sizes: checked by the calls and, with the same rule, by the workspace query. */
 static nn_status check_int(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p)
 {
     if (p->m > INT_MAX || p->out > INT_MAX || p->m * p->out > INT_MAX)
@@ -643,12 +657,11 @@ static nn_status forward_lt(struct nn_ctx *ctx, const struct nn__linear_problem 
 }
 
 /* g = dy where y > 0, else 0: cuDNN's relu gradient, with y standing for the pre-activation
- * (y > 0 exactly where it is). */
+ * (y > 0 exactly where it is). Sizes checked by the caller (check_int). */
 static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
                            const nn_tensor *y, const nn_tensor *dy, void *g,
                            struct nn__linear_note *note)
 {
-    NN__TRY(check_int(ctx, fn, p));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     cudnnTensorDescriptor_t d;
@@ -718,6 +731,8 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
 {
     const char *fn = "nn_linear_backward";
     if (p->activation != NN_ACTIVATION_RELU) return grads_lt(ctx, fn, p, g, g->dy->data, note);
+    /* relu_mask's cuDNN call, checked before its buffer is taken */
+    NN__TRY(check_int(ctx, fn, p));
     /* The masked gradient lives in a pool buffer for the products (freed in stream order). */
     void *gd;
     NN__TRY(nn__dev_alloc_for(ctx, fn, masked_bytes(p), &gd));
@@ -751,17 +766,21 @@ static nn_status workspace_lt(struct nn_ctx *ctx, const struct nn__linear_proble
                               const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
                               size_t *bytes)
 {
+    const char *fn = "nn_linear_workspace_size";
     size_t peak = 0;
     int32_t ran;
     if (pass == NN_LINEAR_PASS_FORWARD) {
         int32_t e = forward_epilogue(p->activation == NN_ACTIVATION_RELU, b != NULL);
         const void *ptrs[] = {x->data, w->data, b ? b->data : NULL};
         NN__TRY(product_workspace(ctx, p, LT_FWD, e, ptrs, 3, &peak, &ran));
-        *bytes = peak; /* the legacy bias / relu calls after a plain product take no pool memory */
+        /* the legacy bias / relu calls after a plain product take no pool memory, but int sizes */
+        if (ran != e) NN__TRY(check_int(ctx, fn, p));
+        *bytes = peak;
         return NN_OK;
     }
-    /* backward_lt: the masked gradient is held while the products run one after another, each
-     * with its workspace */
+    /* backward_lt: relu's mask checked first, then the masked gradient is held while the
+     * products run one after another, each with its workspace */
+    if (p->activation == NN_ACTIVATION_RELU) NN__TRY(check_int(ctx, fn, p));
     size_t masked = masked_bytes(p);
     if (pass & NN_LINEAR_PASS_DX) {
         const void *ptrs[] = {w->data};

@@ -552,7 +552,7 @@ nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p)
 }
 
 nn_status nn__dev_alloc_ones(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, size_t count,
-                             int wait, void **out)
+                             void **out)
 {
     *out = NULL;
     size_t es = nn_dtype_size(dtype);
@@ -572,7 +572,6 @@ nn_status nn__dev_alloc_ones(struct nn_ctx *ctx, const char *fn, nn_dtype dtype,
     if (st == NN_OK)
         st = NN__CUDA(ctx, cudaMemcpyAsync(d, h, count * es, cudaMemcpyHostToDevice,
                                            (cudaStream_t)ctx->stream));
-    if (st == NN_OK && wait) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
 #endif
     nn__host_free(h);
     if (st != NN_OK) {

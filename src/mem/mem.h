@@ -49,11 +49,12 @@ int nn__dlpack_exported(const void *p);
 
 /* A block of count > 0 elements of dtype, each one, for products that sum through a vector of
  * ones. Written in the stream order of ctx's stream, from a pageable host copy (read when the
- * copy returns). wait: also wait for the write, for a block kept and read later on whatever
- * stream the context has by then (nn_ctx_set_stream). Statuses of nn__dev_alloc_for(),
- * NN_E_OOM_HOST (message starting with fn), NN_E_CUDA; *out NULL on failure. */
+ * copy returns): a block kept and read later on another stream needs that stream ordered after
+ * the write (an event recorded on ctx's stream after this returns). Statuses of
+ * nn__dev_alloc_for(), NN_E_OOM_HOST (message starting with fn), NN_E_CUDA; *out NULL on
+ * failure. */
 nn_status nn__dev_alloc_ones(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, size_t count,
-                             int wait, void **out);
+                             void **out);
 
 /* The same, with messages that name the pool instead of a function: prefer the _for forms. */
 nn_status nn__dev_alloc(struct nn_ctx *ctx, size_t bytes, void **out);

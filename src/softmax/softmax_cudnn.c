@@ -99,10 +99,9 @@ static const char *xent_key_invalid(const void *key)
     return nn__cache_settings_invalid(&k->set);
 }
 
-static void xent_scratch_destroy(void *live)
+/* Everything x holds (NULL members are skipped), not x itself. */
+static void xent_scratch_release(struct xent_scratch *x)
 {
-    struct xent_scratch *x = live;
-    if (!x) return;
     /* the last upload may still read the staging buffer */
     if (x->uploading) (void)cudaEventSynchronize(x->staged);
     if (x->staged) (void)cudaEventDestroy(x->staged);
@@ -120,7 +119,13 @@ static void xent_scratch_destroy(void *live)
     if (x->mul) (void)cudnnDestroyOpTensorDescriptor(x->mul);
     if (x->add) (void)cudnnDestroyOpTensorDescriptor(x->add);
     nn__host_free(x->last);
-    nn__host_free(x);
+}
+
+static void xent_scratch_destroy(void *live)
+{
+    if (!live) return;
+    xent_scratch_release(live);
+    nn__host_free(live);
 }
 
 /* Id 8: kind ids are written to plan files (cache.h), though this one's records are not (device
@@ -185,15 +190,24 @@ static nn_status op_desc(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorOp_t what,
     return NN_OK;
 }
 
-/* The descriptors of every cuDNN call of both directions (sizes checked by check_int()). */
+/* The descriptors backward's cuDNN calls use, and the size of a full buffer (n x c x s of p's
+ * dtype, that of every buffer of both directions; sizes checked by check_int()). */
+static nn_status xent_backward_descriptors(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
+                                           struct xent_scratch *x)
+{
+    x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
+    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &x->full));
+    NN__TRY(desc4(ctx, p->dtype, p->n, 1, p->s, &x->row));
+    return op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_MUL, &x->mul);
+}
+
+/* The descriptors of every cuDNN call of both directions. */
 static nn_status xent_descriptors(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                   struct xent_scratch *x)
 {
     int ch0_str[4] = {(int)(p->c * p->s), (int)p->s, 1, 1};
-    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &x->full));
-    NN__TRY(desc4(ctx, p->dtype, p->n, 1, p->s, &x->row));
+    NN__TRY(xent_backward_descriptors(ctx, p, x));
     NN__TRY(tensor_desc(ctx, p->dtype, p->n, 1, p->s, ch0_str, &x->ch0));
-    NN__TRY(op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_MUL, &x->mul));
     return op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_ADD, &x->add);
 }
 
@@ -211,7 +225,6 @@ static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
     for (int64_t i = 0; i < count; i++)
         x->last[i] = -1;
     x->ctx = ctx;
-    x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
     cudaStream_t st = (cudaStream_t)ctx->stream;
     nn_status r = xent_descriptors(ctx, p, x);
     if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->zeroed, cudaEventDisableTiming));
@@ -236,24 +249,31 @@ static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
     return NN_OK;
 }
 
+/* The cached scratch of p's shape (its key into *k), or NULL. */
+static struct xent_scratch *
+xent_scratch_find(struct nn_ctx *ctx, const struct nn__softmax_problem *p, struct xent_key *k)
+{
+    memset(k, 0, sizeof *k);
+    k->dtype = (int32_t)p->dtype;
+    k->n = p->n;
+    k->c = p->c;
+    k->s = p->s;
+    nn__cache_settings_fill(ctx, &k->set);
+    return nn__cache_lookup(nn__cudnn_plan_cache(ctx), nn__softmax_xent_kind.id, k, NULL);
+}
+
 /* The scratch of p's shape: the cache's, or made and inserted. A hit allocates nothing. */
 static nn_status xent_scratch_get(struct nn_ctx *ctx, const char *fn,
                                   const struct nn__softmax_problem *p, struct xent_scratch **out)
 {
     struct xent_key k;
-    memset(&k, 0, sizeof k);
-    k.dtype = (int32_t)p->dtype;
-    k.n = p->n;
-    k.c = p->c;
-    k.s = p->s;
-    nn__cache_settings_fill(ctx, &k.set);
-    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
-    struct xent_scratch *x = nn__cache_lookup(c, nn__softmax_xent_kind.id, &k, NULL);
+    struct xent_scratch *x = xent_scratch_find(ctx, p, &k);
     if (x) {
         *out = x;
         return NN_OK;
     }
     NN__TRY(xent_scratch_make(ctx, fn, p, &x));
+    struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     struct xent_record rec;
     memset(&rec, 0, sizeof rec);
     nn_status st = nn__cache_insert(ctx, c, nn__softmax_xent_kind.id, &k, &rec, NULL, 0, x);
@@ -490,8 +510,9 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     return st;
 }
 
-/* The shape's scratch again, for its descriptors: a hit, unless the cache evicted it since the
- * forward call (then it is made again, as forward would). */
+/* The shape's scratch again, for its descriptors: a hit, unless the cache dropped it since the
+ * forward call. Then only backward's descriptors are made, for this call (the zeros and the
+ * staging buffer are forward's, which makes the whole scratch again). */
 static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                      const nn_tensor *x, const int64_t *t,
                                      struct nn__xent_saved *saved, const nn_tensor *dloss,
@@ -501,8 +522,17 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
     (void)x, (void)t;
     void *dy = NULL;
     NN__TRY(check_int(ctx, fn, p));
-    struct xent_scratch *xs;
-    NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
+    struct xent_key k;
+    struct xent_scratch own, *xs = xent_scratch_find(ctx, p, &k);
+    if (!xs) {
+        memset(&own, 0, sizeof own);
+        nn_status st = xent_backward_descriptors(ctx, p, &own);
+        if (st != NN_OK) {
+            xent_scratch_release(&own);
+            return st;
+        }
+        xs = &own;
+    }
     nn_status st = nn__dev_alloc_for(ctx, fn, xs->bytes, &dy);
     if (st == NN_OK)
         st = op_tensor(ctx, p->dtype, xs->mul, -1.0, xs->full, saved->mask, 1.0, xs->row,
@@ -512,28 +542,28 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
         st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, saved->logp, dy,
                                dx->data, beta);
     nn_status f1 = dy ? nn__dev_free_for(ctx, fn, dy) : NN_OK;
+    if (xs == &own) xent_scratch_release(&own);
     note_set(ctx, note, "cudnn-legacy+mask");
     return st != NN_OK ? st : f1;
 }
 
 /* The pool bytes of xent_forward_cudnn at its peak (in neg_sum_c: the log-softmax, the product,
- * the mask and the sum's gradient, n x c x s each) and of xent_backward_cudnn (its dy); the
- * softmax calls take none. The shape's scratch (which both calls use) is made here, so that the
- * call takes none. */
+ * the mask and the sum's gradient, each of the scratch's size) and of xent_backward_cudnn (its
+ * dy); the softmax calls take none. Sizes beyond int are refused as the calls refuse them. The
+ * shape's scratch (which both calls use) is made here, so that the call takes none. */
 static nn_status workspace_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                  int backward, size_t *bytes)
 {
     const char *fn =
         p->xent ? "nn_softmax_cross_entropy_workspace_size" : "nn_softmax_workspace_size";
+    NN__TRY(check_int(ctx, fn, p)); /* as both calls */
     if (!p->xent) {
         *bytes = 0;
         return NN_OK;
     }
-    NN__TRY(check_int(ctx, fn, p));
-    size_t one = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
     struct xent_scratch *xs;
     NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
-    *bytes = backward ? one : 4 * one;
+    *bytes = backward ? xs->bytes : 4 * xs->bytes;
     return NN_OK;
 }
 

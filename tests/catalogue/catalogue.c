@@ -50,6 +50,34 @@ nn_status cat_ws_answer(struct cat *c, nn_status st, size_t bytes, int zero)
     return st;
 }
 
+void cat_pool_starve(struct cat *c, struct cat_pool_mark *m)
+{
+    cr_assert(c->gpu, "fixture: a pool limit row runs on a cuDNN context");
+    nn_settings s;
+    cr_assert_eq(nn_ctx_get_settings(c->ctx, &s), NN_OK, "fixture");
+    m->device = s.device;
+    cr_assert_eq(nn_mem_get_stats(m->device, &m->before), NN_OK, "fixture: %s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_mem_set_limit(m->device, 1), NN_OK, "fixture: %s", nn_last_error()->message);
+}
+
+void cat_pool_restore(const struct cat_pool_mark *m, int took_none)
+{
+    nn_error_info e = *nn_last_error(); /* the row's: the calls below succeed or abort */
+    cr_assert_eq(nn_mem_set_limit(m->device, m->before.limit), NN_OK, "fixture: %s",
+                 nn_last_error()->message);
+    nn_mem_stats after;
+    cr_assert_eq(nn_mem_get_stats(m->device, &after), NN_OK, "fixture: %s",
+                 nn_last_error()->message);
+    if (took_none) {
+        cr_assert_eq(after.alloc_count_total, m->before.alloc_count_total,
+                     "the call allocated from the pool");
+        cr_assert_eq(after.oom_failures, m->before.oom_failures,
+                     "the call asked the pool for memory (refused under the limit)");
+    }
+    cr_assert_eq(nn_last_error()->status, e.status, "fixture: the row's error is kept");
+}
+
 nn_tensor cat_count_overflow(const nn_tensor *t)
 {
     int64_t rest = 1;

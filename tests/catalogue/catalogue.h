@@ -123,6 +123,18 @@ void cat_packed(nn_tensor *t);
 #define CAT_WS_UNSET ((size_t)12345)
 nn_status cat_ws_answer(struct cat *c, nn_status st, size_t bytes, int zero);
 
+/* A row that runs a call with the device pool of c's (cuDNN) context limited to one byte, below
+ * what the fixture holds, so that every allocation from the pool fails with NN_E_OOM_DEVICE:
+ * cat_pool_starve() sets the limit and notes the pool's counters; cat_pool_restore() puts the
+ * limit back (before the runner's checks, which allocate) and, with took_none, asserts that the
+ * call took nothing from the pool (no allocation made, none refused). CAT_GPU_ONLY rows. */
+struct cat_pool_mark {
+    int device;
+    nn_mem_stats before;
+};
+void cat_pool_starve(struct cat *c, struct cat_pool_mark *m);
+void cat_pool_restore(const struct cat_pool_mark *m, int took_none);
+
 /* t with dims[0] = INT64_MAX / 2 and every stride 0: a one-element extent whose element count
  * overflows int64 (t has 3 or more elements per index of dims[0]). */
 nn_tensor cat_count_overflow(const nn_tensor *t);

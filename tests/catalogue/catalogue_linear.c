@@ -883,6 +883,55 @@ CALL(ws_backward_all)
                NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
 }
 
+/* cuDNN's int-sized tensor calls (relu's mask in backward) with y beyond INT_MAX elements: the
+ * query refuses as the backward call would (x [32769, 1] and w [65536, 1] are small; the y they
+ * make, 32769 x 65536, is not). The reference takes any size. */
+CALL(ws_relu_y_beyond_int)
+{
+    (void)l;
+    const int64_t xd[] = {32769, 1}, wd[] = {65536, 1};
+    nn_tensor x = cat_tensor(c, NN_DTYPE_F32, 2, xd, 121),
+              w = cat_tensor(c, NN_DTYPE_F32, 2, wd, 122);
+    nn_linear_params p;
+    cr_assert_eq(nn_linear_params_default(&p), NN_OK, "fixture");
+    p.activation = NN_ACTIVATION_RELU;
+    nn_status st = wsq(c, &p, &x, &w, NULL, NN_LINEAR_PASS_DX);
+    cr_assert_eq(nn_tensor_free(c->ctx, &x), NN_OK, "row cleanup");
+    cr_assert_eq(nn_tensor_free(c->ctx, &w), NN_OK, "row cleanup");
+    return st;
+}
+
+/* Under a pool limit no allocation meets (cat_pool_starve): a stand-alone db product's query
+ * makes its plan's column of ones, pool memory, so it is refused as the call would be; the
+ * queries of the forward and of the dx and dw products take no pool memory and answer. */
+CALL(ws_starved_db)
+{
+    l->p.flags = NN_LINEAR_ACCUMULATE_DB; /* BGRADB does not accumulate: db is a product of ones */
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, NULL, NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
+    cat_pool_restore(&m, 0);
+    return st;
+}
+CALL(ws_starved_forward)
+{
+    l->p.activation = NN_ACTIVATION_RELU;
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_FORWARD);
+    cat_pool_restore(&m, 1);
+    return st;
+}
+CALL(ws_starved_dx_dw)
+{
+    l->p.activation = NN_ACTIVATION_RELU;
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
+    cat_pool_restore(&m, 1);
+    return st;
+}
+
 #define E  NN_E_INVALID_ARG
 #define S  NN_E_SHAPE
 #define D  NN_E_DTYPE
@@ -1027,6 +1076,14 @@ static const struct cat_row rows[] = {
     ROW("workspace_size w byte extent overflows", WS, "w", O, ws_w_extent_overflow),
     ROW("workspace_size forward relu bias (edge)", WS, NULL, NN_OK, ws_forward_relu),
     ROW("workspace_size backward dx dw db relu accdb (edge)", WS, NULL, NN_OK, ws_backward_all),
+    ROW2("workspace_size relu backward, y beyond int (cuDNN's mask)", WS, "y", NN_OK, U,
+         ws_relu_y_beyond_int),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size dw db accdb under a 1-byte pool limit (the ones)", WS,
+           "limit", NN_E_OOM_DEVICE, ws_starved_db),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size forward under a 1-byte pool limit (edge: no pool use)", WS,
+           NULL, NN_OK, ws_starved_forward),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size dx dw relu under a 1-byte pool limit (edge: no pool use)",
+           WS, NULL, NN_OK, ws_starved_dx_dw),
 };
 
 CAT_SUBJECT(linear, rows)

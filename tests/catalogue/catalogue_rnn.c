@@ -1087,6 +1087,21 @@ CALL(wk_every_pass)
     return st;
 }
 
+/* Sizes beyond cuDNN's int, refused by the query as by the calls (x as a view on the row's small
+ * tensor: its data is never read). The reference takes any size. */
+CALL(wk_gates_beyond_int)
+{
+    r->p.hidden_size = (INT64_C(1) << 29) + 1; /* 4 H gates of an LSTM */
+    r->p.input_size = 1;
+    nn_tensor x = view_on(&r->x, 3, (int64_t[]){3, 2, 1}, 0);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_TRAINING);
+}
+CALL(wk_t_beyond_int)
+{
+    nn_tensor x = view_on(&r->x, 3, (int64_t[]){INT64_C(1) << 31, 2, 2}, 0);
+    return wk(c, r, &x, NULL, NN_RNN_PASS_INFERENCE);
+}
+
 /* ---- nn_rnn_pullback_free ---- */
 
 static nn_status pf_null(struct cat *c)
@@ -1360,6 +1375,9 @@ static const struct cat_row rows[] = {
     ROW("workspace_size x byte extent overflows", WK, "x", O, wk_x_extent_overflow),
     ROW("workspace_size length T + 1", WK, "lengths[1]", S, wk_len_big),
     ROW("workspace_size length -2", WK, "lengths[0]", S, wk_len_neg),
+    ROW2("workspace_size 4*H beyond int (cuDNN)", WK, "p.hidden_size", NN_OK, U,
+         wk_gates_beyond_int),
+    ROW2("workspace_size T beyond int (cuDNN)", WK, "x", NN_OK, U, wk_t_beyond_int),
     ROW("workspace_size every pass, equal and varied lengths (edge)", WK, NULL, NN_OK,
         wk_every_pass),
 

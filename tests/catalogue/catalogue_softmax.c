@@ -1170,6 +1170,76 @@ CALL(xws_backward)
     return xws(c, &s->x, NN_SOFTMAX_PASS_BACKWARD);
 }
 
+/* Shapes beyond cuDNN's int sizes, as views on the row's small tensors (never read: the queries
+ * read dims only, and the call refuses before any cuDNN call). The reference takes any size. */
+static const nn_tensor *highest(const struct sm *s, const nn_tensor **lowest)
+{
+    const nn_tensor *ts[] = {&s->x, &s->y, &s->dy, &s->dx, &s->loss, &s->dloss}, *hi = ts[0];
+    *lowest = ts[0];
+    for (int i = 1; i < 6; i++) {
+        if ((char *)ts[i]->data > (char *)hi->data) hi = ts[i];
+        if ((char *)ts[i]->data < (char *)(*lowest)->data) *lowest = ts[i];
+    }
+    return hi;
+}
+CALL(sws_c_beyond_int)
+{
+    nn_tensor x = view_on(&s->x, 2, (int64_t[]){1, INT64_C(1) << 31}, 0);
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(sws_cs_beyond_int)
+{
+    nn_tensor x = view_on(&s->x, 3, (int64_t[]){1, 2, INT64_C(1) << 30}, 0);
+    return sws(c, &s->p, &x, NN_SOFTMAX_PASS_BACKWARD);
+}
+/* On cuDNN the forward call is refused first, with the same status: x on the highest of the
+ * row's tensors and the loss on the lowest, so that they do not overlap. */
+CALL(xws_c_beyond_int)
+{
+    const nn_tensor *lo, *hi = highest(s, &lo);
+    nn_tensor x = view_on(hi, 2, (int64_t[]){1, INT64_C(1) << 31}, 0);
+    if (c->gpu) {
+        nn_tensor loss = view_on(lo, 1, (int64_t[]){1}, 0);
+        cr_assert_eq(xent(c, &x, &s->targets, &loss), NN_E_UNSUPPORTED, "the forward call: %s",
+                     nn_last_error()->message);
+    }
+    return xws(c, &x, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_cs_beyond_int)
+{
+    nn_tensor x = view_on(&s->x, 3, (int64_t[]){1, 2, INT64_C(1) << 30}, 0);
+    return xws(c, &x, NN_SOFTMAX_PASS_BACKWARD);
+}
+
+/* Under a pool limit no allocation meets (cat_pool_starve): the cross-entropy's queries make the
+ * shape's scratch, whose zeros are pool memory, so they are refused as the forward call would
+ * be; the softmax's take no pool memory and answer. */
+static nn_status xws_starved(struct cat *c, struct sm *s, nn_softmax_pass pass)
+{
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = xws(c, &s->x, pass);
+    cat_pool_restore(&m, 0);
+    return st;
+}
+CALL(xws_starved_forward)
+{
+    return xws_starved(c, s, NN_SOFTMAX_PASS_FORWARD);
+}
+CALL(xws_starved_backward)
+{
+    return xws_starved(c, s, NN_SOFTMAX_PASS_BACKWARD);
+}
+CALL(sws_starved)
+{
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_FORWARD);
+    if (st == NN_OK) st = sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_BACKWARD);
+    cat_pool_restore(&m, 1);
+    return st;
+}
+
 #define E   NN_E_INVALID_ARG
 #define S   NN_E_SHAPE
 #define D   NN_E_DTYPE
@@ -1360,6 +1430,18 @@ static const struct cat_row rows[] = {
     ROW("xent workspace_size x byte extent overflows", XWS, "x", O, xws_x_extent_overflow),
     ROW("xent workspace_size forward (edge)", XWS, NULL, NN_OK, xws_forward),
     ROW("xent workspace_size backward (edge)", XWS, NULL, NN_OK, xws_backward),
+    ROW2("workspace_size C beyond int (cuDNN)", SWS, "x", NN_OK, U, sws_c_beyond_int),
+    ROW2("workspace_size C x trailing beyond int (cuDNN)", SWS, "x", NN_OK, U, sws_cs_beyond_int),
+    ROW2("xent workspace_size C beyond int (cuDNN), as the call", XWS, "x", NN_OK, U,
+         xws_c_beyond_int),
+    ROW2("xent workspace_size C x trailing beyond int (cuDNN)", XWS, "x", NN_OK, U,
+         xws_cs_beyond_int),
+    ROW_ON(CAT_GPU_ONLY, "xent workspace_size forward under a 1-byte pool limit (the zeros)", XWS,
+           "limit", NN_E_OOM_DEVICE, xws_starved_forward),
+    ROW_ON(CAT_GPU_ONLY, "xent workspace_size backward under a 1-byte pool limit (the zeros)", XWS,
+           "limit", NN_E_OOM_DEVICE, xws_starved_backward),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size under a 1-byte pool limit (edge: no pool use)", SWS, NULL,
+           NN_OK, sws_starved),
 };
 
 CAT_SUBJECT(softmax, rows)

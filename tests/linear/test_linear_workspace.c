@@ -2,14 +2,20 @@
  * gives against what the call then really takes (counted by a user allocator, which sees every
  * device allocation at its requested size), with the call finding the plans the query cached. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu.h"
 #include "fixture.h"
 #include "peak_alloc.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
+
+#if NN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
@@ -164,5 +170,134 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
         nn_ctx_destroy(g);
     }
     OK(nn_mem_set_allocator(0, NULL));
+#endif
+}
+
+/* y of more than INT_MAX elements (x [32769, 8], w [65536, 8], f16: y and dy 4 GiB each): relu's
+ * mask in backward runs through cuDNN's int-sized calls, so the backward call refuses it, and the
+ * query must answer the same status, naming itself. Forward fuses relu where cuBLASLt has the
+ * epilogue (then both succeed) and otherwise refuses too: the query answers as the call did. */
+Test(linear_workspace_gpu, query_refuses_what_the_call_refuses_beyond_int)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *g = nn_test_ctx_math(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32);
+    nn_linear_params p;
+    OK(nn_linear_params_default(&p));
+    p.activation = NN_ACTIVATION_RELU;
+    const int64_t xd[] = {32769, 8}, wd[] = {65536, 8}, yd[] = {32769, 65536};
+    nn_tensor x = nn_test_ints(g, NN_DTYPE_F16, 2, xd), w = nn_test_ints(g, NN_DTYPE_F16, 2, wd);
+    nn_tensor y, dy, dx = nn_test_ints(g, NN_DTYPE_F16, 2, xd);
+    OK(nn_tensor_empty(g, NN_DTYPE_F16, 2, yd, &y));
+    OK(nn_tensor_empty(g, NN_DTYPE_F16, 2, yd, &dy));
+    size_t q = 77;
+    nn_status qf = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_FORWARD, &q);
+    char qmsg[512];
+    snprintf(qmsg, sizeof qmsg, "%s", nn_last_error()->message);
+    nn_linear_pullback *pb = NULL;
+    nn_status cf = nn_linear_forward(g, &p, &x, &w, NULL, &y, &pb);
+    cr_expect_eq(qf, cf, "forward: the query said %s (%s), the call %s (%s)", nn_status_name(qf),
+                 qmsg, nn_status_name(cf), nn_last_error()->message);
+    if (cf != NN_OK) {
+        cr_expect_eq(cf, NN_E_UNSUPPORTED, "an unfused relu beyond int: %s",
+                     nn_last_error()->message);
+        cr_expect(strncmp(qmsg, "nn_linear_workspace_size: ", 26) == 0, "%s", qmsg);
+        cr_log_info("forward: relu not fused for this shape; both refused");
+    } else {
+        q = 77;
+        nn_status qb = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DX, &q);
+        snprintf(qmsg, sizeof qmsg, "%s", nn_last_error()->message);
+        cr_expect_eq(qb, NN_E_UNSUPPORTED, "backward query: %s (%s)", nn_status_name(qb), qmsg);
+        cr_expect(strncmp(qmsg, "nn_linear_workspace_size: ", 26) == 0, "%s", qmsg);
+        cr_expect_eq(q, 77, "bytes untouched on failure");
+        nn_status cb = nn_linear_backward(g, &pb, &dy, &dx, NULL, NULL);
+        cr_expect_eq(cb, qb, "backward: the call said %s (%s)", nn_status_name(cb),
+                     nn_last_error()->message);
+        cr_expect(strncmp(nn_last_error()->message, "nn_linear_backward: ", 20) == 0, "%s",
+                  nn_last_error()->message);
+        OK(nn_linear_pullback_free(&pb));
+    }
+    nn_tensor *ts[] = {&x, &w, &y, &dy, &dx};
+    for (int i = 0; i < 5; i++)
+        OK(nn_tensor_free(g, ts[i]));
+    nn_ctx_destroy(g);
+}
+
+#if NN_HAVE_CUDA
+/* Holds a stream back: work queued after it waits this long (no flag to open, so a call that
+ * waits on the host cannot deadlock the test). */
+static void CUDART_CB sleep_ms(void *arg)
+{
+    long ms = (long)(intptr_t)arg;
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0) {}
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+#endif
+
+/* A stand-alone db product (accumulated db) reads its plan's column of ones, which the query
+ * writes on the context's stream while that stream is held back by a sleeping host function; the
+ * calls then run on another stream, which must wait for the write (an event, not the host), and
+ * db must be the column sums of dy exactly. Round 1: the cached plan's ones serve the calls on
+ * the stream that wrote them, held back again. */
+Test(linear_workspace_gpu, db_ones_written_on_a_held_stream_serve_another)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    nn_ctx *g = nn_test_ctx_math(NN_BACKEND_CUDNN, NN_MATH_STRICT_FP32);
+    nn_ctx *r = nn_test_ctx_math(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    nn_linear_params p;
+    OK(nn_linear_params_default(&p));
+    p.flags = NN_LINEAR_ACCUMULATE_DB; /* BGRADB does not accumulate: db is a product of ones */
+    enum { M = 64, IN = 16, OUT = 8 };
+    const int64_t xd[] = {M, IN}, wd[] = {OUT, IN}, yd[] = {M, OUT}, bd[] = {OUT};
+    nn_tensor x = nn_test_ints(g, NN_DTYPE_F32, 2, xd), w = nn_test_ints(g, NN_DTYPE_F32, 2, wd);
+    nn_tensor dy = nn_test_ints(g, NN_DTYPE_F32, 2, yd), y, db;
+    OK(nn_tensor_empty(g, NN_DTYPE_F32, 2, yd, &y));
+    OK(nn_tensor_empty(g, NN_DTYPE_F32, 1, bd, &db));
+    float hdy[M * OUT], hdb[OUT];
+    nn_tensor v;
+    OK(nn_tensor_wrap(r, hdy, NN_DTYPE_F32, 2, yd, NULL, &v));
+    OK(nn_tensor_copy(g, &v, &dy));
+    void *home = NULL;
+    OK(nn_ctx_get_stream(g, &home));
+    cudaStream_t other;
+    cr_assert_eq(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+    for (int round = 0; round < 2; round++) {
+        OK(nn_tensor_fill_constant(g, &db, 0.0));
+        OK(nn_ctx_synchronize(g));
+        cr_assert_eq(cudaLaunchHostFunc((cudaStream_t)home, sleep_ms, (void *)(intptr_t)300),
+                     cudaSuccess);
+        size_t q;
+        double t0 = now_ms();
+        OK(nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DB, &q));
+        cr_log_info("round %d: the query returned after %.1f ms (the stream is held 300 ms)", round,
+                    now_ms() - t0);
+        OK(nn_ctx_set_stream(g, round == 0 ? (void *)other : home));
+        nn_linear_pullback *pb = NULL;
+        OK(nn_linear_forward(g, &p, &x, &w, NULL, &y, &pb));
+        OK(nn_linear_backward(g, &pb, &dy, NULL, NULL, &db));
+        OK(nn_tensor_wrap(r, hdb, NN_DTYPE_F32, 1, bd, NULL, &v));
+        OK(nn_tensor_copy(g, &v, &db));
+        for (int j = 0; j < OUT; j++) {
+            float want = 0;
+            for (int i = 0; i < M; i++)
+                want += hdy[i * OUT + j];
+            cr_expect_eq(hdb[j], want, "round %d: db[%d] = %g, the sum of dy's column %g", round, j,
+                         hdb[j], want);
+        }
+    }
+    OK(nn_ctx_set_stream(g, home));
+    nn_tensor *ts[] = {&x, &w, &dy, &y, &db};
+    for (int i = 0; i < 5; i++)
+        OK(nn_tensor_free(g, ts[i]));
+    nn_ctx_destroy(g);
+    nn_ctx_destroy(r);
+    cr_assert_eq(cudaStreamDestroy(other), cudaSuccess);
 #endif
 }

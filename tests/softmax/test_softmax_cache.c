@@ -2,8 +2,9 @@
  * beside the other families' kinds, keys round-trip through the field lists, range checks refuse
  * bad keys, and it is marked not persisted (device scratch: plan files never hold it). These run
  * without a GPU (nothing calls CUDA). On a GPU: a warm shape's calls create no cuDNN descriptor
- * (counted through the loader's function pointers) and give bitwise the first call's results,
- * and a plan file saved after a cross-entropy call holds no kind-8 record. */
+ * (counted through the loader's function pointers) and give bitwise the first call's results, a
+ * backward whose scratch was dropped makes only its own descriptors, and a plan file saved after
+ * a cross-entropy call holds no kind-8 record. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
@@ -164,7 +165,7 @@ static void to_host(struct xent_fixture *f, float *dst, const nn_tensor *src)
 }
 
 /* Forward (training) and backward; the plan cache cleared between them when clear is set, so
- * that backward finds no scratch and makes it again. */
+ * that backward finds no scratch. */
 static void run_step(struct xent_fixture *f, int clear, struct step *out)
 {
     nn_class_targets tg = {f->t, NN_INDEX_I64, {0, 0}};
@@ -207,18 +208,30 @@ Test(softmax_cache_gpu, a_warm_shape_creates_no_descriptor)
     cr_log_info("warm host allocations: inference %ld, training %ld, backward %ld", infer, train,
                 back);
 
-    /* Not vacuous: a backward whose scratch was dropped makes it again, descriptors included
-     * (3 tensor and 2 op descriptors). */
+    /* Not vacuous: a backward whose scratch was dropped makes only the descriptors its own calls
+     * use (2 tensor and 1 op descriptor), for that call, and inserts nothing: the next forward
+     * makes the whole scratch again (3 tensor and 2 op descriptors). */
     count_descriptors(1);
     run_step(&f, 1, &remade);
     int remade_created = created;
+    nn_plan_cache_stats cs;
+    OK(nn_plan_cache_get_stats(f.g, &cs));
+    created = 0;
+    OK(nn_softmax_cross_entropy_forward(f.g, &f.x, &tg, &f.loss, NULL));
+    int forward_created = created;
     count_descriptors(0);
-    cr_expect_eq(remade_created, 5, "a remade scratch created %d descriptors", remade_created);
+    cr_expect_eq(remade_created, 3, "a backward without its scratch created %d descriptors",
+                 remade_created);
+    cr_expect_eq(cs.entries, 0, "that backward left %llu cache entries",
+                 (unsigned long long)cs.entries);
+    cr_expect_eq(forward_created, 5, "the forward after it created %d descriptors",
+                 forward_created);
 
     cr_expect_eq(memcmp(cold.loss, warm.loss, sizeof cold.loss), 0, "warm loss, bitwise");
     cr_expect_eq(memcmp(cold.dx, warm.dx, sizeof cold.dx), 0, "warm dx, bitwise");
     cr_expect_eq(memcmp(cold.loss, remade.loss, sizeof cold.loss), 0, "loss, bitwise");
-    cr_expect_eq(memcmp(cold.dx, remade.dx, sizeof cold.dx), 0, "dx of a remade scratch, bitwise");
+    cr_expect_eq(memcmp(cold.dx, remade.dx, sizeof cold.dx), 0,
+                 "dx of a backward without its scratch, bitwise");
     fixture_fini(&f);
 }
 

@@ -774,6 +774,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     nn__rnn_note_impl = NULL;
     nn_status st = be->forward(ctx, &prob, &io, pb ? &pb->state : NULL);
     if (st != NN_OK) {
+        st = nn__error_in(ctx, op); /* the backend's message, seen from the public call */
         if (pb) free_pullback(pb);
         return st;
     }
@@ -842,7 +843,7 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
                             .dw = dw,
                             .accumulate = (bw.accumulate & NN_ACCUMULATE_DW) != 0};
     nn__rnn_note_impl = NULL;
-    NN__TRY(pb->be->backward(ctx, prob, pb->state, &io));
+    NN__TRY_IN(ctx, op, pb->be->backward(ctx, prob, pb->state, &io));
     if (t0)
         verbose_line(ctx, op, pb->be->name, prob, pb->lengths,
                      io.accumulate ? NN_RNN_ACCUMULATE_DW : 0, t0);
@@ -901,7 +902,7 @@ nn_status nn_rnn_workspace_size(nn_ctx *ctx, const nn_rnn_params *p, const nn_te
     NN__TRY(pick_backend(ctx, op, &be));
     NN__TRY(check_backend_limits(ctx, op, &prob));
     size_t n = 0;
-    NN__TRY(be->workspace(ctx, &prob, pass, &n));
+    NN__TRY_IN(ctx, op, be->workspace(ctx, &prob, pass, &n));
     *bytes = n;
     return NN_OK;
 }

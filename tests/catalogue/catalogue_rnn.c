@@ -987,6 +987,18 @@ static nn_status wk(struct cat *c, struct rn *r, const nn_tensor *x, const int32
     nn_status st = nn_rnn_workspace_size(c->ctx, &r->p, x, lengths, pass, &n);
     return cat_ws_answer(c, st, n, 0);
 }
+/* Under a pool limit no allocation meets (cat_pool_starve): a shape no earlier row built needs
+ * pool scratch for cuDNN's weight-layout query, so the workspace query is refused as the call
+ * would be, naming itself. */
+CALL(wk_starved)
+{
+    r->p.hidden_size = 5;
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wk(c, r, &r->x, NULL, NN_RNN_PASS_TRAINING);
+    cat_pool_restore(&m, 0);
+    return st;
+}
 CALL(wk_null_ctx)
 {
     (void)c;
@@ -1378,6 +1390,8 @@ static const struct cat_row rows[] = {
     ROW2("workspace_size 4*H beyond int (cuDNN)", WK, "p.hidden_size", NN_OK, U,
          wk_gates_beyond_int),
     ROW2("workspace_size T beyond int (cuDNN)", WK, "x", NN_OK, U, wk_t_beyond_int),
+    ROW_ON(CAT_GPU_ONLY, "workspace_size of a new shape under a 1-byte pool limit", WK, "limit",
+           NN_E_OOM_DEVICE, wk_starved),
     ROW("workspace_size every pass, equal and varied lengths (edge)", WK, NULL, NN_OK,
         wk_every_pass),
 

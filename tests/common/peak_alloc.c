@@ -1,5 +1,6 @@
 #include "peak_alloc.h"
 
+#include <criterion/criterion.h>
 #include <string.h>
 
 #include "nn_config.h"
@@ -28,8 +29,10 @@ static void peak_free(void *user, void *p, size_t bytes, int device, void *strea
 }
 #endif
 
-nn_mem_allocator nn_test_peak_allocator(struct nn_test_peak *k)
+void nn_test_peak_install(struct nn_test_peak *k)
 {
+    atomic_store(&k->live, 0);
+    atomic_store(&k->peak, 0);
     nn_mem_allocator a;
     memset(&a, 0, sizeof a);
 #if NN_HAVE_CUDA
@@ -37,7 +40,12 @@ nn_mem_allocator nn_test_peak_allocator(struct nn_test_peak *k)
     a.free = peak_free;
 #endif
     a.user = k;
-    return a;
+    cr_assert_eq(nn_mem_set_allocator(0, &a), NN_OK, "%s", nn_last_error()->message);
+}
+
+void nn_test_peak_remove(void)
+{
+    cr_assert_eq(nn_mem_set_allocator(0, NULL), NN_OK, "%s", nn_last_error()->message);
 }
 
 long nn_test_peak_mark(struct nn_test_peak *k)

@@ -12,8 +12,11 @@ struct nn_test_peak {
     atomic_long live, peak;
 };
 
-/* The allocator counting into k (zero k first); install it with nn_mem_set_allocator(). */
-nn_mem_allocator nn_test_peak_allocator(struct nn_test_peak *k);
+/* Device 0's allocator from now on: one counting into k (zeroed here). Asserts it is taken. */
+void nn_test_peak_install(struct nn_test_peak *k);
+
+/* Device 0's allocator back to the pool's own. Asserts it is taken. */
+void nn_test_peak_remove(void);
 
 /* Restart the peak at the bytes live now, and return them. */
 long nn_test_peak_mark(struct nn_test_peak *k);

@@ -338,13 +338,12 @@ Test(conv_workspace_gpu, query_covers_what_each_pass_takes)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     query_every_pass(g, &k, 0, 0);
     nn_ctx_destroy(g);
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }
 
@@ -354,9 +353,8 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     nn_conv_params p;
     OK(nn_conv_params_default(&p, 3));
@@ -379,7 +377,7 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
     for (int i = 0; i < 5; i++)
         OK(nn_tensor_free(g, ts[i]));
     nn_ctx_destroy(g);
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }
 
@@ -391,13 +389,12 @@ Test(conv_workspace_gpu, channels_last_query_is_the_calls_peak)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *g = nn_test_ctx_math(NN_BACKEND_CUDNN, NN_MATH_TF32);
     query_every_pass(g, &k, 1, RUN_EXACT | RUN_MAY_REFUSE);
     nn_ctx_destroy(g);
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }
 
@@ -468,15 +465,14 @@ Test(conv_workspace_gpu, a_cached_query_takes_no_device_memory)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
     for (int t = 0; t < 3; t++)
         cached_query(g, &k, types[t]);
     nn_ctx_destroy(g);
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }
 
@@ -489,9 +485,8 @@ Test(conv_workspace_gpu, bf16_bias_ones_are_kept)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     for (int one = 0; one < 2; one++) {
         nn_settings s;
@@ -534,6 +529,6 @@ Test(conv_workspace_gpu, bf16_bias_ones_are_kept)
         nn_ctx_destroy(g);
     }
     nn_ctx_destroy(r);
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }

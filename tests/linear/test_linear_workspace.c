@@ -125,9 +125,8 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     /* a classifier head, a square layer large enough for split-k workspaces, TF32 */
     const struct {
         int64_t m, in, out;
@@ -169,7 +168,7 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
             OK(nn_tensor_free(g, ts[i]));
         nn_ctx_destroy(g);
     }
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }
 

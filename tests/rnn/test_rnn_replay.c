@@ -556,9 +556,8 @@ Test(rnn_replay, workspace_query_is_the_pool_peak_of_each_eager_call, .timeout =
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
     static const int32_t varied[3] = {5, 0, 3};
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    cr_assert_eq(nn_mem_set_allocator(0, &a), NN_OK, "%s", nn_last_error()->message);
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
     static const nn_rnn_cell cells[] = {NN_RNN_LSTM, NN_RNN_GRU, NN_RNN_TANH};
     for (int ci = 0; ci < 3; ci++)
@@ -604,6 +603,6 @@ Test(rnn_replay, workspace_query_is_the_pool_peak_of_each_eager_call, .timeout =
             set_free(ctx, &o);
         }
     nn_ctx_destroy(ctx);
-    cr_assert_eq(nn_mem_set_allocator(0, NULL), NN_OK);
+    nn_test_peak_remove();
 #endif
 }

@@ -100,9 +100,8 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
-    struct nn_test_peak k = {0, 0};
-    nn_mem_allocator a = nn_test_peak_allocator(&k);
-    OK(nn_mem_set_allocator(0, &a));
+    struct nn_test_peak k;
+    nn_test_peak_install(&k);
     nn_ctx *g = nn_test_ctx(NN_BACKEND_CUDNN);
     const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F16, NN_DTYPE_BF16};
     const int64_t shapes[][3] = {{64, 10, 1}, {20, 65, 1}, {3, 7, 5}};
@@ -164,7 +163,7 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
                 OK(nn_tensor_free(g, ts[i]));
         }
     nn_ctx_destroy(g);
-    OK(nn_mem_set_allocator(0, NULL));
+    nn_test_peak_remove();
 #endif
 }
 

@@ -298,8 +298,8 @@ enum { W_INFER, W_TRAIN, W_BWD };                  /* variants that ran eagerly 
 
 /* auto mode: the cost of a few eager calls, then of a few replayed ones, each phase timed as one
  * window of the caller's calls as it issues them (the host waits once, at the window's end). The
- * first call of each phase is a warm-up (cuDNN's first call, the capture); a call that captures,
- * runs the other mode or warms up restarts the window. */
+ * first call of each phase is a warm-up (cuDNN's first call, the capture); a call that warms up
+ * or captures restarts the window. */
 struct trial {
     int phase, replay, calls;
     int skip[2], n[2]; /* [0] forwards, [1] backwards: warm-ups left, calls in the window */
@@ -1421,9 +1421,9 @@ static int trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
 {
     /* On a stream that cannot be captured nothing replays, so a trial could only time eager
      * calls and record a decision the stream made, not the shape: it waits, undecided, for a
-     * stream that can be. */
+     * stream that can be. Likewise where this build or driver has no copy kernel (no_replay). */
     struct trial *t = &e->trial[unit];
-    if (t->phase == P_DECIDED || !stream_capturable(ctx)) return 0;
+    if (t->phase == P_DECIDED || e->no_replay || !stream_capturable(ctx)) return 0;
     if (t->open) return 1;
     for (int i = 0; i < 2; i++)
         if (!t->ev[i] && cudaEventCreate(&t->ev[i]) != cudaSuccess) {
@@ -1444,20 +1444,25 @@ static int trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
  * own, synchronised, put eager 3-4% above its back-to-back cost on the H200 and mispicked replay
  * for gru t375n32i2048h2048, docs/PERFORMANCE.md session 8). */
 static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struct rnn_live *e,
-                      int unit, int pass, int replayed, int measuring)
+                      int unit, int pass, int measuring)
 {
     struct trial *t = &e->trial[unit];
     if (!measuring || t->phase == P_DECIDED) return;
-    /* A phase that cannot gather its calls (replays never possible: slots always busy) ends as
-     * eager after 32; training forwards whose pullbacks never reach a backward count alone. */
+    /* Warm-ups and captures start the window again. A replay phase's call that ran eagerly (every
+     * slot busy, lengths that changed) counts: it is what the mode costs this caller. A training
+     * window closes on as many backwards as forwards (forwards alone, 8, where pullbacks never
+     * reach a backward); a phase whose calls never balance so ends eager after 32. */
     int stuck = ++t->calls > 32;
-    if (t->skip[pass] || replayed != (t->phase == P_REPLAY_TRIAL)) {
+    if (t->skip[pass]) {
         t->skip[pass] = 0;
         t->open = 0, t->n[0] = t->n[1] = 0;
     } else {
         t->n[pass]++;
     }
-    if (!stuck && (t->n[0] < 2 || (unit == U_TRAIN && t->n[1] < 2 && t->n[0] < 8))) return;
+    int ready = unit == U_INFER
+                    ? t->n[0] >= 2
+                    : (t->n[0] >= 2 && t->n[1] == t->n[0]) || (!t->n[1] && t->n[0] >= 8);
+    if (!stuck && !ready) return;
     double cost = -1; /* not measured: a stuck phase decides eager */
     if (!stuck) {
         double ns = (double)(nn__now_ns() - t->t0);
@@ -1470,7 +1475,7 @@ static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struc
             (void)cudaGetLastError();
         }
         nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), (uint64_t)ns);
-        cost = ns / (t->n[0] > t->n[1] ? t->n[0] : t->n[1]);
+        cost = ns / t->n[0];
     }
     t->open = 0, t->n[0] = t->n[1] = t->calls = 0, t->skip[0] = t->skip[1] = 1;
     if (t->phase == P_EAGER_TRIAL && !stuck) {
@@ -1602,7 +1607,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
         e->warm[warm] = 1;
     }
     if (e->captured) e->trial[unit].skip[0] = 1, e->captured = 0;
-    trial_end(ctx, p, e, unit, 0, replayed, measuring);
+    trial_end(ctx, p, e, unit, 0, measuring);
     note(e, replayed);
     if (state) *state = rs;
     return NN_OK;
@@ -1663,7 +1668,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
         e->warm[W_BWD] = 1;
     }
     if (e->captured) e->trial[U_TRAIN].skip[1] = 1, e->captured = 0;
-    trial_end(ctx, p, e, U_TRAIN, 1, replayed, measuring);
+    trial_end(ctx, p, e, U_TRAIN, 1, measuring);
     note(e, replayed);
     return NN_OK;
 }

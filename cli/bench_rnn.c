@@ -341,8 +341,6 @@ static const char *mode_of(nn_ctx *ctx)
 #endif
 }
 
-/* Median time of the pass (GPU with events, or host) and mean host time of the timed call, in
- * microseconds; -1 on failure. */
 /* Times reps calls of pass p on one side after warmup untimed ones: each call's GPU time (the host
  * clock's on a reference context) goes to t[*nt], and its host time is added to *host. */
 static int time_reps(struct bench *B, struct shape *s, const struct side *side, enum pass p,
@@ -391,9 +389,10 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
 
 /* Pass p of each side (side[1] NULL: nnprim's only): the median GPU time and the mean host time
  * per call over the repetitions, NAN where a side failed. The sides take turns in rounds of a few
- * repetitions, each round led by the other side than the last, so that a GPU whose speed drifts
- * during the run (clocks, temperature) weighs on both alike: timed one side after the other,
- * identical cuDNN calls differed by up to 4%. */
+ * repetitions (each round after the first opening with one untimed call), each round led by the
+ * other side than the last, so that a GPU whose speed drifts during the run (clocks,
+ * temperature) weighs on both alike: timed one side after the other, identical cuDNN calls
+ * differed by up to 4%. */
 static void time_pass(struct bench *B, struct shape *s, const struct side *const side[2],
                       enum pass p, double gpu_us[2], double host_us[2])
 {

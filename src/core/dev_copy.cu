@@ -9,6 +9,8 @@ struct nn__copies {
     unsigned long long dst[NN__COPIES_MAX], src[NN__COPIES_MAX], bytes[NN__COPIES_MAX];
     unsigned n;
 };
+/* the C side's struct (src/core/dev_copy.h) checks the same size */
+static_assert(sizeof(nn__copies) == 392, "the kernel's parameter is struct nn__copies of dev_copy.h");
 
 template <typename T>
 __device__ void copy_as(unsigned long long dst, unsigned long long src, unsigned long long bytes,

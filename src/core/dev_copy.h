@@ -21,6 +21,8 @@ struct nn__copies {
     uint64_t dst[NN__COPIES_MAX], src[NN__COPIES_MAX], bytes[NN__COPIES_MAX];
     uint32_t n;
 };
+/* the kernel's side (src/core/dev_copy.cu) checks the same size */
+_Static_assert(sizeof(struct nn__copies) == 392, "struct nn__copies is the kernel's parameter");
 
 /* NULL where this build and process can run the copy kernel, else why not (static text: the build
  * had no nvcc, or the driver refused the kernel's image). The image is loaded once per process, at

@@ -1,11 +1,15 @@
 /* nnprim bench linear: the linear layer's forward and forward+backward, nnprim against raw
  * cuBLASLt (the same products with the same epilogues, heuristic preferences, descriptors and
  * algorithm made once, bias pointers set once, a workspace allocated once, the same stream, the
- * same run), both timed alike with CUDA events (nn_cli_gpu_median_us) in the order raw, nnprim,
- * nnprim, raw, each figure the mean of its two medians, so that a drift of the GPU's clocks
- * during a row weighs on both sides alike. Each case then prints the algorithm of every product
- * on both sides (nnprim's from the verbose line of a twin context). Without a GPU: the reference
- * backend with host timing. Each shape is printed in the case syntax of docs/LINEAR.md, which
+ * same run), both timed alike with CUDA events in the order raw, nnprim, nnprim, raw, each figure
+ * the mean of its two medians, so that a drift of the GPU's clocks during a row weighs on both
+ * sides alike. Two figures per pass: "us", the calls back to back (nn_cli_gpu_median_us, as
+ * bench/torch_linear.py times PyTorch), where a tiny product's time is the host's cost of issuing
+ * it whenever that is the larger; and "gpu_us", the GPU's part alone (nn_cli_gpu_held_median_us:
+ * the calls queued behind a hold, then run back to back). Each case then prints the algorithm of
+ * every product on both sides (nnprim's from the verbose line of a twin context). Without a GPU:
+ * the reference backend with host timing. Each shape is printed in the case syntax of
+ * docs/LINEAR.md, which
  * --case takes back (as does a whole NNPRIM_VERBOSE line of linear_forward). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,11 +157,14 @@ static double flops(const struct problem *pr, int bwd)
     return 2.0 * (double)pr->m * (double)pr->c.in * (double)pr->c.out * (bwd ? 3 : 1);
 }
 
-static void print_row(const char *name, const char *pass, const char *impl, double us, double fl,
-                      double base_us)
+/* us: calls back to back (the host's issuing overlaps the GPU work queued before it); gpu_us: the
+ * GPU's part alone (nn_cli_gpu_held_median_us); base_*: raw's, 0 on raw's own rows. */
+static void print_row(const char *name, const char *pass, const char *impl, const double us[2],
+                      double fl, const double base_us[2])
 {
-    printf("%-34s %-8s %-9s %10.1f %8.1f", name, pass, impl, us, fl / us * 1e-6);
-    if (base_us > 0) printf(" %8.3fx", us / base_us);
+    printf("%-34s %-8s %-9s %10.1f %10.1f %8.1f", name, pass, impl, us[0], us[1],
+           fl / us[0] * 1e-6);
+    if (base_us[0] > 0) printf(" %8.3fx %8.3fx", us[0] / base_us[0], us[1] / base_us[1]);
     printf("\n");
 }
 
@@ -206,9 +213,10 @@ static int bench_cpu(nn_ctx *ctx, const struct opts *o)
                 if (rc) fail(bwd ? "nnprim forward+backward" : "nnprim forward");
                 if (i >= warmup) t[i - warmup] = nn_cli_now_us() - t0;
             }
+            double us = rc ? 0 : nn_cli_median(t, reps);
             if (!rc)
-                print_row(name, bwd ? "fwd+bwd" : "fwd", "nnprim", nn_cli_median(t, reps),
-                          flops(&pr, bwd) * 1e3, 0);
+                printf("%-34s %-8s %-9s %10.1f %8.1f\n", name, bwd ? "fwd+bwd" : "fwd", "nnprim",
+                       us, flops(&pr, bwd) / us * 1e-3);
         }
         problem_free(&pr);
     }
@@ -390,11 +398,14 @@ static int raw_fwdbwd(void *arg)
            raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data);
 }
 
-static double timed(cudaStream_t s, int warmup, int reps, int (*fn)(void *), void *arg)
+/* Back to back (held 0) or with the stream held while each chunk is queued (*held: whether
+ * every hold lasted); -1 on failure. */
+static double timed(cudaStream_t s, int warmup, int reps, int (*fn)(void *), void *arg, int *held)
 {
     for (int i = 0; i < warmup; i++)
         if (fn(arg)) return -1;
-    return nn_cli_gpu_median_us(s, reps, fn, arg);
+    return held ? nn_cli_gpu_held_median_us(s, reps, fn, arg, held)
+                : nn_cli_gpu_median_us(s, reps, fn, arg);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -476,8 +487,9 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
     nn_device_get_info(cs.device, &d);
     printf("%s, cuBLASLt %zu, CUDA events, median of %d after %d warm-up\n", d.name,
            cublasLtGetVersion(), reps, warmup);
-    printf("%-34s %-8s %-9s %10s %8s %9s\n", "case", "pass", "impl", "us", "TFLOP/s", "vs raw");
-    int rc = 0;
+    printf("%-34s %-8s %-9s %10s %10s %8s %9s %9s\n", "case", "pass", "impl", "us", "gpu_us",
+           "TFLOP/s", "vs raw", "gpu/raw");
+    int rc = 0, held = 0, all_held = 1;
     size_t n = o->has_case ? 1 : sizeof gpu_shapes / sizeof gpu_shapes[0];
     for (size_t si = 0; si < n && !rc; si++) {
         struct nn_linear_case c;
@@ -499,22 +511,42 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
             int have_raw = raw.fwd.ok && (!bwd || (!relu && raw.dx.ok && raw.dw.ok));
             int (*rf)(void *) = bwd ? raw_fwdbwd : raw_fwd,
                            (*nf)(void *) = bwd ? nnprim_fwdbwd : nnprim_fwd;
-            double r1 = have_raw ? timed(stream, warmup, reps, rf, &raw) : 0;
-            double n1 = timed(stream, warmup, reps, nf, &pr);
-            double n2 = n1 < 0 ? -1 : timed(stream, warmup, reps, nf, &pr);
-            double r2 = have_raw ? timed(stream, warmup, reps, rf, &raw) : 0;
-            double r_us = r1 > 0 && r2 > 0 ? (r1 + r2) / 2 : 0, n_us = n2 < 0 ? -1 : (n1 + n2) / 2;
-            if (n_us < 0) {
+            /* [0] back to back, [1] held; each the mean of two runs, in the order raw, nnprim,
+             * nnprim, raw */
+            double r_us[2] = {0, 0}, n_us[2] = {0, 0};
+            for (int h = 0; h < 2; h++) {
+                int *hp = h ? &held : NULL;
+                double r1 = have_raw ? timed(stream, warmup, reps, rf, &raw, hp) : 0;
+                all_held &= !h || held;
+                double n1 = timed(stream, warmup, reps, nf, &pr, hp);
+                all_held &= !h || held;
+                double n2 = n1 < 0 ? -1 : timed(stream, warmup, reps, nf, &pr, hp);
+                all_held &= !h || held;
+                double r2 = have_raw ? timed(stream, warmup, reps, rf, &raw, hp) : 0;
+                all_held &= !h || held;
+                r_us[h] = r1 > 0 && r2 > 0 ? (r1 + r2) / 2 : 0;
+                n_us[h] = n1 < 0 || n2 < 0 ? -1 : (n1 + n2) / 2;
+                if (n_us[h] < 0) break;
+            }
+            if (n_us[0] < 0 || n_us[1] < 0) {
                 rc = fail(bwd ? "nnprim forward+backward" : "nnprim forward");
                 break;
             }
-            if (have_raw && r_us > 0) print_row(name, pass, "cublaslt", r_us, flops(&pr, bwd), 0);
-            print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), have_raw ? r_us : 0);
+            static const double none[2] = {0, 0};
+            if (have_raw && r_us[0] > 0 && r_us[1] > 0) {
+                print_row(name, pass, "cublaslt", r_us, flops(&pr, bwd), none);
+                print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), r_us);
+            } else {
+                print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), none);
+            }
         }
         if (!rc) print_algorithms(tw, &pr, &raw);
         raw_fini(&raw);
         problem_free(&pr);
     }
+    if (!all_held)
+        printf("# a hold ran out before its calls were queued: those gpu_us figures include the "
+               "host's issuing\n");
     return rc;
 }
 #endif

@@ -56,15 +56,17 @@ struct shape {
     nn_tensor x, hx, cx, w, y, hy, cy, dy, dx, dhx, dcx, dw;
     nn_rnn_pullback *pb;
 #if NN_HAVE_CUDNN
-    struct raw *raw;
+    struct raw *raw[2]; /* raw cuDNN; the control (--control), NULL without */
 #endif
 };
 
-/* One side's passes: prep (untimed, queued first), the timed call, post (untimed). */
+/* One side's passes: prep (untimed, queued first), the timed call, post (untimed); k: which of
+ * the shape's raw sides (raw cuDNN's functions only). */
 struct side {
-    int (*prep)(struct shape *, enum pass);
-    int (*run)(struct shape *, enum pass);
-    int (*post)(struct shape *, enum pass);
+    int (*prep)(struct shape *, int k, enum pass);
+    int (*run)(struct shape *, int k, enum pass);
+    int (*post)(struct shape *, int k, enum pass);
+    int k;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -90,13 +92,15 @@ static int nn_bwd(struct shape *s, int with_dw)
                            lstm ? &s->dcx : NULL, with_dw ? &s->dw : NULL) != NN_OK;
 }
 
-static int nn_prep(struct shape *s, enum pass p)
+static int nn_prep(struct shape *s, int k, enum pass p)
 {
+    (void)k;
     return p == DATA || p == WEIGHTS ? nn_fwd(s) : 0;
 }
 
-static int nn_run(struct shape *s, enum pass p)
+static int nn_run(struct shape *s, int k, enum pass p)
 {
+    (void)k;
     switch (p) {
     case FWD: return nn_fwd(s);
     case DATA: return nn_bwd(s, 0);
@@ -106,13 +110,14 @@ static int nn_run(struct shape *s, enum pass p)
     }
 }
 
-static int nn_post(struct shape *s, enum pass p)
+static int nn_post(struct shape *s, int k, enum pass p)
 {
+    (void)k;
     (void)p;
     return nn_rnn_pullback_free(&s->pb) != NN_OK;
 }
 
-static const struct side nnprim_side = {nn_prep, nn_run, nn_post};
+static const struct side nnprim_side = {nn_prep, nn_run, nn_post, 0};
 
 /* ---------------------------------------------------------------------------------------------
  * Raw cuDNN: the same calls with everything set up once
@@ -221,18 +226,16 @@ static int raw_setup(struct shape *s, struct raw *r)
     return 0;
 }
 
-static int raw_fwd(struct shape *s)
+static int raw_fwd(struct shape *s, struct raw *r)
 {
-    struct raw *r = s->raw;
     return cudnnRNNForward(r->h, r->rnn, CUDNN_FWD_MODE_TRAINING, NULL, r->xd, s->x.data, r->yd,
                            s->y.data, r->hd, s->hx.data, s->hy.data, r->cd,
                            r->lstm ? s->cx.data : NULL, r->lstm ? s->cy.data : NULL, r->wbytes,
                            s->w.data, r->ws_bytes, r->ws, r->rs_bytes, r->rs) != 0;
 }
 
-static int raw_data(struct shape *s)
+static int raw_data(struct shape *s, struct raw *r)
 {
-    struct raw *r = s->raw;
     return cudnnRNNBackwardData_v8(r->h, r->rnn, NULL, r->yd, s->y.data, s->dy.data, r->xd,
                                    s->dx.data, r->hd, s->hx.data, NULL, s->dhx.data, r->cd,
                                    r->lstm ? s->cx.data : NULL, NULL, r->lstm ? s->dcx.data : NULL,
@@ -240,9 +243,8 @@ static int raw_data(struct shape *s)
                                    r->rs) != 0;
 }
 
-static int raw_weights(struct shape *s)
+static int raw_weights(struct shape *s, struct raw *r)
 {
-    struct raw *r = s->raw;
     /* overwrite, as nnprim's: cuDNN only adds */
     return cudaMemsetAsync(s->dw.data, 0, r->wbytes, (cudaStream_t)nn_ctx_stream(s->ctx)) != 0 ||
            cudnnRNNBackwardWeights_v8(r->h, r->rnn, CUDNN_WGRAD_MODE_ADD, NULL, r->xd, s->x.data,
@@ -250,32 +252,38 @@ static int raw_weights(struct shape *s)
                                       r->ws_bytes, r->ws, r->rs_bytes, r->rs) != 0;
 }
 
-static int raw_prep(struct shape *s, enum pass p)
+static int raw_prep(struct shape *s, int k, enum pass p)
 {
-    if (p == DATA) return raw_fwd(s);
-    if (p == WEIGHTS) return raw_fwd(s) || raw_data(s);
+    struct raw *r = s->raw[k];
+    if (p == DATA) return raw_fwd(s, r);
+    if (p == WEIGHTS) return raw_fwd(s, r) || raw_data(s, r);
     return 0;
 }
 
-static int raw_run(struct shape *s, enum pass p)
+static int raw_run(struct shape *s, int k, enum pass p)
 {
+    struct raw *r = s->raw[k];
     switch (p) {
-    case FWD: return raw_fwd(s);
-    case DATA: return raw_data(s);
-    case WEIGHTS: return raw_weights(s);
-    case STEP: return raw_fwd(s) || raw_data(s) || raw_weights(s);
+    case FWD: return raw_fwd(s, r);
+    case DATA: return raw_data(s, r);
+    case WEIGHTS: return raw_weights(s, r);
+    case STEP: return raw_fwd(s, r) || raw_data(s, r) || raw_weights(s, r);
     default: return 1;
     }
 }
 
-static int raw_post(struct shape *s, enum pass p)
+static int raw_post(struct shape *s, int k, enum pass p)
 {
     (void)s;
+    (void)k;
     (void)p;
     return 0;
 }
 
-static const struct side raw_side = {raw_prep, raw_run, raw_post};
+/* The control is raw cuDNN again, with a handle, workspace and reserve of its own: control / raw
+ * is what the bench reads between two timings of identical work. */
+static const struct side raw_side = {raw_prep, raw_run, raw_post, 0},
+                         ctl_side = {raw_prep, raw_run, raw_post, 1};
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -284,7 +292,7 @@ static const struct side raw_side = {raw_prep, raw_run, raw_post};
 
 struct bench {
     nn_ctx *ctx, *eager; /* as chosen; forced eager (NULL on the reference backend) */
-    int gpu, reps, warmup;
+    int gpu, reps, warmup, control;
     int case_no, cases; /* progress through a shape file (cases 0: no file) */
 };
 
@@ -293,11 +301,11 @@ static double wall_step(struct bench *B, struct shape *s, const struct side *sid
 {
     int ok = 1;
     for (int i = 0; ok && i < B->warmup; i++)
-        ok = side->run(s, STEP) == 0 && side->post(s, STEP) == 0;
+        ok = side->run(s, side->k, STEP) == 0 && side->post(s, side->k, STEP) == 0;
     ok = ok && nn_ctx_synchronize(s->ctx) == NN_OK;
     double t0 = nn_cli_now_us();
     for (int i = 0; ok && i < B->reps; i++)
-        ok = side->run(s, STEP) == 0 && side->post(s, STEP) == 0;
+        ok = side->run(s, side->k, STEP) == 0 && side->post(s, side->k, STEP) == 0;
     ok = ok && nn_ctx_synchronize(s->ctx) == NN_OK;
     if (!ok) nn_rnn_pullback_free(&s->pb);
     return ok ? (nn_cli_now_us() - t0) / B->reps : NAN;
@@ -311,7 +319,7 @@ static double sync_step(struct bench *B, struct shape *s, const struct side *sid
     int ok = t != NULL;
     for (int i = 0; ok && i < B->reps; i++) {
         double t0 = nn_cli_now_us();
-        ok = side->run(s, STEP) == 0 && side->post(s, STEP) == 0 &&
+        ok = side->run(s, side->k, STEP) == 0 && side->post(s, side->k, STEP) == 0 &&
              nn_ctx_synchronize(s->ctx) == NN_OK;
         if (ok) t[i] = nn_cli_now_us() - t0;
     }
@@ -358,18 +366,18 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
 #endif
     double *dt = t + *nt;
     for (int i = 0; i < n && ok; i++) {
-        ok = side->prep(s, p) == 0;
+        ok = side->prep(s, side->k, p) == 0;
 #if NN_HAVE_CUDNN
         if (ok && B->gpu) ok = cudaEventRecord(ev[2 * i], stream) == cudaSuccess;
 #endif
         double t0 = nn_cli_now_us();
-        ok = ok && side->run(s, p) == 0;
+        ok = ok && side->run(s, side->k, p) == 0;
         double d = nn_cli_now_us() - t0;
         if (i >= warmup) *host += d, dt[i - warmup] = d;
 #if NN_HAVE_CUDNN
         if (ok && B->gpu) ok = cudaEventRecord(ev[2 * i + 1], stream) == cudaSuccess;
 #endif
-        ok = ok && side->post(s, p) == 0;
+        ok = ok && side->post(s, side->k, p) == 0;
     }
     ok = ok && nn_ctx_synchronize(B->ctx) == NN_OK;
 #if NN_HAVE_CUDNN
@@ -387,31 +395,34 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
     return ok ? 0 : -1;
 }
 
-/* Pass p of each side (side[1] NULL: nnprim's only): the median GPU time and the mean host time
- * per call over the repetitions, NAN where a side failed. The sides take turns in rounds of a few
- * repetitions (each round after the first opening with one untimed call), each round led by the
- * other side than the last, so that a GPU whose speed drifts during the run (clocks,
- * temperature) weighs on both alike: timed one side after the other, identical cuDNN calls
- * differed by up to 4%. */
-static void time_pass(struct bench *B, struct shape *s, const struct side *const side[2],
-                      enum pass p, double gpu_us[2], double host_us[2])
+/* Pass p of each side (NULL: not measured; side[0] is nnprim's): the median GPU time and the mean
+ * host time per call over the repetitions, NAN where a side failed, INFINITY where it is NULL.
+ * The sides take turns in rounds of a few repetitions (each round after the first opening with
+ * one untimed call), each round led by the next side, so that a GPU whose speed drifts during the
+ * run (clocks, temperature) weighs on all alike: timed one side after the other, identical cuDNN
+ * calls differed by up to 4%. */
+enum { NSIDE = 3 };
+static void time_pass(struct bench *B, struct shape *s, const struct side *const side[NSIDE],
+                      enum pass p, double gpu_us[NSIDE], double host_us[NSIDE])
 {
     enum { ROUNDS = 6 };
-    double *t[2] = {calloc((size_t)B->reps, sizeof(double)),
-                    calloc((size_t)B->reps, sizeof(double))};
-    double host[2] = {0, 0};
-    int nt[2] = {0, 0}, ok[2] = {t[0] != NULL, side[1] && t[1] != NULL};
+    double *t[NSIDE], host[NSIDE] = {0};
+    int nt[NSIDE] = {0}, ok[NSIDE];
+    for (int i = 0; i < NSIDE; i++) {
+        t[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
+        ok[i] = t[i] != NULL;
+    }
     int rounds = B->reps < ROUNDS ? B->reps : ROUNDS;
     for (int r = 0; r < rounds; r++) {
         int reps = B->reps / rounds + (r < B->reps % rounds);
-        for (int k = 0; k < 2; k++) {
-            int i = (r + k) % 2;
+        for (int k = 0; k < NSIDE; k++) {
+            int i = (r + k) % NSIDE;
             if (ok[i])
                 ok[i] = time_reps(B, s, side[i], p, r ? 1 : B->warmup, reps, t[i], &nt[i],
                                   &host[i]) == 0;
         }
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NSIDE; i++) {
         gpu_us[i] = ok[i] ? nn_cli_median(t[i], B->reps) : side[i] ? NAN : INFINITY;
         host_us[i] = ok[i] ? host[i] / B->reps : gpu_us[i];
         free(t[i]);
@@ -425,7 +436,8 @@ static void free_shape(struct shape *s)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) nn_tensor_free(s->ctx, all[i]);
 #if NN_HAVE_CUDNN
-    raw_free(s->raw);
+    raw_free(s->raw[0]);
+    raw_free(s->raw[1]);
 #endif
 }
 
@@ -496,7 +508,8 @@ static int bench_line(void *arg, const char *line, const char *where)
         return 1;
     }
     /* NAN: the pass failed; INFINITY: not measured on this backend */
-    double us[2][N_PASS], host[2][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY}, one_step;
+    double us[NSIDE][N_PASS], host[NSIDE][N_PASS], wall[3] = {INFINITY, INFINITY, INFINITY},
+                                                   one_step;
     /* The tensors' fills are queued copies: waited for, so that the first step times only
      * itself. Untimed steps first, so that auto has decided before anything is timed (the mode
      * column reads the most recently used record: this shape's). */
@@ -514,20 +527,20 @@ static int bench_line(void *arg, const char *line, const char *where)
     const char *mode = mode_of(B->ctx);
     wall[0] = wall_step(B, &s, &nnprim_side);
     one_step = sync_step(B, &s, &nnprim_side);
-    const struct side *sides[2] = {&nnprim_side, NULL};
-    int raw_ok = 0;
+    const struct side *sides[NSIDE] = {&nnprim_side, NULL, NULL};
+    int raw_ok[2] = {0, 0};
 #if NN_HAVE_CUDNN
-    if (B->gpu) {
-        s.raw = calloc(1, sizeof *s.raw);
-        raw_ok = s.raw && raw_setup(&s, s.raw) == 0;
-        if (raw_ok) sides[1] = &raw_side;
+    for (int k = 0; B->gpu && k < 1 + B->control; k++) {
+        s.raw[k] = calloc(1, sizeof *s.raw[k]);
+        raw_ok[k] = s.raw[k] && raw_setup(&s, s.raw[k]) == 0;
+        if (raw_ok[k]) sides[1 + k] = k ? &ctl_side : &raw_side;
     }
 #endif
     for (int p = 0; p < N_PASS; p++) {
-        double g[2], h[2];
+        double g[NSIDE], h[NSIDE];
         time_pass(B, &s, sides, (enum pass)p, g, h);
-        for (int side = 0; side < 2; side++) {
-            int failed = side == 1 && B->gpu && !raw_ok;
+        for (int side = 0; side < NSIDE; side++) {
+            int failed = side && B->gpu && (side == 1 || B->control) && !raw_ok[side - 1];
             us[side][p] = failed ? NAN : g[side];
             host[side][p] = failed ? NAN : h[side];
         }
@@ -535,7 +548,7 @@ static int bench_line(void *arg, const char *line, const char *where)
     us[0][WEIGHTS] -= us[0][DATA]; /* nnprim's backward minus its data pass */
     host[0][WEIGHTS] -= host[0][DATA];
 #if NN_HAVE_CUDNN
-    if (B->gpu) wall[2] = raw_ok ? wall_step(B, &s, &raw_side) : NAN;
+    if (B->gpu) wall[2] = raw_ok[0] ? wall_step(B, &s, &raw_side) : NAN;
 #endif
     if (B->eager) {
         static struct shape e;
@@ -553,6 +566,8 @@ static int bench_line(void *arg, const char *line, const char *where)
     for (int p = 0; B->gpu && p < N_PASS; p++)
         printf(" %5.2f", us[0][p] / us[1][p]);
     if (B->gpu) printf(" %6.2f", host[0][STEP] / host[1][STEP]);
+    for (int p = 0; B->gpu && B->control && p < N_PASS; p++)
+        printf(" %5.2f", us[2][p] / us[1][p]);
     for (int i = 0; i < 3; i++)
         print_us(wall[i]);
     print_us(first);
@@ -570,7 +585,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
     nn_settings set;
     if (nn_default_settings(&set) != NN_OK) return 1;
     const char *shapes = NULL, *one = NULL;
-    int reps = 0, warmup = -1, backend = -1, math = -1;
+    int reps = 0, warmup = -1, backend = -1, math = -1, control = 0;
     const struct nn_cli_opt opts[] = {
         {"--shapes", NN_CLI_STRING, &shapes, "FILE",
          "the shapes of FILE (docs/RNN.md syntax or verbose lines)", 0, 0, NULL},
@@ -584,6 +599,8 @@ int nn_cli_bench_rnn(int argc, char **argv)
          "ref|cudnn"},
         {"--math", NN_CLI_CHOICE, &math, NULL, "default: NNPRIM_MATH, else strict", 0, 0,
          "strict|tf32"},
+        {"--control", NN_CLI_FLAG, &control, NULL, "raw cuDNN twice: c_* = control / raw per pass",
+         0, 0, NULL},
     };
     const struct nn_cli_cmd cmd = {
         "nnprim bench rnn", "[CASE...]",
@@ -596,7 +613,9 @@ int nn_cli_bench_rnn(int argc, char **argv)
         "eager and raw cuDNN eager, nnprim / raw, nnprim / nnprim eager, the wall time of the\n"
         "shape's first step (descriptors built, or prepared when the context loaded\n"
         "NNPRIM_PLAN_CACHE's file: docs/RNN.md, \"The first step from a plan file\"),\n"
-        "and what auto chose for the step (mode).\n",
+        "and what auto chose for the step (mode). --control adds c_fwd, c_dat, c_wgt and c_stp\n"
+        "after x_host: a second raw cuDNN side's time over raw's, per pass, what the bench\n"
+        "reads between two timings of identical work.\n",
         opts, NN_CLI_NOPTS(opts)};
     int operands, prc = nn_cli_parse(&cmd, argc, argv, &operands);
     if (prc == NN_CLI_RUN) prc = nn_cli_case_operands(&cmd, argc, argv, operands, &one);
@@ -628,6 +647,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
     }
     B.reps = reps > 0 ? reps : B.gpu ? 30 : 3;
     B.warmup = warmup >= 0 ? warmup : B.gpu ? 5 : 1;
+    B.control = control && B.gpu;
     printf("# nnprim bench rnn: backend %s, math %s, timing %s, median of %d after %d warm-up, "
            "microseconds\n",
            B.gpu ? "cudnn" : "ref", set.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
@@ -643,6 +663,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
         for (int p = 0; p < N_PASS; p++)
             printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
     if (B.gpu) printf(" %6s", "x_host");
+    if (B.control) printf(" %5s %5s %5s %5s", "c_fwd", "c_dat", "c_wgt", "c_stp");
     printf(" %11s %11s %11s %11s %11s %7s", "wall_step", "wall_eager", "wall_raw", "first_step",
            "sync_step", "x_first");
     if (B.gpu) printf(" %6s %6s", "x_wraw", "x_weag");

@@ -1,3 +1,4 @@
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -46,32 +47,91 @@ double nn_cli_host_median_us(int reps, int (*fn)(void *), void *arg, int (*sync)
     return m;
 }
 
-double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg)
-{
 #if NN_HAVE_CUDA
+/* A hold on a stream: a host function that waits for its release (or its deadline). */
+struct hold {
+    atomic_int go, expired;
+};
+
+enum { HOLD_LIMIT_US = 2000000 };
+
+static void CUDART_CB hold_fn(void *arg)
+{
+    struct hold *h = arg;
+    double t0 = nn_cli_now_us();
+    while (!atomic_load_explicit(&h->go, memory_order_acquire))
+        if (nn_cli_now_us() - t0 > HOLD_LIMIT_US) {
+            atomic_store(&h->expired, 1);
+            return;
+        }
+}
+
+/* reps calls of fn, each between its event pair; with chunk > 0, each chunk of that many calls
+ * queued behind a hold released once the chunk is queued. */
+static double gpu_median(cudaStream_t s, int reps, int (*fn)(void *), void *arg, int chunk,
+                         int *held)
+{
     if (reps < 1) return -1;
+    int nhold = chunk > 0 ? (reps + chunk - 1) / chunk : 0;
     cudaEvent_t *ev = calloc((size_t)reps * 2, sizeof *ev);
     double *t = malloc((size_t)reps * sizeof *t);
-    int made = 0, ok = ev && t;
+    struct hold *h = nhold ? calloc((size_t)nhold, sizeof *h) : NULL;
+    int made = 0, queued = 0, ok = ev && t && (h || !nhold);
     for (; ok && made < reps * 2; made++)
         ok = cudaEventCreate(&ev[made]) == cudaSuccess;
-    if (!ok) made--; /* the failed one was not created */
-    cudaStream_t s = (cudaStream_t)stream;
-    for (int i = 0; i < reps && ok; i++)
-        ok = cudaEventRecord(ev[2 * i], s) == cudaSuccess && fn(arg) == 0 &&
+    if (!ok && made) made--; /* the failed one was not created */
+    for (int i = 0; i < reps && ok; i++) {
+        if (nhold && i % chunk == 0) {
+            ok = cudaLaunchHostFunc(s, hold_fn, &h[i / chunk]) == cudaSuccess;
+            queued += ok;
+        }
+        ok = ok && cudaEventRecord(ev[2 * i], s) == cudaSuccess && fn(arg) == 0 &&
              cudaEventRecord(ev[2 * i + 1], s) == cudaSuccess;
-    ok = ok && cudaStreamSynchronize(s) == cudaSuccess;
+        if (nhold && i % chunk == chunk - 1)
+            atomic_store_explicit(&h[i / chunk].go, 1, memory_order_release);
+    }
+    for (int k = 0; k < queued; k++) /* the last chunk's, or every one after a failure */
+        atomic_store_explicit(&h[k].go, 1, memory_order_release);
+    int synced = cudaStreamSynchronize(s) == cudaSuccess;
+    ok = ok && synced;
     for (int i = 0; i < reps && ok; i++) {
         float ms = 0;
         ok = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == cudaSuccess;
         t[i] = (double)ms * 1e3;
+    }
+    if (held) {
+        *held = 1;
+        for (int k = 0; k < queued; k++)
+            *held &= !atomic_load(&h[k].expired);
     }
     double m = ok ? nn_cli_median(t, reps) : -1;
     for (int i = 0; i < made; i++)
         cudaEventDestroy(ev[i]);
     free(ev);
     free(t);
+    if (synced) free(h); /* else a hold may not have run yet: left to the process's end */
     return m;
+}
+#endif
+
+double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg)
+{
+#if NN_HAVE_CUDA
+    return gpu_median((cudaStream_t)stream, reps, fn, arg, 0, NULL);
+#else
+    (void)stream;
+    (void)reps;
+    (void)fn;
+    (void)arg;
+    return -1;
+#endif
+}
+
+double nn_cli_gpu_held_median_us(void *stream, int reps, int (*fn)(void *), void *arg, int *held)
+{
+    *held = 0;
+#if NN_HAVE_CUDA
+    return gpu_median((cudaStream_t)stream, reps, fn, arg, NN_CLI_HELD_CHUNK, held);
 #else
     (void)stream;
     (void)reps;

@@ -11,8 +11,8 @@
  * stream, passes issued back to back; what a pass needs first (a forward before a backward) is
  * queued before the first event, untimed; the figure is the median over the repetitions after
  * warm-up passes. The two sides take turns, a few repetitions at a time (time_pass). Host time per
- * call is the host clock around the timed call itself. On a reference context the host clock times
- * everything and the raw columns are "-".
+ * call is the host clock around the timed call itself (the median too). On a reference context the
+ * host clock times everything and the raw columns are "-".
  *
  * Wall time per training step (the figure a training loop sees): steps issued back to back, the
  * host clock from the first to the end of a final synchronisation, divided by the steps. nnprim
@@ -350,9 +350,9 @@ static const char *mode_of(nn_ctx *ctx)
 }
 
 /* Times reps calls of pass p on one side after warmup untimed ones: each call's GPU time (the host
- * clock's on a reference context) goes to t[*nt], and its host time is added to *host. */
+ * clock's on a reference context) goes to t[*nt...], and its host time to ht[*nt...]. */
 static int time_reps(struct bench *B, struct shape *s, const struct side *side, enum pass p,
-                     int warmup, int reps, double *t, int *nt, double *host)
+                     int warmup, int reps, double *t, double *ht, int *nt)
 {
     int n = warmup + reps, ok = 1;
 #if NN_HAVE_CUDNN
@@ -364,7 +364,7 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
         ok = cudaEventCreate(&ev[made]) == cudaSuccess;
     if (!ok && made) made--;
 #endif
-    double *dt = t + *nt;
+    double *dt = t + *nt, *dh = ht + *nt;
     for (int i = 0; i < n && ok; i++) {
         ok = side->prep(s, side->k, p) == 0;
 #if NN_HAVE_CUDNN
@@ -373,7 +373,7 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
         double t0 = nn_cli_now_us();
         ok = ok && side->run(s, side->k, p) == 0;
         double d = nn_cli_now_us() - t0;
-        if (i >= warmup) *host += d, dt[i - warmup] = d;
+        if (i >= warmup) dh[i - warmup] = dt[i - warmup] = d;
 #if NN_HAVE_CUDNN
         if (ok && B->gpu) ok = cudaEventRecord(ev[2 * i + 1], stream) == cudaSuccess;
 #endif
@@ -395,22 +395,23 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
     return ok ? 0 : -1;
 }
 
-/* Pass p of each side (NULL: not measured; side[0] is nnprim's): the median GPU time and the mean
- * host time per call over the repetitions, NAN where a side failed, INFINITY where it is NULL.
- * The sides take turns in rounds of a few repetitions (each round after the first opening with
- * one untimed call), each round led by the next side, so that a GPU whose speed drifts during the
- * run (clocks, temperature) weighs on all alike: timed one side after the other, identical cuDNN
- * calls differed by up to 4%. */
+/* Pass p of each side (NULL: not measured; side[0] is nnprim's): the median GPU time and the
+ * median host time per call over the repetitions (a mean over a few calls takes an outlier whole),
+ * NAN where a side failed, INFINITY where it is NULL. The sides take turns in rounds of a few
+ * repetitions (each round after the first opening with one untimed call), each round led by the
+ * next side, so that a GPU whose speed drifts during the run (clocks, temperature) weighs on all
+ * alike: timed one side after the other, identical cuDNN calls differed by up to 4%. */
 enum { NSIDE = 3 };
 static void time_pass(struct bench *B, struct shape *s, const struct side *const side[NSIDE],
                       enum pass p, double gpu_us[NSIDE], double host_us[NSIDE])
 {
     enum { ROUNDS = 6 };
-    double *t[NSIDE], host[NSIDE] = {0};
+    double *t[NSIDE], *ht[NSIDE];
     int nt[NSIDE] = {0}, ok[NSIDE];
     for (int i = 0; i < NSIDE; i++) {
         t[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
-        ok[i] = t[i] != NULL;
+        ht[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
+        ok[i] = t[i] && ht[i];
     }
     int rounds = B->reps < ROUNDS ? B->reps : ROUNDS;
     for (int r = 0; r < rounds; r++) {
@@ -418,14 +419,15 @@ static void time_pass(struct bench *B, struct shape *s, const struct side *const
         for (int k = 0; k < NSIDE; k++) {
             int i = (r + k) % NSIDE;
             if (ok[i])
-                ok[i] = time_reps(B, s, side[i], p, r ? 1 : B->warmup, reps, t[i], &nt[i],
-                                  &host[i]) == 0;
+                ok[i] =
+                    time_reps(B, s, side[i], p, r ? 1 : B->warmup, reps, t[i], ht[i], &nt[i]) == 0;
         }
     }
     for (int i = 0; i < NSIDE; i++) {
         gpu_us[i] = ok[i] ? nn_cli_median(t[i], B->reps) : side[i] ? NAN : INFINITY;
-        host_us[i] = ok[i] ? host[i] / B->reps : gpu_us[i];
+        host_us[i] = ok[i] ? nn_cli_median(ht[i], B->reps) : gpu_us[i];
         free(t[i]);
+        free(ht[i]);
     }
 }
 

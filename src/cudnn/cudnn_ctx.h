@@ -87,7 +87,8 @@ nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *co
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
 
 /* Calls that use device buffers the context keeps across calls (recurrent layers' replay staging
- * and slots, dropout states) bracket their launches with enter and leave: on another stream than
+ * and slots, dropout states, the kept ones of conv's and linear's bias gradients, cross-entropy's
+ * zeros) bracket their launches with enter and leave: on another stream than
  * the last such call, enter makes the stream wait for that call first, so that two streams never
  * use the buffers at once. leave records the end of the call; it costs nothing until the context
  * first switches streams (before that every call ran on the stream the context was made with,

@@ -109,6 +109,8 @@ static void xent_scratch_release(struct xent_scratch *x)
     if (x->stage) (void)cudaFreeHost(x->stage);
     if (x->zeros) {
         nn_error_info keep = x->ctx->last_error;
+        /* the stream the free is ordered on waits for the last forward that may read them */
+        nn__cudnn_shared_release(x->ctx);
         (void)nn__dev_free(x->ctx, x->zeros);
         x->ctx->last_error = keep;
     }
@@ -497,7 +499,12 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     if (st == NN_OK)
         st = op_tensor(ctx, p->dtype, xs->mul, 1.0, xs->full, sv->mask, 1.0, xs->full, sv->logp,
                        xs->full, prod);
-    if (st == NN_OK) st = neg_sum_c(ctx, fn, p, xs, prod, loss->data);
+    if (st == NN_OK) {
+        /* the zeros are kept across calls, perhaps on other streams (cudnn_ctx.h) */
+        nn__cudnn_shared_enter(ctx);
+        st = neg_sum_c(ctx, fn, p, xs, prod, loss->data);
+        nn__cudnn_shared_leave(ctx);
+    }
     nn_status fst = prod ? nn__dev_free_for(ctx, fn, prod) : NN_OK;
     if (st == NN_OK) st = fst;
     if (st == NN_OK && saved_out) {

@@ -9,7 +9,9 @@
  * On a GPU: forward on one stream and backward on another (conv, pooling, linear, LSTM eager and
  * replayed) give the bits of one stream, while the forward's stream is held back by a sleeping
  * host function, so a backward that did not wait for its forward would read stale data; memory
- * freed on a busy stream is not handed to another before that work has finished; and many
+ * freed on a busy stream is not handed to another before that work has finished, nor are a
+ * cached shape's buffers (a pullback's reserve, cross-entropy's zeros) dropped on another stream
+ * before the work reading them; and many
  * switches in one context (the legacy default stream and a stream destroyed after the switch
  * included) keep results and the pool's size steady. Each test runs in its own process
  * (Criterion forks), so each starts with fresh pools. */
@@ -828,6 +830,46 @@ Test(streams_gpu, pullback_freed_on_another_stream)
     nn_tensor *all[] = {&c.x, &c.w, &c.y, &c.dy, &c.dx, &c.dw};
     for (int i = 0; i < 6; i++)
         cr_expect_eq(nn_tensor_free(ctx, all[i]), NN_OK);
+    nn_ctx_destroy(ctx);
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+}
+
+/* Cross-entropy keeps zeros per shape that its forward reads. Dropped with the cache on another
+ * stream while a forward on the first is pending, their free waits for that forward. */
+Test(streams_gpu, cross_entropy_zeros_freed_after_the_forward_reading_them)
+{
+    NN_REQUIRE_GPU();
+    cudaStream_t s1 = new_stream(), s2 = new_stream();
+    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_OFF);
+    int64_t xd[] = {4, 5}, ld[] = {4};
+    nn_tensor x = dev(ctx, 2, xd), loss = dev(ctx, 1, ld);
+    fill(ctx, &x, 0.25);
+    int64_t t[4] = {0, 1, 2, 4};
+    nn_class_targets tg = {t, NN_INDEX_I64, {0, 0}};
+    cr_assert_eq(nn_softmax_cross_entropy_forward(ctx, &x, &tg, &loss, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
+    hold(s1, 300);
+    cr_assert_eq(nn_softmax_cross_entropy_forward(ctx, &x, &tg, &loss, NULL), NN_OK, "%s",
+                 nn_last_error()->message);
+    set_stream(ctx, s2);
+    cr_assert_eq(nn_plan_cache_clear(ctx), NN_OK);
+    cudaEvent_t after;
+    cr_assert_eq(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(after, s2), cudaSuccess);
+    cr_expect_eq(cudaEventQuery(after), cudaErrorNotReady, "s2 waits for the forward on s1");
+    (void)cudaGetLastError();
+    cr_assert_eq(cudaEventSynchronize(after), cudaSuccess);
+    cr_expect_eq(cudaStreamQuery(s1), cudaSuccess, "so s1's forward is done too");
+    cudaEventDestroy(after);
+    /* the loss of uniform logits over 5 classes */
+    float *got = host_copy(ctx, &loss);
+    for (int i = 0; i < 4; i++)
+        cr_expect_float_eq(got[i], logf(5.0f), 1e-5f, "loss[%d] = %g", i, (double)got[i]);
+    free(got);
+    cr_expect_eq(nn_tensor_free(ctx, &x), NN_OK);
+    cr_expect_eq(nn_tensor_free(ctx, &loss), NN_OK);
     nn_ctx_destroy(ctx);
     cudaStreamDestroy(s1);
     cudaStreamDestroy(s2);

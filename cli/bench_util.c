@@ -68,9 +68,9 @@ static void CUDART_CB hold_fn(void *arg)
 
 /* reps calls of fn, each between its event pair; with chunk > 0, each chunk of that many calls
  * queued behind a hold released once the chunk is queued. */
-static double gpu_median(cudaStream_t s, int reps, int (*fn)(void *), void *arg, int chunk,
-                         int *held)
+static double gpu_median(void *stream, int reps, int (*fn)(void *), void *arg, int chunk, int *held)
 {
+    cudaStream_t s = (cudaStream_t)stream;
     if (reps < 1) return -1;
     int nhold = chunk > 0 ? (reps + chunk - 1) / chunk : 0;
     cudaEvent_t *ev = calloc((size_t)reps * 2, sizeof *ev);
@@ -112,31 +112,21 @@ static double gpu_median(cudaStream_t s, int reps, int (*fn)(void *), void *arg,
     if (synced) free(h); /* else a hold may not have run yet: left to the process's end */
     return m;
 }
+#else
+static double gpu_median(void *stream, int reps, int (*fn)(void *), void *arg, int chunk, int *held)
+{
+    (void)stream, (void)reps, (void)fn, (void)arg, (void)chunk, (void)held;
+    return -1;
+}
 #endif
 
 double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg)
 {
-#if NN_HAVE_CUDA
-    return gpu_median((cudaStream_t)stream, reps, fn, arg, 0, NULL);
-#else
-    (void)stream;
-    (void)reps;
-    (void)fn;
-    (void)arg;
-    return -1;
-#endif
+    return gpu_median(stream, reps, fn, arg, 0, NULL);
 }
 
 double nn_cli_gpu_held_median_us(void *stream, int reps, int (*fn)(void *), void *arg, int *held)
 {
     *held = 0;
-#if NN_HAVE_CUDA
-    return gpu_median((cudaStream_t)stream, reps, fn, arg, NN_CLI_HELD_CHUNK, held);
-#else
-    (void)stream;
-    (void)reps;
-    (void)fn;
-    (void)arg;
-    return -1;
-#endif
+    return gpu_median(stream, reps, fn, arg, NN_CLI_HELD_CHUNK, held);
 }

@@ -796,6 +796,20 @@ Test(streams_gpu, switching_streams_repeatedly)
         cudaStreamDestroy(mine[i]);
 }
 
+/* s2 waits for the (held back) forward queued on s1: an event recorded on s2 now completes only
+ * once that wait is over. */
+static void expect_s2_waits_for_s1(cudaStream_t s1, cudaStream_t s2)
+{
+    cudaEvent_t after;
+    cr_assert_eq(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(after, s2), cudaSuccess);
+    cr_expect_eq(cudaEventQuery(after), cudaErrorNotReady, "s2 waits for the forward on s1");
+    (void)cudaGetLastError();
+    cr_assert_eq(cudaEventSynchronize(after), cudaSuccess);
+    cr_expect_eq(cudaStreamQuery(s1), cudaSuccess, "so s1's forward is done too");
+    cudaEventDestroy(after);
+}
+
 /* A pullback dropped on another stream than its forward's: the free waits for the forward. */
 Test(streams_gpu, pullback_freed_on_another_stream)
 {
@@ -818,15 +832,7 @@ Test(streams_gpu, pullback_freed_on_another_stream)
     rnn_fwd(ctx, &c);
     set_stream(ctx, s2);
     cr_assert_eq(nn_rnn_pullback_free(&c.pb), NN_OK);
-    /* An event recorded on s2 after the free completes only once s2's wait is over. */
-    cudaEvent_t after;
-    cr_assert_eq(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), cudaSuccess);
-    cr_assert_eq(cudaEventRecord(after, s2), cudaSuccess);
-    cr_expect_eq(cudaEventQuery(after), cudaErrorNotReady, "s2 waits for the forward on s1");
-    (void)cudaGetLastError();
-    cr_assert_eq(cudaEventSynchronize(after), cudaSuccess);
-    cr_expect_eq(cudaStreamQuery(s1), cudaSuccess, "so s1's forward is done too");
-    cudaEventDestroy(after);
+    expect_s2_waits_for_s1(s1, s2);
     nn_tensor *all[] = {&c.x, &c.w, &c.y, &c.dy, &c.dx, &c.dw};
     for (int i = 0; i < 6; i++)
         cr_expect_eq(nn_tensor_free(ctx, all[i]), NN_OK);
@@ -855,14 +861,7 @@ Test(streams_gpu, cross_entropy_zeros_freed_after_the_forward_reading_them)
                  nn_last_error()->message);
     set_stream(ctx, s2);
     cr_assert_eq(nn_plan_cache_clear(ctx), NN_OK);
-    cudaEvent_t after;
-    cr_assert_eq(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), cudaSuccess);
-    cr_assert_eq(cudaEventRecord(after, s2), cudaSuccess);
-    cr_expect_eq(cudaEventQuery(after), cudaErrorNotReady, "s2 waits for the forward on s1");
-    (void)cudaGetLastError();
-    cr_assert_eq(cudaEventSynchronize(after), cudaSuccess);
-    cr_expect_eq(cudaStreamQuery(s1), cudaSuccess, "so s1's forward is done too");
-    cudaEventDestroy(after);
+    expect_s2_waits_for_s1(s1, s2);
     /* the loss of uniform logits over 5 classes */
     float *got = host_copy(ctx, &loss);
     for (int i = 0; i < 4; i++)

@@ -1,16 +1,15 @@
 /* nnprim bench linear: the linear layer's forward and forward+backward, nnprim against raw
  * cuBLASLt (the same products with the same epilogues, heuristic preferences, descriptors and
  * algorithm made once, bias pointers set once, a workspace allocated once, the same stream, the
- * same run), both timed alike with CUDA events in the order raw, nnprim, nnprim, raw, each figure
- * the mean of its two medians, so that a drift of the GPU's clocks during a row weighs on both
- * sides alike. Two figures per pass: "us", the calls back to back (nn_cli_gpu_median_us, as
- * bench/torch_linear.py times PyTorch), where a tiny product's time is the host's cost of issuing
- * it whenever that is the larger; and "gpu_us", the GPU's part alone (nn_cli_gpu_held_median_us:
- * the calls queued behind a hold, then run back to back). Each case then prints the algorithm of
- * every product on both sides (nnprim's from the verbose line of a twin context). Without a GPU:
- * the reference backend with host timing. Each shape is printed in the case syntax of
- * docs/LINEAR.md, which
- * --case takes back (as does a whole NNPRIM_VERBOSE line of linear_forward). */
+ * same run), both timed alike with CUDA events, taking turns a share of the calls at a time
+ * (timed), so that a drift of the GPU's clocks during a row weighs on both sides alike. Two
+ * figures per pass: "us", the calls back to back (as bench/torch_linear.py times PyTorch), where
+ * a tiny product's time is the host's cost of issuing it whenever that is the larger; and
+ * "gpu_us", the GPU's part alone: the calls queued behind a hold on the stream, then run back to
+ * back (nn_cli_gpu_times_us). Each case then prints the algorithm of every product on both sides
+ * (nnprim's from the verbose line of a twin context). Without a GPU: the reference backend with
+ * host timing. Each shape is printed in the case syntax of docs/LINEAR.md, which --case takes
+ * back (as does a whole NNPRIM_VERBOSE line of linear_forward). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,7 +157,7 @@ static double flops(const struct problem *pr, int bwd)
 }
 
 /* us: calls back to back (the host's issuing overlaps the GPU work queued before it); gpu_us: the
- * GPU's part alone (nn_cli_gpu_held_median_us); base_*: raw's, 0 on raw's own rows. */
+ * GPU's part alone (held); base_*: raw's, 0 on raw's own rows. */
 static void print_row(const char *name, const char *pass, const char *impl, const double us[2],
                       double fl, const double base_us[2])
 {
@@ -398,14 +397,36 @@ static int raw_fwdbwd(void *arg)
            raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data);
 }
 
-/* Back to back (held 0) or with the stream held while each chunk is queued (*held: whether
- * every hold lasted); -1 on failure. */
-static double timed(cudaStream_t s, int warmup, int reps, int (*fn)(void *), void *arg, int *held)
+/* The median GPU time of each side (fn[0] raw, NULL when it does not run; fn[1] nnprim) over reps
+ * calls, back to back (hold 0) or queued behind a hold, in ROUNDS turns led by raw and nnprim
+ * alternately, each turn a share of the calls after one untimed call (warmup of them before the
+ * first): where the GPU drifts during a row (clocks, power), both sides see it alike. us[i] is -1
+ * where side i failed or does not run; *held is cleared when a hold ran out. */
+static void timed(cudaStream_t s, int warmup, int reps, int hold, int (*const fn[2])(void *),
+                  void *const arg[2], double us[2], int *held)
 {
-    for (int i = 0; i < warmup; i++)
-        if (fn(arg)) return -1;
-    return held ? nn_cli_gpu_held_median_us(s, reps, fn, arg, held)
-                : nn_cli_gpu_median_us(s, reps, fn, arg);
+    enum { ROUNDS = 6 };
+    int rounds = reps < ROUNDS ? reps : ROUNDS, ok[2], n[2] = {0, 0};
+    double *t[2];
+    for (int i = 0; i < 2; i++) {
+        t[i] = fn[i] ? malloc((size_t)reps * sizeof(double)) : NULL;
+        ok[i] = t[i] != NULL;
+    }
+    for (int r = 0; r < rounds; r++) {
+        int share = reps / rounds + (r < reps % rounds);
+        for (int k = 0; k < 2; k++) {
+            int i = (r + k) % 2;
+            for (int w = 0; ok[i] && w < (r ? 1 : warmup); w++)
+                ok[i] = fn[i](arg[i]) == 0;
+            ok[i] =
+                ok[i] && nn_cli_gpu_times_us(s, share, fn[i], arg[i], hold, held, t[i] + n[i]) == 0;
+            n[i] += share;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        us[i] = ok[i] ? nn_cli_median(t[i], reps) : -1;
+        free(t[i]);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -489,7 +510,7 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
            cublasLtGetVersion(), reps, warmup);
     printf("%-34s %-8s %-9s %10s %10s %8s %9s %9s\n", "case", "pass", "impl", "us", "gpu_us",
            "TFLOP/s", "vs raw", "gpu/raw");
-    int rc = 0, held = 0, all_held = 1;
+    int rc = 0, all_held = 1;
     size_t n = o->has_case ? 1 : sizeof gpu_shapes / sizeof gpu_shapes[0];
     for (size_t si = 0; si < n && !rc; si++) {
         struct nn_linear_case c;
@@ -511,21 +532,15 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
             int have_raw = raw.fwd.ok && (!bwd || (!relu && raw.dx.ok && raw.dw.ok));
             int (*rf)(void *) = bwd ? raw_fwdbwd : raw_fwd,
                            (*nf)(void *) = bwd ? nnprim_fwdbwd : nnprim_fwd;
-            /* [0] back to back, [1] held; each the mean of two runs, in the order raw, nnprim,
-             * nnprim, raw */
+            /* [0] back to back, [1] held */
             double r_us[2] = {0, 0}, n_us[2] = {0, 0};
+            int (*const fn[2])(void *) = {have_raw ? rf : NULL, nf};
+            void *const arg[2] = {&raw, &pr};
             for (int h = 0; h < 2; h++) {
-                int *hp = h ? &held : NULL;
-                double r1 = have_raw ? timed(stream, warmup, reps, rf, &raw, hp) : 0;
-                all_held &= !h || held;
-                double n1 = timed(stream, warmup, reps, nf, &pr, hp);
-                all_held &= !h || held;
-                double n2 = n1 < 0 ? -1 : timed(stream, warmup, reps, nf, &pr, hp);
-                all_held &= !h || held;
-                double r2 = have_raw ? timed(stream, warmup, reps, rf, &raw, hp) : 0;
-                all_held &= !h || held;
-                r_us[h] = r1 > 0 && r2 > 0 ? (r1 + r2) / 2 : 0;
-                n_us[h] = n1 < 0 || n2 < 0 ? -1 : (n1 + n2) / 2;
+                double us[2];
+                timed(stream, warmup, reps, h, fn, arg, us, &all_held);
+                r_us[h] = us[0] > 0 ? us[0] : 0;
+                n_us[h] = us[1];
                 if (n_us[h] < 0) break;
             }
             if (n_us[0] < 0 || n_us[1] < 0) {

@@ -66,17 +66,15 @@ static void CUDART_CB hold_fn(void *arg)
         }
 }
 
-/* reps calls of fn, each between its event pair; with chunk > 0, each chunk of that many calls
- * queued behind a hold released once the chunk is queued. */
-static double gpu_median(void *stream, int reps, int (*fn)(void *), void *arg, int chunk, int *held)
+int nn_cli_gpu_times_us(void *stream, int reps, int (*fn)(void *), void *arg, int hold, int *held,
+                        double *out)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (reps < 1) return -1;
-    int nhold = chunk > 0 ? (reps + chunk - 1) / chunk : 0;
+    int chunk = NN_CLI_HELD_CHUNK, nhold = hold ? (reps + chunk - 1) / chunk : 0;
     cudaEvent_t *ev = calloc((size_t)reps * 2, sizeof *ev);
-    double *t = malloc((size_t)reps * sizeof *t);
     struct hold *h = nhold ? calloc((size_t)nhold, sizeof *h) : NULL;
-    int made = 0, queued = 0, ok = ev && t && (h || !nhold);
+    int made = 0, queued = 0, ok = ev && (h || !nhold);
     for (; ok && made < reps * 2; made++)
         ok = cudaEventCreate(&ev[made]) == cudaSuccess;
     if (!ok && made) made--; /* the failed one was not created */
@@ -97,36 +95,32 @@ static double gpu_median(void *stream, int reps, int (*fn)(void *), void *arg, i
     for (int i = 0; i < reps && ok; i++) {
         float ms = 0;
         ok = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == cudaSuccess;
-        t[i] = (double)ms * 1e3;
+        out[i] = (double)ms * 1e3;
     }
-    if (held) {
-        *held = 1;
-        for (int k = 0; k < queued; k++)
-            *held &= !atomic_load(&h[k].expired);
-    }
-    double m = ok ? nn_cli_median(t, reps) : -1;
+    for (int k = 0; held && k < queued; k++)
+        if (atomic_load(&h[k].expired)) *held = 0;
     for (int i = 0; i < made; i++)
         cudaEventDestroy(ev[i]);
     free(ev);
-    free(t);
     if (synced) free(h); /* else a hold may not have run yet: left to the process's end */
-    return m;
+    return ok ? 0 : -1;
 }
 #else
-static double gpu_median(void *stream, int reps, int (*fn)(void *), void *arg, int chunk, int *held)
+int nn_cli_gpu_times_us(void *stream, int reps, int (*fn)(void *), void *arg, int hold, int *held,
+                        double *out)
 {
-    (void)stream, (void)reps, (void)fn, (void)arg, (void)chunk, (void)held;
+    (void)stream, (void)reps, (void)fn, (void)arg, (void)hold, (void)out;
+    if (held) *held = 0;
     return -1;
 }
 #endif
 
 double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg)
 {
-    return gpu_median(stream, reps, fn, arg, 0, NULL);
-}
-
-double nn_cli_gpu_held_median_us(void *stream, int reps, int (*fn)(void *), void *arg, int *held)
-{
-    *held = 0;
-    return gpu_median(stream, reps, fn, arg, NN_CLI_HELD_CHUNK, held);
+    double *t = reps > 0 ? malloc((size_t)reps * sizeof *t) : NULL;
+    double m = t && nn_cli_gpu_times_us(stream, reps, fn, arg, 0, NULL, t) == 0
+                   ? nn_cli_median(t, reps)
+                   : -1;
+    free(t);
+    return m;
 }

@@ -15,15 +15,18 @@ double nn_cli_median(double *v, int n);
  * Returns -1 on any failure. Needs CUDA (-1 in a build without it). */
 double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg);
 
-/* As nn_cli_gpu_median_us, the GPU's part alone: the stream is held (a host function that waits)
- * while each chunk of NN_CLI_HELD_CHUNK calls is queued and released once it is, so that a
- * chunk's calls run back to back on the GPU whatever the host's cost of issuing them (that cost
- * is host time's figure, nn_cli_host_median_us). The hold is NVBench's blocking kernel, made of
- * cudaLaunchHostFunc. *held is 1 when every hold lasted until its release; 0 when one ran out
- * (after 2 s: the launch queue filled before its chunk was queued, and that chunk's calls waited
- * on the host as nn_cli_gpu_median_us's do) or the build has no CUDA. Returns -1 on any failure. */
+/* The GPU time in microseconds of each of reps calls of fn(arg) (0 on success), into
+ * out[0..reps), as nn_cli_gpu_median_us times them; with hold nonzero, the GPU's part alone: the
+ * stream is held (a host function that waits) while each chunk of NN_CLI_HELD_CHUNK calls is
+ * queued, and released once it is, so that a chunk's calls run back to back on the GPU whatever
+ * the host's cost of issuing them (that cost is host time's figure, nn_cli_host_median_us). The
+ * hold is NVBench's blocking kernel, made of cudaLaunchHostFunc. *held (if held is not NULL) is
+ * set to 0 when a hold ran out (after 2 s: the launch queue filled before its chunk was queued,
+ * and that chunk's calls waited on the host as nn_cli_gpu_median_us's do), or the build has no
+ * CUDA; else left as it was. Returns 0, or -1 on any failure. */
 #define NN_CLI_HELD_CHUNK 16
-double nn_cli_gpu_held_median_us(void *stream, int reps, int (*fn)(void *), void *arg, int *held);
+int nn_cli_gpu_times_us(void *stream, int reps, int (*fn)(void *), void *arg, int hold, int *held,
+                        double *out);
 
 /* The median host time in microseconds per call of fn(arg) (0 on success), issued in batches of
  * NN_CLI_HOST_BATCH calls with sync(sync_arg) between batches, outside the timed part: only the

@@ -22,6 +22,11 @@ CALL(default_null)
     (void)c;
     return nn_mem_default_settings(NULL);
 }
+CALL(settings_init_null)
+{
+    (void)c;
+    return nn_mem_settings_init(NULL);
+}
 CALL(configure_null)
 {
     (void)c;
@@ -364,6 +369,7 @@ CALL(stream_close_null)
 
 static const struct cat_row rows[] = {
     ROW("mem_default_settings NULL", "nn_mem_default_settings", "s", E, default_null),
+    ROW("mem_settings_init NULL", "nn_mem_settings_init", "s", E, settings_init_null),
     ROW("mem_configure s NULL", "nn_mem_configure", "s", E, configure_null),
     ROW("mem_configure device -5", "nn_mem_configure", "device", E, configure_device),
     ROW("mem_configure upstream 9", "nn_mem_configure", "s.upstream", E, configure_upstream),

@@ -67,10 +67,9 @@ struct xent_scratch {
     cudnnTensorDescriptor_t row;  /* n x 1 x s x 1, packed: the loss and dloss */
     cudnnTensorDescriptor_t ch0;  /* channel 0 of a full buffer, seen as n x 1 x s x 1 */
     cudnnOpTensorDescriptor_t mul, add;
-    size_t bytes;       /* n x c x s elements of the key's dtype */
-    void *zeros;        /* that many zero bytes, pool memory of ctx */
-    cudaEvent_t zeroed; /* after their memset, on the stream of zeros_stream */
-    uint64_t zeros_stream;
+    size_t bytes; /* n x c x s elements of the key's dtype */
+    void *zeros;  /* that many zero bytes, pool memory of ctx: a buffer kept across calls, whose
+                   * memset and every read are nn__cudnn_shared_enter/leave brackets */
     unsigned char *stage; /* pinned host memory: the last mask uploaded */
     int64_t *last;        /* its targets (n * s), -1 before the first upload */
     cudaEvent_t staged;   /* after the last upload from stage */
@@ -105,7 +104,6 @@ static void xent_scratch_release(struct xent_scratch *x)
     /* the last upload may still read the staging buffer */
     if (x->uploading) (void)cudaEventSynchronize(x->staged);
     if (x->staged) (void)cudaEventDestroy(x->staged);
-    if (x->zeroed) (void)cudaEventDestroy(x->zeroed);
     if (x->stage) (void)cudaFreeHost(x->stage);
     if (x->zeros) {
         nn_error_info keep = x->ctx->last_error;
@@ -229,12 +227,13 @@ static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
     x->ctx = ctx;
     cudaStream_t st = (cudaStream_t)ctx->stream;
     nn_status r = xent_descriptors(ctx, p, x);
-    if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->zeroed, cudaEventDisableTiming));
     if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->staged, cudaEventDisableTiming));
     if (r == NN_OK) r = nn__dev_alloc_for(ctx, fn, x->bytes, &x->zeros);
-    if (r == NN_OK) r = NN__CUDA(ctx, cudaMemsetAsync(x->zeros, 0, x->bytes, st));
-    if (r == NN_OK) r = NN__CUDA(ctx, cudaEventRecord(x->zeroed, st));
-    x->zeros_stream = ctx->stream_id;
+    if (r == NN_OK) {
+        nn__cudnn_shared_enter(ctx);
+        r = NN__CUDA(ctx, cudaMemsetAsync(x->zeros, 0, x->bytes, st));
+        nn__cudnn_shared_leave(ctx);
+    }
     if (r == NN_OK && cudaMallocHost((void **)&x->stage, x->bytes) != cudaSuccess) {
         (void)cudaGetLastError();
         x->stage = NULL;
@@ -284,16 +283,6 @@ static nn_status xent_scratch_get(struct nn_ctx *ctx, const char *fn,
         return st;
     }
     *out = x;
-    return NN_OK;
-}
-
-/* The zeros, ordered after their memset on the context's stream (a no-op on the stream that
- * made them). */
-static nn_status xent_zeros(struct nn_ctx *ctx, struct xent_scratch *x, const void **out)
-{
-    if (ctx->stream_id != x->zeros_stream)
-        NN__TRY(NN__CUDA(ctx, cudaStreamWaitEvent((cudaStream_t)ctx->stream, x->zeroed, 0)));
-    *out = x->zeros;
     return NN_OK;
 }
 
@@ -446,12 +435,10 @@ static nn_status op_tensor(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorDescript
 static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p,
                            struct xent_scratch *x, const void *a, void *out)
 {
-    const void *zeros = NULL;
     void *g = NULL;
-    nn_status st = xent_zeros(ctx, x, &zeros);
-    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, x->bytes, &g);
+    nn_status st = nn__dev_alloc_for(ctx, fn, x->bytes, &g);
     if (st == NN_OK)
-        st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, x->full, zeros, a, g, 0.0);
+        st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, x->full, x->zeros, a, g, 0.0);
     if (st == NN_OK)
         st = op_tensor(ctx, p->dtype, x->add, 1.0, x->ch0, g, -1.0, x->ch0, a, x->row, out);
     nn_error_info keep = ctx->last_error;

@@ -835,6 +835,13 @@ static int stream_capturable(const struct nn_ctx *ctx)
     return s && s != cudaStreamLegacy && s != cudaStreamPerThread;
 }
 
+/* Whether e's calls can replay now: the shape may (no_replay: no copy kernel in this build or
+ * driver, or a replay that failed) and the context's stream can be captured. */
+static int can_replay(const struct nn_ctx *ctx, const struct rnn_live *e)
+{
+    return !e->no_replay && stream_capturable(ctx);
+}
+
 /* Milliseconds per training step of REPS steps back to back, between events ev (the host waits
  * for them): eager launches, or the launches of the two graphs when gx is not NULL. */
 enum { TUNE_REPS = 3 };
@@ -959,9 +966,6 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     nn_rnn_graphs graphs = ctx->settings.rnn_graphs;
-    int want_replay =
-        graphs != NN_RNN_GRAPHS_OFF && stream_capturable(ctx) && !nn__copies_unavailable();
-    int want_eager = graphs != NN_RNN_GRAPHS_ON || !want_replay;
     uint64_t t0 = nn__now_ns();
     struct rnn_live *cand[NA] = {0};
     double eager_ms[NA], replay_ms[NA];
@@ -976,9 +980,10 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
             st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
                           "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
                           algos[i]);
+        int want_replay = st == NN_OK && graphs != NN_RNN_GRAPHS_OFF && can_replay(ctx, cand[i]);
         if (st == NN_OK)
-            st =
-                time_step(ctx, h, p, cand[i], want_eager, want_replay, &eager_ms[i], &replay_ms[i]);
+            st = time_step(ctx, h, p, cand[i], graphs != NN_RNN_GRAPHS_ON || !want_replay,
+                           want_replay, &eager_ms[i], &replay_ms[i]);
         if (st == NN_OK) continue;
         live_destroy(cand[i]);
         cand[i] = NULL;
@@ -994,7 +999,8 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
     rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
-    if (graphs == NN_RNN_GRAPHS_AUTO && want_replay) { /* else the stream decided, not the timing */
+    /* else the stream or the build decided, not the timing */
+    if (graphs == NN_RNN_GRAPHS_AUTO && can_replay(ctx, cand[best])) {
         rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
         rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
         trial_init(ctx, cand[best], U_TRAIN, rec->flags);
@@ -1281,8 +1287,8 @@ static nn_status exec_run(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__
 static int replay_wanted(const struct nn_ctx *ctx, const struct rnn_live *e, int unit)
 {
     const struct trial *t = &e->trial[unit];
-    if (!stream_capturable(ctx)) return 0;
-    return !e->no_replay && (t->phase == P_REPLAY_TRIAL || (t->phase == P_DECIDED && t->replay));
+    return can_replay(ctx, e) &&
+           (t->phase == P_REPLAY_TRIAL || (t->phase == P_DECIDED && t->replay));
 }
 
 /* A replay that failed (capture refused, an update refused): the shape runs eagerly from now on;
@@ -1423,7 +1429,7 @@ static int trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
      * calls and record a decision the stream made, not the shape: it waits, undecided, for a
      * stream that can be. Likewise where this build or driver has no copy kernel (no_replay). */
     struct trial *t = &e->trial[unit];
-    if (t->phase == P_DECIDED || e->no_replay || !stream_capturable(ctx)) return 0;
+    if (t->phase == P_DECIDED || !can_replay(ctx, e)) return 0;
     if (t->open) return 1;
     for (int i = 0; i < 2; i++)
         if (!t->ev[i] && cudaEventCreate(&t->ev[i]) != cudaSuccess) {

@@ -904,32 +904,30 @@ CALL(ws_relu_y_beyond_int)
 /* Under a pool limit no allocation meets (cat_pool_starve): a stand-alone db product's query
  * makes its plan's column of ones, pool memory, so it is refused as the call would be; the
  * queries of the forward and of the dx and dw products take no pool memory and answer. */
+/* The query of passes under the starved pool; took_none: it must take no pool memory. */
+static nn_status starved_query(struct cat *c, struct lin *l, const nn_tensor *b, unsigned passes,
+                               int took_none)
+{
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = wsq(c, &l->p, &l->x, &l->w, b, passes);
+    cat_pool_restore(&m, took_none);
+    return st;
+}
 CALL(ws_starved_db)
 {
     l->p.flags = NN_LINEAR_ACCUMULATE_DB; /* BGRADB does not accumulate: db is a product of ones */
-    struct cat_pool_mark m;
-    cat_pool_starve(c, &m);
-    nn_status st = wsq(c, &l->p, &l->x, &l->w, NULL, NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
-    cat_pool_restore(&m, 0);
-    return st;
+    return starved_query(c, l, NULL, NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB, 0);
 }
 CALL(ws_starved_forward)
 {
     l->p.activation = NN_ACTIVATION_RELU;
-    struct cat_pool_mark m;
-    cat_pool_starve(c, &m);
-    nn_status st = wsq(c, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_FORWARD);
-    cat_pool_restore(&m, 1);
-    return st;
+    return starved_query(c, l, &l->b, NN_LINEAR_PASS_FORWARD, 1);
 }
 CALL(ws_starved_dx_dw)
 {
     l->p.activation = NN_ACTIVATION_RELU;
-    struct cat_pool_mark m;
-    cat_pool_starve(c, &m);
-    nn_status st = wsq(c, &l->p, &l->x, &l->w, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW);
-    cat_pool_restore(&m, 1);
-    return st;
+    return starved_query(c, l, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW, 1);
 }
 
 #define E  NN_E_INVALID_ARG

@@ -379,8 +379,9 @@ NN_API void *nn_ctx_stream(const nn_ctx *ctx);
  *   ready on the backward's stream, and the forward's inputs must not be overwritten before the
  *   backward has run.
  * - The calls of one context keep their order across streams where they share state: recurrent
- *   layers' replay buffers and dropout states, and the column of ones the linear layer's bias
- *   gradient keeps per shape (such a call on a new stream waits for the context's last one).
+ *   layers' replay buffers and dropout states, the ones the bias gradients of linear and of
+ *   bf16 convolution keep per shape, and cross-entropy's zeros (such a call on a new stream
+ *   waits for the context's last one).
  *
  * Thread rule as for every call of a context: not concurrently with another call of the same
  * context. A stream passed here must outlive its use: until the context is switched away from it

@@ -169,6 +169,23 @@ CALL(every_pass)
     return NN_OK;
 }
 
+/* bf16's bias gradient on cuDNN sums dy through a tensor of ones kept per shape, which the query
+ * makes (conv.h): under a 1-byte pool limit it is refused as the call would be. */
+CALL(bias_bf16_starved)
+{
+    nn_tensor x = cat_tensor(c, NN_DTYPE_BF16, c->x.rank, c->x.dims, 31),
+              w = cat_tensor(c, NN_DTYPE_BF16, c->w.rank, c->w.dims, 32),
+              b = cat_tensor(c, NN_DTYPE_BF16, c->b.rank, c->b.dims, 33);
+    struct cat_pool_mark m;
+    cat_pool_starve(c, &m);
+    nn_status st = ws(c, &c->cp, &x, &w, &b, NN_CONV_PASS_BACKWARD_BIAS);
+    cat_pool_restore(&m, 0);
+    nn_tensor *all[] = {&x, &w, &b};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(nn_tensor_free(c->ctx, all[i]), NN_OK, "row cleanup");
+    return st;
+}
+
 #define E NN_E_INVALID_ARG
 #define S NN_E_SHAPE
 #define D NN_E_DTYPE
@@ -204,6 +221,8 @@ static const struct cat_row rows[] = {
     ROW("w byte extent overflows", "nn_conv_workspace_size", "w", O, w_extent_overflow),
     ROW2("stride INT64_MAX", "nn_conv_workspace_size", "p.stride[0]", NN_OK, U, stride_huge),
     ROW("every pass", "nn_conv_workspace_size", NULL, NN_OK, every_pass),
+    ROW_ON(CAT_GPU_ONLY, "bf16 bias under a 1-byte pool limit (the ones)", "nn_conv_workspace_size",
+           "limit", NN_E_OOM_DEVICE, bias_bf16_starved),
 };
 
 CAT_SUBJECT(workspace, rows)

@@ -397,35 +397,44 @@ static int raw_fwdbwd(void *arg)
            raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data);
 }
 
+/* One pass's timing in turns (nn_cli_take_turns): each side's times gather in t. */
+struct pass_turns {
+    cudaStream_t s;
+    int warmup, hold, *held;
+    int (*const *fn)(void *);
+    void *const *arg;
+    double *t[2];
+    int n[2];
+};
+
+static int pass_turn(void *arg, int i, int round, int share)
+{
+    struct pass_turns *pt = arg;
+    for (int w = 0; w < (round ? 1 : pt->warmup); w++)
+        if (pt->fn[i](pt->arg[i])) return -1;
+    int st = nn_cli_gpu_times_us(pt->s, share, pt->fn[i], pt->arg[i], pt->hold, pt->held,
+                                 pt->t[i] + pt->n[i]);
+    pt->n[i] += share;
+    return st;
+}
+
 /* The median GPU time of each side (fn[0] raw, NULL when it does not run; fn[1] nnprim) over reps
- * calls, back to back (hold 0) or queued behind a hold, in ROUNDS turns led by raw and nnprim
- * alternately, each turn a share of the calls after one untimed call (warmup of them before the
- * first): where the GPU drifts during a row (clocks, power), both sides see it alike. us[i] is -1
- * where side i failed or does not run; *held is cleared when a hold ran out. */
+ * calls, back to back (hold 0) or queued behind a hold, the two taking turns so that where the GPU
+ * drifts during a row (clocks, power) both see it alike. us[i] is -1 where side i failed or does
+ * not run; *held is cleared when a hold ran out. */
 static void timed(cudaStream_t s, int warmup, int reps, int hold, int (*const fn[2])(void *),
                   void *const arg[2], double us[2], int *held)
 {
-    enum { ROUNDS = 6 };
-    int rounds = reps < ROUNDS ? reps : ROUNDS, ok[2], n[2] = {0, 0};
-    double *t[2];
+    struct pass_turns pt = {s, warmup, hold, held, fn, arg, {NULL, NULL}, {0, 0}};
+    int ok[2];
     for (int i = 0; i < 2; i++) {
-        t[i] = fn[i] ? malloc((size_t)reps * sizeof(double)) : NULL;
-        ok[i] = t[i] != NULL;
+        pt.t[i] = fn[i] ? malloc((size_t)reps * sizeof(double)) : NULL;
+        ok[i] = pt.t[i] != NULL;
     }
-    for (int r = 0; r < rounds; r++) {
-        int share = reps / rounds + (r < reps % rounds);
-        for (int k = 0; k < 2; k++) {
-            int i = (r + k) % 2;
-            for (int w = 0; ok[i] && w < (r ? 1 : warmup); w++)
-                ok[i] = fn[i](arg[i]) == 0;
-            ok[i] =
-                ok[i] && nn_cli_gpu_times_us(s, share, fn[i], arg[i], hold, held, t[i] + n[i]) == 0;
-            n[i] += share;
-        }
-    }
+    nn_cli_take_turns(2, reps, ok, pass_turn, &pt);
     for (int i = 0; i < 2; i++) {
-        us[i] = ok[i] ? nn_cli_median(t[i], reps) : -1;
-        free(t[i]);
+        us[i] = ok[i] ? nn_cli_median(pt.t[i], reps) : -1;
+        free(pt.t[i]);
     }
 }
 

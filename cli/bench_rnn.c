@@ -395,39 +395,44 @@ static int time_reps(struct bench *B, struct shape *s, const struct side *side, 
     return ok ? 0 : -1;
 }
 
+/* One pass's timing in turns (nn_cli_take_turns): each side's times gather in t and ht. */
+enum { NSIDE = 3 };
+struct pass_turns {
+    struct bench *B;
+    struct shape *s;
+    const struct side *const *side;
+    enum pass p;
+    double *t[NSIDE], *ht[NSIDE];
+    int nt[NSIDE];
+};
+
+static int pass_turn(void *arg, int i, int round, int share)
+{
+    struct pass_turns *pt = arg;
+    return time_reps(pt->B, pt->s, pt->side[i], pt->p, round ? 1 : pt->B->warmup, share, pt->t[i],
+                     pt->ht[i], &pt->nt[i]);
+}
+
 /* Pass p of each side (NULL: not measured; side[0] is nnprim's): the median GPU time and the
  * median host time per call over the repetitions (a mean over a few calls takes an outlier whole),
- * NAN where a side failed, INFINITY where it is NULL. The sides take turns in rounds of a few
- * repetitions (each round after the first opening with one untimed call), each round led by the
- * next side, so that a GPU whose speed drifts during the run (clocks, temperature) weighs on all
- * alike: timed one side after the other, identical cuDNN calls differed by up to 4%. */
-enum { NSIDE = 3 };
+ * NAN where a side failed, INFINITY where it is NULL. The sides take turns: timed one side after
+ * the other, identical cuDNN calls differed by up to 4%. */
 static void time_pass(struct bench *B, struct shape *s, const struct side *const side[NSIDE],
                       enum pass p, double gpu_us[NSIDE], double host_us[NSIDE])
 {
-    enum { ROUNDS = 6 };
-    double *t[NSIDE], *ht[NSIDE];
-    int nt[NSIDE] = {0}, ok[NSIDE];
+    struct pass_turns pt = {B, s, side, p, {NULL}, {NULL}, {0}};
+    int ok[NSIDE];
     for (int i = 0; i < NSIDE; i++) {
-        t[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
-        ht[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
-        ok[i] = t[i] && ht[i];
+        pt.t[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
+        pt.ht[i] = side[i] ? calloc((size_t)B->reps, sizeof(double)) : NULL;
+        ok[i] = pt.t[i] && pt.ht[i];
     }
-    int rounds = B->reps < ROUNDS ? B->reps : ROUNDS;
-    for (int r = 0; r < rounds; r++) {
-        int reps = B->reps / rounds + (r < B->reps % rounds);
-        for (int k = 0; k < NSIDE; k++) {
-            int i = (r + k) % NSIDE;
-            if (ok[i])
-                ok[i] =
-                    time_reps(B, s, side[i], p, r ? 1 : B->warmup, reps, t[i], ht[i], &nt[i]) == 0;
-        }
-    }
+    nn_cli_take_turns(NSIDE, B->reps, ok, pass_turn, &pt);
     for (int i = 0; i < NSIDE; i++) {
-        gpu_us[i] = ok[i] ? nn_cli_median(t[i], B->reps) : side[i] ? NAN : INFINITY;
-        host_us[i] = ok[i] ? nn_cli_median(ht[i], B->reps) : gpu_us[i];
-        free(t[i]);
-        free(ht[i]);
+        gpu_us[i] = ok[i] ? nn_cli_median(pt.t[i], B->reps) : side[i] ? NAN : INFINITY;
+        host_us[i] = ok[i] ? nn_cli_median(pt.ht[i], B->reps) : gpu_us[i];
+        free(pt.t[i]);
+        free(pt.ht[i]);
     }
 }
 

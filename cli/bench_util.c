@@ -28,6 +28,19 @@ double nn_cli_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+void nn_cli_take_turns(int nsides, int reps, int *ok,
+                       int (*turn)(void *arg, int side, int round, int share), void *arg)
+{
+    int rounds = reps < NN_CLI_ROUNDS ? reps : NN_CLI_ROUNDS;
+    for (int r = 0; r < rounds; r++) {
+        int share = reps / rounds + (r < reps % rounds);
+        for (int k = 0; k < nsides; k++) {
+            int i = (r + k) % nsides;
+            if (ok[i]) ok[i] = turn(arg, i, r, share) == 0;
+        }
+    }
+}
+
 double nn_cli_host_median_us(int reps, int (*fn)(void *), void *arg, int (*sync)(void *),
                              void *sync_arg)
 {

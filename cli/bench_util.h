@@ -28,6 +28,17 @@ double nn_cli_gpu_median_us(void *stream, int reps, int (*fn)(void *), void *arg
 int nn_cli_gpu_times_us(void *stream, int reps, int (*fn)(void *), void *arg, int hold, int *held,
                         double *out);
 
+/* Sides of a benchmark taking turns, so that a GPU whose speed drifts during the run (clocks,
+ * power, temperature) weighs on each alike: NN_CLI_ROUNDS rounds (reps of them when reps is
+ * smaller), round r led by side r % nsides and the others after it in order, each side's shares
+ * of the rounds summing to reps. turn(arg, side, round, share) runs one turn (round 0's after the
+ * side's warm-up, the later ones after one untimed call: the turn's own calls) and returns 0, or
+ * nonzero when the side failed, which drops it from the later rounds. ok[side]: in, whether the
+ * side runs; out, whether every turn of it succeeded. */
+#define NN_CLI_ROUNDS 6
+void nn_cli_take_turns(int nsides, int reps, int *ok,
+                       int (*turn)(void *arg, int side, int round, int share), void *arg);
+
 /* The median host time in microseconds per call of fn(arg) (0 on success), issued in batches of
  * NN_CLI_HOST_BATCH calls with sync(sync_arg) between batches, outside the timed part: only the
  * issuing is timed. Calls issued back to back with one synchronisation at the end would measure

@@ -38,9 +38,11 @@ from ctypes import c_uint, c_uint64, c_void_p
 MAX_RANK = 8
 TOL = {"ref": 1e-10, "cudnn": 1e-8}
 
-# Every enum value used below; --self-test checks each against the headers.
+# Every enum value used below and by bench/torch_linear.py; --self-test checks each against the
+# headers.
 C = dict(
-    NN_MAX_RANK=8, NN_DTYPE_F32=1, NN_DTYPE_F64=2, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1,
+    NN_MAX_RANK=8, NN_DTYPE_F32=1, NN_DTYPE_F64=2, NN_DTYPE_F16=3, NN_DTYPE_BF16=4,
+    NN_MATH_STRICT_FP32=0, NN_MATH_TF32=1, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1,
     NN_BACKEND_REF=1, NN_BACKEND_CUDNN=2, NN_OK=0, NN_E_DTYPE=-3, NN_E_UNSUPPORTED=-8,
     NN_CONV_CROSS_CORRELATION=0, NN_CONV_CONVOLUTION=1, NN_ACTIVATION_IDENTITY=0,
     NN_ACTIVATION_RELU=1, NN_CONV_ACCUMULATE_DX=1, NN_CONV_ACCUMULATE_DW=2,
@@ -188,11 +190,14 @@ class Lib:
             raise NnError(name, st, self.dll.nn_status_name(st).decode(),
                           info.message.decode(errors="replace"))
 
-    def context(self, backend, device=0):
+    def context(self, backend, device=0, **settings):
+        """A context of backend on device; settings: other nn_settings fields by name."""
         s = Settings()
         self("nn_settings_init", byref(s))
         s.backend = C["NN_BACKEND_CUDNN"] if backend == "cudnn" else C["NN_BACKEND_REF"]
         s.device = device
+        for name, value in settings.items():
+            setattr(s, name, value)
         ctx = c_void_p()
         self("nn_ctx_create", byref(ctx), byref(s))
         got = self.dll.nn_ctx_backend(ctx)

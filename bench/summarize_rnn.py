@@ -13,6 +13,7 @@ the rows after it); a shape missing from a run is left out of that run's figures
 usage: python3 bench/summarize_rnn.py RUN1.txt RUN2.txt [...] [--over 1.02]
   --over X: also list every (shape, column) whose median is above X.
 """
+import argparse
 import statistics
 import sys
 
@@ -43,15 +44,13 @@ def rows(path):
 
 
 def main(argv):
-    over, paths = None, []
-    it = iter(argv)
-    for a in it:
-        if a == "--over":
-            over = float(next(it))
-        else:
-            paths.append(a)
-    if len(paths) < 1:
-        sys.exit(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 usage="%(prog)s RUN1.txt RUN2.txt [...] [--over X]")
+    ap.add_argument("runs", nargs="+", metavar="RUN", help="a `nnprim bench rnn` log")
+    ap.add_argument("--over", type=float, metavar="X",
+                    help="also list every (shape, column) whose median is above X")
+    a = ap.parse_args(argv)
+    over, paths = a.over, a.runs
     runs = [rows(p) for p in paths]
     shapes = list(dict.fromkeys(s for r in runs for s in r))
     cols = list(dict.fromkeys(c for r in runs for v in r.values() for c in v if c != "mode"))

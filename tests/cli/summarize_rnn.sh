@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/summarize_rnn.py: the median across runs of `nnprim bench rnn`'s ratio columns, read from
-# two made-up GPU tables (a shape in one run only, "-" cells, a log line between tables).
+# two made-up GPU tables (a shape in one run only, "-" cells, a log line between tables), and
+# its refusal of bad arguments.
 # usage: summarize_rnn.sh PYTHON SCRIPT
 py=$1
 script=$2
@@ -29,5 +30,8 @@ check '| lstm t2n1i8h8 l1 uni | replay | 0.98 | 1.10 | - | 0.99 | 0.90 |'
 check 'Medians above 1.02: 1'
 check '- lstm t2n1i8h8 l1 uni: x_dat 1.10'
 printf '%s\n' "$out" | grep -q 'x_first' && { echo "FAIL: x_first is not against raw"; bad=1; }
+"$py" "$script" --help >/dev/null || { echo "FAIL: --help exits $?"; bad=1; }
+"$py" "$script" "$dir/a.txt" --over many 2>/dev/null && { echo "FAIL: --over many accepted"; bad=1; }
+"$py" "$script" 2>/dev/null && { echo "FAIL: no runs accepted"; bad=1; }
 [ $bad = 0 ] && echo "summarize_rnn: as expected"
 exit $bad

@@ -59,7 +59,7 @@ class Nnprim:
     def __init__(self, path, tf32):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
         import torch_parity as tp
-        self.tp, self.lib = tp, tp.Lib(path)
+        self.lib = tp.Lib(path)
         math = tp.C["NN_MATH_TF32" if tf32 else "NN_MATH_STRICT_FP32"]
         self.ctx = self.lib.context("cudnn", torch.cuda.current_device(),
                                     stream=torch.cuda.current_stream().cuda_stream,

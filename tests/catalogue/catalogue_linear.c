@@ -903,8 +903,8 @@ CALL(ws_relu_y_beyond_int)
 
 /* Under a pool limit no allocation meets (cat_pool_starve): a stand-alone db product's query
  * makes its plan's column of ones, pool memory, so it is refused as the call would be; the
- * queries of the forward and of the dx and dw products take no pool memory and answer. */
-/* The query of passes under the starved pool; took_none: it must take no pool memory. */
+ * queries of the forward and of the dx and dw products take no pool memory and answer. Below:
+ * the query of passes under the starved pool; took_none: it must take no pool memory. */
 static nn_status starved_query(struct cat *c, struct lin *l, const nn_tensor *b, unsigned passes,
                                int took_none)
 {

@@ -10,8 +10,8 @@
  * replayed) give the bits of one stream, while the forward's stream is held back by a sleeping
  * host function, so a backward that did not wait for its forward would read stale data; memory
  * freed on a busy stream is not handed to another before that work has finished, nor are a
- * cached shape's buffers (a pullback's reserve, cross-entropy's zeros) dropped on another stream
- * before the work reading them; and many
+ * cached shape's buffers (a pullback's reserve, cross-entropy's staging) dropped on another
+ * stream before the work reading them; and many
  * switches in one context (the legacy default stream and a stream destroyed after the switch
  * included) keep results and the pool's size steady. Each test runs in its own process
  * (Criterion forks), so each starts with fresh pools. */

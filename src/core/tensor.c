@@ -12,7 +12,8 @@
 #include "core/error.h"
 #include "core/tensor_util.h"
 
-size_t nn_dtype_size(nn_dtype dtype)
+/* The library's own calls take this, not the exported nn_dtype_size (a call through the PLT). */
+static size_t dtype_bytes(nn_dtype dtype)
 {
     switch (dtype) {
     case NN_DTYPE_F32: return 4;
@@ -21,6 +22,11 @@ size_t nn_dtype_size(nn_dtype dtype)
     case NN_DTYPE_BF16: return 2;
     }
     return 0;
+}
+
+size_t nn_dtype_size(nn_dtype dtype)
+{
+    return dtype_bytes(dtype);
 }
 
 const char *nn_dtype_name(nn_dtype dtype)
@@ -165,10 +171,37 @@ static size_t alignment_of(const void *p)
     return a ? (size_t)(a & (~a + 1)) : 0;
 }
 
-nn_status nn__tensor_validate(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
-                              const char *name)
+/* Every check of nn__tensor_validate in one pass, deciding only that all of them pass (each
+ * condition is one of explain_invalid's, negated); a view that fails any is left to
+ * explain_invalid, which reports the first failure in its order. */
+static int tensor_valid(const nn_tensor *t)
 {
-    if (!name) name = "tensor";
+    size_t es = dtype_bytes(t->dtype);
+    int rank = t->rank;
+    /* es is 2, 4 or 8: the mask is the remainder */
+    if (!es || rank < 1 || rank > NN_MAX_RANK || !t->data || ((uintptr_t)t->data & (es - 1)) ||
+        (t->space != NN_SPACE_HOST && (t->space != NN_SPACE_DEVICE || t->device < 0)) ||
+        (t->reserved[0] | t->reserved[1]))
+        return 0;
+    uint64_t last = 0;
+    int64_t count = 1;
+    for (int i = 0; i < rank; i++) {
+        int64_t d = t->dims[i], s = t->strides[i];
+        uint64_t step;
+        if (d < 1 || s < 0 || __builtin_mul_overflow((uint64_t)(d - 1), (uint64_t)s, &step) ||
+            __builtin_add_overflow(last, step, &last) || __builtin_mul_overflow(count, d, &count))
+            return 0;
+    }
+    uint64_t bytes;
+    return last < (uint64_t)INT64_MAX && !__builtin_mul_overflow(last + 1, (uint64_t)es, &bytes) &&
+           bytes <= SIZE_MAX && bytes <= (uint64_t)INT64_MAX;
+}
+
+/* nn__tensor_validate's checks one after another, for a view that failed the one-pass test: the
+ * first failure, recorded. */
+static nn_status explain_invalid(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                                 const char *name)
+{
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", fn, name);
     NN__TRY(check_shape(ctx, fn, name, t->dtype, t->rank, t->dims));
     if (!t->data) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s.data must not be NULL", fn, name);
@@ -191,6 +224,13 @@ nn_status nn__tensor_validate(struct nn_ctx *ctx, const char *fn, const nn_tenso
                             name, i, (unsigned long long)t->reserved[i]);
     size_t bytes;
     return extent(ctx, fn, name, t->dtype, t->rank, t->dims, t->strides, &bytes);
+}
+
+nn_status nn__tensor_validate(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
+                              const char *name)
+{
+    if (t && tensor_valid(t)) return NN_OK;
+    return explain_invalid(ctx, fn, t, name ? name : "tensor");
 }
 
 nn_status nn_tensor_validate(const nn_tensor *t, const char *name)
@@ -233,7 +273,7 @@ static size_t extent_of(const nn_tensor *t)
     uint64_t last = 0;
     for (int i = 0; i < t->rank; i++)
         last += (uint64_t)(t->dims[i] - 1) * (uint64_t)t->strides[i];
-    return (size_t)((last + 1) * nn_dtype_size(t->dtype));
+    return (size_t)((last + 1) * dtype_bytes(t->dtype));
 }
 
 static uintptr_t end_of(const nn_tensor *t)
@@ -328,7 +368,9 @@ nn_status nn__check_host_ptr(nn_ctx *ctx, const char *fn, const void *data, cons
     return NN_OK;
 }
 
-nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name)
+/* nn__check_tensor's checks one after another, for a view that failed the one-pass test. */
+static nn_status explain_misplaced(nn_ctx *ctx, const char *op, const nn_tensor *t,
+                                   const char *name)
 {
     NN__TRY(nn__tensor_validate(ctx, op, t, name));
     if (nn__ctx_on_gpu(ctx)) {
@@ -347,6 +389,18 @@ nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, cons
         return nn__check_host_data(ctx, op, t, name);
     }
     return NN_OK;
+}
+
+nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, const char *name)
+{
+    if (t && tensor_valid(t)) {
+        if (nn__ctx_on_gpu(ctx)) {
+            if (t->space == NN_SPACE_DEVICE && t->device == ctx->device) return NN_OK;
+        } else if (t->space == NN_SPACE_HOST) {
+            return nn__check_host_data(ctx, op, t, name);
+        }
+    }
+    return explain_misplaced(ctx, op, t, name);
 }
 
 void nn__tensor_set(nn_tensor *out, void *data, nn_dtype dtype, int rank, const int64_t *dims,

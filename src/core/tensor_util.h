@@ -47,6 +47,13 @@ int nn__tensor_self_overlaps(const nn_tensor *t);
 nn_status nn__check_output_distinct(struct nn_ctx *ctx, const char *fn, const nn_tensor *t,
                                     const char *name);
 
+/* An output's checks: nn__check_output_distinct(out), then nn__check_no_overlap(out, others[i])
+ * for each non-NULL others[i] in order, with the same statuses and messages; out's byte range is
+ * found once for all of them. */
+nn_status nn__check_output(struct nn_ctx *ctx, const char *fn, const nn_tensor *out,
+                           const char *name, const nn_tensor *const *others,
+                           const char *const *other_names, int n);
+
 /* dtype, rank and dims of a tensor to be made (nn_tensor_empty, nn_tensor_wrap); the messages
  * name fn and the argument ("nn_tensor_empty: dims[1] must be >= 1, got 0"). */
 nn_status nn__tensor_check_shape(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, int rank,

@@ -168,17 +168,6 @@ static nn_status check_bias_dims(struct nn_ctx *ctx, const char *fn, const nn_te
     return check_dims(ctx, fn, t, name, 1, &p->out, "[out] = [w.dims[0]]");
 }
 
-/* An output must not share memory with an input or another output, nor with itself. */
-static nn_status check_output(struct nn_ctx *ctx, const char *fn, const nn_tensor *out,
-                              const char *name, const nn_tensor *const *others,
-                              const char *const *other_names, int n)
-{
-    NN__TRY(nn__check_output_distinct(ctx, fn, out, name));
-    for (int i = 0; i < n; i++)
-        if (others[i]) NN__TRY(nn__check_no_overlap(ctx, fn, out, name, others[i], other_names[i]));
-    return NN_OK;
-}
-
 static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__linear_backend *be,
                          const struct nn__linear_note *note, const struct nn__linear_problem *p,
                          uint64_t t0)
@@ -214,7 +203,7 @@ static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn
     NN__TRY(check_y_dims(ctx, fn, y, "y", &prob));
     const nn_tensor *ins[] = {x, w, b};
     const char *const in_names[] = {"x", "w", "b"};
-    NN__TRY(check_output(ctx, fn, y, "y", ins, in_names, 3));
+    NN__TRY(nn__check_output(ctx, fn, y, "y", ins, in_names, 3));
     const nn_tensor *all[] = {x, w, b, y};
     const char *const all_names[] = {"x", "w", "b", "y"};
     NN__TRY(check_packed(ctx, fn, all, all_names, 4));
@@ -268,18 +257,18 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn
         memcpy(want, p->lead, sizeof want);
         want[p->x_rank - 1] = p->in;
         NN__TRY(check_dims(ctx, fn, g->dx, "dx", p->x_rank, want, "x's dims"));
-        NN__TRY(check_output(ctx, fn, g->dx, "dx", others, names, 4));
+        NN__TRY(nn__check_output(ctx, fn, g->dx, "dx", others, names, 4));
     }
     if (g->dw) {
         NN__TRY(check_arg(ctx, fn, g->dw, "dw", dt, "x"));
         int64_t want[2] = {p->out, p->in};
         NN__TRY(check_dims(ctx, fn, g->dw, "dw", 2, want, "w's dims"));
-        NN__TRY(check_output(ctx, fn, g->dw, "dw", others, names, 5));
+        NN__TRY(nn__check_output(ctx, fn, g->dw, "dw", others, names, 5));
     }
     if (g->db) {
         NN__TRY(check_arg(ctx, fn, g->db, "db", dt, "x"));
         NN__TRY(check_bias_dims(ctx, fn, g->db, "db", p));
-        NN__TRY(check_output(ctx, fn, g->db, "db", others, names, 6));
+        NN__TRY(nn__check_output(ctx, fn, g->db, "db", others, names, 6));
     }
     const nn_tensor *all[] = {g->dy, g->dx, g->dw, g->db};
     const char *const all_names[] = {"dy", "dx", "dw", "db"};

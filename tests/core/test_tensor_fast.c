@@ -1,6 +1,8 @@
 /* The one-pass checks of core/tensor.c against the checks they stand for, on edge cases and on
  * seeded sweeps of mutated views: the fast accepts of nn__tensor_validate and nn__check_tensor
- * must accept exactly the views the step-by-step checks accept. Views are never dereferenced:
+ * (each must accept exactly the views the step-by-step checks accept), nn__tensors_overlap (byte
+ * ranges, reading one extent), nn__check_output (nn__check_no_overlap, one view against many)
+ * and nn__tensor_self_overlaps' in-order pass (the sorted test). Views are never dereferenced:
  * their data are addresses only. */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -182,4 +184,121 @@ Test(tensor_fast, check_tensor_accepts_what_the_checks_accept)
                          trial, ok, ok ? "" : nn_last_error()->message);
         }
     }
+}
+
+/* [data, data + extent) of valid views in the same memory intersect (in 128 bits: no wrap). */
+static int overlap_oracle(const nn_tensor *a, const nn_tensor *b)
+{
+    if (a->space != b->space || (a->space == NN_SPACE_DEVICE && a->device != b->device)) return 0;
+    size_t ea, eb;
+    cr_assert_eq(nn_tensor_extent_bytes(a, &ea), NN_OK);
+    cr_assert_eq(nn_tensor_extent_bytes(b, &eb), NN_OK);
+    unsigned __int128 pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+    return pa < pb + eb && pb < pa + ea;
+}
+
+/* A valid view, maybe strided, at a random aligned address: in the arena, or near the top of
+ * the address space (extents that wrap). */
+static nn_tensor placed(uint64_t *s)
+{
+    nn_tensor t = packed(s, (next(s) % 6) ? NN_SPACE_HOST : NN_SPACE_DEVICE, (int)(next(s) % 2));
+    for (int i = 0; i < t.rank; i++)
+        if (next(s) % 3 == 0) t.strides[i] = (int64_t)(next(s) % 40);
+    if (next(s) % 10 == 0) t.data = (void *)(UINTPTR_MAX - 255 - 8 * (next(s) % 16));
+    cr_assert_eq(nn_tensor_validate(&t, "t"), NN_OK);
+    return t;
+}
+
+Test(tensor_fast, overlap_agrees_with_byte_ranges)
+{
+    uint64_t s = 5;
+    for (int trial = 0; trial < 20000; trial++) {
+        nn_tensor t = placed(&s), o[6];
+        const nn_tensor *others[6];
+        const char *names[6] = {"a", "b", "c", "d", "e", "f"};
+        int n = (int)(next(&s) % 7);
+        for (int i = 0; i < n; i++) {
+            o[i] = placed(&s);
+            if (next(&s) % 4 == 0) o[i].data = (unsigned char *)t.data + 8 * (next(&s) % 8);
+            others[i] = (next(&s) % 5) ? &o[i] : NULL;
+            int want = overlap_oracle(&t, &o[i]);
+            cr_assert_eq(nn__tensors_overlap(&t, &o[i]), want, "trial %d pair %d", trial, i);
+            cr_assert_eq(nn__tensors_overlap(&o[i], &t), want, "trial %d pair %d", trial, i);
+        }
+
+        /* nn__check_output: the same status and message as its checks one by one */
+        nn_status seq = nn__check_output_distinct(NULL, "f", &t, "t");
+        for (int i = 0; seq == NN_OK && i < n; i++)
+            if (others[i]) seq = nn__check_no_overlap(NULL, "f", &t, "t", others[i], names[i]);
+        char want[sizeof nn_last_error()->message];
+        strcpy(want, seq ? nn_last_error()->message : "");
+        nn_status got = nn__check_output(NULL, "f", &t, "t", others, names, n);
+        cr_assert_eq(got, seq, "trial %d", trial);
+        if (got) cr_assert_str_eq(nn_last_error()->message, want, "trial %d", trial);
+    }
+}
+
+/* nn__tensor_self_overlaps before its in-order pass: dims > 1 sorted by stride, each stepping
+ * past the span of the smaller ones. */
+static int self_overlaps_sorted(const nn_tensor *t)
+{
+    int64_t d[NN_MAX_RANK], st[NN_MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] == 1) continue;
+        if (t->strides[i] == 0) return 1;
+        int k = n++;
+        for (; k > 0 && st[k - 1] > t->strides[i]; k--)
+            st[k] = st[k - 1], d[k] = d[k - 1];
+        st[k] = t->strides[i], d[k] = t->dims[i];
+    }
+    int64_t span = 0;
+    for (int k = 0; k < n; k++) {
+        if (st[k] <= span) return 1;
+        span += (d[k] - 1) * st[k];
+    }
+    return 0;
+}
+
+/* Some two elements share an offset (small views only). */
+static int shares_offset(const nn_tensor *t)
+{
+    static unsigned char seen[1 << 14];
+    memset(seen, 0, sizeof seen);
+    int64_t n = nn_tensor_numel(t);
+    for (int64_t lin = 0; lin < n; lin++) {
+        int64_t off = 0, rest = lin;
+        for (int i = t->rank - 1; i >= 0; i--) {
+            off += (rest % t->dims[i]) * t->strides[i];
+            rest /= t->dims[i];
+        }
+        cr_assert_lt(off, (int64_t)sizeof seen);
+        if (seen[off]++) return 1;
+    }
+    return 0;
+}
+
+Test(tensor_fast, self_overlap_in_order_pass_is_the_sorted_test)
+{
+    uint64_t s = 17;
+    int distinct = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        nn_tensor t = packed(&s, NN_SPACE_HOST, -1);
+        int kind = (int)(next(&s) % 4);
+        for (int i = 0; i < t.rank; i++) {
+            if (kind == 1) t.strides[i] = (int64_t)(next(&s) % 24); /* anything */
+            if (kind == 2) t.strides[i] += (int64_t)(next(&s) % 3); /* padded */
+        }
+        if (kind == 3 && t.rank > 1) { /* dims permuted, strides kept */
+            int a = (int)(next(&s) % (uint64_t)t.rank), b = (int)(next(&s) % (uint64_t)t.rank);
+            int64_t dd = t.dims[a], ss = t.strides[a];
+            t.dims[a] = t.dims[b], t.strides[a] = t.strides[b];
+            t.dims[b] = dd, t.strides[b] = ss;
+        }
+        int got = nn__tensor_self_overlaps(&t);
+        cr_assert_eq(got, self_overlaps_sorted(&t), "trial %d", trial);
+        if (!got) cr_assert(!shares_offset(&t), "trial %d: proven distinct, but two share", trial);
+        distinct += !got;
+    }
+    cr_expect_gt(distinct, 5000);
 }

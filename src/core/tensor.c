@@ -442,6 +442,42 @@ nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, cons
     return explain_misplaced(ctx, op, t, name);
 }
 
+/* locate() says host memory; without a CUDA device there is nothing to ask. */
+static int host_data(nn_ctx *ctx, const void *data)
+{
+    if (nn__cuda_device_count() == 0) return 1;
+    nn_space space;
+    int device;
+    (void)locate(ctx, data, &space, &device); /* never fails */
+    return space == NN_SPACE_HOST;
+}
+
+int nn__tensor_plain(nn_ctx *ctx, const nn_tensor *t, size_t *bytes)
+{
+    size_t es = dtype_bytes(t->dtype);
+    int rank = t->rank;
+    int gpu = nn__ctx_on_gpu(ctx);
+    /* es is 2, 4 or 8: the mask is the remainder; a context's device is >= 0 */
+    if (!es || rank < 1 || rank > NN_MAX_RANK || !t->data || ((uintptr_t)t->data & (es - 1)) ||
+        (t->reserved[0] | t->reserved[1]) ||
+        (gpu ? t->space != NN_SPACE_DEVICE || t->device != ctx->device : t->space != NN_SPACE_HOST))
+        return 0;
+    /* Natural strides make every stride >= 1 and the last element's offset the count - 1, so
+     * the count fitting int64 and the extent (count x es) fitting int64 bytes are all the
+     * extent checks there are. */
+    int64_t n = 1;
+    for (int i = rank - 1; i >= 0; i--)
+        if (t->dims[i] < 1 || t->strides[i] != n || __builtin_mul_overflow(n, t->dims[i], &n))
+            return 0;
+    uint64_t b;
+    if (__builtin_mul_overflow((uint64_t)n, (uint64_t)es, &b) || b > (uint64_t)INT64_MAX ||
+        b > SIZE_MAX)
+        return 0;
+    if (!gpu && !host_data(ctx, t->data)) return 0;
+    *bytes = (size_t)b;
+    return 1;
+}
+
 void nn__tensor_set(nn_tensor *out, void *data, nn_dtype dtype, int rank, const int64_t *dims,
                     const int64_t *strides, nn_space space, int device)
 {

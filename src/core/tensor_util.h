@@ -4,6 +4,8 @@
 #ifndef NN_CORE_TENSOR_UTIL_H
 #define NN_CORE_TENSOR_UTIL_H
 
+#include <stddef.h>
+
 #include "nnprim/tensor.h"
 
 struct nn_ctx;
@@ -17,6 +19,13 @@ nn_status nn__tensor_validate(struct nn_ctx *ctx, const char *fn, const nn_tenso
  * message ("nn_conv_forward: x must be in device memory of device 0 ..."). */
 nn_status nn__check_tensor(struct nn_ctx *ctx, const char *op, const nn_tensor *t,
                            const char *name);
+
+/* The common case of nn__check_tensor() decided in one pass, for calls that check many views:
+ * 1 when t passes nn__check_tensor(ctx, ...) and is packed row-major with the natural strides of
+ * its dims (those of nn_contiguous_strides()), with *bytes set to its extent; else 0 (and *bytes
+ * untouched), which says only that the caller's own checks, made one by one, must find and
+ * report what is wrong, if anything. Records nothing. */
+int nn__tensor_plain(struct nn_ctx *ctx, const nn_tensor *t, size_t *bytes);
 
 /* NN_E_MEMSPACE if t says host memory but CUDA knows its data as device memory (the label is the
  * caller's word; host loops would crash on it). nn__check_tensor() does it for reference contexts;

@@ -126,6 +126,26 @@ static nn_status check_dims(struct nn_ctx *ctx, const char *fn, const nn_tensor 
     return NN_OK;
 }
 
+/* The problem of x and w (checked tensors of matching features). */
+static void problem_of(const struct nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
+                       const nn_tensor *w, int has_bias, struct nn__linear_problem *out)
+{
+    int64_t in = x->dims[x->rank - 1], m = 1;
+    for (int i = 0; i + 1 < x->rank; i++)
+        m *= x->dims[i]; /* fits: x's element count does */
+    memset(out, 0, sizeof *out);
+    out->m = m;
+    out->in = in;
+    out->out = w->dims[0];
+    out->dtype = x->dtype;
+    out->math = ctx->settings.math_mode;
+    out->activation = p->activation;
+    out->has_bias = has_bias;
+    out->flags = p->flags;
+    out->x_rank = x->rank;
+    memcpy(out->lead, x->dims, (size_t)(x->rank - 1) * sizeof x->dims[0]);
+}
+
 /* The problem of x and w (both checked tensors). */
 static nn_status resolve(struct nn_ctx *ctx, const char *fn, const nn_linear_params *p,
                          const nn_tensor *x, const nn_tensor *w, int has_bias,
@@ -138,17 +158,7 @@ static nn_status resolve(struct nn_ctx *ctx, const char *fn, const nn_linear_par
         return NN__FAIL(ctx, NN_E_SHAPE,
                         "%s: w.dims[1] must be x.dims[%d] = %lld (the input features), got %lld",
                         fn, x->rank - 1, (long long)in, (long long)w->dims[1]);
-    memset(out, 0, sizeof *out);
-    out->m = nn_tensor_numel(x) / in;
-    out->in = in;
-    out->out = w->dims[0];
-    out->dtype = x->dtype;
-    out->math = ctx->settings.math_mode;
-    out->activation = p->activation;
-    out->has_bias = has_bias;
-    out->flags = p->flags;
-    out->x_rank = x->rank;
-    memcpy(out->lead, x->dims, (size_t)(x->rank - 1) * sizeof x->dims[0]);
+    problem_of(ctx, p, x, w, has_bias, out);
     return NN_OK;
 }
 
@@ -179,6 +189,89 @@ static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__li
                    note->cache[0] ? note->cache : "-", shape, t0);
 }
 
+/* The tensors of a forward call, checked one by one in the order their messages take. */
+static nn_status check_forward(struct nn_ctx *ctx, const char *fn, const nn_linear_params *p,
+                               const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                               const nn_tensor *y, struct nn__linear_problem *prob)
+{
+    NN__TRY(check_arg(ctx, fn, x, "x", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, fn, w, "w", x->dtype, "x"));
+    if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
+    NN__TRY(check_arg(ctx, fn, y, "y", x->dtype, "x"));
+    NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, prob));
+    if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", prob));
+    NN__TRY(check_y_dims(ctx, fn, y, "y", prob));
+    const nn_tensor *ins[] = {x, w, b};
+    const char *const in_names[] = {"x", "w", "b"};
+    NN__TRY(nn__check_output(ctx, fn, y, "y", ins, in_names, 3));
+    const nn_tensor *all[] = {x, w, b, y};
+    const char *const all_names[] = {"x", "w", "b", "y"};
+    return check_packed(ctx, fn, all, all_names, 4);
+}
+
+/* Fast paths: 1 when every check of check_forward (check_grads) passes, decided in one pass over
+ * plain views (nn__tensor_plain: each packed, so that the self-overlap and packing checks hold
+ * and its extent is its bytes), with no message; 0 sends the call through the checks one by one,
+ * which report the first failure. */
+
+static int same_dims(const nn_tensor *t, int rank, const int64_t *dims)
+{
+    if (t->rank != rank) return 0;
+    for (int i = 0; i < rank; i++)
+        if (t->dims[i] != dims[i]) return 0;
+    return 1;
+}
+
+/* [..., last]: t has x's rank and leading dims. */
+static int lead_then(const nn_tensor *t, const nn_tensor *x, int64_t last)
+{
+    int r = x->rank;
+    if (t->rank != r || t->dims[r - 1] != last) return 0;
+    for (int i = 0; i + 1 < r; i++)
+        if (t->dims[i] != x->dims[i]) return 0;
+    return 1;
+}
+
+/* A view's bytes [lo, hi); an absent view's is empty. The fast paths compare views that are all
+ * in the context's memory (plain ones, and forward's, which it checked so), so two views overlap
+ * (nn__tensors_overlap) exactly when their spans do. */
+struct span {
+    uintptr_t lo, hi;
+};
+
+/* 0 when the end would wrap (left to the checks). */
+static int span_of(const nn_tensor *t, size_t bytes, struct span *s)
+{
+    s->lo = (uintptr_t)t->data;
+    return !__builtin_add_overflow(s->lo, bytes, &s->hi);
+}
+
+/* s[n] shares no byte with s[0..n). */
+static int apart(const struct span *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i].lo < s[n].hi && s[n].lo < s[i].hi) return 0;
+    return 1;
+}
+
+static int forward_plain(struct nn_ctx *ctx, const nn_tensor *x, const nn_tensor *w,
+                         const nn_tensor *b, const nn_tensor *y)
+{
+    size_t xn, wn, bn = 0, yn;
+    if (!w || !y || !nn__tensor_plain(ctx, x, &xn) || !nn__tensor_plain(ctx, w, &wn) ||
+        (b && !nn__tensor_plain(ctx, b, &bn)) || !nn__tensor_plain(ctx, y, &yn))
+        return 0;
+    nn_dtype dt = x->dtype;
+    int64_t out = w->dims[0];
+    if (w->dtype != dt || y->dtype != dt || w->rank != 2 || w->dims[1] != x->dims[x->rank - 1] ||
+        !lead_then(y, x, out))
+        return 0;
+    if (b && (b->dtype != dt || b->rank != 1 || b->dims[0] != out)) return 0;
+    struct span s[4] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}}; /* x, w, b, y */
+    return span_of(x, xn, &s[0]) && span_of(w, wn, &s[1]) && (!b || span_of(b, bn, &s[2])) &&
+           span_of(y, yn, &s[3]) && apart(s, 3);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Forward, backward, pullbacks
  */
@@ -193,20 +286,11 @@ static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     NN__TRY(check_params(ctx, fn, p));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
-    NN__TRY(check_arg(ctx, fn, x, "x", x->dtype, "x"));
-    NN__TRY(check_arg(ctx, fn, w, "w", x->dtype, "x"));
-    if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
-    NN__TRY(check_arg(ctx, fn, y, "y", x->dtype, "x"));
     struct nn__linear_problem prob;
-    NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, &prob));
-    if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", &prob));
-    NN__TRY(check_y_dims(ctx, fn, y, "y", &prob));
-    const nn_tensor *ins[] = {x, w, b};
-    const char *const in_names[] = {"x", "w", "b"};
-    NN__TRY(nn__check_output(ctx, fn, y, "y", ins, in_names, 3));
-    const nn_tensor *all[] = {x, w, b, y};
-    const char *const all_names[] = {"x", "w", "b", "y"};
-    NN__TRY(check_packed(ctx, fn, all, all_names, 4));
+    if (forward_plain(ctx, x, w, b, y))
+        problem_of(ctx, p, x, w, b != NULL, &prob);
+    else
+        NN__TRY(check_forward(ctx, fn, p, x, w, b, y, &prob));
 
     nn_linear_pullback *pb = NULL;
     if (pullback_out) {
@@ -239,9 +323,41 @@ nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_ten
                             linear_forward(ctx, p, x, w, b, y, pullback_out));
 }
 
+/* An output of backward (NULL: not asked for, its span left empty): plain, of dtype, rank and
+ * dims, apart from the views before it (s[0..n)); its span goes to s[n]. */
+static int grad_plain(struct nn_ctx *ctx, const nn_tensor *t, nn_dtype dtype, int rank,
+                      const int64_t *dims, struct span *s, int n)
+{
+    size_t bytes;
+    if (!t) return 1;
+    return nn__tensor_plain(ctx, t, &bytes) && t->dtype == dtype && same_dims(t, rank, dims) &&
+           span_of(t, bytes, &s[n]) && apart(s, n);
+}
+
+static int grads_plain(struct nn_ctx *ctx, const struct nn__linear_problem *p,
+                       const struct nn__linear_grads *g)
+{
+    /* check_grads' order: dy, the saved views, then the outputs, each apart from all before */
+    struct span s[7] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
+    nn_dtype dt = p->dtype;
+    size_t es = nn_dtype_size(dt), dyn;
+    if (!g->dy || !nn__tensor_plain(ctx, g->dy, &dyn) || g->dy->dtype != dt ||
+        !lead_then(g->dy, g->x, p->out) || !span_of(g->dy, dyn, &s[0]))
+        return 0;
+    /* forward checked the saved views packed: extent = elements x es, which fit */
+    if (!span_of(g->x, (size_t)(p->m * p->in) * es, &s[1]) ||
+        !span_of(g->w, (size_t)(p->out * p->in) * es, &s[2]) ||
+        (g->y && !span_of(g->y, (size_t)(p->m * p->out) * es, &s[3])))
+        return 0;
+    return grad_plain(ctx, g->dx, dt, g->x->rank, g->x->dims, s, 4) &&
+           grad_plain(ctx, g->dw, dt, 2, g->w->dims, s, 5) &&
+           grad_plain(ctx, g->db, dt, 1, &p->out, s, 6);
+}
+
 static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
                              const struct nn__linear_grads *g)
 {
+    if (grads_plain(ctx, p, g)) return NN_OK;
     nn_dtype dt = p->dtype;
     NN__TRY(check_arg(ctx, fn, g->dy, "dy", dt, "x"));
     NN__TRY(check_y_dims(ctx, fn, g->dy, "dy", p));

@@ -1,9 +1,10 @@
 /* The one-pass checks of core/tensor.c against the checks they stand for, on edge cases and on
  * seeded sweeps of mutated views: the fast accepts of nn__tensor_validate and nn__check_tensor
  * (each must accept exactly the views the step-by-step checks accept), nn__tensors_overlap (byte
- * ranges, reading one extent), nn__check_output (nn__check_no_overlap, one view against many)
- * and nn__tensor_self_overlaps' in-order pass (the sorted test). Views are never dereferenced:
- * their data are addresses only. */
+ * ranges, reading one extent), nn__check_output (nn__check_no_overlap, one view against many),
+ * nn__tensor_self_overlaps' in-order pass (the sorted test) and nn__tensor_plain
+ * (nn__check_tensor plus natural strides). Views are never dereferenced: their data are
+ * addresses only. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <string.h>
@@ -301,4 +302,46 @@ Test(tensor_fast, self_overlap_in_order_pass_is_the_sorted_test)
         distinct += !got;
     }
     cr_expect_gt(distinct, 5000);
+}
+
+static int natural_strides(const nn_tensor *t)
+{
+    int64_t s[NN_MAX_RANK];
+    if (nn_contiguous_strides(t->rank, t->dims, s) != NN_OK) return 0;
+    return memcmp(s, t->strides, (size_t)t->rank * sizeof s[0]) == 0;
+}
+
+Test(tensor_fast, plain_is_check_tensor_with_natural_strides)
+{
+    nn_backend backends[] = {NN_BACKEND_REF, NN_BACKEND_CUDNN};
+    for (int k = 0; k < 2; k++) {
+        struct nn_ctx c = fake_ctx(backends[k]);
+        nn_space home = k ? NN_SPACE_DEVICE : NN_SPACE_HOST;
+        uint64_t s = 29 + (uint64_t)k;
+        for (int trial = 0; trial < 20000; trial++) {
+            nn_tensor t = packed(&s, (next(&s) % 8) ? home : (nn_space)(1 - home), 0);
+            if (trial % 3) mutate(&s, &t);
+            size_t bytes = 12345, want = 0;
+            int plain = nn__tensor_plain(&c, &t, &bytes);
+            int ok = nn__check_tensor(&c, "f", &t, "t") == NN_OK && natural_strides(&t);
+            cr_assert_eq(plain, ok, "trial %d: plain %d, checks %d (%s)", trial, plain, ok,
+                         ok ? "" : nn_last_error()->message);
+            if (plain) {
+                cr_assert_eq(nn_tensor_extent_bytes(&t, &want), NN_OK);
+                cr_assert_eq(bytes, want, "trial %d: extent %zu, want %zu", trial, bytes, want);
+            } else {
+                cr_assert_eq(bytes, 12345, "trial %d: *bytes written on 0", trial);
+            }
+        }
+        /* a dim of 1 with another stride is packed (nn_tensor_is_contiguous) but not natural:
+         * the caller's checks decide */
+        nn_tensor t = packed(&s, home, 0);
+        t.rank = 2, t.dims[0] = 1, t.dims[1] = 3, t.strides[0] = 7, t.strides[1] = 1;
+        size_t bytes;
+        cr_expect(nn_tensor_is_contiguous(&t));
+        cr_expect(!nn__tensor_plain(&c, &t, &bytes));
+        /* another device than a cuDNN context's is not plain */
+        t.strides[0] = 3, t.device = 1;
+        cr_expect_eq(nn__tensor_plain(&c, &t, &bytes), !k);
+    }
 }

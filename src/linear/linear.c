@@ -294,7 +294,8 @@ static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn
 
     nn_linear_pullback *pb = NULL;
     if (pullback_out) {
-        pb = nn__host_calloc(1, sizeof *pb);
+        /* not zeroed: what is read is set here or by nn__pullback_add (the header) */
+        pb = nn__host_alloc(sizeof *pb);
         if (!pb) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
         pb->prob = prob;
         pb->x = *x;
@@ -302,7 +303,8 @@ static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn
         if (prob.activation == NN_ACTIVATION_RELU) pb->y = *y;
     }
     const struct nn__linear_backend *be = backend_of(ctx);
-    struct nn__linear_note note = {{0}, {0}};
+    struct nn__linear_note note;
+    note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     nn_status st = be->forward(ctx, &prob, x, w, b, y, &note);
     if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, p->flags, &pb->hdr);
     if (st != NN_OK) {
@@ -408,7 +410,8 @@ static nn_status linear_backward(nn_ctx *ctx, const char *fn, nn_linear_pullback
                                  dw,     db,     bw.accumulate};
     NN__TRY(check_grads(ctx, fn, &prob, &g));
     const struct nn__linear_backend *be = backend_of(ctx);
-    struct nn__linear_note note = {{0}, {0}};
+    struct nn__linear_note note;
+    note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     if (dx || dw || db) NN__TRY(be->backward(ctx, &prob, &g, &note));
     if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
     return bw.keep ? NN_OK : nn_linear_pullback_free(pullback);

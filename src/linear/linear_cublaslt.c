@@ -101,6 +101,9 @@ struct lt_plan {
     cublasLtMatmulAlgo_t algo;
     uint64_t workspace;
     int32_t epilogue;
+    /* alpha and beta in the scale type of the key's dtype: 1 and 0 (1 also for an accumulating
+     * beta), made once */
+    union nn__cudnn_scale one, zero;
     char algo_text[64]; /* nn__lt_algo_text() of algo, for verbose lines */
     /* The bias (or BGRADB's db) pointer last set on desc (a new descriptor's is NULL): set again
      * only when a call passes another one, as a caller with fixed buffers would. */
@@ -294,6 +297,8 @@ static nn_status plan_create(struct nn_ctx *ctx, const char *fn, const struct lt
     cudaDataType_t t = lt_type((nn_dtype)k->dtype);
     cudaDataType_t scale = k->dtype == NN_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F;
     cublasLtEpilogue_t epi = (cublasLtEpilogue_t)e;
+    (void)nn__cudnn_scale(&p->one, (nn_dtype)k->dtype, 1.0);
+    (void)nn__cudnn_scale(&p->zero, (nn_dtype)k->dtype, 0.0);
     nn_status st = LT(ctx, fn, cublasLtMatmulDescCreate(&p->desc, lt_compute(k), scale));
     if (st == NN_OK)
         st = set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta);
@@ -434,15 +439,6 @@ static nn_status plan_get(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t h
  * Running products
  */
 
-static int32_t align_of(const void *ptr)
-{
-    uintptr_t a = (uintptr_t)ptr;
-    int32_t r = 256;
-    while (r > 1 && (a & (uintptr_t)(r - 1)))
-        r >>= 1;
-    return r;
-}
-
 static void key_init(struct nn_ctx *ctx, const struct nn__linear_problem *p, enum lt_op op,
                      int32_t epilogue, const void *const *ptrs, int nptr, struct lt_key *k)
 {
@@ -450,9 +446,12 @@ static void key_init(struct nn_ctx *ctx, const struct nn__linear_problem *p, enu
     k->op = (int32_t)op;
     k->dtype = (int32_t)p->dtype;
     k->epilogue = epilogue;
-    k->align = 256;
+    /* The smallest alignment of the pointers, capped at 256, is the lowest set bit of all of
+     * them and 256 together (a NULL adds no bit). */
+    uintptr_t bits = 256;
     for (int i = 0; i < nptr; i++)
-        if (ptrs[i] && align_of(ptrs[i]) < k->align) k->align = align_of(ptrs[i]);
+        bits |= (uintptr_t)ptrs[i];
+    k->align = (int32_t)(bits & (~bits + 1));
     k->m = p->m;
     k->in = p->in;
     k->out = p->out;
@@ -504,12 +503,13 @@ static nn_status product_plan(struct nn_ctx *ctx, const char *fn, const struct l
     return NN_OK;
 }
 
-/* D = A * B (+ beta D) through the key's plan; bias is the epilogue's vector (or NULL); an LT_DB
- * product takes the plan's ones for B. Returns the epilogue that ran in *ran. The workspace is
- * the algorithm's own size from the pool (a pool hit on a warm shape: no driver call). */
+/* D = A * B (+ D when accumulate) through the key's plan; bias is the epilogue's vector (or
+ * NULL); an LT_DB product takes the plan's ones for B. Returns the epilogue that ran in *ran. The
+ * workspace is the algorithm's own size from the pool (a pool hit on a warm shape: no driver
+ * call). */
 static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
                         const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
-                        double beta, int32_t *ran, struct nn__linear_note *note)
+                        int accumulate, int32_t *ran, struct nn__linear_note *note)
 {
     cublasLtHandle_t h;
     struct lt_plan *p = NULL;
@@ -523,15 +523,13 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
     }
     void *ws = NULL;
     if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
-    union nn__cudnn_scale one, bt;
-    nn_dtype t = (nn_dtype)k->dtype;
     if (k->op == LT_DB) nn__cudnn_shared_enter(ctx); /* reads the plan's ones */
-    nn_status st = LT(ctx, fn,
-                      cublasLtMatmul(h, p->desc, nn__cudnn_scale(&one, t, 1.0), a, p->a, b, p->b,
-                                     nn__cudnn_scale(&bt, t, beta), d, p->d, d, p->d, &p->algo, ws,
-                                     p->workspace, (cudaStream_t)ctx->stream));
+    nn_status st =
+        LT(ctx, fn,
+           cublasLtMatmul(h, p->desc, &p->one, a, p->a, b, p->b, accumulate ? &p->one : &p->zero, d,
+                          p->d, d, p->d, &p->algo, ws, p->workspace, (cudaStream_t)ctx->stream));
     if (k->op == LT_DB) nn__cudnn_shared_leave(ctx);
-    nn_status fst = nn__dev_free_for(ctx, fn, ws);
+    nn_status fst = ws ? nn__dev_free_for(ctx, fn, ws) : NN_OK;
     if (nn__verbose(ctx)) {
         char impl[112];
         snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu", what, epilogue_name(p->epilogue),
@@ -651,7 +649,7 @@ static nn_status forward_lt(struct nn_ctx *ctx, const struct nn__linear_problem 
     key_init(ctx, p, LT_FWD, e, ptrs, 4, &k);
     int32_t ran;
     NN__TRY(
-        matmul(ctx, fn, "fwd", &k, w->data, x->data, y->data, b ? b->data : NULL, 0.0, &ran, note));
+        matmul(ctx, fn, "fwd", &k, w->data, x->data, y->data, b ? b->data : NULL, 0, &ran, note));
     if (ran == e) return NN_OK;
     return bias_relu_cudnn(ctx, fn, p, b, y, b != NULL, relu, note);
 }
@@ -684,18 +682,13 @@ static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__
  * TF32), beta 1 when db accumulates. */
 static nn_status bias_grad_lt(struct nn_ctx *ctx, const char *fn,
                               const struct nn__linear_problem *p, const void *g, nn_tensor *db,
-                              double beta, struct nn__linear_note *note)
+                              int accumulate, struct nn__linear_note *note)
 {
     const void *ptrs[] = {g, db->data};
     struct lt_key k;
     key_init(ctx, p, LT_DB, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 2, &k);
     int32_t ran;
-    return matmul(ctx, fn, "db", &k, g, NULL, db->data, NULL, beta, &ran, note);
-}
-
-static double beta_of(unsigned flags, unsigned bit)
-{
-    return (flags & bit) ? 1.0 : 0.0;
+    return matmul(ctx, fn, "db", &k, g, NULL, db->data, NULL, accumulate, &ran, note);
 }
 
 static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
@@ -708,7 +701,7 @@ static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__l
         const void *ptrs[] = {g->w->data, gd, g->dx->data};
         key_init(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 3, &k);
         NN__TRY(matmul(ctx, fn, "dx", &k, g->w->data, gd, g->dx->data, NULL,
-                       beta_of(g->flags, NN_LINEAR_ACCUMULATE_DX), &ran, note));
+                       (g->flags & NN_LINEAR_ACCUMULATE_DX) != 0, &ran, note));
     }
     int fuse_db = db_fusable(g->db != NULL, g->dw != NULL, g->flags);
     int db_done = 0;
@@ -717,12 +710,12 @@ static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__l
         int32_t e = fuse_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
         key_init(ctx, p, LT_DW, e, ptrs, 4, &k);
         NN__TRY(matmul(ctx, fn, "dw", &k, g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL,
-                       beta_of(g->flags, NN_LINEAR_ACCUMULATE_DW), &ran, note));
+                       (g->flags & NN_LINEAR_ACCUMULATE_DW) != 0, &ran, note));
         db_done = fuse_db && ran == CUBLASLT_EPILOGUE_BGRADB;
     }
     if (g->db && !db_done)
         NN__TRY(
-            bias_grad_lt(ctx, fn, p, gd, g->db, beta_of(g->flags, NN_LINEAR_ACCUMULATE_DB), note));
+            bias_grad_lt(ctx, fn, p, gd, g->db, (g->flags & NN_LINEAR_ACCUMULATE_DB) != 0, note));
     return NN_OK;
 }
 

@@ -111,8 +111,13 @@ struct lt_plan {
     /* LT_DB: the column of m ones in the key's dtype, made on the plan's first use (pool memory
      * of ctx, given back when the cache drops the plan). A buffer the context keeps across calls:
      * its write and every product that reads it are nn__cudnn_shared_enter/leave brackets. */
-    struct nn_ctx *ctx;
+    struct nn_ctx *ctx; /* the context the ones and the descriptors below were made with */
     void *ones;
+    /* cuDNN's legacy calls of the plan's shape, made on the first call that runs one and kept:
+     * y (forward) or g (backward), m x out; b, 1 x out; relu. A forward plan's are for what its
+     * epilogue could not fuse, a backward plan's for relu's mask. */
+    cudnnTensorDescriptor_t y_desc, b_desc;
+    cudnnActivationDescriptor_t relu;
 };
 
 static const struct nn__field key_fields[] = {
@@ -163,6 +168,16 @@ static const char *record_invalid(const void *record, uint32_t blob_len)
     return NULL;
 }
 
+/* Destroys act (NULL: nothing) keeping the context's last error, as
+ * nn__cudnn_tensor_desc_destroy does. */
+static void relu_desc_destroy(struct nn_ctx *ctx, cudnnActivationDescriptor_t act)
+{
+    if (!act) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+    ctx->last_error = keep;
+}
+
 static void plan_destroy(void *live)
 {
     struct lt_plan *p = live;
@@ -171,6 +186,11 @@ static void plan_destroy(void *live)
         /* the stream the free is ordered on waits for the last product that may read them */
         nn__cudnn_shared_release(p->ctx);
         (void)nn__dev_free(p->ctx, p->ones);
+    }
+    if (p->ctx) {
+        nn__cudnn_tensor_desc_destroy(p->ctx, p->y_desc);
+        nn__cudnn_tensor_desc_destroy(p->ctx, p->b_desc);
+        relu_desc_destroy(p->ctx, p->relu);
     }
     if (p->a) cublasLtMatrixLayoutDestroy(p->a);
     if (p->b) cublasLtMatrixLayoutDestroy(p->b);
@@ -503,42 +523,6 @@ static nn_status product_plan(struct nn_ctx *ctx, const char *fn, const struct l
     return NN_OK;
 }
 
-/* D = A * B (+ D when accumulate) through the key's plan; bias is the epilogue's vector (or
- * NULL); an LT_DB product takes the plan's ones for B. Returns the epilogue that ran in *ran. The
- * workspace is the algorithm's own size from the pool (a pool hit on a warm shape: no driver
- * call). */
-static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
-                        const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
-                        int accumulate, int32_t *ran, struct nn__linear_note *note)
-{
-    cublasLtHandle_t h;
-    struct lt_plan *p = NULL;
-    const char *cache = "";
-    NN__TRY(product_plan(ctx, fn, k, &h, &p, &cache));
-    if (k->op == LT_DB) b = p->ones;
-    *ran = p->epilogue;
-    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT && p->bias_set != bias) {
-        NN__TRY(set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        p->bias_set = bias;
-    }
-    void *ws = NULL;
-    if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
-    if (k->op == LT_DB) nn__cudnn_shared_enter(ctx); /* reads the plan's ones */
-    nn_status st =
-        LT(ctx, fn,
-           cublasLtMatmul(h, p->desc, &p->one, a, p->a, b, p->b, accumulate ? &p->one : &p->zero, d,
-                          p->d, d, p->d, &p->algo, ws, p->workspace, (cudaStream_t)ctx->stream));
-    if (k->op == LT_DB) nn__cudnn_shared_leave(ctx);
-    nn_status fst = ws ? nn__dev_free_for(ctx, fn, ws) : NN_OK;
-    if (nn__verbose(ctx)) {
-        char impl[112];
-        snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu", what, epilogue_name(p->epilogue),
-                 p->algo_text, (unsigned long long)p->workspace);
-        note_add(note, impl, cache);
-    }
-    return st != NN_OK ? st : fst;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * cuDNN's legacy calls for what an epilogue could not fuse (and the relu mask of backward)
  */
@@ -563,43 +547,52 @@ static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t n, int64_t c,
     return nn__cudnn_tensor_desc(ctx, t, 4, dims, str, out);
 }
 
+/* *out untouched on failure. */
 static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
 {
-    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, out));
-    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, *out, CUDNN_ACTIVATION_RELU,
+    cudnnActivationDescriptor_t act;
+    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, &act));
+    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, act, CUDNN_ACTIVATION_RELU,
                                                      CUDNN_NOT_PROPAGATE_NAN, 0.0);
-    if (st != NN_OK) (void)nn__cudnn_DestroyActivationDescriptor(ctx, *out);
-    return st;
+    if (st != NN_OK) {
+        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+        return st;
+    }
+    *out = act;
+    return NN_OK;
 }
 
-/* y += b broadcast over the rows, then relu in place, as asked. */
+/* The plan's legacy descriptors that a call needs (lt_plan): y or g always, b with bias, relu
+ * with relu; those missing are made now and kept. Sizes checked by the caller (check_int). */
+static nn_status plan_legacy(struct nn_ctx *ctx, const struct lt_key *k, struct lt_plan *p,
+                             int bias, int relu)
+{
+    nn_dtype t = (nn_dtype)k->dtype;
+    p->ctx = ctx;
+    if (!p->y_desc) NN__TRY(desc4(ctx, t, k->m, k->out, &p->y_desc));
+    if (bias && !p->b_desc) NN__TRY(desc4(ctx, t, 1, k->out, &p->b_desc));
+    if (relu && !p->relu) NN__TRY(relu_desc(ctx, &p->relu));
+    return NN_OK;
+}
+
+/* y += b broadcast over the rows, then relu in place, as asked, with the forward plan pl's
+ * descriptors. */
 static nn_status bias_relu_cudnn(struct nn_ctx *ctx, const char *fn,
-                                 const struct nn__linear_problem *p, const nn_tensor *b,
-                                 nn_tensor *y, int do_bias, int do_relu,
-                                 struct nn__linear_note *note)
+                                 const struct nn__linear_problem *p, const struct lt_key *k,
+                                 struct lt_plan *pl, const nn_tensor *b, nn_tensor *y, int do_bias,
+                                 int do_relu, struct nn__linear_note *note)
 {
     NN__TRY(check_int(ctx, fn, p));
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnTensorDescriptor_t yd = NULL, bd = NULL;
-    union nn__cudnn_scale one;
-    nn__cudnn_scale(&one, p->dtype, 1.0);
-    nn_status st = desc4(ctx, p->dtype, p->m, p->out, &yd);
-    if (st == NN_OK && do_bias) st = desc4(ctx, p->dtype, 1, p->out, &bd);
-    if (st == NN_OK && do_bias)
-        st = nn__cudnn_AddTensor(ctx, h, &one, bd, b->data, &one, yd, y->data);
-    if (st == NN_OK && do_relu) {
-        cudnnActivationDescriptor_t act;
-        union nn__cudnn_scale zero;
-        nn__cudnn_scale(&zero, p->dtype, 0.0);
-        st = relu_desc(ctx, &act);
-        if (st == NN_OK) {
-            st = nn__cudnn_ActivationForward(ctx, h, act, &one, yd, y->data, &zero, yd, y->data);
-            (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
-        }
-    }
-    nn__cudnn_tensor_desc_destroy(ctx, yd);
-    nn__cudnn_tensor_desc_destroy(ctx, bd);
+    NN__TRY(plan_legacy(ctx, k, pl, do_bias, do_relu));
+    nn_status st = NN_OK;
+    if (do_bias)
+        st = nn__cudnn_AddTensor(ctx, h, &pl->one, pl->b_desc, b->data, &pl->one, pl->y_desc,
+                                 y->data);
+    if (st == NN_OK && do_relu)
+        st = nn__cudnn_ActivationForward(ctx, h, pl->relu, &pl->one, pl->y_desc, y->data, &pl->zero,
+                                         pl->y_desc, y->data);
     if (nn__verbose(ctx))
         note_add(note,
                  do_bias && do_relu ? "bias+relu:cudnn-legacy"
@@ -607,6 +600,72 @@ static nn_status bias_relu_cudnn(struct nn_ctx *ctx, const char *fn,
                                     : "relu:cudnn-legacy",
                  "-");
     return st;
+}
+
+/* relu's mask in a backward call: gd = dy where y > 0, else 0 (cuDNN's relu gradient, with y
+ * standing for the pre-activation: y > 0 exactly where it is), made before the call's first
+ * product runs, with that product's plan's descriptors (every backward plan has g's shape,
+ * m x out). Sizes checked by the caller (check_int). */
+struct lt_mask {
+    const nn_tensor *y, *dy;
+    void *gd;
+    int done;
+};
+
+static nn_status relu_mask(struct nn_ctx *ctx, const struct lt_key *k, struct lt_plan *pl,
+                           struct lt_mask *mask, struct nn__linear_note *note)
+{
+    cudnnHandle_t h;
+    NN__TRY(nn__cudnn_handle(ctx, &h));
+    NN__TRY(plan_legacy(ctx, k, pl, 0, 1));
+    cudnnTensorDescriptor_t d = pl->y_desc;
+    NN__TRY(nn__cudnn_ActivationBackward(ctx, h, pl->relu, &pl->one, d, mask->y->data, d,
+                                         mask->dy->data, d, mask->y->data, &pl->zero, d, mask->gd));
+    mask->done = 1;
+    if (nn__verbose(ctx)) note_add(note, "relu_bwd:cudnn-legacy", "-");
+    return NN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The products
+ */
+
+/* D = A * B (+ D when accumulate) through the key's plan; bias is the epilogue's vector (or
+ * NULL); an LT_DB product takes the plan's ones for B; relu's mask (NULL: none) is made first if
+ * it is not yet. The plan that ran goes to *ran (its epilogue says what ran). The workspace is
+ * the algorithm's own size from the pool (a pool hit on a warm shape: no driver call). */
+static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
+                        const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
+                        int accumulate, struct lt_mask *mask, struct lt_plan **ran,
+                        struct nn__linear_note *note)
+{
+    cublasLtHandle_t h;
+    struct lt_plan *p = NULL;
+    const char *cache = "";
+    NN__TRY(product_plan(ctx, fn, k, &h, &p, &cache));
+    if (mask && !mask->done) NN__TRY(relu_mask(ctx, k, p, mask, note));
+    if (k->op == LT_DB) b = p->ones;
+    *ran = p;
+    if (p->epilogue != CUBLASLT_EPILOGUE_DEFAULT && p->bias_set != bias) {
+        NN__TRY(set_desc(ctx, fn, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        p->bias_set = bias;
+    }
+    void *ws = NULL;
+    if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
+    if (k->op == LT_DB) nn__cudnn_shared_enter(ctx); /* reads the plan's ones */
+    nn_status st =
+        LT(ctx, fn,
+           cublasLtMatmul(h, p->desc, &p->one, a, p->a, b, p->b, accumulate ? &p->one : &p->zero, d,
+                          p->d, d, p->d, &p->algo, ws, p->workspace, (cudaStream_t)ctx->stream));
+    if (k->op == LT_DB) nn__cudnn_shared_leave(ctx);
+    nn_status fst = ws ? nn__dev_free_for(ctx, fn, ws) : NN_OK;
+    if (nn__verbose(ctx)) {
+        char impl[112];
+        snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu", what, epilogue_name(p->epilogue),
+                 p->algo_text, (unsigned long long)p->workspace);
+        note_add(note, impl, cache);
+    }
+    return st != NN_OK ? st : fst;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -647,61 +706,38 @@ static nn_status forward_lt(struct nn_ctx *ctx, const struct nn__linear_problem 
     const void *ptrs[] = {x->data, w->data, y->data, b ? b->data : NULL};
     struct lt_key k;
     key_init(ctx, p, LT_FWD, e, ptrs, 4, &k);
-    int32_t ran;
-    NN__TRY(
-        matmul(ctx, fn, "fwd", &k, w->data, x->data, y->data, b ? b->data : NULL, 0, &ran, note));
-    if (ran == e) return NN_OK;
-    return bias_relu_cudnn(ctx, fn, p, b, y, b != NULL, relu, note);
-}
-
-/* g = dy where y > 0, else 0: cuDNN's relu gradient, with y standing for the pre-activation
- * (y > 0 exactly where it is). Sizes checked by the caller (check_int). */
-static nn_status relu_mask(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
-                           const nn_tensor *y, const nn_tensor *dy, void *g,
-                           struct nn__linear_note *note)
-{
-    cudnnHandle_t h;
-    NN__TRY(nn__cudnn_handle(ctx, &h));
-    cudnnTensorDescriptor_t d;
-    NN__TRY(desc4(ctx, p->dtype, p->m, p->out, &d));
-    cudnnActivationDescriptor_t act;
-    nn_status st = relu_desc(ctx, &act);
-    if (st == NN_OK) {
-        union nn__cudnn_scale one, zero;
-        st = nn__cudnn_ActivationBackward(ctx, h, act, nn__cudnn_scale(&one, p->dtype, 1.0), d,
-                                          y->data, d, dy->data, d, y->data,
-                                          nn__cudnn_scale(&zero, p->dtype, 0.0), d, g);
-        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
-    }
-    nn__cudnn_tensor_desc_destroy(ctx, d);
-    if (nn__verbose(ctx)) note_add(note, "relu_bwd:cudnn-legacy", "-");
-    return st;
+    struct lt_plan *ran;
+    NN__TRY(matmul(ctx, fn, "fwd", &k, w->data, x->data, y->data, b ? b->data : NULL, 0, NULL, &ran,
+                   note));
+    if (ran->epilogue == e) return NN_OK;
+    return bias_relu_cudnn(ctx, fn, p, &k, ran, b, y, b != NULL, relu, note);
 }
 
 /* db (+)= the sum of g over the rows, as a product with a column of ones (f32 accumulation, no
  * TF32), beta 1 when db accumulates. */
 static nn_status bias_grad_lt(struct nn_ctx *ctx, const char *fn,
                               const struct nn__linear_problem *p, const void *g, nn_tensor *db,
-                              int accumulate, struct nn__linear_note *note)
+                              int accumulate, struct lt_mask *mask, struct nn__linear_note *note)
 {
     const void *ptrs[] = {g, db->data};
     struct lt_key k;
     key_init(ctx, p, LT_DB, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 2, &k);
-    int32_t ran;
-    return matmul(ctx, fn, "db", &k, g, NULL, db->data, NULL, accumulate, &ran, note);
+    struct lt_plan *ran;
+    return matmul(ctx, fn, "db", &k, g, NULL, db->data, NULL, accumulate, mask, &ran, note);
 }
 
+/* The products of g (dy, or relu's mask of it in gd: mask not NULL). */
 static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
-                          const struct nn__linear_grads *g, const void *gd,
+                          const struct nn__linear_grads *g, const void *gd, struct lt_mask *mask,
                           struct nn__linear_note *note)
 {
-    int32_t ran;
+    struct lt_plan *ran;
     struct lt_key k;
     if (g->dx) {
         const void *ptrs[] = {g->w->data, gd, g->dx->data};
         key_init(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 3, &k);
         NN__TRY(matmul(ctx, fn, "dx", &k, g->w->data, gd, g->dx->data, NULL,
-                       (g->flags & NN_LINEAR_ACCUMULATE_DX) != 0, &ran, note));
+                       (g->flags & NN_LINEAR_ACCUMULATE_DX) != 0, mask, &ran, note));
     }
     int fuse_db = db_fusable(g->db != NULL, g->dw != NULL, g->flags);
     int db_done = 0;
@@ -710,12 +746,12 @@ static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__l
         int32_t e = fuse_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
         key_init(ctx, p, LT_DW, e, ptrs, 4, &k);
         NN__TRY(matmul(ctx, fn, "dw", &k, g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL,
-                       (g->flags & NN_LINEAR_ACCUMULATE_DW) != 0, &ran, note));
-        db_done = fuse_db && ran == CUBLASLT_EPILOGUE_BGRADB;
+                       (g->flags & NN_LINEAR_ACCUMULATE_DW) != 0, mask, &ran, note));
+        db_done = fuse_db && ran->epilogue == CUBLASLT_EPILOGUE_BGRADB;
     }
     if (g->db && !db_done)
-        NN__TRY(
-            bias_grad_lt(ctx, fn, p, gd, g->db, (g->flags & NN_LINEAR_ACCUMULATE_DB) != 0, note));
+        NN__TRY(bias_grad_lt(ctx, fn, p, gd, g->db, (g->flags & NN_LINEAR_ACCUMULATE_DB) != 0, mask,
+                             note));
     return NN_OK;
 }
 
@@ -723,15 +759,15 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
                              const struct nn__linear_grads *g, struct nn__linear_note *note)
 {
     const char *fn = "nn_linear_backward";
-    if (p->activation != NN_ACTIVATION_RELU) return grads_lt(ctx, fn, p, g, g->dy->data, note);
+    if (p->activation != NN_ACTIVATION_RELU)
+        return grads_lt(ctx, fn, p, g, g->dy->data, NULL, note);
     /* relu_mask's cuDNN call, checked before its buffer is taken */
     NN__TRY(check_int(ctx, fn, p));
     /* The masked gradient lives in a pool buffer for the products (freed in stream order). */
-    void *gd;
-    NN__TRY(nn__dev_alloc_for(ctx, fn, masked_bytes(p), &gd));
-    nn_status st = relu_mask(ctx, fn, p, g->y, g->dy, gd, note);
-    if (st == NN_OK) st = grads_lt(ctx, fn, p, g, gd, note);
-    nn_status fst = nn__dev_free_for(ctx, fn, gd);
+    struct lt_mask mask = {g->y, g->dy, NULL, 0};
+    NN__TRY(nn__dev_alloc_for(ctx, fn, masked_bytes(p), &mask.gd));
+    nn_status st = grads_lt(ctx, fn, p, g, mask.gd, &mask, note);
+    nn_status fst = nn__dev_free_for(ctx, fn, mask.gd);
     return st != NN_OK ? st : fst;
 }
 

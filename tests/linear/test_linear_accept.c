@@ -114,6 +114,14 @@ static void mutate(uint64_t *s, struct call *c, int i)
     }
 }
 
+/* Up to two mutations among the four tensors from first on (the forward's or backward's). */
+static void mutate_some(uint64_t *s, struct call *c, int first)
+{
+    int n = (int)(next(s) % 3);
+    for (int k = 0; k < n; k++)
+        mutate(s, c, first + (int)(next(s) % 4));
+}
+
 static int usable(const nn_tensor *t, nn_dtype dt)
 {
     return nn_tensor_validate(t, "t") == NN_OK && t->space == NN_SPACE_HOST && t->dtype == dt;
@@ -210,9 +218,7 @@ Test(linear_accept, forward_accepts_what_its_checks_accept)
     for (int trial = 0; trial < TRIALS; trial++) {
         struct call c;
         make_call(&s, &c);
-        int n = (int)(next(&s) % 3);
-        for (int k = 0; k < n; k++)
-            mutate(&s, &c, (int)(next(&s) % 4));
+        mutate_some(&s, &c, X);
         int ok = forward_ok(&c);
         if (ok && !inside(&c)) continue;
         p.activation = (next(&s) % 2) ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
@@ -239,9 +245,7 @@ Test(linear_accept, backward_accepts_what_its_checks_accept)
         nn_linear_pullback *pb = NULL;
         cr_assert_eq(nn_linear_forward(ctx, &p, &c.t[X], &c.t[W], &c.t[B], &c.t[Y], &pb), NN_OK,
                      "%s", nn_last_error()->message);
-        int n = (int)(next(&s) % 3);
-        for (int k = 0; k < n; k++)
-            mutate(&s, &c, DY + (int)(next(&s) % 4));
+        mutate_some(&s, &c, DY);
         int ok = backward_ok(&c, relu);
         if (!ok || inside(&c)) {
             nn_status st = nn_linear_backward(ctx, &pb, c.arg[DY], (nn_tensor *)c.arg[DX],

@@ -47,6 +47,12 @@ static nn_tensor packed(uint64_t *s, nn_space space, int device)
     return t;
 }
 
+/* v one up or down, held at int64's ends (a hostile value stays one). */
+static int64_t nudged(int64_t v, int up)
+{
+    return up ? (v < INT64_MAX ? v + 1 : v) : (v > INT64_MIN ? v - 1 : v);
+}
+
 /* One or two of t's fields replaced by an edge value. */
 static void mutate(uint64_t *s, nn_tensor *t)
 {
@@ -80,7 +86,7 @@ static void mutate(uint64_t *s, nn_tensor *t)
         switch (next(s) % 10) {
         case 0: t->dims[i] = PICK(s, dims); break;
         case 1: t->strides[i] = PICK(s, strides); break;
-        case 2: t->strides[i] += (next(s) % 2) ? 1 : -1; break;
+        case 2: t->strides[i] = nudged(t->strides[i], next(s) % 2); break;
         case 3: t->rank = (int)PICK(s, ranks); break;
         case 4: t->dtype = (nn_dtype)PICK(s, dtypes); break;
         case 5: t->data = (unsigned char *)t->data + (next(s) % 3); break;

@@ -87,6 +87,12 @@ static void make_call(uint64_t *s, struct call *c)
         c->arg[i] = &c->t[i];
 }
 
+/* v one up or down, held at int64's ends (a hostile value stays one). */
+static int64_t nudged(int64_t v, int up)
+{
+    return up ? (v < INT64_MAX ? v + 1 : v) : (v > INT64_MIN ? v - 1 : v);
+}
+
 /* One field of tensor i replaced; with others, the moves make overlaps. */
 static void mutate(uint64_t *s, struct call *c, int i)
 {
@@ -98,9 +104,9 @@ static void mutate(uint64_t *s, struct call *c, int i)
         t->data = (unsigned char *)c->t[next(s) % SLOTS].data + 4 * (next(s) % 4);
         break;
     case 2: t->data = (unsigned char *)t->data + 1 + next(s) % 3; break;
-    case 3: t->dims[d] += (next(s) % 2) ? 1 : -1; break;
+    case 3: t->dims[d] = nudged(t->dims[d], next(s) % 2); break;
     case 4: t->dims[d] = (next(s) % 2) ? INT64_MAX : (int64_t)1 << 40; break;
-    case 5: t->strides[d] += (next(s) % 2) ? 1 : -1; break;
+    case 5: t->strides[d] = nudged(t->strides[d], next(s) % 2); break;
     case 6: t->strides[d] = (next(s) % 2) ? 0 : INT64_MAX; break;
     case 7: /* a dim of 1 with another stride: packed all the same */
         t->dims[d] = 1;

@@ -171,17 +171,25 @@ static size_t alignment_of(const void *p)
     return a ? (size_t)(a & (~a + 1)) : 0;
 }
 
+/* The one-pass tests' part that reads no dim or stride: a dtype (its size in *es), a rank, data
+ * aligned to the element, zero reserved words. */
+static int fields_valid(const nn_tensor *t, size_t *es)
+{
+    *es = dtype_bytes(t->dtype);
+    /* es is 2, 4 or 8: the mask is the remainder */
+    return *es && t->rank >= 1 && t->rank <= NN_MAX_RANK && t->data &&
+           !((uintptr_t)t->data & (*es - 1)) && !(t->reserved[0] | t->reserved[1]);
+}
+
 /* Every check of nn__tensor_validate in one pass, deciding only that all of them pass (each
  * condition is one of explain_invalid's, negated); a view that fails any is left to
  * explain_invalid, which reports the first failure in its order. */
 static int tensor_valid(const nn_tensor *t)
 {
-    size_t es = dtype_bytes(t->dtype);
+    size_t es;
     int rank = t->rank;
-    /* es is 2, 4 or 8: the mask is the remainder */
-    if (!es || rank < 1 || rank > NN_MAX_RANK || !t->data || ((uintptr_t)t->data & (es - 1)) ||
-        (t->space != NN_SPACE_HOST && (t->space != NN_SPACE_DEVICE || t->device < 0)) ||
-        (t->reserved[0] | t->reserved[1]))
+    if (!fields_valid(t, &es) ||
+        (t->space != NN_SPACE_HOST && (t->space != NN_SPACE_DEVICE || t->device < 0)))
         return 0;
     uint64_t last = 0;
     int64_t count = 1;
@@ -454,12 +462,11 @@ static int host_data(nn_ctx *ctx, const void *data)
 
 int nn__tensor_plain(nn_ctx *ctx, const nn_tensor *t, size_t *bytes)
 {
-    size_t es = dtype_bytes(t->dtype);
+    size_t es;
     int rank = t->rank;
     int gpu = nn__ctx_on_gpu(ctx);
-    /* es is 2, 4 or 8: the mask is the remainder; a context's device is >= 0 */
-    if (!es || rank < 1 || rank > NN_MAX_RANK || !t->data || ((uintptr_t)t->data & (es - 1)) ||
-        (t->reserved[0] | t->reserved[1]) ||
+    /* a context's device is >= 0 */
+    if (!fields_valid(t, &es) ||
         (gpu ? t->space != NN_SPACE_DEVICE || t->device != ctx->device : t->space != NN_SPACE_HOST))
         return 0;
     /* Natural strides make every stride >= 1 and the last element's offset the count - 1, so

@@ -156,13 +156,15 @@ typedef enum nn_linear_pass {
 
 /**
  * The device-pool bytes one linear call would hold at its peak, so that a framework can pre-size
- * its scratch (or its allocator, nn_mem_set_allocator()): the largest cuBLASLt workspace among
- * the matmuls the call runs one after another, plus, for a backward call with p.activation RELU,
- * the relu-masked copy of dy it holds throughout (M x out elements). Not included: the caller's
- * tensors, a pullback (it keeps views only), the column of ones of a stand-alone db product
- * (made once per shape with its cached plan: this query makes it), and the pool's rounding of a
- * request to its size classes (docs/MEMORY.md). 0 on the reference backend, which takes host
- * memory only.
+ * its scratch (or its allocator, nn_mem_set_allocator()): the largest cuBLASLt workspace above
+ * 1 MiB among the matmuls the call runs one after another, plus, for a backward call with
+ * p.activation RELU, the relu-masked copy of dy it holds throughout (M x out elements). Not
+ * included: the caller's tensors, a pullback (it keeps views only), the column of ones of a
+ * stand-alone db product (made once per shape with its cached plan: this query makes it), the
+ * context's kept workspace (every matmul whose workspace is at most 1 MiB runs on one buffer the
+ * context keeps until nn_ctx_destroy(), grown by the first call that needs more, so a call may
+ * take up to 1 MiB more than this answer once), and the pool's rounding of a request to its size
+ * classes (docs/MEMORY.md). 0 on the reference backend, which takes host memory only.
  *
  * On the GPU the query finds the matmul plans the call would use, as the call would (the
  * context's cache, else a plan-file record, else cuBLASLt's heuristic with the same epilogue and

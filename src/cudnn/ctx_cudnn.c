@@ -17,6 +17,7 @@
 #include "cudnn/plan_build_cudnn.h"
 #include "cudnn/plan_file.h"
 #include "cudnn/plan_get_cudnn.h"
+#include "mem/mem.h"
 #include "nnprim/context.h"
 
 static nn_status describe_gpu(struct nn_ctx *ctx, struct nn__gpu_id *gpu)
@@ -84,6 +85,10 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
     nn__plan_builder_free(s->builder);
     nn__cudnn_handle_destroy(ctx, s->cudnn);
     if (s->cublaslt) cublasLtDestroy(s->cublaslt);
+    if (s->lt_ws) {
+        nn__cudnn_shared_release(ctx); /* the free waits for the last product that used it */
+        (void)nn__dev_free(ctx, s->lt_ws);
+    }
     if (s->shared_ev) cudaEventDestroy(s->shared_ev);
     nn__host_free(s);
     ctx->cudnn = NULL;

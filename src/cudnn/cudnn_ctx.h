@@ -30,6 +30,10 @@ struct cublasLtContext; /* cublasLtHandle_t's struct */
 struct nn__cudnn_state {
     cudnnHandle_t cudnn;
     struct cublasLtContext *cublaslt; /* the linear family's handle, created on its first call */
+    /* The linear family's kept workspace (linear_cublaslt.c), pool memory freed with the state:
+     * the products whose workspace is small run on it. */
+    void *lt_ws;
+    size_t lt_ws_bytes;
     struct nn__cache *plans;
     struct nn__plan_builder *builder;
     const struct nn__graph_kind *const *graph_kinds; /* the context assembly's table */
@@ -87,15 +91,15 @@ nn_status nn__cudnn_ctx_init(struct nn_ctx *ctx, const struct nn__cache_kind *co
 void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
 
 /* Calls that use device buffers the context keeps across calls (recurrent layers' replay staging
- * and slots, dropout states, the kept ones of conv's and linear's bias gradients, cross-entropy's
- * zeros) bracket their launches with enter and leave: on another stream than
- * the last such call, enter makes the stream wait for that call first, so that two streams never
- * use the buffers at once. leave records the end of the call; it costs nothing until the context
- * first switches streams (before that every call ran on the stream the context was made with,
- * which lives as long as it, so the wait can record there when needed). release goes before such
- * buffers are freed (on the context's stream, perhaps by another family's call that evicts their
- * cache entry): the stream waits for the last call, as in enter, which stays the last.
- * None fails: should CUDA refuse the event or the wait, the host waits instead. */
+ * and slots, dropout states, the kept ones of conv's and linear's bias gradients, linear's kept
+ * workspace, cross-entropy's zeros) bracket their launches with enter and leave: on another stream
+ * than the last such call, enter makes the stream wait for that call first, so that two streams
+ * never use the buffers at once. leave records the end of the call; it costs nothing until the
+ * context first switches streams (before that every call ran on the stream the context was made
+ * with, which lives as long as it, so the wait can record there when needed). release goes before
+ * such buffers are freed (on the context's stream, perhaps by another family's call that evicts
+ * their cache entry): the stream waits for the last call, as in enter, which stays the last. None
+ * fails: should CUDA refuse the event or the wait, the host waits instead. */
 void nn__cudnn_shared_enter(struct nn_ctx *ctx);
 void nn__cudnn_shared_leave(struct nn_ctx *ctx);
 void nn__cudnn_shared_release(struct nn_ctx *ctx);

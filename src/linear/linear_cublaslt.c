@@ -34,6 +34,12 @@
  * Hopper is 32 MiB. */
 #define LT_WORKSPACE_DEFAULT ((uint64_t)32 << 20)
 
+/* A product whose workspace is at most this runs on the context's kept workspace
+ * (nn__cudnn_state.lt_ws) rather than on a pool block taken and given back per call: that pair
+ * costs a host-paced product, a classifier's head, a measurable part of its step (the H200's
+ * figures: docs/PERFORMANCE.md). Larger workspaces come with products whose GPU time dwarfs it. */
+#define LT_WORKSPACE_KEEP ((uint64_t)1 << 20)
+
 /* ---------------------------------------------------------------------------------------------
  * Checked cuBLASLt calls: a failure is recorded with the call's name and cuBLAS status
  */
@@ -630,10 +636,30 @@ static nn_status relu_mask(struct nn_ctx *ctx, const struct lt_key *k, struct lt
  * The products
  */
 
+/* The context's kept workspace, at least bytes (at most LT_WORKSPACE_KEEP): grown to the largest
+ * a product has asked for, the smaller block given back after the last product that used it. */
+static nn_status kept_workspace(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out)
+{
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (s->lt_ws_bytes < bytes) {
+        void *p, *old = s->lt_ws;
+        NN__TRY(nn__dev_alloc_for(ctx, fn, bytes, &p));
+        s->lt_ws = p;
+        s->lt_ws_bytes = bytes;
+        if (old) {
+            nn__cudnn_shared_release(ctx);
+            NN__TRY(nn__dev_free_for(ctx, fn, old));
+        }
+    }
+    *out = s->lt_ws;
+    return NN_OK;
+}
+
 /* D = A * B (+ D when accumulate) through the key's plan; bias is the epilogue's vector (or
  * NULL); an LT_DB product takes the plan's ones for B; relu's mask (NULL: none) is made first if
  * it is not yet. The plan that ran goes to *ran (its epilogue says what ran). The workspace is
- * the algorithm's own size from the pool (a pool hit on a warm shape: no driver call). */
+ * the algorithm's own size: the context's kept one when it is small, else from the pool (a pool
+ * hit on a warm shape: no driver call). */
 static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
                         const struct lt_key *k, const void *a, const void *b, void *d, void *bias,
                         int accumulate, struct lt_mask *mask, struct lt_plan **ran,
@@ -651,14 +677,20 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
         p->bias_set = bias;
     }
     void *ws = NULL;
-    if (p->workspace) NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
-    if (k->op == LT_DB) nn__cudnn_shared_enter(ctx); /* reads the plan's ones */
+    int kept = p->workspace && p->workspace <= LT_WORKSPACE_KEEP;
+    if (kept)
+        NN__TRY(kept_workspace(ctx, fn, (size_t)p->workspace, &ws));
+    else if (p->workspace)
+        NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
+    /* the plan's ones (LT_DB) and the kept workspace are kept across calls */
+    int shared = kept || k->op == LT_DB;
+    if (shared) nn__cudnn_shared_enter(ctx);
     nn_status st =
         LT(ctx, fn,
            cublasLtMatmul(h, p->desc, &p->one, a, p->a, b, p->b, accumulate ? &p->one : &p->zero, d,
                           p->d, d, p->d, &p->algo, ws, p->workspace, (cudaStream_t)ctx->stream));
-    if (k->op == LT_DB) nn__cudnn_shared_leave(ctx);
-    nn_status fst = ws ? nn__dev_free_for(ctx, fn, ws) : NN_OK;
+    if (shared) nn__cudnn_shared_leave(ctx);
+    nn_status fst = ws && !kept ? nn__dev_free_for(ctx, fn, ws) : NN_OK;
     if (nn__verbose(ctx)) {
         char impl[112];
         snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu", what, epilogue_name(p->epilogue),
@@ -771,8 +803,8 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
     return st != NN_OK ? st : fst;
 }
 
-/* The workspace of the key's plan (found or built as the call would), into *peak if larger;
- * *ran receives the epilogue the plan runs. */
+/* The pool workspace of the key's plan (found or built as the call would), into *peak if larger
+ * (a kept one is the context's, not the call's); *ran receives the epilogue the plan runs. */
 static nn_status product_workspace(struct nn_ctx *ctx, const struct nn__linear_problem *p,
                                    enum lt_op op, int32_t epilogue, const void *const *ptrs,
                                    int nptr, size_t *peak, int32_t *ran)
@@ -783,7 +815,7 @@ static nn_status product_workspace(struct nn_ctx *ctx, const struct nn__linear_p
     struct lt_plan *pl;
     const char *cache;
     NN__TRY(product_plan(ctx, "nn_linear_workspace_size", &k, &h, &pl, &cache));
-    if (pl->workspace > *peak) *peak = (size_t)pl->workspace;
+    if (pl->workspace > LT_WORKSPACE_KEEP && pl->workspace > *peak) *peak = (size_t)pl->workspace;
     *ran = pl->epilogue;
     return NN_OK;
 }

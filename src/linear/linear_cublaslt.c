@@ -758,11 +758,12 @@ static nn_status bias_grad_lt(struct nn_ctx *ctx, const char *fn,
     return matmul(ctx, fn, "db", &k, g, NULL, db->data, NULL, accumulate, mask, &ran, note);
 }
 
-/* The products of g (dy, or relu's mask of it in gd: mask not NULL). */
+/* The products of g: dy, or relu's mask of it in mask->gd (mask not NULL). */
 static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__linear_problem *p,
-                          const struct nn__linear_grads *g, const void *gd, struct lt_mask *mask,
+                          const struct nn__linear_grads *g, struct lt_mask *mask,
                           struct nn__linear_note *note)
 {
+    const void *gd = mask ? mask->gd : g->dy->data;
     struct lt_plan *ran;
     struct lt_key k;
     if (g->dx) {
@@ -791,14 +792,13 @@ static nn_status backward_lt(struct nn_ctx *ctx, const struct nn__linear_problem
                              const struct nn__linear_grads *g, struct nn__linear_note *note)
 {
     const char *fn = "nn_linear_backward";
-    if (p->activation != NN_ACTIVATION_RELU)
-        return grads_lt(ctx, fn, p, g, g->dy->data, NULL, note);
+    if (p->activation != NN_ACTIVATION_RELU) return grads_lt(ctx, fn, p, g, NULL, note);
     /* relu_mask's cuDNN call, checked before its buffer is taken */
     NN__TRY(check_int(ctx, fn, p));
     /* The masked gradient lives in a pool buffer for the products (freed in stream order). */
     struct lt_mask mask = {g->y, g->dy, NULL, 0};
     NN__TRY(nn__dev_alloc_for(ctx, fn, masked_bytes(p), &mask.gd));
-    nn_status st = grads_lt(ctx, fn, p, g, mask.gd, &mask, note);
+    nn_status st = grads_lt(ctx, fn, p, g, &mask, note);
     nn_status fst = nn__dev_free_for(ctx, fn, mask.gd);
     return st != NN_OK ? st : fst;
 }

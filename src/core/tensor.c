@@ -295,13 +295,17 @@ static int same_memory(const nn_tensor *a, const nn_tensor *b)
     return a->space == b->space && (a->space != NN_SPACE_DEVICE || a->device == b->device);
 }
 
-/* a.data < end(b) && b.data < end(a): a view ends past its start (an extent is at least one
- * element), so only the lower view's end is in doubt. */
+/* Whether b's bytes meet [lo, hi), a's: lo < end(b) && b.data < hi. A view ends past its start
+ * (an extent is at least one element), so only the lower view's end is in doubt. */
+static int meets(uintptr_t lo, uintptr_t hi, const nn_tensor *b)
+{
+    uintptr_t p = (uintptr_t)b->data;
+    return lo <= p ? p < hi : lo < end_of(b);
+}
+
 int nn__tensors_overlap(const nn_tensor *a, const nn_tensor *b)
 {
-    if (!same_memory(a, b)) return 0;
-    uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
-    return pa <= pb ? pb < end_of(a) : pa < end_of(b);
+    return same_memory(a, b) && meets((uintptr_t)a->data, end_of(a), b);
 }
 
 nn_status nn__check_no_overlap(struct nn_ctx *ctx, const char *fn, const nn_tensor *a,
@@ -377,9 +381,7 @@ nn_status nn__check_output(struct nn_ctx *ctx, const char *fn, const nn_tensor *
     uintptr_t lo = (uintptr_t)out->data, hi = end_of(out);
     for (int i = 0; i < n; i++) {
         const nn_tensor *o = others[i];
-        if (!o || !same_memory(out, o)) continue;
-        uintptr_t p = (uintptr_t)o->data;
-        if (lo <= p ? p < hi : lo < end_of(o))
+        if (o && same_memory(out, o) && meets(lo, hi, o))
             return nn__check_no_overlap(ctx, fn, out, name, o, other_names[i]);
     }
     return NN_OK;

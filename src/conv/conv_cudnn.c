@@ -325,16 +325,6 @@ static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
                                              db->data);
 }
 
-/* An activation descriptor for relu, made per call (a few host instructions). */
-static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
-{
-    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, out));
-    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, *out, CUDNN_ACTIVATION_RELU,
-                                                     CUDNN_NOT_PROPAGATE_NAN, 0.0);
-    if (st != NN_OK) (void)nn__cudnn_DestroyActivationDescriptor(ctx, *out);
-    return st;
-}
-
 /* y = relu(y + b) in place, after a convolution plan without the fused epilogue. */
 static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
                                   const struct nn__conv_problem *p, struct legacy_desc ld[2],
@@ -351,11 +341,11 @@ static nn_status bias_relu_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
     }
     if (!relu) return NN_OK;
     cudnnActivationDescriptor_t act;
-    NN__TRY(relu_desc(ctx, &act));
+    NN__TRY(nn__cudnn_relu_desc(ctx, &act));
     nn_status st = nn__cudnn_ActivationForward(
         ctx, h, act, nn__cudnn_scale(&one, p->dtype, 1.0), ld[0].d, y->data,
         nn__cudnn_scale(&second, p->dtype, 0.0), ld[0].d, y->data);
-    (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+    nn__cudnn_relu_desc_destroy(ctx, act);
     return st;
 }
 
@@ -873,7 +863,7 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
     if (st == NN_OK && !same) st = legacy_desc_of(ctx, &ld[1], dy);
     cudnnTensorDescriptor_t yd = ld[0].d, dyd = same ? ld[0].d : ld[1].d;
     cudnnActivationDescriptor_t act = NULL;
-    if (st == NN_OK) st = relu_desc(ctx, &act);
+    if (st == NN_OK) st = nn__cudnn_relu_desc(ctx, &act);
     if (st == NN_OK) {
         union nn__cudnn_scale one, zero;
         /* cuDNN's relu gradient is dy where its input is > 0; y > 0 exactly where the
@@ -881,7 +871,7 @@ nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, c
         st = nn__cudnn_ActivationBackward(ctx, h, act, nn__cudnn_scale(&one, dy->dtype, 1.0), yd,
                                           y->data, dyd, dy->data, yd, y->data,
                                           nn__cudnn_scale(&zero, dy->dtype, 0.0), dyd, dyr->data);
-        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+        nn__cudnn_relu_desc_destroy(ctx, act);
     }
     legacy_pair_destroy(ctx, ld);
     verbose_add(ctx, note, "relu_bwd", "legacy", "-");

@@ -41,6 +41,28 @@ void nn__cudnn_tensor_desc_destroy(struct nn_ctx *ctx, cudnnTensorDescriptor_t d
     ctx->last_error = keep;
 }
 
+nn_status nn__cudnn_relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
+{
+    cudnnActivationDescriptor_t act;
+    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, &act));
+    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, act, CUDNN_ACTIVATION_RELU,
+                                                     CUDNN_NOT_PROPAGATE_NAN, 0.0);
+    if (st != NN_OK) {
+        nn__cudnn_relu_desc_destroy(ctx, act);
+        return st;
+    }
+    *out = act;
+    return NN_OK;
+}
+
+void nn__cudnn_relu_desc_destroy(struct nn_ctx *ctx, cudnnActivationDescriptor_t act)
+{
+    if (!act) return;
+    nn_error_info keep = ctx->last_error;
+    (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
+    ctx->last_error = keep;
+}
+
 cudnnDataType_t nn__cudnn_data_type(nn_dtype t)
 {
     switch (t) {

@@ -97,4 +97,12 @@ nn_status nn__cudnn_tensor_desc(struct nn_ctx *ctx, nn_dtype t, int nd, const in
  * does not replace the failure's message. */
 void nn__cudnn_tensor_desc_destroy(struct nn_ctx *ctx, cudnnTensorDescriptor_t d);
 
+/* A relu activation descriptor (NaN not propagated, as cuDNN's relu gradient wants), created and
+ * set; on failure nothing is left and *out is untouched. */
+nn_status nn__cudnn_relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out);
+
+/* Destroys act (NULL: nothing) keeping the context's last error, as
+ * nn__cudnn_tensor_desc_destroy does. */
+void nn__cudnn_relu_desc_destroy(struct nn_ctx *ctx, cudnnActivationDescriptor_t act);
+
 #endif

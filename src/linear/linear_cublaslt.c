@@ -174,16 +174,6 @@ static const char *record_invalid(const void *record, uint32_t blob_len)
     return NULL;
 }
 
-/* Destroys act (NULL: nothing) keeping the context's last error, as
- * nn__cudnn_tensor_desc_destroy does. */
-static void relu_desc_destroy(struct nn_ctx *ctx, cudnnActivationDescriptor_t act)
-{
-    if (!act) return;
-    nn_error_info keep = ctx->last_error;
-    (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
-    ctx->last_error = keep;
-}
-
 static void plan_destroy(void *live)
 {
     struct lt_plan *p = live;
@@ -196,7 +186,7 @@ static void plan_destroy(void *live)
     if (p->ctx) {
         nn__cudnn_tensor_desc_destroy(p->ctx, p->y_desc);
         nn__cudnn_tensor_desc_destroy(p->ctx, p->b_desc);
-        relu_desc_destroy(p->ctx, p->relu);
+        nn__cudnn_relu_desc_destroy(p->ctx, p->relu);
     }
     if (p->a) cublasLtMatrixLayoutDestroy(p->a);
     if (p->b) cublasLtMatrixLayoutDestroy(p->b);
@@ -553,21 +543,6 @@ static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t n, int64_t c,
     return nn__cudnn_tensor_desc(ctx, t, 4, dims, str, out);
 }
 
-/* *out untouched on failure. */
-static nn_status relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
-{
-    cudnnActivationDescriptor_t act;
-    NN__TRY(nn__cudnn_CreateActivationDescriptor(ctx, &act));
-    nn_status st = nn__cudnn_SetActivationDescriptor(ctx, act, CUDNN_ACTIVATION_RELU,
-                                                     CUDNN_NOT_PROPAGATE_NAN, 0.0);
-    if (st != NN_OK) {
-        (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
-        return st;
-    }
-    *out = act;
-    return NN_OK;
-}
-
 /* The plan's legacy descriptors that a call needs (lt_plan): y or g always, b with bias, relu
  * with relu; those missing are made now and kept. Sizes checked by the caller (check_int). */
 static nn_status plan_legacy(struct nn_ctx *ctx, const struct lt_key *k, struct lt_plan *p,
@@ -577,7 +552,7 @@ static nn_status plan_legacy(struct nn_ctx *ctx, const struct lt_key *k, struct 
     p->ctx = ctx;
     if (!p->y_desc) NN__TRY(desc4(ctx, t, k->m, k->out, &p->y_desc));
     if (bias && !p->b_desc) NN__TRY(desc4(ctx, t, 1, k->out, &p->b_desc));
-    if (relu && !p->relu) NN__TRY(relu_desc(ctx, &p->relu));
+    if (relu && !p->relu) NN__TRY(nn__cudnn_relu_desc(ctx, &p->relu));
     return NN_OK;
 }
 

@@ -97,8 +97,9 @@ nn_status nn__cudnn_tensor_desc(struct nn_ctx *ctx, nn_dtype t, int nd, const in
  * does not replace the failure's message. */
 void nn__cudnn_tensor_desc_destroy(struct nn_ctx *ctx, cudnnTensorDescriptor_t d);
 
-/* A relu activation descriptor (NaN not propagated, as cuDNN's relu gradient wants), created and
- * set; on failure nothing is left and *out is untouched. */
+/* A relu activation descriptor (CUDNN_NOT_PROPAGATE_NAN, coefficient 0), created and set, for
+ * the calls that run relu or its gradient through cuDNN's legacy API (conv and linear); on failure
+ * nothing is left and *out is untouched. */
 nn_status nn__cudnn_relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out);
 
 /* Destroys act (NULL: nothing) keeping the context's last error, as

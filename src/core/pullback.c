@@ -105,6 +105,11 @@ static void order_for_free(const char *fn, struct nn__pullback *h)
 nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb)
 {
     NN__TRY(check_live(NULL, fn, kind, pb));
+    return nn__pullback_consume(fn, pb);
+}
+
+nn_status nn__pullback_consume(const char *fn, void *pb)
+{
     /* Two threads freeing the same pullback: only one removes it. */
     if (!nn__ptrset_remove(&live, pb))
         return NN__FAIL(NULL, NN_E_PULLBACK,

@@ -80,4 +80,9 @@ nn_status nn__backward_accumulate(struct nn_ctx *ctx, const char *fn,
  * refuse that, the host waits for the pullback's stream instead. */
 nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb);
 
+/* nn__pullback_remove() for a backward call that consumes the pullback it checked with
+ * nn__backward_begin(): the family check was made there, so the set is asked once, to remove it.
+ * Returns as nn__pullback_remove() does. */
+nn_status nn__pullback_consume(const char *fn, void *pb);
+
 #endif

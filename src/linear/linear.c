@@ -414,7 +414,11 @@ static nn_status linear_backward(nn_ctx *ctx, const char *fn, nn_linear_pullback
     note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     if (dx || dw || db) NN__TRY(be->backward(ctx, &prob, &g, &note));
     if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
-    return bw.keep ? NN_OK : nn_linear_pullback_free(pullback);
+    if (bw.keep) return NN_OK;
+    NN__TRY(nn__pullback_consume("nn_linear_pullback_free", pb));
+    nn__host_free(pb);
+    *pullback = NULL;
+    return NN_OK;
 }
 
 nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const nn_tensor *dy,

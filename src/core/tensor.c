@@ -172,8 +172,8 @@ static size_t alignment_of(const void *p)
 }
 
 /* The one-pass tests' part that reads no dim or stride: a dtype (its size in *es), a rank, data
- * aligned to the element, zero reserved words. */
-static int fields_valid(const nn_tensor *t, size_t *es)
+ * aligned to the element, zero reserved words. Inline: every op call runs it once per view. */
+static inline int fields_valid(const nn_tensor *t, size_t *es)
 {
     *es = dtype_bytes(t->dtype);
     /* es is 2, 4 or 8: the mask is the remainder */

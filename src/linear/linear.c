@@ -276,14 +276,14 @@ static int forward_plain(struct nn_ctx *ctx, const nn_tensor *x, const nn_tensor
  * Forward, backward, pullbacks
  */
 
-static nn_status linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
-                                const nn_tensor *w, const nn_tensor *b, nn_tensor *y,
-                                nn_linear_pullback **pullback_out)
+/* t0: the call's start when verbose, else 0. */
+static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params *p,
+                                const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
+                                nn_tensor *y, nn_linear_pullback **pullback_out)
 {
     const char *fn = "nn_linear_forward";
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
-    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     NN__TRY(check_params(ctx, fn, p));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
     struct nn__linear_problem prob;
@@ -321,8 +321,9 @@ nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const nn_ten
                             nn_linear_pullback **pullback_out)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "linear_forward", t0,
-                            linear_forward(ctx, p, x, w, b, y, pullback_out));
+    nn_status st = linear_forward(ctx, t0, p, x, w, b, y, pullback_out);
+    /* a success has printed its op line */
+    return st == NN_OK ? st : nn__verbose_exit(ctx, "linear_forward", t0, st);
 }
 
 /* An output of backward (NULL: not asked for, its span left empty): plain, of dtype, rank and
@@ -393,12 +394,12 @@ static nn_status check_grads(struct nn_ctx *ctx, const char *fn, const struct nn
     return check_packed(ctx, fn, all, all_names, 4);
 }
 
-static nn_status linear_backward(nn_ctx *ctx, const char *fn, nn_linear_pullback **pullback,
-                                 const nn_backward_options *opts, const nn_tensor *dy,
-                                 nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
+/* t0 as in linear_forward. */
+static nn_status linear_backward(nn_ctx *ctx, uint64_t t0, const char *fn,
+                                 nn_linear_pullback **pullback, const nn_backward_options *opts,
+                                 const nn_tensor *dy, nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
-    uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &pullback_kind, pullback, opts, &bw));
     nn_linear_pullback *pb = *pullback;
@@ -425,9 +426,8 @@ nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, const n
                              nn_tensor *dx, nn_tensor *dw, nn_tensor *db)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(
-        ctx, "linear_backward", t0,
-        linear_backward(ctx, "nn_linear_backward", pullback, NULL, dy, dx, dw, db));
+    nn_status st = linear_backward(ctx, t0, "nn_linear_backward", pullback, NULL, dy, dx, dw, db);
+    return st == NN_OK ? st : nn__verbose_exit(ctx, "linear_backward", t0, st);
 }
 
 nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
@@ -435,9 +435,9 @@ nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
                                 nn_tensor *dw, nn_tensor *db)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(
-        ctx, "linear_backward_ex", t0,
-        linear_backward(ctx, "nn_linear_backward_ex", pullback, opts, dy, dx, dw, db));
+    nn_status st =
+        linear_backward(ctx, t0, "nn_linear_backward_ex", pullback, opts, dy, dx, dw, db);
+    return st == NN_OK ? st : nn__verbose_exit(ctx, "linear_backward_ex", t0, st);
 }
 
 nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,

@@ -79,6 +79,7 @@ static nn_status open_stream(nn_ctx *ctx, void *given)
         ctx->owns_stream = 1;
     }
     ctx->stream = ctx->home_stream = s;
+    ctx->stream_capturable = nn__stream_can_capture(s);
     NN__TRY(NN__CUDA(ctx, cudaStreamGetId(s, &ctx->stream_id)));
     ctx->home_stream_id = ctx->stream_id;
     return NN_OK;
@@ -282,6 +283,7 @@ static nn_status switch_stream(nn_ctx *ctx, cudaStream_t s)
     }
     ctx->stream = s;
     ctx->stream_id = id;
+    ctx->stream_capturable = nn__stream_can_capture(s);
     return NN_OK;
 }
 #endif

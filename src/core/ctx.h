@@ -20,8 +20,9 @@ struct nn_ctx {
     void *home_stream;            /* the stream of nn_ctx_create() (ours or the settings'), which
                                      lives as long as the context */
     unsigned long long home_stream_id;
-    int stream_switched; /* nn_ctx_set_stream() has changed the stream at least once */
-    void *order_event;   /* cudaEvent_t for ordering one stream after another, made on first use */
+    int stream_switched;   /* nn_ctx_set_stream() has changed the stream at least once */
+    int stream_capturable; /* nn__stream_can_capture() of stream, asked when it is set */
+    void *order_event; /* cudaEvent_t for ordering one stream after another, made on first use */
     struct nn__mem_pool *mem_pool;
     struct nn__cudnn_state *cudnn;
     nn_error_info last_error;

@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
 
@@ -37,6 +38,42 @@ nn_status nn__cuda_traced(struct nn_ctx *ctx, cudaError_t err, const char *call,
     snprintf(text, sizeof text, "nnprim_trace,cuda,%s,%s,%.2f us", call, cudaGetErrorName(err), us);
     nn__log_line(NN_LOG_TRACE, text);
     return nn__cuda_check(ctx, err, call, file, line);
+}
+
+int nn__stream_can_capture(void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    unsigned flags = 0;
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) return 0;
+    if (cudaStreamGetFlags(s, &flags) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (flags & cudaStreamNonBlocking) != 0;
+}
+
+int nn__stream_capturable(const struct nn_ctx *ctx)
+{
+    return ctx->stream_capturable;
+}
+
+nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
+                             cudaGraph_t *out)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    *out = NULL;
+    nn_status st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    if (st == NN_OK) {
+        st = fn(arg);
+        cudaError_t end = cudaStreamEndCapture(s, out);
+        if (st == NN_OK) st = NN__CUDA(ctx, end);
+    }
+    if (st != NN_OK) {
+        (void)cudaGetLastError();
+        if (*out) cudaGraphDestroy(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 static int nn__devices;

@@ -34,6 +34,22 @@ static inline nn_status nn__cuda_check(struct nn_ctx *ctx, cudaError_t err, cons
 {
     return err == cudaSuccess ? NN_OK : nn__cuda_fail(ctx, err, call, file, line);
 }
+
+/* Whether nnprim captures its own work on stream s into CUDA graphs: not on the legacy default
+ * stream (it cannot be captured) nor on the per-thread one (it would serialise with unrelated
+ * work), and only on a non-blocking stream: while a blocking stream is being captured, another
+ * thread's work on the legacy default stream fails (cudaErrorStreamCaptureImplicit), and that
+ * thread may be the framework's. Asked when a context's stream is set. */
+int nn__stream_can_capture(void *s);
+
+/* nn__stream_can_capture() of ctx's stream now. */
+int nn__stream_capturable(const struct nn_ctx *ctx);
+
+/* Capture the work fn(arg) queues on ctx's stream into a new graph *out (NULL on failure), in
+ * relaxed mode: another thread's context may call cudaMalloc meanwhile. Returns fn's status, or
+ * the capture's failure, recorded; a failure leaves no CUDA error pending. */
+nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
+                             cudaGraph_t *out);
 #endif
 
 /* Number of usable devices, 0 when there is no CUDA, driver or device (no error recorded).

@@ -826,20 +826,11 @@ typedef nn_status (*launch_fn)(struct nn_ctx *ctx, cudnnHandle_t h, const struct
 static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
                          struct rnn_live *e, launch_fn fn, const void *arg, cudaGraph_t *out);
 
-/* Capture needs a stream of the context's own kind: the legacy default stream cannot be
- * captured, and a per-thread one would serialise with unrelated work. Asked at each call, since
- * nn_ctx_set_stream() may move the context to one of those. */
-static int stream_capturable(const struct nn_ctx *ctx)
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    return s && s != cudaStreamLegacy && s != cudaStreamPerThread;
-}
-
 /* Whether e's calls can replay now: the shape may (no_replay: no copy kernel in this build or
  * driver, or a replay that failed) and the context's stream can be captured. */
 static int can_replay(const struct nn_ctx *ctx, const struct rnn_live *e)
 {
-    return !e->no_replay && stream_capturable(ctx);
+    return !e->no_replay && nn__stream_capturable(ctx);
 }
 
 /* Milliseconds per training step of REPS steps back to back, between events ev (the host waits
@@ -1178,26 +1169,29 @@ static nn_status exec_assemble(struct nn_ctx *ctx, struct exec *ex, const struct
     return st;
 }
 
+/* One launch_fn call, as nn__stream_capture() takes it. */
+struct launch {
+    struct nn_ctx *ctx;
+    cudnnHandle_t h;
+    const struct nn__rnn_problem *p;
+    struct rnn_live *e;
+    launch_fn fn;
+    const void *arg;
+};
+
+static nn_status run_launch(void *arg)
+{
+    struct launch *l = arg;
+    return l->fn(l->ctx, l->h, l->p, l->e, l->arg);
+}
+
 /* Capture the launches of fn on the context's stream into a new graph. */
 static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
                          struct rnn_live *e, launch_fn fn, const void *arg, cudaGraph_t *out)
 {
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    *out = NULL;
     e->captured = 1;
-    /* Relaxed: another thread's context may call cudaMalloc meanwhile. */
-    nn_status st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    if (st == NN_OK) {
-        st = fn(ctx, h, p, e, arg);
-        cudaError_t end = cudaStreamEndCapture(s, out);
-        if (st == NN_OK) st = NN__CUDA(ctx, end);
-    }
-    if (st != NN_OK) {
-        (void)cudaGetLastError();
-        if (*out) cudaGraphDestroy(*out);
-        *out = NULL;
-    }
-    return st;
+    struct launch l = {ctx, h, p, e, fn, arg};
+    return nn__stream_capture(ctx, run_launch, &l, out);
 }
 
 /* Capture fn into ex->body and assemble the staging graph around it. */

@@ -71,7 +71,8 @@ class Settings(ctypes.Structure):  # nn_settings (context.h)
                 ("deterministic", c_int), ("workspace_cap", c_size_t), ("tuning", c_int),
                 ("autotune_candidates", c_int), ("plan_cache_file", c_char_p),
                 ("plan_cache_capacity", c_int), ("verbose", c_int), ("background_builds", c_int),
-                ("prebuild_plans", c_int), ("rnn_graphs", c_int), ("reserved", c_uint64 * 6)]
+                ("prebuild_plans", c_int), ("rnn_graphs", c_int), ("linear_graphs", c_int),
+                ("reserved", c_uint64 * 6)]
 
 
 class ConvParams(ctypes.Structure):  # nn_conv_params (conv.h)

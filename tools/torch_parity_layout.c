@@ -44,6 +44,7 @@ int main(void)
     FIELD(nn_settings, background_builds);
     FIELD(nn_settings, prebuild_plans);
     FIELD(nn_settings, rnn_graphs);
+    FIELD(nn_settings, linear_graphs);
     FIELD(nn_settings, reserved);
 
     SIZE(nn_conv_params);

@@ -34,6 +34,7 @@
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
  *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (settings)
+ *   NNPRIM_LINEAR_GRAPHS      1 | 0: linear products replayed from CUDA graphs (settings)
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN
  * call); the lines: "Log lines" below and docs/VERBOSE.md
  *
@@ -217,6 +218,13 @@ typedef enum nn_rnn_graphs {
     NN_RNN_GRAPHS_ON = 2    /**< replay every shape that can be captured */
 } nn_rnn_graphs;
 
+/** Whether linear products replay CUDA graphs (include/nnprim/linear.h, docs/LINEAR.md). */
+typedef enum nn_linear_graphs {
+    NN_LINEAR_GRAPHS_ON = 0, /**< a product called twice in a row on the same buffers is captured
+                                  once, then replayed while its buffers stay those */
+    NN_LINEAR_GRAPHS_OFF = 1 /**< always eager (every product issues its cuBLASLt call) */
+} nn_linear_graphs;
+
 /** Context settings; fill with nn_default_settings(), then change what you need. */
 typedef struct nn_settings {
     nn_backend backend;
@@ -252,6 +260,12 @@ typedef struct nn_settings {
      *  Default NN_RNN_GRAPHS_AUTO; NNPRIM_RNN_GRAPHS=auto|0|1. Takes what was reserved[0] (zero
      *  there is AUTO), so the struct's size is unchanged. */
     nn_rnn_graphs rnn_graphs;
+    /** cuDNN backend: whether a linear product runs from a CUDA graph captured on its buffers
+     *  (results bitwise those of the eager call). Default NN_LINEAR_GRAPHS_ON;
+     *  NNPRIM_LINEAR_GRAPHS=1|0. Takes the padding after rnn_graphs (zero in settings filled by
+     *  nn_default_settings() or nn_settings_init(), and zero is ON), so the struct's size and
+     *  reserved are unchanged. */
+    nn_linear_graphs linear_graphs;
     uint64_t reserved[6]; /**< zero; room for the ABI to grow */
 } nn_settings;
 
@@ -260,7 +274,7 @@ typedef struct nn_settings {
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
  * cap, heuristic tuning with 16 autotune candidates, no plan cache file, 256 cached plans,
- * verbose 0, background builds and prebuilding on, recurrent graphs auto.
+ * verbose 0, background builds and prebuilding on, recurrent graphs auto, linear graphs on.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
@@ -360,8 +374,10 @@ NN_API void *nn_ctx_stream(const nn_ctx *ctx);
  * context started with, pass what nn_ctx_get_stream() answered then. cudaStreamPerThread names
  * the calling thread's default stream at each call, so a context set to it must stay on that
  * thread. The stream must belong to the context's device and must not be capturing a CUDA graph.
- * Passing the current stream again costs nothing; a switch costs a few CUDA calls on the host
- * (an event recorded on the stream left behind, no wait).
+ * Graph replays (recurrent layers, linear products) need a stream made with cudaStreamNonBlocking
+ * (as the context's own and PyTorch's side streams are): on a blocking one, or either default
+ * stream, every call runs eagerly. Passing the current stream again costs nothing; a switch costs a
+ * few CUDA calls on the host (an event recorded on the stream left behind, no wait).
  *
  * Ordering (no host synchronisation anywhere):
  * - Memory the context frees (workspaces, tensors freed through it, a pullback's buffers) is

@@ -66,6 +66,8 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
     static const struct nn__env_word graphs[] = {
         {"auto", NN_RNN_GRAPHS_AUTO}, {"0", NN_RNN_GRAPHS_OFF}, {"1", NN_RNN_GRAPHS_ON}};
+    static const struct nn__env_word lgraphs[] = {{"1", NN_LINEAR_GRAPHS_ON},
+                                                  {"0", NN_LINEAR_GRAPHS_OFF}};
     nn_status first = NN_OK, st;
     int v;
 
@@ -96,6 +98,9 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     v = (int)s->rnn_graphs;
     NN__KEEP(nn__env_word(fn, "NNPRIM_RNN_GRAPHS", graphs, NN__N(graphs), "auto, 0 or 1", &v));
     s->rnn_graphs = (nn_rnn_graphs)v;
+    v = (int)s->linear_graphs;
+    NN__KEEP(nn__env_word(fn, "NNPRIM_LINEAR_GRAPHS", lgraphs, NN__N(lgraphs), "1 or 0", &v));
+    s->linear_graphs = (nn_linear_graphs)v;
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;
@@ -153,6 +158,11 @@ nn_status nn__settings_check(const nn_settings *s)
                         "nn_ctx_create: settings.rnn_graphs must be NN_RNN_GRAPHS_AUTO, _OFF or "
                         "_ON, got %d",
                         (int)s->rnn_graphs);
+    if ((unsigned)s->linear_graphs > NN_LINEAR_GRAPHS_OFF)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_create: settings.linear_graphs must be NN_LINEAR_GRAPHS_ON or "
+                        "_OFF, got %d",
+                        (int)s->linear_graphs);
     NN__TRY(NN__CHECK_RESERVED(NULL, "nn_ctx_create", "settings.reserved", s->reserved));
     return NN_OK;
 }

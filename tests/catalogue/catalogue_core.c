@@ -221,6 +221,11 @@ CALL(env_prebuild)
     (void)c;
     return env_row("NNPRIM_PREBUILD_PLANS", "2");
 }
+CALL(env_linear_graphs)
+{
+    (void)c;
+    return env_row("NNPRIM_LINEAR_GRAPHS", "2");
+}
 CALL(env_verbose)
 {
     (void)c;
@@ -298,6 +303,13 @@ CALL(create_tuning)
     (void)c;
     nn_settings s = defaults();
     s.tuning = (nn_tuning_mode)5;
+    return create_with(&s);
+}
+CALL(create_linear_graphs)
+{
+    (void)c;
+    nn_settings s = defaults();
+    s.linear_graphs = (nn_linear_graphs)2;
     return create_with(&s);
 }
 CALL(create_candidates)
@@ -465,6 +477,8 @@ static const struct cat_row rows[] = {
     ROW("NNPRIM_BACKGROUND_BUILDS=yes", "nn_default_settings", "NNPRIM_BACKGROUND_BUILDS", V,
         env_background),
     ROW("NNPRIM_PREBUILD_PLANS=2", "nn_default_settings", "NNPRIM_PREBUILD_PLANS", V, env_prebuild),
+    ROW("NNPRIM_LINEAR_GRAPHS=2", "nn_default_settings", "NNPRIM_LINEAR_GRAPHS", V,
+        env_linear_graphs),
     ROW("NNPRIM_VERBOSE=3", "nn_default_settings", "NNPRIM_VERBOSE", V, env_verbose),
     ROW("NNPRIM_VERBOSE=''", "nn_default_settings", "NNPRIM_VERBOSE", V, env_verbose_empty),
     ROW("ctx_create with a malformed environment", "nn_ctx_create", "NNPRIM_VERBOSE", V,
@@ -475,6 +489,8 @@ static const struct cat_row rows[] = {
     ROW("ctx_create device -1", "nn_ctx_create", "settings.device", E, create_device_neg),
     ROW("ctx_create math_mode 9", "nn_ctx_create", "settings.math_mode", E, create_math),
     ROW("ctx_create tuning 5", "nn_ctx_create", "settings.tuning", E, create_tuning),
+    ROW("ctx_create linear_graphs 2", "nn_ctx_create", "settings.linear_graphs", E,
+        create_linear_graphs),
     ROW("ctx_create autotune_candidates 0", "nn_ctx_create", "settings.autotune_candidates", E,
         create_candidates),
     ROW("ctx_create plan_cache_capacity 0", "nn_ctx_create", "settings.plan_cache_capacity", E,

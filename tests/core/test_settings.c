@@ -24,6 +24,7 @@ Test(settings, defaults_without_environment)
     cr_expect_eq(s.verbose, 0);
     cr_expect_eq(s.background_builds, 1);
     cr_expect_eq(s.prebuild_plans, 1);
+    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_ON);
 }
 
 Test(settings, environment_overrides_every_field)
@@ -40,6 +41,7 @@ Test(settings, environment_overrides_every_field)
     setenv("NNPRIM_VERBOSE", "2", 1);
     setenv("NNPRIM_BACKGROUND_BUILDS", "0", 1);
     setenv("NNPRIM_PREBUILD_PLANS", "0", 1);
+    setenv("NNPRIM_LINEAR_GRAPHS", "0", 1);
     nn_settings s;
     cr_assert_eq(nn_default_settings(&s), NN_OK);
     cr_expect_eq(s.backend, NN_BACKEND_REF);
@@ -54,6 +56,7 @@ Test(settings, environment_overrides_every_field)
     cr_expect_eq(s.verbose, 2);
     cr_expect_eq(s.background_builds, 0);
     cr_expect_eq(s.prebuild_plans, 0);
+    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_OFF);
 }
 
 struct bad_env {
@@ -68,6 +71,7 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_DETERMINISTIC", "yes", "0 or 1"},
     {"NNPRIM_BACKGROUND_BUILDS", "on", "0 or 1"},
     {"NNPRIM_PREBUILD_PLANS", "2", "0 or 1"},
+    {"NNPRIM_LINEAR_GRAPHS", "on", "1 or 0"},
     {"NNPRIM_WORKSPACE_CAP", "12T", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "-5", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "99999999999999999999", "byte count"},
@@ -134,6 +138,12 @@ Test(context, create_rejects_settings_out_of_range)
     nn_default_settings(&s);
     s.plan_cache_capacity = 0;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
+    nn_default_settings(&s);
+    s.linear_graphs = (nn_linear_graphs)2;
+    cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
+    cr_expect_str_eq(nn_last_error()->message,
+                     "nn_ctx_create: settings.linear_graphs must be NN_LINEAR_GRAPHS_ON or _OFF, "
+                     "got 2");
     cr_expect_eq(nn_ctx_create(NULL, &s), NN_E_INVALID_ARG);
 }
 

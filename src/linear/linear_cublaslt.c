@@ -101,6 +101,21 @@ struct lt_record {
     int32_t epilogue; /* what the algorithm runs: the key's, or DEFAULT (fallback calls after) */
 };
 
+/* One product's call: every pointer its kernel reads or writes, and whether beta is 1 (alpha and
+ * beta are host scalars, so a captured call keeps their values). */
+struct lt_call {
+    const void *a, *b, *d, *bias, *ws;
+    int accumulate;
+};
+
+/* The product captured as a graph on one call's buffers (exec NULL: none yet) and the call before
+ * this one. refused: a capture failed, so the plan stays eager. */
+struct lt_replay {
+    cudaGraphExec_t exec;
+    struct lt_call at, last;
+    int refused;
+};
+
 struct lt_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -124,6 +139,7 @@ struct lt_plan {
      * epilogue could not fuse, a backward plan's for relu's mask. */
     cudnnTensorDescriptor_t y_desc, b_desc;
     cudnnActivationDescriptor_t relu;
+    struct lt_replay replay;
 };
 
 static const struct nn__field key_fields[] = {
@@ -188,6 +204,8 @@ static void plan_destroy(void *live)
         nn__cudnn_tensor_desc_destroy(p->ctx, p->b_desc);
         nn__cudnn_relu_desc_destroy(p->ctx, p->relu);
     }
+    /* a launch still in flight completes first: CUDA frees the graph after it */
+    if (p->replay.exec) cudaGraphExecDestroy(p->replay.exec);
     if (p->a) cublasLtMatrixLayoutDestroy(p->a);
     if (p->b) cublasLtMatrixLayoutDestroy(p->b);
     if (p->d) cublasLtMatrixLayoutDestroy(p->d);
@@ -630,6 +648,79 @@ static nn_status kept_workspace(struct nn_ctx *ctx, const char *fn, size_t bytes
     return NN_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Running a product: eagerly, or from the graph captured on its buffers
+ */
+
+/* One cublasLtMatmul of plan p, as nn__stream_capture() takes it. */
+struct lt_run {
+    struct nn_ctx *ctx;
+    const char *fn;
+    cublasLtHandle_t h;
+    struct lt_plan *p;
+    const struct lt_call *c;
+};
+
+static nn_status lt_matmul(void *arg)
+{
+    const struct lt_run *r = arg;
+    const struct lt_plan *p = r->p;
+    const struct lt_call *c = r->c;
+    return LT(r->ctx, r->fn,
+              cublasLtMatmul(r->h, p->desc, &p->one, c->a, p->a, c->b, p->b,
+                             c->accumulate ? &p->one : &p->zero, (void *)c->d, p->d, (void *)c->d,
+                             p->d, &p->algo, (void *)c->ws, p->workspace,
+                             (cudaStream_t)r->ctx->stream));
+}
+
+static int call_eq(const struct lt_call *x, const struct lt_call *y)
+{
+    return x->a == y->a && x->b == y->b && x->d == y->d && x->bias == y->bias && x->ws == y->ws &&
+           x->accumulate == y->accumulate;
+}
+
+/* Capture the call into a new executable graph of the plan, replacing the one it had. */
+static nn_status capture_product(struct lt_run *r, struct lt_replay *rp)
+{
+    cudaGraph_t g;
+    if (rp->exec) cudaGraphExecDestroy(rp->exec);
+    rp->exec = NULL;
+    NN__TRY(nn__stream_capture(r->ctx, lt_matmul, r, &g));
+    nn_status st = NN__CUDA(r->ctx, cudaGraphInstantiate(&rp->exec, g, 0));
+    cudaGraphDestroy(g);
+    if (st != NN_OK) {
+        (void)cudaGetLastError();
+        rp->exec = NULL;
+        return st;
+    }
+    rp->at = *r->c;
+    return NN_OK;
+}
+
+/* Run the call: from the plan's graph while its buffers are the ones the graph was captured on,
+ * capturing it when they are also the last call's (a training loop on fixed buffers then issues
+ * one graph launch per product, which costs the host less than cublasLtMatmul: docs/LINEAR.md);
+ * otherwise eagerly. A capture that fails leaves the plan eager from then on, its failure
+ * readable in the context's last error. *replayed says which ran. */
+static nn_status run_product(struct lt_run *r, int *replayed)
+{
+    struct nn_ctx *ctx = r->ctx;
+    struct lt_replay *rp = &r->p->replay;
+    *replayed = 0;
+    if (ctx->settings.linear_graphs == NN_LINEAR_GRAPHS_OFF || rp->refused ||
+        !nn__stream_capturable(ctx))
+        return lt_matmul(r);
+    int ready = rp->exec && call_eq(&rp->at, r->c);
+    if (!ready && call_eq(&rp->last, r->c)) {
+        rp->refused = capture_product(r, rp) != NN_OK;
+        ready = !rp->refused;
+    }
+    rp->last = *r->c;
+    if (!ready) return lt_matmul(r);
+    *replayed = 1;
+    return NN__CUDA(ctx, cudaGraphLaunch(rp->exec, (cudaStream_t)ctx->stream));
+}
+
 /* D = A * B (+ D when accumulate) through the key's plan; bias is the epilogue's vector (or
  * NULL); an LT_DB product takes the plan's ones for B; relu's mask (NULL: none) is made first if
  * it is not yet. The plan that ran goes to *ran (its epilogue says what ran). The workspace is
@@ -658,18 +749,17 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
     else if (p->workspace)
         NN__TRY(nn__dev_alloc_for(ctx, fn, p->workspace, &ws));
     /* the plan's ones (LT_DB) and the kept workspace are kept across calls */
-    int shared = kept || k->op == LT_DB;
+    int shared = kept || k->op == LT_DB, replayed;
     if (shared) nn__cudnn_shared_enter(ctx);
-    nn_status st =
-        LT(ctx, fn,
-           cublasLtMatmul(h, p->desc, &p->one, a, p->a, b, p->b, accumulate ? &p->one : &p->zero, d,
-                          p->d, d, p->d, &p->algo, ws, p->workspace, (cudaStream_t)ctx->stream));
+    struct lt_call call = {a, b, d, bias, ws, accumulate};
+    struct lt_run run = {ctx, fn, h, p, &call};
+    nn_status st = run_product(&run, &replayed);
     if (shared) nn__cudnn_shared_leave(ctx);
     nn_status fst = ws && !kept ? nn__dev_free_for(ctx, fn, ws) : NN_OK;
     if (nn__verbose(ctx)) {
         char impl[112];
-        snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu", what, epilogue_name(p->epilogue),
-                 p->algo_text, (unsigned long long)p->workspace);
+        snprintf(impl, sizeof impl, "%s:cublaslt-%s/%s/ws%llu%s", what, epilogue_name(p->epilogue),
+                 p->algo_text, (unsigned long long)p->workspace, replayed ? "/graph" : "");
         note_add(note, impl, cache);
     }
     return st != NN_OK ? st : fst;

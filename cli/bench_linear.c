@@ -1,10 +1,12 @@
 /* nnprim bench linear: the linear layer's forward and forward+backward, nnprim against raw
  * cuBLASLt (the same products with the same epilogues, heuristic preferences, descriptors and
  * algorithm made once, bias pointers set once, a workspace allocated once, the same stream, the
- * same run), both timed alike with CUDA events, taking turns a share of the calls at a time
- * (timed), so that a drift of the GPU's clocks during a row weighs on both sides alike. Two
- * figures per pass: "us", the calls back to back (as bench/torch_linear.py times PyTorch), where
- * a tiny product's time is the host's cost of issuing it whenever that is the larger; and
+ * same run), and raw cuBLASLt replayed ("lt-graph": each product captured once as a graph on the
+ * same buffers, as nnprim replays its own), all timed alike with CUDA events, taking turns a share
+ * of the calls at a time (timed), so that a drift of the GPU's clocks during a row weighs on every
+ * side alike. Two figures per pass: "us", the calls back to back (as bench/torch_linear.py times
+ * PyTorch), where a tiny product's time is the host's cost of issuing it whenever that is the
+ * larger; and
  * "gpu_us", the GPU's part alone: the calls queued behind a hold on the stream, then run back to
  * back (nn_cli_gpu_times_us). Each case then prints the algorithm of every product on both sides
  * (nnprim's from the verbose line of a twin context). Without a GPU: the reference backend with
@@ -157,13 +159,14 @@ static double flops(const struct problem *pr, int bwd)
 }
 
 /* us: calls back to back (the host's issuing overlaps the GPU work queued before it); gpu_us: the
- * GPU's part alone (held); base_*: raw's, 0 on raw's own rows. */
+ * GPU's part alone (held); base: raw's, graph: raw's replayed (each {0, 0} where not printed). */
 static void print_row(const char *name, const char *pass, const char *impl, const double us[2],
-                      double fl, const double base_us[2])
+                      double fl, const double base[2], const double graph[2])
 {
     printf("%-34s %-8s %-9s %10.1f %10.1f %8.1f", name, pass, impl, us[0], us[1],
            fl / us[0] * 1e-6);
-    if (base_us[0] > 0) printf(" %8.3fx %8.3fx", us[0] / base_us[0], us[1] / base_us[1]);
+    if (base[0] > 0) printf(" %8.3fx %8.3fx", us[0] / base[0], us[1] / base[1]);
+    if (graph[0] > 0) printf(" %8.3fx %8.3fx", us[0] / graph[0], us[1] / graph[1]);
     printf("\n");
 }
 
@@ -235,6 +238,7 @@ struct raw_gemm {
     size_t ws; /* the algorithm's workspace */
     cublasLtEpilogue_t epi;
     int ok;
+    cudaGraphExec_t exec; /* the product captured once on the problem's buffers (raw_capture) */
 };
 
 struct raw {
@@ -327,6 +331,7 @@ static int raw_gemm_init(struct raw *r, struct raw_gemm *g, cublasOperation_t ta
 
 static void raw_gemm_fini(struct raw_gemm *g)
 {
+    if (g->exec) cudaGraphExecDestroy(g->exec);
     if (g->a) cublasLtMatrixLayoutDestroy(g->a);
     if (g->b) cublasLtMatrixLayoutDestroy(g->b);
     if (g->d) cublasLtMatrixLayoutDestroy(g->d);
@@ -397,14 +402,58 @@ static int raw_fwdbwd(void *arg)
            raw_run(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data);
 }
 
+/* Raw's products replayed: each captured once as a graph of its own on the problem's buffers, as
+ * nnprim's are (docs/LINEAR.md, "Graph replay"), so this side is raw cuBLASLt with the same host
+ * saving. 0 when every product of the pass captured; without one the side does not run. */
+static int raw_capture(struct raw *r, struct raw_gemm *g, const void *a, const void *b, void *d)
+{
+    cudaGraph_t gr = NULL;
+    if (!g->ok || cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+        return 1;
+    int bad = raw_run(r, g, a, b, d);
+    bad |= cudaStreamEndCapture(r->stream, &gr) != cudaSuccess;
+    bad = bad || cudaGraphInstantiate(&g->exec, gr, 0) != cudaSuccess;
+    if (gr) cudaGraphDestroy(gr);
+    if (bad) {
+        g->exec = NULL;
+        (void)cudaGetLastError();
+    }
+    return bad;
+}
+
+static int raw_capture_all(struct raw *r)
+{
+    struct problem *pr = r->pr;
+    int fwd = raw_capture(r, &r->fwd, pr->w.data, pr->x.data, pr->y.data);
+    int dx = raw_capture(r, &r->dx, pr->w.data, pr->dy.data, pr->dx.data);
+    int dw = raw_capture(r, &r->dw, pr->x.data, pr->dy.data, pr->dw.data);
+    return fwd | ((dx | dw) << 1); /* bit 0: forward failed, bit 1: backward */
+}
+
+static int raw_graph_fwd(void *arg)
+{
+    struct raw *r = arg;
+    return cudaGraphLaunch(r->fwd.exec, r->stream) != cudaSuccess;
+}
+
+static int raw_graph_fwdbwd(void *arg)
+{
+    struct raw *r = arg;
+    return raw_graph_fwd(arg) || cudaGraphLaunch(r->dx.exec, r->stream) != cudaSuccess ||
+           cudaGraphLaunch(r->dw.exec, r->stream) != cudaSuccess;
+}
+
+/* The sides of a pass: raw eagerly, raw replayed, nnprim. */
+enum { S_RAW, S_GRAPH, S_NNPRIM, S_N };
+
 /* One pass's timing in turns (nn_cli_take_turns): each side's times gather in t. */
 struct pass_turns {
     cudaStream_t s;
     int warmup, hold, *held;
     int (*const *fn)(void *);
     void *const *arg;
-    double *t[2];
-    int n[2];
+    double *t[S_N];
+    int n[S_N];
 };
 
 static int pass_turn(void *arg, int i, int round, int share)
@@ -418,21 +467,21 @@ static int pass_turn(void *arg, int i, int round, int share)
     return st;
 }
 
-/* The median GPU time of each side (fn[0] raw, NULL when it does not run; fn[1] nnprim) over reps
- * calls, back to back (hold 0) or queued behind a hold, the two taking turns so that where the GPU
- * drifts during a row (clocks, power) both see it alike. us[i] is -1 where side i failed or does
+/* The median GPU time of each side (fn[S_*], NULL for a side that does not run) over reps calls,
+ * back to back (hold 0) or queued behind a hold, the sides taking turns so that where the GPU
+ * drifts during a row (clocks, power) all see it alike. us[i] is -1 where side i failed or does
  * not run; *held is cleared when a hold ran out. */
-static void timed(cudaStream_t s, int warmup, int reps, int hold, int (*const fn[2])(void *),
-                  void *const arg[2], double us[2], int *held)
+static void timed(cudaStream_t s, int warmup, int reps, int hold, int (*const fn[S_N])(void *),
+                  void *const arg[S_N], double us[S_N], int *held)
 {
-    struct pass_turns pt = {s, warmup, hold, held, fn, arg, {NULL, NULL}, {0, 0}};
-    int ok[2];
-    for (int i = 0; i < 2; i++) {
+    struct pass_turns pt = {s, warmup, hold, held, fn, arg, {NULL}, {0}};
+    int ok[S_N];
+    for (int i = 0; i < S_N; i++) {
         pt.t[i] = fn[i] ? malloc((size_t)reps * sizeof(double)) : NULL;
         ok[i] = pt.t[i] != NULL;
     }
-    nn_cli_take_turns(2, reps, ok, pass_turn, &pt);
-    for (int i = 0; i < 2; i++) {
+    nn_cli_take_turns(S_N, reps, ok, pass_turn, &pt);
+    for (int i = 0; i < S_N; i++) {
         us[i] = ok[i] ? nn_cli_median(pt.t[i], reps) : -1;
         free(pt.t[i]);
     }
@@ -517,8 +566,8 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
     nn_device_get_info(cs.device, &d);
     printf("%s, cuBLASLt %zu, CUDA events, median of %d after %d warm-up\n", d.name,
            cublasLtGetVersion(), reps, warmup);
-    printf("%-34s %-8s %-9s %10s %10s %8s %9s %9s\n", "case", "pass", "impl", "us", "gpu_us",
-           "TFLOP/s", "vs raw", "gpu/raw");
+    printf("%-34s %-8s %-9s %10s %10s %8s %9s %9s %9s %9s\n", "case", "pass", "impl", "us",
+           "gpu_us", "TFLOP/s", "vs raw", "gpu/raw", "vs graph", "gpu/graph");
     int rc = 0, all_held = 1;
     size_t n = o->has_case ? 1 : sizeof gpu_shapes / sizeof gpu_shapes[0];
     for (size_t si = 0; si < n && !rc; si++) {
@@ -535,34 +584,37 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
         }
         char name[256];
         nn_linear_case_format(&c, name, sizeof name);
-        int relu = c.p.activation == NN_ACTIVATION_RELU;
+        int relu = c.p.activation == NN_ACTIVATION_RELU, uncaptured = raw_capture_all(&raw);
         for (int bwd = 0; bwd < 2 && !rc; bwd++) {
             const char *pass = bwd ? "fwd+bwd" : "fwd";
             int have_raw = raw.fwd.ok && (!bwd || (!relu && raw.dx.ok && raw.dw.ok));
+            int have_graph = have_raw && !(uncaptured & (bwd ? 3 : 1));
             int (*rf)(void *) = bwd ? raw_fwdbwd : raw_fwd,
+                           (*gf)(void *) = bwd ? raw_graph_fwdbwd : raw_graph_fwd,
                            (*nf)(void *) = bwd ? nnprim_fwdbwd : nnprim_fwd;
-            /* [0] back to back, [1] held */
-            double r_us[2] = {0, 0}, n_us[2] = {0, 0};
-            int (*const fn[2])(void *) = {have_raw ? rf : NULL, nf};
-            void *const arg[2] = {&raw, &pr};
+            /* [side][0] back to back, [side][1] held */
+            double t_us[S_N][2] = {{0, 0}, {0, 0}, {0, 0}};
+            int (*const fn[S_N])(void *) = {have_raw ? rf : NULL, have_graph ? gf : NULL, nf};
+            void *const arg[S_N] = {&raw, &raw, &pr};
             for (int h = 0; h < 2; h++) {
-                double us[2];
+                double us[S_N];
                 timed(stream, warmup, reps, h, fn, arg, us, &all_held);
-                r_us[h] = us[0] > 0 ? us[0] : 0;
-                n_us[h] = us[1];
-                if (n_us[h] < 0) break;
+                for (int i = 0; i < S_N; i++)
+                    t_us[i][h] = i == S_NNPRIM || us[i] > 0 ? us[i] : 0;
+                if (us[S_NNPRIM] < 0) break;
             }
+            const double *n_us = t_us[S_NNPRIM], *r_us = t_us[S_RAW], *g_us = t_us[S_GRAPH];
             if (n_us[0] < 0 || n_us[1] < 0) {
                 rc = fail(bwd ? "nnprim forward+backward" : "nnprim forward");
                 break;
             }
             static const double none[2] = {0, 0};
-            if (have_raw && r_us[0] > 0 && r_us[1] > 0) {
-                print_row(name, pass, "cublaslt", r_us, flops(&pr, bwd), none);
-                print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), r_us);
-            } else {
-                print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), none);
-            }
+            int raw_ran = have_raw && r_us[0] > 0 && r_us[1] > 0;
+            if (raw_ran) print_row(name, pass, "cublaslt", r_us, flops(&pr, bwd), none, none);
+            if (raw_ran && g_us[0] > 0 && g_us[1] > 0)
+                print_row(name, pass, "lt-graph", g_us, flops(&pr, bwd), r_us, none);
+            print_row(name, pass, "nnprim", n_us, flops(&pr, bwd), raw_ran ? r_us : none,
+                      raw_ran && g_us[0] > 0 && g_us[1] > 0 ? g_us : none);
         }
         if (!rc) print_algorithms(tw, &pr, &raw);
         raw_fini(&raw);

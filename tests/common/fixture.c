@@ -1,4 +1,5 @@
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "fixture.h"
 
@@ -34,4 +35,22 @@ nn_tensor nn_test_ints(nn_ctx *ctx, nn_dtype dt, int rank, const int64_t *dims)
     cr_assert_eq(nn_tensor_fill_ints(ctx, &t, -2, 2, (uint64_t)rank + (uint64_t)dims[0]), NN_OK,
                  "nn_tensor_fill_ints: %s", nn_last_error()->message);
     return t;
+}
+
+int nn_test_f32_differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tensor *b)
+{
+    nn_settings hs;
+    cr_assert_eq(nn_settings_init(&hs), NN_OK);
+    hs.backend = NN_BACKEND_REF;
+    nn_ctx *h = create(&hs);
+    nn_tensor ha, hb;
+    cr_assert_eq(nn_tensor_empty(h, NN_DTYPE_F32, a->rank, a->dims, &ha), NN_OK);
+    cr_assert_eq(nn_tensor_empty(h, NN_DTYPE_F32, b->rank, b->dims, &hb), NN_OK);
+    cr_assert_eq(nn_tensor_copy(ca, &ha, a), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_tensor_copy(cb, &hb, b), NN_OK, "%s", nn_last_error()->message);
+    int r = memcmp(ha.data, hb.data, (size_t)nn_tensor_numel(a) * 4) != 0;
+    nn_tensor_free(h, &ha);
+    nn_tensor_free(h, &hb);
+    nn_ctx_destroy(h);
+    return r;
 }

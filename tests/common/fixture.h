@@ -15,4 +15,7 @@ nn_ctx *nn_test_ctx_math(nn_backend b, nn_math_mode math);
 /* An nn_tensor_empty() tensor of ctx filled with integers in [-2, 2], seeded by its shape. */
 nn_tensor nn_test_ints(nn_ctx *ctx, nn_dtype dt, int rank, const int64_t *dims);
 
+/* 0 when the two f32 device tensors (of contexts ca and cb) hold the same bytes, 1 if not. */
+int nn_test_f32_differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tensor *b);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "gpu.h"
 #include "nn_config.h"
 #include "nnprim/nnprim.h"
@@ -87,22 +88,7 @@ static void step(nn_ctx *ctx, const struct shape *s, struct set *o, int accumula
 /* 0 when the two device tensors hold the same bytes. */
 static int differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tensor *b)
 {
-    if (!a->data) return 0;
-    nn_settings hs;
-    OK(nn_settings_init(&hs));
-    hs.backend = NN_BACKEND_REF;
-    nn_ctx *h = NULL;
-    OK(nn_ctx_create(&h, &hs));
-    nn_tensor ha, hb;
-    OK(nn_tensor_empty(h, NN_DTYPE_F32, a->rank, a->dims, &ha));
-    OK(nn_tensor_empty(h, NN_DTYPE_F32, b->rank, b->dims, &hb));
-    OK(nn_tensor_copy(ca, &ha, a));
-    OK(nn_tensor_copy(cb, &hb, b));
-    int r = memcmp(ha.data, hb.data, (size_t)nn_tensor_numel(a) * 4) != 0;
-    nn_tensor_free(h, &ha);
-    nn_tensor_free(h, &hb);
-    nn_ctx_destroy(h);
-    return r;
+    return a->data ? nn_test_f32_differ(ca, a, cb, b) : 0;
 }
 
 static void expect_same(nn_ctx *ca, struct set *a, nn_ctx *cb, struct set *b, const char *what)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "gpu.h"
 #include "peak_alloc.h"
 #include "nnprim/nnprim.h"
@@ -34,16 +35,6 @@ static nn_ctx *make_ctx(nn_rnn_graphs graphs, nn_tuning_mode tuning, int verbose
     s.verbose = verbose;
     nn_ctx *ctx = NULL;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
-    return ctx;
-}
-
-static nn_ctx *host_ctx(void)
-{
-    nn_settings s;
-    nn_default_settings(&s);
-    s.backend = NN_BACKEND_REF;
-    nn_ctx *ctx = NULL;
-    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
     return ctx;
 }
 
@@ -122,18 +113,7 @@ static nn_status infer(nn_ctx *ctx, const struct shape *s, struct set *o)
 /* 0 when the two device tensors hold the same bytes. */
 static int differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tensor *b)
 {
-    if (!a->data) return 0;
-    nn_ctx *h = host_ctx();
-    nn_tensor ha, hb;
-    cr_assert_eq(nn_tensor_empty(h, NN_DTYPE_F32, a->rank, a->dims, &ha), NN_OK);
-    cr_assert_eq(nn_tensor_empty(h, NN_DTYPE_F32, b->rank, b->dims, &hb), NN_OK);
-    cr_assert_eq(nn_tensor_copy(ca, &ha, a), NN_OK, "%s", nn_last_error()->message);
-    cr_assert_eq(nn_tensor_copy(cb, &hb, b), NN_OK, "%s", nn_last_error()->message);
-    int r = memcmp(ha.data, hb.data, (size_t)nn_tensor_numel(a) * 4) != 0;
-    nn_tensor_free(h, &ha);
-    nn_tensor_free(h, &hb);
-    nn_ctx_destroy(h);
-    return r;
+    return a->data ? nn_test_f32_differ(ca, a, cb, b) : 0;
 }
 
 static void expect_same(nn_ctx *ca, struct set *a, nn_ctx *cb, struct set *b, const char *what)

@@ -52,11 +52,6 @@ int nn__stream_can_capture(void *stream)
     return (flags & cudaStreamNonBlocking) != 0;
 }
 
-int nn__stream_capturable(const struct nn_ctx *ctx)
-{
-    return ctx->stream_capturable;
-}
-
 nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
                              cudaGraph_t *out)
 {

@@ -42,9 +42,6 @@ static inline nn_status nn__cuda_check(struct nn_ctx *ctx, cudaError_t err, cons
  * thread may be the framework's. Asked when a context's stream is set. */
 int nn__stream_can_capture(void *s);
 
-/* nn__stream_can_capture() of ctx's stream now. */
-int nn__stream_capturable(const struct nn_ctx *ctx);
-
 /* Capture the work fn(arg) queues on ctx's stream into a new graph *out (NULL on failure), in
  * relaxed mode: another thread's context may call cudaMalloc meanwhile. Returns fn's status, or
  * the capture's failure, recorded; a failure leaves no CUDA error pending. */

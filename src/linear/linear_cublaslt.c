@@ -708,7 +708,7 @@ static nn_status run_product(struct lt_run *r, int *replayed)
     struct lt_replay *rp = &r->p->replay;
     *replayed = 0;
     if (ctx->settings.linear_graphs == NN_LINEAR_GRAPHS_OFF || rp->refused ||
-        !nn__stream_capturable(ctx))
+        !ctx->stream_capturable)
         return lt_matmul(r);
     int ready = rp->exec && call_eq(&rp->at, r->c);
     if (!ready && call_eq(&rp->last, r->c)) {

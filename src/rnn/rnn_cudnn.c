@@ -830,7 +830,7 @@ static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__r
  * driver, or a replay that failed) and the context's stream can be captured. */
 static int can_replay(const struct nn_ctx *ctx, const struct rnn_live *e)
 {
-    return !e->no_replay && nn__stream_capturable(ctx);
+    return !e->no_replay && ctx->stream_capturable;
 }
 
 /* Milliseconds per training step of REPS steps back to back, between events ev (the host waits

@@ -48,7 +48,8 @@ extern "C" {
     X(NN_E_FORMAT, -16, "file is truncated, corrupted or of another format")                       \
     X(NN_E_BAD_POINTER, -17, "pointer not owned by nnprim (foreign or already freed)")             \
     X(NN_E_PULLBACK, -18, "pullback already consumed or used with another context")                \
-    X(NN_E_INTERNAL, -19, "internal error in nnprim")
+    X(NN_E_INTERNAL, -19, "internal error in nnprim")                                              \
+    X(NN_E_GRAPH, -20, "not possible inside a CUDA graph capture, or the graph cannot run")
 
 #define NN__STATUS_ENUM(name, value, text) name = value,
 typedef enum nn_status { NN_STATUS_LIST(NN__STATUS_ENUM) } nn_status;

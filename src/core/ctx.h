@@ -10,6 +10,9 @@
 
 struct nn__mem_pool;    /* src/mem: the device's memory pool */
 struct nn__cudnn_state; /* src/cudnn: handles, plan cache */
+struct nn__capture;     /* core/capture.h: a graph capture in progress */
+struct nn__graph_mem;   /* src/mem: graph memory */
+struct nn_graph;        /* src/graph: a captured step */
 
 struct nn_ctx {
     nn_settings settings; /* resolved: backend is REF or CUDNN, plan_cache_file is ours */
@@ -25,6 +28,9 @@ struct nn_ctx {
     void *order_event; /* cudaEvent_t for ordering one stream after another, made on first use */
     struct nn__mem_pool *mem_pool;
     struct nn__cudnn_state *cudnn;
+    struct nn__capture *capture;     /* the graph capture open on the context, or NULL */
+    struct nn__graph_mem *graph_mem; /* the memory of its live graphs and capture: a list */
+    struct nn_graph *graph_list;     /* its live graphs (src/graph) */
     nn_error_info last_error;
 };
 

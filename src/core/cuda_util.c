@@ -52,23 +52,31 @@ int nn__stream_can_capture(void *stream)
     return (flags & cudaStreamNonBlocking) != 0;
 }
 
-nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
-                             cudaGraph_t *out)
+nn_status nn__stream_capture_begin(struct nn_ctx *ctx)
 {
-    cudaStream_t s = (cudaStream_t)ctx->stream;
+    return NN__CUDA(
+        ctx, cudaStreamBeginCapture((cudaStream_t)ctx->stream, cudaStreamCaptureModeRelaxed));
+}
+
+nn_status nn__stream_capture_end(struct nn_ctx *ctx, nn_status st, cudaGraph_t *out)
+{
     *out = NULL;
-    nn_status st = NN__CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    if (st == NN_OK) {
-        st = fn(arg);
-        cudaError_t end = cudaStreamEndCapture(s, out);
-        if (st == NN_OK) st = NN__CUDA(ctx, end);
-    }
+    cudaError_t end = cudaStreamEndCapture((cudaStream_t)ctx->stream, out);
+    if (st == NN_OK) st = NN__CUDA(ctx, end);
     if (st != NN_OK) {
         (void)cudaGetLastError();
         if (*out) cudaGraphDestroy(*out);
         *out = NULL;
     }
     return st;
+}
+
+nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
+                             cudaGraph_t *out)
+{
+    *out = NULL;
+    NN__TRY(nn__stream_capture_begin(ctx));
+    return nn__stream_capture_end(ctx, fn(arg), out);
 }
 
 static int nn__devices;

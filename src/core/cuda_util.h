@@ -42,9 +42,15 @@ static inline nn_status nn__cuda_check(struct nn_ctx *ctx, cudaError_t err, cons
  * thread may be the framework's. Asked when a context's stream is set. */
 int nn__stream_can_capture(void *s);
 
-/* Capture the work fn(arg) queues on ctx's stream into a new graph *out (NULL on failure), in
- * relaxed mode: another thread's context may call cudaMalloc meanwhile. Returns fn's status, or
- * the capture's failure, recorded; a failure leaves no CUDA error pending. */
+/* The one way nnprim captures its work: a per-call replay (recurrent layers, linear products)
+ * and a whole-step graph (include/nnprim/graph.h) alike. begin starts capturing ctx's stream in
+ * relaxed mode (another thread's context may call cudaMalloc meanwhile); end stops it and gives
+ * the graph in *out, or, when st (the status of what was captured) or the capture failed, destroys
+ * it, sets *out NULL and returns the failure (recorded), leaving no CUDA error pending.
+ * nn__stream_capture() captures the work fn(arg) queues between the two. */
+nn_status nn__stream_capture_begin(struct nn_ctx *ctx);
+nn_status nn__stream_capture_end(struct nn_ctx *ctx, nn_status st, cudaGraph_t *out);
+
 nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
                              cudaGraph_t *out);
 #endif

@@ -4,6 +4,7 @@
 
 #include "nn_config.h"
 
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
@@ -19,6 +20,7 @@ nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__
     pb->stream = ctx->stream;
     pb->stream_id = ctx->stream_id;
     pb->accumulate = accumulate;
+    pb->capture = ctx->capture ? ctx->capture->id : 0;
     if (nn__ptrset_add(&live, pb) != 0)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
     return NN_OK;
@@ -82,6 +84,19 @@ nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,
                         "%s: the pullback was created with context %p, but this call has another "
                         "context (%p); use the one that made it",
                         fn, (void *)h->ctx, (void *)ctx);
+    unsigned long long now = ctx->capture ? ctx->capture->id : 0;
+    if (h->capture != now) {
+        if (!h->capture)
+            return NN__FAIL(ctx, NN_E_GRAPH,
+                            "%s: the pullback was made before the graph capture that is open now "
+                            "(nn_graph_begin); a graph's backward calls take pullbacks of forward "
+                            "calls captured in the same graph: run the forward inside the capture",
+                            fn);
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: the pullback was made inside a graph capture (%s); it can be consumed "
+                        "only inside that capture, and freed (its *_pullback_free) anywhere",
+                        fn, now ? "another one" : "which has ended");
+    }
     return follow_forward(ctx, fn, pb);
 }
 

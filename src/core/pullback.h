@@ -30,6 +30,7 @@ struct nn__pullback {
      * call made after the context switched streams (which waits for the forward's first). */
     void *stream;
     unsigned long long stream_id;
+    unsigned long long capture; /* the id of the graph capture it was made in, 0 for none */
 };
 
 /* Make pb live as a pullback of kind made with ctx on its current stream, whose forward flags ask
@@ -40,8 +41,10 @@ nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__
                            unsigned accumulate, struct nn__pullback *pb);
 
 /* Check the pullback a backward call fn (a public function's name) of family kind was given
- * (*pullback, may be NULL): live, of this family, made with ctx. Returns NN_OK or NN_E_PULLBACK
- * with a message naming fn and what is wrong, which changes nothing. On success, when ctx has
+ * (*pullback, may be NULL): live, of this family, made with ctx, and on the same side of a graph
+ * capture as the call (made inside the capture open now, or outside any). Returns NN_OK,
+ * NN_E_PULLBACK, or NN_E_GRAPH for a pullback that crosses a capture's boundary, with a message
+ * naming fn and what is wrong, which changes nothing. On success, when ctx has
  * switched streams since the forward, ctx's stream is made to wait for the forward's (no host
  * wait; NN_E_CUDA if CUDA refuses) and the pullback counts as ctx's stream's from then on. */
 nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,

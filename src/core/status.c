@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/error.h"
 
@@ -50,6 +51,17 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* A failure recorded on ctx: the context's record, and the capture's first (core/capture.h). */
+static void to_ctx(struct nn_ctx *ctx, const nn_error_info *e)
+{
+    ctx->last_error = *e;
+    struct nn__capture *c = ctx->capture;
+    if (c && c->refused == NN_OK) {
+        c->refused = e->status;
+        c->why = *e;
+    }
+}
+
 nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *call, int raw_status,
                            const char *raw_name, const char *file, int line, const char *fmt, ...)
 {
@@ -64,7 +76,7 @@ nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *cal
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
-    if (ctx) ctx->last_error = *e;
+    if (ctx) to_ctx(ctx, e);
     return status;
 }
 
@@ -96,6 +108,6 @@ nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix)
         if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, "%s", e->message);
         memcpy(e->message, msg, sizeof msg);
     }
-    if (ctx) ctx->last_error = *e;
+    if (ctx) to_ctx(ctx, e);
     return e->status;
 }

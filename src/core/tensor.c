@@ -6,6 +6,7 @@
 #include "nn_config.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/elem.h"
@@ -417,6 +418,14 @@ nn_status nn__check_host_ptr(nn_ctx *ctx, const char *fn, const void *data, cons
     return NN_OK;
 }
 
+/* A capture records what its calls' tensors span (core/capture.h). */
+static void touch(nn_ctx *ctx, const nn_tensor *t)
+{
+    size_t bytes = 0;
+    if (ctx->capture && nn_tensor_extent_bytes(t, &bytes) == NN_OK)
+        nn__capture_touch_span(ctx, t->data, bytes);
+}
+
 /* nn__check_tensor's checks one after another, for a view that failed the one-pass test. */
 static nn_status explain_misplaced(nn_ctx *ctx, const char *op, const nn_tensor *t,
                                    const char *name)
@@ -429,6 +438,7 @@ static nn_status explain_misplaced(nn_ctx *ctx, const char *op, const nn_tensor 
                             "cuDNN there), but it is in %s memory%s",
                             op, name, ctx->device, t->space == NN_SPACE_HOST ? "host" : "device",
                             t->space == NN_SPACE_HOST ? "" : " of another device");
+        touch(ctx, t);
     } else if (t->space != NN_SPACE_HOST) {
         return NN__FAIL(ctx, NN_E_MEMSPACE,
                         "%s: %s must be in host memory (this context runs the reference "
@@ -444,7 +454,10 @@ nn_status nn__check_tensor(nn_ctx *ctx, const char *op, const nn_tensor *t, cons
 {
     if (t && tensor_valid(t)) {
         if (nn__ctx_on_gpu(ctx)) {
-            if (t->space == NN_SPACE_DEVICE && t->device == ctx->device) return NN_OK;
+            if (t->space == NN_SPACE_DEVICE && t->device == ctx->device) {
+                touch(ctx, t);
+                return NN_OK;
+            }
         } else if (t->space == NN_SPACE_HOST) {
             return nn__check_host_data(ctx, op, t, name);
         }
@@ -484,6 +497,7 @@ int nn__tensor_plain(nn_ctx *ctx, const nn_tensor *t, size_t *bytes)
         return 0;
     if (!gpu && !host_data(ctx, t->data)) return 0;
     *bytes = (size_t)b;
+    if (ctx->capture) nn__capture_touch_span(ctx, t->data, *bytes);
     return 1;
 }
 
@@ -616,6 +630,16 @@ static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *d
                         "%s: a copy to or from device memory needs contiguous %s and %s; copy "
                         "through a contiguous host tensor first",
                         fn, dname, sname);
+    if (ctx->capture && (dst->space == NN_SPACE_HOST || src->space == NN_SPACE_HOST))
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: a copy %s host memory cannot be captured in a graph (the host would "
+                        "read or write it at the call, not at each launch); bring a batch in with "
+                        "nn_graph_launch_feeds() and read results after a launch",
+                        fn, dst->space == NN_SPACE_HOST ? "to" : "from");
+    if (ctx->capture) {
+        nn__capture_touch_span(ctx, dst->data, bytes);
+        nn__capture_touch_span(ctx, src->data, bytes);
+    }
 #if NN_HAVE_CUDA
     NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(dst->data, src->data, bytes, cudaMemcpyDefault,
                                           (cudaStream_t)ctx->stream)));

@@ -111,7 +111,11 @@ typedef struct nn_mem_stats {
     uint64_t user_allocated_bytes; /**< their bytes, as requested */
     uint64_t user_alloc_total;     /**< successful allocations through user allocators */
     uint64_t user_free_total;      /**< blocks given back to user allocators */
-    uint64_t reserved[3];
+    /** Bytes the device's live CUDA graphs and open captures hold as their own memory
+     *  (graph.h, "Memory"), from the pool or the user allocator: part of allocated_bytes (or of
+     *  user_allocated_bytes), until nn_graph_free(). */
+    uint64_t graph_bytes;
+    uint64_t reserved[2];
 } nn_mem_stats;
 
 /** Kinds of nn_mem_event. */
@@ -277,6 +281,23 @@ NN_API nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out);
  *         already freed (nothing changes then); NN_E_CUDA; NN_E_OOM_HOST.
  */
 NN_API nn_status nn_mem_free(nn_ctx *ctx, void *p);
+
+/**
+ * Copy bytes between host memory and the context's device memory, in either direction or within
+ * either, in the order of the context's stream (for data that is no float tensor, such as class
+ * targets). A copy from host memory has read it when the call returns; a copy to host memory waits
+ * for the stream, so the bytes are there when it returns. A reference-backend context copies
+ * host memory only.
+ *
+ * @param ctx   a context.
+ * @param dst   bytes of writable memory; src bytes of readable memory; the two must not overlap.
+ * @param bytes 0 does nothing.
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, dst or src with bytes > 0, overlapping ranges);
+ *         NN_E_MEMSPACE (device memory given to a reference-backend context, or memory of another
+ *         device); NN_E_GRAPH inside a graph capture for a copy to or from host memory (graph.h:
+ *         nn_graph_launch_feeds() brings host data in); NN_E_CUDA.
+ */
+NN_API nn_status nn_mem_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes);
 
 /**
  * A framework's allocator. While one is set for a device (nn_mem_set_allocator()), every device

@@ -12,11 +12,13 @@
 #include "nn_config.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/elem.h"
 #include "core/cuda_util.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "mem/graph_mem.h"
 #include "mem/mem.h"
 #include "mem/mem_pool.h"
 
@@ -60,6 +62,9 @@ static nn_status create_pool(int device, const nn_mem_settings *s, const char *f
 
 static nn_status default_settings(const char *fn, nn_mem_settings *s);
 static void user_stats(int device, nn_mem_stats *out);
+
+/* The bytes graph memory holds per device (graph_mem.c), by slot as pools[]. */
+static atomic_llong graph_bytes[MAX_DEVICES + 1];
 
 /* The device's pool, created with settings s (NULL: nn_mem_default_settings()) if it does not
  * exist yet. *created tells whether this call made it. While an NNPRIM_MEM_* variable is
@@ -190,6 +195,7 @@ nn_status nn_mem_get_stats(int device, nn_mem_stats *out)
     NN__TRY(pool_get(device, NULL, "nn_mem_get_stats", &p, NULL));
     nn__mem_pool_get_stats(p, out);
     user_stats(device, out);
+    out->graph_bytes = (uint64_t)atomic_load(&graph_bytes[device + 1]);
     return NN_OK;
 }
 
@@ -498,7 +504,8 @@ int nn__dev_owns(struct nn_ctx *ctx, const void *p)
             }
         pthread_mutex_unlock(&u->lock);
     }
-    return found || (ctx->mem_pool && nn__mem_pool_owns(ctx->mem_pool, p));
+    return found || (ctx->graph_mem && nn__graph_mem_owns(ctx, p)) ||
+           (ctx->mem_pool && nn__mem_pool_owns(ctx->mem_pool, p));
 }
 
 /* ---- contexts ---- */
@@ -543,12 +550,34 @@ void nn__mem_stream_unref(struct nn_ctx *ctx)
 
 nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out)
 {
+    if (ctx->capture) return nn__graph_mem_alloc(ctx, ctx->capture->mem, fn, bytes, out);
     return dev_alloc(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn, ctx);
 }
 
 nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p)
 {
+    nn_status st;
+    if (p && ctx->graph_mem && nn__graph_mem_free(ctx, fn, p, &st)) return st;
     return dev_free(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
+}
+
+nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out)
+{
+    if (atomic_load_explicit(&dev_user(ctx->device)->cur, memory_order_acquire))
+        return dev_alloc(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn,
+                         ctx);
+    return nn__mem_pool_alloc_capturing(ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn,
+                                        ctx);
+}
+
+nn_status nn__dev_free_block(struct nn_ctx *ctx, const char *fn, void *p)
+{
+    return dev_free(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
+}
+
+void nn__mem_graph_count(struct nn_ctx *ctx, long long delta)
+{
+    atomic_fetch_add(&graph_bytes[ctx->device + 1], delta);
 }
 
 nn_status nn__dev_alloc_ones(struct nn_ctx *ctx, const char *fn, nn_dtype dtype, size_t count,
@@ -612,7 +641,68 @@ nn_status nn_mem_alloc(nn_ctx *ctx, size_t bytes, void **out)
 nn_status nn_mem_free(nn_ctx *ctx, void *p)
 {
     NN__TRY(check_ctx(ctx, "nn_mem_free"));
-    return nn__dev_free_for(ctx, "nn_mem_free", p);
+    NN__TRY(nn__dev_free_for(ctx, "nn_mem_free", p));
+    nn__watch_freed(p);
+    return NN_OK;
+}
+
+/* Where p lives: 0 host memory (or unknown to CUDA), 1 device memory of ctx's device, -1 device
+ * memory of another one. */
+static int where(const struct nn_ctx *ctx, const void *p)
+{
+#if NN_HAVE_CUDA
+    if (nn__cuda_device_count() == 0) return 0;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) return 0;
+    return nn__ctx_on_gpu(ctx) && a.device == ctx->device ? 1 : -1;
+#else
+    (void)ctx, (void)p;
+    return 0;
+#endif
+}
+
+nn_status nn_mem_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    const char *fn = "nn_mem_copy";
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
+    if (!bytes) return NN_OK;
+    if (!dst || !src)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", fn, dst ? "src" : "dst");
+    const char *d = dst, *s = src;
+    if (bytes > SIZE_MAX - (uintptr_t)d || bytes > SIZE_MAX - (uintptr_t)s)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %zu bytes from %p or %p wrap the address space",
+                        fn, bytes, dst, src);
+    if (d < s + bytes && s < d + bytes)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: dst %p and src %p overlap over %zu bytes", fn,
+                        dst, src, bytes);
+    int wd = where(ctx, dst), ws = where(ctx, src);
+    if (wd < 0 || ws < 0 || (!nn__ctx_on_gpu(ctx) && (wd || ws)))
+        return NN__FAIL(ctx, NN_E_MEMSPACE,
+                        "%s: %s is device memory %s; this context computes on %s", fn,
+                        wd ? "dst" : "src", nn__ctx_on_gpu(ctx) ? "of another device" : "",
+                        nn__ctx_on_gpu(ctx) ? "its own device" : "the host (reference backend)");
+    if (!wd && !ws) {
+        memcpy(dst, src, bytes);
+        return NN_OK;
+    }
+    if (ctx->capture && (!wd || !ws))
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: a copy %s host memory cannot be captured in a graph (the host would "
+                        "read or write it at the call, not at each launch); bring data in with "
+                        "nn_graph_launch_feeds()",
+                        fn, wd ? "from" : "to");
+#if NN_HAVE_CUDA
+    cudaStream_t st = (cudaStream_t)ctx->stream;
+    nn__capture_touch_span(ctx, dst, bytes);
+    nn__capture_touch_span(ctx, src, bytes);
+    NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st)));
+    if (!wd) NN__TRY(NN__CUDA(ctx, cudaStreamSynchronize(st)));
+#endif
+    return NN_OK;
 }
 
 /* ---- stream handles ---- */

@@ -30,12 +30,23 @@ void nn__mem_stream_unref(struct nn_ctx *ctx);
 
 /* bytes > 0. On failure *out is NULL and the status is NN_E_OOM_DEVICE (message with requested,
  * in use, reserved, limit and why), NN_E_OOM_HOST or NN_E_CUDA. fn, the public function the
- * user called ("nn_conv_forward"), starts the message. */
+ * user called ("nn_conv_forward"), starts the message. While a graph capture is open on ctx the
+ * block is graph memory (graph_mem.h): an object that outlives the call (a cache entry's
+ * buffers, a kept workspace) is never allocated inside a capture. */
 nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out);
 
 /* NULL is a no-op. A pointer the pool did not hand out, or one already freed, gives
- * NN_E_BAD_POINTER and changes nothing. */
+ * NN_E_BAD_POINTER and changes nothing. Graph memory and a free inside a capture go to
+ * nn__graph_mem_free(). */
 nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p);
+
+/* For graph memory (graph_mem.c). A block for a capture open on ctx: from the user allocator
+ * if one is set (called while the stream is being captured), else nn__mem_pool_alloc_capturing().
+ * A block's free straight to the pool or user allocator, past the graph memories. The bytes that
+ * graph memory holds on ctx's device grow by delta (nn_mem_stats.graph_bytes). */
+nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out);
+nn_status nn__dev_free_block(struct nn_ctx *ctx, const char *fn, void *p);
+void nn__mem_graph_count(struct nn_ctx *ctx, long long delta);
 
 /* 1 when p is a live block of the context's device: from its pool or its user allocator. */
 int nn__dev_owns(struct nn_ctx *ctx, const void *p);

@@ -1103,6 +1103,26 @@ nn_status nn__mem_pool_alloc(struct nn__mem_pool *pool, void *stream, uint64_t s
     return oom_message(pool, fn, bytes, &why, ectx);
 }
 
+nn_status nn__mem_pool_alloc_capturing(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
+                                       size_t bytes, void **out, const char *fn,
+                                       struct nn_ctx *ectx)
+{
+    *out = NULL;
+    if (bytes == 0) return NN__FAIL(ectx, NN_E_INVALID_ARG, "%s: bytes must be > 0, got 0", fn);
+    if (bytes > MAX_REQUEST) return oom_message(pool, fn, bytes, &(struct oom){WHY_SIZE, 0}, ectx);
+    /* still_over_limit() would trim, which waits for the device */
+    if (atomic_load_explicit(&pool->over_limit, memory_order_relaxed))
+        return oom_message(pool, fn, bytes, &(struct oom){WHY_OVER_LIMIT, 0}, ectx);
+    size_t size = nn__mem_round(bytes);
+    int f = family_of_size(size);
+    struct shard *sh = shard_of(pool, stream_id);
+    if (!atomic_load_explicit(&pool->bypass, memory_order_relaxed)) {
+        if (try_shard(pool, sh, f, size, bytes, stream, stream_id, out)) return NN_OK;
+        if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, 0, out, ectx)) return NN_OK;
+    }
+    return alloc_bypass(pool, size, bytes, stream, stream_id, out, fn, ectx);
+}
+
 static nn_status bad_pointer(struct nn_ctx *ectx, const char *fn, const void *p, const char *why)
 {
     return NN__FAIL(ectx, NN_E_BAD_POINTER, "%s: %p %s; nothing was changed", fn, p, why);

@@ -81,6 +81,15 @@ void nn__mem_pool_destroy(struct nn__mem_pool *pool);
  * give NN_E_OOM_DEVICE with requested, in use, reserved, limit and the reason. */
 nn_status nn__mem_pool_alloc(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
                              size_t bytes, void **out, const char *fn, struct nn_ctx *ectx);
+/* For a CUDA graph capture on stream (mem/graph_mem.c): what nn__mem_pool_alloc() does without
+ * anything a capture forbids or would record. The pool's cache first; on a miss a block of its
+ * own from the upstream's synchronous allocation (cudaMalloc, as in bypass mode, which a relaxed
+ * capture allows), released to the upstream when freed; no growth into segments (a stream-ordered
+ * upstream would record cudaMallocAsync in the graph) and no out-of-memory ladder (it waits for
+ * the device). Statuses as nn__mem_pool_alloc(). */
+nn_status nn__mem_pool_alloc_capturing(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
+                                       size_t bytes, void **out, const char *fn,
+                                       struct nn_ctx *ectx);
 nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
                             const char *fn, struct nn_ctx *ectx);
 /* 1 when p is a block the pool handed out and that is not freed yet. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/ptrset.h"
@@ -61,6 +62,7 @@ nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t)
                             "of that device",
                             fn, t->device);
         NN__TRY(nn__dev_free_for(ctx, fn, t->data));
+        nn__watch_freed(t->data);
     } else if (t->space == NN_SPACE_HOST) {
         if (!nn__ptrset_remove(&host_tensors, t->data))
             return NN__FAIL(ctx, NN_E_BAD_POINTER,

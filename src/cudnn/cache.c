@@ -95,6 +95,7 @@ struct slot {
     const struct nn__cache_kind *kind;
     struct run *runs;
     int nruns;
+    struct nn__cache *cache; /* the cache the slot is of */
 };
 
 /* NULL if the field list fits a struct of size bytes, else the problem. */
@@ -273,7 +274,16 @@ struct table {
     struct entry list; /* sentinel: list.next is the newest (MRU), list.prev the oldest */
 };
 
+/* A live object let go of while the cache is held (nn__cache_hold). */
+struct doomed {
+    const struct nn__cache_kind *kind;
+    void *live;
+    struct doomed *next;
+};
+
 struct nn__cache {
+    int held;              /* nn__cache_hold() count */
+    struct doomed *doomed; /* destroyed when held drops to 0 */
     int capacity;
     const struct nn__cache_kind *const *table; /* as given, for nn__cache_create_like() */
     int nkinds;
@@ -369,9 +379,34 @@ static void table_remove(struct table *t, struct entry *e)
     t->count--;
 }
 
+/* A live object's end: at once, or when the cache is no longer held. Should the host have no
+ * memory to remember it, it is leaked rather than destroyed under a graph that may use it. */
+static void live_destroy(const struct slot *s, void *live)
+{
+    struct nn__cache *c = s->cache;
+    if (!c || !c->held) {
+        s->kind->destroy(live);
+        return;
+    }
+    struct doomed *d = nn__host_alloc(sizeof *d);
+    if (!d) return;
+    *d = (struct doomed){s->kind, live, c->doomed};
+    c->doomed = d;
+}
+
+static void doomed_destroy_all(struct nn__cache *c)
+{
+    while (c->doomed) {
+        struct doomed *d = c->doomed;
+        c->doomed = d->next;
+        d->kind->destroy(d->live);
+        nn__host_free(d);
+    }
+}
+
 static void entry_free(struct entry *e)
 {
-    if (e->live) e->slot->kind->destroy(e->live);
+    if (e->live) live_destroy(e->slot, e->live);
     nn__host_free(e);
 }
 
@@ -477,6 +512,7 @@ nn_status nn__cache_create(struct nn_ctx *ctx, const struct nn__cache_kind *cons
     table_init(&c->live);
     table_init(&c->known);
     for (int i = 0; i < n; i++) {
+        c->slots[table[i]->id].cache = c;
         if (!slot_init(&c->slots[table[i]->id], table[i])) {
             nn__cache_destroy(c);
             return NN__FAIL(ctx, NN_E_OOM_HOST, "plan cache: out of host memory");
@@ -498,11 +534,23 @@ void nn__cache_destroy(struct nn__cache *c)
 {
     if (!c) return;
     leave_shared(c);
+    c->held = 0;
     table_free_all(&c->live);
     table_free_all(&c->known);
+    doomed_destroy_all(c);
     for (int i = 0; i <= NN__CACHE_KIND_ID_MAX; i++)
         nn__host_free(c->slots[i].runs);
     nn__host_free(c);
+}
+
+void nn__cache_hold(struct nn__cache *c)
+{
+    c->held++;
+}
+
+void nn__cache_release(struct nn__cache *c)
+{
+    if (c->held > 0 && --c->held == 0) doomed_destroy_all(c);
 }
 
 void nn__cache_clear(struct nn__cache *c)
@@ -762,7 +810,7 @@ static void evict_lru(struct nn__cache *c)
 {
     struct entry *e = c->live.list.prev;
     table_remove(&c->live, e);
-    e->slot->kind->destroy(e->live);
+    live_destroy(e->slot, e->live);
     e->live = NULL;
     c->stats.evictions++;
     if (persisted(e->slot->kind) && c->known.count < NN__CACHE_KNOWN_MAX)
@@ -852,7 +900,7 @@ nn_status nn__cache_replace_live(struct nn_ctx *ctx, struct nn__cache *c, uint32
         publish(c, e);
     }
     if (live && e->live != live) {
-        e->slot->kind->destroy(e->live);
+        live_destroy(e->slot, e->live);
         e->live = live;
     }
     return NN_OK;

@@ -194,6 +194,13 @@ nn_status nn__cache_create_like(struct nn_ctx *ctx, const struct nn__cache *c, i
  * NULL is ok. */
 void nn__cache_destroy(struct nn__cache *c);
 
+/* While a cache is held (a count), a live object it lets go of (eviction, replacement, clear)
+ * is kept until the count drops back to 0 and destroyed then: a CUDA graph captured from the
+ * context's calls may run the kernels and read the buffers of such objects at every launch
+ * (include/nnprim/graph.h). nn__cache_destroy() destroys everything whatever the count. */
+void nn__cache_hold(struct nn__cache *c);
+void nn__cache_release(struct nn__cache *c);
+
 /* Drop every live object (through its callback) and every known record. Statistics are kept. */
 void nn__cache_clear(struct nn__cache *c);
 

@@ -141,7 +141,9 @@ void nn__cudnn_shared_release(struct nn_ctx *ctx)
 void nn__cudnn_shared_leave(struct nn_ctx *ctx)
 {
     struct nn__cudnn_state *s = ctx->cudnn;
-    if (!s || !ctx->stream_switched) return;
+    /* Inside a graph capture the event would be recorded into the graph, and no wait outside it
+     * may use it: the launch records the graph's end instead (src/graph). */
+    if (!s || !ctx->stream_switched || ctx->capture) return;
     if (shared_event(s) &&
         cudaEventRecord(s->shared_ev, (cudaStream_t)ctx->stream) == cudaSuccess) {
         s->shared_recorded = 1;

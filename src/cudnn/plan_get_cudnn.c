@@ -4,6 +4,7 @@
 #include "core/cuda_load.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
@@ -522,6 +523,7 @@ nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__graph_kind *ki
         *src = NN__PLAN_HIT;
         return NN_OK;
     }
+    NN__TRY(nn__capture_no_build(ctx, NULL, "the execution plan of this call's shape"));
 
     struct nn__cudnn_graph *g;
     NN__TRY(nn__cudnn_graph_create(ctx, kind, key, &g));

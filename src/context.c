@@ -5,12 +5,14 @@
 #include "nn_config.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/settings.h"
 #include "cudnn/cudnn_ctx.h"
+#include "graph/graph_internal.h"
 #if NN_HAVE_CUDNN
 #include "conv/conv_graph_cudnn.h"
 #include "cudnn/plan_build_cudnn.h"
@@ -137,6 +139,7 @@ static void close_gpu(nn_ctx *ctx)
         if (ctx->home_stream != ctx->stream)
             (void)cudaStreamSynchronize((cudaStream_t)ctx->home_stream);
     }
+    nn__graph_ctx_fini(ctx);
     nn__cudnn_ctx_fini(ctx);
     if (ctx->order_event) (void)cudaEventDestroy((cudaEvent_t)ctx->order_event);
     ctx->order_event = NULL;
@@ -240,9 +243,8 @@ static nn_status check_stream(nn_ctx *ctx, cudaStream_t s, unsigned long long *i
     if (err != cudaSuccess) return not_a_stream(ctx, s, "cudaStreamIsCapturing", err);
     if (cs != cudaStreamCaptureStatusNone)
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: stream %p is being captured into a CUDA graph; nnprim's calls cannot "
-                        "be captured (its memory pool orders reuse with events, which a graph "
-                        "replay does not repeat)",
+                        "%s: stream %p is being captured into a CUDA graph; nnprim captures its "
+                        "calls itself (nn_graph_begin, graph.h), on the context's stream",
                         fn, (void *)s);
 #if CUDART_VERSION >= 12080
     if (!special_stream(s)) {
@@ -293,6 +295,10 @@ nn_status nn_ctx_set_stream(nn_ctx *ctx, void *stream)
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_set_stream: ctx must not be NULL");
     /* The reference backend computes on the calling thread: it has no stream to follow. */
     if (!nn__ctx_on_gpu(ctx) || stream == ctx->stream) return NN_OK;
+    if (ctx->capture)
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "nn_ctx_set_stream: a graph capture is open on the context (it records "
+                        "the stream it began on): end it with nn_graph_end() first");
 #if NN_HAVE_CUDNN
     return switch_stream(ctx, (cudaStream_t)stream);
 #else
@@ -311,6 +317,11 @@ nn_status nn_ctx_get_stream(const nn_ctx *ctx, void **out)
 nn_status nn_ctx_synchronize(nn_ctx *ctx)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_synchronize: ctx must not be NULL");
+    if (ctx->capture)
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "nn_ctx_synchronize: a graph capture is open on the context: its calls are "
+                        "recorded, not run, and the host cannot wait for them; end it with "
+                        "nn_graph_end() first");
 #if NN_HAVE_CUDA
     if (nn__ctx_on_gpu(ctx)) return NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
 #endif

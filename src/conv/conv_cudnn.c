@@ -13,6 +13,7 @@
 #include "conv/conv_graph_cudnn.h"
 #include "conv/conv_internal.h"
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
@@ -787,6 +788,7 @@ static nn_status ones_get(struct nn_ctx *ctx, const nn_tensor *t, struct kept_on
     k.count = nn_tensor_numel(t);
     struct kept_ones *o = nn__cache_lookup(c, NN__CONV_ONES_KIND_ID, &k, NULL);
     if (!o) {
+        NN__TRY(nn__capture_no_build(ctx, fn, "the kept vector of ones of this shape"));
         o = nn__host_calloc(1, sizeof *o);
         if (!o) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
         o->refs = 1;

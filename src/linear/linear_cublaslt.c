@@ -19,6 +19,7 @@
 #include "core/cuda_load.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
@@ -431,6 +432,7 @@ static nn_status plan_get(struct nn_ctx *ctx, const char *fn, cublasLtHandle_t h
         *cache = "hit";
         return NN_OK;
     }
+    NN__TRY(nn__capture_no_build(ctx, fn, "the cuBLASLt plan of this product's shape"));
     const struct lt_record *known = nn__cache_lookup_known(c, nn__linear_matmul_kind.id, k, NULL);
     *cache = "rebuilt";
     if (known && plan_rebuild(ctx, fn, h, k, known, &p)) {
@@ -707,8 +709,9 @@ static nn_status run_product(struct lt_run *r, int *replayed)
     struct nn_ctx *ctx = r->ctx;
     struct lt_replay *rp = &r->p->replay;
     *replayed = 0;
+    /* a whole-step capture records the eager call (include/nnprim/graph.h) */
     if (ctx->settings.linear_graphs == NN_LINEAR_GRAPHS_OFF || rp->refused ||
-        !ctx->stream_capturable)
+        !ctx->stream_capturable || ctx->capture)
         return lt_matmul(r);
     int ready = rp->exec && call_eq(&rp->at, r->c);
     if (!ready && call_eq(&rp->last, r->c)) {
@@ -743,7 +746,9 @@ static nn_status matmul(struct nn_ctx *ctx, const char *fn, const char *what,
         p->bias_set = bias;
     }
     void *ws = NULL;
-    int kept = p->workspace && p->workspace <= LT_WORKSPACE_KEEP;
+    /* Not inside a whole-step capture: the kept workspace is freed when it grows, and a graph
+     * would go on using it; the graph's own memory serves instead. */
+    int kept = p->workspace && p->workspace <= LT_WORKSPACE_KEEP && !ctx->capture;
     if (kept)
         NN__TRY(kept_workspace(ctx, fn, (size_t)p->workspace, &ws));
     else if (p->workspace)

@@ -12,6 +12,7 @@
 #include "core/cuda_load.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/dev_copy.h"
@@ -189,6 +190,7 @@ static nn_status dropout_states(struct nn_ctx *ctx, cudnnHandle_t h, double drop
         *out = d;
         return NN_OK;
     }
+    NN__TRY(nn__capture_no_build(ctx, "nn_rnn_forward", "the dropout state of this seed"));
     d = nn__host_calloc(1, sizeof *d);
     if (!d) return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_rnn_forward: out of host memory");
     d->refs = 1;
@@ -827,10 +829,11 @@ static nn_status capture(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__r
                          struct rnn_live *e, launch_fn fn, const void *arg, cudaGraph_t *out);
 
 /* Whether e's calls can replay now: the shape may (no_replay: no copy kernel in this build or
- * driver, or a replay that failed) and the context's stream can be captured. */
+ * driver, or a replay that failed), the context's stream can be captured, and no whole-step
+ * capture is open (it records the eager calls, include/nnprim/graph.h). */
 static int can_replay(const struct nn_ctx *ctx, const struct rnn_live *e)
 {
-    return !e->no_replay && ctx->stream_capturable;
+    return !e->no_replay && ctx->stream_capturable && !ctx->capture;
 }
 
 /* Milliseconds per training step of REPS steps back to back, between events ev (the host waits
@@ -1019,6 +1022,7 @@ static nn_status entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p, 
         *out = e;
         return NN_OK;
     }
+    NN__TRY(nn__capture_no_build(ctx, NULL, "the descriptors of this recurrent shape"));
     const struct rnn_record *known = nn__cache_lookup_known(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
     struct rnn_record rec = {choose_algo(&k), 0};
     nn_status st;
@@ -1569,6 +1573,18 @@ static nn_status reserve_new(struct nn_ctx *ctx, const struct rnn_live *e, struc
     return NN_OK;
 }
 
+/* cuDNN's first call of a configuration does one-time work that a graph capture must not record
+ * (RNN.md): inside a capture, a call whose kind (warm) has not run eagerly yet is refused. */
+static nn_status first_call_done(struct nn_ctx *ctx, const char *fn, const struct rnn_live *e,
+                                 int warm)
+{
+    if (e->warm[warm]) return NN_OK;
+    static const char *const what[] = {"inference forward", "training forward", "backward"};
+    char text[96];
+    snprintf(text, sizeof text, "this shape's first eager %s (cuDNN's one-time work)", what[warm]);
+    return nn__capture_no_build(ctx, fn, text);
+}
+
 static nn_status forward_eager(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn__rnn_problem *p,
                                const struct rnn_live *e, const struct nn__rnn_io *io,
                                struct reserve *rs)
@@ -1589,6 +1605,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
     int changed, replayed = 0, unit = state ? U_TRAIN : U_INFER, warm = state ? W_TRAIN : W_INFER;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(entry_get(ctx, p, 1, &e));
+    NN__TRY(first_call_done(ctx, "nn_rnn_forward", e, warm));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
     int measuring = trial_start(ctx, e, unit);
     struct reserve *rs = NULL;
@@ -1656,6 +1673,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
     int changed, replayed = 0;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     NN__TRY(entry_get(ctx, p, 1, &e));
+    NN__TRY(first_call_done(ctx, "nn_rnn_backward", e, W_BWD));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
     int measuring = trial_start(ctx, e, U_TRAIN);
     if (rs->owner == e && replay_wanted(ctx, e, U_TRAIN) && e->warm[W_BWD] && !changed &&

@@ -27,6 +27,7 @@
 #include "core/cuda_load.h"
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/elem.h"
@@ -273,6 +274,7 @@ static nn_status xent_scratch_get(struct nn_ctx *ctx, const char *fn,
         *out = x;
         return NN_OK;
     }
+    NN__TRY(nn__capture_no_build(ctx, fn, "the descriptors and buffers of this shape"));
     NN__TRY(xent_scratch_make(ctx, fn, p, &x));
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     struct xent_record rec;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes a C file defining `const unsigned char NAME[]` (16-byte aligned) with FILE's bytes.
 
-Usage: embed_bin.py FILE NAME OUT.c. The build embeds the device copy kernel's fat binary with it
-(src/core/meson.build), so that the library loads it from memory (cudaLibraryLoadData).
+Usage: embed_bin.py FILE NAME OUT.c. The build embeds the fat binary of each of nnprim's kernel
+images with it (nn_cuda_images, src/meson.build), so that the library loads them from memory
+(cudaLibraryLoadData, src/core/kernel_image.c).
 """
 import sys
 

@@ -1,42 +1,26 @@
-#include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "core/dev_copy.h"
 #include "core/error.h"
+#include "core/kernel_image.h"
 
 #if NN_HAVE_CUDA
-#if NN_HAVE_COPY_KERNEL
-/* The fat binary of dev_copy.cu, generated at build time (tools/embed_bin.py). */
+#if NN_HAVE_KERNEL_IMAGES
+/* The fat binary of dev_copy.cu, generated at build time (src/meson.build: nn_cuda_images). */
 extern const unsigned char nn__dev_copy_image[];
-#endif
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static cudaKernel_t kernel;
-static const char *unavailable;
-static char why[160];
-
-static void load(void)
-{
-#if NN_HAVE_COPY_KERNEL
-    cudaLibrary_t lib;
-    cudaError_t err = cudaLibraryLoadData(&lib, nn__dev_copy_image, NULL, NULL, 0, NULL, NULL, 0);
-    if (err == cudaSuccess) err = cudaLibraryGetKernel(&kernel, lib, "nn__dev_copies");
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, sizeof why, "the driver refused nnprim's device copy kernel (%s)",
-                 cudaGetErrorName(err));
-        unavailable = why;
-    }
+#define IMAGE nn__dev_copy_image
 #else
-    unavailable = "this build has no device copy kernel (nvcc was not found when it was built)";
+#define IMAGE NULL
 #endif
-}
+
+static const char *const names[] = {"nn__dev_copies", NULL};
+static cudaKernel_t kernels[1];
+static struct nn__kernel_image image =
+    NN__KERNEL_IMAGE_INIT(IMAGE, "device copy kernel", names, kernels);
 
 const char *nn__copies_unavailable(void)
 {
-    pthread_once(&once, load);
-    return unavailable;
+    return nn__kernel_image_load(&image);
 }
 
 /* 256 threads of 16 bytes, four rounds each, per block; at most 1024 blocks per copy (the H200 has
@@ -51,7 +35,7 @@ static void params_of(const struct nn__copies *c, void **args, struct cudaKernel
     if (blocks > 1024) blocks = 1024;
     memset(kp, 0, sizeof *kp);
     args[0] = (void *)c;
-    kp->func = (void *)kernel;
+    kp->func = (void *)kernels[0];
     kp->gridDim = (dim3){(unsigned)blocks, c->n ? c->n : 1, 1};
     kp->blockDim = (dim3){256, 1, 1};
     kp->kernelParams = args;

@@ -2,7 +2,7 @@
  * to device. blockIdx.y picks the copy; the blocks along x stride over its bytes, 16 at a time
  * where both ends are 16-byte aligned, 4 where they are 4-byte aligned, else one. The parameter is
  * struct nn__copies (src/core/dev_copy.h) byte for byte. Built by nvcc into a fat binary that the
- * library embeds (src/core/meson.build): no CUDA C++ runtime is linked. */
+ * library embeds (nn_cuda_images, src/meson.build): no CUDA C++ runtime is linked. */
 #define NN__COPIES_MAX 16
 
 struct nn__copies {

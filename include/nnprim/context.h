@@ -415,6 +415,8 @@ NN_API void *nn_ctx_stream(const nn_ctx *ctx);
  *         stream 0x... belongs to device 1, but the context computes on device 0") or a handle
  *         CUDA refuses (the message has CUDA's answer);
  *         NN_E_UNSUPPORTED for a stream that is capturing a CUDA graph;
+ *         NN_E_GRAPH while a graph capture is open on the context (graph.h: it records the
+ *         stream it began on);
  *         NN_E_OOM_HOST; NN_E_CUDNN if cuDNN refuses the stream.
  *         On failure the context stays on its previous stream.
  * Ownership: the stream stays the caller's.
@@ -436,6 +438,8 @@ NN_API nn_status nn_ctx_get_stream(const nn_ctx *ctx, void **out);
  *
  * @param ctx a context.
  * @return NN_OK (at once for the reference backend); NN_E_INVALID_ARG if ctx is NULL;
+ *         NN_E_GRAPH while a graph capture is open on the context (its calls are recorded, not
+ *         run);
  *         NN_E_CUDA if the stream reports an error (possibly from an earlier asynchronous call).
  */
 NN_API nn_status nn_ctx_synchronize(nn_ctx *ctx);

@@ -154,7 +154,8 @@ typedef struct nn_conv_pullback nn_conv_pullback;
  *         NN_E_UNSUPPORTED (a layout other than NCHW packed or channels-last packed, a size
  *         beyond int on cuDNN, or a configuration the backend cannot run, such as mixed layouts
  *         no cuDNN engine takes);
- *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN;
+ *         NN_E_GRAPH (inside a graph capture: a shape not seen before it, graph.h).
  * Ownership: the pullback belongs to the caller until nn_conv_backward() consumes it or
  * nn_conv_pullback_free() drops it. It holds copies of the *views* of x and w (and of y when
  * p->activation is RELU: the gradient is masked where y == 0), not their data: the caller keeps
@@ -182,7 +183,8 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  *                 bias for db to be computed; its dims are K or 1 x K x 1 ... x 1).
  * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, a
  *         pullback of another op family, or from a call with another context); NN_E_INVALID_ARG
- *         for the overlaps above; the statuses of nn_conv_forward().
+ *         for the overlaps above; the statuses of nn_conv_forward();
+ *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * Ownership: on success the pullback is freed and *pullback set to NULL; on failure it stays
  * with the caller (who may retry or free it). Outputs may be partly written on a failure after
  * validation (for example out of device memory half way).

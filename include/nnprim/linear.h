@@ -91,7 +91,8 @@ NN_API nn_status nn_linear_params_default(nn_linear_params *p);
  *         takes, or a configuration cuBLASLt has no algorithm for; y of more than INT_MAX
  *         elements where a step runs through cuDNN's int-sized tensor calls: a bias or relu that
  *         cuBLASLt could not fuse, and relu's mask in backward); NN_E_OOM_HOST;
- *         NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN; NN_E_CUBLAS.
+ *         NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN; NN_E_CUBLAS;
+ *         NN_E_GRAPH (inside a graph capture: a shape not seen before it, graph.h).
  * Ownership: the pullback belongs to the caller until nn_linear_backward() consumes it or
  * nn_linear_pullback_free() drops it. It holds copies of the *views* of x and w (and of y with
  * relu), not their data: the caller keeps that storage alive and unchanged until backward.
@@ -114,7 +115,8 @@ NN_API nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const
  *                 Which of dx, dw, db accumulate is the forward parameters' flags. No output
  *                 may overlap dy, another output or the saved x, w (and y with relu).
  * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, consumed, freed, another family's
- *         or another context's); the statuses of nn_linear_forward().
+ *         or another context's); the statuses of nn_linear_forward();
+ *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * Outputs may be partly written on a failure after validation (for example out of device memory
  * half way). The same as nn_linear_backward_ex() with opts NULL.
  */

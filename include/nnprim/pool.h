@@ -111,7 +111,8 @@ NN_API nn_status nn_pool_output_shape(const nn_pool_params *params, int x_rank,
  *         NN_E_DTYPE (x and y differ); NN_E_MEMSPACE (a tensor is
  *         not where the context computes); NN_E_UNSUPPORTED (cuDNN backend: pad_lo != pad_hi, a
  *         size beyond int, a zero stride, more than INT_MAX elements, or a configuration cuDNN
- *         reports as not supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ *         reports as not supported); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN;
+ *         NN_E_GRAPH (inside a graph capture: a shape not seen before it, graph.h).
  * Ownership: a returned pullback is the caller's until passed to nn_pool_backward() (which
  * consumes it) or nn_pool_pullback_free(). On failure nothing is allocated and y's contents are
  * unspecified.
@@ -134,7 +135,8 @@ NN_API nn_status nn_pool_forward(nn_ctx *ctx, const nn_pool_params *params, cons
  *         overlaps above); NN_E_PULLBACK (*pullback is NULL, i.e. already consumed, not a live
  *         pooling pullback, or created with another context); NN_E_SHAPE (dy or dx has the wrong
  *         dims); NN_E_OVERFLOW; NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (cuDNN backend: as
- *         nn_pool_forward()); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN.
+ *         nn_pool_forward()); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN;
+ *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * A second copy of a consumed pullback pointer is a dangling pointer; keep only the one that
  * nn_pool_backward() sets to NULL. The same as nn_pool_backward_ex() with opts NULL.
  */

@@ -224,7 +224,8 @@ typedef struct nn_rnn_pullback nn_rnn_pullback;
  *         expected and actual value; a length outside [0, T]); NN_E_DTYPE (dtypes differ);
  *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors, a configuration the backend cannot
  *         run); NN_E_OVERFLOW; NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA;
- *         NN_E_CUDNN.
+ *         NN_E_CUDNN;
+ *         NN_E_GRAPH (inside a graph capture: a shape not seen before it, graph.h).
  * Ownership: the pullback belongs to the caller until nn_rnn_backward() consumes it or
  * nn_rnn_pullback_free() drops it. It holds the views of x, hx, cx, w and y (not their data) and,
  * on cuDNN, the reserve space (from the pool): the caller keeps the storage of x, hx, cx, w and y
@@ -253,7 +254,8 @@ NN_API nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_te
  *                 belong to no view are left zero (overwrite) or unchanged (accumulate).
  * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, or
  *         made with another context); the statuses of nn_rnn_forward(); outputs must not overlap
- *         each other, the gradients in, or the views the pullback holds.
+ *         each other, the gradients in, or the views the pullback holds;
+ *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * Ownership: on success the pullback is freed and *pullback set to NULL: a pullback is single-use,
  * since cuDNN's backward-data changes the reserve space. On failure it stays with the caller.
  * Outputs may be partly written on a failure after validation. The same as nn_rnn_backward_ex()

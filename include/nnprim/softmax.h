@@ -78,7 +78,8 @@ NN_API nn_status nn_softmax_params_default(nn_softmax_params *p);
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or y; an unknown mode or flag; a nonzero
  *         reserved field; malformed or overlapping tensors); NN_E_SHAPE (rank < 2, y's dims);
  *         NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors; cuDNN: N, C or the
- *         trailing size beyond int); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN.
+ *         trailing size beyond int); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN;
+ *         NN_E_GRAPH (inside a graph capture: a shape not seen before it, graph.h).
  */
 NN_API nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const nn_tensor *x,
                                     nn_tensor *y, nn_softmax_pullback **pullback_out);
@@ -92,7 +93,8 @@ NN_API nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, con
  * @param dx       out: gradient of x, overwritten or accumulated (NN_SOFTMAX_ACCUMULATE_DX of the
  *                 forward's flags); must not overlap dy or the saved y.
  * @return NN_OK; NN_E_PULLBACK (NULL, consumed, freed, another family's or context's);
- *         the statuses of nn_softmax_forward().
+ *         the statuses of nn_softmax_forward();
+ *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * The same as nn_softmax_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback,
@@ -182,6 +184,10 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  * on the GPU (cuDNN's log-softmax, the mask uploaded asynchronously from a pinned buffer kept per
  * shape, docs/SOFTMAX.md).
  *
+ * Inside a graph capture (graph.h) the targets must be in device memory of the context's device:
+ * each launch builds the mask from them on the device, with no host check, and a target outside
+ * [0, C) there gives NaN in that sample's loss and gradient.
+ *
  * @param ctx          the context.
  * @param x            logits, N x C [x ...].
  * @param targets      class indices (nn_class_targets), read during the call only.
@@ -193,7 +199,8 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  * @return NN_OK; NN_E_INVALID_ARG (NULL arguments, an unknown index type, nonzero reserved
  *         fields, a target outside [0, C): the message gives its position and value, malformed or
  *         overlapping tensors); NN_E_SHAPE; NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED;
- *         NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN.
+ *         NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN; NN_E_GRAPH (inside a capture:
+ *         host targets, or a shape not seen before it).
  */
 NN_API nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
                                                   const nn_class_targets *targets, nn_tensor *loss,
@@ -208,7 +215,8 @@ NN_API nn_status nn_softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *
  * @param dloss    gradient of the loss, the loss's dims and x's dtype.
  * @param dx       out: gradient of the logits, x's dims, overwritten; must not overlap dloss or
  *                 the saved x.
- * @return NN_OK; NN_E_PULLBACK; the statuses of nn_softmax_cross_entropy_forward().
+ * @return NN_OK; NN_E_PULLBACK; the statuses of nn_softmax_cross_entropy_forward();
+ *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * The same as nn_softmax_cross_entropy_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_softmax_cross_entropy_backward(nn_ctx *ctx,

@@ -189,21 +189,25 @@ NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int ran
  *         self-overlapping dst); NN_E_OVERFLOW (an invalid view); NN_E_SHAPE (dims differ);
  *         NN_E_DTYPE (dtypes differ or are invalid); NN_E_MEMSPACE (a device view with a
  *         reference context); NN_E_UNSUPPORTED (strided device copy); NN_E_CUDA;
- *         NN_E_NOT_BUILT (device memory in a build without CUDA). A refused call writes nothing.
+ *         NN_E_NOT_BUILT (device memory in a build without CUDA); NN_E_GRAPH (inside a graph
+ *         capture, a copy to or from host memory: graph.h). A refused call writes nothing.
  */
 NN_API nn_status nn_tensor_copy(nn_ctx *ctx, nn_tensor *dst, const nn_tensor *src);
 
 /**
- * Set every element to value (rounded to the dtype). Device tensors are filled through a host
- * staging copy on the context's stream. Every fill writes t, so t must not self-overlap (see the
- * top of this header); t lives where the context computes, or in host memory.
+ * Set every element to value (rounded to the dtype). Device tensors are filled by a kernel on the
+ * context's stream that computes the values the host would, bitwise (or, in a build without the
+ * kernel, through a host staging copy), so fills can be captured in a graph (graph.h). Every fill
+ * writes t, so t must not self-overlap (see the top of this header); t lives where the context
+ * computes, or in host memory.
  *
  * @param value any double that is NaN, infinite or within the dtype's finite range (a finite
  *              value beyond it, which would become infinite, is refused).
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, an invalid or self-overlapping t, value out of
  *         range); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE (a device t with a reference
  *         context); NN_E_UNSUPPORTED (strided device tensor); NN_E_CUDA; NN_E_NOT_BUILT;
- *         NN_E_OOM_HOST (the staging copy).
+ *         NN_E_OOM_HOST (the staging copy); NN_E_GRAPH (inside a graph capture, in a build
+ *         without the fill kernel).
  */
 NN_API nn_status nn_tensor_fill_constant(nn_ctx *ctx, nn_tensor *t, double value);
 
@@ -215,7 +219,7 @@ NN_API nn_status nn_tensor_fill_constant(nn_ctx *ctx, nn_tensor *t, double value
  * @return NN_OK; NN_E_INVALID_ARG (as nn_tensor_fill_constant(), and for lo > hi, a NaN or
  *         infinite bound, a width hi - lo that overflows a double, or a bound beyond the dtype's
  *         finite range); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE; NN_E_UNSUPPORTED; NN_E_CUDA;
- *         NN_E_NOT_BUILT; NN_E_OOM_HOST.
+ *         NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_GRAPH.
  */
 NN_API nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, double hi,
                                         uint64_t seed);
@@ -229,7 +233,7 @@ NN_API nn_status nn_tensor_fill_uniform(nn_ctx *ctx, nn_tensor *t, double lo, do
  *
  * @return NN_OK; NN_E_INVALID_ARG (as nn_tensor_fill_constant(), and for lo > hi or a bound
  *         outside the exact range); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE; NN_E_UNSUPPORTED;
- *         NN_E_CUDA; NN_E_NOT_BUILT; NN_E_OOM_HOST.
+ *         NN_E_CUDA; NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_GRAPH.
  */
 NN_API nn_status nn_tensor_fill_ints(nn_ctx *ctx, nn_tensor *t, int lo, int hi, uint64_t seed);
 

@@ -9,6 +9,7 @@
 #include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
+#include "core/dev_fill.h"
 #include "core/elem.h"
 #include "core/error.h"
 #include "core/tensor_util.h"
@@ -418,6 +419,14 @@ nn_status nn__check_host_ptr(nn_ctx *ctx, const char *fn, const void *data, cons
     return NN_OK;
 }
 
+int nn__device_data(nn_ctx *ctx, const void *data)
+{
+    nn_space space;
+    int device;
+    (void)locate(ctx, data, &space, &device); /* never fails */
+    return nn__ctx_on_gpu(ctx) && space == NN_SPACE_DEVICE && device == ctx->device;
+}
+
 /* A capture records what its calls' tensors span (core/capture.h). */
 static void touch(nn_ctx *ctx, const nn_tensor *t)
 {
@@ -666,7 +675,8 @@ static uint64_t next_random(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-enum fill_kind { FILL_CONSTANT, FILL_UNIFORM, FILL_INTS };
+/* the kinds of struct nn__fill (dev_fill.h) */
+enum fill_kind { FILL_CONSTANT = 0, FILL_UNIFORM = 1, FILL_INTS = 2 };
 
 struct fill {
     enum fill_kind kind;
@@ -764,6 +774,25 @@ static nn_status fill(nn_ctx *ctx, const char *fn, nn_tensor *t, struct fill *f)
     if (!nn_tensor_is_contiguous(t))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED, "%s: a device tensor t must be contiguous to fill",
                         fn);
+#if NN_HAVE_CUDA
+    const char *no_kernel = nn__fill_unavailable();
+    if (!no_kernel) {
+        struct nn__fill k = {(uint64_t)(uintptr_t)t->data,
+                             n,
+                             (int32_t)t->dtype,
+                             (int32_t)f->kind,
+                             f->a,
+                             f->b,
+                             f->state};
+        nn__capture_touch_span(ctx, t->data, (size_t)n * nn_dtype_size(t->dtype));
+        return nn__dev_fill(ctx, fn, &k);
+    }
+    if (ctx->capture)
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: a device fill is captured as a kernel, and %s: fill t before "
+                        "nn_graph_begin()",
+                        fn, no_kernel);
+#endif
     nn_tensor staging = *t;
     staging.space = NN_SPACE_HOST;
     staging.device = -1;

@@ -38,6 +38,9 @@ nn_status nn__check_host_data(struct nn_ctx *ctx, const char *fn, const nn_tenso
 nn_status nn__check_host_ptr(struct nn_ctx *ctx, const char *fn, const void *data,
                              const char *name);
 
+/* 1 when CUDA knows data as device memory of ctx's device (a cuDNN context), else 0. */
+int nn__device_data(struct nn_ctx *ctx, const void *data);
+
 /* Do a and b (both valid) share memory? Conservative: compares the byte ranges
  * [data, data + extent) of views in the same memory space (and device); views in different
  * spaces never overlap. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -360,6 +361,24 @@ static nn_status take_targets(struct nn_ctx *ctx, const char *fn,
     return NN_OK;
 }
 
+/* Inside a graph capture the targets are read by each launch on the device, where they must be:
+ * host targets would be read once, now. Their range is checked there (graph.h). */
+static nn_status capture_targets(struct nn_ctx *ctx, const char *fn, struct nn__softmax_problem *p,
+                                 const nn_class_targets *t)
+{
+    size_t bytes = (size_t)(p->n * p->s) * (t->type == NN_INDEX_I32 ? 4 : 8);
+    if (!nn__device_data(ctx, t->data))
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: inside a graph capture targets.data must be device memory of the "
+                        "context's device (each launch reads the batch's targets there; host "
+                        "targets would be read once, at this call): copy them to the device "
+                        "(nn_mem_copy, or nn_graph_launch_feeds at each launch)",
+                        fn);
+    nn__capture_touch_span(ctx, t->data, bytes);
+    p->dev_targets = t->data;
+    return NN_OK;
+}
+
 static void free_xent(nn_softmax_cross_entropy_pullback *pb)
 {
     backend_of(pb->hdr.ctx)->saved_free(pb->hdr.ctx, pb->saved);
@@ -393,9 +412,13 @@ static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     nn_softmax_cross_entropy_pullback *pb = nn__host_calloc(1, sizeof *pb);
     if (!pb) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
     pb->hdr.ctx = ctx; /* for free_xent() before it is live */
-    pb->prob = prob;
     pb->x = *x;
-    nn_status st = take_targets(ctx, fn, be, &prob, targets, &pb->targets);
+    nn_status st = NN_OK;
+    if (ctx->capture)
+        st = capture_targets(ctx, fn, &prob, targets);
+    else
+        st = take_targets(ctx, fn, be, &prob, targets, &pb->targets);
+    pb->prob = prob;
     struct nn__softmax_note note = {{0}};
     if (st == NN_OK)
         st = be->xent_forward(ctx, &prob, x, pb->targets, loss, pullback_out ? &pb->saved : NULL,

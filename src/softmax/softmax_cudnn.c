@@ -32,6 +32,7 @@
 #include "core/cuda_util.h"
 #include "core/elem.h"
 #include "core/error.h"
+#include "core/kernel_image.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cache.h"
@@ -417,6 +418,52 @@ static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
     x->uploading = 1;
     return NN_OK;
 }
+/* The one-hot mask from device targets, by a kernel (softmax_mask.cu), for a graph capture:
+ * every launch builds it from the targets then in device memory. */
+struct nn__onehot {
+    uint64_t mask, targets;
+    int64_t n, c, s;
+    int32_t dtype, wide;
+};
+_Static_assert(sizeof(struct nn__onehot) == 48, "struct nn__onehot is the kernel's parameter");
+
+#if NN_HAVE_KERNEL_IMAGES
+extern const unsigned char nn__softmax_mask_image[];
+#define MASK_IMAGE nn__softmax_mask_image
+#else
+#define MASK_IMAGE NULL
+#endif
+static const char *const mask_names[] = {"nn__softmax_onehot", NULL};
+static cudaKernel_t mask_kernels[1];
+static struct nn__kernel_image mask_image =
+    NN__KERNEL_IMAGE_INIT(MASK_IMAGE, "one-hot mask kernel", mask_names, mask_kernels);
+
+static nn_status mask_on_device(struct nn_ctx *ctx, const char *fn,
+                                const struct nn__softmax_problem *p, struct xent_scratch *x,
+                                void **mask)
+{
+    const char *no = nn__kernel_image_load(&mask_image);
+    if (no)
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: inside a graph capture the targets' one-hot mask is made on the "
+                        "device, and %s",
+                        fn, no);
+    NN__TRY(nn__dev_alloc_for(ctx, fn, x->bytes, mask));
+    struct nn__onehot a = {(uint64_t)(uintptr_t)*mask,
+                           (uint64_t)(uintptr_t)p->dev_targets,
+                           p->n,
+                           p->c,
+                           p->s,
+                           (int32_t)p->dtype,
+                           p->index == NN_INDEX_I64};
+    int64_t blocks = (p->n * p->c * p->s + 255) / 256;
+    if (blocks > 4096) blocks = 4096;
+    void *args[1] = {&a};
+    return NN__CUDA(ctx,
+                    cudaLaunchKernel((const void *)mask_kernels[0], (dim3){(unsigned)blocks, 1, 1},
+                                     (dim3){256, 1, 1}, args, 0, (cudaStream_t)ctx->stream));
+}
+
 /* c = op(alpha_a * a, alpha_b * b) (b may be n x 1 x s, broadcast over C). */
 static nn_status op_tensor(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorDescriptor_t op,
                            double alpha_a, cudnnTensorDescriptor_t da, const void *a,
@@ -484,7 +531,9 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, xs->bytes, &prod);
     if (st == NN_OK)
         st = softmax_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, x->data, sv->logp);
-    if (st == NN_OK) st = mask_upload(ctx, fn, p, xs, t, &sv->mask);
+    if (st == NN_OK)
+        st = p->dev_targets ? mask_on_device(ctx, fn, p, xs, &sv->mask)
+                            : mask_upload(ctx, fn, p, xs, t, &sv->mask);
     if (st == NN_OK)
         st = op_tensor(ctx, p->dtype, xs->mul, 1.0, xs->full, sv->mask, 1.0, xs->full, sv->logp,
                        xs->full, prod);

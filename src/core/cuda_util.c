@@ -79,6 +79,24 @@ nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), voi
     return nn__stream_capture_end(ctx, fn(arg), out);
 }
 
+nn_status nn__stream_follow(struct nn_ctx *ctx, const char *fn, void **stream,
+                            unsigned long long *stream_id)
+{
+    if (!nn__ctx_on_gpu(ctx) || *stream_id == ctx->stream_id) return NN_OK;
+    cudaEvent_t ev = (cudaEvent_t)ctx->order_event;
+    if (!ev) {
+        if (NN__CUDA(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != NN_OK)
+            return nn__error_in(ctx, fn);
+        ctx->order_event = ev;
+    }
+    if (NN__CUDA(ctx, cudaEventRecord(ev, (cudaStream_t)*stream)) != NN_OK ||
+        NN__CUDA(ctx, cudaStreamWaitEvent((cudaStream_t)ctx->stream, ev, 0)) != NN_OK)
+        return nn__error_in(ctx, fn);
+    *stream = ctx->stream;
+    *stream_id = ctx->stream_id;
+    return NN_OK;
+}
+
 static int nn__devices;
 static pthread_once_t nn__devices_once = PTHREAD_ONCE_INIT;
 
@@ -101,5 +119,12 @@ int nn__cuda_device_count(void)
 int nn__cuda_device_count(void)
 {
     return 0;
+}
+
+nn_status nn__stream_follow(struct nn_ctx *ctx, const char *fn, void **stream,
+                            unsigned long long *stream_id)
+{
+    (void)ctx, (void)fn, (void)stream, (void)stream_id; /* no GPU context in this build */
+    return NN_OK;
 }
 #endif

@@ -1,18 +1,20 @@
 /* Checked CUDA runtime calls: a failure is recorded with the function name, the raw error and
- * CUDA's own message, and becomes an nn_status. Only for files compiled with NN_HAVE_CUDA. */
+ * CUDA's own message, and becomes an nn_status. Only for files compiled with NN_HAVE_CUDA, but for
+ * nn__stream_follow() and nn__cuda_device_count(), which every build has. */
 #ifndef NN_CORE_CUDA_UTIL_H
 #define NN_CORE_CUDA_UTIL_H
 
 #include "nn_config.h"
 
 #include "core/cuda_load.h"
+#include "nnprim/status.h"
+
+struct nn_ctx;
 
 #if NN_HAVE_CUDA
 
 #include "error.h"
 #include "log.h"
-
-struct nn_ctx;
 
 nn_status nn__cuda_fail(struct nn_ctx *ctx, cudaError_t err, const char *call, const char *file,
                         int line);
@@ -54,6 +56,14 @@ nn_status nn__stream_capture_end(struct nn_ctx *ctx, nn_status st, cudaGraph_t *
 nn_status nn__stream_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
                              cudaGraph_t *out);
 #endif
+
+/* Order what ctx queues from now after the work queued so far on *stream, the stream (of id
+ * *stream_id) that an object of ctx's last used: when ctx has switched to another stream since,
+ * ctx's stream waits for an event recorded on *stream now (no host wait; the event is the
+ * context's order_event, made on first use), and *stream, *stream_id become ctx's. Nothing to do
+ * on the same stream or a reference context. NN_OK; NN_E_CUDA (the message naming fn). */
+nn_status nn__stream_follow(struct nn_ctx *ctx, const char *fn, void **stream,
+                            unsigned long long *stream_id);
 
 /* Number of usable devices, 0 when there is no CUDA, driver or device (no error recorded).
  * Safe to call often: the answer is computed once per process. */

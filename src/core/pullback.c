@@ -43,28 +43,11 @@ static nn_status check_live(struct nn_ctx *ctx, const char *fn,
     return NN_OK;
 }
 
-/* The forward's work is queued on h->stream: ctx's stream waits for everything queued there so
- * far (recorded now, so it covers the forward whenever it ran), and the pullback is ctx's
+/* The forward's work is queued on h->stream: ctx's stream follows it, and the pullback is ctx's
  * stream's from then on, so that a second check or the free costs nothing. */
 static nn_status follow_forward(struct nn_ctx *ctx, const char *fn, struct nn__pullback *h)
 {
-    if (!nn__ctx_on_gpu(ctx) || h->stream_id == ctx->stream_id) return NN_OK;
-#if NN_HAVE_CUDA
-    cudaEvent_t ev = (cudaEvent_t)ctx->order_event;
-    if (!ev) {
-        if (NN__CUDA(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != NN_OK)
-            return nn__error_in(ctx, fn);
-        ctx->order_event = ev;
-    }
-    if (NN__CUDA(ctx, cudaEventRecord(ev, (cudaStream_t)h->stream)) != NN_OK ||
-        NN__CUDA(ctx, cudaStreamWaitEvent((cudaStream_t)ctx->stream, ev, 0)) != NN_OK)
-        return nn__error_in(ctx, fn);
-#else
-    (void)fn;
-#endif
-    h->stream = ctx->stream;
-    h->stream_id = ctx->stream_id;
-    return NN_OK;
+    return nn__stream_follow(ctx, fn, &h->stream, &h->stream_id);
 }
 
 nn_status nn__pullback_check(struct nn_ctx *ctx, const char *fn,

@@ -317,19 +317,9 @@ nn_status nn_graph_end(nn_ctx *ctx, nn_graph **out)
 static nn_status follow_last(nn_ctx *ctx, const char *fn, nn_graph *g)
 {
     if (g->last_sid == ctx->stream_id) return NN_OK;
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    if (g->launches == 0) {
-        NN__TRY_IN(ctx, fn, NN__CUDA(ctx, cudaStreamWaitEvent(s, g->ready, 0)));
-    } else {
-        cudaEvent_t ev = (cudaEvent_t)ctx->order_event;
-        if (!ev) {
-            NN__TRY_IN(ctx, fn,
-                       NN__CUDA(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)));
-            ctx->order_event = ev;
-        }
-        NN__TRY_IN(ctx, fn, NN__CUDA(ctx, cudaEventRecord(ev, (cudaStream_t)g->last_stream)));
-        NN__TRY_IN(ctx, fn, NN__CUDA(ctx, cudaStreamWaitEvent(s, ev, 0)));
-    }
+    if (g->launches) return nn__stream_follow(ctx, fn, &g->last_stream, &g->last_sid);
+    /* before the first launch: the capture's stream, at the end of the capture */
+    NN__TRY_IN(ctx, fn, NN__CUDA(ctx, cudaStreamWaitEvent((cudaStream_t)ctx->stream, g->ready, 0)));
     g->last_stream = ctx->stream;
     g->last_sid = ctx->stream_id;
     return NN_OK;

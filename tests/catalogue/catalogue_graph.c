@@ -526,7 +526,7 @@ static const struct cat_row rows[] = {
            pullback_into_capture),
     ROW_ON(CAT_GPU_ONLY, "pullback_out_of_capture", "nn_pool_backward", "pullback", NN_E_GRAPH,
            pullback_out_of_capture),
-    ROW_ON(CAT_GPU_ONLY, "destroy_while_capturing", "nn_graph_launch", "context", NN_E_INVALID_ARG,
+    ROW_ON(CAT_GPU_ONLY, "destroy_while_capturing", "nn_graph_launch", "graph", NN_E_BAD_POINTER,
            destroy_while_capturing),
 #endif
 };

@@ -451,6 +451,9 @@ CALL(destroy_while_capturing)
     nn_graph *g = NULL;
     cr_assert_eq(nn_graph_end(o, &g), NN_OK);
     cr_assert_eq(nn_graph_begin(o), NN_OK);
+    /* freed inside the open capture: adopted by it, released with it */
+    cr_assert_eq(nn_tensor_free(o, &a), NN_OK);
+    cr_assert_eq(nn_tensor_free(o, &b), NN_OK);
     nn_ctx_destroy(o);
     return nn_graph_launch(c->ctx, g);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """nnprim against PyTorch in double precision: forward results and gradients of conv, pooling,
-linear, softmax / log-softmax, softmax cross-entropy and RNN / LSTM / GRU (docs/PARITY.md).
+linear, softmax / log-softmax, softmax cross-entropy and RNN / LSTM / GRU, and the parameters after
+several optimizer steps of SGD / Adam / AdamW with gradient clipping (docs/PARITY.md).
 
     python3 tools/torch_parity.py [LIBNNPRIM] [--backend ref|cudnn|all] [--filter TEXT] [--dry-run]
     python3 tools/torch_parity.py --self-test --layout PROGRAM [LIBNNPRIM | --no-calls WHY]
@@ -18,6 +19,9 @@ near zero do not blow it up. Tolerances: 1e-10 on the reference backend, which a
 double like PyTorch's CPU kernels (differences come from summation order and libm, about 1e-15;
 any semantic difference is orders above); 1e-8 on cuDNN, whose f64 algorithms sum in other orders
 (split reductions, atomics in the weight gradients) and whose RNN kernels use their own exp / tanh.
+The optimizer cases hold both backends to 1e-12: they follow torch.optim's single-tensor code
+operation by operation (differences come from FMA in PyTorch's vectorised CPU loops, the order of
+the clipping norm's sum and the GPU's pow, about 1e-16 per step).
 A cuDNN call that refuses f64 with NN_E_UNSUPPORTED or NN_E_DTYPE counts as unsupported.
 
 --self-test needs neither torch nor numpy: it compares these ctypes mirrors with the C layouts
@@ -53,7 +57,8 @@ C = dict(
     NN_RNN_LSTM=2, NN_RNN_GRU=3, NN_RNN_BIAS_NONE=0, NN_RNN_BIAS_INPUT=1,
     NN_RNN_BIAS_RECURRENT=2, NN_RNN_BIAS_DOUBLE=3, NN_RNN_SEQ_MAJOR=0, NN_RNN_BATCH_MAJOR=1,
     NN_RNN_WEIGHT_IH=0, NN_RNN_WEIGHT_HH=1, NN_RNN_BIAS_IH=2, NN_RNN_BIAS_HH=3,
-    NN_RNN_WEIGHT_HR=4, NN_RNN_ACCUMULATE_DW=1)
+    NN_RNN_WEIGHT_HR=4, NN_RNN_ACCUMULATE_DW=1, NN_OPTIM_SGD=1, NN_OPTIM_ADAM=2,
+    NN_OPTIM_ADAMW=3)
 F64 = C["NN_DTYPE_F64"]
 
 
@@ -113,6 +118,13 @@ class BackwardOptions(ctypes.Structure):  # nn_backward_options (backward.h)
     _fields_ = [("accumulate", c_uint), ("keep", c_int), ("reserved", c_uint64 * 4)]
 
 
+class OptimParams(ctypes.Structure):  # nn_optim_params (optim.h)
+    _fields_ = [("kind", c_int), ("nesterov", c_int), ("lr", c_double), ("momentum", c_double),
+                ("dampening", c_double), ("weight_decay", c_double), ("beta1", c_double),
+                ("beta2", c_double), ("eps", c_double), ("max_grad_norm", c_double),
+                ("reserved", c_uint64 * 4)]
+
+
 class ErrorInfo(ctypes.Structure):  # nn_error_info (status.h)
     _fields_ = [("status", c_int), ("raw_status", c_int), ("line", c_int),
                 ("call", c_char * 64), ("raw_name", c_char * 64), ("file", c_char * 64),
@@ -123,9 +135,9 @@ MIRRORS = {"nn_tensor": Tensor, "nn_settings": Settings, "nn_conv_params": ConvP
            "nn_pool_params": PoolParams, "nn_linear_params": LinearParams,
            "nn_softmax_params": SoftmaxParams, "nn_class_targets": ClassTargets,
            "nn_rnn_params": RnnParams, "nn_backward_options": BackwardOptions,
-           "nn_error_info": ErrorInfo}
+           "nn_optim_params": OptimParams, "nn_error_info": ErrorInfo}
 ENUMS = ("nn_dtype", "nn_backend", "nn_conv_mode", "nn_pool_mode", "nn_rnn_cell",
-         "nn_rnn_weight_name")
+         "nn_rnn_weight_name", "nn_optim_kind")
 
 P = c_void_p  # every pointer argument (ctypes takes byref() and None for it)
 PROTOS = {
@@ -151,6 +163,9 @@ PROTOS = {
     "nn_rnn_weight_view": [P, P, P, c_int64, c_int, c_int, P],
     "nn_rnn_forward": [P, P, P, P, P, P, P, P, P, P, P],
     "nn_rnn_backward": [P, P, P, P, P, P, P, P, P],
+    "nn_optim_params_default": [P, c_int], "nn_optim_create": [P, P, c_int, P, P],
+    "nn_optim_step": [P, P, c_int, P], "nn_optim_free": [P, P],
+    "nn_optim_set_lr": [P, P, c_double], "nn_optim_get_step": [P, P, P],
 }
 
 
@@ -465,6 +480,32 @@ def self_test_calls(lib):
         for _ in range(2):
             hv = (1 - z) * n + z * hv
         yield "gru zero weights hy", hy, [hv] * H
+
+        # optimizers: SGD with momentum over two steps (buf = g, then 0.5 buf + g), and Adam's
+        # first step with beta1 0.5, beta2 0.75, eps 0 (the update is lr * sign(g))
+        for kind, g_vals, want in (("SGD", [[1.0, 2.0], [2.0, -4.0]], [-0.75, -1.5]),
+                                   ("ADAM", [[1.0, -2.0]], [0.75, -1.75])):
+            op = OptimParams()
+            lib("nn_optim_params_default", byref(op), C["NN_OPTIM_" + kind])
+            if kind == "SGD":
+                op.lr, op.momentum = 0.5, 0.5
+            else:
+                op.lr, op.beta1, op.beta2, op.eps = 0.25, 0.5, 0.75, 0.0
+            prm = HostBuf([1.0, -2.0])
+            grad = HostBuf([0.0, 0.0])
+            pt = lib.wrap(ctx, prm.ptr, [2])
+            opt = c_void_p()
+            lib("nn_optim_create", ctx, byref(op), 1, byref(pt), byref(opt))
+            try:
+                for g in g_vals:
+                    grad.arr[0], grad.arr[1] = g
+                    lib("nn_optim_step", ctx, opt, 1, T(grad, [2]))
+                steps = c_int64(-1)
+                lib("nn_optim_get_step", ctx, opt, byref(steps))
+            finally:
+                lib("nn_optim_free", ctx, opt)
+            yield "optim %s steps" % kind.lower(), [float(steps.value)], [float(len(g_vals))]
+            yield "optim %s" % kind.lower(), prm.list(), want
     finally:
         lib.dll.nn_ctx_destroy(ctx)
 
@@ -661,8 +702,32 @@ def rnn_cases():
     return out
 
 
+OPTIM_SHAPES = ((5, 7), (3,), (2, 3, 4))
+
+
+def optim_cases():
+    out = []
+
+    def add(kind, **hyper):
+        kw = dict(kind=kind, steps=6, shapes=OPTIM_SHAPES, hyper=hyper)
+        name = "optim %s %s" % (kind, " ".join("%s=%g" % kv for kv in sorted(hyper.items())))
+        out.append((name, run_optim, kw))
+
+    add("sgd", lr=0.1)
+    add("sgd", lr=0.1, momentum=0.9, weight_decay=1e-2)
+    add("sgd", lr=0.05, momentum=0.9, nesterov=1)
+    add("sgd", lr=0.1, momentum=0.9, dampening=0.3, max_grad_norm=1.0)
+    add("adam", lr=1e-2)
+    add("adam", lr=1e-2, weight_decay=0.1, max_grad_norm=0.5)
+    add("adam", lr=1e-2, beta1=0.3, beta2=0.5, eps=1e-3)  # lerp's other form
+    add("adamw", lr=1e-2)
+    add("adamw", lr=1e-2, weight_decay=0.5, max_grad_norm=1.0)
+    return out
+
+
 def all_cases():
-    return conv_cases() + pool_cases() + linear_cases() + softmax_cases() + rnn_cases()
+    return (conv_cases() + pool_cases() + linear_cases() + softmax_cases() + rnn_cases() +
+            optim_cases())
 
 
 class Env:
@@ -698,14 +763,16 @@ class Env:
         self.keep.append(t)
         return t
 
-    def T(self, t):
-        """byref of an nn_tensor wrapping a device-side torch tensor, with its strides."""
-        if t is None:
-            return None
+    def view(self, t):
+        """An nn_tensor wrapping a device-side torch tensor, with its strides."""
         dtype = {self.torch.float64: F64, self.torch.float32: C["NN_DTYPE_F32"]}[t.dtype]
         self.keep.append(t)
         strides = None if t.is_contiguous() else list(t.stride())
-        return byref(self.lib.wrap(self.ctx, t.data_ptr(), t.shape, strides, dtype))
+        return self.lib.wrap(self.ctx, t.data_ptr(), t.shape, strides, dtype)
+
+    def T(self, t):
+        """byref of view(t); None for None."""
+        return None if t is None else byref(self.view(t))
 
     def sync_in(self):
         # nnprim runs on its own stream: torch's queued fills and copies must be done first
@@ -1039,6 +1106,62 @@ def run_rnn(env, cell, T, N, I, H, L, bidir, proj, batch_first, bias, hx, lens, 
     return res
 
 
+def run_optim(env, kind, steps, shapes, hyper):
+    """steps of torch.optim (foreach=False) in float64 on the CPU, with clip_grad_norm_ first when
+    max_grad_norm is set, against nnprim's steps on the same gradients; the parameters after."""
+    torch, lib = env.torch, env.lib
+    env.tol = 1e-12
+    h = dict(lr=1e-3, momentum=0.0, dampening=0.0, nesterov=0, weight_decay=None, beta1=0.9,
+             beta2=0.999, eps=1e-8, max_grad_norm=0.0)
+    h.update(hyper)
+    if h["weight_decay"] is None:
+        h["weight_decay"] = 1e-2 if kind == "adamw" else 0.0
+    init = [env.rand(*s) for s in shapes]
+    grads = [[env.rand(*s) for s in shapes] for _ in range(steps)]
+    prm = [t.clone().requires_grad_() for t in init]
+    if kind == "sgd":
+        opt = torch.optim.SGD(prm, lr=h["lr"], momentum=h["momentum"], dampening=h["dampening"],
+                              nesterov=bool(h["nesterov"]), weight_decay=h["weight_decay"],
+                              foreach=False)
+    else:
+        cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
+        opt = cls(prm, lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"],
+                  weight_decay=h["weight_decay"], foreach=False)
+    for gs in grads:
+        for p, g in zip(prm, gs):
+            p.grad = g.clone()
+        if h["max_grad_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(prm, h["max_grad_norm"], foreach=False)
+        opt.step()
+
+    op = OptimParams()
+    lib("nn_optim_params_default", byref(op), C["NN_OPTIM_" + kind.upper()])
+    for name, value in h.items():
+        setattr(op, name, value)
+    dev_p = [env.to_dev(t) for t in init]
+    dev_g = [env.to_dev(g) for g in grads[0]]
+    n = len(shapes)
+    ps = (Tensor * n)(*[env.view(t) for t in dev_p])
+    gs = (Tensor * n)(*[env.view(t) for t in dev_g])
+    env.sync_in()
+    handle = c_void_p()
+    lib("nn_optim_create", env.ctx, byref(op), n, ps, byref(handle))
+    try:
+        for k in range(steps):
+            for d, g in zip(dev_g, grads[k]):
+                d.copy_(g)
+            env.sync_in()
+            lib("nn_optim_step", env.ctx, handle, n, gs)
+            env.sync_out()
+        count = c_int64(-1)
+        lib("nn_optim_get_step", env.ctx, handle, byref(count))
+    finally:
+        lib("nn_optim_free", env.ctx, handle)
+    if count.value != steps:
+        raise AssertionError("nn_optim_get_step: %d steps, expected %d" % (count.value, steps))
+    return [("p%d" % i, d, p.detach()) for i, (d, p) in enumerate(zip(dev_p, prm))]
+
+
 def compare(torch, got, exp):
     g = got.detach().to("cpu").reshape(exp.shape)
     if torch.isnan(g).any():
@@ -1092,7 +1215,7 @@ def run_all(args):
         try:
             for name, fn, kw in cases:
                 env = Env(torch, lib, ctx, backend, zlib.crc32(name.encode()))
-                env.F, env.note = F, None
+                env.F, env.note, env.tol = F, None, None
                 try:
                     res = fn(env, **kw)
                 except NnError as e:
@@ -1112,9 +1235,10 @@ def run_all(args):
                     print("%-6s %-70s FAIL %s" % (backend, name, e))
                     continue
                 parts, ok = [], True
+                case_tol = env.tol or tol
                 for label, got, exp in res:
                     err, rel, why = compare(torch, got, exp)
-                    good = rel <= tol
+                    good = rel <= case_tol
                     ok = ok and good
                     parts.append("%s %.1e/%.1e%s%s" % (label, err, rel, "" if good else "!",
                                                        " " + why if why else ""))
@@ -1130,7 +1254,8 @@ def run_all(args):
         finally:
             lib.dll.nn_ctx_destroy(ctx)
     print("(each output: max abs error / max relative error against max|expected|; '!' marks "
-          "one beyond the tolerance: ref %g, cudnn %g)" % (TOL["ref"], TOL["cudnn"]))
+          "one beyond the tolerance: ref %g, cudnn %g; optimizer cases 1e-12 on both)" %
+          (TOL["ref"], TOL["cudnn"]))
     print("parity: %d passed, %d failed, %d unsupported" % (passed, failed, unsupported))
     return 1 if failed else 0
 

@@ -106,6 +106,19 @@ int main(void)
     FIELD(nn_backward_options, keep);
     FIELD(nn_backward_options, reserved);
 
+    SIZE(nn_optim_params);
+    FIELD(nn_optim_params, kind);
+    FIELD(nn_optim_params, nesterov);
+    FIELD(nn_optim_params, lr);
+    FIELD(nn_optim_params, momentum);
+    FIELD(nn_optim_params, dampening);
+    FIELD(nn_optim_params, weight_decay);
+    FIELD(nn_optim_params, beta1);
+    FIELD(nn_optim_params, beta2);
+    FIELD(nn_optim_params, eps);
+    FIELD(nn_optim_params, max_grad_norm);
+    FIELD(nn_optim_params, reserved);
+
     SIZE(nn_error_info);
     FIELD(nn_error_info, status);
     FIELD(nn_error_info, message);
@@ -117,6 +130,7 @@ int main(void)
     SIZE(nn_pool_mode);
     SIZE(nn_rnn_cell);
     SIZE(nn_rnn_weight_name);
+    SIZE(nn_optim_kind);
 
     CONST(NN_MAX_RANK);
     CONST(NN_DTYPE_F32);
@@ -167,5 +181,8 @@ int main(void)
     CONST(NN_RNN_BIAS_HH);
     CONST(NN_RNN_WEIGHT_HR);
     CONST(NN_RNN_ACCUMULATE_DW);
+    CONST(NN_OPTIM_SGD);
+    CONST(NN_OPTIM_ADAM);
+    CONST(NN_OPTIM_ADAMW);
     return 0;
 }

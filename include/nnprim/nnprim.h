@@ -14,6 +14,7 @@
  *   rnn.h      recurrent layers (RNN, LSTM, GRU) forward and backward, packed weights, pullbacks
  *   linear.h   the dense layer y = act(x w^T + b), forward and backward, pullbacks
  *   softmax.h  softmax, log-softmax and softmax cross-entropy, forward and backward
+ *   optim.h    fused optimizer updates: SGD (momentum, Nesterov), Adam, AdamW, gradient clipping
  *   graph.h    a training step captured once as one CUDA graph and launched many times
  */
 #ifndef NNPRIM_NNPRIM_H
@@ -32,6 +33,7 @@
 #include "rnn.h"
 #include "linear.h"
 #include "softmax.h"
+#include "optim.h"
 #include "dlpack.h"
 #include "graph.h"
 

@@ -37,8 +37,8 @@
  * The GPU path (cuDNN contexts) and CUDA graphs: the optimizer keeps its step count and its
  * hyper-parameters in device memory, and nn_optim_step() only launches kernels on the context's
  * stream: no host synchronisation, no copy from host memory, no allocation. A step captured into
- * a CUDA graph (stream capture of the context's stream) therefore advances the step count and
- * reads the current lr at every replay. A step is one kernel launch for up to 64 tensors
+ * a CUDA graph (nn_graph_begin(), graph.h) therefore advances the step count and reads the
+ * current lr at every launch. A step is one kernel launch for up to 64 tensors
  * (the tensors' pointers and sizes travel in the launch's by-value parameters, which hold 64),
  * one more per further 64; with clipping, the same number of norm-reduction launches first (two
  * launches for up to 64 tensors). The kernels are nnprim's own, built by nvcc into the library:
@@ -118,7 +118,8 @@ NN_API nn_status nn_optim_params_default(nn_optim_params *p, nn_optim_kind kind)
  *         a malformed view; two parameters overlapping); NN_E_DTYPE (f16, bf16, or dtypes that
  *         differ); NN_E_MEMSPACE (a parameter not where ctx computes); NN_E_UNSUPPORTED (a
  *         strided parameter; on a cuDNN context, a build or driver without nnprim's optimizer
- *         kernels); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA.
+ *         kernels); NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_GRAPH (a graph capture is
+ *         open on ctx: the state's zeroing would be repeated at every launch).
  * Ownership: the optimizer is the caller's until nn_optim_free(); it must be freed before ctx
  * is destroyed. The parameters' storage stays the caller's: it must stay alive and in place
  * while the optimizer lives.
@@ -151,25 +152,25 @@ NN_API nn_status nn_optim_step(nn_ctx *ctx, nn_optim *opt, int n, const nn_tenso
  * Set the learning rate used by the steps that follow (an LR schedule). On a cuDNN context the
  * device copy is rewritten by a one-thread kernel that takes lr by value, queued on ctx's
  * stream: steps queued before it use the old lr, steps after it (and every later replay of a
- * graph of steps) the new one, with no host wait. Call it outside stream captures: it is refused
- * while ctx's stream is capturing, where it would be baked into the graph.
+ * graph of steps) the new one, with no host wait. Call it outside captures: it is refused while
+ * one is open on ctx, where it would be baked into the graph.
  *
  * @param lr >= 0 and finite.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx or opt, an optimizer of another context, lr out of
- *         range); NN_E_BAD_POINTER (not a live optimizer); NN_E_UNSUPPORTED (ctx's stream is
- *         capturing); NN_E_CUDA.
+ *         range); NN_E_BAD_POINTER (not a live optimizer); NN_E_GRAPH (a graph capture is open on
+ *         ctx); NN_E_UNSUPPORTED (someone else is capturing ctx's stream); NN_E_CUDA.
  */
 NN_API nn_status nn_optim_set_lr(nn_ctx *ctx, nn_optim *opt, double lr);
 
 /**
  * The number of steps taken since nn_optim_create() or nn_optim_reset(), replays of captured
  * steps included. On a cuDNN context it is read from device memory after the work queued on
- * ctx's stream so far: the call waits for that stream (so it is refused while the stream is
- * capturing).
+ * ctx's stream so far: the call waits for that stream (so it is refused inside a capture).
  *
  * @param step out: the count; untouched on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, opt or step, an optimizer of another context);
- *         NN_E_BAD_POINTER; NN_E_UNSUPPORTED (ctx's stream is capturing); NN_E_CUDA.
+ *         NN_E_BAD_POINTER; NN_E_GRAPH (a graph capture is open on ctx); NN_E_UNSUPPORTED
+ *         (someone else is capturing ctx's stream); NN_E_CUDA.
  */
 NN_API nn_status nn_optim_get_step(nn_ctx *ctx, nn_optim *opt, int64_t *step);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -322,6 +323,12 @@ nn_status nn_optim_create(nn_ctx *ctx, const nn_optim_params *p, int n, const nn
     if (n < 1) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: n must be >= 1, got %d", fn, n);
     if (!params) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: params must not be NULL", fn);
     if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: out must not be NULL", fn);
+    if (ctx->capture)
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: a graph capture is open on the context; an optimizer's state is "
+                        "made and zeroed at its creation, which every launch would repeat: create "
+                        "it before nn_graph_begin()",
+                        fn);
     struct nn_optim *opt = nn__host_calloc(1, sizeof *opt);
     if (!opt) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the optimizer", fn);
     nn_status st = optim_create(ctx, fn, p, n, params, opt);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "core/alloc.h"
+#include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
 #include "core/error.h"
@@ -180,9 +181,15 @@ static nn_status step_cuda(struct nn_ctx *ctx, struct nn_optim *opt, const nn_te
     return NN_OK;
 }
 
-/* NN_E_UNSUPPORTED naming fn while ctx's stream is capturing a graph. */
+/* NN_E_GRAPH naming fn inside nnprim's capture (graph.h), NN_E_UNSUPPORTED while someone else
+ * captures ctx's stream. */
 static nn_status not_capturing(struct nn_ctx *ctx, const char *fn, const char *why)
 {
+    if (ctx->capture)
+        return NN__FAIL(ctx, NN_E_GRAPH,
+                        "%s: a graph capture is open on the context, and %s; call it before "
+                        "nn_graph_begin() or after nn_graph_end()",
+                        fn, why);
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     NN__TRY_IN(ctx, fn, NN__CUDA(ctx, cudaStreamIsCapturing((cudaStream_t)ctx->stream, &cs)));
     if (cs != cudaStreamCaptureStatusNone)

@@ -62,10 +62,10 @@ static int64_t aligned(int64_t n)
 
 static void arena_free(nn_ctx *ctx, struct model_arena *a)
 {
-    nn_tensor *ts[] = {&a->value,   &a->grad,   &a->mom[0], &a->mom[1],
-                       &a->scratch, &a->neg_lr, &a->mu};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        tensor_free(ctx, ts[i]);
+    tensor_free(ctx, &a->value);
+    tensor_free(ctx, &a->grad);
+    if (a->opt) nn_optim_free(ctx, a->opt);
+    a->opt = NULL;
 }
 
 /* n parameters of the given shapes: values[i] and grads[i] become their views, both zero (so the
@@ -78,12 +78,8 @@ static nn_status arena_init(nn_ctx *ctx, struct model_arena *a, int n,
     a->lr_held = a->mu_held = NAN;
     for (int i = 0; i < n; i++)
         a->total += aligned(shape_numel(&shapes[i]));
-    int64_t row[2] = {1, a->total}, one[2] = {1, 1};
     nn_status st = tensor(ctx, &a->value, 1, &a->total);
     if (st == NN_OK) st = tensor(ctx, &a->grad, 1, &a->total);
-    if (st == NN_OK) st = tensor(ctx, &a->scratch, 2, row);
-    if (st == NN_OK) st = tensor(ctx, &a->neg_lr, 2, one);
-    if (st == NN_OK) st = tensor(ctx, &a->mu, 2, one);
     if (st == NN_OK) st = nn_tensor_fill_constant(ctx, &a->value, 0);
     if (st == NN_OK) st = nn_tensor_fill_constant(ctx, &a->grad, 0);
     if (st != NN_OK) {
@@ -99,49 +95,66 @@ static nn_status arena_init(nn_ctx *ctx, struct model_arena *a, int n,
     return NN_OK;
 }
 
-/* y += s x over the whole arena, s a [1, 1] tensor (see model_sgd in models.h). */
-static nn_status axpy(nn_ctx *ctx, struct model_arena *a, const nn_tensor *s, const nn_tensor *x,
-                      const nn_tensor *y)
+/* The optimizer made, or its lr set, for a step with lr and mu: outside a graph capture, since a
+ * capture records the steps, not these. */
+static nn_status sgd_ready(nn_ctx *ctx, struct model_arena *a, double lr, double mu)
 {
-    nn_linear_params p;
-    TRY(nn_linear_params_default(&p));
-    p.flags = NN_LINEAR_ACCUMULATE_DW;
-    int64_t col[2] = {a->total, 1}, row[2] = {1, a->total};
-    nn_tensor x_col = view_of(x, 0, 2, col), x_row = view_of(x, 0, 2, row);
-    nn_tensor y_col = view_of(y, 0, 2, col);
-    nn_linear_pullback *pb = NULL;
-    TRY(nn_linear_forward(ctx, &p, s, &x_col, NULL, &a->scratch, &pb));
-    nn_status st = nn_linear_backward(ctx, &pb, &x_row, NULL, &y_col, NULL);
-    if (st != NN_OK) nn_linear_pullback_free(&pb);
-    return st;
-}
-
-/* Keeps the scalar tensor t at value v (held: what it holds now); a fill only on a change. */
-static nn_status hold(nn_ctx *ctx, nn_tensor *t, double *held, double v)
-{
-    if (v == *held) return NN_OK;
-    TRY(nn_tensor_fill_constant(ctx, t, v));
-    *held = v;
+    if (a->opt && mu != a->mu_held) {
+        TRY(nn_optim_free(ctx, a->opt));
+        a->opt = NULL;
+    }
+    if (!a->opt) {
+        nn_optim_params p;
+        TRY(nn_optim_params_default(&p, NN_OPTIM_SGD));
+        p.lr = lr;
+        p.momentum = mu;
+        TRY(nn_optim_create(ctx, &p, 1, &a->value, &a->opt));
+        a->lr_held = lr, a->mu_held = mu;
+    }
+    if (lr != a->lr_held) {
+        TRY(nn_optim_set_lr(ctx, a->opt, lr));
+        a->lr_held = lr;
+    }
     return NN_OK;
 }
 
 nn_status model_sgd(nn_ctx *ctx, struct model_arena *a, double lr, double mu)
 {
-    TRY(hold(ctx, &a->neg_lr, &a->lr_held, -lr));
-    if (mu == 0) return axpy(ctx, a, &a->neg_lr, &a->grad, &a->value);
-    if (!a->mom[0].data) {
-        for (int i = 0; i < 2; i++) {
-            TRY(tensor(ctx, &a->mom[i], 1, &a->total));
-            TRY(nn_tensor_fill_constant(ctx, &a->mom[i], 0));
-        }
-    }
-    TRY(hold(ctx, &a->mu, &a->mu_held, mu));
-    /* The new momentum goes to the other buffer, since y += s x cannot scale y itself. */
-    nn_tensor *old = &a->mom[a->cur], *cur = &a->mom[1 - a->cur];
-    TRY(nn_tensor_copy(ctx, cur, &a->grad));
-    TRY(axpy(ctx, a, &a->mu, old, cur));
-    TRY(axpy(ctx, a, &a->neg_lr, cur, &a->value));
-    a->cur = 1 - a->cur;
+    TRY(sgd_ready(ctx, a, lr, mu));
+    return nn_optim_step(ctx, a->opt, 1, &a->grad);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Steps as CUDA graphs
+ */
+
+static void graph_free(nn_ctx *ctx, struct model_graph *g)
+{
+    if (g->g) nn_graph_free(ctx, g->g);
+    if (g->targets) nn_mem_free(ctx, g->targets);
+    memset(g, 0, sizeof *g);
+}
+
+/* g's graph for momentum mu: captured now from step(ctx, m, targets) (the model's step on its
+ * graph inputs, with g's device targets for count losses) unless it is there already. */
+static nn_status graph_for(nn_ctx *ctx, struct model_graph *g, struct model_arena *a, double lr,
+                           double mu, int64_t count,
+                           nn_status (*step)(nn_ctx *ctx, void *m, const nn_class_targets *t),
+                           void *m)
+{
+    TRY(sgd_ready(ctx, a, lr, mu));
+    if (g->g && mu == g->mu) return NN_OK;
+    if (g->g) TRY(nn_graph_free(ctx, g->g));
+    g->g = NULL;
+    if (!g->targets) TRY(nn_mem_alloc(ctx, (size_t)count * sizeof(int32_t), &g->targets));
+    nn_class_targets t = {g->targets, NN_INDEX_I32, {0}};
+    TRY(nn_graph_begin(ctx));
+    nn_status st = step(ctx, m, &t);
+    nn_graph *made = NULL;
+    nn_status end = nn_graph_end(ctx, &made);
+    TRY(st != NN_OK ? st : end);
+    g->g = made;
+    g->mu = mu;
     return NN_OK;
 }
 
@@ -176,6 +189,7 @@ static double mean_of(const float *v, int64_t n)
 
 void lstm_lm_free(nn_ctx *ctx, struct lstm_lm *m)
 {
+    graph_free(ctx, &m->graph);
     arena_free(ctx, &m->arena);
     nn_tensor *ts[] = {&m->x, &m->y, &m->dy, &m->logits, &m->dlogits, &m->loss, &m->dloss};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
@@ -268,30 +282,54 @@ struct lstm_lm_pullbacks {
     nn_softmax_cross_entropy_pullback *xent;
 };
 
-static nn_status lstm_lm_grad(nn_ctx *ctx, struct lstm_lm *m, struct lstm_lm_pullbacks *pb)
+static nn_status lstm_lm_grad(nn_ctx *ctx, struct lstm_lm *m, const nn_class_targets *t,
+                              struct lstm_lm_pullbacks *pb)
 {
     int64_t rows[2] = {m->cfg.seq * m->cfg.batch, m->cfg.hidden};
     nn_tensor y2 = view_of(&m->y, 0, 2, rows), dy2 = view_of(&m->dy, 0, 2, rows);
-    nn_class_targets t = {m->targets, NN_INDEX_I32, {0}};
     TRY(nn_rnn_forward(ctx, &m->rnn, &m->x, NULL, NULL, NULL, &m->w, &m->y, NULL, NULL, &pb->rnn));
     TRY(nn_linear_forward(ctx, &m->head, &y2, &m->hw, &m->hb, &m->logits, &pb->head));
-    TRY(nn_softmax_cross_entropy_forward(ctx, &m->logits, &t, &m->loss, &pb->xent));
+    TRY(nn_softmax_cross_entropy_forward(ctx, &m->logits, t, &m->loss, &pb->xent));
     TRY(nn_softmax_cross_entropy_backward(ctx, &pb->xent, &m->dloss, &m->dlogits));
     TRY(nn_linear_backward(ctx, &pb->head, &m->dlogits, &dy2, &m->dhw, &m->dhb));
     /* The input is one-hot data: no dx. */
     return nn_rnn_backward(ctx, &pb->rnn, &m->dy, NULL, NULL, NULL, NULL, NULL, &m->dw);
 }
 
-nn_status lstm_lm_step(nn_ctx *ctx, struct lstm_lm *m, double lr, double mu)
+/* The step against targets t; the update with the arena's optimizer as it is set. */
+static nn_status lstm_lm_train(nn_ctx *ctx, void *model, const nn_class_targets *t)
 {
+    struct lstm_lm *m = model;
     struct lstm_lm_pullbacks pb = {NULL, NULL, NULL};
-    nn_status st = lstm_lm_grad(ctx, m, &pb);
+    nn_status st = lstm_lm_grad(ctx, m, t, &pb);
     /* On a failure the pullbacks not yet consumed go; the first failure is the one reported. */
     nn_rnn_pullback_free(&pb.rnn);
     nn_linear_pullback_free(&pb.head);
     nn_softmax_cross_entropy_pullback_free(&pb.xent);
     if (st != NN_OK) return st;
-    return model_sgd(ctx, &m->arena, lr, mu);
+    return nn_optim_step(ctx, m->arena.opt, 1, &m->arena.grad);
+}
+
+nn_status lstm_lm_step(nn_ctx *ctx, struct lstm_lm *m, double lr, double mu)
+{
+    nn_class_targets t = {m->targets, NN_INDEX_I32, {0}};
+    TRY(sgd_ready(ctx, &m->arena, lr, mu));
+    return lstm_lm_train(ctx, m, &t);
+}
+
+nn_status lstm_lm_step_graph(nn_ctx *ctx, struct lstm_lm *m, double lr, double mu)
+{
+    struct model_graph *g = &m->graph;
+    int64_t count = m->cfg.seq * m->cfg.batch;
+    if (!g->eager_done) {
+        /* the first step eagerly: it builds every plan the captured one needs */
+        TRY(lstm_lm_step(ctx, m, lr, mu));
+        g->eager_done = 1;
+        return NN_OK;
+    }
+    TRY(graph_for(ctx, g, &m->arena, lr, mu, count, lstm_lm_train, m));
+    nn_graph_feed f = {g->targets, m->targets, (size_t)count * sizeof(int32_t), {0}};
+    return nn_graph_launch_feeds(ctx, g->g, &f, 1);
 }
 
 nn_status lstm_lm_loss(nn_ctx *ctx, struct lstm_lm *m, double *mean)
@@ -307,9 +345,10 @@ nn_status lstm_lm_loss(nn_ctx *ctx, struct lstm_lm *m, double *mean)
 
 void cnn_free(nn_ctx *ctx, struct cnn *m)
 {
+    graph_free(ctx, &m->graph);
     arena_free(ctx, &m->arena);
-    nn_tensor *ts[] = {&m->h1,    &m->h2,      &m->h3,  &m->logits, &m->loss,
-                       &m->dloss, &m->dlogits, &m->dh3, &m->dh2,    &m->dh1};
+    nn_tensor *ts[] = {&m->h1,      &m->h2,  &m->h3,  &m->logits, &m->loss, &m->dloss,
+                       &m->dlogits, &m->dh3, &m->dh2, &m->dh1,    &m->gx};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         tensor_free(ctx, ts[i]);
     free(m->host_buf);
@@ -379,8 +418,8 @@ struct cnn_pullbacks {
 };
 
 /* The logits of x; training (pb not NULL): also the loss against t, with pullbacks. */
-static nn_status cnn_forward(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t *t,
-                             struct cnn_pullbacks *pb)
+static nn_status cnn_forward(nn_ctx *ctx, struct cnn *m, const nn_tensor *x,
+                             const nn_class_targets *t, struct cnn_pullbacks *pb)
 {
     int64_t flat[2] = {m->cfg.batch, cnn_features(&m->cfg)};
     nn_tensor h3 = view_of(&m->h3, 0, 2, flat);
@@ -389,8 +428,7 @@ static nn_status cnn_forward(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, con
     TRY(nn_conv_forward(ctx, &m->conv2, &m->h2, &m->w2, &m->b2, &m->h3, pb ? &pb->c2 : NULL));
     TRY(nn_linear_forward(ctx, &m->fc, &h3, &m->w3, &m->b3, &m->logits, pb ? &pb->fc : NULL));
     if (!pb) return NN_OK;
-    nn_class_targets tg = {t, NN_INDEX_I32, {0}};
-    return nn_softmax_cross_entropy_forward(ctx, &m->logits, &tg, &m->loss, &pb->xent);
+    return nn_softmax_cross_entropy_forward(ctx, &m->logits, t, &m->loss, &pb->xent);
 }
 
 static nn_status cnn_backward(nn_ctx *ctx, struct cnn *m, struct cnn_pullbacks *pb)
@@ -404,8 +442,9 @@ static nn_status cnn_backward(nn_ctx *ctx, struct cnn *m, struct cnn_pullbacks *
     return nn_conv_backward(ctx, &pb->c1, &m->dh1, NULL, &m->dw1, &m->db1);
 }
 
-nn_status cnn_step(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t *t, double lr,
-                   double mu)
+/* The step on x against targets t; the update with the arena's optimizer as it is set. */
+static nn_status cnn_train(nn_ctx *ctx, struct cnn *m, const nn_tensor *x,
+                           const nn_class_targets *t)
 {
     struct cnn_pullbacks pb = {NULL, NULL, NULL, NULL, NULL};
     nn_status st = cnn_forward(ctx, m, x, t, &pb);
@@ -416,7 +455,40 @@ nn_status cnn_step(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t
     nn_linear_pullback_free(&pb.fc);
     nn_softmax_cross_entropy_pullback_free(&pb.xent);
     if (st != NN_OK) return st;
-    return model_sgd(ctx, &m->arena, lr, mu);
+    return nn_optim_step(ctx, m->arena.opt, 1, &m->arena.grad);
+}
+
+nn_status cnn_step(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t *t, double lr,
+                   double mu)
+{
+    nn_class_targets tg = {t, NN_INDEX_I32, {0}};
+    TRY(sgd_ready(ctx, &m->arena, lr, mu));
+    return cnn_train(ctx, m, x, &tg);
+}
+
+/* The captured step: on the model's own input gx. */
+static nn_status cnn_train_graph(nn_ctx *ctx, void *model, const nn_class_targets *t)
+{
+    struct cnn *m = model;
+    return cnn_train(ctx, m, &m->gx, t);
+}
+
+nn_status cnn_step_graph(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t *t,
+                         double lr, double mu)
+{
+    struct model_graph *g = &m->graph;
+    if (!g->eager_done) {
+        /* the first step eagerly: it builds every plan the captured one needs */
+        TRY(cnn_step(ctx, m, x, t, lr, mu));
+        TRY(tensor(ctx, &m->gx, x->rank, x->dims));
+        g->eager_done = 1;
+        return NN_OK;
+    }
+    TRY(graph_for(ctx, g, &m->arena, lr, mu, m->cfg.batch, cnn_train_graph, m));
+    nn_graph_feed f[2] = {
+        {m->gx.data, x->data, (size_t)nn_tensor_numel(x) * sizeof(float), {0}},
+        {g->targets, t, (size_t)m->cfg.batch * sizeof(int32_t), {0}}};
+    return nn_graph_launch_feeds(ctx, g->g, f, 2);
 }
 
 nn_status cnn_loss(nn_ctx *ctx, struct cnn *m, double *mean)

@@ -4,9 +4,13 @@
  *
  * Every parameter of a model is a view into one packed value buffer, and every gradient a view
  * into one packed gradient buffer (struct model_arena), so the SGD update of the whole model is
- * a few operations on whole buffers: model_sgd(). Every tensor lives where the context computes
+ * one nn_optim_step() over one tensor: model_sgd(). Every tensor lives where the context computes
  * (device memory for a cuDNN context, host memory for a reference one); the models read back
  * only what is asked for (losses, predictions).
+ *
+ * On a cuDNN context each model's step can also run as one CUDA graph (include/nnprim/graph.h):
+ * *_step_graph() runs the first step eagerly (every plan gets built), captures the second and
+ * launches it, and launches the captured step from then on, the batch brought in by feeds.
  *
  * Each function returns NN_OK or the status of the nnprim call that failed (its message is in
  * nn_last_error()); a failed *_init leaves nothing allocated. */
@@ -25,23 +29,25 @@
 
 struct model_arena {
     nn_tensor value, grad; /* rank 1, total elements each */
-    nn_tensor mom[2];      /* momentum: mom[cur] is the last step's (allocated on first use) */
-    int cur;
-    nn_tensor scratch;    /* [1, total]: the throw-away output of axpy's forward product */
-    nn_tensor neg_lr, mu; /* [1, 1]: -lr and the momentum the scalars hold */
+    nn_optim *opt;         /* SGD over value, made at the first update */
     double lr_held, mu_held;
     int64_t total;
 };
 
 /* SGD with momentum mu (PyTorch's torch.optim.SGD without dampening), for every parameter at
- * once: m = mu m + g; v -= lr m (mu = 0: v -= lr g, no momentum buffer).
- * The one vector operation it needs, y += s x for a scalar s, is the weight gradient of a linear
- * layer accumulated into y: with x1 = [[s]] (1 x 1) and w = x seen as total x 1, nn_linear_forward
- * makes the pullback and nn_linear_backward with NN_LINEAR_ACCUMULATE_DW and dy = x seen as
- * 1 x total adds dy^T x1 = s x to dw = y seen as total x 1: two rank-1 products per y += s x, on
- * either backend, with nnprim's public calls alone. In TF32 mode the product rounds x and s to
- * TF32 (a relative error of 2^-11 in each step, not in the values). */
+ * once: m = mu m + g (m = g at the first step); v -= lr m (mu = 0: v -= lr g), one
+ * nn_optim_step() (include/nnprim/optim.h). A change of lr is a nn_optim_set_lr(); a change of
+ * mu starts a new optimizer (its momentum from zero). */
 nn_status model_sgd(nn_ctx *ctx, struct model_arena *a, double lr, double mu);
+
+/* A model's captured step (*_step_graph): the graph, its class targets in device memory and the
+ * momentum it was captured with. */
+struct model_graph {
+    nn_graph *g;
+    void *targets; /* int32, one per loss element */
+    double mu;
+    int eager_done; /* the first, eager step ran */
+};
 
 /* ---------------------------------------------------------------------------------------------
  * Character-level language model: one-hot input -> 2-layer LSTM -> linear -> softmax
@@ -73,6 +79,7 @@ struct lstm_lm {
     nn_tensor dloss;   /* T*N, 1 / (T*N): the gradient of the mean loss */
     int32_t *targets;  /* T*N, host: the symbol after each input symbol */
     float *x_host, *loss_host;
+    struct model_graph graph;
 };
 
 /* A model with weights uniform in [-1/sqrt(H), 1/sqrt(H)] (PyTorch's default) from seed, the
@@ -87,6 +94,11 @@ nn_status lstm_lm_set_batch(nn_ctx *ctx, struct lstm_lm *m, const uint8_t *seqs)
 
 /* One training step on the current batch: forward, backward, SGD with lr and momentum mu. */
 nn_status lstm_lm_step(nn_ctx *ctx, struct lstm_lm *m, double lr, double mu);
+
+/* lstm_lm_step() as one CUDA graph (cuDNN contexts only; see the top): the batch that
+ * lstm_lm_set_batch() copied into the model's input reaches it, and its targets by a feed. The
+ * same results as lstm_lm_step(), bitwise on a deterministic context. */
+nn_status lstm_lm_step_graph(nn_ctx *ctx, struct lstm_lm *m, double lr, double mu);
 
 /* The mean loss (nats per symbol) of the last step (waits for the stream). */
 nn_status lstm_lm_loss(nn_ctx *ctx, struct lstm_lm *m, double *mean);
@@ -113,6 +125,8 @@ struct cnn {
     nn_tensor w1, dw1, b1, db1, w2, dw2, b2, db2, w3, dw3, b3, db3;
     nn_tensor h1, h2, h3, logits, loss, dloss, dlogits, dh3, dh2, dh1;
     float *host_buf; /* N * K floats: logits or losses read back */
+    nn_tensor gx;    /* the captured step's input (cnn_step_graph), the batch fed in */
+    struct model_graph graph;
 };
 
 /* A model with the weights uniform in small ranges from seed, the same on every backend. */
@@ -123,6 +137,12 @@ void cnn_free(nn_ctx *ctx, struct cnn *m);
  * (N int32 values in [0, K)): forward, backward, SGD with lr and momentum mu. */
 nn_status cnn_step(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t *t, double lr,
                    double mu);
+
+/* cnn_step() as one CUDA graph (cuDNN contexts only; see the top): x (x's dims must stay those
+ * of the first call) and t are fed in at each launch. The same results as cnn_step(), bitwise on
+ * a deterministic context. */
+nn_status cnn_step_graph(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const int32_t *t,
+                         double lr, double mu);
 
 /* The mean loss of the last step (waits for the stream). */
 nn_status cnn_loss(nn_ctx *ctx, struct cnn *m, double *mean);

@@ -254,3 +254,78 @@ Test(models, gpu_large_models_train_in_tf32)
     nn_ctx_destroy(ctx[0]);
     nn_ctx_destroy(ctx[1]);
 }
+
+/* A deterministic cuDNN context: graphs and eager calls give the same bits. */
+static nn_ctx *deterministic_gpu(void)
+{
+    nn_settings s;
+    OK(nn_settings_init(&s));
+    s.backend = NN_BACKEND_CUDNN;
+    s.deterministic = 1;
+    nn_ctx *ctx = NULL;
+    OK(nn_ctx_create(&ctx, &s));
+    return ctx;
+}
+
+static int same_bits(nn_ctx *a, nn_ctx *ha, const nn_tensor *ta, nn_ctx *b, nn_ctx *hb,
+                     const nn_tensor *tb)
+{
+    float *x = read_back(a, ha, ta), *y = read_back(b, hb, tb);
+    int same = memcmp(x, y, (size_t)nn_tensor_numel(ta) * sizeof *x) == 0;
+    free(x), free(y);
+    return same;
+}
+
+/* 100 steps of each model issued call by call and as 100 launches of one captured step (the first
+ * step eager in both): the losses and the parameters bitwise equal after every 10 steps. */
+Test(models, gpu_graph_steps_equal_eager_steps)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *e = deterministic_gpu(), *g = deterministic_gpu();
+    struct cnn me, mg;
+    OK(cnn_init(e, &me, &small_cnn, 1));
+    OK(cnn_init(g, &mg, &small_cnn, 1));
+    nn_tensor xe, xg;
+    int32_t cls[16];
+    cnn_data(e, &small_cnn, &xe, cls);
+    cnn_data(g, &small_cnn, &xg, cls);
+    for (int s = 0; s < 100; s++) {
+        OK(cnn_step(e, &me, &xe, cls, 0.1, 0.9));
+        OK(cnn_step_graph(g, &mg, &xg, cls, 0.1, 0.9));
+        if (s % 10 == 9) {
+            cr_assert(same_bits(e, me.host, &me.loss, g, mg.host, &mg.loss), "cnn loss, step %d",
+                      s);
+            cr_assert(same_bits(e, me.host, &me.arena.value, g, mg.host, &mg.arena.value),
+                      "cnn parameters, step %d", s);
+        }
+    }
+    cr_assert_not_null(mg.graph.g, "the steps ran from a graph");
+    nn_tensor_free(e, &xe);
+    nn_tensor_free(g, &xg);
+    cnn_free(e, &me);
+    cnn_free(g, &mg);
+
+    struct lstm_lm le, lg;
+    OK(lstm_lm_init(e, &le, &small_lm, 1));
+    OK(lstm_lm_init(g, &lg, &small_lm, 1));
+    uint8_t seqs[4 * 9];
+    for (int s = 0; s < 100; s++) {
+        for (int i = 0; i < 4 * 9; i++)
+            seqs[i] = (uint8_t)((i * 3 + s) % small_lm.vocab);
+        OK(lstm_lm_set_batch(e, &le, seqs));
+        OK(lstm_lm_set_batch(g, &lg, seqs));
+        OK(lstm_lm_step(e, &le, 0.5, 0.9));
+        OK(lstm_lm_step_graph(g, &lg, 0.5, 0.9));
+        if (s % 10 == 9) {
+            cr_assert(same_bits(e, le.host, &le.loss, g, lg.host, &lg.loss), "lm loss, step %d",
+                      s);
+            cr_assert(same_bits(e, le.host, &le.arena.value, g, lg.host, &lg.arena.value),
+                      "lm parameters, step %d", s);
+        }
+    }
+    cr_assert_not_null(lg.graph.g, "the steps ran from a graph");
+    lstm_lm_free(e, &le);
+    lstm_lm_free(g, &lg);
+    nn_ctx_destroy(e);
+    nn_ctx_destroy(g);
+}

@@ -13,14 +13,16 @@ as nnprim's step is forward, backward and its SGD with momentum over all the par
 reps steps back to back after warm-up, the host clock from the first step to the end of a final
 torch.cuda.synchronize(), divided by reps (nnprim measures its steps the same way).
 
-How to run both on the GPU machine and compare (the target of issue 16: nnprim's step at or
-below 0.8x PyTorch eager's for every row):
+How to run both on the GPU machine and compare (the targets: nnprim's step at or below 0.8x
+PyTorch eager's for every row, and nnprim's step captured as one graph at or below 0.9x PyTorch's
+captured one):
 
     build/cli/nnprim bench models | tee nnprim_models.txt
     python3 bench/torch_models.py --nnprim nnprim_models.txt
 
-With --nnprim, each PyTorch row also shows nnprim's step for the same model, size and math, and
-the ratio nnprim / that row (x_nnprim); the eager rows carry the target's verdict.
+With --nnprim, each PyTorch row also shows nnprim's step for the same model, size and math (its
+nnprim-graph row beside torch-graph, its nnprim row beside the others), and the ratio nnprim /
+that row (x_nnprim); the eager and graph rows carry their target's verdict.
 --dry-run prints the rows that would run without importing torch.
 
   python3 bench/torch_models.py [--reps 50] [--warmup 10] [--model lstm|cnn]
@@ -120,14 +122,15 @@ def run(torch, kind, c, math, impl, reps, warmup):
 
 
 def read_nnprim(path):
-    """{(model, size, math): step_us} from the rows of `nnprim bench models`."""
+    """{(model, size, math, impl): step_us} from the rows of `nnprim bench models` (impl nnprim or
+    nnprim-graph)."""
     rows = {}
     with open(path) as f:
         for line in f:
             tok = line.split()
-            if len(tok) == 5 and tok[3] == "nnprim":
+            if len(tok) == 5 and tok[3] in ("nnprim", "nnprim-graph"):
                 try:
-                    rows[(tok[0], tok[1], tok[2])] = float(tok[4])
+                    rows[(tok[0], tok[1], tok[2], tok[3])] = float(tok[4])
                 except ValueError:
                     pass
     return rows
@@ -175,12 +178,15 @@ def main():
                 print("%-8s %-18s %-7s %-11s %12s  # %s" % (kind, name, math, impl, "error",
                                                            str(e).splitlines()[0]))
                 continue
-            n = ref.get((kind, name, math))
+            # torch-graph against nnprim's graph row, the others against its eager row
+            n = ref.get((kind, name, math, "nnprim-graph" if impl == "torch-graph" else "nnprim"))
             extra = ""
             if n is not None:
                 extra = " %12.1f %8.3fx" % (n, n / us)
                 if impl == "torch-eager":
                     extra += "  %s" % ("meets 0.8x" if n <= 0.8 * us else "MISSES 0.8x")
+                if impl == "torch-graph":
+                    extra += "  %s" % ("meets 0.9x" if n <= 0.9 * us else "MISSES 0.9x")
             print("%-8s %-18s %-7s %-11s %12.1f%s" % (kind, name, math, impl, us, extra))
             sys.stdout.flush()
     return 0

@@ -6,7 +6,10 @@
  *
  * A step's time is the wall time of reps steps issued back to back, from the first call to the
  * end of a final synchronisation, divided by reps (as bench/torch_models.py measures PyTorch).
- * Without a GPU (or with --cpu): small sizes on the reference backend, host timing. */
+ * Two rows per model on a GPU: nnprim (the calls issued one by one) and nnprim-graph (the whole
+ * step captured once, include/nnprim/graph.h, and launched on the same batch, as
+ * bench/torch_models.py replays PyTorch's captured step). Without a GPU (or with --cpu): small
+ * sizes on the reference backend, host timing, eager only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +61,9 @@ static int parse(int argc, char **argv, struct opts *o)
         "One training step (forward, backward, SGD with momentum) of the examples' models\n"
         "(examples/models.c): lstm_lm n32t32h128v35l2 (example_lstm_lm's size) and\n"
         "n64t32h512v35l2; cnn n256s8c8c8k4 (example_cnn_classifier's) and n64s32c8c8k4; in strict\n"
-        "fp32 and TF32; wall us per step, steps back to back. --cpu (or no GPU): small sizes on\n"
-        "the reference backend. bench/torch_models.py prints the same rows for PyTorch.\n",
+        "fp32 and TF32; wall us per step, steps back to back; each issued call by call (nnprim)\n"
+        "and as one CUDA graph (nnprim-graph). --cpu (or no GPU): small sizes on the reference\n"
+        "backend, call by call. bench/torch_models.py prints the same rows for PyTorch.\n",
         opts, NN_CLI_NOPTS(opts)};
     int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
     if (rc != NN_CLI_RUN) return rc;
@@ -89,6 +93,17 @@ static nn_status step(struct bench_model *b)
 {
     return b->is_lstm ? lstm_lm_step(b->ctx, &b->lm, LR, MU)
                       : cnn_step(b->ctx, &b->cnn, &b->x, b->cls, LR, MU);
+}
+
+/* The graph row's step: the model's *_step_graph (its first call eager, its second the capture)
+ * until the graph exists, then launches of it on the batch it holds. */
+static nn_status step_graph(struct bench_model *b)
+{
+    nn_graph *g = b->is_lstm ? b->lm.graph.g : b->cnn.graph.g;
+    if (g) return nn_graph_launch(b->ctx, g);
+    /* the step that captures also feeds the batch in once: the launches then run on it */
+    return b->is_lstm ? lstm_lm_step_graph(b->ctx, &b->lm, LR, MU)
+                      : cnn_step_graph(b->ctx, &b->cnn, &b->x, b->cls, LR, MU);
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
@@ -139,15 +154,16 @@ static void bench_model_free(struct bench_model *b)
 }
 
 /* Wall us per step of reps steps back to back after warmup, or -1 (the failure printed). */
-static double time_steps(struct bench_model *b, int warmup, int reps)
+static double time_steps(struct bench_model *b, nn_status (*fn)(struct bench_model *b),
+                         int warmup, int reps)
 {
     nn_status st = NN_OK;
     for (int i = 0; i < warmup && st == NN_OK; i++)
-        st = step(b);
+        st = fn(b);
     if (st == NN_OK) st = nn_ctx_synchronize(b->ctx);
     double t0 = nn_cli_now_us();
     for (int i = 0; i < reps && st == NN_OK; i++)
-        st = step(b);
+        st = fn(b);
     if (st == NN_OK) st = nn_ctx_synchronize(b->ctx);
     if (st != NN_OK) {
         fail("training step", st);
@@ -168,9 +184,9 @@ static void cnn_name(const struct cnn_config *c, char *buf, size_t cap)
              (long long)c->c1, (long long)c->c2, (long long)c->classes);
 }
 
-/* One row: model, size, math, the step's time. */
+/* One row: model, size, math, impl, the step's time. */
 static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *lc,
-                   const struct cnn_config *cc, int warmup, int reps)
+                   const struct cnn_config *cc, int graph, int warmup, int reps)
 {
     struct bench_model b;
     memset(&b, 0, sizeof b);
@@ -182,11 +198,15 @@ static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *l
     else
         cnn_name(cc, name, sizeof name);
     nn_status st = lc ? lstm_setup(&b, lc) : cnn_setup(&b, cc);
-    double us = st == NN_OK ? time_steps(&b, warmup, reps) : -1;
+    /* the graph row's warm-up holds its eager step and its capture */
+    double us = st == NN_OK ? time_steps(&b, graph ? step_graph : step, graph ? warmup + 2 : warmup,
+                                         reps)
+                            : -1;
     if (st != NN_OK) fail("building the model", st);
     bench_model_free(&b);
     if (us < 0) return 1;
-    printf("%-8s %-18s %-7s %-7s %12.1f\n", lc ? "lstm_lm" : "cnn", name, math, "nnprim", us);
+    printf("%-8s %-18s %-7s %-12s %12.1f\n", lc ? "lstm_lm" : "cnn", name, math,
+           graph ? "nnprim-graph" : "nnprim", us);
     fflush(stdout);
     return 0;
 }
@@ -228,7 +248,7 @@ int nn_cli_bench_models(int argc, char **argv)
                "warm-up)\n",
                nn_version(), reps, warmup);
     }
-    printf("%-8s %-18s %-7s %-7s %12s\n", "model", "size", "math", "impl", "step_us");
+    printf("%-8s %-18s %-7s %-12s %12s\n", "model", "size", "math", "impl", "step_us");
     int rc = 0;
     for (int m = 0; m < 2 && !rc; m++) {
         int tf32 = m == 1;
@@ -237,10 +257,12 @@ int nn_cli_bench_models(int argc, char **argv)
                                tf32 ? NN_MATH_TF32 : NN_MATH_STRICT_FP32);
         if (!ctx) return 1;
         const char *math = tf32 ? "tf32" : "strict";
-        for (size_t i = 0; i < nl && o.lstm && !rc; i++)
-            rc = run_one(ctx, math, &lc[i], NULL, warmup, reps);
-        for (size_t i = 0; i < nc && o.cnn && !rc; i++)
-            rc = run_one(ctx, math, NULL, &cc[i], warmup, reps);
+        for (int graph = 0; graph <= gpu && !rc; graph++) {
+            for (size_t i = 0; i < nl && o.lstm && !rc; i++)
+                rc = run_one(ctx, math, &lc[i], NULL, graph, warmup, reps);
+            for (size_t i = 0; i < nc && o.cnn && !rc; i++)
+                rc = run_one(ctx, math, NULL, &cc[i], graph, warmup, reps);
+        }
         nn_ctx_destroy(ctx);
     }
     return rc;

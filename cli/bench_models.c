@@ -154,8 +154,8 @@ static void bench_model_free(struct bench_model *b)
 }
 
 /* Wall us per step of reps steps back to back after warmup, or -1 (the failure printed). */
-static double time_steps(struct bench_model *b, nn_status (*fn)(struct bench_model *b),
-                         int warmup, int reps)
+static double time_steps(struct bench_model *b, nn_status (*fn)(struct bench_model *b), int warmup,
+                         int reps)
 {
     nn_status st = NN_OK;
     for (int i = 0; i < warmup && st == NN_OK; i++)
@@ -199,9 +199,9 @@ static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *l
         cnn_name(cc, name, sizeof name);
     nn_status st = lc ? lstm_setup(&b, lc) : cnn_setup(&b, cc);
     /* the graph row's warm-up holds its eager step and its capture */
-    double us = st == NN_OK ? time_steps(&b, graph ? step_graph : step, graph ? warmup + 2 : warmup,
-                                         reps)
-                            : -1;
+    double us = st == NN_OK
+                    ? time_steps(&b, graph ? step_graph : step, graph ? warmup + 2 : warmup, reps)
+                    : -1;
     if (st != NN_OK) fail("building the model", st);
     bench_model_free(&b);
     if (us < 0) return 1;

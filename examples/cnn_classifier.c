@@ -121,8 +121,7 @@ static nn_status train(nn_ctx *ctx, struct cnn *net, const nn_tensor *x, const i
     return NN_OK;
 }
 
-static nn_status run(nn_ctx *ctx, nn_ctx *host, int steps, int timing, int graph,
-                     double *test_acc)
+static nn_status run(nn_ctx *ctx, nn_ctx *host, int steps, int timing, int graph, double *test_acc)
 {
     static float img[2][N * HW * HW];
     static int32_t cls[2][N];

@@ -284,9 +284,8 @@ int main(int argc, char **argv)
     printf("backend %s%s, %ld characters, vocabulary %d, batch %lld, seq %lld, hidden %lld, "
            "layers %lld\n",
            nn_ctx_backend(ctx) == NN_BACKEND_CUDNN ? "cudnn" : "ref",
-           o.graph ? " (each step one CUDA graph)" : "", t.len, t.vocab,
-           (long long)o.cfg.batch, (long long)o.cfg.seq, (long long)o.cfg.hidden,
-           (long long)o.cfg.layers);
+           o.graph ? " (each step one CUDA graph)" : "", t.len, t.vocab, (long long)o.cfg.batch,
+           (long long)o.cfg.seq, (long long)o.cfg.hidden, (long long)o.cfg.layers);
     printf("unigram entropy %.4f nats/char\n", t.entropy);
     double last = 0;
     nn_status st = train(ctx, &o, &t, &last);

@@ -485,9 +485,8 @@ nn_status cnn_step_graph(nn_ctx *ctx, struct cnn *m, const nn_tensor *x, const i
         return NN_OK;
     }
     TRY(graph_for(ctx, g, &m->arena, lr, mu, m->cfg.batch, cnn_train_graph, m));
-    nn_graph_feed f[2] = {
-        {m->gx.data, x->data, (size_t)nn_tensor_numel(x) * sizeof(float), {0}},
-        {g->targets, t, (size_t)m->cfg.batch * sizeof(int32_t), {0}}};
+    nn_graph_feed f[2] = {{m->gx.data, x->data, (size_t)nn_tensor_numel(x) * sizeof(float), {0}},
+                          {g->targets, t, (size_t)m->cfg.batch * sizeof(int32_t), {0}}};
     return nn_graph_launch_feeds(ctx, g->g, f, 2);
 }
 

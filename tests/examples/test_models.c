@@ -317,8 +317,7 @@ Test(models, gpu_graph_steps_equal_eager_steps)
         OK(lstm_lm_step(e, &le, 0.5, 0.9));
         OK(lstm_lm_step_graph(g, &lg, 0.5, 0.9));
         if (s % 10 == 9) {
-            cr_assert(same_bits(e, le.host, &le.loss, g, lg.host, &lg.loss), "lm loss, step %d",
-                      s);
+            cr_assert(same_bits(e, le.host, &le.loss, g, lg.host, &lg.loss), "lm loss, step %d", s);
             cr_assert(same_bits(e, le.host, &le.arena.value, g, lg.host, &lg.arena.value),
                       "lm parameters, step %d", s);
         }

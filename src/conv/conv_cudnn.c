@@ -833,6 +833,10 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
                                        double beta, struct nn__conv_note *note)
 {
     if (p->dtype == NN_DTYPE_BF16) return bias_grad_ones(ctx, p, dy, db, alpha, beta, note);
+    if (nn__conv_bias_kernel_fits(p, dy)) {
+        verbose_add(ctx, note, "bias", "kernel", "-");
+        return nn__conv_bias_grad_cuda(ctx, dy, db, alpha, beta);
+    }
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
     struct legacy_desc ld[2];

@@ -192,6 +192,13 @@ nn_status nn__conv_backward_bias_cudnn(struct nn_ctx *ctx, const struct nn__conv
 nn_status nn__conv_relu_backward_cudnn(struct nn_ctx *ctx, const nn_tensor *y, const nn_tensor *dy,
                                        nn_tensor *dyr, struct nn__conv_note *note);
 
+/* conv_bias_cuda.c: whether nnprim's bias-gradient kernels take dy (f32 or f64, the spatial
+ * positions of each (n, k) one stride-1 run, and the kernels loaded), and the gradient by them:
+ * db = alpha * sum + beta * db (db read only when beta is not 0). */
+int nn__conv_bias_kernel_fits(const struct nn__conv_problem *p, const nn_tensor *dy);
+nn_status nn__conv_bias_grad_cuda(struct nn_ctx *ctx, const nn_tensor *dy, nn_tensor *db,
+                                  double alpha, double beta);
+
 /* nn_conv_workspace_size() of a checked problem (include/nnprim/conv.h): the pool bytes the pass
  * would hold at its peak, with its plan found or built (and cached) as the call would; beta is
  * the pass's blend (1 when its gradient accumulates). q holds the pass's tensors; those without

@@ -6,7 +6,7 @@
 #define NN_CONV_CONV_BIAS_H
 
 /* Threads of a block, and the elements a block sums at least (one pass of 16 per thread). */
-#define NN__BIAS_THREADS 256
+#define NN__BIAS_THREADS   256
 #define NN__BIAS_PER_BLOCK (NN__BIAS_THREADS * 16)
 
 struct nn__bias_grad {

@@ -47,9 +47,9 @@ int nn__conv_bias_kernel_fits(const struct nn__conv_problem *p, const nn_tensor 
 static nn_status launch(struct nn_ctx *ctx, int k, dim3 grid, struct nn__bias_grad *a)
 {
     void *args[1] = {a};
-    return NN__CUDA(ctx, cudaLaunchKernel((const void *)kernels[k], grid,
-                                          (dim3){NN__BIAS_THREADS, 1, 1}, args, 0,
-                                          (cudaStream_t)ctx->stream));
+    return NN__CUDA(ctx,
+                    cudaLaunchKernel((const void *)kernels[k], grid, (dim3){NN__BIAS_THREADS, 1, 1},
+                                     args, 0, (cudaStream_t)ctx->stream));
 }
 
 nn_status nn__conv_bias_grad_cuda(struct nn_ctx *ctx, const nn_tensor *dy, nn_tensor *db,

@@ -128,7 +128,7 @@ def read_nnprim(path):
     with open(path) as f:
         for line in f:
             tok = line.split()
-            if len(tok) == 5 and tok[3] in ("nnprim", "nnprim-graph"):
+            if len(tok) >= 5 and tok[3] in ("nnprim", "nnprim-graph"):
                 try:
                     rows[(tok[0], tok[1], tok[2], tok[3])] = float(tok[4])
                 except ValueError:

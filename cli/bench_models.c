@@ -61,9 +61,10 @@ static int parse(int argc, char **argv, struct opts *o)
         "One training step (forward, backward, SGD with momentum) of the examples' models\n"
         "(examples/models.c): lstm_lm n32t32h128v35l2 (example_lstm_lm's size) and\n"
         "n64t32h512v35l2; cnn n256s8c8c8k4 (example_cnn_classifier's) and n64s32c8c8k4; in strict\n"
-        "fp32 and TF32; wall us per step, steps back to back; each issued call by call (nnprim)\n"
-        "and as one CUDA graph (nnprim-graph). --cpu (or no GPU): small sizes on the reference\n"
-        "backend, call by call. bench/torch_models.py prints the same rows for PyTorch.\n",
+        "fp32 and TF32; wall us per step, steps back to back, and the device pool's peak use\n"
+        "(MiB, the model's tensors included); each issued call by call (nnprim) and as one\n"
+        "CUDA graph (nnprim-graph). --cpu (or no GPU): small sizes on the reference backend,\n"
+        "call by call. bench/torch_models.py prints the same rows for PyTorch.\n",
         opts, NN_CLI_NOPTS(opts)};
     int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
     if (rc != NN_CLI_RUN) return rc;
@@ -184,10 +185,25 @@ static void cnn_name(const struct cnn_config *c, char *buf, size_t cap)
              (long long)c->c1, (long long)c->c2, (long long)c->classes);
 }
 
-/* One row: model, size, math, impl, the step's time. */
+/* The device pool's peak since the last reset, in MiB; -1 without a pool (reference). */
+static double peak_mib(nn_ctx *ctx)
+{
+    nn_settings s;
+    nn_mem_stats m;
+    if (nn_ctx_backend(ctx) != NN_BACKEND_CUDNN || nn_ctx_get_settings(ctx, &s) != NN_OK ||
+        nn_mem_get_stats(s.device, &m) != NN_OK)
+        return -1;
+    return (double)m.allocated_bytes_peak / (1024.0 * 1024.0);
+}
+
+/* One row: model, size, math, impl, the step's time, and the pool's peak from the model's
+ * creation to its last step (its tensors, the steps' transient memory, a graph's own). */
 static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *lc,
                    const struct cnn_config *cc, int graph, int warmup, int reps)
 {
+    nn_settings set;
+    if (nn_ctx_backend(ctx) == NN_BACKEND_CUDNN && nn_ctx_get_settings(ctx, &set) == NN_OK)
+        (void)nn_mem_reset_peak_stats(set.device);
     struct bench_model b;
     memset(&b, 0, sizeof b);
     b.ctx = ctx;
@@ -203,10 +219,15 @@ static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *l
                     ? time_steps(&b, graph ? step_graph : step, graph ? warmup + 2 : warmup, reps)
                     : -1;
     if (st != NN_OK) fail("building the model", st);
+    double peak = peak_mib(ctx);
     bench_model_free(&b);
     if (us < 0) return 1;
-    printf("%-8s %-18s %-7s %-12s %12.1f\n", lc ? "lstm_lm" : "cnn", name, math,
+    printf("%-8s %-18s %-7s %-12s %12.1f", lc ? "lstm_lm" : "cnn", name, math,
            graph ? "nnprim-graph" : "nnprim", us);
+    if (peak < 0)
+        printf(" %10s\n", "-");
+    else
+        printf(" %10.2f\n", peak);
     fflush(stdout);
     return 0;
 }
@@ -248,7 +269,8 @@ int nn_cli_bench_models(int argc, char **argv)
                "warm-up)\n",
                nn_version(), reps, warmup);
     }
-    printf("%-8s %-18s %-7s %-12s %12s\n", "model", "size", "math", "impl", "step_us");
+    printf("%-8s %-18s %-7s %-12s %12s %10s\n", "model", "size", "math", "impl", "step_us",
+           "peak_MiB");
     int rc = 0;
     for (int m = 0; m < 2 && !rc; m++) {
         int tf32 = m == 1;

@@ -292,7 +292,7 @@ static const struct side raw_side = {raw_prep, raw_run, raw_post, 0},
 
 struct bench {
     nn_ctx *ctx, *eager; /* as chosen; forced eager (NULL on the reference backend) */
-    int gpu, reps, warmup, control;
+    int gpu, reps, warmup, control, graph;
     int case_no, cases; /* progress through a shape file (cases 0: no file) */
 };
 
@@ -473,6 +473,46 @@ static nn_status alloc_shape(struct shape *s)
     return st;
 }
 
+/* Microseconds of wall time per training step with an SGD update of the weights (nn_optim), the
+ * whole step captured once as one graph (graph.h) and launched back to back; NAN on failure (the
+ * message printed). The shape's plans exist already: its untimed steps ran. */
+static double wall_graph(struct bench *B, struct shape *s, const char *text)
+{
+    nn_optim_params op;
+    nn_optim *opt = NULL;
+    nn_graph *g = NULL;
+    nn_optim_params_default(&op, NN_OPTIM_SGD);
+    op.lr = 1e-6; /* the weights stay as they are, near enough, over the timed steps */
+    op.momentum = 0.9;
+    nn_status st = nn_optim_create(s->ctx, &op, 1, &s->w, &opt);
+    /* one eager step with the update: the optimizer's first step is host work, not recorded */
+    if (st == NN_OK)
+        st = nn_run(s, 0, STEP) || nn_post(s, 0, STEP) ? nn_last_error()->status : NN_OK;
+    if (st == NN_OK) st = nn_optim_step(s->ctx, opt, 1, &s->dw);
+    if (st == NN_OK) st = nn_graph_begin(s->ctx);
+    if (st == NN_OK) {
+        nn_status in = nn_run(s, 0, STEP) || nn_post(s, 0, STEP) ? nn_last_error()->status : NN_OK;
+        if (in == NN_OK) in = nn_optim_step(s->ctx, opt, 1, &s->dw);
+        st = nn_graph_end(s->ctx, &g);
+        if (in != NN_OK && st == NN_OK) st = in;
+    }
+    for (int i = 0; st == NN_OK && i < B->warmup; i++)
+        st = nn_graph_launch(s->ctx, g);
+    if (st == NN_OK) st = nn_ctx_synchronize(s->ctx);
+    double t0 = nn_cli_now_us();
+    for (int i = 0; st == NN_OK && i < B->reps; i++)
+        st = nn_graph_launch(s->ctx, g);
+    if (st == NN_OK) st = nn_ctx_synchronize(s->ctx);
+    double us = nn_cli_now_us() - t0;
+    if (st != NN_OK)
+        printf("# %s: the captured step: %s: %s\n", text, nn_status_name(st),
+               nn_last_error()->message);
+    nn_rnn_pullback_free(&s->pb);
+    if (g) nn_graph_free(s->ctx, g);
+    if (opt) nn_optim_free(s->ctx, opt);
+    return st == NN_OK ? us / B->reps : NAN;
+}
+
 static void print_us(double us)
 {
     if (isnan(us))
@@ -533,6 +573,15 @@ static int bench_line(void *arg, const char *line, const char *where)
     nn_rnn_pullback_free(&s.pb);
     const char *mode = mode_of(B->ctx);
     wall[0] = wall_step(B, &s, &nnprim_side);
+    if (B->graph) {
+        double g = wall_graph(B, &s, text);
+        print_us(wall[0]);
+        print_us(g);
+        printf(" %7.2f %-9s  %s\n", g / wall[0], mode, text);
+        fflush(stdout);
+        free_shape(&s);
+        return 0;
+    }
     one_step = sync_step(B, &s, &nnprim_side);
     const struct side *sides[NSIDE] = {&nnprim_side, NULL, NULL};
     int raw_ok[2] = {0, 0};
@@ -587,12 +636,37 @@ static int bench_line(void *arg, const char *line, const char *where)
     return 0;
 }
 
+/* The columns' titles (bench_line prints the rows). */
+static void print_header(const struct bench *B)
+{
+    if (B->graph) {
+        printf(" %11s %11s %7s %-9s  shape\n", "wall_step", "step_graph", "x_graph", "mode");
+        return;
+    }
+    for (int side = 0; side < 2; side++)
+        for (int p = 0; p < N_PASS; p++) {
+            char title[32];
+            snprintf(title, sizeof title, "%s%s", side ? "raw_" : "", pass_names[p]);
+            printf(" %11s", title);
+        }
+    printf(" %11s %11s", "host_step", "raw_host");
+    if (B->gpu)
+        for (int p = 0; p < N_PASS; p++)
+            printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
+    if (B->gpu) printf(" %6s", "x_host");
+    if (B->control) printf(" %5s %5s %5s %5s", "c_fwd", "c_dat", "c_wgt", "c_stp");
+    printf(" %11s %11s %11s %11s %11s %7s", "wall_step", "wall_eager", "wall_raw", "first_step",
+           "sync_step", "x_first");
+    if (B->gpu) printf(" %6s %6s", "x_wraw", "x_weag");
+    printf(" %-9s  shape\n", "mode");
+}
+
 int nn_cli_bench_rnn(int argc, char **argv)
 {
     nn_settings set;
     if (nn_default_settings(&set) != NN_OK) return 1;
     const char *shapes = NULL, *one = NULL;
-    int reps = 0, warmup = -1, backend = -1, math = -1, control = 0;
+    int reps = 0, warmup = -1, backend = -1, math = -1, control = 0, graph = 0;
     const struct nn_cli_opt opts[] = {
         {"--shapes", NN_CLI_STRING, &shapes, "FILE",
          "the shapes of FILE (docs/RNN.md syntax or verbose lines)", 0, 0, NULL},
@@ -608,6 +682,8 @@ int nn_cli_bench_rnn(int argc, char **argv)
          "strict|tf32"},
         {"--control", NN_CLI_FLAG, &control, NULL, "raw cuDNN twice: c_* = control / raw per pass",
          0, 0, NULL},
+        {"--graph", NN_CLI_FLAG, &graph, NULL,
+         "only wall_step and step_graph: the step with an SGD update, one CUDA graph", 0, 0, NULL},
     };
     const struct nn_cli_cmd cmd = {
         "nnprim bench rnn", "[CASE...]",
@@ -622,7 +698,10 @@ int nn_cli_bench_rnn(int argc, char **argv)
         "NNPRIM_PLAN_CACHE's file: docs/RNN.md, \"The first step from a plan file\"),\n"
         "and what auto chose for the step (mode). --control adds c_fwd, c_dat, c_wgt and c_stp\n"
         "after x_host: a second raw cuDNN side's time over raw's, per pass, what the bench\n"
-        "reads between two timings of identical work.\n",
+        "reads between two timings of identical work. --graph (cuDNN): per shape only\n"
+        "wall_step, step_graph (the training step and an SGD update of the weights captured\n"
+        "once as one CUDA graph, include/nnprim/graph.h, launched back to back: the figure to\n"
+        "set beside bench/torch_rnn.py's step_graph) and x_graph = step_graph / wall_step.\n",
         opts, NN_CLI_NOPTS(opts)};
     int operands, prc = nn_cli_parse(&cmd, argc, argv, &operands);
     if (prc == NN_CLI_RUN) prc = nn_cli_case_operands(&cmd, argc, argv, operands, &one);
@@ -655,26 +734,18 @@ int nn_cli_bench_rnn(int argc, char **argv)
     B.reps = reps > 0 ? reps : B.gpu ? 30 : 3;
     B.warmup = warmup >= 0 ? warmup : B.gpu ? 5 : 1;
     B.control = control && B.gpu;
+    if (graph && !B.gpu) {
+        fprintf(stderr, "nnprim bench rnn: --graph needs the cuDNN backend (CUDA graphs)\n");
+        nn_ctx_destroy(B.eager);
+        nn_ctx_destroy(B.ctx);
+        return 2;
+    }
+    B.graph = graph;
     printf("# nnprim bench rnn: backend %s, math %s, timing %s, median of %d after %d warm-up, "
            "microseconds\n",
            B.gpu ? "cudnn" : "ref", set.math_mode == NN_MATH_TF32 ? "tf32" : "strict",
            B.gpu ? "CUDA events" : "host clock", B.reps, B.warmup);
-    for (int side = 0; side < 2; side++)
-        for (int p = 0; p < N_PASS; p++) {
-            char title[32];
-            snprintf(title, sizeof title, "%s%s", side ? "raw_" : "", pass_names[p]);
-            printf(" %11s", title);
-        }
-    printf(" %11s %11s", "host_step", "raw_host");
-    if (B.gpu)
-        for (int p = 0; p < N_PASS; p++)
-            printf(" %5s", p == 0 ? "x_fwd" : p == 1 ? "x_dat" : p == 2 ? "x_wgt" : "x_stp");
-    if (B.gpu) printf(" %6s", "x_host");
-    if (B.control) printf(" %5s %5s %5s %5s", "c_fwd", "c_dat", "c_wgt", "c_stp");
-    printf(" %11s %11s %11s %11s %11s %7s", "wall_step", "wall_eager", "wall_raw", "first_step",
-           "sync_step", "x_first");
-    if (B.gpu) printf(" %6s %6s", "x_wraw", "x_weag");
-    printf(" %-9s  shape\n", "mode");
+    print_header(&B);
     int rc = 0;
     if (one) {
         if (bench_line(&B, one, "--case") < 0) rc = 2;

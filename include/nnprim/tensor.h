@@ -177,9 +177,13 @@ NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int ran
 
 /**
  * Copy elements between two tensors of the same dtype and dims, in any memory spaces.
- * Host-to-host copies take any strides; a copy that touches device memory needs both views
- * contiguous. Copies that end in host memory have completed when the call returns; copies to
- * device memory are queued on the context's stream.
+ * Host-to-host copies take any strides. A device view must be packed: its elements fill
+ * numel consecutive elements in some order of its dims (row-major, channels-last, or another
+ * permutation). Between a device and a host view of different layouts the copy goes through a
+ * host buffer in the device view's layout; two device views must have the same strides. Copies
+ * that end in host memory, and copies from a host view of another layout than the device's, have
+ * completed when the call returns; other copies to device memory are queued on the context's
+ * stream.
  *
  * @param ctx a context (its stream orders device copies).
  * @param dst destination view; must not overlap src (byte ranges, see the top of this header)
@@ -188,7 +192,9 @@ NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int ran
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, an invalid view, dst and src overlapping, a
  *         self-overlapping dst); NN_E_OVERFLOW (an invalid view); NN_E_SHAPE (dims differ);
  *         NN_E_DTYPE (dtypes differ or are invalid); NN_E_MEMSPACE (a device view with a
- *         reference context); NN_E_UNSUPPORTED (strided device copy); NN_E_CUDA;
+ *         reference context); NN_E_UNSUPPORTED (a device view with gaps or repeated
+ *         elements, two device views of different layouts); NN_E_OOM_HOST (the staging buffer);
+ *         NN_E_CUDA;
  *         NN_E_NOT_BUILT (device memory in a build without CUDA); NN_E_GRAPH (inside a graph
  *         capture, a copy to or from host memory: graph.h). A refused call writes nothing.
  */

@@ -608,6 +608,66 @@ static void copy_host_strided(nn_tensor *dst, const nn_tensor *src)
                (const char *)src->data + nn__offset_of(src, i) * (int64_t)es, es);
 }
 
+/* Whether t's elements fill [data, data + numel) exactly: a packed layout in some order of its
+ * dims (row-major, channels-last, any other permutation). */
+static int packed_in_some_order(const nn_tensor *t)
+{
+    int order[NN_MAX_RANK], n = 0;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] > 1) order[n++] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t->strides[order[j]] < t->strides[order[j - 1]]; j--) {
+            int k = order[j];
+            order[j] = order[j - 1], order[j - 1] = k;
+        }
+    int64_t s = 1; /* a valid view's element count fits in int64_t: no overflow */
+    for (int i = 0; i < n; i++) {
+        if (t->strides[order[i]] != s) return 0;
+        s *= t->dims[order[i]];
+    }
+    return 1;
+}
+
+/* Whether two views of the same dims put every element at the same offset. */
+static int same_layout(const nn_tensor *a, const nn_tensor *b)
+{
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] > 1 && a->strides[i] != b->strides[i]) return 0;
+    return 1;
+}
+
+#if NN_HAVE_CUDA
+/* A copy between a packed device view and a host view of another layout: through a host buffer
+ * in the device view's layout, which the stream's copy fills or empties before the call returns. */
+static nn_status copy_staged(nn_ctx *ctx, const char *fn, nn_tensor *dst, const nn_tensor *src,
+                             size_t bytes)
+{
+    const nn_tensor *dev = dst->space == NN_SPACE_DEVICE ? dst : src;
+    nn_tensor stage = *dev;
+    stage.space = NN_SPACE_HOST;
+    stage.device = -1;
+    stage.data = nn__host_alloc(bytes);
+    if (!stage.data)
+        return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for %zu bytes of staging", fn,
+                        bytes);
+    nn_status st = NN_OK;
+    if (dev == src) {
+        st = NN__CUDA(ctx, cudaMemcpyAsync(stage.data, src->data, bytes, cudaMemcpyDefault,
+                                           (cudaStream_t)ctx->stream));
+        if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
+        if (st == NN_OK) copy_host_strided(dst, &stage);
+    } else {
+        copy_host_strided(&stage, src);
+        st = NN__CUDA(ctx, cudaMemcpyAsync(dst->data, stage.data, bytes, cudaMemcpyDefault,
+                                           (cudaStream_t)ctx->stream));
+        /* the buffer is freed below: the copy must have read it */
+        if (st == NN_OK) st = NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream));
+    }
+    nn__host_free(stage.data);
+    return st != NN_OK ? nn__error_in(ctx, fn) : NN_OK;
+}
+#endif
+
 /* nn_tensor_copy for fn (the public function called) and its argument names. */
 static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *dname,
                       const nn_tensor *src, const char *sname)
@@ -634,10 +694,27 @@ static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *d
                         "this context runs the reference backend",
                         fn, d == dst ? dname : sname, d->device);
     }
-    if (!nn_tensor_is_contiguous(dst) || !nn_tensor_is_contiguous(src))
+    const nn_tensor *host = dst->space == NN_SPACE_HOST   ? dst
+                            : src->space == NN_SPACE_HOST ? src
+                                                          : NULL;
+    /* a device view is copied as the bytes it spans: it must have no gaps and no repeats */
+    if (dst->space == NN_SPACE_DEVICE && !packed_in_some_order(dst))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: a copy to or from device memory needs contiguous %s and %s; copy "
-                        "through a contiguous host tensor first",
+                        "%s: %s is a device view with gaps or repeated elements; a copy to or "
+                        "from device memory needs each device view packed (row-major, "
+                        "channels-last or another order of its dims)",
+                        fn, dname);
+    if (src->space == NN_SPACE_DEVICE && !packed_in_some_order(src))
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: %s is a device view with gaps or repeated elements; a copy to or "
+                        "from device memory needs each device view packed (row-major, "
+                        "channels-last or another order of its dims)",
+                        fn, sname);
+    int same = same_layout(dst, src);
+    if (!same && !host)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: %s and %s are device views of different layouts; a copy between "
+                        "device tensors needs the same strides (copy through a host tensor)",
                         fn, dname, sname);
     if (ctx->capture && (dst->space == NN_SPACE_HOST || src->space == NN_SPACE_HOST))
         return NN__FAIL(ctx, NN_E_GRAPH,
@@ -650,10 +727,15 @@ static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *d
         nn__capture_touch_span(ctx, src->data, bytes);
     }
 #if NN_HAVE_CUDA
-    NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(dst->data, src->data, bytes, cudaMemcpyDefault,
-                                          (cudaStream_t)ctx->stream)));
+    if (!same) {
+        NN__TRY(nn__check_host_data(ctx, fn, host, host == dst ? dname : sname));
+        return copy_staged(ctx, fn, dst, src, bytes);
+    }
+    NN__TRY_IN(ctx, fn,
+               NN__CUDA(ctx, cudaMemcpyAsync(dst->data, src->data, bytes, cudaMemcpyDefault,
+                                             (cudaStream_t)ctx->stream)));
     if (dst->space == NN_SPACE_HOST)
-        NN__TRY(NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream)));
+        NN__TRY_IN(ctx, fn, NN__CUDA(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream)));
     return NN_OK;
 #else
     return NN__FAIL(ctx, NN_E_NOT_BUILT, "%s: this build of nnprim has no CUDA", fn);

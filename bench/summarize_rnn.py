@@ -5,7 +5,7 @@ reading, as Markdown.
 
 Why: on the H200 a pass of the same cuDNN calls lands on one of two levels about 4.5% apart, which
 level a side gets changes from process to process, and `--control` shows it between two raw cuDNN
-sides (docs/PERFORMANCE.md, session 9). One process cannot tell a 2% difference on such a pass;
+sides (docs/PERFORMANCE.md, "Reading a per-pass ratio"). One process cannot tell a 2% difference on such a pass;
 the median over several processes can. Each run is a separate `nnprim bench rnn` process's output
 (a log with other lines in it is fine: a table is its header line, the one with x_fwd in it, and
 the rows after it); a shape missing from a run is left out of that run's figures.

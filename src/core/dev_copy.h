@@ -2,7 +2,7 @@
  * launch, repointed with one exec update. The recurrent layers' replay moves the caller's tensors
  * in and out of its staging buffers this way (docs/RNN.md). Graph memcpy nodes did the same job
  * at several times the cost: on the H200 each one adds latency to a launch, and repointing them
- * costs an update apiece (docs/PERFORMANCE.md, session 8). Only for files compiled with
+ * costs an update apiece (docs/PERFORMANCE.md, "Why replay helps"). Only for files compiled with
  * NN_HAVE_CUDA. */
 #ifndef NN_CORE_DEV_COPY_H
 #define NN_CORE_DEV_COPY_H

@@ -38,7 +38,7 @@
 /* A product whose workspace is at most this runs on the context's kept workspace
  * (nn__cudnn_state.lt_ws) rather than on a pool block taken and given back per call: that pair
  * costs a host-paced product, a classifier's head, a measurable part of its step (the H200's
- * figures: docs/PERFORMANCE.md). Larger workspaces come with products whose GPU time dwarfs it. */
+ * figures: docs/LINEAR.md). Larger workspaces come with products whose GPU time dwarfs it. */
 #define LT_WORKSPACE_KEEP ((uint64_t)1 << 20)
 
 /* ---------------------------------------------------------------------------------------------

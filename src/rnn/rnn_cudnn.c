@@ -1446,7 +1446,7 @@ static int trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
 /* Ends a measured call. A window's cost per step is max(host time, GPU time) over its calls:
  * whichever bounds calls issued back to back, as the caller issues them (timing each call on its
  * own, synchronised, put eager 3-4% above its back-to-back cost on the H200 and mispicked replay
- * for gru t375n32i2048h2048, docs/PERFORMANCE.md session 8). */
+ * for gru t375n32i2048h2048). */
 static void trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p, struct rnn_live *e,
                       int unit, int pass, int measuring)
 {

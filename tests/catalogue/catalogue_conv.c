@@ -89,7 +89,7 @@ CALL(os_stride0)
     c->cp.stride[1] = 0;
     return oshape(c, 4, X, W, y);
 }
-/* Issue 11 item 5: w_dims[1] * groups overflowed int64 (UB) before the comparison. */
+/* w_dims[1] * groups is compared without overflowing int64 (UB). */
 CALL(os_groups_overflow)
 {
     int64_t g = INT64_C(1) << 62, y[4], x[] = {1, g, 5, 5}, w[] = {g, 4, 3, 3};
@@ -410,7 +410,7 @@ CALL(f_ystrided)
     y.strides[3] = 3;
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
-/* Issue 17 item 4: channels-last (NHWC) views are accepted, other orders refused. */
+/* Channels-last (NHWC) views are accepted, other orders refused. */
 static nn_tensor strided(const nn_tensor *t, int64_t sn, int64_t sc, int64_t sh, int64_t sw)
 {
     nn_tensor v = *t;
@@ -458,7 +458,7 @@ CALL(f_wextent_overflow)
     w.strides[0] = INT64_MAX / 2;
     return fwd(c, &c->x, &w, &c->b, &c->y);
 }
-/* Issue 11 item 6: an output with zero strides is self-overlapping. */
+/* An output with zero strides is self-overlapping. */
 CALL(f_y_zero_strides)
 {
     nn_tensor y = c->y;
@@ -562,7 +562,7 @@ CALL(f_inputs_share)
     return fwd(c, &c->x, &c->w, &b, &c->y);
 }
 
-/* ---- cuDNN limits (issue 11 item 6): refused before cuDNN sees them ---- */
+/* ---- cuDNN limits: refused before cuDNN sees them ---- */
 
 /* A valid convolution with one output per dim; the reference computes it. */
 static nn_status one_output(struct cat *c)
@@ -758,7 +758,7 @@ CALL(b_claim_db)
     nn_tensor t = cat_claim_other_space(c, &c->db);
     return bwd(c, &c->dy, &c->dx, &c->dw, &t);
 }
-/* Issue 11 item 1: dx in host memory on the cuDNN backend died with SIGSEGV. */
+/* dx in host memory on the cuDNN backend is refused before cuDNN can touch it. */
 CALL(b_space_dx)
 {
     nn_tensor t = cat_wrong_space(c, &c->dx);
@@ -784,7 +784,7 @@ CALL(b_space_db)
     nn_tensor t = cat_wrong_space(c, &c->db);
     return bwd(c, &c->dy, &c->dx, &c->dw, &t);
 }
-/* Issue 11 item 3: dx on x's storage was written before dw read x. */
+/* dx on x's storage is refused: it would be written before dw reads x. */
 CALL(b_dx_on_x)
 {
     nn_tensor dx = c->x;

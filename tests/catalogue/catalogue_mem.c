@@ -236,7 +236,7 @@ CALL(alloc_ref_ctx)
     if (st == NN_OK) cr_assert_eq(nn_mem_free(c->ctx, p), NN_OK, "%s", nn_last_error()->message);
     return st;
 }
-/* Issue 11 item 2: SIZE_MAX - 511 wrapped to a small segment and returned NN_OK. */
+/* SIZE_MAX - 511 is out of memory, not rounded up into a small (wrapped) segment. */
 CALL(alloc_wrap)
 {
     void *p;

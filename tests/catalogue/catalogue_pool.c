@@ -283,7 +283,7 @@ CALL(f_space_y)
     nn_tensor t = cat_wrong_space(c, &c->py);
     return fwd(c, &c->px, &t);
 }
-/* Issue 11 item 3: y on x's storage returned NN_OK with wrong values. */
+/* y on x's storage is refused (the values would be wrong). */
 CALL(f_y_on_x)
 {
     nn_tensor y = view_on(&c->px, 4, PY, 0);
@@ -307,7 +307,7 @@ CALL(f_x_in_y)
     nn_tensor y = view_on(&c->px, 4, d, 31); /* shares only x's last element */
     return fwd(c, &x, &y);
 }
-/* Issue 11 item 6: a y with all-zero strides reached cuDNN (BAD_PARAM). */
+/* A y with all-zero strides is refused before cuDNN (which answers BAD_PARAM). */
 CALL(f_y_zero_strides)
 {
     nn_tensor y = c->py;
@@ -334,7 +334,7 @@ CALL(f_x_broadcast)
     x.strides[0] = x.strides[1] = 0;
     return fwd(c, &x, &c->py);
 }
-/* Issue 11 item 5: the window volume of a broadcast 3-D input overflowed int64 in the reference. */
+/* The window volume of a broadcast 3-D input must not overflow int64 in the reference. */
 CALL(f_window_volume)
 {
     int64_t big = INT64_C(1) << 21;
@@ -493,7 +493,7 @@ CALL(b_space_dx)
     nn_tensor t = cat_wrong_space(c, &c->pdx);
     return bwd(c, &c->pdy, &t);
 }
-/* Issue 11 item 3: dx overlapping dy returned NN_OK with wrong values. */
+/* dx overlapping dy is refused (the values would be wrong). */
 CALL(b_dy_in_dx)
 {
     nn_tensor dy = view_on(&c->pdx, 4, PY, 8);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The nnprim tool's conventions (issue 14, item 7): --version; --help/-h of the program and of
+# The nnprim tool's conventions: --version; --help/-h of the program and of
 # every subcommand on stdout with exit 0 and nothing on stderr; an unknown option, a missing or a
 # bad value, an unknown subcommand or an invalid check case: exit 2, a message on stderr naming
 # the option or field, nothing on stdout.

@@ -1,4 +1,4 @@
-/* Verbose lines are reproducers (issue 14, item 8), through the public log callback:
+/* Verbose lines are reproducers, through the public log callback:
  *   - each family's op calls on a verbose reference context, captured by nn_set_log_callback(),
  *     fed whole to `nnprim check --ref-only` (the program the build made, NNPRIM_CLI), give the
  *     case that was run back, and it passes;

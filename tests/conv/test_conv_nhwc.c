@@ -1,4 +1,4 @@
-/* Channels-last (NHWC / NDHWC / NWC) convolution tensors, issue 17 item 4:
+/* Channels-last (NHWC / NDHWC / NWC) convolution tensors:
  * - on the reference backend, every tensor channels-last (and mixes of both layouts) gives
  *   bitwise the results of NCHW: forward with bias and relu, the pullback's backward, and the
  *   stand-alone data, filter and bias gradients, in f32, f64, f16 and bf16, 1-D to 3-D;

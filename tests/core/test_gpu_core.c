@@ -158,7 +158,7 @@ Test(gpu_core, verbose_two_traces_cuda_calls, .init = cr_redirect_stderr)
     cr_expect(strstr(buf, "nnprim_trace,cuda,cudaLaunchKernel"), "stderr was: %s", buf);
 }
 
-/* Issue 11 on device memory: misaligned views, overlapping device copies and a broadcast
+/* Bad input on device memory: misaligned views, overlapping device copies and a broadcast
  * output are refused before any CUDA call; memory stays usable. */
 Test(gpu_core, bad_device_views_are_refused)
 {

@@ -1,4 +1,4 @@
-/* Bad input to the tensor functions (issue 11): sizes that overflow, misaligned data, reserved
+/* Bad input to the tensor functions: sizes that overflow, misaligned data, reserved
  * fields, overlapping and self-overlapping outputs, fill bounds, device views on a reference
  * context, and messages that name the function called and the argument. */
 #include <criterion/criterion.h>

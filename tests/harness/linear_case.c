@@ -111,7 +111,7 @@ static const char *const geometries[] = {
 };
 
 /* "bias" may take BGRADB's fused db; "bias accdb" and "relu bias accdb" always compute db as a
- * product with ones, accumulated (issue 16: cuDNN's legacy bias gradient had no bf16). */
+ * product with ones, accumulated (cuDNN's legacy bias gradient has no bf16). */
 static const char *const variants[] = {
     "",           "bias",       "relu",           "relu bias", "bias accdx accdw accdb",
     "relu accdw", "bias accdb", "relu bias accdb"};

@@ -1,4 +1,4 @@
-/* A framework's allocator (issue 17, item 3): nn_mem_set_allocator() on the host pool, which runs
+/* A framework's allocator: nn_mem_set_allocator() on the host pool, which runs
  * the code of a device's, with a counting allocator; the context path (nn__dev_alloc_for, used by
  * workspaces and pullbacks, and nn_tensor_empty) through a context over the host pool; and, on a
  * GPU, a cuDNN context's tensors from cudaMalloc through the callbacks. Each test runs in its own

@@ -1,4 +1,4 @@
-/* DLPack import and export (issue 17, item 4): round trips on the host, capsules nnprim must
+/* DLPack import and export: round trips on the host, capsules nnprim must
  * refuse (each with its status and a message naming the function and the field), and the same on
  * a GPU (skipped without one). In a build without dlpack.h every function says NN_E_NOT_BUILT. */
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Defaults without the environment and fork() (issue 17, item 6). Each test runs in its own
+/* Defaults without the environment and fork(). Each test runs in its own
  * process (Criterion forks), so the variables set here do not reach the other tests. */
 #include <signal.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Streams per call (issue 17, item 1): nn_ctx_set_stream() / nn_ctx_get_stream().
+/* Streams per call: nn_ctx_set_stream() / nn_ctx_get_stream().
  *
  * On the CPU: the checks, the reference backend (accepted and ignored), and the pool's side of a
  * context leaving a stream, over the host pool with simulated streams: blocks a stream cached are

@@ -1,4 +1,4 @@
-/* Many threads, each with several contexts, running every op family at once (issue 18): the
+/* Many threads, each with several contexts, running every op family at once: the
  * results must be those of the same work done on one thread, each thread's provoked failures
  * must come back in its own last-error record and its contexts', and nothing may crash or race.
  * The scenarios live in threads_scenarios.c, which tsan_threads.c also runs under

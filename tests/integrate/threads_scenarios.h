@@ -1,4 +1,4 @@
-/* The thread-safety scenarios of issue 18, shared by the Criterion suite (test_threads.c) and the
+/* The thread-safety scenarios, shared by the Criterion suite (test_threads.c) and the
  * plain driver that runs them under ThreadSanitizer (tsan_threads.c, tools/tsan.sh): Criterion's
  * runner cannot start under TSan. Each returns 0 when every check held, else 1 with the first
  * failure in fail. Public API only. */

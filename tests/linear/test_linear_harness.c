@@ -158,7 +158,7 @@ static const char *const gpu_extra[] = {
     "m128in64out64 relu bias accdx accdw accdb f32",
     "m100in300out50 relu bias f64",
     "m7in4099out3 bias accdb f32",
-    /* db through the product with ones, accumulated or not, at model sizes (issue 16) */
+    /* db through the product with ones, accumulated or not, at model sizes */
     "m35x20in650out1000 bias accdb bf16",
     "m35x20in650out1000 bias accdw accdb bf16",
     "m64in512out10 bias bf16",

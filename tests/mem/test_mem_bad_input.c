@@ -1,4 +1,4 @@
-/* Bad input to the memory pool (issue 11): impossible sizes, small and lowered limits, messages
+/* Bad input to the memory pool: impossible sizes, small and lowered limits, messages
  * that name the function called, negative ordinals, the environment and reserved fields. Each
  * test runs in its own process, so each starts with fresh pools and environment. */
 #include <stdio.h>

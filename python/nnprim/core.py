@@ -140,12 +140,24 @@ class Tensor:
         return dlpack.export(self, nt)
 
     def numpy(self):
-        """A NumPy array sharing this host tensor's memory."""
+        """A writable NumPy array sharing this host tensor's memory (and keeping it alive)."""
         import numpy
+        nt = self.c
         if self.on_device:
             raise Error(_abi.NN_E_MEMSPACE, "Tensor.numpy: the tensor is in device memory; "
                         "use torch.from_dlpack(t)", "Tensor.numpy")
-        return numpy.from_dlpack(self)
+        np_dtype = {_abi.NN_DTYPE_F32: numpy.float32, _abi.NN_DTYPE_F64: numpy.float64,
+                    _abi.NN_DTYPE_F16: numpy.float16}.get(nt.dtype)
+        if np_dtype is None:
+            raise DtypeError(_abi.NN_E_DTYPE, "Tensor.numpy: NumPy has no bfloat16",
+                             "Tensor.numpy")
+        size = numpy.dtype(np_dtype).itemsize
+        extent = ctypes.c_size_t()
+        self._ctx._lib.call("nn_tensor_extent_bytes", byref(nt), byref(extent))
+        buf = (ctypes.c_char * extent.value).from_address(nt.data)
+        buf.owner = self  # NumPy keeps buf, buf keeps this tensor
+        return numpy.ndarray(self.shape, np_dtype, buffer=buf,
+                             strides=tuple(s * size for s in self.strides))
 
 
 class Pullback:

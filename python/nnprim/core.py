@@ -443,11 +443,11 @@ class Context:
                        byref(w.c), self._ref(b), byref(y.c), byref(pb.ptr) if pb else None)
         return (y, pb) if training else y
 
-    def conv_backward(self, pb, dy, dx=None, dw=None, db=None, accumulate=0):
+    def conv_backward(self, pb, dy, dx=None, dw=None, db=None, accumulate=0, keep=False):
         """Consume a conv pullback; dx, dw, db: outputs (None skips one). accumulate: OR of
-        NN_ACCUMULATE_DX / _DW / _DB (add into the outputs)."""
-        return self._backward("nn_conv_backward_ex", pb, accumulate,
-                              [dy], [dx, dw, db])
+        NN_ACCUMULATE_DX / _DW / _DB (add into the outputs). keep=True leaves the pullback
+        usable again (freed when dropped); the other backward calls take the same two."""
+        return self._backward("nn_conv_backward_ex", pb, accumulate, [dy], [dx, dw, db], keep)
 
     def pool(self, x, window, *, stride=None, padding=0, mode="max", y=None, training=False):
         """Pooling; mode "max", "mean_include_pad" or "mean_exclude_pad"."""
@@ -464,8 +464,8 @@ class Context:
                        byref(y.c), byref(pb.ptr) if pb else None)
         return (y, pb) if training else y
 
-    def pool_backward(self, pb, dy, dx, accumulate=0):
-        return self._backward("nn_pool_backward_ex", pb, accumulate, [dy], [dx])
+    def pool_backward(self, pb, dy, dx, accumulate=0, keep=False):
+        return self._backward("nn_pool_backward_ex", pb, accumulate, [dy], [dx], keep)
 
     def linear(self, x, w, b=None, *, relu=False, y=None, training=False):
         """y = x w^T + b over x's last dimension."""
@@ -482,8 +482,9 @@ class Context:
                        byref(w.c), self._ref(b), byref(y.c), byref(pb.ptr) if pb else None)
         return (y, pb) if training else y
 
-    def linear_backward(self, pb, dy, dx=None, dw=None, db=None, accumulate=0):
-        return self._backward("nn_linear_backward_ex", pb, accumulate, [dy], [dx, dw, db])
+    def linear_backward(self, pb, dy, dx=None, dw=None, db=None, accumulate=0, keep=False):
+        return self._backward("nn_linear_backward_ex", pb, accumulate, [dy], [dx, dw, db],
+                              keep)
 
     def softmax(self, x, *, log=False, y=None, training=False):
         """Softmax (or log-softmax) over dimension 1."""
@@ -497,8 +498,8 @@ class Context:
                        byref(x.c), byref(y.c), byref(pb.ptr) if pb else None)
         return (y, pb) if training else y
 
-    def softmax_backward(self, pb, dy, dx, accumulate=0):
-        return self._backward("nn_softmax_backward_ex", pb, accumulate, [dy], [dx])
+    def softmax_backward(self, pb, dy, dx, accumulate=0, keep=False):
+        return self._backward("nn_softmax_backward_ex", pb, accumulate, [dy], [dx], keep)
 
     def cross_entropy(self, x, targets, *, loss=None, training=False):
         """Softmax cross-entropy per sample (reduction none): x N x C (x spatial), targets an
@@ -513,11 +514,11 @@ class Context:
                        byref(x.c), byref(t), byref(loss.c), byref(pb.ptr) if pb else None)
         return (loss, pb) if training else loss
 
-    def cross_entropy_backward(self, pb, dloss, dx, accumulate=0):
+    def cross_entropy_backward(self, pb, dloss, dx, accumulate=0, keep=False):
         return self._backward("nn_softmax_cross_entropy_backward_ex", pb, accumulate, [dloss],
-                              [dx])
+                              [dx], keep)
 
-    def _backward(self, fn, pb, accumulate, ins, outs):
+    def _backward(self, fn, pb, accumulate, ins, outs, keep=False):
         call = "Context." + fn[3:-3]
         if not isinstance(pb, Pullback):
             raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: pullback: expected the "
@@ -528,10 +529,11 @@ class Context:
         ptr = pb.take(call)
         ins = [self._opt(t, "dy") for t in ins]
         outs = [self._opt(t, "d") for t in outs]
-        opts = _abi.nn_backward_options(accumulate=accumulate)
+        opts = _abi.nn_backward_options(accumulate=accumulate, keep=int(bool(keep)))
         self._lib.call(fn, self._ptr, byref(ptr), byref(opts),
                        *[self._ref(t) for t in ins + outs])
-        pb.done()
+        if not keep:
+            pb.done()
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # recurrent layers
@@ -598,9 +600,9 @@ class Context:
         return ((y, hy, cy), pb) if training else (y, hy, cy)
 
     def rnn_backward(self, pb, dy=None, dhy=None, dcy=None, dx=None, dhx=None, dcx=None,
-                     dw=None, accumulate=0):
+                     dw=None, accumulate=0, keep=False):
         return self._backward("nn_rnn_backward_ex", pb, accumulate, [dy, dhy, dcy],
-                              [dx, dhx, dcx, dw])
+                              [dx, dhx, dcx, dw], keep)
 
     # optimizers
     def optimizer(self, kind, params, **hyper):

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -190,11 +191,7 @@ def render(abi):
            "`python3 python/tools/gen_abi.py` after a header change (the python_abi test fails",
            'until then)."""',
            "# flake8: noqa",
-           "from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, "
-           "c_float,",
-           "                    c_int, c_int32, c_int64, c_size_t, c_uint, c_uint8, c_uint16, "
-           "c_uint32,",
-           "                    c_uint64, c_void_p)",
+           "IMPORTS",
            ""]
     for k, v in abi.consts.items():
         out.append("%s = %d" % (k, v))
@@ -227,7 +224,11 @@ def render(abi):
     for name, (r, args) in abi.funcs.items():
         out.append("    %r: (%s, [%s])," % (name, r, ", ".join(args)))
     out.append("}")
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    used = sorted(set(re.findall(r"\b(c_\w+)\b", text)) | {"Structure"})
+    imports = "\n".join(textwrap.wrap("from ctypes import (" + ", ".join(used) + ")", 99,
+                                       subsequent_indent=" " * 20))
+    return text.replace("IMPORTS", imports, 1)
 
 
 def layout_c(abi):

@@ -112,6 +112,18 @@ def _wrap(ctx, t, name, call):
     return ctx.wrap(t.data_ptr(), t.shape, dt, strides=t.stride(), keep=t)
 
 
+def _dense(t):
+    """t, or a packed copy when it is neither packed row-major nor channels-last (nnprim reads
+    those two layouts; torch.nn takes any strides, and copies where its kernels need to)."""
+    if t is None or t.is_contiguous():
+        return t
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+        return t
+    if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+        return t
+    return t.contiguous()
+
+
 def _ctx_of(call, *ts):
     dev = None
     for t in ts:
@@ -164,6 +176,7 @@ class _LinearFn(torch.autograd.Function):
 
 def linear(x, weight, bias=None, relu=False):
     """torch.nn.functional.linear (then relu when asked) through nnprim."""
+    x, weight = _dense(x), _dense(weight)
     if _grad_mode(x, weight, bias):
         return _LinearFn.apply(x, weight, bias, relu)
     ctx = _ctx_of("linear", x, weight, bias)
@@ -230,6 +243,7 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, relu=F
                                    "nnprim.torch.conv")
     stride = _seq(stride, S, "conv: stride")
     dil = _seq(dilation, S, "conv: dilation")
+    x, weight = _dense(x), _dense(weight)
     if padding == "valid":
         lo = hi = [0] * S
     elif padding == "same":
@@ -310,6 +324,7 @@ def pool(x, kernel_size, stride=None, padding=0, mode="max"):
     stride = win if stride is None else _seq(stride, S, "pool: stride")
     pad = _seq(padding, S, "pool: padding")
     pool_params(S, win, stride, pad, mode)  # checks the arguments before any allocation
+    x = _dense(x)
     if _grad_mode(x):
         return _PoolFn.apply(x, win, stride, pad, mode)
     ctx = _ctx_of("pool", x)
@@ -405,6 +420,7 @@ def cross_entropy(x, target, reduction="mean"):
     if reduction not in ("mean", "sum", "none"):
         raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "cross_entropy: reduction %r: "
                                    "expected mean, sum or none" % (reduction,), "cross_entropy")
+    x = _dense(x)
     if _grad_mode(x):
         loss = _XentFn.apply(x, target)
     else:
@@ -550,6 +566,7 @@ class _RNNBase(nn.RNNBase):
     def forward(self, input, hx=None):
         if isinstance(input, nn.utils.rnn.PackedSequence):
             raise NotImplementedError("nnprim.torch: PackedSequence is not supported")
+        input = input.contiguous()
         unbatched = input.dim() == 2
         if unbatched:
             input = input.unsqueeze(1 if not self.batch_first else 0)
@@ -559,6 +576,8 @@ class _RNNBase(nn.RNNBase):
         if unbatched and hx is not None:
             hx = hx.unsqueeze(1)
             cx = cx.unsqueeze(1) if cx is not None else None
+        hx = None if hx is None else hx.contiguous()
+        cx = None if cx is None else cx.contiguous()
         params = tuple(self._flat_weights)
         if _grad_mode(input, hx, cx, *params):
             out = _RnnFn.apply(self, input, hx, cx, *params)

@@ -48,13 +48,21 @@ def _install_allocator(lib, device):
     """nn_mem_set_allocator(device): nnprim's device blocks from torch's caching allocator,
     allocated on the stream nnprim asks for (docs/INTEGRATION.md, a framework's allocator)."""
 
+    streams = {}  # block -> the stream it was allocated for (torch reuses it on that one)
+
     def alloc(user, nbytes, dev, stream):
         try:
-            return torch.cuda.caching_allocator_alloc(nbytes, dev, stream or 0)
+            p = torch.cuda.caching_allocator_alloc(nbytes, dev, stream or 0)
         except RuntimeError:  # out of memory: nnprim reports NN_E_OOM_DEVICE
             return None
+        streams[p] = stream or 0
+        return p
 
     def free(user, p, nbytes, dev, stream):
+        # torch hands the block out again on its allocation stream at once; work nnprim queued
+        # on another stream must finish first (the allocator contract: reuse after that work)
+        if streams.pop(p, 0) != (stream or 0):
+            torch.cuda.ExternalStream(stream or 0, device=dev).synchronize()
         torch.cuda.caching_allocator_delete(p)
 
     a = _abi.nn_mem_allocator()

@@ -29,6 +29,25 @@ _lock = threading.Lock()
 _contexts = {}
 _allocators = {}
 _use_torch_alloc = True
+_settings = {}
+
+
+def configure(**settings):
+    """Settings (Context's keywords, backend and device excepted) for the per-device contexts
+    made from now on; the existing ones are closed (after their work), so call it between
+    training runs, not while a graph holds pullbacks."""
+    bad = {"backend", "device", "stream", "library"} & set(settings)
+    if bad:
+        raise TypeError("nnprim.torch.configure: %s chosen per device, not settable" %
+                        ", ".join(sorted(bad)))
+    with _lock:
+        for ctx in _contexts.values():
+            if not ctx.closed:
+                ctx.synchronize()
+                ctx.close()
+        _contexts.clear()
+        _settings.clear()
+        _settings.update(settings)
 
 
 def use_torch_allocator(on=True):
@@ -84,11 +103,11 @@ def context(device=None):
         if ctx is None:
             if key[0] == "cuda":
                 stream = torch.cuda.current_stream(key[1]).cuda_stream
-                ctx = Context(backend="cudnn", device=key[1], stream=stream)
+                ctx = Context(backend="cudnn", device=key[1], stream=stream, **_settings)
                 if _use_torch_alloc and key[1] not in _allocators:
                     _install_allocator(ctx._lib, key[1])
             elif key[0] == "cpu":
-                ctx = Context(backend="ref")
+                ctx = Context(backend="ref", **_settings)
             else:
                 raise MemorySpaceError(_abi.NN_E_MEMSPACE, "nnprim.torch: device %s: expected "
                                        "cpu or cuda" % device, "nnprim.torch")
@@ -641,6 +660,6 @@ class RNN(_RNNBase):
         self._cell = nonlinearity
 
 
-__all__ = ["context", "use_torch_allocator", "linear", "conv", "pool", "cross_entropy", "Linear",
+__all__ = ["context", "configure", "use_torch_allocator", "linear", "conv", "pool", "cross_entropy", "Linear",
            "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
            "AvgPool2d", "AvgPool3d", "CrossEntropyLoss", "LSTM", "GRU", "RNN"]

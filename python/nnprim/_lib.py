@@ -12,6 +12,38 @@ from .errors import error
 _lock = threading.Lock()
 _loaded = {}
 
+# Objects dropped while nnprim is inside a callback of ours (an allocator hook, where the
+# garbage collector may run) must not call nnprim from there: their frees wait here for the
+# next call.
+_tls = threading.local()
+_deferred = []
+
+
+class callback_scope:
+    """with callback_scope(): ... around Python code nnprim calls back into."""
+
+    def __enter__(self):
+        _tls.depth = getattr(_tls, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _tls.depth -= 1
+
+
+def release(fn):
+    """Run a free now, or after the callback nnprim is in returns."""
+    if getattr(_tls, "depth", 0):
+        _deferred.append(fn)
+    else:
+        fn()
+
+
+def drain():
+    while _deferred and not getattr(_tls, "depth", 0):
+        try:
+            _deferred.pop()()
+        except Exception:  # a context closed meanwhile: nothing left to free
+            pass
+
 
 def candidates(path=None):
     """Where the library is looked for, in order: the explicit path, NNPRIM_LIBRARY, the
@@ -52,6 +84,8 @@ class Library:
         self.version = self.dll.nn_version().decode()
 
     def call(self, name, *args):
+        if _deferred:
+            drain()
         st = getattr(self.dll, name)(*args)
         if st != _abi.NN_OK:
             info = self.dll.nn_last_error().contents

@@ -124,7 +124,7 @@ class Tensor:
     def __del__(self):
         try:
             if self._owned and self._nt is not None and self._ctx._ptr is not None:
-                self.free()
+                _lib.release(self.free)
         except Exception:  # interpreter shutdown: the context's close frees it
             pass
 
@@ -203,7 +203,8 @@ class Pullback:
 
     def __del__(self):
         try:
-            self.free()
+            if not self.consumed:
+                _lib.release(self.free)
         except Exception:
             pass
 
@@ -222,7 +223,9 @@ def route_log_to_logging(lib=None):
     with _log_lock:
         if _log_cb is None:
             def cb(kind, line, user):
-                log.log(_LEVELS.get(kind, logging.INFO), "%s", line.decode(errors="replace"))
+                with _lib.callback_scope():  # a handler must not reach nnprim from here
+                    log.log(_LEVELS.get(kind, logging.INFO), "%s",
+                            line.decode(errors="replace"))
             _log_cb = _LOG_FN(cb)  # kept: nnprim calls it for the rest of the process
         (lib or _lib.load()).dll.nn_set_log_callback(ctypes.cast(_log_cb, c_void_p), None)
 
@@ -313,7 +316,8 @@ class Context:
 
     def __del__(self):
         try:
-            self.close()
+            if self._ptr is not None:
+                _lib.release(self.close)
         except Exception:
             pass
 
@@ -670,7 +674,8 @@ class Optimizer:
 
     def __del__(self):
         try:
-            self.free()
+            if self.ptr:
+                _lib.release(self.free)
         except Exception:
             pass
 

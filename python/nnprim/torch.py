@@ -19,7 +19,7 @@ import threading
 import torch
 from torch import nn
 
-from . import _abi
+from . import _abi, _lib
 from .core import Context, _padding, _seq, pool_params
 from .errors import DtypeError, Error, InvalidArgumentError, MemorySpaceError
 
@@ -70,19 +70,21 @@ def _install_allocator(lib, device):
     streams = {}  # block -> the stream it was allocated for (torch reuses it on that one)
 
     def alloc(user, nbytes, dev, stream):
-        try:
-            p = torch.cuda.caching_allocator_alloc(nbytes, dev, stream or 0)
-        except RuntimeError:  # out of memory: nnprim reports NN_E_OOM_DEVICE
-            return None
-        streams[p] = stream or 0
-        return p
+        with _lib.callback_scope():  # no nnprim call from here (objects freed meanwhile wait)
+            try:
+                p = torch.cuda.caching_allocator_alloc(nbytes, dev, stream or 0)
+            except RuntimeError:  # out of memory: nnprim reports NN_E_OOM_DEVICE
+                return None
+            streams[p] = stream or 0
+            return p
 
     def free(user, p, nbytes, dev, stream):
-        # torch hands the block out again on its allocation stream at once; work nnprim queued
-        # on another stream must finish first (the allocator contract: reuse after that work)
-        if streams.pop(p, 0) != (stream or 0):
-            torch.cuda.ExternalStream(stream or 0, device=dev).synchronize()
-        torch.cuda.caching_allocator_delete(p)
+        with _lib.callback_scope():
+            # torch hands the block out again on its allocation stream at once; work nnprim
+            # queued on another stream must finish first (the contract: reuse after that work)
+            if streams.pop(p, 0) != (stream or 0):
+                torch.cuda.ExternalStream(stream or 0, device=dev).synchronize()
+            torch.cuda.caching_allocator_delete(p)
 
     a = _abi.nn_mem_allocator()
     cbs = (_ALLOC_FN(alloc), _FREE_FN(free))  # kept: nnprim calls them while set

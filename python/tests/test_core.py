@@ -219,3 +219,26 @@ def test_log_lines_go_to_logging(caplog):
             c.linear(np.ones((2, 3)), np.ones((4, 3)))
     lines = [r.getMessage() for r in caplog.records if r.name == "nnprim"]
     assert any("linear" in line for line in lines), lines
+
+
+def test_library_search_order(monkeypatch):
+    from nnprim import _lib
+    monkeypatch.setenv("NNPRIM_LIBRARY", "/from/env/libnnprim.so")
+    assert _lib.candidates("/explicit/libnnprim.so") == ["/explicit/libnnprim.so"]
+    assert _lib.candidates() == ["/from/env/libnnprim.so"]
+    monkeypatch.delenv("NNPRIM_LIBRARY")
+    assert _lib.candidates()[-1] in ("libnnprim.so",) or "nnprim" in _lib.candidates()[-1]
+
+
+def test_frees_inside_a_callback_wait_for_the_next_call(ctx):
+    from nnprim import _lib
+    t = ctx.empty((4,), "float64")
+    with _lib.callback_scope():  # as inside an allocator hook: nnprim must not be called
+        del t
+        gc.collect()
+        waiting = [f for f in _lib._deferred if isinstance(f.__self__, nnprim.Tensor)]
+        assert len(waiting) == 1 and len(ctx._live) == 1
+    ctx.empty((1,))  # the next call frees it first
+    assert not _lib._deferred
+    gc.collect()
+    assert len(ctx._live) == 0

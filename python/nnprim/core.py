@@ -133,7 +133,11 @@ class Tensor:
         nt = self.c
         return (dlpack.kDLCUDA, nt.device) if self.on_device else (dlpack.kDLCPU, 0)
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        # an unversioned capsule whatever max_version asks: DLPack allows a producer without
+        # the versioned struct to answer so (Debian's dlpack.h is 0.6)
+        if copy or (dl_device is not None and tuple(dl_device) != self.__dlpack_device__()):
+            raise BufferError("nnprim.Tensor.__dlpack__: no copies or device moves")
         nt = self.c
         if self.on_device:
             self._ctx.synchronize()  # the consumer's stream has not seen our queued work
@@ -415,6 +419,8 @@ class Context:
         if isinstance(obj, Tensor):
             obj.c
             return obj
+        if getattr(obj, "requires_grad", False):
+            obj = obj.detach()  # torch exports no tensor that requires grad; the memory is one
         if obj is None:
             raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: expected a tensor, got None"
                                        % name, name)

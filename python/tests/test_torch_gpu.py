@@ -145,3 +145,24 @@ def test_small_model_trains_on_cuda_like_torch():
         losses.append(run)
     assert losses[1][-1] < 0.5 * losses[1][0]
     assert max(abs(a - b) for a, b in zip(*losses)) < 1e-3
+
+
+def test_float64_on_cuda_matches_torch_closely():
+    # cuDNN's recurrent and cuBLASLt's f64 paths: the parity tolerance of docs/PARITY.md (1e-8)
+    tol = dict(rtol=0, atol=1e-8)
+    for mine, ref, shape in ((nt.LSTM(6, 8, num_layers=2), torch.nn.LSTM(6, 8, num_layers=2),
+                              (5, 3, 6)),
+                             (nt.GRU(6, 8, bidirectional=True),
+                              torch.nn.GRU(6, 8, bidirectional=True), (5, 3, 6)),
+                             (nt.Linear(6, 8), torch.nn.Linear(6, 8), (4, 6))):
+        mine.to(DEV, torch.float64), ref.to(DEV, torch.float64)
+        mine.load_state_dict(ref.state_dict())
+        x = torch.randn(*shape, device=DEV, dtype=torch.float64, requires_grad=True)
+        ym, yr = mine(x), ref(x)
+        ym = ym[0] if isinstance(ym, tuple) else ym
+        yr = yr[0] if isinstance(yr, tuple) else yr
+        torch.testing.assert_close(ym, yr, **tol)
+        gm = torch.autograd.grad(ym.sum(), [x] + list(mine.parameters()))
+        gr = torch.autograd.grad(yr.sum(), [x] + list(ref.parameters()))
+        for a, b in zip(gm, gr):
+            torch.testing.assert_close(a, b, **tol)

@@ -33,6 +33,13 @@ def pytest_runtest_logreport(report):
         _results.append((report.nodeid, report.outcome, msg))
 
 
+def pytest_collectreport(report):
+    # a module skipped whole (no CUDA): one skip, with its reason
+    if report.skipped:
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _results.append((report.nodeid, "skipped", [why]))
+
+
 def pytest_sessionfinish(session, exitstatus):
     path = session.config.getoption("--nnprim-json")
     if not path:

@@ -1,7 +1,15 @@
 """Runs the package's tests with pytest (for meson's python_pytest test): the JSON counts go to
-argv[1] for tools/test.sh; exit 77 (a skip) when this interpreter has no pytest."""
+argv[1] for tools/test.sh; exit 77 (a skip) when this interpreter has no pytest.
+NNPRIM_PYTHON names another interpreter to run them with (one whose torch has CUDA, on a GPU
+machine whose /usr/bin/python3 has none)."""
 import os
 import sys
+
+other = os.environ.get("NNPRIM_PYTHON")
+if other and os.path.realpath(other) != os.path.realpath(sys.executable) and \
+        not os.environ.get("NNPRIM_PYTHON_REEXEC"):
+    os.environ["NNPRIM_PYTHON_REEXEC"] = "1"
+    os.execv(other, [other] + sys.argv)
 
 try:
     import pytest

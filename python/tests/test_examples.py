@@ -39,3 +39,11 @@ def test_resnet_block_equals_torch_nn_and_runs(capsys, monkeypatch):
     rc = resnet_block.main(["--epochs", "1", "--train", "64", "--test", "32", "--channels", "4",
                             "--device", "cpu", "--require", "0", "--plot", ""])
     assert rc == 0 and "epoch   0  loss" in capsys.readouterr().out
+
+
+def test_loss_plot_is_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from _plot import save_loss_plot
+    f = tmp_path / "loss.png"
+    assert save_loss_plot(str(f), [3.0, 2.5, 2.0], "test", 2.8, "baseline")
+    assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -663,5 +663,6 @@ class RNN(_RNNBase):
 
 
 __all__ = ["context", "configure", "use_torch_allocator", "linear", "conv", "pool",
-           "cross_entropy", "Linear", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
-           "AvgPool2d", "AvgPool3d", "CrossEntropyLoss", "LSTM", "GRU", "RNN"]
+           "cross_entropy", "Linear", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d",
+           "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "CrossEntropyLoss", "LSTM", "GRU",
+           "RNN"]

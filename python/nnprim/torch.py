@@ -364,8 +364,6 @@ def pool(x, kernel_size, stride=None, padding=0, mode="max"):
 
 
 class _MaxPool(nn.Module):
-    S = 2
-
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
@@ -379,7 +377,7 @@ class _MaxPool(nn.Module):
 
 
 class MaxPool1d(_MaxPool):
-    S = 1
+    """torch.nn.MaxPool1d (without dilation, indices or ceil_mode) through nnprim."""
 
 
 class MaxPool2d(_MaxPool):
@@ -387,7 +385,7 @@ class MaxPool2d(_MaxPool):
 
 
 class MaxPool3d(_MaxPool):
-    S = 3
+    """torch.nn.MaxPool3d (without dilation, indices or ceil_mode) through nnprim."""
 
 
 class _AvgPool(nn.Module):
@@ -406,7 +404,7 @@ class _AvgPool(nn.Module):
 
 
 class AvgPool1d(_AvgPool):
-    pass
+    """torch.nn.AvgPool1d (without ceil_mode) through nnprim."""
 
 
 class AvgPool2d(_AvgPool):
@@ -414,7 +412,7 @@ class AvgPool2d(_AvgPool):
 
 
 class AvgPool3d(_AvgPool):
-    pass
+    """torch.nn.AvgPool3d (without ceil_mode or divisor_override) through nnprim."""
 
 
 # --------------------------------------------------------------------------------------------

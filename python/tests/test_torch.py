@@ -140,6 +140,13 @@ def test_modules_equal_torch():
                       (nt.AvgPool2d(3, 1, 1, count_include_pad=False),
                        torch.nn.AvgPool2d(3, 1, 1, count_include_pad=False))):
         same_grads(mine(x), ref(x), [x], [x])
+    x1 = torch.randperm(2 * 3 * 9, dtype=D).reshape(2, 3, 9).requires_grad_()
+    x3 = torch.randperm(1 * 2 * 4 * 5 * 4, dtype=D).reshape(1, 2, 4, 5, 4).requires_grad_()
+    for mine, ref, xx in ((nt.MaxPool1d(3, 2, 1), torch.nn.MaxPool1d(3, 2, 1), x1),
+                          (nt.AvgPool1d(2), torch.nn.AvgPool1d(2), x1),
+                          (nt.MaxPool3d(2), torch.nn.MaxPool3d(2), x3),
+                          (nt.AvgPool3d(2, 1, 1), torch.nn.AvgPool3d(2, 1, 1), x3)):
+        same_grads(mine(xx), ref(xx), [xx], [xx])
     x, t = rand(6, 5), torch.randint(0, 5, (6,))
     for red in ("mean", "sum", "none"):
         same_grads(nt.CrossEntropyLoss(reduction=red)(x, t),

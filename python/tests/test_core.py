@@ -83,6 +83,9 @@ def test_pullback_used_twice_raises(ctx):
     np.testing.assert_array_equal(dx, np.full((1, 2, 3), 2.0))
     with pytest.raises(nnprim.PullbackError, match="already consumed"):
         ctx.conv_backward(pb, dy, dx)
+    _, pb3 = ctx.conv(x, w, training=True)
+    with pytest.raises(nnprim.PullbackError, match="a conv pullback"):
+        ctx.linear_backward(pb3, dy, dx)
     with nnprim.Context(backend="ref", env=False) as other:
         _, pb2 = ctx.conv(x, w, training=True)
         with pytest.raises(nnprim.PullbackError, match="another context"):

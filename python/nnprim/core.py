@@ -536,12 +536,6 @@ class Context:
         if pb._ctx is not self:
             raise PullbackError(_abi.NN_E_PULLBACK, "%s: the pullback belongs to another "
                                 "context" % call, call)
-        kind = {"nn_conv_backward_ex": "conv", "nn_pool_backward_ex": "pool",
-                "nn_linear_backward_ex": "linear", "nn_softmax_backward_ex": "softmax",
-                "nn_softmax_cross_entropy_backward_ex": "xent", "nn_rnn_backward_ex": "rnn"}[fn]
-        if pb.kind != kind:
-            raise PullbackError(_abi.NN_E_PULLBACK, "%s: a %s pullback: expected one from the "
-                                "%s forward" % (call, pb.kind, kind), call)
         ptr = pb.take(call)
         ins = [self._opt(t, "dy") for t in ins]
         outs = [self._opt(t, "d") for t in outs]

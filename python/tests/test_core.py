@@ -84,8 +84,9 @@ def test_pullback_used_twice_raises(ctx):
     with pytest.raises(nnprim.PullbackError, match="already consumed"):
         ctx.conv_backward(pb, dy, dx)
     _, pb3 = ctx.conv(x, w, training=True)
-    with pytest.raises(nnprim.PullbackError, match="a conv pullback"):
+    with pytest.raises(nnprim.PullbackError, match="is a conv pullback, not a linear one"):
         ctx.linear_backward(pb3, dy, dx)
+    ctx.conv_backward(pb3, dy, dx)  # still live: the refused call consumed nothing
     with nnprim.Context(backend="ref", env=False) as other:
         _, pb2 = ctx.conv(x, w, training=True)
         with pytest.raises(nnprim.PullbackError, match="another context"):

@@ -4,7 +4,7 @@ linear, softmax / log-softmax, softmax cross-entropy and RNN / LSTM / GRU, and t
 several optimizer steps of SGD / Adam / AdamW with gradient clipping (docs/PARITY.md).
 
     python3 tools/torch_parity.py [LIBNNPRIM] [--backend ref|cudnn|all] [--filter TEXT] [--dry-run]
-    python3 tools/torch_parity.py --self-test --layout PROGRAM [LIBNNPRIM | --no-calls WHY]
+    python3 tools/torch_parity.py --self-test [LIBNNPRIM | --no-calls WHY]
 
 LIBNNPRIM defaults to build-gpu/src/libnnprim.so, else build/src/libnnprim.so. Each case runs in
 PyTorch (torch.float64 on the CPU, autograd for the gradients: the expected values) and in nnprim
@@ -24,149 +24,40 @@ operation by operation (differences come from FMA in PyTorch's vectorised CPU lo
 the clipping norm's sum and the GPU's pow, about 1e-16 per step).
 A cuDNN call that refuses f64 with NN_E_UNSUPPORTED or NN_E_DTYPE counts as unsupported.
 
---self-test needs neither torch nor numpy: it compares these ctypes mirrors with the C layouts
-that PROGRAM (tools/torch_parity_layout.c) prints, then runs a few calls through ctypes on the
-reference backend with hand-computed expected values (the parity_layout meson test).
+The ctypes mirrors of nnprim's structs and constants are the Python package's (python/nnprim/
+_abi.py, generated from the headers; the python_abi test compares them with the compiler's
+layouts). --self-test needs neither torch nor numpy: a few calls through ctypes on the reference
+backend with hand-computed expected values (the parity_selftest meson test).
 """
 import argparse
 import ctypes
+import inspect
 import math
 import os
-import subprocess
 import sys
 import zlib
 
-from ctypes import POINTER, byref, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t
-from ctypes import c_uint, c_uint64, c_void_p
+from ctypes import byref, c_double, c_int, c_int32, c_int64
+from ctypes import c_void_p
 
-MAX_RANK = 8
+# The ctypes mirror of nnprim's headers is the Python package's (python/nnprim/_abi.py, generated
+# from the headers and checked against the compiler by the python_abi test), from this checkout.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from nnprim import _abi  # noqa: E402
+from nnprim._lib import Library  # noqa: E402
+
+MAX_RANK = _abi.NN_MAX_RANK
 TOL = {"ref": 1e-10, "cudnn": 1e-8}
 
-# Every enum value used below and by bench/torch_linear.py; --self-test checks each against the
-# headers.
-C = dict(
-    NN_MAX_RANK=8, NN_DTYPE_F32=1, NN_DTYPE_F64=2, NN_DTYPE_F16=3, NN_DTYPE_BF16=4,
-    NN_MATH_STRICT_FP32=0, NN_MATH_TF32=1, NN_SPACE_HOST=0, NN_SPACE_DEVICE=1,
-    NN_BACKEND_REF=1, NN_BACKEND_CUDNN=2, NN_OK=0, NN_E_DTYPE=-3, NN_E_UNSUPPORTED=-8,
-    NN_CONV_CROSS_CORRELATION=0, NN_CONV_CONVOLUTION=1, NN_ACTIVATION_IDENTITY=0,
-    NN_ACTIVATION_RELU=1, NN_CONV_ACCUMULATE_DX=1, NN_CONV_ACCUMULATE_DW=2,
-    NN_CONV_ACCUMULATE_DB=4, NN_ACCUMULATE_DX=1, NN_ACCUMULATE_DW=2, NN_ACCUMULATE_DB=4,
-    NN_POOL_MAX=0, NN_POOL_MEAN_INCLUDE_PAD=1, NN_POOL_MEAN_EXCLUDE_PAD=2,
-    NN_LINEAR_ACCUMULATE_DX=1, NN_SOFTMAX_MODE_SOFTMAX=0, NN_SOFTMAX_MODE_LOG=1,
-    NN_SOFTMAX_ACCUMULATE_DX=1, NN_INDEX_I32=1, NN_INDEX_I64=2, NN_RNN_RELU=0, NN_RNN_TANH=1,
-    NN_RNN_LSTM=2, NN_RNN_GRU=3, NN_RNN_BIAS_NONE=0, NN_RNN_BIAS_INPUT=1,
-    NN_RNN_BIAS_RECURRENT=2, NN_RNN_BIAS_DOUBLE=3, NN_RNN_SEQ_MAJOR=0, NN_RNN_BATCH_MAJOR=1,
-    NN_RNN_WEIGHT_IH=0, NN_RNN_WEIGHT_HH=1, NN_RNN_BIAS_IH=2, NN_RNN_BIAS_HH=3,
-    NN_RNN_WEIGHT_HR=4, NN_RNN_ACCUMULATE_DW=1, NN_OPTIM_SGD=1, NN_OPTIM_ADAM=2,
-    NN_OPTIM_ADAMW=3)
+# Every constant of the headers by name (enum values, #defines, statuses).
+C = {k: v for k, v in vars(_abi).items() if isinstance(v, int) and not k.startswith("_")}
 F64 = C["NN_DTYPE_F64"]
 
-
-# ---------------------------------------------------------------------------------------------
-# ctypes mirrors of the public structs (field for field; enums are c_int)
-
-class Tensor(ctypes.Structure):  # nn_tensor (tensor.h)
-    _fields_ = [("data", c_void_p), ("dtype", c_int), ("rank", c_int),
-                ("dims", c_int64 * MAX_RANK), ("strides", c_int64 * MAX_RANK), ("space", c_int),
-                ("device", c_int), ("reserved", c_uint64 * 2)]
-
-
-class Settings(ctypes.Structure):  # nn_settings (context.h)
-    _fields_ = [("backend", c_int), ("device", c_int), ("stream", c_void_p), ("math_mode", c_int),
-                ("deterministic", c_int), ("workspace_cap", c_size_t), ("tuning", c_int),
-                ("autotune_candidates", c_int), ("plan_cache_file", c_char_p),
-                ("plan_cache_capacity", c_int), ("verbose", c_int), ("background_builds", c_int),
-                ("prebuild_plans", c_int), ("rnn_graphs", c_int), ("linear_graphs", c_int),
-                ("reserved", c_uint64 * 6)]
-
-
-class ConvParams(ctypes.Structure):  # nn_conv_params (conv.h)
-    _fields_ = [("spatial_rank", c_int), ("stride", c_int64 * 3), ("dilation", c_int64 * 3),
-                ("pad_lo", c_int64 * 3), ("pad_hi", c_int64 * 3), ("groups", c_int64),
-                ("mode", c_int), ("activation", c_int), ("flags", c_uint),
-                ("reserved", c_uint64 * 4)]
-
-
-class PoolParams(ctypes.Structure):  # nn_pool_params (pool.h)
-    _fields_ = [("spatial_rank", c_int), ("mode", c_int), ("window", c_int64 * 3),
-                ("stride", c_int64 * 3), ("pad_lo", c_int64 * 3), ("pad_hi", c_int64 * 3),
-                ("reserved", c_uint64 * 4)]
-
-
-class LinearParams(ctypes.Structure):  # nn_linear_params (linear.h)
-    _fields_ = [("activation", c_int), ("flags", c_uint), ("reserved", c_uint64 * 4)]
-
-
-class SoftmaxParams(ctypes.Structure):  # nn_softmax_params (softmax.h)
-    _fields_ = [("mode", c_int), ("flags", c_uint), ("reserved", c_uint64 * 4)]
-
-
-class ClassTargets(ctypes.Structure):  # nn_class_targets (softmax.h)
-    _fields_ = [("data", c_void_p), ("type", c_int), ("reserved", c_uint64 * 2)]
-
-
-class RnnParams(ctypes.Structure):  # nn_rnn_params (rnn.h)
-    _fields_ = [("cell", c_int), ("input_size", c_int64), ("hidden_size", c_int64),
-                ("proj_size", c_int64), ("num_layers", c_int64), ("bidirectional", c_int),
-                ("bias_mode", c_int), ("input_mode", c_int), ("layout", c_int),
-                ("dropout", c_double), ("dropout_seed", c_uint64), ("clip_enabled", c_int),
-                ("clip_lo", c_double), ("clip_hi", c_double), ("flags", c_uint),
-                ("reserved", c_uint64 * 4)]
-
-
-class BackwardOptions(ctypes.Structure):  # nn_backward_options (backward.h)
-    _fields_ = [("accumulate", c_uint), ("keep", c_int), ("reserved", c_uint64 * 4)]
-
-
-class OptimParams(ctypes.Structure):  # nn_optim_params (optim.h)
-    _fields_ = [("kind", c_int), ("nesterov", c_int), ("lr", c_double), ("momentum", c_double),
-                ("dampening", c_double), ("weight_decay", c_double), ("beta1", c_double),
-                ("beta2", c_double), ("eps", c_double), ("max_grad_norm", c_double),
-                ("reserved", c_uint64 * 4)]
-
-
-class ErrorInfo(ctypes.Structure):  # nn_error_info (status.h)
-    _fields_ = [("status", c_int), ("raw_status", c_int), ("line", c_int),
-                ("call", c_char * 64), ("raw_name", c_char * 64), ("file", c_char * 64),
-                ("message", c_char * 512)]
-
-
-MIRRORS = {"nn_tensor": Tensor, "nn_settings": Settings, "nn_conv_params": ConvParams,
-           "nn_pool_params": PoolParams, "nn_linear_params": LinearParams,
-           "nn_softmax_params": SoftmaxParams, "nn_class_targets": ClassTargets,
-           "nn_rnn_params": RnnParams, "nn_backward_options": BackwardOptions,
-           "nn_optim_params": OptimParams, "nn_error_info": ErrorInfo}
-ENUMS = ("nn_dtype", "nn_backend", "nn_conv_mode", "nn_pool_mode", "nn_rnn_cell",
-         "nn_rnn_weight_name", "nn_optim_kind")
-
-P = c_void_p  # every pointer argument (ctypes takes byref() and None for it)
-PROTOS = {
-    "nn_settings_init": [P], "nn_ctx_create": [P, P], "nn_ctx_destroy": [P],
-    "nn_ctx_synchronize": [P], "nn_ctx_backend": [P], "nn_device_count": [P],
-    "nn_tensor_wrap": [P, P, c_int, c_int, P, P, P],
-    "nn_conv_params_default": [P, c_int], "nn_conv_forward": [P, P, P, P, P, P, P],
-    "nn_conv_backward": [P, P, P, P, P, P], "nn_conv_backward_ex": [P, P, P, P, P, P, P],
-    "nn_conv_backward_data": [P, P, P, P, P], "nn_conv_backward_filter": [P, P, P, P, P],
-    "nn_conv_backward_bias": [P, P, P, P],
-    "nn_pool_forward": [P, P, P, P, P], "nn_pool_backward": [P, P, P, P],
-    "nn_pool_backward_ex": [P, P, P, P, P],
-    "nn_pool_backward_stateless": [P, P, P, P, P, P, c_uint],
-    "nn_linear_params_default": [P], "nn_linear_forward": [P, P, P, P, P, P, P],
-    "nn_linear_backward": [P, P, P, P, P, P], "nn_linear_backward_ex": [P, P, P, P, P, P, P],
-    "nn_softmax_params_default": [P], "nn_softmax_forward": [P, P, P, P, P],
-    "nn_softmax_backward": [P, P, P, P], "nn_softmax_backward_ex": [P, P, P, P, P],
-    "nn_softmax_cross_entropy_forward": [P, P, P, P, P],
-    "nn_softmax_cross_entropy_backward": [P, P, P, P],
-    "nn_softmax_cross_entropy_backward_ex": [P, P, P, P, P],
-    "nn_rnn_params_default": [P, c_int, c_int64, c_int64],
-    "nn_rnn_weights_size": [P, P, c_int, P],
-    "nn_rnn_weight_view": [P, P, P, c_int64, c_int, c_int, P],
-    "nn_rnn_forward": [P, P, P, P, P, P, P, P, P, P, P],
-    "nn_rnn_backward": [P, P, P, P, P, P, P, P, P],
-    "nn_optim_params_default": [P, c_int], "nn_optim_create": [P, P, c_int, P, P],
-    "nn_optim_step": [P, P, c_int, P], "nn_optim_free": [P, P],
-    "nn_optim_set_lr": [P, P, c_double], "nn_optim_get_step": [P, P, P],
-}
+Tensor, Settings, ConvParams = _abi.nn_tensor, _abi.nn_settings, _abi.nn_conv_params
+PoolParams, LinearParams = _abi.nn_pool_params, _abi.nn_linear_params
+SoftmaxParams, ClassTargets = _abi.nn_softmax_params, _abi.nn_class_targets
+RnnParams, BackwardOptions = _abi.nn_rnn_params, _abi.nn_backward_options
+OptimParams, ErrorInfo = _abi.nn_optim_params, _abi.nn_error_info
 
 
 class NnError(Exception):
@@ -184,19 +75,7 @@ class Lib:
     """libnnprim.so through ctypes, every function used given its prototype."""
 
     def __init__(self, path):
-        self.dll = ctypes.CDLL(path)
-        for name, args in PROTOS.items():
-            fn = getattr(self.dll, name)
-            fn.argtypes = args
-            fn.restype = None if name == "nn_ctx_destroy" else c_int
-        self.dll.nn_last_error.restype = POINTER(ErrorInfo)
-        self.dll.nn_last_error.argtypes = []
-        self.dll.nn_status_name.restype = c_char_p
-        self.dll.nn_status_name.argtypes = [c_int]
-        self.dll.nn_cudnn_runtime_version.restype = c_size_t
-        self.dll.nn_cudnn_runtime_version.argtypes = []
-        self.dll.nn_version.restype = c_char_p
-        self.dll.nn_version.argtypes = []
+        self.dll = Library(path).dll  # every function's prototype set from the headers
 
     def __call__(self, name, *args):
         """Calls name; raises NnError with nnprim's message unless it returns NN_OK."""
@@ -279,48 +158,6 @@ def rnn_view_names(cell, layer, bias, proj):
 
 # ---------------------------------------------------------------------------------------------
 # --self-test: layouts, then hand-computed calls on the reference backend (no torch, no numpy)
-
-def check_layout(program):
-    out = subprocess.run([program], check=True, capture_output=True, text=True).stdout
-    bad, seen = [], 0
-    fields_seen = {name: set() for name in MIRRORS}
-    for line in out.splitlines():
-        tok = line.split()
-        seen += 1
-        if tok[0] == "size" and tok[1] in MIRRORS:
-            got = ctypes.sizeof(MIRRORS[tok[1]])
-            if got != int(tok[2]):
-                bad.append("sizeof(%s): C %s, ctypes %d" % (tok[1], tok[2], got))
-        elif tok[0] == "size" and tok[1] in ENUMS:
-            if int(tok[2]) != ctypes.sizeof(c_int):
-                bad.append("sizeof(%s) is %s, not sizeof(int): c_int is wrong" % (tok[1], tok[2]))
-        elif tok[0] == "field":
-            cls = MIRRORS.get(tok[1])
-            fields_seen.setdefault(tok[1], set()).add(tok[2])
-            f = getattr(cls, tok[2], None) if cls else None
-            if f is None:
-                bad.append("%s.%s: not in the ctypes mirror" % (tok[1], tok[2]))
-            elif f.offset != int(tok[3]):
-                bad.append("offsetof(%s, %s): C %s, ctypes %d" % (tok[1], tok[2], tok[3], f.offset))
-        elif tok[0] == "const":
-            if tok[1] not in C:
-                bad.append("%s: printed by the C program, not known here" % tok[1])
-            elif C[tok[1]] != int(tok[2]):
-                bad.append("%s: C %s, here %d" % (tok[1], tok[2], C[tok[1]]))
-        else:
-            bad.append("unknown line %r" % line)
-    for name, cls in MIRRORS.items():
-        if name == "nn_error_info":
-            continue  # only the fields read here are printed
-        missing = {f[0] for f in cls._fields_} - fields_seen.get(name, set())
-        if missing:
-            bad.append("%s: ctypes fields the C program does not print: %s" %
-                       (name, sorted(missing)))
-    consts = {line.split()[1] for line in out.splitlines() if line.startswith("const ")}
-    for name in set(C) - consts:
-        bad.append("%s: used here, not printed by the C program" % name)
-    return seen, bad
-
 
 class HostBuf:
     """A ctypes array of doubles (host memory for the self-test)."""
@@ -511,13 +348,10 @@ def self_test_calls(lib):
 
 
 def self_test(args):
-    seen, bad = check_layout(args.layout)
-    for b in bad:
-        print("layout: MISMATCH " + b)
-    print("layout: %d lines of %s compared, %d mismatches" % (seen, args.layout, len(bad)))
-    failed = len(bad)
+    failed = 0
     if args.no_calls is not None:
         print("calls: skipped: " + args.no_calls)
+        return 77
     else:
         lib = Lib(args.lib or default_lib())
         n = 0
@@ -1131,7 +965,10 @@ def run_optim(env, kind, steps, shapes, hyper):
         for p, g in zip(prm, gs):
             p.grad = g.clone()
         if h["max_grad_norm"] > 0:
-            torch.nn.utils.clip_grad_norm_(prm, h["max_grad_norm"], foreach=False)
+            # torch < 2.0 has no foreach argument here; its one implementation is the loop
+            kw = {"foreach": False} if "foreach" in \
+                inspect.signature(torch.nn.utils.clip_grad_norm_).parameters else {}
+            torch.nn.utils.clip_grad_norm_(prm, h["max_grad_norm"], **kw)
         opt.step()
 
     op = OptimParams()
@@ -1278,16 +1115,13 @@ def main():
     ap.add_argument("--filter", default="", help="run only the cases whose name contains this")
     ap.add_argument("--dry-run", action="store_true", help="list the cases, run nothing")
     ap.add_argument("--self-test", action="store_true",
-                    help="check the ctypes layouts (and a few calls) without torch")
-    ap.add_argument("--layout", help="the torch_parity_layout program (for --self-test)")
+                    help="a few calls with hand-computed results, without torch")
     ap.add_argument("--no-calls", metavar="WHY",
-                    help="--self-test: check the layouts only, printing why")
+                    help="--self-test: skip the calls (exit 77), printing why")
     ap.add_argument("--skip-without-torch", action="store_true",
                     help="exit 77 (meson's skip) with the reason when torch cannot be imported")
     a = ap.parse_args()
     if a.self_test:
-        if not a.layout:
-            ap.error("--self-test needs --layout PROGRAM")
         return self_test(a)
     if a.dry_run:
         cases = [c for c in all_cases() if a.filter in c[0]]

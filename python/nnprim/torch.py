@@ -1,0 +1,666 @@
+"""PyTorch modules over nnprim: torch.autograd.Functions whose forward keeps nnprim's pullback
+and whose backward consumes it. The backward keeps the pullback (nn_backward_options.keep) as
+long as PyTorch keeps the graph, so retain_graph=True and gradcheck work; it is freed with the
+graph. Recurrent pullbacks are single-use: a second backward runs the forward again.
+
+    from nnprim.torch import LSTM, Linear, Conv2d
+    lstm = LSTM(10, 20, num_layers=2)            # torch.nn.LSTM's arguments and parameter names
+    lstm.load_state_dict(torch_lstm.state_dict())
+
+CPU tensors run on nnprim's reference backend, CUDA tensors on cuDNN, on PyTorch's current
+stream of the tensor's device. On CUDA, nnprim's allocations (workspaces, what pullbacks keep)
+come from PyTorch's caching allocator (use_torch_allocator()). Each device has one nnprim
+context, shared by every module (context()).
+"""
+import ctypes
+import math
+import threading
+
+import torch
+from torch import nn
+
+from . import _abi, _lib
+from .core import Context, _padding, _seq, pool_params
+from .errors import DtypeError, Error, InvalidArgumentError, MemorySpaceError
+
+_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+           torch.bfloat16: "bfloat16"}
+_lock = threading.Lock()
+_contexts = {}
+_allocators = {}
+_use_torch_alloc = True
+_settings = {}
+
+
+def configure(**settings):
+    """Settings (Context's keywords, backend and device excepted) for the per-device contexts
+    made from now on; the existing ones are closed (after their work), so call it between
+    training runs, not while a graph holds pullbacks."""
+    bad = {"backend", "device", "stream", "library"} & set(settings)
+    if bad:
+        raise TypeError("nnprim.torch.configure: %s chosen per device, not settable" %
+                        ", ".join(sorted(bad)))
+    with _lock:
+        for ctx in _contexts.values():
+            if not ctx.closed:
+                ctx.synchronize()
+                ctx.close()
+        _contexts.clear()
+        _settings.clear()
+        _settings.update(settings)
+
+
+def use_torch_allocator(on=True):
+    """Whether contexts created from now on route nnprim's device allocations through PyTorch's
+    caching allocator (the default), or leave them to nnprim's own pool."""
+    global _use_torch_alloc
+    _use_torch_alloc = bool(on)
+
+
+_ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                             ctypes.c_void_p)
+_FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                            ctypes.c_int, ctypes.c_void_p)
+
+
+def _install_allocator(lib, device):
+    """nn_mem_set_allocator(device): nnprim's device blocks from torch's caching allocator,
+    allocated on the stream nnprim asks for (docs/INTEGRATION.md, a framework's allocator)."""
+
+    streams = {}  # block -> the stream it was allocated for (torch reuses it on that one)
+
+    def alloc(user, nbytes, dev, stream):
+        with _lib.callback_scope():  # no nnprim call from here (objects freed meanwhile wait)
+            try:
+                p = torch.cuda.caching_allocator_alloc(nbytes, dev, stream or 0)
+            except RuntimeError:  # out of memory: nnprim reports NN_E_OOM_DEVICE
+                return None
+            streams[p] = stream or 0
+            return p
+
+    def free(user, p, nbytes, dev, stream):
+        with _lib.callback_scope():
+            # torch hands the block out again on its allocation stream at once; work nnprim
+            # queued on another stream must finish first (the contract: reuse after that work)
+            if streams.pop(p, 0) != (stream or 0):
+                torch.cuda.ExternalStream(stream or 0, device=dev).synchronize()
+            torch.cuda.caching_allocator_delete(p)
+
+    a = _abi.nn_mem_allocator()
+    cbs = (_ALLOC_FN(alloc), _FREE_FN(free))  # kept: nnprim calls them while set
+    a.alloc = ctypes.cast(cbs[0], ctypes.c_void_p)
+    a.free = ctypes.cast(cbs[1], ctypes.c_void_p)
+    lib.call("nn_mem_set_allocator", device, ctypes.byref(a))
+    _allocators[device] = cbs
+
+
+def context(device=None):
+    """The nnprim context of a torch device (reference backend for the CPU, cuDNN for cuda:N),
+    made on first use; on CUDA set to PyTorch's current stream of that device."""
+    device = torch.device(device if device is not None else "cpu")
+    key = (device.type, device.index if device.type == "cpu" else
+           (device.index if device.index is not None else torch.cuda.current_device()))
+    with _lock:
+        ctx = _contexts.get(key)
+        if ctx is None:
+            if key[0] == "cuda":
+                stream = torch.cuda.current_stream(key[1]).cuda_stream
+                ctx = Context(backend="cudnn", device=key[1], stream=stream, **_settings)
+                if _use_torch_alloc and key[1] not in _allocators:
+                    _install_allocator(ctx._lib, key[1])
+            elif key[0] == "cpu":
+                ctx = Context(backend="ref", **_settings)
+            else:
+                raise MemorySpaceError(_abi.NN_E_MEMSPACE, "nnprim.torch: device %s: expected "
+                                       "cpu or cuda" % device, "nnprim.torch")
+            _contexts[key] = ctx
+    if key[0] == "cuda":
+        s = torch.cuda.current_stream(key[1]).cuda_stream
+        if s != ctx.stream:
+            ctx.set_stream(s)
+    return ctx
+
+
+def _wrap(ctx, t, name, call):
+    """A view of a torch tensor for ctx (no copy)."""
+    if t is None:
+        return None
+    dt = _DTYPES.get(t.dtype)
+    if dt is None:
+        raise DtypeError(_abi.NN_E_DTYPE, "%s: %s has dtype %s: expected float32, float64, "
+                         "float16 or bfloat16" % (call, name, t.dtype), call)
+    if t.is_cuda != (ctx.backend == "cudnn"):
+        raise MemorySpaceError(_abi.NN_E_MEMSPACE, "%s: %s is on %s, the others on %s: "
+                               "expected one device" % (call, name, t.device,
+                                                        "cuda" if ctx.backend == "cudnn"
+                                                        else "cpu"), call)
+    if t.dim() == 0 or t.numel() == 0:
+        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: %s has shape %s: nnprim has no "
+                                   "empty or rank-0 tensors" % (call, name, tuple(t.shape)),
+                                   call)
+    return ctx.wrap(t.data_ptr(), t.shape, dt, strides=t.stride(), keep=t)
+
+
+def _dense(t):
+    """t, or a packed copy when it is neither packed row-major nor channels-last (nnprim reads
+    those two layouts; torch.nn takes any strides, and copies where its kernels need to)."""
+    if t is None or t.is_contiguous():
+        return t
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+        return t
+    if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+        return t
+    return t.contiguous()
+
+
+def _ctx_of(call, *ts):
+    dev = None
+    for t in ts:
+        if t is not None:
+            if dev is None:
+                dev = t.device
+            elif t.device != dev:
+                raise MemorySpaceError(_abi.NN_E_MEMSPACE, "%s: tensors on %s and %s: expected "
+                                       "one device" % (call, dev, t.device), call)
+    return context(dev)
+
+
+def _grad_mode(*ts):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
+def _empty(like, shape):
+    return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+
+# --------------------------------------------------------------------------------------------
+# linear
+
+class _LinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, w, b, relu):
+        ctx = _ctx_of("linear", x, w, b)
+        y = _empty(x, x.shape[:-1] + (w.shape[0],))
+        call = "nnprim.torch.linear"
+        _, pb = ctx.linear(_wrap(ctx, x, "x", call), _wrap(ctx, w, "weight", call),
+                           _wrap(ctx, b, "bias", call), relu=relu, y=_wrap(ctx, y, "y", call),
+                           training=True)
+        fctx.pb, fctx.ctx, fctx.shapes, fctx.has_b = pb, ctx, (x, w), b is not None
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(fctx, dy):
+        ctx, (x, w) = fctx.ctx, fctx.shapes
+        need = fctx.needs_input_grad
+        dx = _empty(x, x.shape) if need[0] else None
+        dw = _empty(w, w.shape) if need[1] else None
+        db = _empty(w, w.shape[:1]) if fctx.has_b and need[2] else None
+        call = "nnprim.torch.linear backward"
+        dy = dy.contiguous()
+        ctx.linear_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
+                            _wrap(ctx, dw, "dw", call), _wrap(ctx, db, "db", call), keep=True)
+        return dx, dw, db, None
+
+
+def linear(x, weight, bias=None, relu=False):
+    """torch.nn.functional.linear (then relu when asked) through nnprim."""
+    x, weight = _dense(x), _dense(weight)
+    if _grad_mode(x, weight, bias):
+        return _LinearFn.apply(x, weight, bias, relu)
+    ctx = _ctx_of("linear", x, weight, bias)
+    y = _empty(x, x.shape[:-1] + (weight.shape[0],))
+    call = "nnprim.torch.linear"
+    ctx.linear(_wrap(ctx, x, "x", call), _wrap(ctx, weight, "weight", call),
+               _wrap(ctx, bias, "bias", call), relu=relu, y=_wrap(ctx, y, "y", call))
+    return y
+
+
+class Linear(nn.Linear):
+    """torch.nn.Linear's arguments, parameters and state_dict; forward through nnprim."""
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
+
+
+# --------------------------------------------------------------------------------------------
+# convolution
+
+def _conv_out(x, w, stride, lo, hi, dil):
+    S = x.dim() - 2
+    out = [x.shape[0], w.shape[0]]
+    for i in range(S):
+        span = dil[i] * (w.shape[2 + i] - 1) + 1
+        out.append((x.shape[2 + i] + lo[i] + hi[i] - span) // stride[i] + 1)
+    return out
+
+
+class _ConvFn(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, w, b, stride, lo, hi, dil, groups, relu):
+        ctx = _ctx_of("conv", x, w, b)
+        call = "nnprim.torch.conv"
+        y = _empty(x, _conv_out(x, w, stride, lo, hi, dil))
+        _, pb = ctx.conv(_wrap(ctx, x, "input", call), _wrap(ctx, w, "weight", call),
+                         _wrap(ctx, b, "bias", call), stride=stride, padding=(lo, hi),
+                         dilation=dil, groups=groups, relu=relu, y=_wrap(ctx, y, "y", call),
+                         training=True)
+        fctx.pb, fctx.ctx, fctx.shapes, fctx.has_b = pb, ctx, (x, w), b is not None
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(fctx, dy):
+        ctx, (x, w) = fctx.ctx, fctx.shapes
+        need = fctx.needs_input_grad
+        dx = _empty(x, x.shape) if need[0] else None
+        dw = _empty(w, w.shape) if need[1] else None
+        db = _empty(w, w.shape[:1]) if fctx.has_b and need[2] else None
+        call = "nnprim.torch.conv backward"
+        ctx.conv_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
+                          _wrap(ctx, dw, "dw", call), _wrap(ctx, db, "db", call), keep=True)
+        return dx, dw, db, None, None, None, None, None, None
+
+
+def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, relu=False):
+    """torch.nn.functional.conv1d/2d/3d (then relu when asked) through nnprim; padding an int,
+    per-dimension ints, "valid" or "same" (stride 1)."""
+    S = x.dim() - 2
+    if S not in (1, 2, 3):
+        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "nnprim.torch.conv: input has %d "
+                                   "dimensions: expected 3, 4 or 5 (N, C, spatial)" % x.dim(),
+                                   "nnprim.torch.conv")
+    stride = _seq(stride, S, "conv: stride")
+    dil = _seq(dilation, S, "conv: dilation")
+    x, weight = _dense(x), _dense(weight)
+    if padding == "valid":
+        lo = hi = [0] * S
+    elif padding == "same":
+        if any(s != 1 for s in stride):
+            raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "nnprim.torch.conv: padding='same'"
+                                       " needs stride 1 (as in PyTorch)", "nnprim.torch.conv")
+        tot = [dil[i] * (weight.shape[2 + i] - 1) for i in range(S)]
+        lo = [t // 2 for t in tot]
+        hi = [t - t // 2 for t in tot]
+    else:
+        lo, hi = _padding(padding, S, "conv: padding")
+    if _grad_mode(x, weight, bias):
+        return _ConvFn.apply(x, weight, bias, stride, lo, hi, dil, groups, relu)
+    ctx = _ctx_of("conv", x, weight, bias)
+    call = "nnprim.torch.conv"
+    y = _empty(x, _conv_out(x, weight, stride, lo, hi, dil))
+    ctx.conv(_wrap(ctx, x, "input", call), _wrap(ctx, weight, "weight", call),
+             _wrap(ctx, bias, "bias", call), stride=stride, padding=(lo, hi), dilation=dil,
+             groups=groups, relu=relu, y=_wrap(ctx, y, "y", call))
+    return y
+
+
+class _ConvMixin:
+    def forward(self, x):
+        if self.padding_mode != "zeros":
+            raise NotImplementedError("nnprim.torch.Conv: padding_mode=%r: only 'zeros'"
+                                      % self.padding_mode)
+        pad = self.padding if isinstance(self.padding, str) else list(self.padding)
+        return conv(x, self.weight, self.bias, list(self.stride), pad, list(self.dilation),
+                    self.groups)
+
+
+class Conv1d(_ConvMixin, nn.Conv1d):
+    """torch.nn.Conv1d's arguments, parameters and state_dict; forward through nnprim."""
+
+
+class Conv2d(_ConvMixin, nn.Conv2d):
+    """torch.nn.Conv2d's arguments, parameters and state_dict; forward through nnprim."""
+
+
+class Conv3d(_ConvMixin, nn.Conv3d):
+    """torch.nn.Conv3d's arguments, parameters and state_dict; forward through nnprim."""
+
+
+# --------------------------------------------------------------------------------------------
+# pooling
+
+def _pool_out(x, win, stride, lo, hi):
+    return list(x.shape[:2]) + [(x.shape[2 + i] + lo[i] + hi[i] - win[i]) // stride[i] + 1
+                                for i in range(len(win))]
+
+
+class _PoolFn(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, win, stride, pad, mode):
+        ctx = _ctx_of("pool", x)
+        call = "nnprim.torch.pool"
+        y = _empty(x, _pool_out(x, win, stride, pad, pad))
+        _, pb = ctx.pool(_wrap(ctx, x, "input", call), win, stride=stride, padding=pad,
+                         mode=mode, y=_wrap(ctx, y, "y", call), training=True)
+        fctx.pb, fctx.ctx, fctx.x = pb, ctx, x
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(fctx, dy):
+        ctx, x = fctx.ctx, fctx.x
+        dx = _empty(x, x.shape)
+        call = "nnprim.torch.pool backward"
+        ctx.pool_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
+                          keep=True)
+        return dx, None, None, None, None
+
+
+def pool(x, kernel_size, stride=None, padding=0, mode="max"):
+    S = x.dim() - 2
+    win = _seq(kernel_size, S, "pool: kernel_size")
+    stride = win if stride is None else _seq(stride, S, "pool: stride")
+    pad = _seq(padding, S, "pool: padding")
+    pool_params(S, win, stride, pad, mode)  # checks the arguments before any allocation
+    x = _dense(x)
+    if _grad_mode(x):
+        return _PoolFn.apply(x, win, stride, pad, mode)
+    ctx = _ctx_of("pool", x)
+    y = _empty(x, _pool_out(x, win, stride, pad, pad))
+    ctx.pool(_wrap(ctx, x, "input", "nnprim.torch.pool"), win, stride=stride, padding=pad,
+             mode=mode, y=_wrap(ctx, y, "y", "nnprim.torch.pool"))
+    return y
+
+
+class _MaxPool(nn.Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        if dilation != 1 or return_indices or ceil_mode:
+            raise NotImplementedError("nnprim.torch.MaxPool: dilation, return_indices and "
+                                      "ceil_mode are not supported")
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x):
+        return pool(x, self.kernel_size, self.stride, self.padding, "max")
+
+
+class MaxPool1d(_MaxPool):
+    """torch.nn.MaxPool1d (without dilation, indices or ceil_mode) through nnprim."""
+
+
+class MaxPool2d(_MaxPool):
+    """torch.nn.MaxPool2d (without dilation, indices or ceil_mode) through nnprim."""
+
+
+class MaxPool3d(_MaxPool):
+    """torch.nn.MaxPool3d (without dilation, indices or ceil_mode) through nnprim."""
+
+
+class _AvgPool(nn.Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__()
+        if ceil_mode or divisor_override is not None:
+            raise NotImplementedError("nnprim.torch.AvgPool: ceil_mode and divisor_override "
+                                      "are not supported")
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x):
+        return pool(x, self.kernel_size, self.stride, self.padding,
+                    "mean_include_pad" if self.count_include_pad else "mean_exclude_pad")
+
+
+class AvgPool1d(_AvgPool):
+    """torch.nn.AvgPool1d (without ceil_mode) through nnprim."""
+
+
+class AvgPool2d(_AvgPool):
+    """torch.nn.AvgPool2d (without ceil_mode or divisor_override) through nnprim."""
+
+
+class AvgPool3d(_AvgPool):
+    """torch.nn.AvgPool3d (without ceil_mode or divisor_override) through nnprim."""
+
+
+# --------------------------------------------------------------------------------------------
+# cross-entropy
+
+class _XentFn(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, target):
+        ctx = _ctx_of("cross_entropy", x, target)
+        call = "nnprim.torch.cross_entropy"
+        target = target.contiguous()
+        loss = _empty(x, (x.shape[0],) + tuple(x.shape[2:]))
+        _, pb = ctx.cross_entropy(_wrap(ctx, x, "input", call), target,
+                                  loss=_wrap(ctx, loss, "loss", call), training=True)
+        fctx.pb, fctx.ctx, fctx.x = pb, ctx, x
+        return loss
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(fctx, dloss):
+        ctx, x = fctx.ctx, fctx.x
+        dx = _empty(x, x.shape)
+        call = "nnprim.torch.cross_entropy backward"
+        ctx.cross_entropy_backward(fctx.pb, _wrap(ctx, dloss.contiguous(), "dloss", call),
+                                   _wrap(ctx, dx, "dx", call), keep=True)
+        return dx, None
+
+
+def cross_entropy(x, target, reduction="mean"):
+    """torch.nn.functional.cross_entropy with class-index targets (in [0, C); no weights,
+    ignore_index or label smoothing) through nnprim's fused softmax cross-entropy."""
+    if reduction not in ("mean", "sum", "none"):
+        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "cross_entropy: reduction %r: "
+                                   "expected mean, sum or none" % (reduction,), "cross_entropy")
+    x = _dense(x)
+    if _grad_mode(x):
+        loss = _XentFn.apply(x, target)
+    else:
+        ctx = _ctx_of("cross_entropy", x, target)
+        loss = _empty(x, (x.shape[0],) + tuple(x.shape[2:]))
+        ctx.cross_entropy(_wrap(ctx, x, "input", "nnprim.torch.cross_entropy"),
+                          target.contiguous(), loss=_wrap(ctx, loss, "loss", "cross_entropy"))
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+class CrossEntropyLoss(nn.Module):
+    """torch.nn.CrossEntropyLoss (class indices; weight, ignore_index and label_smoothing at
+    their defaults, the targets in [0, C)) through nnprim."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__()
+        if weight is not None or label_smoothing != 0.0 or size_average is not None or \
+                reduce is not None:
+            raise NotImplementedError("nnprim.torch.CrossEntropyLoss: weight, label_smoothing "
+                                      "and the deprecated size_average/reduce are not supported")
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, x, target):
+        return cross_entropy(x, target, self.reduction)
+
+
+# --------------------------------------------------------------------------------------------
+# recurrent layers
+
+def _rnn_train_forward(ctx, mod, p, x, hx, cx, flat, call):
+    y, hy, cy = _rnn_outputs(mod, x)
+    _, pb = ctx.rnn(p, _wrap(ctx, x, "input", call), _wrap(ctx, flat, "weights", call),
+                    _wrap(ctx, hx, "h_0", call), _wrap(ctx, cx, "c_0", call),
+                    y=_wrap(ctx, y, "output", call), hy=_wrap(ctx, hy, "h_n", call),
+                    cy=_wrap(ctx, cy, "c_n", call), training=True)
+    return y, hy, cy, pb
+
+
+class _RnnFn(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, mod, x, hx, cx, *params):
+        ctx = _ctx_of("rnn", x, hx, cx, *params)
+        call = "nnprim.torch." + type(mod).__name__
+        p = mod._params(ctx, mod.training)
+        flat = mod._flat(ctx, p, params)
+        y, hy, cy, pb = _rnn_train_forward(ctx, mod, p, x, hx, cx, flat, call)
+        fctx.pb, fctx.ctx, fctx.mod, fctx.p = pb, ctx, mod, p
+        fctx.saved = (x, hx, cx, flat, params)
+        return (y, hy, cy) if cy is not None else (y, hy)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(fctx, dy, dhy, dcy=None):
+        ctx, mod = fctx.ctx, fctx.mod
+        x, hx, cx, flat, params = fctx.saved
+        need = fctx.needs_input_grad
+        call = "nnprim.torch.%s backward" % type(mod).__name__
+        if fctx.pb.consumed:
+            # A second backward through the graph (retain_graph=True): recurrent pullbacks are
+            # single-use (cuDNN's backward overwrites its reserve space), so the forward runs
+            # again, with the same dropout seed, for a new one.
+            fctx.pb = _rnn_train_forward(ctx, mod, fctx.p, x, hx, cx, flat, call)[3]
+        dx = _empty(x, x.shape) if need[1] else None
+        dhx = _empty(hx, hx.shape) if hx is not None and need[2] else None
+        dcx = _empty(cx, cx.shape) if cx is not None and need[3] else None
+        want_w = any(need[4:])
+        dflat = torch.zeros_like(flat) if want_w else None
+        ctx.rnn_backward(fctx.pb, _wrap(ctx, dy.contiguous(), "dy", call),
+                         _wrap(ctx, dhy.contiguous(), "dh_n", call),
+                         _wrap(ctx, None if dcy is None else dcy.contiguous(), "dc_n", call),
+                         _wrap(ctx, dx, "dx", call), _wrap(ctx, dhx, "dh_0", call),
+                         _wrap(ctx, dcx, "dc_0", call), _wrap(ctx, dflat, "dweights", call))
+        dps = [None] * len(params)
+        if want_w:
+            for i, (off, shape) in enumerate(mod._layout[1]):
+                n = math.prod(shape)
+                dps[i] = dflat[off:off + n].view(shape)
+        return (None, dx, dhx, dcx) + tuple(dps)
+
+
+def _rnn_outputs(mod, x):
+    D = 2 if mod.bidirectional else 1
+    O = mod.proj_size or mod.hidden_size
+    if mod.batch_first:
+        N, T = x.shape[0], x.shape[1]
+        y = _empty(x, (N, T, D * O))
+    else:
+        T, N = x.shape[0], x.shape[1]
+        y = _empty(x, (T, N, D * O))
+    hy = _empty(x, (mod.num_layers * D, N, O))
+    cy = _empty(x, (mod.num_layers * D, N, mod.hidden_size)) if mod._cell == "lstm" else None
+    return y, hy, cy
+
+
+class _RNNBase(nn.RNNBase):
+    """torch.nn.RNNBase's parameters (weight_ih_l0, ...) and state_dict; forward through nnprim.
+    The packed weights nnprim reads are assembled from the parameters each call (one copy of
+    the weights; the gradient comes back as views of one buffer)."""
+
+    _cell = None  # nnprim's cell name (torch's RNNBase keeps its own in self.mode)
+
+    def _params(self, ctx, training):
+        return ctx.rnn_params(self._cell, self.input_size, self.hidden_size,
+                              num_layers=self.num_layers, bidirectional=self.bidirectional,
+                              proj_size=self.proj_size, bias=self.bias,
+                              batch_first=self.batch_first,
+                              dropout=self.dropout if training else 0.0,
+                              dropout_seed=int(torch.randint(0, 2 ** 62, (1,)))
+                              if training and self.dropout else 0)
+
+    def _flat(self, ctx, p, params):
+        """The packed weights of ctx's backend, filled from params (torch's order)."""
+        key = (ctx.backend, params[0].dtype)
+        if getattr(self, "_layout", (None,))[0] != key:
+            numel = ctx.rnn_weights_size(p, _DTYPES[params[0].dtype])
+            probe = torch.zeros(numel, dtype=params[0].dtype, device=params[0].device)
+            base = probe.data_ptr()
+            size = probe.element_size()
+            lay = []
+            D = 2 if self.bidirectional else 1
+            for layer in range(self.num_layers):
+                for d in range(D):
+                    names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self.bias
+                                                          else [])
+                    if self.proj_size:
+                        names.append("weight_hr")
+                    for name in names:
+                        v = ctx.rnn_weight_view(p, _wrap(ctx, probe, "w", "rnn"), layer, d, name)
+                        lay.append(((v.data_ptr - base) // size, v.shape))
+            self._layout = (key, lay, numel)
+        _, lay, numel = self._layout
+        flat = params[0].new_zeros(numel)
+        for (off, shape), prm in zip(lay, params):
+            n = math.prod(shape)
+            if tuple(prm.shape) != tuple(shape):
+                raise Error(_abi.NN_E_SHAPE, "nnprim.torch.%s: a parameter has shape %s, "
+                            "nnprim's view %s" % (type(self).__name__, tuple(prm.shape),
+                                                  tuple(shape)), "nnprim.torch")
+            flat[off:off + n].copy_(prm.detach().reshape(-1))
+        return flat
+
+    def forward(self, input, hx=None):
+        if isinstance(input, nn.utils.rnn.PackedSequence):
+            raise NotImplementedError("nnprim.torch: PackedSequence is not supported")
+        input = input.contiguous()
+        unbatched = input.dim() == 2
+        if unbatched:
+            input = input.unsqueeze(1 if not self.batch_first else 0)
+        cx = None
+        if self._cell == "lstm" and hx is not None:
+            hx, cx = hx
+        if unbatched and hx is not None:
+            hx = hx.unsqueeze(1)
+            cx = cx.unsqueeze(1) if cx is not None else None
+        hx = None if hx is None else hx.contiguous()
+        cx = None if cx is None else cx.contiguous()
+        params = tuple(self._flat_weights)
+        if _grad_mode(input, hx, cx, *params):
+            out = _RnnFn.apply(self, input, hx, cx, *params)
+        else:
+            ctx = _ctx_of("rnn", input, hx, cx, *params)
+            p = self._params(ctx, False)
+            y, hy, cy = _rnn_outputs(self, input)
+            call = "nnprim.torch." + type(self).__name__
+            ctx.rnn(p, _wrap(ctx, input, "input", call),
+                    _wrap(ctx, self._flat(ctx, p, params), "weights", call),
+                    _wrap(ctx, hx, "h_0", call), _wrap(ctx, cx, "c_0", call),
+                    y=_wrap(ctx, y, "output", call), hy=_wrap(ctx, hy, "h_n", call),
+                    cy=_wrap(ctx, cy, "c_n", call))
+            out = (y, hy, cy) if cy is not None else (y, hy)
+        y, hs = out[0], out[1:]
+        if unbatched:
+            y = y.squeeze(1 if not self.batch_first else 0)
+            hs = tuple(h.squeeze(1) for h in hs)
+        return (y, hs) if self._cell == "lstm" else (y, hs[0])
+
+    def flatten_parameters(self):
+        pass  # nnprim packs its own buffer each call
+
+
+class LSTM(_RNNBase):
+    """torch.nn.LSTM's arguments (proj_size included), parameters and state_dict."""
+    _cell = "lstm"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+
+class GRU(_RNNBase):
+    """torch.nn.GRU's arguments, parameters and state_dict."""
+    _cell = "gru"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("GRU", *args, **kwargs)
+
+
+class RNN(_RNNBase):
+    """torch.nn.RNN's arguments (nonlinearity "tanh" or "relu"), parameters and state_dict."""
+
+    def __init__(self, *args, **kwargs):
+        args = list(args)
+        # as torch.nn.RNN: nonlinearity is the fourth positional argument or a keyword
+        nonlinearity = args.pop(3) if len(args) > 3 else kwargs.pop("nonlinearity", "tanh")
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError("nnprim.torch.RNN: nonlinearity %r: expected tanh or relu"
+                             % (nonlinearity,))
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
+        self.nonlinearity = nonlinearity
+        self._cell = nonlinearity
+
+
+__all__ = ["context", "configure", "use_torch_allocator", "linear", "conv", "pool",
+           "cross_entropy", "Linear", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d",
+           "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "CrossEntropyLoss", "LSTM", "GRU",
+           "RNN"]

@@ -4,19 +4,7 @@
  * db[k]; with more, each writes its partial and nn__bias_grad_finish adds a channel's partials in
  * chunk order. */
 #include "conv/conv_bias.h"
-
-/* The block's sum of v over its threads, in a fixed order. */
-__device__ static double block_sum(double v)
-{
-    __shared__ double part[NN__BIAS_THREADS];
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned half = NN__BIAS_THREADS / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-        __syncthreads();
-    }
-    return part[0];
-}
+#include "core/block_sum.cuh"
 
 template <typename T> __device__ static double chunk_sum(const nn__bias_grad &a, long long k)
 {
@@ -28,7 +16,7 @@ template <typename T> __device__ static double chunk_sum(const nn__bias_grad &a,
         long long n = i / a.s;
         s += (double)dy[n * a.sn + (i - n * a.s)];
     }
-    return block_sum(s);
+    return nn__block_sum<NN__BIAS_THREADS>(s);
 }
 
 template <typename T> __device__ static void store(const nn__bias_grad &a, long long k, double s)

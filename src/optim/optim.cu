@@ -12,24 +12,10 @@
  * (done_update); the block that counts last has seen every other block's read, adds one to the
  * count and puts done_update back to 0 for the next step. The clipping pass finishes the same way
  * (done_norm): its last block sums the partials in a fixed order and writes the coefficient. */
+#include "core/block_sum.cuh"
 #include "optim/optim_formula.h"
 
 static_assert(sizeof(nn__optim_launch) <= 4096, "a launch's parameter fits in 4 KiB");
-
-/* The block's sum of v over its threads, in a fixed order (blockDim.x == NN__OPTIM_THREADS). */
-__device__ static double block_sum(double v)
-{
-    __shared__ double part[NN__OPTIM_THREADS];
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned half = NN__OPTIM_THREADS / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-        __syncthreads();
-    }
-    double s = part[0];
-    __syncthreads();
-    return s;
-}
 
 /* 1 in every thread of the block that finishes last (counter back to 0 then), else 0. After the
  * block's own writes; __threadfence() makes them visible before the count. */
@@ -68,7 +54,7 @@ extern "C" __global__ void nn__optim_norm(nn__optim_launch a)
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     double s =
         a.dtype == 1 ? sum_squares<float>(a, first, stride) : sum_squares<double>(a, first, stride);
-    s = block_sum(s);
+    s = nn__block_sum<NN__OPTIM_THREADS>(s);
     volatile double *partial = (volatile double *)a.partial;
     if (threadIdx.x == 0) partial[a.partial_base + blockIdx.x] = s;
     if (!a.last) return;
@@ -77,7 +63,7 @@ extern "C" __global__ void nn__optim_norm(nn__optim_launch a)
     double t = 0;
     for (unsigned k = threadIdx.x; k < a.partial_count; k += blockDim.x)
         t += partial[k];
-    t = block_sum(t);
+    t = nn__block_sum<NN__OPTIM_THREADS>(t);
     if (threadIdx.x == 0) d->coef = nn__optim_clip_coef(d->h.max_grad_norm, t);
 }
 

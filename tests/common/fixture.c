@@ -54,3 +54,12 @@ int nn_test_f32_differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tens
     nn_ctx_destroy(h);
     return r;
 }
+
+nn_ctx *nn_test_deterministic_gpu(void)
+{
+    nn_settings s;
+    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    s.deterministic = 1;
+    return create(&s);
+}

@@ -12,6 +12,10 @@
 nn_ctx *nn_test_ctx(nn_backend b);
 nn_ctx *nn_test_ctx_math(nn_backend b, nn_math_mode math);
 
+/* A cuDNN context with settings.deterministic set (the environment not read), for tests that
+ * compare bits: a launched graph against the same calls eager, say. */
+nn_ctx *nn_test_deterministic_gpu(void);
+
 /* An nn_tensor_empty() tensor of ctx filled with integers in [-2, 2], seeded by its shape. */
 nn_tensor nn_test_ints(nn_ctx *ctx, nn_dtype dt, int rank, const int64_t *dims);
 

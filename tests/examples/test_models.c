@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "../../examples/models.h"
+#include "fixture.h"
 #include "gpu.h"
 
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
@@ -255,18 +256,6 @@ Test(models, gpu_large_models_train_in_tf32)
     nn_ctx_destroy(ctx[1]);
 }
 
-/* A deterministic cuDNN context: graphs and eager calls give the same bits. */
-static nn_ctx *deterministic_gpu(void)
-{
-    nn_settings s;
-    OK(nn_settings_init(&s));
-    s.backend = NN_BACKEND_CUDNN;
-    s.deterministic = 1;
-    nn_ctx *ctx = NULL;
-    OK(nn_ctx_create(&ctx, &s));
-    return ctx;
-}
-
 static int same_bits(nn_ctx *a, nn_ctx *ha, const nn_tensor *ta, nn_ctx *b, nn_ctx *hb,
                      const nn_tensor *tb)
 {
@@ -281,7 +270,7 @@ static int same_bits(nn_ctx *a, nn_ctx *ha, const nn_tensor *ta, nn_ctx *b, nn_c
 Test(models, gpu_graph_steps_equal_eager_steps)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *e = deterministic_gpu(), *g = deterministic_gpu();
+    nn_ctx *e = nn_test_deterministic_gpu(), *g = nn_test_deterministic_gpu();
     struct cnn me, mg;
     OK(cnn_init(e, &me, &small_cnn, 1));
     OK(cnn_init(g, &mg, &small_cnn, 1));

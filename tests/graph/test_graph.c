@@ -8,21 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "gpu.h"
 #include "nnprim/nnprim.h"
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
-
-static nn_ctx *gpu_ctx(void)
-{
-    nn_settings s;
-    OK(nn_settings_init(&s));
-    s.backend = NN_BACKEND_CUDNN;
-    s.deterministic = 1;
-    nn_ctx *ctx = NULL;
-    OK(nn_ctx_create(&ctx, &s));
-    return ctx;
-}
 
 static nn_ctx *host_ctx(void)
 {
@@ -81,7 +71,7 @@ struct fam {
  * captured, launched: the launch's outputs must be bitwise the eager ones, at every launch. */
 static void eager_vs_graph(struct fam *f, int launches)
 {
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     f->setup(ctx, f);
     f->step(ctx, f);
     f->step(ctx, f);
@@ -385,7 +375,7 @@ Test(graph, tensor_fills_and_copies)
 Test(graph, device_fills_match_the_host)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx(), *h = host_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu(), *h = host_ctx();
     nn_dtype dts[4] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16, NN_DTYPE_BF16};
     int64_t d[1] = {1000};
     for (int i = 0; i < 4; i++) {
@@ -421,7 +411,7 @@ Test(graph, device_fills_match_the_host)
 Test(graph, memory_made_inside_the_capture)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     int64_t d[1] = {256};
     nn_tensor x = dev(ctx, 1, d, 1), y;
     nn_mem_stats s0, s1, s2;
@@ -457,7 +447,7 @@ Test(graph, memory_made_inside_the_capture)
 Test(graph, live_tensor_outlives_its_graph)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     int64_t d[1] = {64};
     nn_tensor x = dev(ctx, 1, d, 1), y;
     OK(nn_graph_begin(ctx));
@@ -483,7 +473,7 @@ Test(graph, live_tensor_outlives_its_graph)
 Test(graph, feeds_bring_each_batch_in)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     int64_t d[2] = {4, 8};
     nn_tensor x = dev(ctx, 2, d, 1), w = dev(ctx, 2, (int64_t[]){3, 8}, 2), y, ye;
     OK(nn_tensor_empty(ctx, NN_DTYPE_F32, 2, (int64_t[]){4, 3}, &y));
@@ -544,7 +534,7 @@ Test(graph, reference_backend_refuses)
 Test(graph, first_call_of_a_shape_is_refused_inside)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     int64_t xd[2] = {5, 9}, wd[2] = {4, 9}, yd[2] = {5, 4};
     nn_tensor x = dev(ctx, 2, xd, 1), w = dev(ctx, 2, wd, 2), y = dev(ctx, 2, yd, 3);
     nn_linear_params p;
@@ -572,7 +562,7 @@ Test(graph, first_call_of_a_shape_is_refused_inside)
 Test(graph, pullbacks_do_not_cross_the_boundary)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     int64_t xd[2] = {5, 9}, wd[2] = {4, 9}, yd[2] = {5, 4};
     nn_tensor x = dev(ctx, 2, xd, 1), w = dev(ctx, 2, wd, 2), y = dev(ctx, 2, yd, 3);
     nn_tensor dy = dev(ctx, 2, yd, 4), dx = dev(ctx, 2, xd, 5), dw = dev(ctx, 2, wd, 6);
@@ -608,7 +598,7 @@ Test(graph, pullbacks_do_not_cross_the_boundary)
 Test(graph, misuse)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     int64_t d[1] = {16};
     nn_tensor a = dev(ctx, 1, d, 1), b = dev(ctx, 1, d, 2);
     float h[16];
@@ -626,7 +616,7 @@ Test(graph, misuse)
     cr_expect_eq(nn_graph_launch(ctx, g), NN_E_GRAPH);
     cr_expect_eq(nn_graph_free(ctx, g), NN_E_GRAPH);
     cr_expect_eq(nn_graph_end(ctx, &g2), NN_E_GRAPH);
-    nn_ctx *other = gpu_ctx();
+    nn_ctx *other = nn_test_deterministic_gpu();
     cr_expect_eq(nn_graph_launch(other, g), NN_E_INVALID_ARG);
     nn_ctx_destroy(other);
     OK(nn_graph_launch(ctx, g));
@@ -646,7 +636,7 @@ Test(graph, misuse)
 Test(graph, streams_that_cannot_be_captured)
 {
     NN_REQUIRE_GPU();
-    nn_ctx *ctx = gpu_ctx();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
     void *home;
     OK(nn_ctx_get_stream(ctx, &home));
     OK(nn_ctx_set_stream(ctx, NULL));

@@ -26,7 +26,8 @@ nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__
     return NN_OK;
 }
 
-/* NN_OK if pb is a live pullback of kind; else the failure, recorded with ctx (may be NULL). */
+/* NN_OK if pb is a live pullback of kind; else the failure, recorded with ctx, or for a call
+ * without one (a *_pullback_free) with the context a live pullback is bound to. */
 static nn_status check_live(struct nn_ctx *ctx, const char *fn,
                             const struct nn__pullback_kind *kind, const void *pb)
 {
@@ -36,7 +37,7 @@ static nn_status check_live(struct nn_ctx *ctx, const char *fn,
                         pb);
     const struct nn__pullback *h = pb;
     if (h->kind != kind)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
+        return NN__FAIL(ctx ? ctx : h->ctx, NN_E_PULLBACK,
                         "%s: *pullback (%p) is a %s pullback, not a %s one: pass it to the %s "
                         "family's calls",
                         fn, pb, h->kind->name, kind->name, h->kind->name);

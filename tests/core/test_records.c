@@ -88,53 +88,113 @@ struct row {
 static char foreign[64];
 
 /* ---- context.h ---- */
-CALL(ctx_get_settings) { return nn_ctx_get_settings(f->ctx, NULL); }
-CALL(ctx_get_stream) { return nn_ctx_get_stream(f->ctx, NULL); }
-CALL(ctx_last_error) { return nn_ctx_last_error(f->ctx, NULL); }
+CALL(ctx_get_settings)
+{
+    return nn_ctx_get_settings(f->ctx, NULL);
+}
+CALL(ctx_get_stream)
+{
+    return nn_ctx_get_stream(f->ctx, NULL);
+}
+CALL(ctx_last_error)
+{
+    return nn_ctx_last_error(f->ctx, NULL);
+}
 
 /* ---- conv.h ---- */
-CALL(conv_forward) { return nn_conv_forward(f->ctx, NULL, &f->x, &f->w, NULL, &f->y, NULL); }
-CALL(conv_backward) { return nn_conv_backward(f->ctx, NULL, &f->y, NULL, NULL, NULL); }
+CALL(conv_forward)
+{
+    return nn_conv_forward(f->ctx, NULL, &f->x, &f->w, NULL, &f->y, NULL);
+}
+CALL(conv_backward)
+{
+    return nn_conv_backward(f->ctx, NULL, &f->y, NULL, NULL, NULL);
+}
 CALL(conv_backward_ex)
 {
     nn_conv_pullback *dead = (nn_conv_pullback *)foreign;
     return nn_conv_backward_ex(f->ctx, &dead, NULL, &f->y, NULL, NULL, NULL);
 }
-CALL(conv_pullback_free) { return nn_conv_pullback_free((nn_conv_pullback **)&f->pool_pb); }
-CALL(conv_backward_data) { return nn_conv_backward_data(f->ctx, NULL, &f->y, &f->w, &f->x); }
-CALL(conv_backward_filter) { return nn_conv_backward_filter(f->ctx, NULL, &f->x, &f->y, &f->w); }
-CALL(conv_backward_bias) { return nn_conv_backward_bias(f->ctx, &f->cp, &f->y, NULL); }
+CALL(conv_pullback_free)
+{
+    return nn_conv_pullback_free((nn_conv_pullback **)&f->pool_pb);
+}
+CALL(conv_backward_data)
+{
+    return nn_conv_backward_data(f->ctx, NULL, &f->y, &f->w, &f->x);
+}
+CALL(conv_backward_filter)
+{
+    return nn_conv_backward_filter(f->ctx, NULL, &f->x, &f->y, &f->w);
+}
+CALL(conv_backward_bias)
+{
+    return nn_conv_backward_bias(f->ctx, &f->cp, &f->y, NULL);
+}
 CALL(conv_workspace_size)
 {
     return nn_conv_workspace_size(f->ctx, &f->cp, &f->x, &f->w, NULL, NN_CONV_PASS_FORWARD, NULL);
 }
 
 /* ---- dlpack.h (NN_E_NOT_BUILT in a build without dlpack.h: a failure all the same) ---- */
-CALL(from_dlpack) { return nn_tensor_from_dlpack(f->ctx, NULL, &f->y); }
-CALL(from_dlpack_versioned) { return nn_tensor_from_dlpack_versioned(f->ctx, NULL, &f->y); }
-CALL(to_dlpack) { return nn_tensor_to_dlpack(f->ctx, &f->x, NULL); }
+CALL(from_dlpack)
+{
+    return nn_tensor_from_dlpack(f->ctx, NULL, &f->y);
+}
+CALL(from_dlpack_versioned)
+{
+    return nn_tensor_from_dlpack_versioned(f->ctx, NULL, &f->y);
+}
+CALL(to_dlpack)
+{
+    return nn_tensor_to_dlpack(f->ctx, &f->x, NULL);
+}
 
 /* ---- graph.h (the reference backend captures nothing) ---- */
-CALL(graph_begin) { return nn_graph_begin(f->ctx); }
+CALL(graph_begin)
+{
+    return nn_graph_begin(f->ctx);
+}
 CALL(graph_end)
 {
     nn_graph *g;
     return nn_graph_end(f->ctx, &g);
 }
-CALL(graph_launch) { return nn_graph_launch(f->ctx, NULL); }
-CALL(graph_launch_feeds) { return nn_graph_launch_feeds(f->ctx, NULL, NULL, 0); }
-CALL(graph_free) { return nn_graph_free(f->ctx, (nn_graph *)foreign); }
-CALL(graph_capturing) { return nn_graph_capturing(f->ctx, NULL); }
+CALL(graph_launch)
+{
+    return nn_graph_launch(f->ctx, NULL);
+}
+CALL(graph_launch_feeds)
+{
+    return nn_graph_launch_feeds(f->ctx, NULL, NULL, 0);
+}
+CALL(graph_free)
+{
+    return nn_graph_free(f->ctx, (nn_graph *)foreign);
+}
+CALL(graph_capturing)
+{
+    return nn_graph_capturing(f->ctx, NULL);
+}
 
 /* ---- linear.h ---- */
-CALL(linear_forward) { return nn_linear_forward(f->ctx, NULL, &f->x, &f->w, NULL, &f->y, NULL); }
-CALL(linear_backward) { return nn_linear_backward(f->ctx, NULL, &f->y, NULL, NULL, NULL); }
+CALL(linear_forward)
+{
+    return nn_linear_forward(f->ctx, NULL, &f->x, &f->w, NULL, &f->y, NULL);
+}
+CALL(linear_backward)
+{
+    return nn_linear_backward(f->ctx, NULL, &f->y, NULL, NULL, NULL);
+}
 CALL(linear_backward_ex)
 {
     nn_linear_pullback *pb = (nn_linear_pullback *)f->conv_pb;
     return nn_linear_backward_ex(f->ctx, &pb, NULL, &f->y, NULL, NULL, NULL);
 }
-CALL(linear_pullback_free) { return nn_linear_pullback_free((nn_linear_pullback **)&f->conv_pb); }
+CALL(linear_pullback_free)
+{
+    return nn_linear_pullback_free((nn_linear_pullback **)&f->conv_pb);
+}
 CALL(linear_workspace_size)
 {
     size_t bytes;
@@ -142,9 +202,18 @@ CALL(linear_workspace_size)
 }
 
 /* ---- mem.h ---- */
-CALL(mem_alloc) { return nn_mem_alloc(f->ctx, 16, NULL); }
-CALL(mem_free) { return nn_mem_free(f->ctx, foreign); }
-CALL(mem_copy) { return nn_mem_copy(f->ctx, NULL, foreign, 4); }
+CALL(mem_alloc)
+{
+    return nn_mem_alloc(f->ctx, 16, NULL);
+}
+CALL(mem_free)
+{
+    return nn_mem_free(f->ctx, foreign);
+}
+CALL(mem_copy)
+{
+    return nn_mem_copy(f->ctx, NULL, foreign, 4);
+}
 
 /* ---- optim.h ---- */
 CALL(optim_create)
@@ -152,20 +221,50 @@ CALL(optim_create)
     nn_optim *o;
     return nn_optim_create(f->ctx, NULL, 1, &f->x, &o);
 }
-CALL(optim_step) { return nn_optim_step(f->ctx, f->opt, 2, NULL); }
-CALL(optim_set_lr) { return nn_optim_set_lr(f->ctx, f->opt, -1.0); }
-CALL(optim_get_step) { return nn_optim_get_step(f->ctx, f->opt, NULL); }
-CALL(optim_reset) { return nn_optim_reset(f->ctx, NULL); }
-CALL(optim_free) { return nn_optim_free(f->ctx, (nn_optim *)foreign); }
+CALL(optim_step)
+{
+    return nn_optim_step(f->ctx, f->opt, 2, NULL);
+}
+CALL(optim_set_lr)
+{
+    return nn_optim_set_lr(f->ctx, f->opt, -1.0);
+}
+CALL(optim_get_step)
+{
+    return nn_optim_get_step(f->ctx, f->opt, NULL);
+}
+CALL(optim_reset)
+{
+    return nn_optim_reset(f->ctx, NULL);
+}
+CALL(optim_free)
+{
+    return nn_optim_free(f->ctx, (nn_optim *)foreign);
+}
 
 /* ---- plan_cache.h ---- */
-CALL(plan_save) { return nn_plan_cache_save(f->ctx, NULL); }
-CALL(plan_load) { return nn_plan_cache_load(f->ctx, ""); }
-CALL(plan_stats) { return nn_plan_cache_get_stats(f->ctx, NULL); }
+CALL(plan_save)
+{
+    return nn_plan_cache_save(f->ctx, NULL);
+}
+CALL(plan_load)
+{
+    return nn_plan_cache_load(f->ctx, "");
+}
+CALL(plan_stats)
+{
+    return nn_plan_cache_get_stats(f->ctx, NULL);
+}
 
 /* ---- pool.h ---- */
-CALL(pool_forward) { return nn_pool_forward(f->ctx, NULL, &f->px, &f->py, NULL); }
-CALL(pool_backward) { return nn_pool_backward(f->ctx, NULL, &f->py, &f->px); }
+CALL(pool_forward)
+{
+    return nn_pool_forward(f->ctx, NULL, &f->px, &f->py, NULL);
+}
+CALL(pool_backward)
+{
+    return nn_pool_backward(f->ctx, NULL, &f->py, &f->px);
+}
 CALL(pool_backward_ex)
 {
     nn_pool_pullback *pb = (nn_pool_pullback *)f->conv_pb;
@@ -181,7 +280,10 @@ CALL(pool_workspace_size)
     return nn_pool_workspace_size(f->ctx, NULL, &f->px, &f->py, NULL, NULL, NN_POOL_PASS_FORWARD,
                                   &bytes);
 }
-CALL(pool_pullback_free) { return nn_pool_pullback_free((nn_pool_pullback **)&f->conv_pb); }
+CALL(pool_pullback_free)
+{
+    return nn_pool_pullback_free((nn_pool_pullback **)&f->conv_pb);
+}
 
 /* ---- rnn.h ---- */
 CALL(rnn_weights_size)
@@ -212,11 +314,20 @@ CALL(rnn_workspace_size)
     size_t bytes;
     return nn_rnn_workspace_size(f->ctx, NULL, &f->x, NULL, NN_RNN_PASS_INFERENCE, &bytes);
 }
-CALL(rnn_pullback_free) { return nn_rnn_pullback_free((nn_rnn_pullback **)&f->conv_pb); }
+CALL(rnn_pullback_free)
+{
+    return nn_rnn_pullback_free((nn_rnn_pullback **)&f->conv_pb);
+}
 
 /* ---- softmax.h ---- */
-CALL(softmax_forward) { return nn_softmax_forward(f->ctx, NULL, &f->x, &f->x, NULL); }
-CALL(softmax_backward) { return nn_softmax_backward(f->ctx, NULL, &f->x, &f->x); }
+CALL(softmax_forward)
+{
+    return nn_softmax_forward(f->ctx, NULL, &f->x, &f->x, NULL);
+}
+CALL(softmax_backward)
+{
+    return nn_softmax_backward(f->ctx, NULL, &f->x, &f->x);
+}
 CALL(softmax_backward_ex)
 {
     nn_softmax_pullback *pb = (nn_softmax_pullback *)f->conv_pb;
@@ -231,8 +342,14 @@ CALL(softmax_workspace_size)
     size_t bytes;
     return nn_softmax_workspace_size(f->ctx, NULL, &f->x, NN_SOFTMAX_PASS_FORWARD, &bytes);
 }
-CALL(ce_forward) { return nn_softmax_cross_entropy_forward(f->ctx, &f->x, NULL, &f->y, NULL); }
-CALL(ce_backward) { return nn_softmax_cross_entropy_backward(f->ctx, NULL, &f->y, &f->x); }
+CALL(ce_forward)
+{
+    return nn_softmax_cross_entropy_forward(f->ctx, &f->x, NULL, &f->y, NULL);
+}
+CALL(ce_backward)
+{
+    return nn_softmax_cross_entropy_backward(f->ctx, NULL, &f->y, &f->x);
+}
 CALL(ce_backward_ex)
 {
     nn_softmax_cross_entropy_pullback *pb = (nn_softmax_cross_entropy_pullback *)f->pool_pb;
@@ -267,10 +384,22 @@ CALL(tensor_wrap)
     static const int64_t d[] = {4};
     return nn_tensor_wrap(f->ctx, NULL, NN_DTYPE_F32, 1, d, NULL, &t);
 }
-CALL(tensor_copy) { return nn_tensor_copy(f->ctx, &f->x, &f->y); }
-CALL(fill_constant) { return nn_tensor_fill_constant(f->ctx, NULL, 1.0); }
-CALL(fill_uniform) { return nn_tensor_fill_uniform(f->ctx, &f->x, 1.0, 0.0, 1); }
-CALL(fill_ints) { return nn_tensor_fill_ints(f->ctx, &f->x, 3, -3, 1); }
+CALL(tensor_copy)
+{
+    return nn_tensor_copy(f->ctx, &f->x, &f->y);
+}
+CALL(fill_constant)
+{
+    return nn_tensor_fill_constant(f->ctx, NULL, 1.0);
+}
+CALL(fill_uniform)
+{
+    return nn_tensor_fill_uniform(f->ctx, &f->x, 1.0, 0.0, 1);
+}
+CALL(fill_ints)
+{
+    return nn_tensor_fill_ints(f->ctx, &f->x, 3, -3, 1);
+}
 
 #define R(fn, call)                                                                                \
     {                                                                                              \
@@ -489,8 +618,7 @@ Test(records, every_public_function_with_a_context_has_a_row)
     for (size_t r = 0; r < NROWS; r++) {
         int found = 0;
         for (size_t i = 0; i < n; i++)
-            found |= strcmp(decls[i].name, rows[r].fn) == 0 && decls[i].status &&
-                     decls[i].context;
+            found |= strcmp(decls[i].name, rows[r].fn) == 0 && decls[i].status && decls[i].context;
         cr_expect(found, "row %s names no public function with a context", rows[r].fn);
     }
 }
@@ -521,8 +649,8 @@ Test(records, a_failure_is_recorded_on_the_thread_and_the_context)
                      nn_status_name(st), nn_status_name(t.status));
         cr_expect(starts_with_fn(t.message, row->fn), "%s: thread message \"%s\"", row->fn,
                   t.message);
-        cr_expect_eq(c.status, st, "%s: returned %s, nn_ctx_last_error() says %s (\"%s\")",
-                     row->fn, nn_status_name(st), nn_status_name(c.status), c.message);
+        cr_expect_eq(c.status, st, "%s: returned %s, nn_ctx_last_error() says %s (\"%s\")", row->fn,
+                     nn_status_name(st), nn_status_name(c.status), c.message);
         cr_expect_str_eq(c.message, t.message, "%s: the context's message differs", row->fn);
         cr_expect_str_eq(c.call, t.call, "%s", row->fn);
         cr_expect_eq(c.line, t.line, "%s", row->fn);

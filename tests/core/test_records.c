@@ -16,6 +16,7 @@
 
 #include "nn_config.h"
 
+#include "gpu.h"
 #include "nnprim/nnprim.h"
 
 struct fx {
@@ -412,11 +413,11 @@ CALL(fill_ints)
 
 static const struct row rows[] = {
     R("nn_ctx_get_settings", ctx_get_settings),
-    NONE("nn_ctx_set_stream", "a reference context takes any stream (it has none); a cuDNN one "
-                              "refuses a switch inside a capture, recorded on ctx"),
+    NONE("nn_ctx_set_stream", "a reference context takes any stream (it has none); "
+                              "records_gpu: a switch inside a capture"),
     R("nn_ctx_get_stream", ctx_get_stream),
-    NONE("nn_ctx_synchronize", "a reference context has nothing to wait for; a cuDNN one fails "
-                               "inside a capture or on a CUDA error, recorded on ctx"),
+    NONE("nn_ctx_synchronize", "a reference context has nothing to wait for; records_gpu: a "
+                               "wait inside a capture"),
     R("nn_ctx_last_error", ctx_last_error),
     R("nn_conv_forward", conv_forward),
     R("nn_conv_backward", conv_backward),
@@ -435,7 +436,7 @@ static const struct row rows[] = {
     R("nn_graph_launch_feeds", graph_launch_feeds),
     R("nn_graph_free", graph_free),
     NONE("nn_graph_get_info", "a live graph needs a capture, which a reference context cannot "
-                              "make; a graph that is not live has no usable context"),
+                              "make (records_gpu); a graph that is not live has no context"),
     R("nn_graph_capturing", graph_capturing),
     R("nn_linear_forward", linear_forward),
     R("nn_linear_backward", linear_backward),
@@ -693,4 +694,50 @@ Test(records, a_successful_call_keeps_both_records)
     cr_expect_eq(memcmp(&c0, &c1, sizeof c0), 0, "the context record changed");
     cr_expect_str_eq(c1.message, t0.message);
     fx_teardown(&f);
+}
+
+/* The rows above without a call: their failures need a cuDNN context (a capture, a live graph). */
+
+static void expect_both(nn_ctx *ctx, nn_status st, nn_status want, const char *fn)
+{
+    nn_error_info t = *nn_last_error(), c;
+    cr_assert_eq(nn_ctx_last_error(ctx, &c), NN_OK);
+    cr_expect_eq(st, want, "%s returned %s: %s", fn, nn_status_name(st), t.message);
+    cr_expect_eq(t.status, st, "%s", fn);
+    cr_expect(starts_with_fn(t.message, fn), "%s: thread message \"%s\"", fn, t.message);
+    cr_expect_eq(c.status, st, "%s: nn_ctx_last_error() says %s", fn, nn_status_name(c.status));
+    cr_expect_str_eq(c.message, t.message, "%s", fn);
+}
+
+Test(records_gpu, failures_of_a_cudnn_context)
+{
+    NN_REQUIRE_GPU();
+    nn_settings s;
+    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    s.backend = NN_BACKEND_CUDNN;
+    nn_ctx *ctx;
+    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
+    static const int64_t d[] = {64};
+    nn_tensor t;
+    cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 1, d, &t), NN_OK);
+
+    /* A live graph refusing a NULL out: recorded on the graph's context. */
+    cr_assert_eq(nn_graph_begin(ctx), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_tensor_fill_constant(ctx, &t, 1.0), NN_OK, "%s", nn_last_error()->message);
+    nn_graph *g = NULL;
+    cr_assert_eq(nn_graph_end(ctx, &g), NN_OK, "%s", nn_last_error()->message);
+    nn_clear_last_error();
+    expect_both(ctx, nn_graph_get_info(g, NULL), NN_E_INVALID_ARG, "nn_graph_get_info");
+    cr_assert_eq(nn_graph_free(ctx, g), NN_OK);
+
+    /* Inside a capture, a stream switch and a host wait are refused. The stream is never used:
+     * the capture is checked first. */
+    cr_assert_eq(nn_graph_begin(ctx), NN_OK, "%s", nn_last_error()->message);
+    nn_clear_last_error();
+    expect_both(ctx, nn_ctx_set_stream(ctx, (void *)foreign), NN_E_GRAPH, "nn_ctx_set_stream");
+    expect_both(ctx, nn_ctx_synchronize(ctx), NN_E_GRAPH, "nn_ctx_synchronize");
+    g = NULL;
+    if (nn_graph_end(ctx, &g) == NN_OK) cr_assert_eq(nn_graph_free(ctx, g), NN_OK);
+    cr_assert_eq(nn_tensor_free(ctx, &t), NN_OK);
+    nn_ctx_destroy(ctx);
 }

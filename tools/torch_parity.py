@@ -68,7 +68,7 @@ F64 = C["NN_DTYPE_F64"]
 class Tensor(ctypes.Structure):  # nn_tensor (tensor.h)
     _fields_ = [("data", c_void_p), ("dtype", c_int), ("rank", c_int),
                 ("dims", c_int64 * MAX_RANK), ("strides", c_int64 * MAX_RANK), ("space", c_int),
-                ("device", c_int), ("reserved", c_uint64 * 2)]
+                ("device", c_int), ("flags", c_uint64), ("reserved", c_uint64 * 1)]
 
 
 class Settings(ctypes.Structure):  # nn_settings (context.h)

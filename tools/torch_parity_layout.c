@@ -27,6 +27,7 @@ int main(void)
     FIELD(nn_tensor, strides);
     FIELD(nn_tensor, space);
     FIELD(nn_tensor, device);
+    FIELD(nn_tensor, flags);
     FIELD(nn_tensor, reserved);
 
     SIZE(nn_settings);

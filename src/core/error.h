@@ -34,6 +34,20 @@ nn_status nn__error_rethrow(const struct nn_ctx *ctx, const char *prefix);
  * cannot name the caller itself). Copied to ctx. Returns the failure's status. */
 nn_status nn__error_in(const struct nn_ctx *ctx, const char *fn);
 
+/* Both records as they are now, kept around work whose own failures must not replace the call's
+ * (a fallback that recovers, a cleanup after the failure): nn__error_restore() puts the thread's
+ * and the context's back together, so that they still agree (status.h) and a call that succeeds
+ * changes neither. Restoring only ctx->last_error would leave the thread with the inner failure. */
+struct nn__error_kept {
+    nn_error_info thread, ctx;
+};
+struct nn__error_kept nn__error_keep(const struct nn_ctx *ctx);
+void nn__error_restore(const struct nn_ctx *ctx, const struct nn__error_kept *k);
+
+/* Record e (a failure kept earlier, such as the first of several candidates that failed) as the
+ * call's failure, on the thread and on ctx. Returns e->status. */
+nn_status nn__error_put(const struct nn_ctx *ctx, const nn_error_info *e);
+
 /* NN__TRY for a backend call made on behalf of the public function fn (see nn__error_in). */
 #define NN__TRY_IN(ctx, fn, expr)                                                                  \
     do {                                                                                           \

@@ -89,7 +89,7 @@ static void order_for_free(const char *fn, struct nn__pullback *h)
 {
     struct nn_ctx *ctx = h->ctx;
     if (!ctx || !nn__ctx_on_gpu(ctx) || h->stream_id == ctx->stream_id) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (follow_forward(ctx, fn, h) != NN_OK) {
 #if NN_HAVE_CUDA
         (void)cudaStreamSynchronize((cudaStream_t)h->stream);
@@ -98,7 +98,7 @@ static void order_for_free(const char *fn, struct nn__pullback *h)
         h->stream = ctx->stream;
         h->stream_id = ctx->stream_id;
     }
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb)

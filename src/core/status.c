@@ -114,3 +114,23 @@ nn_status nn__error_rethrow(const struct nn_ctx *ctx, const char *prefix)
     if (ctx) to_ctx(ctx, e);
     return e->status;
 }
+
+struct nn__error_kept nn__error_keep(const struct nn_ctx *ctx)
+{
+    struct nn__error_kept k = {.thread = nn__thread_error};
+    if (ctx) k.ctx = ctx->last_error;
+    return k;
+}
+
+void nn__error_restore(const struct nn_ctx *ctx, const struct nn__error_kept *k)
+{
+    nn__thread_error = k->thread;
+    if (ctx) ((struct nn_ctx *)ctx)->last_error = k->ctx;
+}
+
+nn_status nn__error_put(const struct nn_ctx *ctx, const nn_error_info *e)
+{
+    nn__thread_error = *e;
+    if (ctx) to_ctx(ctx, e);
+    return e->status;
+}

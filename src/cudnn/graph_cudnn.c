@@ -650,13 +650,13 @@ nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_gr
      * cuDNN cannot say, the plan is kept with engine -1 (its record was made under the same
      * settings, which are part of the plan cache key). */
     struct nn__cudnn_plan_info info = {.engine.choice.engine = -1};
-    nn_error_info saved = ctx->last_error;
+    struct nn__error_kept saved = nn__error_keep(ctx);
     if (st == NN_OK && nn__cudnn_read_plan(ctx, p->plan, &info) != NN_OK) {
         info.engine.choice.engine = -1;
         info.engine.choice.knob_count = 0;
         info.engine.n_notes = 0;
         info.engine.n_behavior = 0;
-        ctx->last_error = saved;
+        nn__error_restore(ctx, &saved);
     }
     p->runtime_compiled = has_runtime_compilation(&info.engine);
     const char *why = NULL;

@@ -10,7 +10,7 @@
  *     its ctx argument, or for a call without one the context of the live graph or pullback it
  *     was given (nn_graph_get_info(), a *_pullback_free() of another family's pullback).
  * Both records then hold the same status and message; a call with no usable context (a NULL ctx,
- * an object that is not live) writes only the thread's. A successful call changes neither.
+ * an object that is not live) writes only the thread's.
  * Bad input never aborts the process.
  */
 #ifndef NNPRIM_STATUS_H

@@ -462,6 +462,9 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
     nn_status st = NN_OK, hard = NN_OK;
     const char *last_why = "";
     nn_error_info last_fail = {0};
+    /* Candidates that fail are recorded as they are tried; a search that finds a plan succeeds,
+     * and leaves both records as they were. */
+    struct nn__error_kept keep = nn__error_keep(ctx);
     for (size_t m = 0; m < sizeof modes / sizeof modes[0] && *n < max && hard == NN_OK; m++) {
         cudnnBackendDescriptor_t *cfgs;
         int count;
@@ -533,6 +536,7 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
             stats->rejected_workspace - before.rejected_workspace, stats->failed - before.failed,
             last_fail.message[0] ? "; last: " : "", last_fail.message);
     }
+    nn__error_restore(ctx, &keep);
     return NN_OK;
 }
 

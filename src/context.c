@@ -196,9 +196,8 @@ void nn_ctx_destroy(nn_ctx *ctx)
 
 nn_status nn_ctx_get_settings(const nn_ctx *ctx, nn_settings *out)
 {
-    if (!ctx || !out)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "nn_ctx_get_settings: ctx and out must not be NULL");
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_get_settings: ctx must not be NULL");
+    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_ctx_get_settings: out must not be NULL");
     *out = ctx->settings;
     if (!nn__ctx_on_gpu(ctx))
         out->stream = NULL;
@@ -309,7 +308,7 @@ nn_status nn_ctx_set_stream(nn_ctx *ctx, void *stream)
 nn_status nn_ctx_get_stream(const nn_ctx *ctx, void **out)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_get_stream: ctx must not be NULL");
-    if (!out) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_get_stream: out must not be NULL");
+    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_ctx_get_stream: out must not be NULL");
     *out = ctx->stream;
     return NN_OK;
 }
@@ -330,8 +329,8 @@ nn_status nn_ctx_synchronize(nn_ctx *ctx)
 
 nn_status nn_ctx_last_error(const nn_ctx *ctx, nn_error_info *out)
 {
-    if (!ctx || !out)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_last_error: ctx and out must not be NULL");
+    if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_ctx_last_error: ctx must not be NULL");
+    if (!out) return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_ctx_last_error: out must not be NULL");
     *out = ctx->last_error;
     return NN_OK;
 }

@@ -45,7 +45,13 @@ struct DLManagedTensorVersioned; /* <dlpack/dlpack.h> of DLPack 1.0 and later */
  *         count or extent); NN_E_NOT_BUILT (built without dlpack.h). Messages name the field
  *         ("nn_tensor_from_dlpack: src.dl_tensor.dtype.lanes must be 1, got 4").
  * Ownership: the capsule stays the caller's, who must keep it alive (not call its deleter)
- * while the view is used, including work queued on a stream. nn_tensor_free() refuses the view.
+ * while the view is used, including work queued on a stream. The view has NN_TENSOR_BORROWED in
+ * its flags (tensor.h): nn_tensor_free() and nn_tensor_to_dlpack() refuse it (and its copies) with
+ * NN_E_BAD_POINTER and change nothing, whatever memory the capsule's data is: caller memory,
+ * nnprim's own storage of a live tensor (of this or another context), a capsule made by
+ * nn_tensor_to_dlpack(), or freed memory. nnprim never calls the deleter; there is nothing of
+ * nnprim's to release for the view. When data is a live tensor's storage, that tensor still owns
+ * it: its nn_tensor_free() frees it (the view is then invalid, as after the deleter).
  */
 NN_API nn_status nn_tensor_from_dlpack(nn_ctx *ctx, const struct DLManagedTensor *src,
                                        nn_tensor *out);
@@ -76,7 +82,8 @@ NN_API nn_status nn_tensor_from_dlpack_versioned(nn_ctx *ctx,
  * @param out out: the capsule; NULL on failure.
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, t or out, an invalid t); NN_E_BAD_POINTER (t.data
  *         is not storage from nn_tensor_empty() that is still live, or is a capsule's already,
- *         exported from another copy of the view: nothing changes then);
+ *         exported from another copy of the view, or t is an imported view, NN_TENSOR_BORROWED:
+ *         nothing changes then);
  *         NN_E_MEMSPACE (t lives elsewhere than ctx computes); NN_E_OOM_HOST; NN_E_NOT_BUILT.
  * Ownership: the consumer calls out->deleter(out) once when done; that frees the storage and the
  * capsule.

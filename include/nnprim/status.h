@@ -6,7 +6,11 @@
  * and it records what went wrong (which argument or which CUDA/cuDNN call, the raw status and
  * the library's own message) in two places:
  *   - per thread: nn_last_error() returns the calling thread's last failure;
- *   - per context: nn_ctx_last_error() returns the last failure of calls made with that context.
+ *   - per context: nn_ctx_last_error() returns the last failure of calls made with that context:
+ *     its ctx argument, or for a call without one the context of the live graph or pullback it
+ *     was given (nn_graph_get_info(), a *_pullback_free() of another family's pullback).
+ * Both records then hold the same status and message; a call with no usable context (a NULL ctx,
+ * an object that is not live) writes only the thread's.
  * Bad input never aborts the process.
  */
 #ifndef NNPRIM_STATUS_H

@@ -3,9 +3,10 @@
  *
  * An nn_tensor is a small public struct that *describes* memory: data pointer, dtype, rank,
  * dims, strides (in elements, not bytes) and the memory space the data lives in. It never owns
- * the memory. Storage comes either from nnprim (nn_tensor_empty(), released with
- * nn_tensor_free()) or from the caller (nn_tensor_wrap(), which checks once where the pointer
- * really lives, so a host pointer never reaches cuDNN as device memory or the reverse).
+ * the memory. Storage comes from nnprim (nn_tensor_empty(), released with nn_tensor_free()), from
+ * the caller (nn_tensor_wrap(), which checks once where the pointer really lives, so a host
+ * pointer never reaches cuDNN as device memory or the reverse), or from a DLPack capsule
+ * (dlpack.h; such a view is marked NN_TENSOR_BORROWED and never freed by nnprim).
  *
  * Layout: dims[0] is the outermost dimension; NCHW / NCDHW order for activations and
  * KCRS / KCTRS for filters. The default strides are row-major contiguous. Strides must be >= 0
@@ -13,8 +14,9 @@
  *
  * A valid tensor has 1 <= rank <= NN_MAX_RANK, every dim >= 1, every stride >= 0, a non-NULL
  * data pointer aligned to its element size (4 bytes for f32, 8 for f64, 2 for f16 and bf16),
- * space NN_SPACE_HOST or NN_SPACE_DEVICE (then device >= 0), reserved fields zero, an element
- * count that fits in int64_t and a byte extent that fits in int64_t (and size_t).
+ * space NN_SPACE_HOST or NN_SPACE_DEVICE (then device >= 0), flags 0 or NN_TENSOR_BORROWED,
+ * reserved fields zero, an element count that fits in int64_t and a byte extent that fits in
+ * int64_t (and size_t).
  *
  * Overlap: a view that a function writes (an output) must not map two of its elements to one
  * address: a stride 0 on a dim > 1 is refused there, and so is any stride pattern that cannot be
@@ -66,8 +68,17 @@ typedef struct nn_tensor {
     int64_t strides[NN_MAX_RANK]; /**< in elements */
     nn_space space;
     int device;           /**< CUDA ordinal when space is NN_SPACE_DEVICE, else -1 */
-    uint64_t reserved[2]; /**< zero */
+    uint64_t flags;       /**< 0, or NN_TENSOR_BORROWED where nnprim set it (keep it in copies) */
+    uint64_t reserved[1]; /**< zero */
 } nn_tensor;
+
+/**
+ * nn_tensor.flags: the view does not own its memory. nn_tensor_from_dlpack*() set it on the views
+ * they make (the capsule's deleter owns the memory, wherever it came from, nnprim's own storage
+ * included); nn_tensor_free() and nn_tensor_to_dlpack() refuse such a view with
+ * NN_E_BAD_POINTER, whatever its data points to. Ops take it like any view.
+ */
+#define NN_TENSOR_BORROWED 1u
 
 /** @return bytes per element of dtype, or 0 for a value that is not an nn_dtype. */
 NN_API size_t nn_dtype_size(nn_dtype dtype);
@@ -81,8 +92,9 @@ NN_API const char *nn_dtype_name(nn_dtype dtype);
  * @param t    the view.
  * @param name how the message names it ("x", "dw"); NULL gives "tensor".
  * @return NN_OK; NN_E_INVALID_ARG (NULL t or data, misaligned data, rank, dims, strides, space,
- *         device, a nonzero reserved field); NN_E_DTYPE; NN_E_OVERFLOW (the element count or the
- *         extent does not fit); the message starts "nn_tensor_validate: " and names the field.
+ *         device, flags other than 0 or NN_TENSOR_BORROWED, a nonzero reserved field); NN_E_DTYPE;
+ * NN_E_OVERFLOW (the element count or the extent does not fit); the message starts
+ * "nn_tensor_validate: " and names the field.
  */
 NN_API nn_status nn_tensor_validate(const nn_tensor *t, const char *name);
 
@@ -149,7 +161,9 @@ NN_API nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const in
  *         memory given to a reference context or to a context of another device;
  *         NN_E_BAD_POINTER if the data was not allocated by nn_tensor_empty(), was already
  *         freed, or was handed to a DLPack capsule by nn_tensor_to_dlpack() (its deleter frees
- *         it; nothing is changed then); NN_E_CUDA.
+ *         it), or t is a view imported from a DLPack capsule (t.flags has NN_TENSOR_BORROWED:
+ *         refused whatever memory it points to, nnprim's own storage included); nothing is
+ *         changed then; NN_E_CUDA.
  */
 NN_API nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t);
 

@@ -266,7 +266,8 @@ class nn_tensor(Structure):
         ('strides', (c_int64 * 8)),
         ('space', c_int),
         ('device', c_int),
-        ('reserved', (c_uint64 * 2)),
+        ('flags', c_uint64),
+        ('reserved', (c_uint64 * 1)),
     ]
 
 

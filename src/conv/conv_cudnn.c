@@ -307,10 +307,10 @@ static nn_status legacy_pair_create(struct nn_ctx *ctx, struct legacy_desc ld[2]
 
 static void legacy_pair_destroy(struct nn_ctx *ctx, struct legacy_desc ld[2])
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     nn__cudnn_DestroyTensorDescriptor(ctx, ld[0].d);
     nn__cudnn_DestroyTensorDescriptor(ctx, ld[1].d);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 static nn_status bias_grad_legacy(struct nn_ctx *ctx, cudnnHandle_t h,
@@ -415,7 +415,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
     }
     if (!nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &epi) ||
         nn__plan_cache_lookup_known(c, NN__CONV_KIND_ID, &key)) {
-        nn_error_info keep = ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(ctx);
         nn_status st = nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &key, pa, plan, src);
         if (st == NN_OK) {
             *fused = 1;
@@ -426,7 +426,7 @@ static nn_status forward_plan(struct nn_ctx *ctx, struct fwd_call *fc,
             nn__log("conv_forward: no engine fuses the bias/relu here; they run after the "
                     "convolution: %s",
                     ctx->last_error.message);
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
     }
     return nn__cudnn_plan_get(ctx, &nn__conv_graph_kind, &epi, pa, plan, src);
 }
@@ -752,11 +752,11 @@ static void ones_unref(struct kept_ones *o)
 {
     if (--o->refs > 0) return;
     if (o->data) {
-        nn_error_info keep = o->ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(o->ctx);
         /* the stream the free is ordered on waits for the last call that may read them */
         nn__cudnn_shared_release(o->ctx);
         (void)nn__dev_free(o->ctx, o->data);
-        o->ctx->last_error = keep;
+        nn__error_restore(o->ctx, &keep);
     }
     nn__host_free(o);
 }

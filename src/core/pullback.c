@@ -26,7 +26,8 @@ nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__
     return NN_OK;
 }
 
-/* NN_OK if pb is a live pullback of kind; else the failure, recorded with ctx (may be NULL). */
+/* NN_OK if pb is a live pullback of kind; else the failure, recorded with ctx, or for a call
+ * without one (a *_pullback_free) with the context a live pullback is bound to. */
 static nn_status check_live(struct nn_ctx *ctx, const char *fn,
                             const struct nn__pullback_kind *kind, const void *pb)
 {
@@ -36,7 +37,7 @@ static nn_status check_live(struct nn_ctx *ctx, const char *fn,
                         pb);
     const struct nn__pullback *h = pb;
     if (h->kind != kind)
-        return NN__FAIL(ctx, NN_E_PULLBACK,
+        return NN__FAIL(ctx ? ctx : h->ctx, NN_E_PULLBACK,
                         "%s: *pullback (%p) is a %s pullback, not a %s one: pass it to the %s "
                         "family's calls",
                         fn, pb, h->kind->name, kind->name, h->kind->name);
@@ -88,7 +89,7 @@ static void order_for_free(const char *fn, struct nn__pullback *h)
 {
     struct nn_ctx *ctx = h->ctx;
     if (!ctx || !nn__ctx_on_gpu(ctx) || h->stream_id == ctx->stream_id) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (follow_forward(ctx, fn, h) != NN_OK) {
 #if NN_HAVE_CUDA
         (void)cudaStreamSynchronize((cudaStream_t)h->stream);
@@ -97,7 +98,7 @@ static void order_for_free(const char *fn, struct nn__pullback *h)
         h->stream = ctx->stream;
         h->stream_id = ctx->stream_id;
     }
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *kind, void *pb)

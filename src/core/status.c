@@ -51,9 +51,11 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* A failure recorded on ctx: the context's record, and the capture's first (core/capture.h). */
-static void to_ctx(struct nn_ctx *ctx, const nn_error_info *e)
+/* A failure recorded on ctx: the context's record, and the capture's first (core/capture.h).
+ * Casting const away is defined: every context is a mutable object (error.h). */
+static void to_ctx(const struct nn_ctx *cctx, const nn_error_info *e)
 {
+    struct nn_ctx *ctx = (struct nn_ctx *)cctx;
     ctx->last_error = *e;
     struct nn__capture *c = ctx->capture;
     if (c && c->refused == NN_OK) {
@@ -62,8 +64,9 @@ static void to_ctx(struct nn_ctx *ctx, const nn_error_info *e)
     }
 }
 
-nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *call, int raw_status,
-                           const char *raw_name, const char *file, int line, const char *fmt, ...)
+nn_status nn__record_error(const struct nn_ctx *ctx, nn_status status, const char *call,
+                           int raw_status, const char *raw_name, const char *file, int line,
+                           const char *fmt, ...)
 {
     nn_error_info *e = &nn__thread_error;
     e->status = status;
@@ -80,7 +83,7 @@ nn_status nn__record_error(struct nn_ctx *ctx, nn_status status, const char *cal
     return status;
 }
 
-nn_status nn__check_reserved(struct nn_ctx *ctx, const char *fn, const char *name,
+nn_status nn__check_reserved(const struct nn_ctx *ctx, const char *fn, const char *name,
                              const uint64_t *reserved, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -90,7 +93,7 @@ nn_status nn__check_reserved(struct nn_ctx *ctx, const char *fn, const char *nam
     return NN_OK;
 }
 
-nn_status nn__error_in(struct nn_ctx *ctx, const char *fn)
+nn_status nn__error_in(const struct nn_ctx *ctx, const char *fn)
 {
     const char *m = nn__thread_error.message;
     size_t n = strlen(fn);
@@ -98,7 +101,7 @@ nn_status nn__error_in(struct nn_ctx *ctx, const char *fn)
     return nn__error_rethrow(ctx, named ? NULL : fn);
 }
 
-nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix)
+nn_status nn__error_rethrow(const struct nn_ctx *ctx, const char *prefix)
 {
     nn_error_info *e = &nn__thread_error;
     if (prefix) {
@@ -108,6 +111,26 @@ nn_status nn__error_rethrow(struct nn_ctx *ctx, const char *prefix)
         if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, "%s", e->message);
         memcpy(e->message, msg, sizeof msg);
     }
+    if (ctx) to_ctx(ctx, e);
+    return e->status;
+}
+
+struct nn__error_kept nn__error_keep(const struct nn_ctx *ctx)
+{
+    struct nn__error_kept k = {.thread = nn__thread_error};
+    if (ctx) k.ctx = ctx->last_error;
+    return k;
+}
+
+void nn__error_restore(const struct nn_ctx *ctx, const struct nn__error_kept *k)
+{
+    nn__thread_error = k->thread;
+    if (ctx) ((struct nn_ctx *)ctx)->last_error = k->ctx;
+}
+
+nn_status nn__error_put(const struct nn_ctx *ctx, const nn_error_info *e)
+{
+    nn__thread_error = *e;
     if (ctx) to_ctx(ctx, e);
     return e->status;
 }

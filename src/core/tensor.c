@@ -174,13 +174,15 @@ static size_t alignment_of(const void *p)
 }
 
 /* The one-pass tests' part that reads no dim or stride: a dtype (its size in *es), a rank, data
- * aligned to the element, zero reserved words. Inline: every op call runs it once per view. */
+ * aligned to the element, known flags, zero reserved words. Inline: every op call runs it once per
+ * view. */
 static inline int fields_valid(const nn_tensor *t, size_t *es)
 {
     *es = dtype_bytes(t->dtype);
     /* es is 2, 4 or 8: the mask is the remainder */
     return *es && t->rank >= 1 && t->rank <= NN_MAX_RANK && t->data &&
-           !((uintptr_t)t->data & (*es - 1)) && !(t->reserved[0] | t->reserved[1]);
+           !((uintptr_t)t->data & (*es - 1)) && !(t->flags & ~(uint64_t)NN_TENSOR_BORROWED) &&
+           !t->reserved[0];
 }
 
 /* Every check of nn__tensor_validate in one pass, deciding only that all of them pass (each
@@ -228,10 +230,13 @@ static nn_status explain_invalid(struct nn_ctx *ctx, const char *fn, const nn_te
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: %s.device must be a CUDA ordinal >= 0 for device memory, got %d", fn,
                         name, t->device);
-    for (int i = 0; i < 2; i++)
-        if (t->reserved[i])
-            return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s.reserved[%d] must be 0, got %llu", fn,
-                            name, i, (unsigned long long)t->reserved[i]);
+    if (t->flags & ~(uint64_t)NN_TENSOR_BORROWED)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG,
+                        "%s: %s.flags must be 0 or NN_TENSOR_BORROWED (%u), got %llu", fn, name,
+                        NN_TENSOR_BORROWED, (unsigned long long)t->flags);
+    if (t->reserved[0])
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s.reserved[0] must be 0, got %llu", fn, name,
+                        (unsigned long long)t->reserved[0]);
     size_t bytes;
     return extent(ctx, fn, name, t->dtype, t->rank, t->dims, t->strides, &bytes);
 }

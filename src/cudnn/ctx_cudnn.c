@@ -40,12 +40,12 @@ static void load_settings_file(struct nn_ctx *ctx)
     const char *path = ctx->settings.plan_cache_file;
     struct stat sb;
     if (!path || (stat(path, &sb) != 0 && errno == ENOENT)) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (nn__cudnn_plan_cache_load(ctx, path) != NN_OK)
         nn__warn(ctx->settings.verbose,
                  "plan cache file not used, starting with an empty cache: %s",
                  ctx->last_error.message);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     nn_plan_cache_stats st;
     nn__cache_get_stats(ctx->cudnn->plans, &st);
     if (st.records_skipped)

@@ -36,9 +36,9 @@ nn_status nn__cudnn_tensor_desc(struct nn_ctx *ctx, nn_dtype t, int nd, const in
 void nn__cudnn_tensor_desc_destroy(struct nn_ctx *ctx, cudnnTensorDescriptor_t d)
 {
     if (!d) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     (void)nn__cudnn_DestroyTensorDescriptor(ctx, d);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 nn_status nn__cudnn_relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *out)
@@ -58,9 +58,9 @@ nn_status nn__cudnn_relu_desc(struct nn_ctx *ctx, cudnnActivationDescriptor_t *o
 void nn__cudnn_relu_desc_destroy(struct nn_ctx *ctx, cudnnActivationDescriptor_t act)
 {
     if (!act) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     (void)nn__cudnn_DestroyActivationDescriptor(ctx, act);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 cudnnDataType_t nn__cudnn_data_type(nn_dtype t)

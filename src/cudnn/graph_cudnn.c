@@ -462,6 +462,9 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
     nn_status st = NN_OK, hard = NN_OK;
     const char *last_why = "";
     nn_error_info last_fail = {0};
+    /* Candidates that fail are recorded as they are tried; a search that finds a plan succeeds,
+     * and leaves both records as they were. */
+    struct nn__error_kept keep = nn__error_keep(ctx);
     for (size_t m = 0; m < sizeof modes / sizeof modes[0] && *n < max && hard == NN_OK; m++) {
         cudnnBackendDescriptor_t *cfgs;
         int count;
@@ -533,6 +536,7 @@ nn_status nn__cudnn_plan_candidates(struct nn_ctx *ctx, const struct nn__cudnn_g
             stats->rejected_workspace - before.rejected_workspace, stats->failed - before.failed,
             last_fail.message[0] ? "; last: " : "", last_fail.message);
     }
+    nn__error_restore(ctx, &keep);
     return NN_OK;
 }
 
@@ -650,13 +654,13 @@ nn_status nn__cudnn_plan_from_json(struct nn_ctx *ctx, const struct nn__cudnn_gr
      * cuDNN cannot say, the plan is kept with engine -1 (its record was made under the same
      * settings, which are part of the plan cache key). */
     struct nn__cudnn_plan_info info = {.engine.choice.engine = -1};
-    nn_error_info saved = ctx->last_error;
+    struct nn__error_kept saved = nn__error_keep(ctx);
     if (st == NN_OK && nn__cudnn_read_plan(ctx, p->plan, &info) != NN_OK) {
         info.engine.choice.engine = -1;
         info.engine.choice.knob_count = 0;
         info.engine.n_notes = 0;
         info.engine.n_behavior = 0;
-        ctx->last_error = saved;
+        nn__error_restore(ctx, &saved);
     }
     p->runtime_compiled = has_runtime_compilation(&info.engine);
     const char *why = NULL;

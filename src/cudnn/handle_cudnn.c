@@ -69,7 +69,7 @@ nn_status nn__cudnn_handle(struct nn_ctx *ctx, cudnnHandle_t *out)
 void nn__cudnn_handle_destroy(struct nn_ctx *ctx, cudnnHandle_t h)
 {
     if (!h) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     (void)nn__cudnn_Destroy(ctx, h);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }

@@ -272,7 +272,7 @@ nn_status nn__plan_builder_prebuild(struct nn_ctx *ctx, const struct nn__graph_k
 /* One finished job into the cache; the job is freed. */
 static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (j->status == NN_OK) {
         const struct nn__plan_record *known;
         if (nn__plan_cache_replace_live(ctx, c, j->id, j->key, j->plan, NULL) == NN_OK) {
@@ -317,7 +317,7 @@ static void collect_one(struct nn_ctx *ctx, struct nn__cache *c, struct job *j)
                     "rebuilds or searches: %s",
                     (long long)j->c.engine, j->message);
     }
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     nn__host_free(j);
 }
 

@@ -65,9 +65,10 @@ nn_status nn_plan_cache_clear(nn_ctx *ctx)
 
 nn_status nn_plan_cache_get_stats(const nn_ctx *ctx, nn_plan_cache_stats *stats)
 {
-    if (!ctx || !stats)
-        return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "nn_plan_cache_get_stats: ctx and stats must not be NULL");
+    if (!ctx)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_plan_cache_get_stats: ctx must not be NULL");
+    if (!stats)
+        return NN__FAIL(ctx, NN_E_INVALID_ARG, "nn_plan_cache_get_stats: stats must not be NULL");
     memset(stats, 0, sizeof *stats);
 #if NN_HAVE_CUDNN
     if (nn__ctx_on_gpu(ctx)) nn__cache_get_stats(nn__cudnn_plan_cache((nn_ctx *)ctx), stats);

@@ -59,12 +59,12 @@ static nn_status record_of(struct nn_ctx *ctx, const struct nn__cudnn_plan *p, d
     if (quick->engine >= 0) r->quick = *quick;
     *json = NULL;
     size_t len = 0;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     nn_status st = nn__cudnn_plan_json(ctx, p, json, &len);
     if (st == NN_E_OOM_HOST) return st;
     if (st != NN_OK || len == 0 || len > NN__PLAN_JSON_MAX) {
         /* No JSON form for this engine: the record rebuilds from engine + knobs. */
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         nn__host_free(*json);
         *json = NULL;
         return NN_OK;
@@ -86,7 +86,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c, const void
     *plan = NULL;
     if (known->quick.engine < 0 || !ctx->settings.background_builds || ctx->settings.deterministic)
         return NN_OK;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     struct nn__engine_choice qc = known->quick, tuned = known->tuned;
     uint64_t t0 = nn__now_ns();
     nn_status st = nn__cudnn_plan_from_choice(ctx, g, f, &qc, plan);
@@ -110,7 +110,7 @@ static nn_status start_quick(struct nn_ctx *ctx, struct nn__cache *c, const void
                     ctx->last_error.message);
         nn__cudnn_plan_destroy(*plan);
         *plan = NULL;
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         return NN_OK;
     }
     nn__cache_count(c, NN__PC_REBUILT);
@@ -154,7 +154,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c, const vo
         *quick = 1;
         return NN_OK;
     }
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     uint64_t t0 = nn__now_ns();
     /* Engine and knobs first, the robust form (ARCHITECTURE.md). The JSON was meant as the fast
      * path, but on the H200 (cuDNN 9.14) it was no faster: 47 ms against 46-76 ms for the same
@@ -171,7 +171,7 @@ static nn_status rebuild_known(struct nn_ctx *ctx, struct nn__cache *c, const vo
         if (nn__verbose(ctx))
             nn__log("plan cache: known record (engine %lld) no longer builds, dropped: %s",
                     (long long)out->tuned.engine, ctx->last_error.message);
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         nn__plan_cache_drop_known(c, kind, key);
         *plan = NULL;
         return NN_OK;
@@ -230,14 +230,14 @@ static nn_status scratch_init(struct nn_ctx *ctx, struct nn__cudnn_plan **plans,
 
 static void scratch_fini(struct nn_ctx *ctx, struct tune_scratch *sc)
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     for (int i = 0; i < sc->nev; i++)
         cudaEventDestroy(sc->ev[i]);
     nn__host_free(sc->ev);
     nn__host_free(sc->samples);
     nn__dev_free(ctx, sc->ws);
     nn__dev_free(ctx, sc->out);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 /* A candidate's run failed: remember the first failure; a failure that may have broken the
@@ -331,7 +331,7 @@ static nn_status autotune(struct nn_ctx *ctx, struct nn__cudnn_plan **plans, int
     nn__host_free(ok);
     if (st == NN_OK && *besti < 0) {
         st = first_fail;
-        ctx->last_error = fail_info;
+        nn__error_put(ctx, &fail_info);
     }
     scratch_fini(ctx, &sc);
     *best = NULL;
@@ -354,7 +354,7 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
                              const struct nn__cudnn_filter *f, struct nn__engine_choice *out,
                              struct nn__cache *c)
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     struct nn__cudnn_filter pf = *f;
     pf.precompiled_only = 1;
     struct nn__cudnn_plan *p = NULL;
@@ -365,7 +365,7 @@ static int first_precompiled(struct nn_ctx *ctx, const struct nn__cudnn_graph *g
     count_search(c, &ss);
     if (found) *out = *nn__cudnn_plan_choice(p);
     nn__cudnn_plan_destroy(p);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     return found;
 }
 
@@ -500,7 +500,7 @@ void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
     size_t cap = (size_t)nn__cache_capacity(c), live = nn__cache_size(c);
     struct prebuild_walk w = {ctx, c, {0}, cap > live ? cap - live : 0, 0, NN_OK};
     nn__cache_settings_fill(ctx, &w.now);
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     nn__cache_visit(c, prebuild_one, &w);
     if (nn__verbose(ctx)) {
         if (w.fail != NN_OK)
@@ -510,7 +510,7 @@ void nn__cudnn_plan_prebuild(struct nn_ctx *ctx)
         else
             nn__log("plan cache: %d plans of the loaded file queued for prebuilding", w.queued);
     }
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 nn_status nn__cudnn_plan_get(struct nn_ctx *ctx, const struct nn__graph_kind *kind, const void *key,

@@ -423,11 +423,11 @@ nn_status nn_graph_launch_feeds(nn_ctx *ctx, nn_graph *g, const nn_graph_feed *f
 /* Unlink and release g: its memory in the order of ctx's stream after its last launch. */
 static void graph_drop(nn_ctx *ctx, nn_graph *g)
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (follow_last(ctx, "nn_graph_free", g) != NN_OK)
         (void)cudaStreamSynchronize((cudaStream_t)g->last_stream);
     (void)cudaGetLastError();
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     (void)nn__ptrset_remove(&live, g);
     nn__watch_remove(&g->watch);
     if (g->prev)
@@ -457,10 +457,10 @@ void nn__graph_ctx_fini(nn_ctx *ctx)
     if (c) {
         cudaGraph_t cg;
         ctx->capture = NULL;
-        nn_error_info keep = ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(ctx);
         (void)nn__stream_capture_end(ctx, NN_OK, &cg);
         if (cg) (void)cudaGraphDestroy(cg);
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         capture_close(ctx, c, 0);
     }
     while (ctx->graph_list)

@@ -118,6 +118,10 @@ static nn_status import_tensor(nn_ctx *ctx, const char *fn, const DLTensor *dl, 
     size_t bytes;
     NN__TRY(nn__tensor_layout(ctx, fn, dtype, rank, dl->shape, dl->strides, strides, &bytes));
     nn__tensor_set(out, data, dtype, rank, dl->shape, strides, space, device);
+    /* The view's memory is the capsule's whatever data points to (nnprim's own storage too, from
+     * an export or a capsule made by hand): the mark, not a pointer lookup, makes free refuse it.
+     */
+    out->flags = NN_TENSOR_BORROWED;
     return NN_OK;
 }
 
@@ -244,6 +248,13 @@ nn_status nn_tensor_to_dlpack(nn_ctx *ctx, nn_tensor *t, struct DLManagedTensor 
                         "%s: t.data %p is already owned by a DLPack capsule (exported from "
                         "another copy of the view); its deleter frees it",
                         fn, t->data);
+    /* Decisive even when data is a live tensor's storage (a capsule made by hand over it). */
+    if (t->flags & NN_TENSOR_BORROWED)
+        return NN__FAIL(ctx, NN_E_BAD_POINTER,
+                        "%s: t is a view imported from a DLPack capsule (t.flags has "
+                        "NN_TENSOR_BORROWED): its memory is that capsule's, not nnprim's to hand "
+                        "over",
+                        fn);
     struct capsule *c = nn__host_calloc(1, sizeof *c);
     if (!c) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the capsule", fn);
     c->ctx = ctx;

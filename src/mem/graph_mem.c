@@ -68,9 +68,9 @@ static void unlink_mem(struct nn_ctx *ctx, struct nn__graph_mem *m)
 /* Chunk i back to the pool (its runs forgotten). */
 static void chunk_return(struct nn_ctx *ctx, struct nn__graph_mem *m, size_t i)
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     (void)nn__dev_free_block(ctx, "nn_graph_free", m->chunks[i].base);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     nn__host_free(m->chunks[i].runs);
     m->bytes -= m->chunks[i].size;
     nn__mem_graph_count(ctx, -(long long)m->chunks[i].size);
@@ -96,10 +96,10 @@ void nn__graph_mem_orphan(struct nn_ctx *ctx, struct nn__graph_mem *m)
 {
     if (!m) return;
     m->sealed = m->orphan = 1;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     for (size_t i = 0; i < m->nadopted; i++)
         (void)nn__dev_free_block(ctx, "nn_graph_free", m->adopted[i]);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     m->nadopted = 0;
     orphan_settle(ctx, m);
 }

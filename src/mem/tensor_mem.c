@@ -50,6 +50,11 @@ nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t)
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t must not be NULL", fn);
     if (!t->data) return NN_OK;
+    if (t->flags & NN_TENSOR_BORROWED)
+        return NN__FAIL(ctx, NN_E_BAD_POINTER,
+                        "%s: t is a view imported from a DLPack capsule (t.flags has "
+                        "NN_TENSOR_BORROWED): the capsule's deleter owns its memory (%p)",
+                        fn, t->data);
     if (nn__dlpack_exported(t->data))
         return NN__FAIL(ctx, NN_E_BAD_POINTER,
                         "%s: t.data %p belongs to a DLPack capsule now (nn_tensor_to_dlpack); "

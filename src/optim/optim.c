@@ -333,9 +333,9 @@ nn_status nn_optim_create(nn_ctx *ctx, const nn_optim_params *p, int n, const nn
     if (!opt) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the optimizer", fn);
     nn_status st = optim_create(ctx, fn, p, n, params, opt);
     if (st != NN_OK) {
-        nn_error_info keep = ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(ctx);
         optim_release(ctx, backend_of(ctx), opt);
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         return st;
     }
     *out = opt;

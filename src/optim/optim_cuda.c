@@ -113,13 +113,13 @@ static void destroy_cuda(struct nn_ctx *ctx, struct nn_optim *opt)
     if (!c) return;
     if (c->block) {
         /* the pool frees in ctx's stream order: after the optimizer's queued work */
-        nn_error_info keep = ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(ctx);
         if (nn__stream_follow(ctx, "nn_optim_free", &opt->stream, &opt->stream_id) != NN_OK) {
             (void)cudaStreamSynchronize((cudaStream_t)opt->stream);
             (void)cudaGetLastError();
         }
         (void)nn__dev_free_for(ctx, "nn_optim_free", c->block);
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
     }
     nn__host_free(c->l);
     nn__host_free(c->norm_blocks);

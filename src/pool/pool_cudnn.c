@@ -29,9 +29,9 @@ struct nn__pool_saved {
 static void destroy_pooling(struct nn_ctx *ctx, cudnnPoolingDescriptor_t d)
 {
     if (!d) return;
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     (void)nn__cudnn_DestroyPoolingDescriptor(ctx, d);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 /* Max pooling's plain mode is the fast one; its backward may add overlapping windows' gradients

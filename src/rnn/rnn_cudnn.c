@@ -1863,7 +1863,7 @@ static void prepare_loaded(struct nn_ctx *ctx)
     if (!l.cap) return;
     l.keys = nn__host_alloc(l.cap * sizeof *l.keys);
     l.flags = nn__host_alloc(l.cap * sizeof *l.flags);
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (l.keys && l.flags) nn__cache_visit(l.c, collect_loaded, &l);
     uint64_t t0 = nn__now_ns();
     int ready = 0, captured = 0, failed = 0;
@@ -1894,7 +1894,7 @@ static void prepare_loaded(struct nn_ctx *ctx)
                 "captured) in %.1f ms",
                 ready, captured, (double)(nn__now_ns() - t0) / 1e6);
     nn__rnn_note_cache = NULL, nn__rnn_note_impl = NULL;
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     nn__host_free(l.keys);
     nn__host_free(l.flags);
 }

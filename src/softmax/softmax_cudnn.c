@@ -108,11 +108,11 @@ static void xent_scratch_release(struct xent_scratch *x)
     if (x->staged) (void)cudaEventDestroy(x->staged);
     if (x->stage) (void)cudaFreeHost(x->stage);
     if (x->zeros) {
-        nn_error_info keep = x->ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(x->ctx);
         /* the stream the free is ordered on waits for the last forward that may read them */
         nn__cudnn_shared_release(x->ctx);
         (void)nn__dev_free(x->ctx, x->zeros);
-        x->ctx->last_error = keep;
+        nn__error_restore(x->ctx, &keep);
     }
     (void)cudaGetLastError();
     cudnnTensorDescriptor_t tensors[] = {x->full, x->row, x->ch0};
@@ -183,9 +183,9 @@ static nn_status op_desc(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorOp_t what,
     nn_status st =
         nn__cudnn_SetOpTensorDescriptor(ctx, op, what, compute_type(t), CUDNN_PROPAGATE_NAN);
     if (st != NN_OK) {
-        nn_error_info keep = ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(ctx);
         (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         return st;
     }
     *out = op;
@@ -409,10 +409,10 @@ static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
     NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(*mask, x->stage, x->bytes, cudaMemcpyHostToDevice, s)));
     if (NN__CUDA(ctx, cudaEventRecord(x->staged, s)) != NN_OK) {
         /* without the event, the next call could not tell when the copy is done */
-        nn_error_info keep = ctx->last_error;
+        struct nn__error_kept keep = nn__error_keep(ctx);
         (void)cudaStreamSynchronize(s);
         (void)cudaGetLastError();
-        ctx->last_error = keep;
+        nn__error_restore(ctx, &keep);
         return nn__error_in(ctx, fn);
     }
     x->uploading = 1;
@@ -490,19 +490,19 @@ static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__
         st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, x->full, x->zeros, a, g, 0.0);
     if (st == NN_OK)
         st = op_tensor(ctx, p->dtype, x->add, 1.0, x->ch0, g, -1.0, x->ch0, a, x->row, out);
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (g) (void)nn__dev_free_for(ctx, fn, g);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
     return st;
 }
 
 /* The pool buffers of what forward keeps for backward. */
 static void saved_buffers_free(struct nn_ctx *ctx, struct nn__xent_saved *saved)
 {
-    nn_error_info keep = ctx->last_error;
+    struct nn__error_kept keep = nn__error_keep(ctx);
     if (saved->logp) (void)nn__dev_free(ctx, saved->logp);
     if (saved->mask) (void)nn__dev_free(ctx, saved->mask);
-    ctx->last_error = keep;
+    nn__error_restore(ctx, &keep);
 }
 
 static void saved_free_cudnn(struct nn_ctx *ctx, struct nn__xent_saved *saved)

@@ -380,7 +380,7 @@ static nn_status td_null_out(struct cat *c)
     }
 EXPORT_ROW(td_rank0, v.rank = 0)
 EXPORT_ROW(td_dtype_bad, v.dtype = (nn_dtype)5)
-EXPORT_ROW(td_reserved, v.reserved[1] = 1)
+EXPORT_ROW(td_reserved, v.reserved[0] = 1)
 EXPORT_ROW(td_interior, v.data = (char *)v.data + 8; v.dims[0] = 1)
 EXPORT_ROW(td_claim, v = cat_claim_other_space(c, &v))
 EXPORT_ROW(td_data_null, v.data = NULL)
@@ -521,7 +521,7 @@ static const struct cat_row rows[] = {
     ROW("to_dlpack out NULL", TD, "out", E, td_null_out),
     ROW("to_dlpack t rank 0", TD, "t.rank", E, td_rank0),
     ROW("to_dlpack t dtype 5", TD, "t.dtype", D, td_dtype_bad),
-    ROW("to_dlpack t reserved", TD, "t.reserved[1]", E, td_reserved),
+    ROW("to_dlpack t reserved", TD, "t.reserved[0]", E, td_reserved),
     ROW("to_dlpack t inside the storage", TD, "t.data", BP, td_interior),
     ROW("to_dlpack t space label", TD, "t", M, td_claim),
     ROW("to_dlpack t.data NULL", TD, "t.data", E, td_data_null),

@@ -262,7 +262,7 @@ CALL(f_x_dtype_bad)
 CALL(f_x_reserved)
 {
     nn_tensor x = l->x;
-    x.reserved[1] = 2;
+    x.reserved[0] = 2;
     return fwd(c, l, &x, &l->w, &l->b, &l->y);
 }
 CALL(f_y_space_bad)
@@ -976,7 +976,7 @@ static const struct cat_row rows[] = {
     ROW("forward b dtype", F, "b.dtype", D, f_b_dtype),
     ROW("forward y dtype", F, "y.dtype", D, f_y_dtype),
     ROW("forward x dtype 9", F, "x.dtype", D, f_x_dtype_bad),
-    ROW("forward x reserved", F, "x.reserved[1]", E, f_x_reserved),
+    ROW("forward x reserved", F, "x.reserved[0]", E, f_x_reserved),
     ROW("forward y space 7", F, "y.space", E, f_y_space_bad),
     ROW("forward x misaligned", F, "x.data", E, f_x_misaligned),
     ROW("forward w stride < 0", F, "w.strides[0]", E, f_w_stride_neg),

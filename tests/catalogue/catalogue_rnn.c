@@ -691,7 +691,7 @@ CALL(f_x_overflow)
 CALL(f_cx_reserved)
 {
     nn_tensor cx = r->cx;
-    cx.reserved[1] = 1;
+    cx.reserved[0] = 1;
     return fwd_all(c, r, &r->x, NULL, &r->hx, &cx, &r->w, &r->y, &r->hy, &r->cy);
 }
 #define SPACE_ROWS(arg)                                                                            \
@@ -1294,7 +1294,7 @@ static const struct cat_row rows[] = {
     ROW("forward hy zero stride", F, "hy", E, f_hy_zero_stride),
     ROW("forward hx misaligned", F, "hx.data", E, f_hx_misaligned),
     ROW("forward x element count overflows", F, "x", O, f_x_overflow),
-    ROW("forward cx reserved", F, "cx.reserved[1]", E, f_cx_reserved),
+    ROW("forward cx reserved", F, "cx.reserved[0]", E, f_cx_reserved),
     ROW("forward x space label", F, "x", M, f_claim_x),
     ROW("forward hx space label", F, "hx", M, f_claim_hx),
     ROW("forward cx space label", F, "cx", M, f_claim_cx),

@@ -97,7 +97,11 @@ static void e_misaligned(nn_tensor *t)
 }
 static void e_reserved(nn_tensor *t)
 {
-    t->reserved[1] = 1;
+    t->reserved[0] = 1;
+}
+static void e_flags(nn_tensor *t)
+{
+    t->flags = 2;
 }
 CALL(v_null)
 {
@@ -143,6 +147,10 @@ CALL(v_extent)
 CALL(v_misaligned)
 {
     return validate_with(c, e_misaligned);
+}
+CALL(v_flags)
+{
+    return validate_with(c, e_flags);
 }
 CALL(v_reserved)
 {
@@ -541,7 +549,8 @@ static const struct cat_row rows[] = {
     ROW("validate dtype 0", "nn_tensor_validate", "t.dtype", D, v_dtype),
     ROW("validate extent overflows", "nn_tensor_validate", "t", O, v_extent),
     ROW("validate misaligned", "nn_tensor_validate", "t.data", E, v_misaligned),
-    ROW("validate reserved", "nn_tensor_validate", "t.reserved[1]", E, v_reserved),
+    ROW("validate reserved", "nn_tensor_validate", "t.reserved[0]", E, v_reserved),
+    ROW("validate unknown flag", "nn_tensor_validate", "t.flags", E, v_flags),
     ROW("extent_bytes t NULL", "nn_tensor_extent_bytes", "t", E, extent_null_t),
     ROW("extent_bytes out NULL", "nn_tensor_extent_bytes", "out", E, extent_null_out),
     ROW("extent_bytes overflows", "nn_tensor_extent_bytes", "t", O, extent_overflow),

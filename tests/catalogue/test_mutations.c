@@ -298,7 +298,12 @@ static void mutate_tensor(struct mcase *m, int i)
             t->device = devices[pick(4)];
         }
         break;
-    case 10: t->reserved[pick(2)] = 1 + (uint64_t)pick(3); break;
+    case 10:
+        if (pick(2))
+            t->reserved[0] = 1 + (uint64_t)pick(3);
+        else
+            t->flags = 2 + (uint64_t)pick(3); /* no such flag */
+        break;
     }
 }
 

@@ -131,9 +131,15 @@ Test(tensor_bad_input, reserved_fields_must_be_zero)
     float buf[4];
     int64_t dims[1] = {4};
     nn_tensor t = view(buf, NN_DTYPE_F32, 1, dims);
-    t.reserved[1] = 7;
+    t.reserved[0] = 7;
     cr_expect_eq(nn_tensor_validate(&t, "x"), NN_E_INVALID_ARG);
-    expect_message("nn_tensor_validate: x.reserved[1] must be 0, got 7");
+    expect_message("nn_tensor_validate: x.reserved[0] must be 0, got 7");
+    t.reserved[0] = 0;
+    t.flags = 6;
+    cr_expect_eq(nn_tensor_validate(&t, "x"), NN_E_INVALID_ARG);
+    expect_message("nn_tensor_validate: x.flags must be 0 or NN_TENSOR_BORROWED (1), got 6");
+    t.flags = NN_TENSOR_BORROWED;
+    cr_expect_eq(nn_tensor_validate(&t, "x"), NN_OK, "an imported view is a valid view");
 
     nn_settings s;
     cr_assert_eq(nn_default_settings(&s), NN_OK);

@@ -93,7 +93,12 @@ static void mutate(uint64_t *s, nn_tensor *t)
         case 6: t->data = (next(s) % 2) ? NULL : (void *)(UINTPTR_MAX - 7); break;
         case 7: t->space = (nn_space)(next(s) % 3); break;
         case 8: t->device = (int)(next(s) % 3) - 1; break;
-        case 9: t->reserved[next(s) % 2] = 1; break;
+        case 9:
+            if (next(s) % 2)
+                t->reserved[0] = 1;
+            else
+                t->flags = next(s) % 3;
+            break;
         }
     }
 }
@@ -107,7 +112,7 @@ static int valid_by_parts(const nn_tensor *t)
     if ((uintptr_t)t->data % nn_dtype_size(t->dtype)) return 0;
     if (t->space != NN_SPACE_HOST && t->space != NN_SPACE_DEVICE) return 0;
     if (t->space == NN_SPACE_DEVICE && t->device < 0) return 0;
-    return !t->reserved[0] && !t->reserved[1];
+    return !t->reserved[0] && t->flags <= NN_TENSOR_BORROWED;
 }
 
 /* A context that only its fields make: the reference backend, or a cuDNN one of device 0 (no

@@ -116,7 +116,12 @@ static void mutate(uint64_t *s, struct call *c, int i)
     case 8: t->rank += (next(s) % 2) ? 1 : -1; break;
     case 9: t->dtype = (nn_dtype)(next(s) % 5); break;
     case 10: t->space = (next(s) % 2) ? NN_SPACE_DEVICE : (nn_space)7, t->device = 0; break;
-    case 11: t->reserved[next(s) % 2] = 1 + next(s) % 5; break;
+    case 11:
+        if (next(s) % 2)
+            t->reserved[0] = 1 + next(s) % 5;
+        else
+            t->flags = 2 + next(s) % 5; /* no such flag */
+        break;
     }
 }
 

@@ -9,10 +9,11 @@ cd "$(dirname "$0")/.."
 # Compilers and libc headers; the build; the tests (Criterion, C++ for the consumer test, the
 # dlopen test's python3); jemalloc's build (make, patch, the tarballs' bzip2 and xz); CI's
 # format check (clang-format 14); DLPack's header for nnprim's DLPack interop (include/nnprim/
-# dlpack.h; without it those functions answer NN_E_NOT_BUILT). Not xsltproc: jemalloc's
-# documentation is not built.
+# dlpack.h; without it those functions answer NN_E_NOT_BUILT); CI's fuzzers (tools/fuzz.sh:
+# clang 14 and its libFuzzer and sanitizer runtimes). Not xsltproc: jemalloc's documentation is
+# not built.
 packages="gcc g++ libc6-dev binutils make patch bzip2 xz-utils meson ninja-build pkg-config
-  python3 libcriterion-dev clang-format-14 libdlpack-dev"
+  python3 libcriterion-dev clang-format-14 libdlpack-dev clang-14 libclang-rt-14-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing="$missing $p"

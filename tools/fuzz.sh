@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
   --build) build=$2; shift ;;
   [0-9]*) seconds=$1 ;;
   case_line | settings | dlpack | plan_file) targets="$targets $1" ;;
-  -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "fuzz.sh: unknown argument $1 (see tools/fuzz.sh --help)"; exit 2 ;;
   esac
   shift

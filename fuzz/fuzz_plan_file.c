@@ -1,4 +1,4 @@
-/* libFuzzer target for the plan-file decoder (built by tools/fuzz-plan-file.sh).
+/* libFuzzer target for the plan-file decoder (fuzz/plan_file/meson.build; tools/fuzz.sh runs it).
  *
  * Any input must be accepted or rejected with NN_E_FORMAT, never crash or leak. An accepted
  * image must survive a round trip: encoding the loaded records and decoding them again gives the

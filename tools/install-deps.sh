@@ -11,11 +11,13 @@ cd "$(dirname "$0")/.."
 # format check (clang-format 14); DLPack's header for nnprim's DLPack interop (include/nnprim/
 # dlpack.h; without it those functions answer NN_E_NOT_BUILT); the Python package (python/):
 # its install (venv, pip, setuptools, wheel: no download) and its tests (pytest, NumPy, and
-# PyTorch for nnprim.torch: Debian's CPU build, which runs the reference-backend tests). Not
-# xsltproc: jemalloc's documentation is not built.
+# PyTorch for nnprim.torch: Debian's CPU build, which runs the reference-backend tests); CI's
+# fuzzers (tools/fuzz.sh: clang 14 and its libFuzzer and sanitizer runtimes). Not xsltproc:
+# jemalloc's documentation is not built.
 packages="gcc g++ libc6-dev binutils make patch bzip2 xz-utils meson ninja-build pkg-config
   python3 libcriterion-dev clang-format-14 libdlpack-dev python3-venv python3-pip
-  python3-setuptools python3-wheel python3-pytest python3-numpy python3-torch"
+  python3-setuptools python3-wheel python3-pytest python3-numpy python3-torch clang-14
+  libclang-rt-14-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -49,6 +49,10 @@ Test(conv_harness, case_parse_errors_name_the_token)
     cr_expect(strstr(err, "unknown token 'wobble'"), "%s", err);
     cr_expect_eq(nn_conv_case_parse_line("n1c4h8w8k4r3s3 g3", &c, err, sizeof err), -1);
     cr_expect(strstr(err, "divisible"), "%s", err);
+    /* found by fuzz/fuzz_case_line.c: the text of an f16 case has no tf32, so it would not
+     * reproduce the context the case asked for */
+    cr_expect_eq(nn_conv_case_parse_line("n1c4h8w8k4r3s3 f16 tf32", &c, err, sizeof err), -1);
+    cr_expect(strstr(err, "tf32 applies to f32"), "%s", err);
     cr_expect_eq(
         nn_conv_case_parse_line("n1c4h8w8k4r3s3 padlo1x0 padhi0x2 g2 # x", &c, err, sizeof err), 1);
     cr_expect_eq(c.p.pad_lo[0], 1);

@@ -856,7 +856,7 @@ Test(plan_file, allocation_failures_in_encode_decode_save_load)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The fuzz corpus (tests/cudnn/plan_file_corpus, grown by tools/fuzz-plan-file.sh): every file
+ * The fuzz corpus (tests/cudnn/plan_file_corpus, grown by tools/fuzz.sh --merge): every file
  * loads or is rejected with NN_E_FORMAT, and never crashes.
  */
 

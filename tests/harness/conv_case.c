@@ -130,6 +130,9 @@ int nn_conv_case_parse(int ntok, char **tok, struct nn_conv_case *c, char *err, 
         if (parse_token(tok[i], c, err, cap)) return -1;
     if (c->x_dims[1] % c->p.groups)
         return nn_h_fail(err, cap, "case '%s': c must be divisible by g", tok[0]);
+    /* as linear cases: the text of another dtype has no tf32, so it would not reproduce one */
+    if (c->math == NN_MATH_TF32 && c->dtype != NN_DTYPE_F32)
+        return nn_h_fail(err, cap, "%s", "tf32 applies to f32 cases only");
     c->w_dims[1] = c->x_dims[1] / c->p.groups;
     return 0;
 }

@@ -115,6 +115,9 @@ int nn_rnn_case_parse(int ntok, char **tok, struct nn_rnn_case *c, char *err, si
         else
             return nn_h_fail(err, cap, "unknown token \"%s\"", s);
     }
+    /* as linear cases: the text of another dtype has no tf32, so it would not reproduce one */
+    if (c->math == NN_MATH_TF32 && c->dtype != NN_DTYPE_F32)
+        return nn_h_fail(err, cap, "%s", "tf32 applies to f32 cases only");
     return 0;
 }
 

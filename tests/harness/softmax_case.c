@@ -68,6 +68,10 @@ int nn_softmax_case_parse(int ntok, char **tok, struct nn_softmax_case *c, char 
         if (parse_token(tok[i], c, err, cap)) return -1;
     if (c->xent && c->p.mode != NN_SOFTMAX_MODE_SOFTMAX)
         return nn_h_fail(err, cap, "%s", "xent takes no log (its loss is of the softmax)");
+    /* the text of a softmax case has no index type, so it would not reproduce one */
+    if (!c->xent && c->index != NN_INDEX_I64)
+        return nn_h_fail(err, cap, "%s",
+                         "i32 and i64 are the targets' type of xent: they need xent");
     return 0;
 }
 

@@ -11,4 +11,11 @@
  * allocated. Returns the number of errors. */
 int mem_stress_run(int device, nn_mem_stream **streams, int threads, int rounds);
 
+/* The host pool under contention: threads threads (>= 2) on streams of their own, each rounds
+ * allocations and frees (a quarter freed through the next thread's stream) with work left pending
+ * on its stream part of the time, while one more thread reads statistics, resets the peak, turns
+ * the event log on and off and reads it, trims, and opens, uses and closes a stream of its own
+ * with work pending. Leaves nothing allocated. Returns the number of errors. */
+int mem_contention_run(int threads, int rounds);
+
 #endif

@@ -161,6 +161,21 @@ MEM_TEST(threads_on_their_own_streams)
     cr_expect_eq(ts_stats(device).reserved_bytes, 0);
 }
 
+/* Pending work, cross-stream frees, trims and readers at once (tools/tsan.sh runs the same
+ * workload under ThreadSanitizer through mem_stress). */
+Test(mem_host, contention_with_readers_and_trims)
+{
+    cr_expect_eq(mem_contention_run(6, 3000), 0);
+    nn_mem_stats s = ts_stats(NN_MEM_HOST);
+    cr_expect_eq(s.allocated_bytes, 0);
+    cr_expect_eq(s.alloc_count, 0);
+    cr_expect_eq(s.alloc_count_total, s.free_count_total);
+    size_t released;
+    cr_assert_eq(nn_mem_trim(NN_MEM_HOST, &released), NN_OK);
+    cr_expect_eq(released, s.reserved_bytes, "every segment is idle and released");
+    cr_expect_eq(ts_stats(NN_MEM_HOST).reserved_bytes, 0);
+}
+
 Test(mem_cuda, tensors_come_from_the_pool)
 {
     NN_REQUIRE_GPU();

@@ -65,6 +65,10 @@ Test(softmax_harness, case_parse_errors_name_the_token)
     cr_expect(strstr(err, "unknown token 'wobble'"), "%s", err);
     cr_expect_eq(nn_softmax_case_parse_line("n4c3 xent log", &c, err, sizeof err), -1);
     cr_expect(strstr(err, "xent takes no"), "%s", err);
+    /* found by fuzz/fuzz_case_line.c: a softmax case's text has no index type */
+    cr_expect_eq(nn_softmax_case_parse_line("n4c3 i32", &c, err, sizeof err), -1);
+    cr_expect(strstr(err, "they need xent"), "%s", err);
+    cr_expect_eq(nn_softmax_case_parse_line("n4c3 xent i32", &c, err, sizeof err), 1, "%s", err);
 }
 
 /* Each call's verbose line carries it in the case syntax and parses back to the same case. */

@@ -53,8 +53,8 @@ static void set_defaults(nn_settings *s)
 
 #define NN__N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Apply every variable; remember the first failure but keep going, so that one bad variable
- * does not hide the others' values. */
+/* Apply every variable; remember the first failure (its status and message) but keep going, so
+ * that one bad variable does not hide the others' values. */
 static nn_status apply_env(const char *fn, nn_settings *s)
 {
     static const struct nn__env_word backends[] = {
@@ -69,10 +69,11 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     static const struct nn__env_word lgraphs[] = {{"1", NN_LINEAR_GRAPHS_ON},
                                                   {"0", NN_LINEAR_GRAPHS_OFF}};
     nn_status first = NN_OK, st;
+    nn_error_info kept;
     int v;
 
 #define NN__KEEP(expr)                                                                             \
-    if ((st = (expr)) != NN_OK && first == NN_OK) first = st
+    if ((st = (expr)) != NN_OK && first == NN_OK) first = st, kept = *nn_last_error()
     v = (int)s->backend;
     NN__KEEP(
         nn__env_word(fn, "NNPRIM_BACKEND", backends, NN__N(backends), "auto, ref or cudnn", &v));
@@ -104,7 +105,8 @@ static nn_status apply_env(const char *fn, nn_settings *s)
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;
-    return first;
+    /* a later bad variable recorded its own failure over the first one's */
+    return first == NN_OK ? NN_OK : nn__error_put(NULL, &kept);
 }
 
 nn_status nn_settings_init(nn_settings *s)

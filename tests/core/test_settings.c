@@ -122,6 +122,17 @@ Test(settings, one_bad_variable_does_not_hide_the_others)
     cr_expect_eq(s.verbose, 1);
 }
 
+/* Two bad variables: the status and the message are the first one's (the order of context.h). */
+Test(settings, the_first_bad_variable_is_the_one_reported)
+{
+    setenv("NNPRIM_MATH", "nope", 1);
+    setenv("NNPRIM_VERBOSE", "9", 1);
+    nn_settings s;
+    cr_expect_eq(nn_default_settings(&s), NN_E_ENV);
+    const char *m = nn_last_error()->message;
+    cr_expect(strstr(m, "NNPRIM_MATH") && !strstr(m, "NNPRIM_VERBOSE"), "%s", m);
+}
+
 Test(context, create_rejects_settings_out_of_range)
 {
     nn_settings s;

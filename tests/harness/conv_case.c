@@ -399,42 +399,19 @@ static int report_status(nn_status st, const char *what, FILE *out, const char *
  * Finite differences (f64, reference)
  */
 
-static double loss(nn_ctx *ref, const struct nn_conv_case *c, const nn_tensor *x,
-                   const nn_tensor *w, const nn_tensor *b, nn_tensor *y, const nn_tensor *r)
-{
-    if (nn_conv_forward(ref, &c->p, x, w, b, y, NULL) != NN_OK) return NAN;
-    double s = 0;
-    int64_t n = nn_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++)
-        s += ((double *)y->data)[i] * ((const double *)r->data)[i];
-    return s;
-}
+/* The convolution without its activation into z, for nn_h_fd. */
+struct fd_arg {
+    nn_ctx *ref;
+    nn_conv_params p;
+    struct io *io;
+    nn_tensor *b, z;
+};
 
-/* Compare grad against (L(t + e) - L(t - e)) / 2e at up to 48 evenly spread elements of t. */
-static int fd_tensor(nn_ctx *ref, const struct nn_conv_case *c, struct io *io, nn_tensor *t,
-                     const nn_tensor *grad, const char *name, FILE *out, const char *repro)
+static int fd_forward(void *arg)
 {
-    const double eps = 1e-5;
-    int64_t n = nn_tensor_numel(t), step = n > 48 ? n / 48 : 1;
-    double *v = t->data;
-    const nn_tensor *b = c->bias ? &io->b : NULL;
-    for (int64_t i = 0; i < n; i += step) {
-        double keep = v[i];
-        v[i] = keep + eps;
-        double up = loss(ref, c, &io->x, &io->w, b, &io->y.view, &io->dy);
-        v[i] = keep - eps;
-        double down = loss(ref, c, &io->x, &io->w, b, &io->y.view, &io->dy);
-        v[i] = keep;
-        double fd = (up - down) / (2 * eps), an = ((const double *)grad->data)[i];
-        if (!(fabs(fd - an) <= 1e-5 * (1 + fabs(an)))) {
-            fprintf(out,
-                    "FAIL %s vs finite differences (f64): element %lld: analytic %.12g, "
-                    "numeric %.12g | repro: %s\n",
-                    name, (long long)i, an, fd, repro);
-            return 1;
-        }
-    }
-    return 0;
+    struct fd_arg *a = arg;
+    return nn_conv_forward(a->ref, &a->p, &a->io->x, &a->io->w, a->b, &a->z, NULL) == NN_OK ? 0
+                                                                                            : -1;
 }
 
 /* Multiply-adds of one forward call. */
@@ -449,6 +426,8 @@ static double forward_macs(const struct nn_conv_case *c)
 /* Finite differences cost two forward calls per sampled element: skipped above this size. */
 #define FD_MAX_MACS 2e7
 
+/* The f64 gradients against finite differences (nn_h_fd: the relu pattern held, so a large batch
+ * or a step across a kink is no false failure). */
 static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const char *repro)
 {
     if (forward_macs(c) > FD_MAX_MACS) {
@@ -461,15 +440,38 @@ static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const 
     d.p.flags = 0;
     d.nhwc = 0; /* the differences index raw memory; layouts are checked by the other runs */
     struct io io;
+    struct fd_arg arg = {ref, d.p, &io, d.bias ? &io.b : NULL, {0}};
+    arg.p.activation = NN_ACTIVATION_IDENTITY;
     nn_status st = run_case(ref, ref, &d, NN_DTYPE_F64, 0, &io);
-    int fails = 0;
+    if (st == NN_OK)
+        st = nn_tensor_empty(ref, NN_DTYPE_F64, io.y.view.rank, io.y.view.dims, &arg.z);
     if (st != NN_OK) {
-        fails = report_status(st, "reference f64 run", out, repro);
-    } else {
-        fails += fd_tensor(ref, &d, &io, &io.x, &io.dx.view, "dx", out, repro);
-        fails += fd_tensor(ref, &d, &io, &io.w, &io.dw.view, "dw", out, repro);
-        if (d.bias) fails += fd_tensor(ref, &d, &io, &io.b, &io.db.view, "db", out, repro);
+        int fails = report_status(st, "reference f64 run", out, repro);
+        io_free(ref, ref, &io);
+        return fails;
     }
+    nn_tensor *inputs[] = {&io.x, &io.w, &io.b};
+    struct nn_h_fd fd = {fd_forward,
+                         &arg,
+                         &arg.z,
+                         &io.dy,
+                         inputs,
+                         d.bias ? 3 : 2,
+                         d.p.activation == NN_ACTIVATION_RELU,
+                         d.w_dims[1] * prod(d.w_dims + 2, d.p.spatial_rank) + 1,
+                         NULL,
+                         0};
+    int fails = 0;
+    if (nn_h_fd_begin(&fd)) {
+        fails = report_status(nn_last_error()->status, "reference f64 forward", out, repro);
+    } else {
+        fails += nn_h_fd_check_activation(&fd, &io.y.view, out, repro);
+        fails += nn_h_fd_check(&fd, &io.x, &io.dx.view, NULL, 48, "dx", out, repro);
+        fails += nn_h_fd_check(&fd, &io.w, &io.dw.view, NULL, 48, "dw", out, repro);
+        if (d.bias) fails += nn_h_fd_check(&fd, &io.b, &io.db.view, NULL, 48, "db", out, repro);
+    }
+    nn_h_fd_end(&fd);
+    nn_tensor_free(ref, &arg.z);
     io_free(ref, ref, &io);
     return fails;
 }
@@ -501,18 +503,68 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
     return fails;
 }
 
+/* y, dx, dw and db of got (on ctx) against want (on ref), scale a (nn_h_compare); prefix names
+ * what got is. Returns the number of failures. */
+static int compare_io(nn_ctx *ctx, struct io *got, nn_ctx *ref, struct io *want, double a,
+                      struct terms t, const char *prefix, FILE *out, const char *repro)
+{
+    struct {
+        const char *name;
+        struct nn_h_guarded *g, *w;
+        int64_t terms;
+    } outs[] = {{"y", &got->y, &want->y, t.y},
+                {"dx", &got->dx, &want->dx, t.dx},
+                {"dw", &got->dw, &want->dw, t.dw},
+                {"db", &got->db, &want->db, t.dw}};
+    int fails = 0;
+    for (size_t i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", prefix, outs[i].name);
+        nn_tensor h, w;
+        if (to_host(ctx, ref, &outs[i].g->view, &h) != NN_OK) {
+            fails += report_status(nn_last_error()->status, name, out, repro);
+            continue;
+        }
+        if (to_host(ref, ref, &outs[i].w->view, &w) != NN_OK) {
+            fails += report_status(nn_last_error()->status, name, out, repro);
+            nn_tensor_free(ref, &h);
+            continue;
+        }
+        fails += nn_h_compare(name, &h, &w, a, outs[i].terms, out, repro);
+        nn_tensor_free(ref, &h);
+        nn_tensor_free(ref, &w);
+    }
+    return fails;
+}
+
 int nn_conv_check_reference(nn_ctx *ref, const struct nn_conv_case *c, FILE *out)
 {
     char repro[320], text[256];
     nn_conv_case_format(c, text, sizeof text);
     snprintf(repro, sizeof repro, "nnprim check conv %s", text);
     int fails = check_fd(ref, c, out, repro);
-    struct io io;
+    /* The case's dtype against f64 on the same small-integer inputs: exact where the sums are,
+     * else within the dtype's tolerance. */
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2];
+    if (nn_conv_output_shape(&c->p, rank_of(c), c->x_dims, c->w_dims, yd) != NN_OK)
+        return fails + report_status(nn_last_error()->status, "output shape", out, repro);
+    struct terms t = terms_of(c, yd);
+    int64_t most = t.y > t.dx ? t.y : t.dx;
+    most = most > t.dw ? most : t.dw;
+    double a = nn_h_exact(c->dtype, most) ? 0 : nn_h_tolerance(c->dtype, c->math);
+    struct nn_conv_case d = *c;
+    d.dtype = NN_DTYPE_F64;
+    struct io io, want;
     nn_status st = run_case(ref, ref, c, c->dtype, 1, &io);
     if (st != NN_OK)
         fails += report_status(st, "reference run", out, repro);
     else
         fails += check_outputs(ref, ref, &io, "reference", out, repro);
+    nn_status wst = c->dtype == NN_DTYPE_F64 ? NN_OK : run_case(ref, ref, &d, d.dtype, 1, &want);
+    if (wst != NN_OK) fails += report_status(wst, "reference f64 run", out, repro);
+    if (st == NN_OK && wst == NN_OK && c->dtype != NN_DTYPE_F64)
+        fails += compare_io(ref, &io, ref, &want, a, t, "reference vs f64: ", out, repro);
+    if (c->dtype != NN_DTYPE_F64) io_free(ref, ref, &want);
     io_free(ref, ref, &io);
     return fails;
 }
@@ -548,29 +600,7 @@ int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c
         fails += report_status(dst, "backend run", out, repro);
     if (st == NN_OK && dst == NN_OK) {
         fails += check_outputs(dev, ref, &got, "backend", out, repro);
-        struct {
-            const char *name;
-            struct nn_h_guarded *g, *w;
-            int64_t terms;
-        } outs[] = {{"y", &got.y, &want.y, t.y},
-                    {"dx", &got.dx, &want.dx, t.dx},
-                    {"dw", &got.dw, &want.dw, t.dw},
-                    {"db", &got.db, &want.db, t.dw}};
-        for (size_t i = 0; i < 4; i++) {
-            nn_tensor h, w;
-            if (to_host(dev, ref, &outs[i].g->view, &h) != NN_OK) {
-                fails += report_status(nn_last_error()->status, outs[i].name, out, repro);
-                continue;
-            }
-            if (to_host(ref, ref, &outs[i].w->view, &w) != NN_OK) {
-                fails += report_status(nn_last_error()->status, outs[i].name, out, repro);
-                nn_tensor_free(ref, &h);
-                continue;
-            }
-            fails += nn_h_compare(outs[i].name, &h, &w, a, outs[i].terms, out, repro);
-            nn_tensor_free(ref, &h);
-            nn_tensor_free(ref, &w);
-        }
+        fails += compare_io(dev, &got, ref, &want, a, t, "", out, repro);
     }
     io_free(ref, ref, &want);
     io_free(dev, ref, &got);

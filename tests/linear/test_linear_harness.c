@@ -133,6 +133,28 @@ Test(linear_harness, reference_matches_finite_differences_and_respects_guards, .
     nn_ctx_destroy(ref);
 }
 
+/* A large batch with relu: dw and db sum over it, and a finite-difference step crosses relu's
+ * kinks; correct gradients pass, and a gradient wrong by one part in 1e5 (dx, dw, db in turn,
+ * through the harness's deliberate-error hook) fails. */
+Test(linear_harness, large_batch_relu_passes_and_a_wrong_gradient_fails, .timeout = 300)
+{
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32, 0);
+    struct nn_linear_case c;
+    parse("m4096in64out32 relu bias accdw f32", &c);
+    cr_expect_eq(nn_linear_check_reference(ref, &c, stderr), 0);
+    static const char *const grads[] = {"dx", "dw", "db"};
+    FILE *sink = fopen("/dev/null", "w");
+    cr_assert_not_null(sink);
+    for (int g = 0; g < 3; g++) {
+        nn_h_fd_tamper = (struct nn_h_fd_tamper){grads[g], 1e-5};
+        int fails = nn_linear_check_reference(ref, &c, sink);
+        nn_h_fd_tamper = (struct nn_h_fd_tamper){NULL, 0};
+        cr_expect_eq(fails, 1, "%s off by 1e-5: %d failures", grads[g], fails);
+    }
+    fclose(sink);
+    nn_ctx_destroy(ref);
+}
+
 /* A passing case prints nothing but its own absence of failures. */
 Test(linear_harness, a_passing_case_prints_no_failure)
 {

@@ -115,5 +115,17 @@ if [ "$bench" = 1 ]; then
     fail "bench conv --shapes: no progress lines: $(head -5 "$err")"
   rm -f "$shapes"
 fi
+if [ "$bench" = 1 ]; then
+  # a time is never negative: nnprim's weights pass, backward minus its data pass, is n/a on the
+  # reference backend (it computes the weight gradients in both), whatever the two medians are
+  "$nnprim" bench rnn --backend ref --reps 3 --warmup 0 >"$out" 2>"$err"
+  rc=$?
+  [ $rc = 0 ] || fail "bench rnn --backend ref: exit $rc: $(head -3 "$err")"
+  awk '/^#/ || $1 == "fwd" { next }
+       { rows++; if ($3 != "n/a") bad = "weights " $3 " in: " $0
+         for (i = 1; i <= 15; i++) if ($i ~ /^-[0-9]/) bad = "negative " $i " in: " $0 }
+       END { if (rows != 4) bad = bad " (" rows + 0 " rows, want 4)"; if (bad) { print bad; exit 1 } }' "$out" ||
+    fail "bench rnn --backend ref: $(awk '/^#/ || $1 == "fwd" { next } { print; exit }' "$out")"
+fi
 [ $bad = 0 ] && echo "cli conventions: all as expected"
 exit $bad

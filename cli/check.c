@@ -223,9 +223,11 @@ static const char *about(void)
                               families[i].example);
     if (n < sizeof text)
         snprintf(text + n, sizeof text - n,
-                 "Each failure prints one line ending in a reproducer. Exit status: 0 all passed,\n"
-                 "1 a case failed, 2 a usage error (an unknown option, a case that does not parse\n"
-                 "or that the library refuses: the message names the field).\n");
+                 "Each failure prints one line ending in a reproducer. The line of a failed call\n"
+                 "(status=...) runs its case, refused or not, and says whether the call's status\n"
+                 "and message come back. Exit status: 0 all passed, 1 a case failed (and any\n"
+                 "failed call's line), 2 a usage error (an unknown option, a case that does not\n"
+                 "parse or that the library refuses: the message names the field).\n");
     return text;
 }
 
@@ -365,12 +367,27 @@ int nn_cli_check(int argc, char **argv)
     }
     /* One case: refused before anything runs. */
     union any_case one;
-    char line[1024];
+    char line[4096];
+    struct nn_cli_failure failure;
+    int failed_call = 0;
     if (first_case < argc) {
         /* The words of one case, or of one pasted verbose line that the shell split at its
          * blanks: joined back into one line. */
         nn_cli_join(argc - first_case, argv + first_case, line, sizeof line);
-        if (take_line(r.fam, line, "the case", &one) < 0) return 2;
+        failed_call = nn_cli_failed_line(line, &failure);
+        if (failed_call) {
+            /* a failed call's line: its case runs whatever the library says of it, to show
+             * the call's failure again */
+            char err[600];
+            nn_cli_print_failure(name, &failure);
+            if (!strcmp(failure.cases, "-")) return 1;
+            if (r.fam->parse_line(failure.cases, &one, err, sizeof err) != 1) {
+                printf("%s: its case does not parse: %s\n", name, err);
+                return 1;
+            }
+        } else if (take_line(r.fam, line, "the case", &one) < 0) {
+            return 2;
+        }
     }
     int ndev = 0;
     nn_device_count(&ndev);
@@ -383,6 +400,7 @@ int nn_cli_check(int argc, char **argv)
     int rc = 0;
     if (first_case < argc) {
         run_one(&r, &one);
+        if (failed_call) rc = nn_cli_failure_outcome(name, &failure, r.failures > 0);
     } else if (shapes) {
         if (run_file(&r, shapes)) rc = 2;
     } else {

@@ -189,6 +189,15 @@ static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__li
                    note->cache[0] ? note->cache : "-", shape, t0);
 }
 
+/* The call's case, once its problem is known, for its failure line. */
+static void failure_case(struct nn_ctx *ctx, const struct nn__linear_problem *p)
+{
+    if (!nn__verbose(ctx)) return;
+    char shape[256];
+    nn__linear_problem_text(p, shape, sizeof shape);
+    nn__verbose_case(shape);
+}
+
 /* The tensors of a forward call, checked one by one in the order their messages take. */
 static nn_status check_forward(struct nn_ctx *ctx, const char *fn, const nn_linear_params *p,
                                const nn_tensor *x, const nn_tensor *w, const nn_tensor *b,
@@ -199,6 +208,7 @@ static nn_status check_forward(struct nn_ctx *ctx, const char *fn, const nn_line
     if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
     NN__TRY(check_arg(ctx, fn, y, "y", x->dtype, "x"));
     NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, prob));
+    failure_case(ctx, prob);
     if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", prob));
     NN__TRY(check_y_dims(ctx, fn, y, "y", prob));
     const nn_tensor *ins[] = {x, w, b};
@@ -287,10 +297,12 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
     NN__TRY(check_params(ctx, fn, p));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
     struct nn__linear_problem prob;
-    if (forward_plain(ctx, x, w, b, y))
+    if (forward_plain(ctx, x, w, b, y)) {
         problem_of(ctx, p, x, w, b != NULL, &prob);
-    else
+        failure_case(ctx, &prob);
+    } else {
         NN__TRY(check_forward(ctx, fn, p, x, w, b, y, &prob));
+    }
 
     nn_linear_pullback *pb = NULL;
     if (pullback_out) {
@@ -406,6 +418,7 @@ static nn_status linear_backward(nn_ctx *ctx, uint64_t t0, const char *fn,
     /* the problem as this call runs it: its flags (and text form) are the call's */
     struct nn__linear_problem prob = pb->prob;
     prob.flags = bw.accumulate;
+    failure_case(ctx, &prob);
     int relu = prob.activation == NN_ACTIVATION_RELU;
     struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx,
                                  dw,     db,     bw.accumulate};

@@ -217,6 +217,18 @@ static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
 }
 
+/* At verbose >= 1, the call's case for its failure line, once params are valid and x has their
+ * rank: the arguments as given, so that a shape the library refuses (a window larger than the
+ * padded input) is reproduced by nnprim check and bench with the same message. */
+static void failure_case(nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                         unsigned accumulate)
+{
+    if (!nn__verbose(ctx) || !x || x->rank != p->spatial_rank + 2) return;
+    char shape[512];
+    shape_text(p, x, accumulate, shape, sizeof shape);
+    nn__verbose_case(shape);
+}
+
 /* x and y as nn_pool_forward() takes them (params valid), for it and for the calls without a
  * pullback. y_out: y is the call's output, so it must not overlap itself or x; that is checked
  * before what the backend cannot take, so such a y is NN_E_INVALID_ARG on every backend. */
@@ -246,6 +258,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
+    failure_case(ctx, params, x, 0);
     NN__TRY(check_x_y(ctx, op, params, x, y, 1));
 
     const struct nn__pool_backend *be = backend_of(ctx);
@@ -314,6 +327,7 @@ static nn_status pool_backward(nn_ctx *ctx, const char *op, nn_pool_pullback **p
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_pool_pullback *pb = *pullback;
+    failure_case(ctx, &pb->params, &pb->x, bw.accumulate);
     NN__TRY(check_backward(ctx, op, &pb->params, &pb->x, "the forward's x", &pb->y,
                            "the forward's y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);
@@ -349,6 +363,7 @@ static nn_status pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *para
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
     NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
+    failure_case(ctx, params, x, accumulate);
     NN__TRY(check_x_y(ctx, op, params, x, y, 0));
     NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);

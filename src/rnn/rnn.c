@@ -164,18 +164,37 @@ void nn__rnn_problem_text(const struct nn__rnn_problem *p, const int32_t *length
         len = nn__text_put(buf, cap, len, " tf32");
 }
 
+/* The call's case: the problem and, on a backward call that adds to dw, "acc". */
+static void case_text(const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+                      char *shape, size_t cap)
+{
+    nn__rnn_problem_text(p, lengths, shape, cap);
+    if (flags & NN_RNN_ACCUMULATE_DW) {
+        size_t n = strlen(shape);
+        snprintf(shape + n, cap - n, " acc");
+    }
+}
+
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
                          uint64_t t0)
 {
     char shape[8192];
-    nn__rnn_problem_text(p, lengths, shape, sizeof shape);
-    if (flags & NN_RNN_ACCUMULATE_DW) {
-        size_t n = strlen(shape);
-        snprintf(shape + n, sizeof shape - n, " acc");
-    }
-    nn__verbose_op(ctx, op, nn__rnn_note_impl ? nn__rnn_note_impl : impl,
+    case_text(p, lengths, flags, shape, sizeof shape);
+    /* The verbose line names the op without the "nn_" of the public function, as every family
+     * does (docs/VERBOSE.md). */
+    nn__verbose_op(ctx, op + strlen("nn_"), nn__rnn_note_impl ? nn__rnn_note_impl : impl,
                    nn__rnn_note_cache ? nn__rnn_note_cache : "-", shape, t0);
+}
+
+/* The call's case, once its problem is known, for its failure line. */
+static void failure_case(const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+                         uint64_t t0)
+{
+    if (!t0) return;
+    char shape[8192];
+    case_text(p, lengths, flags, shape, sizeof shape);
+    nn__verbose_case(shape);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -744,6 +763,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     struct nn__rnn_problem prob;
     NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
+    failure_case(&prob, lengths, 0, t0);
     NN__TRY(check_state(ctx, op, &prob, hx, "hx", 0, 0));
     NN__TRY(check_state(ctx, op, &prob, cx, "cx", 1, 0));
     if (!y) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: y must not be NULL", op);
@@ -795,7 +815,7 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
                          nn_rnn_pullback **pullback_out)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "nn_rnn_forward", t0,
+    return nn__verbose_exit(ctx, "rnn_forward", t0,
                             rnn_forward(ctx, p, x, lengths, hx, cx, w, y, hy, cy, pullback_out));
 }
 
@@ -815,6 +835,8 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_rnn_pullback *pb = *pullback;
     const struct nn__rnn_problem *prob = &pb->prob;
+    failure_case(prob, pb->lengths, (bw.accumulate & NN_ACCUMULATE_DW) ? NN_RNN_ACCUMULATE_DW : 0,
+                 t0);
     if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "dy", 1, 0));
     NN__TRY(check_state(ctx, op, prob, dhy, "dhy", 0, 0));
     NN__TRY(check_state(ctx, op, prob, dcy, "dcy", 1, 0));
@@ -856,7 +878,7 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     return nn__verbose_exit(
-        ctx, "nn_rnn_backward", t0,
+        ctx, "rnn_backward", t0,
         rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 
@@ -867,7 +889,7 @@ nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     return nn__verbose_exit(
-        ctx, "nn_rnn_backward_ex", t0,
+        ctx, "rnn_backward_ex", t0,
         rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 

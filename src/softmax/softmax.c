@@ -72,6 +72,15 @@ static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__so
     nn__verbose_op(ctx, fn + 3, note->impl[0] ? note->impl : be->name, "-", shape, t0);
 }
 
+/* The call's case, once its problem is known, for its failure line. */
+static void failure_case(const struct nn__softmax_problem *p, uint64_t t0)
+{
+    if (!t0) return;
+    char shape[256];
+    problem_text(p, shape, sizeof shape);
+    nn__verbose_case(shape);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Validation
  */
@@ -190,6 +199,7 @@ static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const 
     NN__TRY(resolve(ctx, fn, x, &prob));
     prob.mode = p->mode;
     prob.flags = p->flags;
+    failure_case(&prob, t0);
     NN__TRY(check_dims(ctx, fn, y, "y", &prob, 0));
     NN__TRY(check_output(ctx, fn, y, "y", x, "x", NULL, NULL));
     const nn_tensor *all[] = {x, y};
@@ -236,6 +246,7 @@ static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullba
     /* the problem as this call runs it: its flags (and text form) are the call's */
     struct nn__softmax_problem prob = pb->prob;
     prob.flags = bw.accumulate;
+    failure_case(&prob, t0);
     nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dy, "dy", dt));
     NN__TRY(check_arg(ctx, fn, dx, "dx", dt));
@@ -402,6 +413,7 @@ static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     NN__TRY(resolve(ctx, fn, x, &prob));
     prob.xent = 1;
     prob.index = targets->type;
+    failure_case(&prob, t0);
     NN__TRY(check_dims(ctx, fn, loss, "loss", &prob, 1));
     NN__TRY(check_output(ctx, fn, loss, "loss", x, "x", NULL, NULL));
     const nn_tensor *all[] = {x, loss};
@@ -455,6 +467,7 @@ static nn_status xent_backward(nn_ctx *ctx, const char *fn,
     nn_softmax_cross_entropy_pullback *pb = *pullback;
     struct nn__softmax_problem prob = pb->prob;
     prob.flags = bw.accumulate;
+    failure_case(&prob, t0);
     nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dloss, "dloss", dt));
     NN__TRY(check_arg(ctx, fn, dx, "dx", dt));

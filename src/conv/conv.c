@@ -431,22 +431,24 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
 }
 
 /* The call's case: the problem and the accumulation flags, which change the gradients (the case
- * syntax's accdx/accdw/accdb tokens). */
-static void case_text(const struct nn__conv_problem *prob, unsigned flags, char *shape, size_t cap)
+ * syntax's accdx/accdw/accdb tokens); "keep" for a backward that kept its pullback. */
+static void case_text(const struct nn__conv_problem *prob, unsigned flags, int keep, char *shape,
+                      size_t cap)
 {
     nn__conv_problem_text(prob, shape, cap);
     size_t n = strlen(shape);
     if (flags & NN_CONV_ACCUMULATE_DX) n = nn__text_put(shape, cap, n, " accdx");
     if (flags & NN_CONV_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " accdw");
-    if (flags & NN_CONV_ACCUMULATE_DB) nn__text_put(shape, cap, n, " accdb");
+    if (flags & NN_CONV_ACCUMULATE_DB) n = nn__text_put(shape, cap, n, " accdb");
+    if (keep) nn__text_put(shape, cap, n, " keep");
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__conv_note *note, const struct nn__conv_problem *prob,
-                         unsigned flags, uint64_t t0)
+                         unsigned flags, int keep, uint64_t t0)
 {
     char shape[256];
-    case_text(prob, flags, shape, sizeof shape);
+    case_text(prob, flags, keep, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl,
                    note->cache[0] ? note->cache : "-", shape, t0);
@@ -479,7 +481,7 @@ static void failure_case(struct nn_ctx *ctx, const nn_conv_params *p, const int6
     q.has_bias = bias;
     fill_ctx_fields(ctx, &q, dtype);
     char shape[256];
-    case_text(&q, flags, shape, sizeof shape);
+    case_text(&q, flags, 0, shape, sizeof shape);
     nn__verbose_case(shape);
 }
 
@@ -531,7 +533,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
         nn_conv_pullback_free(&pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -679,7 +681,7 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
     nn_conv_pullback *pb = *pullback;
     if (t0) {
         char shape[256];
-        case_text(&pb->prob, bw.accumulate, shape, sizeof shape);
+        case_text(&pb->prob, bw.accumulate, bw.keep, shape, sizeof shape);
         nn__verbose_case(shape);
     }
     struct grads g = {&pb->x, &pb->w, dy, dx, dw, db}, gl;
@@ -696,7 +698,7 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
         else
             NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, bw.accumulate, &gl, gl.dy, &note));
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, bw.keep, t0);
     return bw.keep ? NN_OK : nn_conv_pullback_free(pullback);
 }
 
@@ -767,7 +769,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     struct nn__conv_note note;
     note_init(&note, NULL);
     NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, &gl, gl.dy, &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, 0, t0);
     return NN_OK;
 }
 
@@ -826,7 +828,7 @@ static nn_status conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const 
     NN__TRY_IN(ctx, op,
                be->backward_bias(ctx, &prob, &dyl, db, 1.0,
                                  beta_for(p->flags, NN_CONV_ACCUMULATE_DB), &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB, 0, t0);
     return NN_OK;
 }
 
@@ -903,7 +905,6 @@ nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_
     if (w->rank != x->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
                         w->rank);
-    failure_case(ctx, p, x->dims, w->dims, b != NULL, x->dtype, p->flags);
     struct nn__conv_problem prob;
     NN__TRY(resolve(ctx, op, p, x->rank, x->dims, w->dims, "x", "w", &prob));
     fill_ctx_fields(ctx, &prob, x->dtype);

@@ -180,21 +180,24 @@ static nn_status check_bias_dims(struct nn_ctx *ctx, const char *fn, const nn_te
 
 static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__linear_backend *be,
                          const struct nn__linear_note *note, const struct nn__linear_problem *p,
-                         uint64_t t0)
+                         int keep, uint64_t t0)
 {
     char shape[256];
     nn__linear_problem_text(p, shape, sizeof shape);
+    /* a backward that kept its pullback (the case syntax's "keep") */
+    if (keep) nn__text_put(shape, sizeof shape, strlen(shape), " keep");
     /* The verbose op is the public name without its "nn_" (conv_forward, pool_forward, ...). */
     nn__verbose_op(ctx, fn + 3, note->impl[0] ? note->impl : be->name,
                    note->cache[0] ? note->cache : "-", shape, t0);
 }
 
 /* The call's case, once its problem is known, for its failure line. */
-static void failure_case(struct nn_ctx *ctx, const struct nn__linear_problem *p)
+static void failure_case(struct nn_ctx *ctx, const struct nn__linear_problem *p, int keep)
 {
     if (!nn__verbose(ctx)) return;
     char shape[256];
     nn__linear_problem_text(p, shape, sizeof shape);
+    if (keep) nn__text_put(shape, sizeof shape, strlen(shape), " keep");
     nn__verbose_case(shape);
 }
 
@@ -208,7 +211,7 @@ static nn_status check_forward(struct nn_ctx *ctx, const char *fn, const nn_line
     if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
     NN__TRY(check_arg(ctx, fn, y, "y", x->dtype, "x"));
     NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, prob));
-    failure_case(ctx, prob);
+    failure_case(ctx, prob, 0);
     if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", prob));
     NN__TRY(check_y_dims(ctx, fn, y, "y", prob));
     const nn_tensor *ins[] = {x, w, b};
@@ -299,7 +302,7 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
     struct nn__linear_problem prob;
     if (forward_plain(ctx, x, w, b, y)) {
         problem_of(ctx, p, x, w, b != NULL, &prob);
-        failure_case(ctx, &prob);
+        failure_case(ctx, &prob, 0);
     } else {
         NN__TRY(check_forward(ctx, fn, p, x, w, b, y, &prob));
     }
@@ -323,7 +326,7 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
         nn__host_free(pb);
         return st;
     }
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -418,7 +421,7 @@ static nn_status linear_backward(nn_ctx *ctx, uint64_t t0, const char *fn,
     /* the problem as this call runs it: its flags (and text form) are the call's */
     struct nn__linear_problem prob = pb->prob;
     prob.flags = bw.accumulate;
-    failure_case(ctx, &prob);
+    failure_case(ctx, &prob, bw.keep);
     int relu = prob.activation == NN_ACTIVATION_RELU;
     struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx,
                                  dw,     db,     bw.accumulate};
@@ -427,7 +430,7 @@ static nn_status linear_backward(nn_ctx *ctx, uint64_t t0, const char *fn,
     struct nn__linear_note note;
     note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     if (dx || dw || db) NN__TRY(be->backward(ctx, &prob, &g, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, bw.keep, t0);
     if (bw.keep) return NN_OK;
     NN__TRY(nn__pullback_consume("nn_linear_pullback_free", pb));
     nn__host_free(pb);

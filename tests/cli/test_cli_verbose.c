@@ -258,6 +258,7 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
     nn_conv_case_format(&c, base, sizeof base);
     struct nn_conv_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;
     int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c.w_dims[0]};
@@ -285,7 +286,7 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
 static void pool_ex_lines(nn_ctx *ctx, int ref_only)
 {
     struct nn_pool_case c;
-    char err[256], base[512], acc[512];
+    char err[256], base[512], acc[512], kacc[512];
     /* equal padding on both sides: the cuDNN backend's legacy pooling takes nothing else */
     cr_assert_eq(
         nn_pool_case_parse_line("n2c3h7w6 max win3x2 stride2x1 pad1x0", &c, err, sizeof err), 1,
@@ -294,6 +295,8 @@ static void pool_ex_lines(nn_ctx *ctx, int ref_only)
     struct nn_pool_case a = c;
     a.accumulate = NN_ACCUMULATE_DX;
     nn_pool_case_format(&a, acc, sizeof acc);
+    a.keep = 1; /* nn_pool_backward_ex's accumulating call keeps the pullback */
+    nn_pool_case_format(&a, kacc, sizeof kacc);
     int rank = c.p.spatial_rank + 2;
     int64_t yd[NN_POOL_MAX_SPATIAL + 2];
     OK(nn_pool_output_shape(&c.p, rank, c.x_dims, yd));
@@ -310,7 +313,7 @@ static void pool_ex_lines(nn_ctx *ctx, int ref_only)
     OK(nn_pool_backward_stateless(ctx, &c.p, &x, &y, &dy, &dx, 0));
     static const char *const ops[] = {"pool_forward", "pool_backward_ex", "pool_backward_ex",
                                       "pool_backward_stateless", "pool_backward_stateless"};
-    const char *const wants[] = {base, acc, base, acc, base};
+    const char *const wants[] = {base, kacc, base, acc, base};
     round_trip_each("pool ", ops, wants, 5, ref_only);
     nn_tensor *const all[] = {&x, &y, &dy, &dx};
     free_all(ctx, all, 4);
@@ -325,6 +328,7 @@ static void linear_ex_lines(nn_ctx *ctx, int ref_only)
     nn_linear_case_format(&c, base, sizeof base);
     struct nn_linear_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_linear_case_format(&a, acc, sizeof acc);
     int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
     for (int i = 0; i + 1 < c.x_rank; i++)
@@ -359,6 +363,7 @@ static void softmax_ex_lines(nn_ctx *ctx, int ref_only)
     nn_softmax_case_format(&c, base, sizeof base);
     struct nn_softmax_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_softmax_case_format(&a, acc, sizeof acc);
     nn_tensor x = filled(ctx, c.dtype, c.rank, c.dims, 1),
               y = filled(ctx, c.dtype, c.rank, c.dims, 2),
@@ -387,6 +392,7 @@ static void xent_ex_lines(nn_ctx *ctx, int ref_only)
     nn_softmax_case_format(&c, base, sizeof base);
     struct nn_softmax_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_softmax_case_format(&a, acc, sizeof acc);
     int64_t ld[1] = {c.dims[0]};
     int32_t t[4] = {0, 5, 2, 3};
@@ -524,6 +530,7 @@ static void conv_failed_lines(nn_ctx *ctx)
     nn_conv_case_format(&s, shape, sizeof shape);
     struct nn_conv_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;
     int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c.w_dims[0]}, one[4] = {1, 2, 1, 1};
@@ -560,7 +567,7 @@ static void conv_failed_lines(nn_ctx *ctx)
 static void pool_failed_lines(nn_ctx *ctx)
 {
     struct nn_pool_case c, s;
-    char err[256], base[512], acc[512], shape[512];
+    char err[256], base[512], acc[512], kacc[512], shape[512];
     cr_assert_eq(
         nn_pool_case_parse_line("n2c3h7w6 max win3x2 stride2x1 pad1x0", &c, err, sizeof err), 1,
         "%s", err);
@@ -571,6 +578,8 @@ static void pool_failed_lines(nn_ctx *ctx)
     struct nn_pool_case a = c;
     a.accumulate = NN_ACCUMULATE_DX;
     nn_pool_case_format(&a, acc, sizeof acc);
+    a.keep = 1; /* nn_pool_backward_ex's accumulating call keeps the pullback */
+    nn_pool_case_format(&a, kacc, sizeof kacc);
     int rank = c.p.spatial_rank + 2;
     int64_t yd[NN_POOL_MAX_SPATIAL + 2], one[4] = {1, 3, 1, 1};
     OK(nn_pool_output_shape(&c.p, rank, c.x_dims, yd));
@@ -590,7 +599,7 @@ static void pool_failed_lines(nn_ctx *ctx)
     static const char *const ops[] = {"pool_forward", "pool_backward", "pool_backward_ex",
                                       "pool_backward_stateless"};
     static const char *const st[] = {"NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE"};
-    const char *const wants[] = {shape, base, acc, acc};
+    const char *const wants[] = {shape, base, kacc, acc};
     static const int reproduced[] = {1, 0, 0, 0};
     failed_lines(ops, st, wants, reproduced, 4);
     nn_tensor *const all[] = {&x, &y, &dy, &bad, &sx, &sy};
@@ -606,6 +615,7 @@ static void linear_failed_lines(nn_ctx *ctx)
     nn_linear_case_format(&c, base, sizeof base);
     struct nn_linear_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_linear_case_format(&a, acc, sizeof acc);
     int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
     for (int i = 0; i + 1 < c.x_rank; i++)
@@ -644,6 +654,7 @@ static void softmax_failed_lines(nn_ctx *ctx)
     struct nn_softmax_case a = c, xa = xc;
     a.p.flags |= NN_ACCUMULATE_DX;
     xa.p.flags |= NN_ACCUMULATE_DX;
+    a.keep = xa.keep = 1; /* the accumulating calls keep their pullbacks */
     nn_softmax_case_format(&a, acc, sizeof acc);
     nn_softmax_case_format(&xa, xacc, sizeof xacc);
     int64_t ld[1] = {xc.dims[0]};

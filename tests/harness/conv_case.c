@@ -97,6 +97,8 @@ static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t 
         p->flags |= NN_CONV_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
         p->flags |= NN_CONV_ACCUMULATE_DB;
+    else if (!strcmp(t, "keep"))
+        c->keep = 1;
     else if (!strcmp(t, "nhwc") || !strncmp(t, "nhwc=", 5))
         return parse_layout(t, c, err, cap);
     else if (!strncmp(t, "stride", 6))
@@ -174,6 +176,7 @@ void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
         p->flags & NN_CONV_ACCUMULATE_DX ? "accdx" : NULL,
         p->flags & NN_CONV_ACCUMULATE_DW ? "accdw" : NULL,
         p->flags & NN_CONV_ACCUMULATE_DB ? "accdb" : NULL,
+        c->keep ? "keep" : NULL,
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0] && n < cap; i++) {
         if (words[i]) n += (size_t)snprintf(buf + n, cap - n, " %s", words[i]);
@@ -388,9 +391,15 @@ static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_conv_case *
         st = make_output(ctx, host, dt, 1, bd, f & NN_CONV_ACCUMULATE_DB, 24, 0, &io->db);
     if (st != NN_OK) return st;
     nn_conv_pullback *pb = NULL;
+    /* "keep": the same accumulation, the pullback kept (and freed below) */
+    nn_backward_options keep = {
+        .accumulate = f & (NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB), .keep = 1};
     st = nn_conv_forward(ctx, &c->p, &io->x, &io->w, c->bias ? &io->b : NULL, &io->y.view, &pb);
     if (st == NN_OK)
-        st = nn_conv_backward(ctx, &pb, &io->dy, &io->dx.view, &io->dw.view, &io->db.view);
+        st = c->keep
+                 ? nn_conv_backward_ex(ctx, &pb, &keep, &io->dy, &io->dx.view, &io->dw.view,
+                                       &io->db.view)
+                 : nn_conv_backward(ctx, &pb, &io->dy, &io->dx.view, &io->dw.view, &io->db.view);
     nn_conv_pullback_free(&pb);
     return st;
 }

@@ -41,6 +41,8 @@ static int parse_token(const char *t, struct nn_linear_case *c, char *err, size_
         c->bias = 1;
     else if (!strcmp(t, "accdx"))
         c->p.flags |= NN_LINEAR_ACCUMULATE_DX;
+    else if (!strcmp(t, "keep"))
+        c->keep = 1;
     else if (!strcmp(t, "accdw"))
         c->p.flags |= NN_LINEAR_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
@@ -94,6 +96,7 @@ void nn_linear_case_format(const struct nn_linear_case *c, char *buf, size_t cap
     if (c->p.flags & NN_LINEAR_ACCUMULATE_DB) PUT(" accdb");
     PUT(" %s", nn_dtype_name(c->dtype));
     if (c->math == NN_MATH_TF32) PUT(" tf32");
+    if (c->keep) PUT(" keep");
 #undef PUT
 }
 
@@ -214,11 +217,17 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_linear_case *c
 static nn_status run(nn_ctx *ctx, const struct nn_linear_case *c, struct io *io)
 {
     nn_linear_pullback *pb = NULL;
+    /* "keep": the same accumulation, the pullback kept (and freed below) */
+    nn_backward_options keep = {
+        .accumulate = c->p.flags & (NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB),
+        .keep = 1};
     nn_status st = nn_linear_forward(ctx, &c->p, &io->in[T_X], &io->in[T_W],
                                      c->bias ? &io->in[T_B] : NULL, &io->out[T_Y].view, &pb);
     if (st == NN_OK)
-        st = nn_linear_backward(ctx, &pb, &io->in[T_DY], &io->out[T_DX].view, &io->out[T_DW].view,
-                                &io->out[T_DB].view);
+        st = c->keep ? nn_linear_backward_ex(ctx, &pb, &keep, &io->in[T_DY], &io->out[T_DX].view,
+                                             &io->out[T_DW].view, &io->out[T_DB].view)
+                     : nn_linear_backward(ctx, &pb, &io->in[T_DY], &io->out[T_DX].view,
+                                          &io->out[T_DW].view, &io->out[T_DB].view);
     nn_linear_pullback_free(&pb);
     return st;
 }

@@ -430,25 +430,33 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
     return NN_OK;
 }
 
+/* What a backward call with the pullback asked for beyond its problem: which gradients (each
+ * nonzero when asked; every other call's line says nothing of them) and whether it kept the
+ * pullback. */
+struct asked {
+    int backward, dx, dw, db, keep;
+};
+
 /* The call's case: the problem and the accumulation flags, which change the gradients (the case
- * syntax's accdx/accdw/accdb tokens); "keep" for a backward that kept its pullback. */
-static void case_text(const struct nn__conv_problem *prob, unsigned flags, int keep, char *shape,
-                      size_t cap)
+ * syntax's accdx/accdw/accdb tokens); then a backward's grads= and keep. */
+static void case_text(const struct nn__conv_problem *prob, unsigned flags, struct asked a,
+                      char *shape, size_t cap)
 {
     nn__conv_problem_text(prob, shape, cap);
     size_t n = strlen(shape);
     if (flags & NN_CONV_ACCUMULATE_DX) n = nn__text_put(shape, cap, n, " accdx");
     if (flags & NN_CONV_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " accdw");
     if (flags & NN_CONV_ACCUMULATE_DB) n = nn__text_put(shape, cap, n, " accdb");
-    if (keep) nn__text_put(shape, cap, n, " keep");
+    if (a.backward) n = nn__text_put_grads(shape, cap, n, a.dx, a.dw, a.db);
+    if (a.keep) nn__text_put(shape, cap, n, " keep");
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__conv_note *note, const struct nn__conv_problem *prob,
-                         unsigned flags, int keep, uint64_t t0)
+                         unsigned flags, struct asked a, uint64_t t0)
 {
     char shape[256];
-    case_text(prob, flags, keep, shape, sizeof shape);
+    case_text(prob, flags, a, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl,
                    note->cache[0] ? note->cache : "-", shape, t0);
@@ -481,7 +489,7 @@ static void failure_case(struct nn_ctx *ctx, const nn_conv_params *p, const int6
     q.has_bias = bias;
     fill_ctx_fields(ctx, &q, dtype);
     char shape[256];
-    case_text(&q, flags, 0, shape, sizeof shape);
+    case_text(&q, flags, (struct asked){0}, shape, sizeof shape);
     nn__verbose_case(shape);
 }
 
@@ -533,7 +541,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
         nn_conv_pullback_free(&pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, 0, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, (struct asked){0}, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -679,9 +687,10 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_conv_pullback *pb = *pullback;
+    struct asked asked = {1, dx != NULL, dw != NULL, db != NULL, bw.keep};
     if (t0) {
         char shape[256];
-        case_text(&pb->prob, bw.accumulate, bw.keep, shape, sizeof shape);
+        case_text(&pb->prob, bw.accumulate, asked, shape, sizeof shape);
         nn__verbose_case(shape);
     }
     struct grads g = {&pb->x, &pb->w, dy, dx, dw, db}, gl;
@@ -698,7 +707,7 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
         else
             NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, bw.accumulate, &gl, gl.dy, &note));
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, bw.keep, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, asked, t0);
     return bw.keep ? NN_OK : nn_conv_pullback_free(pullback);
 }
 
@@ -769,7 +778,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     struct nn__conv_note note;
     note_init(&note, NULL);
     NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, &gl, gl.dy, &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, 0, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, (struct asked){0}, t0);
     return NN_OK;
 }
 
@@ -828,7 +837,9 @@ static nn_status conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const 
     NN__TRY_IN(ctx, op,
                be->backward_bias(ctx, &prob, &dyl, db, 1.0,
                                  beta_for(p->flags, NN_CONV_ACCUMULATE_DB), &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB, 0, t0);
+    if (t0)
+        verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB,
+                     (struct asked){0}, t0);
     return NN_OK;
 }
 

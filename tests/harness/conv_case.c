@@ -99,6 +99,8 @@ static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t 
         p->flags |= NN_CONV_ACCUMULATE_DB;
     else if (!strcmp(t, "keep"))
         c->keep = 1;
+    else if (!strncmp(t, "grads=", 6))
+        return nn_h_grads_token(t, &c->skip, err, cap) < 0 ? -1 : 0;
     else if (!strcmp(t, "nhwc") || !strncmp(t, "nhwc=", 5))
         return parse_layout(t, c, err, cap);
     else if (!strncmp(t, "stride", 6))
@@ -176,9 +178,11 @@ void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
         p->flags & NN_CONV_ACCUMULATE_DX ? "accdx" : NULL,
         p->flags & NN_CONV_ACCUMULATE_DW ? "accdw" : NULL,
         p->flags & NN_CONV_ACCUMULATE_DB ? "accdb" : NULL,
+        NULL, /* grads=, below */
         c->keep ? "keep" : NULL,
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0] && n < cap; i++) {
+        if (i == 8) n = nn_h_put_grads(buf, cap, n, c->skip);
         if (words[i]) n += (size_t)snprintf(buf + n, cap - n, " %s", words[i]);
         if (i == 4 && c->nhwc && n < cap) /* after the math mode, as the verbose line has it */
             n += (size_t)snprintf(buf + n, cap - n, " nhwc%s",
@@ -381,25 +385,31 @@ static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_conv_case *
     if (st == NN_OK)
         st = make_input(ctx, host, dt, rank, yd, ints, 14, cl & NN_CONV_CASE_DY, &io->dy);
     if (st == NN_OK) st = make_output(ctx, host, dt, rank, yd, 0, 21, cl & NN_CONV_CASE_Y, &io->y);
+    /* a gradient not asked for stays NaN: the backward must leave it alone */
+    unsigned sk = c->skip;
     if (st == NN_OK)
-        st = make_output(ctx, host, dt, rank, c->x_dims, f & NN_CONV_ACCUMULATE_DX, 22,
+        st = make_output(ctx, host, dt, rank, c->x_dims,
+                         !(sk & NN_H_SKIP_DX) && (f & NN_CONV_ACCUMULATE_DX), 22,
                          cl & NN_CONV_CASE_DX, &io->dx);
     if (st == NN_OK)
-        st = make_output(ctx, host, dt, rank, c->w_dims, f & NN_CONV_ACCUMULATE_DW, 23,
+        st = make_output(ctx, host, dt, rank, c->w_dims,
+                         !(sk & NN_H_SKIP_DW) && (f & NN_CONV_ACCUMULATE_DW), 23,
                          cl & NN_CONV_CASE_DW, &io->dw);
     if (st == NN_OK)
-        st = make_output(ctx, host, dt, 1, bd, f & NN_CONV_ACCUMULATE_DB, 24, 0, &io->db);
+        st = make_output(ctx, host, dt, 1, bd, !(sk & NN_H_SKIP_DB) && (f & NN_CONV_ACCUMULATE_DB),
+                         24, 0, &io->db);
     if (st != NN_OK) return st;
     nn_conv_pullback *pb = NULL;
     /* "keep": the same accumulation, the pullback kept (and freed below) */
     nn_backward_options keep = {
         .accumulate = f & (NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB), .keep = 1};
     st = nn_conv_forward(ctx, &c->p, &io->x, &io->w, c->bias ? &io->b : NULL, &io->y.view, &pb);
+    nn_tensor *dx = sk & NN_H_SKIP_DX ? NULL : &io->dx.view,
+              *dw = sk & NN_H_SKIP_DW ? NULL : &io->dw.view,
+              *db = sk & NN_H_SKIP_DB ? NULL : &io->db.view;
     if (st == NN_OK)
-        st = c->keep
-                 ? nn_conv_backward_ex(ctx, &pb, &keep, &io->dy, &io->dx.view, &io->dw.view,
-                                       &io->db.view)
-                 : nn_conv_backward(ctx, &pb, &io->dy, &io->dx.view, &io->dw.view, &io->db.view);
+        st = c->keep ? nn_conv_backward_ex(ctx, &pb, &keep, &io->dy, dx, dw, db)
+                     : nn_conv_backward(ctx, &pb, &io->dy, dx, dw, db);
     nn_conv_pullback_free(&pb);
     return st;
 }
@@ -482,9 +492,12 @@ static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const 
         fails = report_status(nn_last_error()->status, "reference f64 forward", out, repro);
     } else {
         fails += nn_h_fd_check_activation(&fd, &io.y.view, out, repro);
-        fails += nn_h_fd_check(&fd, &io.x, &io.dx.view, NULL, 48, "dx", out, repro);
-        fails += nn_h_fd_check(&fd, &io.w, &io.dw.view, NULL, 48, "dw", out, repro);
-        if (d.bias) fails += nn_h_fd_check(&fd, &io.b, &io.db.view, NULL, 48, "db", out, repro);
+        if (!(d.skip & NN_H_SKIP_DX))
+            fails += nn_h_fd_check(&fd, &io.x, &io.dx.view, NULL, 48, "dx", out, repro);
+        if (!(d.skip & NN_H_SKIP_DW))
+            fails += nn_h_fd_check(&fd, &io.w, &io.dw.view, NULL, 48, "dw", out, repro);
+        if (d.bias && !(d.skip & NN_H_SKIP_DB))
+            fails += nn_h_fd_check(&fd, &io.b, &io.db.view, NULL, 48, "db", out, repro);
     }
     nn_h_fd_end(&fd);
     nn_tensor_free(ref, &arg.z);
@@ -496,8 +509,9 @@ static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const 
  * Guards and written outputs
  */
 
-static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *who, FILE *out,
-                         const char *repro)
+/* skip: the NN_H_SKIP_* gradients the backward was not asked for, which must stay NaN. */
+static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, unsigned skip, const char *who,
+                         FILE *out, const char *repro)
 {
     struct {
         const char *name;
@@ -513,7 +527,8 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
             fails += report_status(nn_last_error()->status, name, out, repro);
             continue;
         }
-        fails += nn_h_check_written(name, &h, out, repro);
+        fails += i && (skip & (1u << (i - 1))) ? nn_h_check_untouched(name, &h, out, repro)
+                                               : nn_h_check_written(name, &h, out, repro);
         nn_tensor_free(host, &h);
     }
     return fails;
@@ -522,7 +537,8 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
 /* y, dx, dw and db of got (on ctx) against want (on ref), scale a (nn_h_compare); prefix names
  * what got is. Returns the number of failures. */
 static int compare_io(nn_ctx *ctx, struct io *got, nn_ctx *ref, struct io *want, double a,
-                      struct terms t, const char *prefix, FILE *out, const char *repro)
+                      struct terms t, unsigned skip, const char *prefix, FILE *out,
+                      const char *repro)
 {
     struct {
         const char *name;
@@ -534,6 +550,7 @@ static int compare_io(nn_ctx *ctx, struct io *got, nn_ctx *ref, struct io *want,
                 {"db", &got->db, &want->db, t.dw}};
     int fails = 0;
     for (size_t i = 0; i < 4; i++) {
+        if (i && (skip & (1u << (i - 1)))) continue; /* not asked: check_outputs' */
         char name[64];
         snprintf(name, sizeof name, "%s%s", prefix, outs[i].name);
         nn_tensor h, w;
@@ -579,11 +596,11 @@ int nn_conv_check_reference(nn_ctx *ref, const struct nn_conv_case *c, FILE *out
     if (st != NN_OK)
         fails += report_status(st, "reference run", out, repro);
     else
-        fails += check_outputs(ref, ref, &io, "reference", out, repro);
+        fails += check_outputs(ref, ref, &io, c->skip, "reference", out, repro);
     nn_status wst = c->dtype == NN_DTYPE_F64 ? NN_OK : run_case(ref, ref, &d, d.dtype, 1, &want);
     if (wst != NN_OK) fails += report_status(wst, "reference f64 run", out, repro);
     if (st == NN_OK && wst == NN_OK && c->dtype != NN_DTYPE_F64)
-        fails += compare_io(ref, &io, ref, &want, a, t, "reference vs f64: ", out, repro);
+        fails += compare_io(ref, &io, ref, &want, a, t, c->skip, "reference vs f64: ", out, repro);
     if (c->dtype != NN_DTYPE_F64) io_free(ref, ref, &want);
     io_free(ref, ref, &io);
     return fails;
@@ -619,8 +636,8 @@ int nn_conv_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_conv_case *c
     else if (dst != NN_OK)
         fails += report_status(dst, "backend run", out, repro);
     if (st == NN_OK && dst == NN_OK) {
-        fails += check_outputs(dev, ref, &got, "backend", out, repro);
-        fails += compare_io(dev, &got, ref, &want, a, t, "", out, repro);
+        fails += check_outputs(dev, ref, &got, c->skip, "backend", out, repro);
+        fails += compare_io(dev, &got, ref, &want, a, t, c->skip, "", out, repro);
     }
     io_free(ref, ref, &want);
     io_free(dev, ref, &got);

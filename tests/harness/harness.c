@@ -150,6 +150,57 @@ int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const ch
     return 0;
 }
 
+int nn_h_check_untouched(const char *name, const nn_tensor *t, FILE *out, const char *repro)
+{
+    int64_t n = nn_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(nn_h_get(t, i))) {
+            fprintf(out,
+                    "FAIL %s: element %lld was written (%.9g) though the call did not ask for it "
+                    "| repro: %s\n",
+                    name, (long long)i, nn_h_get(t, i), repro);
+            return 1;
+        }
+    return 0;
+}
+
+static const char *const grad_names[] = {"dx", "dw", "db"};
+
+int nn_h_grads_token(const char *t, unsigned *skip, char *err, size_t cap)
+{
+    if (strncmp(t, "grads=", 6)) return 0;
+    *skip = NN_H_SKIP_DX | NN_H_SKIP_DW | NN_H_SKIP_DB;
+    if (!strcmp(t + 6, "none")) return 1;
+    char list[64];
+    snprintf(list, sizeof list, "%s", t + 6);
+    int named = 0;
+    for (char *save = NULL, *g = strtok_r(list, "+", &save); g; g = strtok_r(NULL, "+", &save)) {
+        int i = 0;
+        while (i < 3 && strcmp(g, grad_names[i]))
+            i++;
+        if (i == 3)
+            return nn_h_fail(err, cap, "token '%s': grads= takes none, or dx, dw, db joined by '+'",
+                             t);
+        *skip &= ~(1u << i);
+        named++;
+    }
+    return named ? 1 : nn_h_fail(err, cap, "token '%s': grads= needs a gradient or none", t);
+}
+
+size_t nn_h_put_grads(char *buf, size_t cap, size_t len, unsigned skip)
+{
+    if (!skip) return len;
+    const char *sep = " grads=";
+    if (skip == (NN_H_SKIP_DX | NN_H_SKIP_DW | NN_H_SKIP_DB) && len < cap)
+        return len + (size_t)snprintf(buf + len, cap - len, "%snone", sep);
+    for (int i = 0; i < 3 && len < cap; i++)
+        if (!(skip & (1u << i))) {
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", sep, grad_names[i]);
+            sep = "+";
+        }
+    return len;
+}
+
 int nn_h_verbose_shape(const char *line, char *buf, size_t cap)
 {
     static const char prefix[] = "nnprim_verbose,";

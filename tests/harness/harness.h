@@ -61,6 +61,21 @@ int nn_h_verbose_shape(const char *line, char *buf, size_t cap);
 /* 0 if no element of a host tensor is NaN; otherwise 1 and a line (an element never written). */
 int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const char *repro);
 
+/* 0 if every element of a host tensor is still NaN (an output the call was not asked for, left
+ * alone); otherwise 1 and a line. */
+int nn_h_check_untouched(const char *name, const nn_tensor *t, FILE *out, const char *repro);
+
+/* The gradients a backward asks for: "grads=dx+db" (names joined by '+') or "grads=none";
+ * without the token, all of dx, dw and db. Bits of the ones not asked for: */
+enum { NN_H_SKIP_DX = 1, NN_H_SKIP_DW = 2, NN_H_SKIP_DB = 4 };
+
+/* If t is a grads= token: the bits of the gradients it leaves out in *skip, and 1 (or -1 and a
+ * message in err naming t); 0 for another token. */
+int nn_h_grads_token(const char *t, unsigned *skip, char *err, size_t cap);
+
+/* " grads=..." for skip (nothing when 0) appended at len, as nn_h_put_list(). */
+size_t nn_h_put_grads(char *buf, size_t cap, size_t len, unsigned skip);
+
 /* Case-text parsing shared by the op families' cases. */
 
 /* Formats a message into err (cap bytes, always NUL-terminated); returns -1, so a parser can

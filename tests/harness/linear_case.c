@@ -43,6 +43,8 @@ static int parse_token(const char *t, struct nn_linear_case *c, char *err, size_
         c->p.flags |= NN_LINEAR_ACCUMULATE_DX;
     else if (!strcmp(t, "keep"))
         c->keep = 1;
+    else if (!strncmp(t, "grads=", 6))
+        return nn_h_grads_token(t, &c->skip, err, cap) < 0 ? -1 : 0;
     else if (!strcmp(t, "accdw"))
         c->p.flags |= NN_LINEAR_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
@@ -96,6 +98,7 @@ void nn_linear_case_format(const struct nn_linear_case *c, char *buf, size_t cap
     if (c->p.flags & NN_LINEAR_ACCUMULATE_DB) PUT(" accdb");
     PUT(" %s", nn_dtype_name(c->dtype));
     if (c->math == NN_MATH_TF32) PUT(" tf32");
+    n = nn_h_put_grads(buf, cap, n, c->skip);
     if (c->keep) PUT(" keep");
 #undef PUT
 }
@@ -208,7 +211,8 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_linear_case *c
     for (int i = 0; i < N_OUT && st == NN_OK; i++) {
         st = nn_h_guarded_alloc(ctx, host, dt, s.rank[N_IN + i], s.d[N_IN + i], 41 + (uint64_t)i,
                                 &io->out[i]);
-        if (st == NN_OK && (c->p.flags & acc_bit[i]))
+        /* a gradient not asked for stays NaN: the backward must leave it alone */
+        if (st == NN_OK && (c->p.flags & acc_bit[i]) && !(c->skip & (1u << (i - 1))))
             st = nn_tensor_fill_ints(ctx, &io->out[i].view, -2, 2, 51 + (uint64_t)i);
     }
     return st;
@@ -223,11 +227,13 @@ static nn_status run(nn_ctx *ctx, const struct nn_linear_case *c, struct io *io)
         .keep = 1};
     nn_status st = nn_linear_forward(ctx, &c->p, &io->in[T_X], &io->in[T_W],
                                      c->bias ? &io->in[T_B] : NULL, &io->out[T_Y].view, &pb);
+    nn_tensor *g[N_OUT];
+    for (int i = T_DX; i < N_OUT; i++)
+        g[i] = c->skip & (1u << (i - 1)) ? NULL : &io->out[i].view;
     if (st == NN_OK)
-        st = c->keep ? nn_linear_backward_ex(ctx, &pb, &keep, &io->in[T_DY], &io->out[T_DX].view,
-                                             &io->out[T_DW].view, &io->out[T_DB].view)
-                     : nn_linear_backward(ctx, &pb, &io->in[T_DY], &io->out[T_DX].view,
-                                          &io->out[T_DW].view, &io->out[T_DB].view);
+        st = c->keep
+                 ? nn_linear_backward_ex(ctx, &pb, &keep, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB])
+                 : nn_linear_backward(ctx, &pb, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB]);
     nn_linear_pullback_free(&pb);
     return st;
 }
@@ -311,6 +317,7 @@ static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, cons
         fails += nn_h_fd_check_activation(&fd, y, out, repro);
         for (int k = 0; k < (d.bias ? 3 : 2); k++) {
             int g = grads[k];
+            if (d.skip & (1u << (g - 1))) continue;
             fails += nn_h_fd_check(&fd, inputs[k], &io.out[g].view,
                                    start[g].data ? &start[g] : NULL, 24, out_names[g], out, repro);
         }
@@ -327,8 +334,9 @@ static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, cons
  * Guards, written outputs, a backend against the reference
  */
 
-static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *who, FILE *out,
-                         const char *repro)
+/* skip: the NN_H_SKIP_* gradients the backward was not asked for, which must stay NaN. */
+static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, unsigned skip, const char *who,
+                         FILE *out, const char *repro)
 {
     int fails = 0;
     for (int i = 0; i < N_OUT; i++) {
@@ -340,7 +348,8 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
             fails += report_status(nn_last_error()->status, name, out, repro);
             continue;
         }
-        fails += nn_h_check_written(name, &h, out, repro);
+        fails += i && (skip & (1u << (i - 1))) ? nn_h_check_untouched(name, &h, out, repro)
+                                               : nn_h_check_written(name, &h, out, repro);
         nn_tensor_free(host, &h);
     }
     return fails;
@@ -357,7 +366,7 @@ int nn_linear_check_reference(nn_ctx *ref, const struct nn_linear_case *c, FILE 
     if (st != NN_OK)
         fails += report_status(st, "reference run", out, repro);
     else
-        fails += check_outputs(ref, ref, &io, "reference", out, repro);
+        fails += check_outputs(ref, ref, &io, c->skip, "reference", out, repro);
     io_free(ref, ref, &io);
     return fails;
 }
@@ -380,8 +389,9 @@ int nn_linear_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_linear_cas
     if (dst == NN_OK) dst = run(dev, c, &got);
     if (dst != NN_OK) fails += report_status(dst, "backend run", out, repro);
     if (st == NN_OK && dst == NN_OK) {
-        fails += check_outputs(dev, ref, &got, "backend", out, repro);
+        fails += check_outputs(dev, ref, &got, c->skip, "backend", out, repro);
         for (int i = 0; i < N_OUT; i++) {
+            if (i && (c->skip & (1u << (i - 1)))) continue; /* not asked: check_outputs' */
             nn_tensor h;
             if (nn_h_to_host(dev, ref, &got.out[i].view, &h) != NN_OK) {
                 fails += report_status(nn_last_error()->status, out_names[i], out, repro);

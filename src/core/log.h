@@ -38,7 +38,8 @@ void nn__verbose_op(const struct nn_ctx *ctx, const char *op, const char *impl, 
 
 /* The case of the op call in progress (its family's case syntax, as far as the arguments are
  * known and valid), for the failure line of nn__verbose_exit(); a family sets it at verbose >= 1
- * once it can say it. Per thread; the call's verbose line clears it. */
+ * once it can say it. Per thread; the call's verbose line clears it, and a case set before the
+ * call began (by an internal call that printed no line) is not used. */
 void nn__verbose_case(const char *text);
 
 /* The public op function's exit: at verbose >= 1, a failed call (st != NN_OK) prints

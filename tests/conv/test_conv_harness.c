@@ -195,7 +195,7 @@ Test(conv_harness, reference_matches_finite_differences_and_respects_guards)
  * kinks; correct gradients pass (the first is example_cnn_classifier's first convolution). */
 static const char *const large_relu[] = {
     "n256c1h8w8k8r3s3 pad1 relu bias f32",
-    "n512c8h4w4k8r3s3 pad1 relu f32",
+    "n512c8h4w4k8r3s3 pad1 relu bias f32",
     "n512c8h4w4k8r1s1 relu bias accdw f32",
 };
 

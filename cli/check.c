@@ -208,14 +208,16 @@ static const struct family families[] = {
 /* The usage text: the fixed part and one example per family. */
 static const char *about(void)
 {
-    static char text[2048];
+    static char text[2560];
     size_t n = (size_t)snprintf(
         text, sizeof text,
         "FAMILY: conv (the default), pool, linear, softmax, or rnn (nnprim check rnn --help).\n"
         "Runs a family's correctness harness: the reference backend's gradients against\n"
-        "central finite differences (f64) and guard bytes around every output; with a GPU,\n"
-        "also the cuDNN path against the reference on the same inputs. Without a case, the\n"
-        "family's standard cases run. A case is one line of the family's docs/<FAMILY>.md\n"
+        "central finite differences (f64; conv and linear hold relu's pattern, so kinks and\n"
+        "large batches do not fail correct gradients) and guard bytes around every output;\n"
+        "with a GPU, also the cuDNN path against the reference on the same inputs. Without a\n"
+        "case, the family's standard cases run. A case is one line of the family's "
+        "docs/<FAMILY>.md\n"
         "syntax, or a whole NNPRIM_VERBOSE line (quoted or not; its op picks the family when\n"
         "none is named), e.g.\n");
     for (size_t i = 0; i < sizeof families / sizeof families[0] && n < sizeof text; i++)

@@ -216,10 +216,9 @@ static const char *about(void)
         "central finite differences (f64; conv and linear hold relu's pattern, so kinks and\n"
         "large batches do not fail correct gradients) and guard bytes around every output;\n"
         "with a GPU, also the cuDNN path against the reference on the same inputs. Without a\n"
-        "case, the family's standard cases run. A case is one line of the family's "
-        "docs/<FAMILY>.md\n"
-        "syntax, or a whole NNPRIM_VERBOSE line (quoted or not; its op picks the family when\n"
-        "none is named), e.g.\n");
+        "case, the family's standard cases run. A case is one line of the family's\n"
+        "docs/<FAMILY>.md syntax, or a whole NNPRIM_VERBOSE line (quoted or not; its op picks\n"
+        "the family when none is named), e.g.\n");
     for (size_t i = 0; i < sizeof families / sizeof families[0] && n < sizeof text; i++)
         n += (size_t)snprintf(text + n, sizeof text - n, "  nnprim check %s %s\n", families[i].name,
                               families[i].example);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "nnprim/nnprim.h"
 
 int nn_cli_usage_error(const struct nn_cli_cmd *cmd, const char *fmt, ...)
 {
@@ -191,12 +192,68 @@ const char *nn_cli_verbose_family(const char *text)
         text++;
     if (strncmp(text, prefix, sizeof prefix - 1)) return NULL;
     const char *op = text + sizeof prefix - 1;
-    if (!strncmp(op, "nn_", 3)) op += 3; /* the recurrent lines keep the public name */
+    if (!strncmp(op, "nn_", 3)) op += 3; /* recurrent lines of nnprim 0.1.0 named nn_rnn_* */
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
         size_t n = strlen(families[i]);
         if (!strncmp(op, families[i], n) && (op[n] == '_' || op[n] == ',')) return families[i];
     }
     return "unknown";
+}
+
+/* Copies the field at s up to its comma (or the end: last) into buf; returns past the comma, or
+ * NULL when there is none and !last. */
+static const char *field(const char *s, char *buf, size_t cap, int last)
+{
+    const char *end = last ? s + strlen(s) : strchr(s, ',');
+    if (!end) return NULL;
+    size_t n = (size_t)(end - s);
+    while (last && n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        n--;
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    return *end ? end + 1 : end;
+}
+
+int nn_cli_failed_line(const char *text, struct nn_cli_failure *f)
+{
+    static const char prefix[] = "nnprim_verbose,";
+    while (*text == ' ' || *text == '\t')
+        text++;
+    if (strncmp(text, prefix, sizeof prefix - 1)) return 0;
+    const char *s = text + sizeof prefix - 1;
+    char skip[64], timing[128];
+    s = field(s, f->op, sizeof f->op, 0);
+    for (int i = 0; s && i < 3; i++) /* backend, impl, cache */
+        s = field(s, skip, sizeof skip, 0);
+    if (s) s = field(s, f->cases, sizeof f->cases, 0);
+    if (s) s = field(s, timing, sizeof timing, 0);
+    if (!s || strncmp(timing, "status=", 7)) return 0;
+    field(s, f->message, sizeof f->message, 1);
+    size_t n = strcspn(timing + 7, " ");
+    snprintf(f->status, sizeof f->status, "%.*s", (int)n, timing + 7);
+    return 1;
+}
+
+void nn_cli_print_failure(const char *who, const struct nn_cli_failure *f)
+{
+    printf("%s: the line's call (%s) failed: %s: %s\n", who, f->op, f->status, f->message);
+    if (!strcmp(f->cases, "-"))
+        printf("%s: it failed before its case was known (a NULL or invalid argument, a "
+               "pullback): there is no case to run\n",
+               who);
+}
+
+int nn_cli_failure_outcome(const char *who, const struct nn_cli_failure *f, int failed)
+{
+    const nn_error_info *e = nn_last_error();
+    if (!failed)
+        printf("%s: not reproduced: the case runs here, so the call's failure is in what a case "
+               "does not carry (a tensor's dims, strides, dtype or memory, a pullback)\n",
+               who);
+    else if (!strcmp(nn_status_name(e->status), f->status) && !strcmp(e->message, f->message))
+        printf("%s: reproduced: %s: %s\n", who, f->status, f->message);
+    else
+        printf("%s: the case fails here with %s: %s\n", who, nn_status_name(e->status), e->message);
+    return 1;
 }
 
 void nn_cli_join(int argc, char **argv, char *buf, size_t cap)
@@ -262,9 +319,16 @@ int nn_cli_case_operands(const struct nn_cli_cmd *cmd, int argc, char **argv, in
                          const char **one)
 {
     static char words[16384];
-    if (first >= argc) return NN_CLI_RUN;
-    if (*one) return nn_cli_usage_error(cmd, "takes --case TEXT or a case, not both");
-    nn_cli_join(argc - first, argv + first, words, sizeof words);
-    *one = words;
-    return NN_CLI_RUN;
+    if (first < argc && *one)
+        return nn_cli_usage_error(cmd, "takes --case TEXT or a case, not both");
+    if (first < argc) {
+        nn_cli_join(argc - first, argv + first, words, sizeof words);
+        *one = words;
+    }
+    struct nn_cli_failure f;
+    if (!*one || !nn_cli_failed_line(*one, &f)) return NN_CLI_RUN;
+    nn_cli_print_failure(cmd->name, &f);
+    printf("%s: a failed call has no time to measure; nnprim check '<the line>' runs its case\n",
+           cmd->name);
+    return 1;
 }

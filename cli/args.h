@@ -57,6 +57,24 @@ int nn_cli_usage_error(const struct nn_cli_cmd *cmd, const char *fmt, ...)
  * "softmax", "rnn"; "unknown" for another op); NULL for any other text. */
 const char *nn_cli_verbose_family(const char *text);
 
+/* A failed call's verbose line ("nnprim_verbose,<op>,<backend>,-,-,<case>,status=<NAME>
+ * host_ms=<ms>,<message>"), whole or as the shell split it: 1 with its op, status name, case
+ * ("-" when the call failed before it was known) and message copied out (each NUL-terminated,
+ * cut at its capacity); 0 for any other text. */
+struct nn_cli_failure {
+    char op[64], status[64], cases[1024], message[1024];
+};
+int nn_cli_failed_line(const char *text, struct nn_cli_failure *f);
+
+/* What a command says of a failed call's line before it runs the line's case (nothing to run
+ * when the case is "-"): the call's status and message, on stdout. */
+void nn_cli_print_failure(const char *who, const struct nn_cli_failure *f);
+
+/* After the case of a failed call's line ran: whether it failed the same way. failed: the case
+ * failed here, with nn_last_error() as its last failure. Prints one line; returns 1 (the exit
+ * status of a failed case, which the line's call is, reproduced or not). */
+int nn_cli_failure_outcome(const char *who, const struct nn_cli_failure *f, int failed);
+
 /* argv[0..argc) joined by single blanks into buf (cap bytes, NUL-terminated): a case or a pasted
  * verbose line that the shell split at its blanks, whole again. */
 void nn_cli_join(int argc, char **argv, char *buf, size_t cap);
@@ -84,7 +102,9 @@ void nn_cli_progress(const char *who, int i, int n, const char *what);
 
 /* A case given as operands (`nnprim bench conv n1c4h8w8k4r3s3 pad1`, or a pasted verbose line
  * split by the shell): argv[first, argc) joined into *one (a buffer of this file's, valid until
- * the next call); an error when *one was already set by --case. Returns NN_CLI_RUN or 2. */
+ * the next call); an error when *one was already set by --case. A failed call's verbose line (by
+ * --case or as operands) has no time to measure: its status and message are printed (stdout)
+ * and 1 is returned. Returns NN_CLI_RUN, 1 or 2. */
 int nn_cli_case_operands(const struct nn_cli_cmd *cmd, int argc, char **argv, int first,
                          const char **one);
 

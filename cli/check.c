@@ -208,24 +208,27 @@ static const struct family families[] = {
 /* The usage text: the fixed part and one example per family. */
 static const char *about(void)
 {
-    static char text[2048];
+    static char text[2560];
     size_t n = (size_t)snprintf(
         text, sizeof text,
         "FAMILY: conv (the default), pool, linear, softmax, or rnn (nnprim check rnn --help).\n"
         "Runs a family's correctness harness: the reference backend's gradients against\n"
-        "central finite differences (f64) and guard bytes around every output; with a GPU,\n"
-        "also the cuDNN path against the reference on the same inputs. Without a case, the\n"
-        "family's standard cases run. A case is one line of the family's docs/<FAMILY>.md\n"
-        "syntax, or a whole NNPRIM_VERBOSE line (quoted or not; its op picks the family when\n"
-        "none is named), e.g.\n");
+        "central finite differences (f64; conv and linear hold relu's pattern, so kinks and\n"
+        "large batches do not fail correct gradients) and guard bytes around every output;\n"
+        "with a GPU, also the cuDNN path against the reference on the same inputs. Without a\n"
+        "case, the family's standard cases run. A case is one line of the family's\n"
+        "docs/<FAMILY>.md syntax, or a whole NNPRIM_VERBOSE line (quoted or not; its op picks\n"
+        "the family when none is named), e.g.\n");
     for (size_t i = 0; i < sizeof families / sizeof families[0] && n < sizeof text; i++)
         n += (size_t)snprintf(text + n, sizeof text - n, "  nnprim check %s %s\n", families[i].name,
                               families[i].example);
     if (n < sizeof text)
         snprintf(text + n, sizeof text - n,
-                 "Each failure prints one line ending in a reproducer. Exit status: 0 all passed,\n"
-                 "1 a case failed, 2 a usage error (an unknown option, a case that does not parse\n"
-                 "or that the library refuses: the message names the field).\n");
+                 "Each failure prints one line ending in a reproducer. The line of a failed call\n"
+                 "(status=...) runs its case, refused or not, and says whether the call's status\n"
+                 "and message come back. Exit status: 0 all passed, 1 a case failed (and any\n"
+                 "failed call's line), 2 a usage error (an unknown option, a case that does not\n"
+                 "parse or that the library refuses: the message names the field).\n");
     return text;
 }
 
@@ -365,12 +368,27 @@ int nn_cli_check(int argc, char **argv)
     }
     /* One case: refused before anything runs. */
     union any_case one;
-    char line[1024];
+    char line[4096];
+    struct nn_cli_failure failure;
+    int failed_call = 0;
     if (first_case < argc) {
         /* The words of one case, or of one pasted verbose line that the shell split at its
          * blanks: joined back into one line. */
         nn_cli_join(argc - first_case, argv + first_case, line, sizeof line);
-        if (take_line(r.fam, line, "the case", &one) < 0) return 2;
+        failed_call = nn_cli_failed_line(line, &failure);
+        if (failed_call) {
+            /* a failed call's line: its case runs whatever the library says of it, to show
+             * the call's failure again */
+            char err[600];
+            nn_cli_print_failure(name, &failure);
+            if (!strcmp(failure.cases, "-")) return 1;
+            if (r.fam->parse_line(failure.cases, &one, err, sizeof err) != 1) {
+                printf("%s: its case does not parse: %s\n", name, err);
+                return 1;
+            }
+        } else if (take_line(r.fam, line, "the case", &one) < 0) {
+            return 2;
+        }
     }
     int ndev = 0;
     nn_device_count(&ndev);
@@ -383,6 +401,7 @@ int nn_cli_check(int argc, char **argv)
     int rc = 0;
     if (first_case < argc) {
         run_one(&r, &one);
+        if (failed_call) rc = nn_cli_failure_outcome(name, &failure, r.failures > 0);
     } else if (shapes) {
         if (run_file(&r, shapes)) rc = 2;
     } else {

@@ -14,8 +14,10 @@ static const char about[] =
     "standard cases run (--gpu-matrix: the GPU test suite's case matrix). A case is one\n"
     "line of docs/RNN.md syntax, or a whole NNPRIM_VERBOSE=1 line of an RNN call, e.g.\n"
     "  nnprim check rnn lstm t5n3i4h6 l2 bidir proj3 bias_double seq lens5x2x0 f32\n"
-    "Each failure prints one line ending in a reproducer. Exit status: 0 all passed, 1 a case\n"
-    "failed, 2 a usage error (a case that does not parse or that the library refuses).\n";
+    "Each failure prints one line ending in a reproducer. The line of a failed call\n"
+    "(status=...) runs its case, refused or not, and says whether the call's status and\n"
+    "message come back. Exit status: 0 all passed, 1 a case failed (and any failed call's\n"
+    "line), 2 a usage error (a case that does not parse or that the library refuses).\n";
 
 struct runner {
     nn_ctx *ref, *gpu[2]; /* gpu[math mode], created on first use */
@@ -119,14 +121,26 @@ int nn_cli_check_rnn(int argc, char **argv)
     if (first_case < argc && (shapes || matrix))
         return nn_cli_usage_error(&cmd, "takes a case, --shapes FILE or --gpu-matrix, one of them");
     static struct nn_rnn_case c;
+    static struct nn_cli_failure failure;
+    int failed_call = 0;
     if (first_case < argc) {
         /* one case: its tokens, or one verbose line (quoted, or split by the shell) */
         static char line[16384];
         char err[600];
         nn_cli_join(argc - first_case, argv + first_case, line, sizeof line);
-        int got = nn_rnn_case_parse_line(line, &c, err, sizeof err);
+        failed_call = nn_cli_failed_line(line, &failure);
+        if (failed_call) {
+            /* a failed call's line: its case runs whatever the library says of it */
+            nn_cli_print_failure(cmd.name, &failure);
+            if (!strcmp(failure.cases, "-")) return 1;
+            if (nn_rnn_case_parse_line(failure.cases, &c, err, sizeof err) != 1) {
+                printf("%s: its case does not parse: %s\n", cmd.name, err);
+                return 1;
+            }
+        }
+        int got = failed_call ? 1 : nn_rnn_case_parse_line(line, &c, err, sizeof err);
         if (got == 0) snprintf(err, sizeof err, "an empty case");
-        if (got != 1 || validate(&c, err, sizeof err)) {
+        if (!failed_call && (got != 1 || validate(&c, err, sizeof err))) {
             fprintf(stderr, "nnprim check rnn: the case: %s\n", err);
             return 2;
         }
@@ -141,6 +155,7 @@ int nn_cli_check_rnn(int argc, char **argv)
     int rc = 0;
     if (first_case < argc) {
         run_one(&r, &c);
+        if (failed_call) rc = nn_cli_failure_outcome(cmd.name, &failure, r.failures > 0);
     } else if (shapes) {
         if (run_file(&r, shapes)) rc = 2;
     } else if (matrix) {

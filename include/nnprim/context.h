@@ -462,7 +462,8 @@ NN_API nn_status nn_ctx_last_error(const nn_ctx *ctx, nn_error_info *out);
  *   - at verbose >= 1, one line per op call, a reproducer of the call that `nnprim check` and
  *     `nnprim bench` take back whole:
  *       nnprim_verbose,<op>,<backend>,<impl>,<cache>,<shape>,host_ms=<ms>
- *     (a failed call: nnprim_verbose,<op>,<backend>,-,-,-,status=<NAME> host_ms=<ms>,<message>),
+ *     (a failed call: nnprim_verbose,<op>,<backend>,-,-,<case>,status=<NAME>
+ *     host_ms=<ms>,<message>, the case as far as the arguments were valid, or "-"),
  *     and, when a context is created, its header line "# nnprim_verbose header: nnprim
  *     <version>, backend <b>, device <d>, cuDNN <v>, math <m>, deterministic <0|1>; ..." (a '#'
  *     comment, which case files skip);

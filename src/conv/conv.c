@@ -430,21 +430,67 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
     return NN_OK;
 }
 
+/* What a backward call with the pullback asked for beyond its problem: which gradients (each
+ * nonzero when asked; every other call's line says nothing of them) and whether it kept the
+ * pullback. */
+struct asked {
+    int backward, dx, dw, db, keep;
+};
+
+/* The call's case: the problem and the accumulation flags, which change the gradients (the case
+ * syntax's accdx/accdw/accdb tokens); then a backward's grads= and keep. */
+static void case_text(const struct nn__conv_problem *prob, unsigned flags, struct asked a,
+                      char *shape, size_t cap)
+{
+    nn__conv_problem_text(prob, shape, cap);
+    size_t n = strlen(shape);
+    if (flags & NN_CONV_ACCUMULATE_DX) n = nn__text_put(shape, cap, n, " accdx");
+    if (flags & NN_CONV_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " accdw");
+    if (flags & NN_CONV_ACCUMULATE_DB) n = nn__text_put(shape, cap, n, " accdb");
+    if (a.backward) n = nn__text_put_grads(shape, cap, n, a.dx, a.dw, a.db);
+    if (a.keep) nn__text_put(shape, cap, n, " keep");
+}
+
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__conv_note *note, const struct nn__conv_problem *prob,
-                         unsigned flags, uint64_t t0)
+                         unsigned flags, struct asked a, uint64_t t0)
 {
     char shape[256];
-    nn__conv_problem_text(prob, shape, sizeof shape);
-    /* The accumulation flags change the gradients, so the reproducer carries them (the case
-     * syntax's accdx/accdw/accdb tokens). */
-    size_t n = strlen(shape);
-    if (flags & NN_CONV_ACCUMULATE_DX) n = nn__text_put(shape, sizeof shape, n, " accdx");
-    if (flags & NN_CONV_ACCUMULATE_DW) n = nn__text_put(shape, sizeof shape, n, " accdw");
-    if (flags & NN_CONV_ACCUMULATE_DB) nn__text_put(shape, sizeof shape, n, " accdb");
+    case_text(prob, flags, a, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl,
                    note->cache[0] ? note->cache : "-", shape, t0);
+}
+
+/* At verbose >= 1, the case of a call whose problem is not resolved yet, for its failure line:
+ * the arguments as given (params valid, x and w of rank spatial_rank + 2), so that a shape the
+ * library refuses is reproduced by nnprim check and bench with the same message. */
+static void failure_case(struct nn_ctx *ctx, const nn_conv_params *p, const int64_t *xd,
+                         const int64_t *wd, int bias, nn_dtype dtype, unsigned flags)
+{
+    if (!nn__verbose(ctx)) return;
+    struct nn__conv_problem q;
+    memset(&q, 0, sizeof q);
+    q.nsp = p->spatial_rank;
+    q.n = xd[0];
+    q.c = xd[1];
+    q.k = wd[0];
+    q.groups = p->groups;
+    for (int i = 0; i < q.nsp; i++) {
+        q.in[i] = xd[2 + i];
+        q.filt[i] = wd[2 + i];
+        q.stride[i] = p->stride[i];
+        q.dilation[i] = p->dilation[i];
+        q.pad_lo[i] = p->pad_lo[i];
+        q.pad_hi[i] = p->pad_hi[i];
+    }
+    q.mode = p->mode;
+    q.activation = p->activation;
+    q.has_bias = bias;
+    fill_ctx_fields(ctx, &q, dtype);
+    char shape[256];
+    case_text(&q, flags, (struct asked){0}, shape, sizeof shape);
+    nn__verbose_case(shape);
 }
 
 static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
@@ -467,6 +513,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     if (w->rank != x->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
                         w->rank);
+    failure_case(ctx, p, x->dims, w->dims, b != NULL, x->dtype, p->flags);
     struct nn__conv_problem prob;
     NN__TRY(resolve(ctx, op, p, x->rank, x->dims, w->dims, "x", "w", &prob));
     fill_ctx_fields(ctx, &prob, x->dtype);
@@ -494,7 +541,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
         nn_conv_pullback_free(&pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, (struct asked){0}, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -640,6 +687,12 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_conv_pullback *pb = *pullback;
+    struct asked asked = {1, dx != NULL, dw != NULL, db != NULL, bw.keep};
+    if (t0) {
+        char shape[256];
+        case_text(&pb->prob, bw.accumulate, asked, shape, sizeof shape);
+        nn__verbose_case(shape);
+    }
     struct grads g = {&pb->x, &pb->w, dy, dx, dw, db}, gl;
     NN__TRY(check_grads(ctx, op, &pb->prob, &g, "x"));
     struct nn__conv_problem prob = pb->prob;
@@ -654,7 +707,7 @@ static nn_status conv_backward(nn_ctx *ctx, const char *op, nn_conv_pullback **p
         else
             NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, bw.accumulate, &gl, gl.dy, &note));
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, bw.accumulate, asked, t0);
     return bw.keep ? NN_OK : nn_conv_pullback_free(pullback);
 }
 
@@ -712,6 +765,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     if (wlike->rank != xlike->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must equal %s.rank (%d), got %d", op, wn, xn,
                         xlike->rank, wlike->rank);
+    failure_case(ctx, p, xlike->dims, wlike->dims, 0, xlike->dtype, p->flags);
     struct nn__conv_problem prob;
     NN__TRY(resolve(ctx, op, p, xlike->rank, xlike->dims, wlike->dims, xn, wn, &prob));
     fill_ctx_fields(ctx, &prob, xlike->dtype);
@@ -724,7 +778,7 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     struct nn__conv_note note;
     note_init(&note, NULL);
     NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, &gl, gl.dy, &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, (struct asked){0}, t0);
     return NN_OK;
 }
 
@@ -783,7 +837,9 @@ static nn_status conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const 
     NN__TRY_IN(ctx, op,
                be->backward_bias(ctx, &prob, &dyl, db, 1.0,
                                  beta_for(p->flags, NN_CONV_ACCUMULATE_DB), &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB, t0);
+    if (t0)
+        verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB,
+                     (struct asked){0}, t0);
     return NN_OK;
 }
 

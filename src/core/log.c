@@ -103,11 +103,24 @@ static double ms_since(uint64_t start_ns)
     return start_ns ? (double)(nn__now_ns() - start_ns) / 1e6 : 0.0;
 }
 
+/* The case of the op call in progress on this thread, for its failure line, and when it was
+ * set: a case set before the call began (by a call that returned without a verbose line, as an
+ * internal one does) is not the call's. Cleared by the call's verbose line (either kind). */
+static _Thread_local char call_case[1024];
+static _Thread_local uint64_t call_case_ns;
+
+void nn__verbose_case(const char *text)
+{
+    snprintf(call_case, sizeof call_case, "%s", text);
+    call_case_ns = nn__now_ns();
+}
+
 void nn__verbose_op(const struct nn_ctx *ctx, const char *op, const char *impl, const char *cache,
                     const char *shape, uint64_t start_ns)
 {
     double ms = ms_since(start_ns);
     char line[9000];
+    call_case[0] = 0;
     snprintf(line, sizeof line, "nnprim_verbose,%s,%s,%s,%s,%s,host_ms=%.4f", op,
              nn__ctx_on_gpu(ctx) ? "cudnn" : "ref", impl, cache, shape, ms);
     nn__log_line(NN_LOG_OP, line);
@@ -116,12 +129,17 @@ void nn__verbose_op(const struct nn_ctx *ctx, const char *op, const char *impl, 
 nn_status nn__verbose_exit(const struct nn_ctx *ctx, const char *op, uint64_t start_ns,
                            nn_status st)
 {
-    if (st == NN_OK || nn__verbose(ctx) < 1) return st;
+    if (st == NN_OK || nn__verbose(ctx) < 1) {
+        call_case[0] = 0;
+        return st;
+    }
     double ms = ms_since(start_ns);
-    char line[1400];
-    snprintf(line, sizeof line, "nnprim_verbose,%s,%s,-,-,-,status=%s host_ms=%.4f,%s", op,
-             nn__ctx_on_gpu(ctx) ? "cudnn" : "ref", nn_status_name(st), ms,
+    char line[2400];
+    snprintf(line, sizeof line, "nnprim_verbose,%s,%s,-,-,%s,status=%s host_ms=%.4f,%s", op,
+             nn__ctx_on_gpu(ctx) ? "cudnn" : "ref",
+             call_case[0] && call_case_ns >= start_ns ? call_case : "-", nn_status_name(st), ms,
              nn_last_error()->message);
+    call_case[0] = 0;
     nn__log_line(NN_LOG_OP, line);
     return st;
 }

@@ -36,9 +36,16 @@ void nn__verbose_header(const struct nn_ctx *ctx);
 void nn__verbose_op(const struct nn_ctx *ctx, const char *op, const char *impl, const char *cache,
                     const char *shape, uint64_t start_ns);
 
+/* The case of the op call in progress (its family's case syntax, as far as the arguments are
+ * known and valid), for the failure line of nn__verbose_exit(); a family sets it at verbose >= 1
+ * once it can say it. Per thread; the call's verbose line clears it, and a case set before the
+ * call began (by an internal call that printed no line) is not used. */
+void nn__verbose_case(const char *text);
+
 /* The public op function's exit: at verbose >= 1, a failed call (st != NN_OK) prints
- *   nnprim_verbose,<op>,<backend>,-,-,-,status=<NAME> host_ms=<ms>,<message>
- * Returns st. start_ns: nn__now_ns() when the call began (0 when it was not taken). */
+ *   nnprim_verbose,<op>,<backend>,-,-,<case>,status=<NAME> host_ms=<ms>,<message>
+ * case: nn__verbose_case()'s text, or "-" when the call set none. Returns st. start_ns:
+ * nn__now_ns() when the call began (0 when it was not taken). */
 nn_status nn__verbose_exit(const struct nn_ctx *ctx, const char *op, uint64_t start_ns,
                            nn_status st);
 

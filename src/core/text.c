@@ -12,3 +12,14 @@ size_t nn__text_put(char *buf, size_t cap, size_t n, const char *fmt, ...)
     va_end(ap);
     return k > 0 ? n + (size_t)k : n;
 }
+
+size_t nn__text_put_grads(char *buf, size_t cap, size_t n, int dx, int dw, int db)
+{
+    if (dx && dw && db) return n;
+    if (!dx && !dw && !db) return nn__text_put(buf, cap, n, " grads=none");
+    const char *sep = " grads=";
+    if (dx) n = nn__text_put(buf, cap, n, "%sdx", sep), sep = "+";
+    if (dw) n = nn__text_put(buf, cap, n, "%sdw", sep), sep = "+";
+    if (db) n = nn__text_put(buf, cap, n, "%sdb", sep);
+    return n;
+}

@@ -10,4 +10,9 @@
 size_t nn__text_put(char *buf, size_t cap, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A backward call's gradients, when it did not ask for all of dx, dw and db (each nonzero when
+ * asked): " grads=dx+db" (" grads=none" for none) at offset n, as nn__text_put(); nothing when
+ * all three were asked. */
+size_t nn__text_put_grads(char *buf, size_t cap, size_t n, int dx, int dw, int db);
+
 #endif

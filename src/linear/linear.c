@@ -178,15 +178,36 @@ static nn_status check_bias_dims(struct nn_ctx *ctx, const char *fn, const nn_te
     return check_dims(ctx, fn, t, name, 1, &p->out, "[out] = [w.dims[0]]");
 }
 
+/* The call's case: the problem, then for a backward (g, NULL for a forward) the gradients it
+ * asked for when not all of them (grads=) and keep when it kept the pullback. */
+static void case_text(const struct nn__linear_problem *p, const struct nn__linear_grads *g,
+                      int keep, char *shape, size_t cap)
+{
+    nn__linear_problem_text(p, shape, cap);
+    size_t n = strlen(shape);
+    if (g) n = nn__text_put_grads(shape, cap, n, g->dx != NULL, g->dw != NULL, g->db != NULL);
+    if (keep) nn__text_put(shape, cap, n, " keep");
+}
+
 static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__linear_backend *be,
                          const struct nn__linear_note *note, const struct nn__linear_problem *p,
-                         uint64_t t0)
+                         const struct nn__linear_grads *g, int keep, uint64_t t0)
 {
     char shape[256];
-    nn__linear_problem_text(p, shape, sizeof shape);
+    case_text(p, g, keep, shape, sizeof shape);
     /* The verbose op is the public name without its "nn_" (conv_forward, pool_forward, ...). */
     nn__verbose_op(ctx, fn + 3, note->impl[0] ? note->impl : be->name,
                    note->cache[0] ? note->cache : "-", shape, t0);
+}
+
+/* The call's case, once its problem is known, for its failure line. */
+static void failure_case(struct nn_ctx *ctx, const struct nn__linear_problem *p,
+                         const struct nn__linear_grads *g, int keep)
+{
+    if (!nn__verbose(ctx)) return;
+    char shape[256];
+    case_text(p, g, keep, shape, sizeof shape);
+    nn__verbose_case(shape);
 }
 
 /* The tensors of a forward call, checked one by one in the order their messages take. */
@@ -199,6 +220,7 @@ static nn_status check_forward(struct nn_ctx *ctx, const char *fn, const nn_line
     if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
     NN__TRY(check_arg(ctx, fn, y, "y", x->dtype, "x"));
     NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, prob));
+    failure_case(ctx, prob, NULL, 0);
     if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", prob));
     NN__TRY(check_y_dims(ctx, fn, y, "y", prob));
     const nn_tensor *ins[] = {x, w, b};
@@ -287,10 +309,12 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
     NN__TRY(check_params(ctx, fn, p));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
     struct nn__linear_problem prob;
-    if (forward_plain(ctx, x, w, b, y))
+    if (forward_plain(ctx, x, w, b, y)) {
         problem_of(ctx, p, x, w, b != NULL, &prob);
-    else
+        failure_case(ctx, &prob, NULL, 0);
+    } else {
         NN__TRY(check_forward(ctx, fn, p, x, w, b, y, &prob));
+    }
 
     nn_linear_pullback *pb = NULL;
     if (pullback_out) {
@@ -311,7 +335,7 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
         nn__host_free(pb);
         return st;
     }
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, NULL, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -409,12 +433,13 @@ static nn_status linear_backward(nn_ctx *ctx, uint64_t t0, const char *fn,
     int relu = prob.activation == NN_ACTIVATION_RELU;
     struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx,
                                  dw,     db,     bw.accumulate};
+    failure_case(ctx, &prob, &g, bw.keep);
     NN__TRY(check_grads(ctx, fn, &prob, &g));
     const struct nn__linear_backend *be = backend_of(ctx);
     struct nn__linear_note note;
     note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     if (dx || dw || db) NN__TRY(be->backward(ctx, &prob, &g, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, &g, bw.keep, t0);
     if (bw.keep) return NN_OK;
     NN__TRY(nn__pullback_consume("nn_linear_pullback_free", pb));
     nn__host_free(pb);

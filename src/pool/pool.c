@@ -184,8 +184,8 @@ static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int ns
 /* The call in the case syntax of docs/POOL.md (what `nnprim check pool` and the harness read),
  * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32"; a backward that adds to dx ends in " accdx",
  * as conv's line does, so that the reproducer accumulates too. */
-static void shape_text(const nn_pool_params *p, const nn_tensor *x, unsigned accumulate, char *buf,
-                       size_t cap)
+static void shape_text(const nn_pool_params *p, const nn_tensor *x, unsigned accumulate, int keep,
+                       char *buf, size_t cap)
 {
     static const char letters[] = "dhw";
     int nsp = p->spatial_rank, off = 3 - nsp;
@@ -204,17 +204,31 @@ static void shape_text(const nn_pool_params *p, const nn_tensor *x, unsigned acc
         n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
     if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
-    if (n < cap && (accumulate & NN_ACCUMULATE_DX)) snprintf(buf + n, cap - n, " accdx");
+    if (n < cap && (accumulate & NN_ACCUMULATE_DX))
+        n += (size_t)snprintf(buf + n, cap - n, " accdx");
+    if (n < cap && keep) snprintf(buf + n, cap - n, " keep");
 }
 
 static void verbose(nn_ctx *ctx, const char *op, const struct nn__pool_backend *be,
-                    const nn_pool_params *p, const nn_tensor *x, unsigned accumulate,
+                    const nn_pool_params *p, const nn_tensor *x, unsigned accumulate, int keep,
                     uint64_t start)
 {
     char shape[512];
-    shape_text(p, x, accumulate, shape, sizeof shape);
+    shape_text(p, x, accumulate, keep, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/POOL.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), be->name, "-", shape, start);
+}
+
+/* At verbose >= 1, the call's case for its failure line, once params are valid and x has their
+ * rank: the arguments as given, so that a shape the library refuses (a window larger than the
+ * padded input) is reproduced by nnprim check and bench with the same message. */
+static void failure_case(nn_ctx *ctx, const nn_pool_params *p, const nn_tensor *x,
+                         unsigned accumulate, int keep)
+{
+    if (!nn__verbose(ctx) || !x || x->rank != p->spatial_rank + 2) return;
+    char shape[512];
+    shape_text(p, x, accumulate, keep, shape, sizeof shape);
+    nn__verbose_case(shape);
 }
 
 /* x and y as nn_pool_forward() takes them (params valid), for it and for the calls without a
@@ -246,6 +260,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
+    failure_case(ctx, params, x, 0, 0);
     NN__TRY(check_x_y(ctx, op, params, x, y, 1));
 
     const struct nn__pool_backend *be = backend_of(ctx);
@@ -271,7 +286,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
         }
         *pullback_out = pb;
     }
-    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, 0, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, 0, 0, start);
     return NN_OK;
 }
 
@@ -314,13 +329,14 @@ static nn_status pool_backward(nn_ctx *ctx, const char *op, nn_pool_pullback **p
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_pool_pullback *pb = *pullback;
+    failure_case(ctx, &pb->params, &pb->x, bw.accumulate, bw.keep);
     NN__TRY(check_backward(ctx, op, &pb->params, &pb->x, "the forward's x", &pb->y,
                            "the forward's y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);
     NN__TRY_IN(ctx, op,
                be->backward(ctx, &pb->params, pb->saved, &pb->x, &pb->y, dy, dx,
                             bw.accumulate & NN_ACCUMULATE_DX));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, bw.accumulate, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, &pb->params, &pb->x, bw.accumulate, bw.keep, start);
     return bw.keep ? NN_OK : nn_pool_pullback_free(pullback);
 }
 
@@ -349,12 +365,13 @@ static nn_status pool_backward_stateless(nn_ctx *ctx, const nn_pool_params *para
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     NN__TRY(check_params(ctx, op, params));
     NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
+    failure_case(ctx, params, x, accumulate, 0);
     NN__TRY(check_x_y(ctx, op, params, x, y, 0));
     NN__TRY(check_backward(ctx, op, params, x, "x", y, "y", dy, dx));
     const struct nn__pool_backend *be = backend_of(ctx);
     NN__TRY_IN(ctx, op,
                be->backward(ctx, params, NULL, x, y, dy, dx, accumulate & NN_ACCUMULATE_DX));
-    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, accumulate, start);
+    if (nn__verbose(ctx)) verbose(ctx, op, be, params, x, accumulate, 0, start);
     return NN_OK;
 }
 

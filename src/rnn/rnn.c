@@ -164,18 +164,61 @@ void nn__rnn_problem_text(const struct nn__rnn_problem *p, const int32_t *length
         len = nn__text_put(buf, cap, len, " tf32");
 }
 
+/* The call's case: the problem and, on a backward call that adds to dw, "acc". */
+/* What a backward call asked for (0 on a forward call's line): ASK_BACKWARD and the gradients
+ * it was given. */
+enum { ASK_DX = 1, ASK_DHX = 2, ASK_DCX = 4, ASK_DW = 8, ASK_BACKWARD = 16 };
+
+static unsigned asked_of(const nn_tensor *dx, const nn_tensor *dhx, const nn_tensor *dcx,
+                         const nn_tensor *dw)
+{
+    return ASK_BACKWARD | (dx ? ASK_DX : 0) | (dhx ? ASK_DHX : 0) | (dcx ? ASK_DCX : 0) |
+           (dw ? ASK_DW : 0);
+}
+
+/* The call's case: the problem, "acc" on a backward that adds to dw, and "grads=" on one that
+ * did not ask for every gradient its cell has (dx, dhx, dcx for an LSTM, dw). */
+static void case_text(const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+                      unsigned asked, char *shape, size_t cap)
+{
+    nn__rnn_problem_text(p, lengths, shape, cap);
+    size_t n = strlen(shape);
+    if (flags & NN_RNN_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " acc");
+    unsigned all = ASK_DX | ASK_DHX | ASK_DW | (p->cell == NN_RNN_LSTM ? ASK_DCX : 0);
+    if (!(asked & ASK_BACKWARD) || (asked & all) == all) return;
+    if (!(asked & all)) {
+        nn__text_put(shape, cap, n, " grads=none");
+        return;
+    }
+    static const char *const names[] = {"dx", "dhx", "dcx", "dw"};
+    const char *sep = " grads=";
+    for (int i = 0; i < 4; i++)
+        if (asked & all & (1u << i)) {
+            n = nn__text_put(shape, cap, n, "%s%s", sep, names[i]);
+            sep = "+";
+        }
+}
+
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
-                         uint64_t t0)
+                         unsigned asked, uint64_t t0)
 {
     char shape[8192];
-    nn__rnn_problem_text(p, lengths, shape, sizeof shape);
-    if (flags & NN_RNN_ACCUMULATE_DW) {
-        size_t n = strlen(shape);
-        snprintf(shape + n, sizeof shape - n, " acc");
-    }
-    nn__verbose_op(ctx, op, nn__rnn_note_impl ? nn__rnn_note_impl : impl,
+    case_text(p, lengths, flags, asked, shape, sizeof shape);
+    /* The verbose line names the op without the "nn_" of the public function, as every family
+     * does (docs/VERBOSE.md). */
+    nn__verbose_op(ctx, op + strlen("nn_"), nn__rnn_note_impl ? nn__rnn_note_impl : impl,
                    nn__rnn_note_cache ? nn__rnn_note_cache : "-", shape, t0);
+}
+
+/* The call's case, once its problem is known, for its failure line. */
+static void failure_case(const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+                         unsigned asked, uint64_t t0)
+{
+    if (!t0) return;
+    char shape[8192];
+    case_text(p, lengths, flags, asked, shape, sizeof shape);
+    nn__verbose_case(shape);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -744,6 +787,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     struct nn__rnn_problem prob;
     NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
+    failure_case(&prob, lengths, 0, 0, t0);
     NN__TRY(check_state(ctx, op, &prob, hx, "hx", 0, 0));
     NN__TRY(check_state(ctx, op, &prob, cx, "cx", 1, 0));
     if (!y) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: y must not be NULL", op);
@@ -784,7 +828,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
         free_pullback(pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &prob, lengths, 0, t0);
+    if (t0) verbose_line(ctx, op, be->name, &prob, lengths, 0, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -795,7 +839,7 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
                          nn_rnn_pullback **pullback_out)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "nn_rnn_forward", t0,
+    return nn__verbose_exit(ctx, "rnn_forward", t0,
                             rnn_forward(ctx, p, x, lengths, hx, cx, w, y, hy, cy, pullback_out));
 }
 
@@ -815,6 +859,9 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     nn_rnn_pullback *pb = *pullback;
     const struct nn__rnn_problem *prob = &pb->prob;
+    unsigned asked = asked_of(dx, dhx, dcx, dw);
+    failure_case(prob, pb->lengths, (bw.accumulate & NN_ACCUMULATE_DW) ? NN_RNN_ACCUMULATE_DW : 0,
+                 asked, t0);
     if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "dy", 1, 0));
     NN__TRY(check_state(ctx, op, prob, dhy, "dhy", 0, 0));
     NN__TRY(check_state(ctx, op, prob, dcy, "dcy", 1, 0));
@@ -846,7 +893,7 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
     NN__TRY_IN(ctx, op, pb->be->backward(ctx, prob, pb->state, &io));
     if (t0)
         verbose_line(ctx, op, pb->be->name, prob, pb->lengths,
-                     io.accumulate ? NN_RNN_ACCUMULATE_DW : 0, t0);
+                     io.accumulate ? NN_RNN_ACCUMULATE_DW : 0, asked, t0);
     return nn_rnn_pullback_free(pullback); /* never kept: the kind is single-use */
 }
 
@@ -856,7 +903,7 @@ nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tens
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     return nn__verbose_exit(
-        ctx, "nn_rnn_backward", t0,
+        ctx, "rnn_backward", t0,
         rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 
@@ -867,7 +914,7 @@ nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     return nn__verbose_exit(
-        ctx, "nn_rnn_backward_ex", t0,
+        ctx, "rnn_backward_ex", t0,
         rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, dy, dhy, dcy, dx, dhx, dcx, dw));
 }
 

@@ -64,12 +64,24 @@ static void problem_text(const struct nn__softmax_problem *p, char *buf, size_t 
 
 static void verbose_line(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_backend *be,
                          const struct nn__softmax_note *note, const struct nn__softmax_problem *p,
-                         uint64_t t0)
+                         int keep, uint64_t t0)
 {
     char shape[256];
     problem_text(p, shape, sizeof shape);
+    /* a backward that kept its pullback (the case syntax's "keep") */
+    if (keep) nn__text_put(shape, sizeof shape, strlen(shape), " keep");
     /* The verbose op is the public name without its "nn_". */
     nn__verbose_op(ctx, fn + 3, note->impl[0] ? note->impl : be->name, "-", shape, t0);
+}
+
+/* The call's case, once its problem is known, for its failure line. */
+static void failure_case(const struct nn__softmax_problem *p, int keep, uint64_t t0)
+{
+    if (!t0) return;
+    char shape[256];
+    problem_text(p, shape, sizeof shape);
+    if (keep) nn__text_put(shape, sizeof shape, strlen(shape), " keep");
+    nn__verbose_case(shape);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -190,6 +202,7 @@ static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const 
     NN__TRY(resolve(ctx, fn, x, &prob));
     prob.mode = p->mode;
     prob.flags = p->flags;
+    failure_case(&prob, 0, t0);
     NN__TRY(check_dims(ctx, fn, y, "y", &prob, 0));
     NN__TRY(check_output(ctx, fn, y, "y", x, "x", NULL, NULL));
     const nn_tensor *all[] = {x, y};
@@ -211,7 +224,7 @@ static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const 
         nn__host_free(pb);
         return st;
     }
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -236,6 +249,7 @@ static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullba
     /* the problem as this call runs it: its flags (and text form) are the call's */
     struct nn__softmax_problem prob = pb->prob;
     prob.flags = bw.accumulate;
+    failure_case(&prob, bw.keep, t0);
     nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dy, "dy", dt));
     NN__TRY(check_arg(ctx, fn, dx, "dx", dt));
@@ -248,7 +262,7 @@ static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullba
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
     NN__TRY(be->backward(ctx, &prob, &pb->y, dy, dx, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, bw.keep, t0);
     return bw.keep ? NN_OK : nn_softmax_pullback_free(pullback);
 }
 
@@ -402,6 +416,7 @@ static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     NN__TRY(resolve(ctx, fn, x, &prob));
     prob.xent = 1;
     prob.index = targets->type;
+    failure_case(&prob, 0, t0);
     NN__TRY(check_dims(ctx, fn, loss, "loss", &prob, 1));
     NN__TRY(check_output(ctx, fn, loss, "loss", x, "x", NULL, NULL));
     const nn_tensor *all[] = {x, loss};
@@ -429,7 +444,7 @@ static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
         pb = NULL;
     }
     NN__TRY(st);
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -455,6 +470,7 @@ static nn_status xent_backward(nn_ctx *ctx, const char *fn,
     nn_softmax_cross_entropy_pullback *pb = *pullback;
     struct nn__softmax_problem prob = pb->prob;
     prob.flags = bw.accumulate;
+    failure_case(&prob, bw.keep, t0);
     nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dloss, "dloss", dt));
     NN__TRY(check_arg(ctx, fn, dx, "dx", dt));
@@ -467,7 +483,7 @@ static nn_status xent_backward(nn_ctx *ctx, const char *fn,
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
     NN__TRY(be->xent_backward(ctx, &prob, &pb->x, pb->targets, pb->saved, dloss, dx, &note));
-    if (t0) verbose_line(ctx, fn, be, &note, &prob, t0);
+    if (t0) verbose_line(ctx, fn, be, &note, &prob, bw.keep, t0);
     return bw.keep ? NN_OK : nn_softmax_cross_entropy_pullback_free(pullback);
 }
 

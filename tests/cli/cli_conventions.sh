@@ -66,6 +66,9 @@ expect 2 '' 'nn_pool_output_shape: params.window\[0\] = 9' check pool --ref-only
 expect 2 '' 'nn_rnn_weights_size: p.proj_size must be < p.hidden_size' check rnn --ref-only lstm t5n3i4h6 proj9 f32
 expect 2 '' 'verbose line is of a pool op, not of linear' check linear 'nnprim_verbose,pool_forward,ref,ref,-,n1c3h5w5 max win2 f32,host_ms=0.1'
 expect 0 '^ok   pool n1c3h5w5 max win2x2' '' check --ref-only 'nnprim_verbose,pool_forward,ref,ref,-,n1c3h5w5 max win2 f32,host_ms=0.1'
+# a failed call's line runs its case and says whether the failure comes back (exit 1)
+expect 1 'reproduced: NN_E_SHAPE: nn_conv_forward: output spatial dim 0 would be < 1' '' check 'nnprim_verbose,conv_forward,ref,-,-,n1c2h3w3k2r5s5 g1 stride1x1 dil1x1 pad0x0 xcorr f32,status=NN_E_SHAPE host_ms=0.01,nn_conv_forward: output spatial dim 0 would be < 1: the padded input (x.dims[2] + pad = 3) is smaller than the dilated filter (5)'
+expect 1 'not reproduced' '' check --ref-only 'nnprim_verbose,linear_forward,ref,-,-,m3in5out4 f32,status=NN_E_SHAPE host_ms=0.01,nn_linear_forward: y.dims[1] must be 4, got 5'
 # a pasted line the shell split at its blanks is the same line
 expect 0 '^ok   pool n1c3h5w5 max win2x2' '' check --ref-only nnprim_verbose,pool_forward,ref,ref,-,n1c3h5w5 max win2 f32,host_ms=0.1
 # options may follow the case
@@ -98,6 +101,9 @@ if [ "$bench" = 1 ]; then
   # ... split by the shell, with the area's options after it
   expect 0 'median of 2 after 0 warm-up' '' bench nnprim_verbose,conv_forward,ref,ref,-,n1c2h4w4k2r3s3 g1 f64,host_ms=0.01 --backend ref --reps 2 --warmup 0
   expect 2 '' "bench conv: --reps: expected an integer" bench nnprim_verbose,conv_forward,ref,ref,-,n1c2h4w4k2r3s3 f64,host_ms=0.01 --reps x
+  # a failed call's line: its status and message, and exit 1 (no time to measure)
+  expect 1 'the line.s call \(conv_forward\) failed: NN_E_SHAPE: nn_conv_forward: output spatial' '' bench 'nnprim_verbose,conv_forward,ref,-,-,n1c2h3w3k2r5s5 g1 f32,status=NN_E_SHAPE host_ms=0.01,nn_conv_forward: output spatial dim 0 would be < 1'
+  expect 1 'failed: NN_E_INVALID_ARG: nn_pool_forward: x must not be NULL' '' bench pool --case 'nnprim_verbose,pool_forward,ref,-,-,-,status=NN_E_INVALID_ARG host_ms=0.01,nn_pool_forward: x must not be NULL'
   # a case as operands, or --case, not both
   expect 0 ' n1c2h4w4k2r3s3 g1 stride1x1 dil1x1 pad0x0 xcorr f32$' '' bench conv --backend ref --reps 1 --warmup 0 n1c2h4w4k2r3s3
   expect 2 '' 'takes --case TEXT or a case, not both' bench rnn --case 'tanh t2n1i2h2' tanh t2n1i2h2
@@ -114,6 +120,18 @@ if [ "$bench" = 1 ]; then
     grep -q '^nnprim bench conv: case 2 of 2: n1c2h5w5k2r1s1 .* f64$' "$err" ||
     fail "bench conv --shapes: no progress lines: $(head -5 "$err")"
   rm -f "$shapes"
+fi
+if [ "$bench" = 1 ]; then
+  # a time is never negative: nnprim's weights pass, backward minus its data pass, is n/a on the
+  # reference backend (it computes the weight gradients in both), whatever the two medians are
+  "$nnprim" bench rnn --backend ref --reps 3 --warmup 0 >"$out" 2>"$err"
+  rc=$?
+  [ $rc = 0 ] || fail "bench rnn --backend ref: exit $rc: $(head -3 "$err")"
+  awk '/^#/ || $1 == "fwd" { next }
+       { rows++; if ($3 != "n/a") bad = "weights " $3 " in: " $0
+         for (i = 1; i <= 15; i++) if ($i ~ /^-[0-9]/) bad = "negative " $i " in: " $0 }
+       END { if (rows != 4) bad = bad " (" rows + 0 " rows, want 4)"; if (bad) { print bad; exit 1 } }' "$out" ||
+    fail "bench rnn --backend ref: $(awk '/^#/ || $1 == "fwd" { next } { print; exit }' "$out")"
 fi
 [ $bad = 0 ] && echo "cli conventions: all as expected"
 exit $bad

@@ -78,11 +78,6 @@ static int run_check_with(const char *line, int ref_only, char *echo, size_t cap
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int run_check(const char *line, char *echo, size_t cap)
-{
-    return run_check_with(line, 1, echo, cap);
-}
-
 /* The op lines captured since start_capture(): each distinct one (without its time) goes
  * through run_check_with, which must pass; for each k, one line of ops[k] must give back
  * "ok   <prefix><wants[k]>" (an op may be listed twice, with two cases). */
@@ -219,7 +214,7 @@ Test(cli_verbose, rnn_lines_are_reproducers)
     FILE *out = devnull();
     cr_expect_eq(nn_rnn_check_reference(ctx, &c, out), 0);
     fclose(out);
-    static const char *const ops[] = {"nn_rnn_forward", "nn_rnn_backward"};
+    static const char *const ops[] = {"rnn_forward", "rnn_backward"};
     round_trip("", want, ops, 2);
     nn_ctx_destroy(ctx);
 }
@@ -263,6 +258,7 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
     nn_conv_case_format(&c, base, sizeof base);
     struct nn_conv_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;
     int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c.w_dims[0]};
@@ -280,9 +276,17 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
     OK(nn_conv_backward_ex(ctx, &pb, &kept, &dy, &dx, &dw, &db));
     OK(nn_conv_backward_ex(ctx, &pb, &once, &dy, &dx, &dw, &db));
     cr_expect_null(pb, "consumed by the second call");
-    static const char *const ops[] = {"conv_forward", "conv_backward_ex", "conv_backward_ex"};
-    const char *const wants[] = {base, acc, base};
-    round_trip_each("conv ", ops, wants, 3, ref_only);
+    /* a backward asking for some of the gradients says which */
+    struct nn_conv_case some = c;
+    some.skip = NN_H_SKIP_DW;
+    char part[512];
+    nn_conv_case_format(&some, part, sizeof part);
+    OK(nn_conv_forward(ctx, &c.p, &x, &w, &b, &y, &pb));
+    OK(nn_conv_backward(ctx, &pb, &dy, &dx, NULL, &db));
+    static const char *const ops[] = {"conv_forward", "conv_backward_ex", "conv_backward_ex",
+                                      "conv_backward"};
+    const char *const wants[] = {base, acc, base, part};
+    round_trip_each("conv ", ops, wants, 4, ref_only);
     nn_tensor *const all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
     free_all(ctx, all, 8);
 }
@@ -290,7 +294,7 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
 static void pool_ex_lines(nn_ctx *ctx, int ref_only)
 {
     struct nn_pool_case c;
-    char err[256], base[512], acc[512];
+    char err[256], base[512], acc[512], kacc[512];
     /* equal padding on both sides: the cuDNN backend's legacy pooling takes nothing else */
     cr_assert_eq(
         nn_pool_case_parse_line("n2c3h7w6 max win3x2 stride2x1 pad1x0", &c, err, sizeof err), 1,
@@ -299,6 +303,8 @@ static void pool_ex_lines(nn_ctx *ctx, int ref_only)
     struct nn_pool_case a = c;
     a.accumulate = NN_ACCUMULATE_DX;
     nn_pool_case_format(&a, acc, sizeof acc);
+    a.keep = 1; /* nn_pool_backward_ex's accumulating call keeps the pullback */
+    nn_pool_case_format(&a, kacc, sizeof kacc);
     int rank = c.p.spatial_rank + 2;
     int64_t yd[NN_POOL_MAX_SPATIAL + 2];
     OK(nn_pool_output_shape(&c.p, rank, c.x_dims, yd));
@@ -315,7 +321,7 @@ static void pool_ex_lines(nn_ctx *ctx, int ref_only)
     OK(nn_pool_backward_stateless(ctx, &c.p, &x, &y, &dy, &dx, 0));
     static const char *const ops[] = {"pool_forward", "pool_backward_ex", "pool_backward_ex",
                                       "pool_backward_stateless", "pool_backward_stateless"};
-    const char *const wants[] = {base, acc, base, acc, base};
+    const char *const wants[] = {base, kacc, base, acc, base};
     round_trip_each("pool ", ops, wants, 5, ref_only);
     nn_tensor *const all[] = {&x, &y, &dy, &dx};
     free_all(ctx, all, 4);
@@ -330,6 +336,7 @@ static void linear_ex_lines(nn_ctx *ctx, int ref_only)
     nn_linear_case_format(&c, base, sizeof base);
     struct nn_linear_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_linear_case_format(&a, acc, sizeof acc);
     int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
     for (int i = 0; i + 1 < c.x_rank; i++)
@@ -349,9 +356,17 @@ static void linear_ex_lines(nn_ctx *ctx, int ref_only)
     OK(nn_linear_backward_ex(ctx, &pb, &kept, &dy, &dx, &dw, &db));
     OK(nn_linear_backward_ex(ctx, &pb, &once, &dy, &dx, &dw, &db));
     cr_expect_null(pb, "consumed by the second call");
-    static const char *const ops[] = {"linear_forward", "linear_backward_ex", "linear_backward_ex"};
-    const char *const wants[] = {base, acc, base};
-    round_trip_each("linear ", ops, wants, 3, ref_only);
+    /* a backward asking for some of the gradients says which */
+    struct nn_linear_case some = c;
+    some.skip = NN_H_SKIP_DX | NN_H_SKIP_DB;
+    char part[512];
+    nn_linear_case_format(&some, part, sizeof part);
+    OK(nn_linear_forward(ctx, &c.p, &x, &w, &b, &y, &pb));
+    OK(nn_linear_backward(ctx, &pb, &dy, NULL, &dw, NULL));
+    static const char *const ops[] = {"linear_forward", "linear_backward_ex", "linear_backward_ex",
+                                      "linear_backward"};
+    const char *const wants[] = {base, acc, base, part};
+    round_trip_each("linear ", ops, wants, 4, ref_only);
     nn_tensor *const all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
     free_all(ctx, all, 8);
 }
@@ -364,6 +379,7 @@ static void softmax_ex_lines(nn_ctx *ctx, int ref_only)
     nn_softmax_case_format(&c, base, sizeof base);
     struct nn_softmax_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_softmax_case_format(&a, acc, sizeof acc);
     nn_tensor x = filled(ctx, c.dtype, c.rank, c.dims, 1),
               y = filled(ctx, c.dtype, c.rank, c.dims, 2),
@@ -392,6 +408,7 @@ static void xent_ex_lines(nn_ctx *ctx, int ref_only)
     nn_softmax_case_format(&c, base, sizeof base);
     struct nn_softmax_case a = c;
     a.p.flags |= NN_ACCUMULATE_DX;
+    a.keep = 1; /* the accumulating call keeps the pullback */
     nn_softmax_case_format(&a, acc, sizeof acc);
     int64_t ld[1] = {c.dims[0]};
     int32_t t[4] = {0, 5, 2, 3};
@@ -423,7 +440,14 @@ static void rnn_ex_lines(nn_ctx *ctx, int ref_only)
     nn_rnn_case_format(&c, base, sizeof base);
     a = c;
     a.p.flags |= NN_RNN_ACCUMULATE_DW; /* the case keeps the forward flag's bit */
+    /* the backward calls ask for dx and dw, not dhx and dcx */
+    a.skip = NN_RNN_CASE_SKIP_DHX | NN_RNN_CASE_SKIP_DCX;
     nn_rnn_case_format(&a, acc, sizeof acc);
+    static struct nn_rnn_case some;
+    static char part[4096];
+    some = c;
+    some.skip = a.skip;
+    nn_rnn_case_format(&some, part, sizeof part);
     int64_t wn, xd[3] = {c.t, c.n, c.p.input_size}, yd[3] = {c.t, c.n, c.p.hidden_size};
     OK(nn_rnn_weights_size(ctx, &c.p, c.dtype, &wn));
     nn_tensor x = filled(ctx, c.dtype, 3, xd, 1), w = filled(ctx, c.dtype, 1, &wn, 2),
@@ -438,11 +462,314 @@ static void rnn_ex_lines(nn_ctx *ctx, int ref_only)
         OK(nn_rnn_backward_ex(ctx, &pb, k ? &plain : &accumulate, &dy, NULL, NULL, &dx, NULL, NULL,
                               &dw));
     }
-    static const char *const ops[] = {"nn_rnn_forward", "nn_rnn_backward_ex", "nn_rnn_backward_ex"};
-    const char *const wants[] = {base, acc, base};
+    static const char *const ops[] = {"rnn_forward", "rnn_backward_ex", "rnn_backward_ex"};
+    const char *const wants[] = {base, acc, part};
     round_trip_each("", ops, wants, 3, ref_only);
     nn_tensor *const all[] = {&x, &w, &y, &dy, &dx, &dw};
     free_all(ctx, all, 6);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Failed calls: their lines carry the case, and `nnprim check` runs it
+ */
+
+/* `nnprim check --ref-only '<line>'`: its exit status and whole output (stdout, stderr). */
+static int check_output(const char *line, char *buf, size_t cap)
+{
+    const char *cli = getenv("NNPRIM_CLI");
+    cr_assert_not_null(cli);
+    char cmd[8192];
+    size_t c = (size_t)snprintf(cmd, sizeof cmd, "'%s' check --ref-only '", cli);
+    /* the message may hold a quote: ' closes, \' is the quote, ' reopens */
+    for (const char *l = line; *l && c + 8 < sizeof cmd; l++)
+        if (*l == '\'') {
+            memcpy(cmd + c, "'\\''", 4);
+            c += 4;
+        } else {
+            cmd[c++] = *l;
+        }
+    snprintf(cmd + c, sizeof cmd - c, "' 2>&1");
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(buf, 1, cap - 1, p);
+    buf[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The failed op lines captured since start_capture(), in order: line k is of ops[k], has
+ * status[k], carries the case wants[k] ("-": none), and `nnprim check` exits 1 saying whether
+ * the call's status and message came back (reproduced[k]: the failure is in the case itself). */
+static void failed_lines(const char *const *ops, const char *const *status,
+                         const char *const *wants, const int *reproduced, int n)
+{
+    int k = 0;
+    for (int i = 0; i < got.n; i++) {
+        const char *l = got.line[i];
+        if (got.kind[i] != NN_LOG_OP || strncmp(l, "nnprim_verbose,", 15) || !strstr(l, ",status="))
+            continue;
+        cr_assert_lt(k, n, "one failed line too many: %s", l);
+        char op[64], cases[1024], st[64];
+        /* op, backend, impl, cache, case, "status=<st> host_ms=..." */
+        cr_assert_eq(sscanf(l + 15, "%63[^,],%*[^,],-,-,%1023[^,],status=%63[^ ]", op, cases, st),
+                     3, "%s", l);
+        cr_expect_str_eq(op, ops[k], "%s", l);
+        cr_expect_str_eq(st, status[k], "%s", l);
+        cr_expect_str_eq(cases, wants[k], "%s", l);
+        char out[16384];
+        int rc = check_output(l, out, sizeof out);
+        cr_expect_eq(rc, 1, "nnprim check '%s': exit %d: %s", l, rc, out);
+        char said[1200];
+        snprintf(said, sizeof said, "the line's call (%s) failed: %s: ", ops[k], status[k]);
+        cr_expect(strstr(out, said), "nnprim check '%s' does not say '%s': %s", l, said, out);
+        if (strcmp(wants[k], "-"))
+            cr_expect(strstr(out, reproduced[k] ? ": reproduced: " : ": not reproduced: "),
+                      "nnprim check '%s': want %s: %s", l,
+                      reproduced[k] ? "reproduced" : "not reproduced", out);
+        k++;
+    }
+    cr_expect_eq(k, n, "%d failed lines, want %d", k, n);
+}
+
+/* A tensor of dims with its last dim one larger: the wrong output that fails a call. */
+static nn_tensor wrong(nn_ctx *ctx, nn_dtype dt, int rank, const int64_t *dims)
+{
+    int64_t d[NN_MAX_RANK];
+    memcpy(d, dims, (size_t)rank * sizeof *d);
+    d[rank - 1]++;
+    return filled(ctx, dt, rank, d, 99);
+}
+
+static void conv_failed_lines(nn_ctx *ctx)
+{
+    struct nn_conv_case c, s;
+    char err[256], base[512], acc[512], shape[512];
+    cr_assert_eq(nn_conv_case_parse_line("n2c4h7w6k6r3s2 g2 stride2x1 padlo1x0 padhi0x1 relu bias",
+                                         &c, err, sizeof err),
+                 1, "%s", err);
+    /* a shape the library refuses: the padded input is smaller than the filter */
+    cr_assert_eq(nn_conv_case_parse_line("n1c2h3w3k2r5s5", &s, err, sizeof err), 1, "%s", err);
+    nn_conv_case_format(&c, base, sizeof base);
+    nn_conv_case_format(&s, shape, sizeof shape);
+    struct nn_conv_case a = c;
+    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
+    nn_conv_case_format(&a, acc, sizeof acc);
+    int rank = c.p.spatial_rank + 2;
+    int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c.w_dims[0]}, one[4] = {1, 2, 1, 1};
+    OK(nn_conv_output_shape(&c.p, rank, c.x_dims, c.w_dims, yd));
+    nn_tensor x = filled(ctx, c.dtype, rank, c.x_dims, 1),
+              w = filled(ctx, c.dtype, rank, c.w_dims, 2), b = filled(ctx, c.dtype, 1, bd, 3),
+              y = filled(ctx, c.dtype, rank, yd, 4), bad = wrong(ctx, c.dtype, rank, yd),
+              dx = filled(ctx, c.dtype, rank, c.x_dims, 6),
+              dw = filled(ctx, c.dtype, rank, c.w_dims, 7), db = filled(ctx, c.dtype, 1, bd, 8),
+              sx = filled(ctx, c.dtype, rank, s.x_dims, 9),
+              sw = filled(ctx, c.dtype, rank, s.w_dims, 10),
+              sy = filled(ctx, c.dtype, rank, one, 11);
+    start_capture();
+    nn_conv_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB);
+    cr_expect_eq(nn_conv_forward(ctx, &s.p, &sx, &sw, NULL, &sy, NULL), NN_E_SHAPE);
+    cr_expect_eq(nn_conv_forward(ctx, &c.p, &x, &w, &b, &bad, NULL), NN_E_SHAPE);
+    OK(nn_conv_forward(ctx, &c.p, &x, &w, &b, &y, &pb));
+    cr_expect_eq(nn_conv_backward(ctx, &pb, &bad, &dx, &dw, &db), NN_E_SHAPE);
+    cr_expect_eq(nn_conv_backward_ex(ctx, &pb, &kept, &bad, &dx, &dw, &db), NN_E_SHAPE);
+    cr_expect_eq(nn_conv_forward(ctx, &c.p, NULL, &w, &b, &y, NULL), NN_E_INVALID_ARG);
+    OK(nn_conv_pullback_free(&pb));
+    static const char *const ops[] = {"conv_forward", "conv_forward", "conv_backward",
+                                      "conv_backward_ex", "conv_forward"};
+    static const char *const st[] = {"NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE",
+                                     "NN_E_INVALID_ARG"};
+    const char *const wants[] = {shape, base, base, acc, "-"};
+    static const int reproduced[] = {1, 0, 0, 0, 0};
+    failed_lines(ops, st, wants, reproduced, 5);
+    nn_tensor *const all[] = {&x, &w, &b, &y, &bad, &dx, &dw, &db, &sx, &sw, &sy};
+    free_all(ctx, all, 11);
+}
+
+static void pool_failed_lines(nn_ctx *ctx)
+{
+    struct nn_pool_case c, s;
+    char err[256], base[512], acc[512], kacc[512], shape[512];
+    cr_assert_eq(
+        nn_pool_case_parse_line("n2c3h7w6 max win3x2 stride2x1 pad1x0", &c, err, sizeof err), 1,
+        "%s", err);
+    /* a window larger than the padded input */
+    cr_assert_eq(nn_pool_case_parse_line("n1c3h5w5 max win9", &s, err, sizeof err), 1, "%s", err);
+    nn_pool_case_format(&c, base, sizeof base);
+    nn_pool_case_format(&s, shape, sizeof shape);
+    struct nn_pool_case a = c;
+    a.accumulate = NN_ACCUMULATE_DX;
+    nn_pool_case_format(&a, acc, sizeof acc);
+    a.keep = 1; /* nn_pool_backward_ex's accumulating call keeps the pullback */
+    nn_pool_case_format(&a, kacc, sizeof kacc);
+    int rank = c.p.spatial_rank + 2;
+    int64_t yd[NN_POOL_MAX_SPATIAL + 2], one[4] = {1, 3, 1, 1};
+    OK(nn_pool_output_shape(&c.p, rank, c.x_dims, yd));
+    nn_tensor x = filled(ctx, c.dtype, rank, c.x_dims, 1), y = filled(ctx, c.dtype, rank, yd, 2),
+              dy = filled(ctx, c.dtype, rank, yd, 3), bad = wrong(ctx, c.dtype, rank, c.x_dims),
+              sx = filled(ctx, c.dtype, rank, s.x_dims, 5), sy = filled(ctx, c.dtype, rank, one, 6);
+    start_capture();
+    nn_pool_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX);
+    cr_expect_eq(nn_pool_forward(ctx, &s.p, &sx, &sy, NULL), NN_E_SHAPE);
+    OK(nn_pool_forward(ctx, &c.p, &x, &y, &pb));
+    cr_expect_eq(nn_pool_backward(ctx, &pb, &dy, &bad), NN_E_SHAPE);
+    cr_expect_eq(nn_pool_backward_ex(ctx, &pb, &kept, &dy, &bad), NN_E_SHAPE);
+    cr_expect_eq(nn_pool_backward_stateless(ctx, &c.p, &x, &y, &dy, &bad, NN_ACCUMULATE_DX),
+                 NN_E_SHAPE);
+    OK(nn_pool_pullback_free(&pb));
+    static const char *const ops[] = {"pool_forward", "pool_backward", "pool_backward_ex",
+                                      "pool_backward_stateless"};
+    static const char *const st[] = {"NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE"};
+    const char *const wants[] = {shape, base, kacc, acc};
+    static const int reproduced[] = {1, 0, 0, 0};
+    failed_lines(ops, st, wants, reproduced, 4);
+    nn_tensor *const all[] = {&x, &y, &dy, &bad, &sx, &sy};
+    free_all(ctx, all, 6);
+}
+
+static void linear_failed_lines(nn_ctx *ctx)
+{
+    struct nn_linear_case c;
+    char err[256], base[512], acc[512];
+    cr_assert_eq(nn_linear_case_parse_line("m3x2in5out4 relu bias", &c, err, sizeof err), 1, "%s",
+                 err);
+    nn_linear_case_format(&c, base, sizeof base);
+    struct nn_linear_case a = c;
+    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.keep = 1; /* the accumulating call keeps the pullback */
+    nn_linear_case_format(&a, acc, sizeof acc);
+    int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
+    for (int i = 0; i + 1 < c.x_rank; i++)
+        xd[i] = yd[i] = c.lead[i];
+    xd[c.x_rank - 1] = c.in;
+    yd[c.x_rank - 1] = c.out;
+    nn_tensor x = filled(ctx, c.dtype, c.x_rank, xd, 1), w = filled(ctx, c.dtype, 2, wd, 2),
+              b = filled(ctx, c.dtype, 1, bd, 3), y = filled(ctx, c.dtype, c.x_rank, yd, 4),
+              bad = wrong(ctx, c.dtype, c.x_rank, yd), dx = filled(ctx, c.dtype, c.x_rank, xd, 6),
+              dw = filled(ctx, c.dtype, 2, wd, 7), db = filled(ctx, c.dtype, 1, bd, 8);
+    start_capture();
+    nn_linear_pullback *pb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB);
+    cr_expect_eq(nn_linear_forward(ctx, &c.p, &x, &w, &b, &bad, NULL), NN_E_SHAPE);
+    OK(nn_linear_forward(ctx, &c.p, &x, &w, &b, &y, &pb));
+    cr_expect_eq(nn_linear_backward(ctx, &pb, &bad, &dx, &dw, &db), NN_E_SHAPE);
+    cr_expect_eq(nn_linear_backward_ex(ctx, &pb, &kept, &bad, &dx, &dw, &db), NN_E_SHAPE);
+    OK(nn_linear_pullback_free(&pb));
+    static const char *const ops[] = {"linear_forward", "linear_backward", "linear_backward_ex"};
+    static const char *const st[] = {"NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE"};
+    const char *const wants[] = {base, base, acc};
+    static const int reproduced[] = {0, 0, 0};
+    failed_lines(ops, st, wants, reproduced, 3);
+    nn_tensor *const all[] = {&x, &w, &b, &y, &bad, &dx, &dw, &db};
+    free_all(ctx, all, 8);
+}
+
+static void softmax_failed_lines(nn_ctx *ctx)
+{
+    struct nn_softmax_case c, xc;
+    char err[256], base[512], acc[512], xbase[512], xacc[512];
+    cr_assert_eq(nn_softmax_case_parse_line("n3c5s2 log", &c, err, sizeof err), 1, "%s", err);
+    cr_assert_eq(nn_softmax_case_parse_line("n4c6 xent i32", &xc, err, sizeof err), 1, "%s", err);
+    nn_softmax_case_format(&c, base, sizeof base);
+    nn_softmax_case_format(&xc, xbase, sizeof xbase);
+    struct nn_softmax_case a = c, xa = xc;
+    a.p.flags |= NN_ACCUMULATE_DX;
+    xa.p.flags |= NN_ACCUMULATE_DX;
+    a.keep = xa.keep = 1; /* the accumulating calls keep their pullbacks */
+    nn_softmax_case_format(&a, acc, sizeof acc);
+    nn_softmax_case_format(&xa, xacc, sizeof xacc);
+    int64_t ld[1] = {xc.dims[0]};
+    int32_t t[4] = {0, 5, 2, 3};
+    nn_class_targets targets = {.data = t, .type = NN_INDEX_I32};
+    nn_tensor x = filled(ctx, c.dtype, c.rank, c.dims, 1),
+              y = filled(ctx, c.dtype, c.rank, c.dims, 2),
+              bad = wrong(ctx, c.dtype, c.rank, c.dims),
+              dx = filled(ctx, c.dtype, c.rank, c.dims, 4),
+              xx = filled(ctx, xc.dtype, xc.rank, xc.dims, 5),
+              loss = filled(ctx, xc.dtype, 1, ld, 6), xbad = wrong(ctx, xc.dtype, 1, ld),
+              xdx = filled(ctx, xc.dtype, xc.rank, xc.dims, 8);
+    start_capture();
+    nn_softmax_pullback *pb;
+    nn_softmax_cross_entropy_pullback *xpb;
+    nn_backward_options kept = acc_keep(NN_ACCUMULATE_DX);
+    cr_expect_eq(nn_softmax_forward(ctx, &c.p, &x, &bad, NULL), NN_E_SHAPE);
+    OK(nn_softmax_forward(ctx, &c.p, &x, &y, &pb));
+    cr_expect_eq(nn_softmax_backward(ctx, &pb, &bad, &dx), NN_E_SHAPE);
+    cr_expect_eq(nn_softmax_backward_ex(ctx, &pb, &kept, &bad, &dx), NN_E_SHAPE);
+    OK(nn_softmax_pullback_free(&pb));
+    cr_expect_eq(nn_softmax_cross_entropy_forward(ctx, &xx, &targets, &xbad, NULL), NN_E_SHAPE);
+    OK(nn_softmax_cross_entropy_forward(ctx, &xx, &targets, &loss, &xpb));
+    cr_expect_eq(nn_softmax_cross_entropy_backward(ctx, &xpb, &xbad, &xdx), NN_E_SHAPE);
+    cr_expect_eq(nn_softmax_cross_entropy_backward_ex(ctx, &xpb, &kept, &xbad, &xdx), NN_E_SHAPE);
+    OK(nn_softmax_cross_entropy_pullback_free(&xpb));
+    static const char *const ops[] = {"softmax_forward",
+                                      "softmax_backward",
+                                      "softmax_backward_ex",
+                                      "softmax_cross_entropy_forward",
+                                      "softmax_cross_entropy_backward",
+                                      "softmax_cross_entropy_backward_ex"};
+    static const char *const st[] = {"NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE",
+                                     "NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE"};
+    const char *const wants[] = {base, base, acc, xbase, xbase, xacc};
+    static const int reproduced[] = {0, 0, 0, 0, 0, 0};
+    failed_lines(ops, st, wants, reproduced, 6);
+    nn_tensor *const all[] = {&x, &y, &bad, &dx, &xx, &loss, &xbad, &xdx};
+    free_all(ctx, all, 8);
+}
+
+static void rnn_failed_lines(nn_ctx *ctx)
+{
+    static struct nn_rnn_case c, a, some;
+    char err[256];
+    static char base[4096], acc[4096], part[4096];
+    cr_assert_eq(nn_rnn_case_parse_line("lstm t3n2i3h4", &c, err, sizeof err), 1, "%s", err);
+    nn_rnn_case_format(&c, base, sizeof base);
+    /* the backward calls ask for dx and dw, not dhx and dcx */
+    some = c;
+    some.skip = NN_RNN_CASE_SKIP_DHX | NN_RNN_CASE_SKIP_DCX;
+    nn_rnn_case_format(&some, part, sizeof part);
+    a = some;
+    a.p.flags |= NN_RNN_ACCUMULATE_DW;
+    nn_rnn_case_format(&a, acc, sizeof acc);
+    int64_t wn, xd[3] = {c.t, c.n, c.p.input_size}, yd[3] = {c.t, c.n, c.p.hidden_size};
+    OK(nn_rnn_weights_size(ctx, &c.p, c.dtype, &wn));
+    nn_tensor x = filled(ctx, c.dtype, 3, xd, 1), w = filled(ctx, c.dtype, 1, &wn, 2),
+              y = filled(ctx, c.dtype, 3, yd, 3), dy = filled(ctx, c.dtype, 3, yd, 4),
+              bad = wrong(ctx, c.dtype, 3, xd), ybad = wrong(ctx, c.dtype, 3, yd),
+              dw = filled(ctx, c.dtype, 1, &wn, 6);
+    start_capture();
+    nn_backward_options accumulate = {.accumulate = NN_ACCUMULATE_DW};
+    nn_rnn_pullback *pb;
+    cr_expect_eq(nn_rnn_forward(ctx, &c.p, &x, NULL, NULL, NULL, &w, &ybad, NULL, NULL, NULL),
+                 NN_E_SHAPE);
+    OK(nn_rnn_forward(ctx, &c.p, &x, NULL, NULL, NULL, &w, &y, NULL, NULL, &pb));
+    cr_expect_eq(nn_rnn_backward(ctx, &pb, &dy, NULL, NULL, &bad, NULL, NULL, &dw), NN_E_SHAPE);
+    cr_expect_eq(nn_rnn_backward_ex(ctx, &pb, &accumulate, &dy, NULL, NULL, &bad, NULL, NULL, &dw),
+                 NN_E_SHAPE);
+    OK(nn_rnn_pullback_free(&pb));
+    static const char *const ops[] = {"rnn_forward", "rnn_backward", "rnn_backward_ex"};
+    static const char *const st[] = {"NN_E_SHAPE", "NN_E_SHAPE", "NN_E_SHAPE"};
+    const char *const wants[] = {base, part, acc};
+    static const int reproduced[] = {0, 0, 0};
+    failed_lines(ops, st, wants, reproduced, 3);
+    nn_tensor *const all[] = {&x, &w, &y, &dy, &bad, &ybad, &dw};
+    free_all(ctx, all, 7);
+}
+
+/* Every family's failed forward, backward and *_backward_ex lines carry the call's case (a
+ * backward's from its pullback, with the accumulation it asked for); `nnprim check` runs it and
+ * says whether the failure came back: it does where the case itself is refused. */
+Test(cli_verbose, failed_lines_carry_their_case)
+{
+    nn_ctx *ctx = ref_ctx(1);
+    conv_failed_lines(ctx);
+    pool_failed_lines(ctx);
+    linear_failed_lines(ctx);
+    softmax_failed_lines(ctx);
+    rnn_failed_lines(ctx);
+    nn_ctx_destroy(ctx);
 }
 
 static void every_ex_line(nn_ctx *ctx, int ref_only)
@@ -511,9 +838,14 @@ Test(cli_verbose, failed_call_prints_its_status)
         !strncmp(got.line[1],
                  "nnprim_verbose,pool_backward,ref,-,-,-,status=NN_E_INVALID_ARG host_ms=", 70),
         "%s", got.line[1]);
-    /* a reproducer of nothing: check refuses it as a usage error */
-    char echo[512];
-    cr_expect_eq(run_check(got.line[0], echo, sizeof echo), 2);
+    /* a failure before the case was known: check says so, with the call's status and message,
+     * and has nothing to run */
+    char out[4096];
+    cr_expect_eq(check_output(got.line[0], out, sizeof out), 1);
+    cr_expect(strstr(out, "the line's call (conv_forward) failed: NN_E_INVALID_ARG: "
+                          "nn_conv_forward: x must not be NULL"),
+              "%s", out);
+    cr_expect(strstr(out, "there is no case to run"), "%s", out);
     nn_ctx_destroy(ctx);
 }
 

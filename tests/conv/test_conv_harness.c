@@ -195,6 +195,51 @@ Test(conv_harness, reference_matches_finite_differences_and_respects_guards)
     nn_ctx_destroy(ref);
 }
 
+/* Large batches with relu: dw sums over the batch and a finite-difference step crosses relu's
+ * kinks; correct gradients pass (the first is example_cnn_classifier's first convolution). */
+static const char *const large_relu[] = {
+    "n256c1h8w8k8r3s3 pad1 relu bias f32",
+    "n512c8h4w4k8r3s3 pad1 relu bias f32",
+    "n512c8h4w4k8r1s1 relu bias accdw f32",
+};
+
+Test(conv_harness, large_batch_relu_cases_pass)
+{
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    for (size_t i = 0; i < sizeof large_relu / sizeof large_relu[0]; i++) {
+        struct nn_conv_case c;
+        char err[256];
+        cr_assert_eq(nn_conv_case_parse_line(large_relu[i], &c, err, sizeof err), 1, "%s", err);
+        cr_expect_eq(nn_conv_check_reference(ref, &c, stderr), 0, "%s", large_relu[i]);
+    }
+    nn_ctx_destroy(ref);
+}
+
+/* ... and the same check still fails a gradient wrong by one part in 1e5 (dw, dx, db in turn),
+ * on those cases and on a small one, through the harness's deliberate-error hook. */
+Test(conv_harness, finite_differences_catch_a_wrong_gradient)
+{
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
+    static const char *const grads[] = {"dx", "dw", "db"};
+    const char *cases[] = {large_relu[0], large_relu[1], "n2c4h7w6k6r3s3 g2 pad1 bias relu f64"};
+    FILE *sink = fopen("/dev/null", "w");
+    cr_assert_not_null(sink);
+    for (size_t i = 0; i < 3; i++)
+        for (size_t g = 0; g < 3; g++) {
+            struct nn_conv_case c;
+            char err[256];
+            cr_assert_eq(nn_conv_case_parse_line(cases[i], &c, err, sizeof err), 1);
+            if (!c.bias && g == 2) continue;
+            nn_h_fd_tamper = (struct nn_h_fd_tamper){grads[g], 1e-5};
+            int fails = nn_conv_check_reference(ref, &c, sink);
+            nn_h_fd_tamper = (struct nn_h_fd_tamper){NULL, 0};
+            cr_expect_eq(fails, 1, "%s with %s off by 1e-5: %d failures", cases[i], grads[g],
+                         fails);
+        }
+    fclose(sink);
+    nn_ctx_destroy(ref);
+}
+
 /* The backend comparison itself, run with a second reference context as the "backend": every
  * case must compare equal (the reference is deterministic), with guards intact. */
 Test(conv_harness, backend_comparison_runs_on_two_reference_contexts)

@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -149,6 +150,57 @@ int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const ch
     return 0;
 }
 
+int nn_h_check_untouched(const char *name, const nn_tensor *t, FILE *out, const char *repro)
+{
+    int64_t n = nn_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(nn_h_get(t, i))) {
+            fprintf(out,
+                    "FAIL %s: element %lld was written (%.9g) though the call did not ask for it "
+                    "| repro: %s\n",
+                    name, (long long)i, nn_h_get(t, i), repro);
+            return 1;
+        }
+    return 0;
+}
+
+static const char *const grad_names[] = {"dx", "dw", "db"};
+
+int nn_h_grads_token(const char *t, unsigned *skip, char *err, size_t cap)
+{
+    if (strncmp(t, "grads=", 6)) return 0;
+    *skip = NN_H_SKIP_DX | NN_H_SKIP_DW | NN_H_SKIP_DB;
+    if (!strcmp(t + 6, "none")) return 1;
+    char list[64];
+    snprintf(list, sizeof list, "%s", t + 6);
+    int named = 0;
+    for (char *save = NULL, *g = strtok_r(list, "+", &save); g; g = strtok_r(NULL, "+", &save)) {
+        int i = 0;
+        while (i < 3 && strcmp(g, grad_names[i]))
+            i++;
+        if (i == 3)
+            return nn_h_fail(err, cap, "token '%s': grads= takes none, or dx, dw, db joined by '+'",
+                             t);
+        *skip &= ~(1u << i);
+        named++;
+    }
+    return named ? 1 : nn_h_fail(err, cap, "token '%s': grads= needs a gradient or none", t);
+}
+
+size_t nn_h_put_grads(char *buf, size_t cap, size_t len, unsigned skip)
+{
+    if (!skip) return len;
+    const char *sep = " grads=";
+    if (skip == (NN_H_SKIP_DX | NN_H_SKIP_DW | NN_H_SKIP_DB) && len < cap)
+        return len + (size_t)snprintf(buf + len, cap - len, "%snone", sep);
+    for (int i = 0; i < 3 && len < cap; i++)
+        if (!(skip & (1u << i))) {
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", sep, grad_names[i]);
+            sep = "+";
+        }
+    return len;
+}
+
 int nn_h_verbose_shape(const char *line, char *buf, size_t cap)
 {
     static const char prefix[] = "nnprim_verbose,";
@@ -254,4 +306,129 @@ size_t nn_h_put_list(char *buf, size_t cap, size_t len, const char *name, int ns
     for (int i = 0; i < nsp && len < cap; i++)
         len += (size_t)snprintf(buf + len, cap - len, i ? "x%lld" : "%lld", (long long)v[i]);
     return len;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Finite differences of a piecewise-linear loss
+ */
+
+struct nn_h_fd_tamper nn_h_fd_tamper;
+
+/* The step, relative to the element (at least 1): z is linear in it, so the step sets only the
+ * rounding's share of the difference, which shrinks as the step grows. */
+#define FD_STEP 0x1p-4
+
+static double fd_loss(const struct nn_h_fd *fd)
+{
+    if (fd->forward(fd->arg)) return NAN;
+    const double *z = fd->z->data, *r = fd->r->data;
+    int64_t n = nn_tensor_numel(fd->z);
+    double s = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (!fd->active || fd->active[j]) s += r[j] * z[j];
+    return s;
+}
+
+int nn_h_fd_begin(struct nn_h_fd *fd)
+{
+    fd->active = NULL;
+    fd->mag = 0;
+    int64_t nz = nn_tensor_numel(fd->z);
+    /* z of the inputs' absolute values bounds the absolute products summed into each z_j, what
+     * its rounding scales with; the inputs come back from copies */
+    double *keep[8] = {NULL};
+    int st = fd->ninputs <= 8 ? 0 : -1;
+    for (int i = 0; st == 0 && i < fd->ninputs; i++) {
+        double *v = fd->inputs[i]->data;
+        int64_t n = nn_tensor_numel(fd->inputs[i]);
+        keep[i] = malloc((size_t)n * sizeof *v);
+        if (!keep[i]) {
+            st = -1;
+            break;
+        }
+        memcpy(keep[i], v, (size_t)n * sizeof *v);
+        for (int64_t k = 0; k < n; k++)
+            v[k] = fabs(v[k]);
+    }
+    if (st == 0) st = fd->forward(fd->arg);
+    const double *z = fd->z->data, *r = fd->r->data;
+    for (int64_t j = 0; st == 0 && j < nz; j++)
+        fd->mag += fabs(r[j]) * z[j];
+    for (int i = 0; i < fd->ninputs && i < 8; i++)
+        if (keep[i]) {
+            memcpy(fd->inputs[i]->data, keep[i],
+                   (size_t)nn_tensor_numel(fd->inputs[i]) * sizeof(double));
+            free(keep[i]);
+        }
+    if (st == 0) st = fd->forward(fd->arg);
+    if (st == 0 && fd->relu) {
+        fd->active = malloc((size_t)nz);
+        if (!fd->active) return -1;
+        for (int64_t j = 0; j < nz; j++)
+            fd->active[j] = z[j] > 0;
+    }
+    return st;
+}
+
+void nn_h_fd_end(struct nn_h_fd *fd)
+{
+    free(fd->active);
+    fd->active = NULL;
+}
+
+int nn_h_fd_check_activation(const struct nn_h_fd *fd, const nn_tensor *y, FILE *out,
+                             const char *repro)
+{
+    const double *z = fd->z->data;
+    for (int64_t j = 0, n = nn_tensor_numel(fd->z); j < n; j++) {
+        double want = fd->relu && !(z[j] > 0) ? 0 : z[j], got = nn_h_get(y, j);
+        if (got != want) {
+            fprintf(out,
+                    "FAIL y vs its activation of the output without it (f64): element %lld: got "
+                    "%.12g, want %.12g | repro: %s\n",
+                    (long long)j, got, want, repro);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int nn_h_fd_check(const struct nn_h_fd *fd, nn_tensor *t, const nn_tensor *grad,
+                  const nn_tensor *start, int64_t samples, const char *name, FILE *out,
+                  const char *repro)
+{
+    int64_t n = nn_tensor_numel(t), every = n > samples ? n / samples : 1;
+    double *v = t->data;
+    const double *g = grad->data, *g0 = start ? start->data : NULL;
+    double tamper =
+        nn_h_fd_tamper.grad && !strcmp(nn_h_fd_tamper.grad, name) ? nn_h_fd_tamper.rel : 0;
+    /* rounding of L: about sqrt(terms) units of the last place of each product sum, sqrt(nz) of
+     * the loss's own sum, both bounded by mag; 4x for the two evaluations and margin */
+    double rounding = 4 * DBL_EPSILON *
+                      (sqrt((double)fd->terms) + sqrt((double)nn_tensor_numel(fd->z))) * fd->mag;
+    for (int64_t i = 0; i < n; i += every) {
+        double keep = v[i], h = FD_STEP * fmax(1, fabs(keep));
+        v[i] = keep + h;
+        double up = fd_loss(fd), hi = v[i];
+        v[i] = keep - h;
+        double down = fd_loss(fd), lo = v[i];
+        v[i] = keep;
+        if (isnan(up) || isnan(down)) {
+            fprintf(out, "FAIL %s: the finite-difference forward failed: %s: %s | repro: %s\n",
+                    name, nn_status_name(nn_last_error()->status), nn_last_error()->message, repro);
+            return 1;
+        }
+        double num = (up - down) / (hi - lo);
+        double an = g[i] - (g0 ? g0[i] : 0);
+        an = an * (1 + tamper) + tamper;
+        double tol = 1e-9 * fabs(an) + 2 * rounding / (hi - lo);
+        if (!(fabs(num - an) <= tol)) {
+            fprintf(out,
+                    "FAIL %s vs finite differences (f64): element %lld: analytic %.12g, numeric "
+                    "%.12g (tolerance %.3g) | repro: %s\n",
+                    name, (long long)i, an, num, tol, repro);
+            return 1;
+        }
+    }
+    return 0;
 }

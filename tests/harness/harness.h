@@ -61,6 +61,21 @@ int nn_h_verbose_shape(const char *line, char *buf, size_t cap);
 /* 0 if no element of a host tensor is NaN; otherwise 1 and a line (an element never written). */
 int nn_h_check_written(const char *name, const nn_tensor *t, FILE *out, const char *repro);
 
+/* 0 if every element of a host tensor is still NaN (an output the call was not asked for, left
+ * alone); otherwise 1 and a line. */
+int nn_h_check_untouched(const char *name, const nn_tensor *t, FILE *out, const char *repro);
+
+/* The gradients a backward asks for: "grads=dx+db" (names joined by '+') or "grads=none";
+ * without the token, all of dx, dw and db. Bits of the ones not asked for: */
+enum { NN_H_SKIP_DX = 1, NN_H_SKIP_DW = 2, NN_H_SKIP_DB = 4 };
+
+/* If t is a grads= token: the bits of the gradients it leaves out in *skip, and 1 (or -1 and a
+ * message in err naming t); 0 for another token. */
+int nn_h_grads_token(const char *t, unsigned *skip, char *err, size_t cap);
+
+/* " grads=..." for skip (nothing when 0) appended at len, as nn_h_put_list(). */
+size_t nn_h_put_grads(char *buf, size_t cap, size_t len, unsigned skip);
+
 /* Case-text parsing shared by the op families' cases. */
 
 /* Formats a message into err (cap bytes, always NUL-terminated); returns -1, so a parser can
@@ -91,5 +106,54 @@ int nn_h_case_tokens(const char *line, char *buf, size_t bufcap, char **tok, int
  * (may exceed cap once the text is truncated, as snprintf does). */
 size_t nn_h_put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
                      const int64_t *v);
+
+/* Finite differences of a piecewise-linear loss, for ops whose output before its activation, z,
+ * is linear in every input element (a convolution, a dense product, with bias): the loss is
+ * L = sum_j r_j m_j z_j, m_j the activation's slope at the unperturbed inputs (identity: 1; relu:
+ * 1 where z_j > 0, else 0), held while an element moves. That is the loss on the linear piece the
+ * analytic gradient describes, so a step across a relu kink changes nothing, and the central
+ * difference is exact but for rounding: its tolerance is the rounding's bound, from the sum of
+ * the loss's absolute terms (mag), the products per z_j and the step. Host f64 tensors only. */
+struct nn_h_fd {
+    /* Recomputes z from the inputs as they are now (the op without its activation). Returns 0,
+     * or -1 with the library's error in nn_last_error(). */
+    int (*forward)(void *arg);
+    void *arg;
+    const nn_tensor *z, *r;   /* z (written by forward) and the loss's weights, packed */
+    nn_tensor *const *inputs; /* every input forward reads, for the magnitude */
+    int ninputs;
+    int relu;
+    int64_t terms; /* products summed into one z_j (+1 for a bias) */
+    /* Set by nn_h_fd_begin(): */
+    unsigned char *active; /* relu: z_j > 0 at the unperturbed inputs */
+    double mag;            /* sum_j |r_j| * (z_j of the inputs' absolute values) */
+};
+
+/* Runs forward on the inputs' absolute values (mag) and on the inputs (the relu pattern). Returns
+ * 0, or -1 (forward failed, nn_last_error() says why; nothing to free). */
+int nn_h_fd_begin(struct nn_h_fd *fd);
+void nn_h_fd_end(struct nn_h_fd *fd);
+
+/* 0 if y, the op's output with its activation, is exactly act(z) at the unperturbed inputs (z as
+ * nn_h_fd_begin() left it); otherwise 1 and a line to out. */
+int nn_h_fd_check_activation(const struct nn_h_fd *fd, const nn_tensor *y, FILE *out,
+                             const char *repro);
+
+/* The gradient of L with respect to t (one of fd's inputs) against central differences at up to
+ * `samples` evenly spread elements; grad is the analytic gradient, start (or NULL) what an
+ * accumulated gradient started from. Returns 0, or 1 and one line to out (the first element
+ * outside the tolerance); a failed forward is reported as one too. */
+int nn_h_fd_check(const struct nn_h_fd *fd, nn_tensor *t, const nn_tensor *grad,
+                  const nn_tensor *start, int64_t samples, const char *name, FILE *out,
+                  const char *repro);
+
+/* A test's deliberate error: while grad names a gradient ("dw"), nn_h_fd_check() compares that
+ * gradient's analytic elements as g * (1 + rel) + rel, so that a test shows an error of that size
+ * is caught. grad NULL (the default) in every other use. */
+struct nn_h_fd_tamper {
+    const char *grad;
+    double rel;
+};
+extern struct nn_h_fd_tamper nn_h_fd_tamper;
 
 #endif

@@ -41,6 +41,10 @@ static int parse_token(const char *t, struct nn_linear_case *c, char *err, size_
         c->bias = 1;
     else if (!strcmp(t, "accdx"))
         c->p.flags |= NN_LINEAR_ACCUMULATE_DX;
+    else if (!strcmp(t, "keep"))
+        c->keep = 1;
+    else if (!strncmp(t, "grads=", 6))
+        return nn_h_grads_token(t, &c->skip, err, cap) < 0 ? -1 : 0;
     else if (!strcmp(t, "accdw"))
         c->p.flags |= NN_LINEAR_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
@@ -94,6 +98,8 @@ void nn_linear_case_format(const struct nn_linear_case *c, char *buf, size_t cap
     if (c->p.flags & NN_LINEAR_ACCUMULATE_DB) PUT(" accdb");
     PUT(" %s", nn_dtype_name(c->dtype));
     if (c->math == NN_MATH_TF32) PUT(" tf32");
+    n = nn_h_put_grads(buf, cap, n, c->skip);
+    if (c->keep) PUT(" keep");
 #undef PUT
 }
 
@@ -205,7 +211,8 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_linear_case *c
     for (int i = 0; i < N_OUT && st == NN_OK; i++) {
         st = nn_h_guarded_alloc(ctx, host, dt, s.rank[N_IN + i], s.d[N_IN + i], 41 + (uint64_t)i,
                                 &io->out[i]);
-        if (st == NN_OK && (c->p.flags & acc_bit[i]))
+        /* a gradient not asked for stays NaN: the backward must leave it alone */
+        if (st == NN_OK && (c->p.flags & acc_bit[i]) && !(c->skip & (1u << (i - 1))))
             st = nn_tensor_fill_ints(ctx, &io->out[i].view, -2, 2, 51 + (uint64_t)i);
     }
     return st;
@@ -214,11 +221,19 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_linear_case *c
 static nn_status run(nn_ctx *ctx, const struct nn_linear_case *c, struct io *io)
 {
     nn_linear_pullback *pb = NULL;
+    /* "keep": the same accumulation, the pullback kept (and freed below) */
+    nn_backward_options keep = {
+        .accumulate = c->p.flags & (NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB),
+        .keep = 1};
     nn_status st = nn_linear_forward(ctx, &c->p, &io->in[T_X], &io->in[T_W],
                                      c->bias ? &io->in[T_B] : NULL, &io->out[T_Y].view, &pb);
+    nn_tensor *g[N_OUT];
+    for (int i = T_DX; i < N_OUT; i++)
+        g[i] = c->skip & (1u << (i - 1)) ? NULL : &io->out[i].view;
     if (st == NN_OK)
-        st = nn_linear_backward(ctx, &pb, &io->in[T_DY], &io->out[T_DX].view, &io->out[T_DW].view,
-                                &io->out[T_DB].view);
+        st = c->keep
+                 ? nn_linear_backward_ex(ctx, &pb, &keep, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB])
+                 : nn_linear_backward(ctx, &pb, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB]);
     nn_linear_pullback_free(&pb);
     return st;
 }
@@ -241,48 +256,27 @@ static void repro_of(const struct nn_linear_case *c, char *buf, size_t cap)
  * Finite differences (f64, reference)
  */
 
-static double loss(nn_ctx *ref, const struct nn_linear_case *c, struct io *io)
+/* The product without its activation into z, for nn_h_fd. */
+struct fd_arg {
+    nn_ctx *ref;
+    nn_linear_params p;
+    struct io *io;
+    int bias;
+    nn_tensor z;
+};
+
+static int fd_forward(void *arg)
 {
-    nn_tensor *y = &io->out[T_Y].view;
-    if (nn_linear_forward(ref, &c->p, &io->in[T_X], &io->in[T_W], c->bias ? &io->in[T_B] : NULL, y,
-                          NULL) != NN_OK)
-        return NAN;
-    double s = 0;
-    int64_t n = nn_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++)
-        s += ((double *)y->data)[i] * ((const double *)io->in[T_DY].data)[i];
-    return s;
+    struct fd_arg *a = arg;
+    nn_tensor *in = a->io->in;
+    return nn_linear_forward(a->ref, &a->p, &in[T_X], &in[T_W], a->bias ? &in[T_B] : NULL, &a->z,
+                             NULL) == NN_OK
+               ? 0
+               : -1;
 }
 
-/* The gradient of input `in` (x, w or b) in output `grad` against (L(v + e) - L(v - e)) / 2e at
- * up to 24 evenly spread elements; an accumulated output started at `start`. */
-static int fd_one(nn_ctx *ref, const struct nn_linear_case *c, struct io *io, int in, int grad,
-                  const nn_tensor *start, FILE *out, const char *repro)
-{
-    const double eps = 1e-5;
-    nn_tensor *v = &io->in[in];
-    int64_t n = nn_tensor_numel(v), step = n > 24 ? n / 24 : 1;
-    double *x = v->data;
-    const double *g = io->out[grad].view.data;
-    for (int64_t i = 0; i < n; i += step) {
-        double keep = x[i];
-        x[i] = keep + eps;
-        double up = loss(ref, c, io);
-        x[i] = keep - eps;
-        double down = loss(ref, c, io);
-        x[i] = keep;
-        double fd = (up - down) / (2 * eps) + (start ? ((const double *)start->data)[i] : 0);
-        if (!(fabs(fd - g[i]) <= 1e-6 * (1 + fabs(g[i])))) {
-            fprintf(out,
-                    "FAIL %s vs finite differences (f64): element %lld: analytic %.12g, numeric "
-                    "%.12g | repro: %s\n",
-                    out_names[grad], (long long)i, g[i], fd, repro);
-            return 1;
-        }
-    }
-    return 0;
-}
-
+/* The f64 gradients against finite differences (nn_h_fd: the relu pattern held, so a large batch
+ * or a step across a kink is no false failure); an accumulated gradient less its start. */
 static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, const char *repro)
 {
     struct nn_linear_case d = *c;
@@ -291,6 +285,8 @@ static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, cons
     struct io io;
     nn_tensor start[N_OUT];
     memset(start, 0, sizeof start);
+    struct fd_arg arg = {ref, d.p, &io, d.bias, {0}};
+    arg.p.activation = NN_ACTIVATION_IDENTITY;
     nn_status st = setup(ref, ref, &d, NN_DTYPE_F64, 1, &io);
     /* The starting values of accumulated outputs, to take off the analytic gradient. */
     static const unsigned acc_bit[N_OUT] = {0, NN_LINEAR_ACCUMULATE_DX, NN_LINEAR_ACCUMULATE_DW,
@@ -298,18 +294,36 @@ static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, cons
     for (int i = 1; i < N_OUT && st == NN_OK; i++)
         if (d.p.flags & acc_bit[i]) st = nn_h_to_host(ref, ref, &io.out[i].view, &start[i]);
     if (st == NN_OK) st = run(ref, &d, &io);
+    const nn_tensor *y = &io.out[T_Y].view;
+    if (st == NN_OK) st = nn_tensor_empty(ref, NN_DTYPE_F64, y->rank, y->dims, &arg.z);
     int fails = 0;
+    nn_tensor *inputs[] = {&io.in[T_X], &io.in[T_W], &io.in[T_B]};
+    struct nn_h_fd fd = {fd_forward,
+                         &arg,
+                         &arg.z,
+                         &io.in[T_DY],
+                         inputs,
+                         d.bias ? 3 : 2,
+                         d.p.activation == NN_ACTIVATION_RELU,
+                         d.in + 1,
+                         NULL,
+                         0};
     if (st != NN_OK) {
         fails = report_status(st, "reference f64 run", out, repro);
+    } else if (nn_h_fd_begin(&fd)) {
+        fails = report_status(nn_last_error()->status, "reference f64 forward", out, repro);
     } else {
-        fails +=
-            fd_one(ref, &d, &io, T_X, T_DX, start[T_DX].data ? &start[T_DX] : NULL, out, repro);
-        fails +=
-            fd_one(ref, &d, &io, T_W, T_DW, start[T_DW].data ? &start[T_DW] : NULL, out, repro);
-        if (d.bias)
-            fails +=
-                fd_one(ref, &d, &io, T_B, T_DB, start[T_DB].data ? &start[T_DB] : NULL, out, repro);
+        static const int grads[] = {T_DX, T_DW, T_DB};
+        fails += nn_h_fd_check_activation(&fd, y, out, repro);
+        for (int k = 0; k < (d.bias ? 3 : 2); k++) {
+            int g = grads[k];
+            if (d.skip & (1u << (g - 1))) continue;
+            fails += nn_h_fd_check(&fd, inputs[k], &io.out[g].view,
+                                   start[g].data ? &start[g] : NULL, 24, out_names[g], out, repro);
+        }
     }
+    nn_h_fd_end(&fd);
+    if (arg.z.data) nn_tensor_free(ref, &arg.z);
     for (int i = 0; i < N_OUT; i++)
         if (start[i].data) nn_tensor_free(ref, &start[i]);
     io_free(ref, ref, &io);
@@ -320,8 +334,9 @@ static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, cons
  * Guards, written outputs, a backend against the reference
  */
 
-static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *who, FILE *out,
-                         const char *repro)
+/* skip: the NN_H_SKIP_* gradients the backward was not asked for, which must stay NaN. */
+static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, unsigned skip, const char *who,
+                         FILE *out, const char *repro)
 {
     int fails = 0;
     for (int i = 0; i < N_OUT; i++) {
@@ -333,7 +348,8 @@ static int check_outputs(nn_ctx *ctx, nn_ctx *host, struct io *io, const char *w
             fails += report_status(nn_last_error()->status, name, out, repro);
             continue;
         }
-        fails += nn_h_check_written(name, &h, out, repro);
+        fails += i && (skip & (1u << (i - 1))) ? nn_h_check_untouched(name, &h, out, repro)
+                                               : nn_h_check_written(name, &h, out, repro);
         nn_tensor_free(host, &h);
     }
     return fails;
@@ -350,7 +366,7 @@ int nn_linear_check_reference(nn_ctx *ref, const struct nn_linear_case *c, FILE 
     if (st != NN_OK)
         fails += report_status(st, "reference run", out, repro);
     else
-        fails += check_outputs(ref, ref, &io, "reference", out, repro);
+        fails += check_outputs(ref, ref, &io, c->skip, "reference", out, repro);
     io_free(ref, ref, &io);
     return fails;
 }
@@ -373,8 +389,9 @@ int nn_linear_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_linear_cas
     if (dst == NN_OK) dst = run(dev, c, &got);
     if (dst != NN_OK) fails += report_status(dst, "backend run", out, repro);
     if (st == NN_OK && dst == NN_OK) {
-        fails += check_outputs(dev, ref, &got, "backend", out, repro);
+        fails += check_outputs(dev, ref, &got, c->skip, "backend", out, repro);
         for (int i = 0; i < N_OUT; i++) {
+            if (i && (c->skip & (1u << (i - 1)))) continue; /* not asked: check_outputs' */
             nn_tensor h;
             if (nn_h_to_host(dev, ref, &got.out[i].view, &h) != NN_OK) {
                 fails += report_status(nn_last_error()->status, out_names[i], out, repro);

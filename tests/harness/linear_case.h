@@ -18,6 +18,8 @@ struct nn_linear_case {
     nn_linear_params p; /* activation and flags */
     nn_dtype dtype;
     nn_math_mode math;
+    int keep;      /* "keep": the backward is nn_linear_backward_ex keeping the pullback */
+    unsigned skip; /* "grads=": the NN_H_SKIP_* gradients the backward does not ask for */
 };
 
 /* Parse the tokens of one case: "m64in512out10" (or "m4x5in8out3" for x [4, 5, 8], or

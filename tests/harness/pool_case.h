@@ -15,6 +15,7 @@ struct nn_pool_case {
     int64_t x_dims[NN_POOL_MAX_SPATIAL + 2];
     nn_dtype dtype;
     unsigned accumulate; /* the backward's: 0, or NN_ACCUMULATE_DX ("accdx": dx += the gradient) */
+    int keep;            /* "keep": nn_pool_backward_ex keeps the pullback */
 };
 
 /* Parse the tokens of one case: "n2c3h8w8" (letters n c [d [h]] w), then "max" /

@@ -19,6 +19,16 @@ struct nn_rnn_case {
     int32_t lengths[NN_RNN_CASE_MAX_N];
     nn_dtype dtype;
     nn_math_mode math;
+    unsigned skip; /* "grads=": the NN_RNN_CASE_SKIP_* gradients the backward does not ask for */
+};
+
+/* Bits of nn_rnn_case.skip; "grads=dx+dw" names the ones asked for ("grads=none": none), of dx,
+ * dhx, dcx (LSTM only) and dw; without the token, all of them. */
+enum {
+    NN_RNN_CASE_SKIP_DX = 1,
+    NN_RNN_CASE_SKIP_DHX = 2,
+    NN_RNN_CASE_SKIP_DCX = 4,
+    NN_RNN_CASE_SKIP_DW = 8
 };
 
 /* Parse the tokens of one case ("lstm", "t5n3i4h6", "l2", "bidir", ...). Returns 0, or -1 with a

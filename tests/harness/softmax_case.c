@@ -51,6 +51,8 @@ static int parse_token(const char *t, struct nn_softmax_case *c, char *err, size
         c->index = NN_INDEX_I64;
     else if (!strcmp(t, "accdx"))
         c->p.flags |= NN_SOFTMAX_ACCUMULATE_DX;
+    else if (!strcmp(t, "keep"))
+        c->keep = 1;
     else
         return nn_h_fail(err, cap, "unknown token '%s' (see docs/SOFTMAX.md for the syntax)", t);
     return 0;
@@ -100,6 +102,7 @@ void nn_softmax_case_format(const struct nn_softmax_case *c, char *buf, size_t c
         PUT(" %s", c->p.mode == NN_SOFTMAX_MODE_LOG ? "log" : "softmax");
     if (c->p.flags & NN_SOFTMAX_ACCUMULATE_DX) PUT(" accdx");
     PUT(" %s", nn_dtype_name(c->dtype));
+    if (c->keep) PUT(" keep");
 #undef PUT
 }
 
@@ -242,15 +245,19 @@ static nn_status run(nn_ctx *ctx, const struct nn_softmax_case *c, struct io *io
     if (c->xent) {
         nn_softmax_cross_entropy_pullback *x = pb;
         /* "xent accdx": the accumulation of nn_softmax_cross_entropy_backward_ex's options */
-        nn_backward_options o = {.accumulate = c->p.flags & NN_SOFTMAX_ACCUMULATE_DX};
+        nn_backward_options o = {.accumulate = c->p.flags & NN_SOFTMAX_ACCUMULATE_DX,
+                                 .keep = c->keep};
         if (st == NN_OK)
-            st = o.accumulate
+            st = o.accumulate || o.keep
                      ? nn_softmax_cross_entropy_backward_ex(ctx, &x, &o, &io->dy, &io->dx.view)
                      : nn_softmax_cross_entropy_backward(ctx, &x, &io->dy, &io->dx.view);
         nn_softmax_cross_entropy_pullback_free(&x);
     } else {
         nn_softmax_pullback *s = pb;
-        if (st == NN_OK) st = nn_softmax_backward(ctx, &s, &io->dy, &io->dx.view);
+        nn_backward_options o = {.accumulate = c->p.flags & NN_SOFTMAX_ACCUMULATE_DX, .keep = 1};
+        if (st == NN_OK)
+            st = c->keep ? nn_softmax_backward_ex(ctx, &s, &o, &io->dy, &io->dx.view)
+                         : nn_softmax_backward(ctx, &s, &io->dy, &io->dx.view);
         nn_softmax_pullback_free(&s);
     }
     return st;

@@ -17,6 +17,7 @@ struct nn_softmax_case {
     nn_index_type index; /* its targets' type */
     nn_softmax_params p; /* mode and flags (softmax only) */
     nn_dtype dtype;
+    int keep; /* "keep": the backward is the *_backward_ex call keeping the pullback */
 };
 
 /* Parse the tokens of one case: "n4c10" or "n2c5s3x4" (trailing dims after s, joined by x),

@@ -102,15 +102,17 @@ Test(linear_harness, verbose_line_is_a_case)
     close(saved);
     cr_assert_eq(st, NN_OK, "%s", nn_last_error()->message);
     rewind(tmp);
-    const char *ops[] = {"linear_forward", "linear_backward"};
+    /* the backward asked for dx only, and its line says so */
+    const char *ops[] = {"linear_forward", "linear_backward"}, *asked[] = {"", " grads=dx"};
     for (int i = 0; i < 2; i++) {
         char line[512] = "", want[256], err[256];
         cr_assert_not_null(fgets(line, sizeof line, tmp));
-        snprintf(want, sizeof want, "nnprim_verbose,%s,ref,ref,-,%s,", ops[i], text);
+        snprintf(want, sizeof want, "nnprim_verbose,%s,ref,ref,-,%s%s,", ops[i], text, asked[i]);
         cr_expect(strncmp(line, want, strlen(want)) == 0, "line: %s want: %s", line, want);
         struct nn_linear_case back;
         cr_expect_eq(nn_linear_case_parse_line(line, &back, err, sizeof err), 1, "%s: %s", line,
                      err);
+        c.skip = i ? NN_H_SKIP_DW | NN_H_SKIP_DB : 0;
         cr_expect_eq(memcmp(&c, &back, sizeof c), 0, "the verbose line parses to another case");
     }
     fclose(tmp);
@@ -130,6 +132,28 @@ Test(linear_harness, reference_matches_finite_differences_and_respects_guards, .
         fails += nn_linear_check_reference(ref, &c, stderr);
     }
     cr_expect_eq(fails, 0, "%d failures (lines above, each with its reproducer)", fails);
+    nn_ctx_destroy(ref);
+}
+
+/* A large batch with relu: dw and db sum over it, and a finite-difference step crosses relu's
+ * kinks; correct gradients pass, and a gradient wrong by one part in 1e5 (dx, dw, db in turn,
+ * through the harness's deliberate-error hook) fails. */
+Test(linear_harness, large_batch_relu_passes_and_a_wrong_gradient_fails, .timeout = 300)
+{
+    nn_ctx *ref = make_ctx(NN_BACKEND_REF, NN_MATH_STRICT_FP32, 0);
+    struct nn_linear_case c;
+    parse("m4096in64out32 relu bias accdw f32", &c);
+    cr_expect_eq(nn_linear_check_reference(ref, &c, stderr), 0);
+    static const char *const grads[] = {"dx", "dw", "db"};
+    FILE *sink = fopen("/dev/null", "w");
+    cr_assert_not_null(sink);
+    for (int g = 0; g < 3; g++) {
+        nn_h_fd_tamper = (struct nn_h_fd_tamper){grads[g], 1e-5};
+        int fails = nn_linear_check_reference(ref, &c, sink);
+        nn_h_fd_tamper = (struct nn_h_fd_tamper){NULL, 0};
+        cr_expect_eq(fails, 1, "%s off by 1e-5: %d failures", grads[g], fails);
+    }
+    fclose(sink);
     nn_ctx_destroy(ref);
 }
 

@@ -146,7 +146,7 @@ static int log_count(const char *needle)
     char line[4096];
     int n = 0;
     while (fgets(line, sizeof line, f))
-        n += !strncmp(line, "nnprim_verbose,nn_rnn_", 22) && strstr(line, needle) != NULL;
+        n += !strncmp(line, "nnprim_verbose,rnn_", 19) && strstr(line, needle) != NULL;
     fclose(f);
     return n;
 }

@@ -20,7 +20,8 @@
 #                  RNN_RUNS processes (default 2), summarised per shape by median
 #   linear         linear (strict, TF32) against raw cuBLASLt, and PyTorch in the same process
 #   softmax        softmax, log-softmax, cross-entropy (nnprim only)
-#   models         the examples' training step, eager and as one graph, against PyTorch
+#   models         the examples' training step, eager and as one graph, against PyTorch, with
+#                  the heuristic and with autotune; the tiny LSTM anchor's step as one graph
 #
 # Needs the CUDA toolkit, cuDNN and, for the PyTorch columns, python3 with a CUDA PyTorch
 # (PYTHON=... to choose another interpreter); a family whose PyTorch part cannot run says so and
@@ -156,7 +157,18 @@ for f in "${families[@]}"; do
     run bench_softmax "$nn" bench softmax ;;
   models)
     run bench_models "$nn" bench models
-    have_torch models && run torch_models "$PY" bench/torch_models.py --nnprim "$tmp/bench_models.out" ;;
+    have_torch models && run torch_models "$PY" bench/torch_models.py --nnprim "$tmp/bench_models.out"
+    # tuned as torch-graph's cudnn.benchmark is: nnprim's autotune (the persistent RNN kernels)
+    run bench_models_autotune env NNPRIM_TUNING=autotune "$nn" bench models
+    have_torch models &&
+      run torch_models_autotune "$PY" bench/torch_models.py --nnprim "$tmp/bench_models_autotune.out"
+    # the tiny LSTM anchor: the step and an SGD update as one graph, beside PyTorch's graph
+    echo "lstm t2n1i8h8 l1 uni" > "$tmp/anchor.txt"
+    run rnn_anchor_graph "$nn" bench rnn --graph --shapes "$tmp/anchor.txt"
+    run rnn_anchor_graph_autotune env NNPRIM_TUNING=autotune "$nn" bench rnn --graph \
+      --shapes "$tmp/anchor.txt"
+    have_torch models && run torch_rnn_anchor "$PY" bench/torch_rnn.py --shapes "$tmp/anchor.txt" \
+      --modes f32 ;;
   esac
 done
 echo "# the whole output: $log"

@@ -188,7 +188,8 @@ NN_API nn_status nn_rnn_weights_size(nn_ctx *ctx, const nn_rnn_params *p, nn_dty
  *         does not exist for these parameters: a bias the bias mode drops, weight_ih of layer 0
  *         with skip input, weight_hr without a projection); NN_E_SHAPE (w's dims); NN_E_DTYPE;
  *         NN_E_MEMSPACE; the statuses of nn_rnn_weights_size().
- * Ownership: the view borrows w's storage.
+ * Ownership: the view borrows w's storage and is marked NN_TENSOR_BORROWED (nn_tensor_free()
+ * refuses it; w's own free releases the storage).
  */
 NN_API nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *w,
                                     int64_t layer, int direction, nn_rnn_weight_name name,

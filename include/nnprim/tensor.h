@@ -73,10 +73,11 @@ typedef struct nn_tensor {
 } nn_tensor;
 
 /**
- * nn_tensor.flags: the view does not own its memory. nn_tensor_from_dlpack*() set it on the views
- * they make (the capsule's deleter owns the memory, wherever it came from, nnprim's own storage
- * included); nn_tensor_free() and nn_tensor_to_dlpack() refuse such a view with
- * NN_E_BAD_POINTER, whatever its data points to. Ops take it like any view.
+ * nn_tensor.flags: the view does not own its memory. nn_tensor_wrap(), nn_rnn_weight_view() and
+ * nn_tensor_from_dlpack*() set it on the views they make (the memory is the caller's, the weight
+ * buffer's, or the capsule deleter's, wherever it came from, nnprim's own storage included);
+ * nn_tensor_free() and nn_tensor_to_dlpack() refuse such a view with NN_E_BAD_POINTER, whatever
+ * its data points to. Ops take it like any view.
  */
 #define NN_TENSOR_BORROWED 1u
 
@@ -184,7 +185,9 @@ NN_API nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t);
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, data, out or dims, rank, a dim < 1, a negative
  *         stride, data not aligned to the element size); NN_E_DTYPE; NN_E_OVERFLOW; NN_E_MEMSPACE
  *         (the message says where the pointer lives and where the context needs it).
- * Ownership: the memory stays the caller's; it must outlive every use of the view.
+ * Ownership: the memory stays the caller's; it must outlive every use of the view. The view is
+ * marked NN_TENSOR_BORROWED: nn_tensor_free() and nn_tensor_to_dlpack() refuse it, also when
+ * data is the storage of a tensor from nn_tensor_empty() (that tensor's free releases it).
  */
 NN_API nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int rank,
                                 const int64_t *dims, const int64_t *strides, nn_tensor *out);

@@ -580,6 +580,8 @@ nn_status nn_tensor_wrap(nn_ctx *ctx, void *data, nn_dtype dtype, int rank, cons
     NN__TRY(locate(ctx, data, &space, &device));
     nn_tensor view;
     nn__tensor_set(&view, data, dtype, rank, dims, layout, space, device);
+    /* the caller's memory, or nnprim's own storage wrapped again: never this view's to free */
+    view.flags = NN_TENSOR_BORROWED;
     NN__TRY(nn__check_tensor(ctx, fn, &view, "data"));
     *out = view;
     return NN_OK;

@@ -251,9 +251,9 @@ nn_status nn_tensor_to_dlpack(nn_ctx *ctx, nn_tensor *t, struct DLManagedTensor 
     /* Decisive even when data is a live tensor's storage (a capsule made by hand over it). */
     if (t->flags & NN_TENSOR_BORROWED)
         return NN__FAIL(ctx, NN_E_BAD_POINTER,
-                        "%s: t is a view imported from a DLPack capsule (t.flags has "
-                        "NN_TENSOR_BORROWED): its memory is that capsule's, not nnprim's to hand "
-                        "over",
+                        "%s: t is a borrowed view (t.flags has NN_TENSOR_BORROWED: made by "
+                        "nn_tensor_wrap(), nn_rnn_weight_view() or a DLPack import); its memory is "
+                        "its owner's, not nnprim's to hand over",
                         fn);
     struct capsule *c = nn__host_calloc(1, sizeof *c);
     if (!c) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the capsule", fn);

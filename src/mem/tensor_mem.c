@@ -52,8 +52,9 @@ nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t)
     if (!t->data) return NN_OK;
     if (t->flags & NN_TENSOR_BORROWED)
         return NN__FAIL(ctx, NN_E_BAD_POINTER,
-                        "%s: t is a view imported from a DLPack capsule (t.flags has "
-                        "NN_TENSOR_BORROWED): the capsule's deleter owns its memory (%p)",
+                        "%s: t is a borrowed view (t.flags has NN_TENSOR_BORROWED: made by "
+                        "nn_tensor_wrap(), nn_rnn_weight_view() or a DLPack import); its memory "
+                        "(%p) is its owner's to free",
                         fn, t->data);
     if (nn__dlpack_exported(t->data))
         return NN__FAIL(ctx, NN_E_BAD_POINTER,

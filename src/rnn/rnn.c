@@ -627,6 +627,8 @@ nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     memset(v.strides, 0, sizeof v.strides);
     memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
     NN__TRY(nn_contiguous_strides(rank, dims, v.strides));
+    /* w's storage stays w's: the first view starts where w does, and its free must not free w */
+    v.flags |= NN_TENSOR_BORROWED;
     *out = v;
     return NN_OK;
 }

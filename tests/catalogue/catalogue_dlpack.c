@@ -345,6 +345,22 @@ CALL(import_twice_deleter_once)
     return st;
 }
 
+/* A wrapped view of a live tensor's storage is not the tensor: its export is refused, no capsule
+ * is made, and the tensor frees its storage once, as before. */
+CALL(export_wrapped_live)
+{
+    struct held h0 = held_before(c);
+    nn_tensor t = cat_tensor(c, NN_DTYPE_F32, 2, D, 6), v;
+    cr_assert_eq(nn_tensor_wrap(c->ctx, t.data, NN_DTYPE_F32, 2, t.dims, NULL, &v), NN_OK, "%s",
+                 nn_last_error()->message);
+    DLManagedTensor *m = NULL;
+    nn_status st = nn_tensor_to_dlpack(c->ctx, &v, &m);
+    cr_assert_null(m, "a refused export makes no capsule");
+    cr_assert_eq(nn_tensor_free(c->ctx, &t), NN_OK, "the tensor still owns its storage");
+    held_as(c, h0, "after the tensor's free");
+    return st;
+}
+
 #define E  NN_E_BAD_POINTER
 #define TF "nn_tensor_free"
 #define TD "nn_tensor_to_dlpack"
@@ -365,6 +381,7 @@ static const struct cat_row rows[] = {
     ROW("export, import twice, free both; one deleter call", TF, "t", E, import_twice_deleter_once),
     /* The pool names the pointer, not the argument, on a cuDNN context. */
     ROW("after the deleter, the storage is freed (once)", TF, NULL, E, deleter_freed),
+    ROW("export a wrapped view of a live tensor", TD, "t", E, export_wrapped_live),
 };
 
 #else /* !NN_HAVE_DLPACK */

@@ -436,6 +436,23 @@ CALL(wv_all)
     return st;
 }
 
+/* A weight view's free is refused, the first view (which starts where w does) included; w then
+ * frees its storage once, as before. */
+CALL(wv_free_refused)
+{
+    int64_t n;
+    cr_assert_eq(nn_rnn_weights_size(c->ctx, &r->p, NN_DTYPE_F32, &n), NN_OK, "fixture");
+    nn_tensor w = cat_tensor(c, NN_DTYPE_F32, 1, (int64_t[]){n}, 321), v;
+    cr_assert_eq(nn_rnn_weight_view(c->ctx, &r->p, &w, 0, 0, NN_RNN_WEIGHT_IH, &v), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(v.flags, NN_TENSOR_BORROWED, "a weight view is marked borrowed");
+    nn_tensor before = v;
+    nn_status st = nn_tensor_free(c->ctx, &v);
+    cr_assert_eq(memcmp(&v, &before, sizeof v), 0, "a refused free changes the view");
+    cr_assert_eq(nn_tensor_free(c->ctx, &w), NN_OK, "w still owns its storage");
+    return st;
+}
+
 /* ---- nn_rnn_forward ---- */
 
 CALL(f_null_ctx)
@@ -1248,6 +1265,8 @@ static const struct cat_row rows[] = {
     ROW("weight_view G*H overflows", WV, "p.hidden_size", O, wv_hidden_overflow),
     ROW2("weight_view last of 2^40 layers", WV, "p.num_layers", NN_OK, U, wv_layer_huge),
     ROW("weight_view every view in place (edge)", WV, NULL, NN_OK, wv_all),
+    ROW("free of a weight view (w owns the storage)", "nn_tensor_free", "t", NN_E_BAD_POINTER,
+        wv_free_refused),
 
     ROW("forward ctx NULL", F, "ctx", E, f_null_ctx),
     ROW("forward p NULL", F, "p", E, f_null_p),

@@ -532,7 +532,23 @@ CALL(filli_extremes)
 #define D NN_E_DTYPE
 #define M NN_E_MEMSPACE
 
+/* A wrapped view of a live tensor's storage: its free is refused (the tensor owns the storage),
+ * and the tensor frees it once, as before. */
+CALL(wrap_of_live_free)
+{
+    nn_tensor t = cat_tensor(c, NN_DTYPE_F32, 2, (int64_t[]){2, 3}, 61), v;
+    cr_assert_eq(nn_tensor_wrap(c->ctx, t.data, NN_DTYPE_F32, 2, t.dims, NULL, &v), NN_OK, "%s",
+                 nn_last_error()->message);
+    cr_assert_eq(v.flags, NN_TENSOR_BORROWED, "a wrapped view is marked borrowed");
+    nn_status st = nn_tensor_free(c->ctx, &v);
+    cr_assert_eq(v.data, t.data, "a refused free changes the view");
+    cr_assert_eq(nn_tensor_free(c->ctx, &t), NN_OK, "the tensor still owns its storage");
+    return st;
+}
+
 static const struct cat_row rows[] = {
+    ROW("free of a wrapped view of a live tensor", "nn_tensor_free", "t", NN_E_BAD_POINTER,
+        wrap_of_live_free),
     ROW("dtype_size and dtype_name of bad values (edge)", "nn_dtype_size", NULL, NN_OK,
         dtype_size_bad),
     ROW("numel that overflows (edge)", "nn_tensor_numel", NULL, NN_OK, numel_overflow),

@@ -705,18 +705,15 @@ static nn_status copy(nn_ctx *ctx, const char *fn, nn_tensor *dst, const char *d
                             : src->space == NN_SPACE_HOST ? src
                                                           : NULL;
     /* a device view is copied as the bytes it spans: it must have no gaps and no repeats */
-    if (dst->space == NN_SPACE_DEVICE && !packed_in_some_order(dst))
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: %s is a device view with gaps or repeated elements; a copy to or "
-                        "from device memory needs each device view packed (row-major, "
-                        "channels-last or another order of its dims)",
-                        fn, dname);
-    if (src->space == NN_SPACE_DEVICE && !packed_in_some_order(src))
-        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: %s is a device view with gaps or repeated elements; a copy to or "
-                        "from device memory needs each device view packed (row-major, "
-                        "channels-last or another order of its dims)",
-                        fn, sname);
+    const nn_tensor *views[2] = {dst, src};
+    const char *names[2] = {dname, sname};
+    for (int i = 0; i < 2; i++)
+        if (views[i]->space == NN_SPACE_DEVICE && !packed_in_some_order(views[i]))
+            return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                            "%s: %s is a device view with gaps or repeated elements; a copy to or "
+                            "from device memory needs each device view packed (row-major, "
+                            "channels-last or another order of its dims)",
+                            fn, names[i]);
     int same = same_layout(dst, src);
     if (!same && !host)
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,

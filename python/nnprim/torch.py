@@ -173,6 +173,15 @@ def _empty(like, shape):
     return torch.empty(shape, dtype=like.dtype, device=like.device)
 
 
+def _input_grads(fctx):
+    """dx, dw and db of a forward that saved (x, w) and has_b, each None where not needed."""
+    (x, w), need = fctx.shapes, fctx.needs_input_grad
+    dx = _empty(x, x.shape) if need[0] else None
+    dw = _empty(w, w.shape) if need[1] else None
+    db = _empty(w, w.shape[:1]) if fctx.has_b and need[2] else None
+    return dx, dw, db
+
+
 # --------------------------------------------------------------------------------------------
 # linear
 
@@ -191,11 +200,8 @@ class _LinearFn(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(fctx, dy):
-        ctx, (x, w) = fctx.ctx, fctx.shapes
-        need = fctx.needs_input_grad
-        dx = _empty(x, x.shape) if need[0] else None
-        dw = _empty(w, w.shape) if need[1] else None
-        db = _empty(w, w.shape[:1]) if fctx.has_b and need[2] else None
+        ctx = fctx.ctx
+        dx, dw, db = _input_grads(fctx)
         call = "nnprim.torch.linear backward"
         dy = dy.contiguous()
         ctx.linear_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
@@ -251,11 +257,8 @@ class _ConvFn(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(fctx, dy):
-        ctx, (x, w) = fctx.ctx, fctx.shapes
-        need = fctx.needs_input_grad
-        dx = _empty(x, x.shape) if need[0] else None
-        dw = _empty(w, w.shape) if need[1] else None
-        db = _empty(w, w.shape[:1]) if fctx.has_b and need[2] else None
+        ctx = fctx.ctx
+        dx, dw, db = _input_grads(fctx)
         call = "nnprim.torch.conv backward"
         ctx.conv_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
                           _wrap(ctx, dw, "dw", call), _wrap(ctx, db, "db", call), keep=True)

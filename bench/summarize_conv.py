@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ratios from tools/gpu-run.sh logs (bench.txt): for each shape list and math mode, nnprim's
+"""Ratios from tools/perf.sh logs (perf.txt): for each shape list and math mode, nnprim's
 GPU time over PyTorch's per pass (fwd, bwd-data, bwd-filter), and nnprim's forward over the same
 plan run through raw cuDNN. Prints Markdown.
 

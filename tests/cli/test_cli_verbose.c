@@ -327,22 +327,40 @@ static void pool_ex_lines(nn_ctx *ctx, int ref_only)
     free_all(ctx, all, 4);
 }
 
-static void linear_ex_lines(nn_ctx *ctx, int ref_only)
-{
+/* The linear case of the line tests ("m3x2in5out4 relu bias"): its text plain (base) and
+ * accumulating with the pullback kept (acc), and the dims of x, y, w and b. */
+struct linear_lines {
     struct nn_linear_case c;
-    char err[256], base[512], acc[512];
-    cr_assert_eq(nn_linear_case_parse_line("m3x2in5out4 relu bias", &c, err, sizeof err), 1, "%s",
+    char base[512], acc[512];
+    int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2], bd[1];
+};
+
+static void linear_lines_of(struct linear_lines *L)
+{
+    struct nn_linear_case *c = &L->c;
+    char err[256];
+    cr_assert_eq(nn_linear_case_parse_line("m3x2in5out4 relu bias", c, err, sizeof err), 1, "%s",
                  err);
-    nn_linear_case_format(&c, base, sizeof base);
-    struct nn_linear_case a = c;
+    nn_linear_case_format(c, L->base, sizeof L->base);
+    struct nn_linear_case a = *c;
     a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
-    nn_linear_case_format(&a, acc, sizeof acc);
-    int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
-    for (int i = 0; i + 1 < c.x_rank; i++)
-        xd[i] = yd[i] = c.lead[i];
-    xd[c.x_rank - 1] = c.in;
-    yd[c.x_rank - 1] = c.out;
+    nn_linear_case_format(&a, L->acc, sizeof L->acc);
+    for (int i = 0; i + 1 < c->x_rank; i++)
+        L->xd[i] = L->yd[i] = c->lead[i];
+    L->xd[c->x_rank - 1] = c->in;
+    L->yd[c->x_rank - 1] = c->out;
+    L->wd[0] = c->out, L->wd[1] = c->in;
+    L->bd[0] = c->out;
+}
+
+static void linear_ex_lines(nn_ctx *ctx, int ref_only)
+{
+    struct linear_lines L;
+    linear_lines_of(&L);
+    struct nn_linear_case c = L.c;
+    const char *base = L.base, *acc = L.acc;
+    int64_t *xd = L.xd, *yd = L.yd, *wd = L.wd, *bd = L.bd;
     nn_tensor x = filled(ctx, c.dtype, c.x_rank, xd, 1), w = filled(ctx, c.dtype, 2, wd, 2),
               b = filled(ctx, c.dtype, 1, bd, 3), y = filled(ctx, c.dtype, c.x_rank, yd, 4),
               dy = filled(ctx, c.dtype, c.x_rank, yd, 5),
@@ -631,20 +649,11 @@ static void pool_failed_lines(nn_ctx *ctx)
 
 static void linear_failed_lines(nn_ctx *ctx)
 {
-    struct nn_linear_case c;
-    char err[256], base[512], acc[512];
-    cr_assert_eq(nn_linear_case_parse_line("m3x2in5out4 relu bias", &c, err, sizeof err), 1, "%s",
-                 err);
-    nn_linear_case_format(&c, base, sizeof base);
-    struct nn_linear_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
-    a.keep = 1; /* the accumulating call keeps the pullback */
-    nn_linear_case_format(&a, acc, sizeof acc);
-    int64_t xd[NN_MAX_RANK], yd[NN_MAX_RANK], wd[2] = {c.out, c.in}, bd[1] = {c.out};
-    for (int i = 0; i + 1 < c.x_rank; i++)
-        xd[i] = yd[i] = c.lead[i];
-    xd[c.x_rank - 1] = c.in;
-    yd[c.x_rank - 1] = c.out;
+    struct linear_lines L;
+    linear_lines_of(&L);
+    struct nn_linear_case c = L.c;
+    const char *base = L.base, *acc = L.acc;
+    int64_t *xd = L.xd, *yd = L.yd, *wd = L.wd, *bd = L.bd;
     nn_tensor x = filled(ctx, c.dtype, c.x_rank, xd, 1), w = filled(ctx, c.dtype, 2, wd, 2),
               b = filled(ctx, c.dtype, 1, bd, 3), y = filled(ctx, c.dtype, c.x_rank, yd, 4),
               bad = wrong(ctx, c.dtype, c.x_rank, yd), dx = filled(ctx, c.dtype, c.x_rank, xd, 6),

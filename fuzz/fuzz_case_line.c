@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "fuzz/fuzz_ref_ctx.h"
 #include "tests/harness/conv_case.h"
 #include "tests/harness/linear_case.h"
 #include "tests/harness/pool_case.h"
@@ -36,18 +37,6 @@ struct family {
     void (*format)(const union any_case *c, char *buf, size_t cap);
     void (*validate)(const union any_case *c);
 };
-
-static nn_ctx *ref_ctx(void)
-{
-    static nn_ctx *ctx;
-    if (!ctx) {
-        nn_settings s;
-        if (nn_settings_init(&s) != NN_OK) abort();
-        s.backend = NN_BACKEND_REF;
-        if (nn_ctx_create(&ctx, &s) != NN_OK) abort();
-    }
-    return ctx;
-}
 
 /* A refusal must come with a message naming the call. */
 static void refused_well(nn_status st, const char *fn)
@@ -93,7 +82,7 @@ static void pool_validate(const union any_case *c)
 static void rnn_validate(const union any_case *c)
 {
     int64_t numel;
-    refused_well(nn_rnn_weights_size(ref_ctx(), &c->rnn.p, c->rnn.dtype, &numel),
+    refused_well(nn_rnn_weights_size(nn_fuzz_ref_ctx(), &c->rnn.p, c->rnn.dtype, &numel),
                  "nn_rnn_weights_size");
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "nnprim/nnprim.h"
+#include "fuzz/fuzz_ref_ctx.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
@@ -35,18 +36,6 @@ static uint64_t take(struct input *in, int bytes)
     for (int i = 0; i < bytes && in->n; i++, in->p++, in->n--)
         v |= (uint64_t)*in->p << (8 * i);
     return v;
-}
-
-static nn_ctx *ref_ctx(void)
-{
-    static nn_ctx *ctx;
-    if (!ctx) {
-        nn_settings s;
-        if (nn_settings_init(&s) != NN_OK) abort();
-        s.backend = NN_BACKEND_REF;
-        if (nn_ctx_create(&ctx, &s) != NN_OK) abort();
-    }
-    return ctx;
 }
 
 static int deleter_calls;
@@ -74,7 +63,7 @@ static void check_refusal(nn_status st)
 /* An accepted capsule over real memory: exactly the bytes its view spans. */
 static void touch(DLManagedTensor m, const nn_tensor *fake)
 {
-    nn_ctx *ctx = ref_ctx();
+    nn_ctx *ctx = nn_fuzz_ref_ctx();
     size_t extent;
     nn_status st = nn_tensor_extent_bytes(fake, &extent);
     if (st != NN_OK) fail("nn_tensor_extent_bytes of an accepted view", st);
@@ -105,7 +94,7 @@ static void touch(DLManagedTensor m, const nn_tensor *fake)
 
 static void import(struct input *in)
 {
-    nn_ctx *ctx = ref_ctx();
+    nn_ctx *ctx = nn_fuzz_ref_ctx();
     int64_t shape[64], strides[64];
     uint64_t flags = take(in, 1);
     DLManagedTensor m;
@@ -154,7 +143,7 @@ static void import(struct input *in)
 
 static void export_round_trip(unsigned seed)
 {
-    nn_ctx *ctx = ref_ctx();
+    nn_ctx *ctx = nn_fuzz_ref_ctx();
     static const nn_dtype types[] = {NN_DTYPE_F32, NN_DTYPE_F64, NN_DTYPE_F16, NN_DTYPE_BF16};
     int rank = 1 + (int)(seed % 4);
     int64_t dims[4];

@@ -361,6 +361,13 @@ CALL(feeds_valid)
 /* Inside a capture: refused calls spoil it; nn_graph_end says why. */
 static nn_status inside(struct cat *c, int which)
 {
+    nn_optim *opt = NULL, *made = NULL;
+    nn_optim_params op;
+    cr_assert_eq(nn_optim_params_default(&op, NN_OPTIM_SGD), NN_OK);
+    if (which >= 5)
+        cr_assert_eq(nn_optim_create(c->ctx, &op, 1, &c->w, &opt), NN_OK, "%s",
+                     nn_last_error()->message);
+    int64_t step = -7;
     cr_assert_eq(nn_graph_begin(c->ctx), NN_OK, "%s", nn_last_error()->message);
     nn_status st = NN_OK;
     float *h = cat_host_block(c, 4);
@@ -378,6 +385,10 @@ static nn_status inside(struct cat *c, int which)
         cat_packed(&x2);
         st = nn_conv_forward(c->ctx, &p, &c->x, &c->w, NULL, &x2, NULL);
         break;
+    /* an optimizer is made, and its lr and step count set or read, outside a capture */
+    case 4: st = nn_optim_create(c->ctx, &op, 1, &c->w, &made); break;
+    case 5: st = nn_optim_set_lr(c->ctx, opt, 0.5); break;
+    case 6: st = nn_optim_get_step(c->ctx, opt, &step); break;
     }
     nn_error_info e = *nn_last_error();
     nn_graph *g = NULL;
@@ -385,6 +396,13 @@ static nn_status inside(struct cat *c, int which)
     cr_assert(strstr(nn_last_error()->message, "the capture failed"), "%s",
               nn_last_error()->message);
     cr_assert_null(g);
+    cr_assert_null(made, "a refused create makes nothing");
+    cr_assert_eq(step, -7, "a refused read leaves step untouched");
+    if (opt) {
+        cr_assert_eq(nn_optim_get_step(c->ctx, opt, &step), NN_OK, "usable after the capture");
+        cr_assert_eq(step, 0, "no step was taken");
+        cr_assert_eq(nn_optim_free(c->ctx, opt), NN_OK);
+    }
     *(nn_error_info *)nn_last_error() = e;
     return st;
 }
@@ -403,6 +421,18 @@ CALL(inside_set_stream)
 CALL(inside_new_shape)
 {
     return inside(c, 3);
+}
+CALL(inside_optim_create)
+{
+    return inside(c, 4);
+}
+CALL(inside_optim_set_lr)
+{
+    return inside(c, 5);
+}
+CALL(inside_optim_get_step)
+{
+    return inside(c, 6);
 }
 /* A pullback made before the capture, consumed inside it. */
 CALL(pullback_into_capture)
@@ -525,6 +555,12 @@ static const struct cat_row rows[] = {
            inside_set_stream),
     ROW_ON(CAT_GPU_ONLY, "inside_new_shape", "nn_conv_forward", "nn_graph_begin", NN_E_GRAPH,
            inside_new_shape),
+    ROW_ON(CAT_GPU_ONLY, "inside_optim_create", "nn_optim_create", "capture", NN_E_GRAPH,
+           inside_optim_create),
+    ROW_ON(CAT_GPU_ONLY, "inside_optim_set_lr", "nn_optim_set_lr", "capture", NN_E_GRAPH,
+           inside_optim_set_lr),
+    ROW_ON(CAT_GPU_ONLY, "inside_optim_get_step", "nn_optim_get_step", "capture", NN_E_GRAPH,
+           inside_optim_get_step),
     ROW_ON(CAT_GPU_ONLY, "pullback_into_capture", "nn_pool_backward", "pullback", NN_E_GRAPH,
            pullback_into_capture),
     ROW_ON(CAT_GPU_ONLY, "pullback_out_of_capture", "nn_pool_backward", "pullback", NN_E_GRAPH,

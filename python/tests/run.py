@@ -6,7 +6,9 @@ import os
 import sys
 
 other = os.environ.get("NNPRIM_PYTHON")
-if other and os.path.realpath(other) != os.path.realpath(sys.executable) and \
+# abspath, not realpath: a virtual environment's python3 links to the system's binary, and only
+# started through the link does it see the environment's packages.
+if other and os.path.abspath(other) != os.path.abspath(sys.executable) and \
         not os.environ.get("NNPRIM_PYTHON_REEXEC"):
     os.environ["NNPRIM_PYTHON_REEXEC"] = "1"
     os.execv(other, [other] + sys.argv)

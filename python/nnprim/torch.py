@@ -260,7 +260,8 @@ class _ConvFn(torch.autograd.Function):
         ctx = fctx.ctx
         dx, dw, db = _input_grads(fctx)
         call = "nnprim.torch.conv backward"
-        ctx.conv_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
+        # autograd hands broadcast gradients (stride 0, e.g. of a sum) that cuDNN refuses
+        ctx.conv_backward(fctx.pb, _wrap(ctx, _dense(dy), "dy", call), _wrap(ctx, dx, "dx", call),
                           _wrap(ctx, dw, "dw", call), _wrap(ctx, db, "db", call), keep=True)
         return dx, dw, db, None, None, None, None, None, None
 
@@ -345,7 +346,7 @@ class _PoolFn(torch.autograd.Function):
         ctx, x = fctx.ctx, fctx.x
         dx = _empty(x, x.shape)
         call = "nnprim.torch.pool backward"
-        ctx.pool_backward(fctx.pb, _wrap(ctx, dy, "dy", call), _wrap(ctx, dx, "dx", call),
+        ctx.pool_backward(fctx.pb, _wrap(ctx, _dense(dy), "dy", call), _wrap(ctx, dx, "dx", call),
                           keep=True)
         return dx, None, None, None, None
 

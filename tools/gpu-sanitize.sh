@@ -137,14 +137,16 @@ run_one() { # tool suite exe pool
   rc=$?
   secs=$(($(date +%s) - start))
   # Each checked process prints its own summaries: add them up.
-  errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" |
+  # racecheck sums up as "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)"
+  errors=$(sed -n -e 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
+    -e 's/^========= RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' "$log" |
     awk '{ s += $1 } END { print s + 0 }')
   leaks=$(sed -n 's/^========= LEAK SUMMARY: .* in \([0-9]*\) allocation.*/\1/p' "$log" |
     awk '{ s += $1 } END { print s + 0 }')
   errors=$((errors - leaks))
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     state=timeout note=", TIMED OUT (what it found until then)"
-  elif ! grep -q "ERROR SUMMARY" "$log"; then
+  elif ! grep -q -E "(ERROR|RACECHECK) SUMMARY" "$log"; then
     state=nosummary note=", NO SUMMARY (see the log)"
   elif [ $rc -ne 0 ]; then
     note=", tests exit $rc"

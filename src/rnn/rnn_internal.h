@@ -79,7 +79,7 @@ struct nn__rnn_io {
     const nn_tensor *dy, *dhy, *dcy;
     nn_tensor *dx, *dhx, *dcx, *dw;
     int training;   /* forward: a pullback was asked for (dropout applies) */
-    int accumulate; /* backward: NN_RNN_ACCUMULATE_DW */
+    int accumulate; /* backward: dw += (nn_rnn_backward_ex() asked NN_ACCUMULATE_DW) */
 };
 
 /* What the backend ran, for the verbose line of the current call ("cudnn-standard"); rnn.c clears

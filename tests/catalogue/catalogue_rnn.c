@@ -1016,6 +1016,18 @@ CALL(b_t_reserved)
     nn_rnn_backward_tensors t = {.dy = &r->dy, .dw = &r->dw, .reserved = {[3] = 1}};
     return then_retry(c, r, nn_rnn_backward(c->ctx, &pb, &t), &pb);
 }
+CALL(bx_null_t)
+{
+    nn_rnn_pullback *pb = pullback(c, r);
+    nn_backward_options acc = {.accumulate = NN_ACCUMULATE_DW};
+    return then_retry(c, r, nn_rnn_backward_ex(c->ctx, &pb, &acc, NULL), &pb);
+}
+CALL(bx_t_reserved)
+{
+    nn_rnn_pullback *pb = pullback(c, r);
+    nn_rnn_backward_tensors t = {.dy = &r->dy, .dw = &r->dw, .reserved = {7}};
+    return then_retry(c, r, nn_rnn_backward_ex(c->ctx, &pb, NULL, &t), &pb);
+}
 CALL(b_nothing)
 {
     nn_rnn_pullback *pb = pullback(c, r);
@@ -1232,6 +1244,7 @@ static nn_status pf_pool(struct cat *c)
 #define WV "nn_rnn_weight_view"
 #define F  "nn_rnn_forward"
 #define BW "nn_rnn_backward"
+#define BX "nn_rnn_backward_ex"
 #define PF "nn_rnn_pullback_free"
 #define WK "nn_rnn_workspace_size"
 
@@ -1440,6 +1453,8 @@ static const struct cat_row rows[] = {
     ROW("backward dcy with a GRU pullback", BW, "t.dcy", E, b_dcy_gru),
     ROW("backward t NULL", BW, "t", E, b_null_t),
     ROW("backward t.reserved[3]", BW, "t.reserved[3]", E, b_t_reserved),
+    ROW("backward_ex t NULL", BX, "t", E, bx_null_t),
+    ROW("backward_ex t.reserved[0]", BX, "t.reserved[0]", E, bx_t_reserved),
     ROW("backward nothing asked for (edge)", BW, NULL, NN_OK, b_nothing),
     ROW("backward dw accumulates exactly (edge)", BW, NULL, NN_OK, b_accumulate),
 

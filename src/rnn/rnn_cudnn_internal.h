@@ -1,10 +1,14 @@
-/* The cuDNN recurrent path on the v8 calls (RNNs are not in the graph API). Per shape, one entry
+/* What the files of the cuDNN recurrent path (rnn_cudnn_*.c, one per subject) share: the cache
+ * key and record, the live entry of a shape and its replay state, and the functions that cross
+ * files.
+ *
+ * The path runs on the v8 calls (RNNs are not in the graph API). Per shape, one entry
  * of the context's generic cache holds the RNN, data, h and c descriptors, the dropout state, the
  * weight-space size and view offsets (asked of cuDNN once) and the temp-space sizes; its record is
  * the algorithm, so it persists in the plan file. Per call: the workspace comes from the pool and
  * goes back, the reserve space comes from the pool and lives in the pullback, and nothing
- * synchronises the host. ../shared/design/RNN.md lists the traps handled here (docs/RNN.md says
- * how). */
+ * synchronises the host. ../shared/design/RNN.md lists the traps these files handle (docs/RNN.md
+ * says how). */
 #ifndef NN_RNN_CUDNN_INTERNAL_H
 #define NN_RNN_CUDNN_INTERNAL_H
 

@@ -81,16 +81,28 @@ static const int32_t *lengths_of(const struct shape *s)
 
 static int nn_fwd(struct shape *s)
 {
-    return nn_rnn_forward(s->ctx, &s->c.p, &s->x, lengths_of(s), &s->hx,
-                          s->c.p.cell == NN_RNN_LSTM ? &s->cx : NULL, &s->w, &s->y, &s->hy,
-                          s->c.p.cell == NN_RNN_LSTM ? &s->cy : NULL, &s->pb) != NN_OK;
+    return nn_rnn_forward(
+               s->ctx, &s->c.p,
+               &(nn_rnn_forward_tensors){.x = &s->x,
+                                         .lengths = lengths_of(s),
+                                         .hx = &s->hx,
+                                         .cx = s->c.p.cell == NN_RNN_LSTM ? &s->cx : NULL,
+                                         .w = &s->w,
+                                         .y = &s->y,
+                                         .hy = &s->hy,
+                                         .cy = s->c.p.cell == NN_RNN_LSTM ? &s->cy : NULL},
+               &s->pb) != NN_OK;
 }
 
 static int nn_bwd(struct shape *s, int with_dw)
 {
     int lstm = s->c.p.cell == NN_RNN_LSTM;
-    return nn_rnn_backward(s->ctx, &s->pb, &s->dy, NULL, NULL, &s->dx, &s->dhx,
-                           lstm ? &s->dcx : NULL, with_dw ? &s->dw : NULL) != NN_OK;
+    return nn_rnn_backward(s->ctx, &s->pb,
+                           &(nn_rnn_backward_tensors){.dy = &s->dy,
+                                                      .dx = &s->dx,
+                                                      .dhx = &s->dhx,
+                                                      .dcx = lstm ? &s->dcx : NULL,
+                                                      .dw = with_dw ? &s->dw : NULL}) != NN_OK;
 }
 
 static int nn_prep(struct shape *s, int k, enum pass p)
@@ -555,7 +567,7 @@ static int bench_line(void *arg, const char *line, const char *where)
     }
     if (got == 0) return 0;
     s.c.p.dropout = 0; /* masks cost alike on both sides; the bench compares the rest */
-    s.c.p.flags = 0;
+    s.c.accumulate = 0;
     nn_rnn_case_format(&s.c, text, sizeof text);
     if (B->cases) nn_cli_progress("nnprim bench rnn", ++B->case_no, B->cases, text);
     /* a training step multiplies by about every weight three times per step and sequence; the

@@ -166,9 +166,20 @@ static nn_status tune_rnn_shape(nn_ctx *ctx, const struct nn_rnn_case *c)
     if (st == NN_OK) st = nn_tensor_empty(ctx, c->dtype, 1, &nw, &dw);
     for (int k = 0; k < 10 && st == NN_OK; k++) {
         nn_rnn_pullback *pb;
-        st = nn_rnn_forward(ctx, p, x, c->has_lengths ? c->lengths : NULL, hx, cx, w, y, hy, cy,
+        st = nn_rnn_forward(ctx, p,
+                            &(nn_rnn_forward_tensors){.x = x,
+                                                      .lengths = c->has_lengths ? c->lengths : NULL,
+                                                      .hx = hx,
+                                                      .cx = cx,
+                                                      .w = w,
+                                                      .y = y,
+                                                      .hy = hy,
+                                                      .cy = cy},
                             &pb);
-        if (st == NN_OK) st = nn_rnn_backward(ctx, &pb, dy, NULL, NULL, &dx, dhx, dcx, &dw);
+        if (st == NN_OK)
+            st = nn_rnn_backward(
+                ctx, &pb,
+                &(nn_rnn_backward_tensors){.dy = dy, .dx = &dx, .dhx = dhx, .dcx = dcx, .dw = &dw});
         if (st != NN_OK) nn_rnn_pullback_free(&pb);
     }
     if (st == NN_OK) st = nn_ctx_synchronize(ctx);

@@ -287,13 +287,14 @@ static nn_status lstm_lm_grad(nn_ctx *ctx, struct lstm_lm *m, const nn_class_tar
 {
     int64_t rows[2] = {m->cfg.seq * m->cfg.batch, m->cfg.hidden};
     nn_tensor y2 = view_of(&m->y, 0, 2, rows), dy2 = view_of(&m->dy, 0, 2, rows);
-    TRY(nn_rnn_forward(ctx, &m->rnn, &m->x, NULL, NULL, NULL, &m->w, &m->y, NULL, NULL, &pb->rnn));
+    TRY(nn_rnn_forward(ctx, &m->rnn, &(nn_rnn_forward_tensors){.x = &m->x, .w = &m->w, .y = &m->y},
+                       &pb->rnn));
     TRY(nn_linear_forward(ctx, &m->head, &y2, &m->hw, &m->hb, &m->logits, &pb->head));
     TRY(nn_softmax_cross_entropy_forward(ctx, &m->logits, t, &m->loss, &pb->xent));
     TRY(nn_softmax_cross_entropy_backward(ctx, &pb->xent, &m->dloss, &m->dlogits));
     TRY(nn_linear_backward(ctx, &pb->head, &m->dlogits, &dy2, &m->dhw, &m->dhb));
     /* The input is one-hot data: no dx. */
-    return nn_rnn_backward(ctx, &pb->rnn, &m->dy, NULL, NULL, NULL, NULL, NULL, &m->dw);
+    return nn_rnn_backward(ctx, &pb->rnn, &(nn_rnn_backward_tensors){.dy = &m->dy, .dw = &m->dw});
 }
 
 /* The step against targets t; the update with the arena's optimizer as it is set. */

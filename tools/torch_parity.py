@@ -57,6 +57,7 @@ Tensor, Settings, ConvParams = _abi.nn_tensor, _abi.nn_settings, _abi.nn_conv_pa
 PoolParams, LinearParams = _abi.nn_pool_params, _abi.nn_linear_params
 SoftmaxParams, ClassTargets = _abi.nn_softmax_params, _abi.nn_class_targets
 RnnParams, BackwardOptions = _abi.nn_rnn_params, _abi.nn_backward_options
+RnnForwardTensors, RnnBackwardTensors = _abi.nn_rnn_forward_tensors, _abi.nn_rnn_backward_tensors
 OptimParams, ErrorInfo = _abi.nn_optim_params, _abi.nn_error_info
 
 
@@ -135,13 +136,24 @@ def conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode, relu, flags):
     return p
 
 
-def rnn_params(lib, cell, I, H, proj, L, bidir, bias, batch_first, flags=0):
+def rnn_params(lib, cell, I, H, proj, L, bidir, bias, batch_first):
     p = RnnParams()
     lib("nn_rnn_params_default", byref(p), C["NN_RNN_" + cell.upper()], I, H)
-    p.proj_size, p.num_layers, p.bidirectional, p.flags = proj, L, int(bidir), flags
+    p.proj_size, p.num_layers, p.bidirectional = proj, L, int(bidir)
     p.bias_mode = C["NN_RNN_BIAS_" + bias.upper()]
     p.layout = C["NN_RNN_BATCH_MAJOR"] if batch_first else C["NN_RNN_SEQ_MAJOR"]
     return p
+
+
+def by_role(struct, lengths=None, **refs):
+    """An nn_rnn_forward_tensors or nn_rnn_backward_tensors whose fields point at the byref()s
+    given (None: NULL); it keeps them, and so their tensors, alive."""
+    fields = {k: None if r is None else ctypes.cast(r, c_void_p).value for k, r in refs.items()}
+    if lengths is not None:
+        fields["lengths"] = ctypes.addressof(lengths)
+    t = struct(**fields)
+    t.keep = (refs, lengths)
+    return byref(t)
 
 
 def rnn_view_names(cell, layer, bias, proj):
@@ -284,8 +296,10 @@ def self_test_calls(lib):
             hy = HostBuf([nan] * (N * H))
             cy = HostBuf([nan] * (N * H))
             lens = (c_int32 * N)(*lengths) if lengths else None
-            lib("nn_rnn_forward", ctx, byref(p), T(x, [T_, N, I]), lens, None, None, byref(wt),
-                T(y, [T_, N, H]), T(hy, [1, N, H]), T(cy, [1, N, H]) if cy_too else None, None)
+            lib("nn_rnn_forward", ctx, byref(p),
+                by_role(RnnForwardTensors, lens, x=T(x, [T_, N, I]), w=byref(wt),
+                        y=T(y, [T_, N, H]), hy=T(hy, [1, N, H]),
+                        cy=T(cy, [1, N, H]) if cy_too else None), None)
             return y.list(), hy.list(), cy.list()
 
         # tanh: h = tanh(bW + bR) at every valid step; padded y zero; lengths 3 and 1
@@ -879,8 +893,7 @@ def run_rnn(env, cell, T, N, I, H, L, bidir, proj, batch_first, bias, hx, lens, 
     loss = (yr * dy).sum() + (hyr * dhy).sum() + ((cyr * dcy).sum() if lstm else 0)
     loss.backward()
 
-    p = rnn_params(lib, cell, I, H, proj, L, bidir, bias, batch_first,
-                   C["NN_RNN_ACCUMULATE_DW"] if acc else 0)
+    p = rnn_params(lib, cell, I, H, proj, L, bidir, bias, batch_first)
     numel = c_int64()
     lib("nn_rnn_weights_size", env.ctx, byref(p), F64, byref(numel))
     wbuf = torch.zeros(numel.value, dtype=torch.float64, device=env.dev)
@@ -918,11 +931,17 @@ def run_rnn(env, cell, T, N, I, H, L, bidir, proj, batch_first, bias, hx, lens, 
     lengths = (c_int32 * N)(*lens) if lens else None
     env.sync_in()
     pb = c_void_p()
-    lib("nn_rnn_forward", env.ctx, byref(p), env.T(xd), lengths, env.T(h0d) if hx else None,
-        env.T(c0d) if hx and lstm else None, byref(wt), env.T(y), env.T(hy), env.T(cy),
+    lib("nn_rnn_forward", env.ctx, byref(p),
+        by_role(RnnForwardTensors, lengths, x=env.T(xd), hx=env.T(h0d) if hx else None,
+                cx=env.T(c0d) if hx and lstm else None, w=byref(wt), y=env.T(y), hy=env.T(hy),
+                cy=env.T(cy)),
         byref(pb))
-    lib("nn_rnn_backward", env.ctx, byref(pb), env.T(dyd), env.T(dhyd), env.T(dcyd), env.T(dx),
-        env.T(dhx) if hx else None, env.T(dcx) if hx and lstm else None, byref(dwt))
+    # accumulating into dw is asked of the backward that takes options
+    opts = params(BackwardOptions, accumulate=C["NN_ACCUMULATE_DW"] if acc else 0)
+    lib("nn_rnn_backward_ex", env.ctx, byref(pb), byref(opts),
+        by_role(RnnBackwardTensors, dy=env.T(dyd), dhy=env.T(dhyd), dcy=env.T(dcyd), dx=env.T(dx),
+                dhx=env.T(dhx) if hx else None, dcx=env.T(dcx) if hx and lstm else None,
+                dw=byref(dwt)))
     env.sync_out()
     res += [("y", y, yr.detach()), ("hy", hy, hyr.detach())]
     if lstm:

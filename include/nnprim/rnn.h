@@ -107,11 +107,6 @@ typedef enum nn_rnn_layout {
     NN_RNN_BATCH_MAJOR = 1 /**< N x T x C (batch_first=True) */
 } nn_rnn_layout;
 
-/** Bits of nn_rnn_params.flags. */
-enum nn_rnn_flag {
-    NN_RNN_ACCUMULATE_DW = 1 << 0 /**< dw += gradient instead of dw = gradient */
-};
-
 /** Names of the weight views (PyTorch's, without the _l{k} / _reverse suffix). */
 typedef enum nn_rnn_weight_name {
     NN_RNN_WEIGHT_IH = 0, /**< G*H x (I or D*O) */
@@ -140,13 +135,12 @@ typedef struct nn_rnn_params {
     int clip_enabled;      /**< LSTM only: clamp the cell state where it is read */
     double clip_lo;        /**< finite, clip_lo <= clip_hi */
     double clip_hi;
-    unsigned flags;       /**< OR of nn_rnn_flag bits; read by nn_rnn_backward() */
-    uint64_t reserved[4]; /**< zero */
+    uint64_t reserved[4]; /**< zero (NN_E_INVALID_ARG otherwise, naming the index) */
 } nn_rnn_params;
 
 /**
  * Default parameters: one unidirectional layer, no projection, both biases, linear input,
- * sequence-major, no dropout, no clip, no flags.
+ * sequence-major, no dropout, no clip.
  *
  * @param p           out: filled completely.
  * @param cell        the cell.
@@ -199,19 +193,56 @@ NN_API nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const n
 typedef struct nn_rnn_pullback nn_rnn_pullback;
 
 /**
+ * The tensors of nn_rnn_forward(), by role. Zero-initialise and set the roles the call has, e.g.
+ *   nn_rnn_forward_tensors t = {.x = &x, .w = &w, .y = &y, .hy = &hy};
+ * so that an unused optional role is simply left out (NULL). Read during the call only.
+ */
+typedef struct nn_rnn_forward_tensors {
+    const nn_tensor *x;     /**< in: input, T x N x I or N x T x I; required */
+    const int32_t *lengths; /**< in: NULL (every sequence has length T) or a host array of N
+                                 lengths, each in [0, T], any order; read during the call and
+                                 copied into the pullback */
+    const nn_tensor *hx;    /**< in: initial h, L*D x N x O, or NULL for zeros */
+    const nn_tensor *cx;    /**< in: initial c, L*D x N x H, or NULL for zeros; LSTM only */
+    const nn_tensor *w;     /**< in: packed weights (nn_rnn_weight_view() fills them); required */
+    nn_tensor *y;           /**< out: output, overwritten (zero at padded positions); required */
+    nn_tensor *hy;          /**< out: final h, L*D x N x O, or NULL if not wanted */
+    nn_tensor *cy;          /**< out: final c, L*D x N x H, or NULL if not wanted; LSTM only */
+    uint64_t reserved[4];   /**< zero (NN_E_INVALID_ARG otherwise, naming the index); room for
+                                 the ABI to grow */
+} nn_rnn_forward_tensors;
+
+/**
+ * The tensors of nn_rnn_backward() and nn_rnn_backward_ex(), by role. Zero-initialise and set the
+ * roles the call has, e.g.
+ *   nn_rnn_backward_tensors t = {.dy = &dy, .dw = &dw};
+ * An input left NULL counts as zero; an output left NULL is not computed. Read during the call
+ * only. The forward's x, hx, cx, w and y come from the pullback.
+ */
+typedef struct nn_rnn_backward_tensors {
+    const nn_tensor *dy;  /**< in: gradient with respect to y, or NULL for zero (ignored at padded
+                               positions) */
+    const nn_tensor *dhy; /**< in: gradient with respect to hy, or NULL for zero */
+    const nn_tensor *dcy; /**< in: gradient with respect to cy, or NULL for zero; LSTM only */
+    nn_tensor *dx;        /**< out: gradient with respect to x (zero at padded positions), or NULL
+                               to skip */
+    nn_tensor *dhx;       /**< out: gradient with respect to hx, or NULL to skip */
+    nn_tensor *dcx;       /**< out: gradient with respect to cx, or NULL to skip; LSTM only */
+    nn_tensor *dw;        /**< out: gradient with respect to w, or NULL to skip; overwritten, or
+                               added to when nn_rnn_backward_ex() is asked NN_ACCUMULATE_DW. Its
+                               elements that belong to no view are left zero (overwrite) or
+                               unchanged (accumulate). */
+    uint64_t reserved[4]; /**< zero (NN_E_INVALID_ARG otherwise, naming the index); room for the
+                               ABI to grow */
+} nn_rnn_backward_tensors;
+
+/**
  * Forward through every layer and direction.
  *
  * @param ctx          the context; its backend runs the op on its stream.
- * @param p            parameters (flags are not read here).
- * @param x            input, T x N x I or N x T x I.
- * @param lengths      NULL (every sequence has length T) or a host array of N lengths, each in
- *                     [0, T], any order; read during the call and copied into the pullback.
- * @param hx           initial h, L*D x N x O, or NULL for zeros.
- * @param cx           initial c, L*D x N x H, or NULL for zeros; LSTM only.
- * @param w            packed weights (nn_rnn_weight_view() fills them).
- * @param y            output, overwritten (zero at padded positions).
- * @param hy           out: final h, L*D x N x O, or NULL if not wanted.
- * @param cy           out: final c, L*D x N x H, or NULL if not wanted; LSTM only.
+ * @param p            parameters.
+ * @param t            the call's tensors by role (nn_rnn_forward_tensors); messages name its
+ *                     fields as t.x, t.hx, ...
  * @param pullback_out NULL for inference (no dropout); otherwise out: a new pullback for
  *                     nn_rnn_backward() (NULL on failure). With a pullback and p.dropout > 0 the
  *                     call drops out. On the reference backend the mask is a function of
@@ -219,13 +250,13 @@ typedef struct nn_rnn_pullback nn_rnn_pullback;
  *                     masks); on cuDNN it comes from cuDNN's random state, one per context and
  *                     (p.dropout, p.dropout_seed), initialised from the seed once, so a fresh
  *                     context repeats a run. The two backends' masks differ.
- * @return NN_OK; NN_E_INVALID_ARG (NULL ctx/p/x/w/y, a parameter out of range, cx or cy with a
- *         cell other than LSTM, nonzero reserved fields, an output overlapping an input);
- *         NN_E_SHAPE (dims that do not agree with p: the message names the tensor and dim, the
- *         expected and actual value; a length outside [0, T]); NN_E_DTYPE (dtypes differ);
- *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors, a configuration the backend cannot
- *         run); NN_E_OVERFLOW; NN_E_NOT_BUILT; NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA;
- *         NN_E_CUDNN;
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, t, t.x, t.w or t.y, a parameter out of range,
+ *         t.cx or t.cy with a cell other than LSTM, nonzero reserved fields of p or t, an
+ *         output overlapping an input); NN_E_SHAPE (dims that do not agree with p: the message
+ *         names the tensor and dim, the expected and actual value; a length outside [0, T]);
+ *         NN_E_DTYPE (dtypes differ); NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors, a
+ *         configuration the backend cannot run); NN_E_OVERFLOW; NN_E_NOT_BUILT; NN_E_OOM_HOST;
+ *         NN_E_OOM_DEVICE; NN_E_CUDA; NN_E_CUDNN;
  *         NN_E_GRAPH (inside a graph capture: a shape not seen before it, graph.h).
  * Ownership: the pullback belongs to the caller until nn_rnn_backward() consumes it or
  * nn_rnn_pullback_free() drops it. It holds the views of x, hx, cx, w and y (not their data) and,
@@ -233,59 +264,51 @@ typedef struct nn_rnn_pullback nn_rnn_pullback;
  * alive and unchanged until the backward call (cuDNN's backward reads them; changing one gives
  * wrong gradients without an error).
  */
-NN_API nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
-                                const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
-                                const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
-                                nn_rnn_pullback **pullback_out);
+NN_API nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p,
+                                const nn_rnn_forward_tensors *t, nn_rnn_pullback **pullback_out);
 
 /**
  * Backward through a training-mode forward call: the data gradients, then the weight gradient
- * (in this order, the only one cuDNN gets right).
+ * (in this order, the only one cuDNN gets right). dw is overwritten; nn_rnn_backward_ex() can add
+ * to it instead.
  *
  * @param ctx      the context the forward call used.
  * @param pullback in/out: the pullback from nn_rnn_forward(); set to NULL on success.
- * @param dy       gradient with respect to y, or NULL for zero (ignored at padded positions).
- * @param dhy      gradient with respect to hy, or NULL for zero.
- * @param dcy      gradient with respect to cy, or NULL for zero; LSTM only.
- * @param dx       out: gradient with respect to x (zero at padded positions), or NULL to skip.
- * @param dhx      out: gradient with respect to hx, or NULL to skip.
- * @param dcx      out: gradient with respect to cx, or NULL to skip; LSTM only.
- * @param dw       out: gradient with respect to w, or NULL to skip; overwritten, or added to
- *                 with NN_RNN_ACCUMULATE_DW in the forward call's p.flags. Its elements that
- *                 belong to no view are left zero (overwrite) or unchanged (accumulate).
+ * @param t        the call's gradients by role (nn_rnn_backward_tensors); messages name its
+ *                 fields as t.dy, t.dx, ...
  * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, already consumed, not a pullback, or
- *         made with another context); the statuses of nn_rnn_forward(); outputs must not overlap
- *         each other, the gradients in, or the views the pullback holds;
+ *         made with another context); NN_E_INVALID_ARG (t NULL, a nonzero t.reserved); the
+ *         statuses of nn_rnn_forward(); outputs must not overlap each other, the gradients in, or
+ *         the views the pullback holds ("the pullback's x", ... in the message);
  *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
  * Ownership: on success the pullback is freed and *pullback set to NULL: a pullback is single-use,
  * since cuDNN's backward-data changes the reserve space. On failure it stays with the caller.
  * Outputs may be partly written on a failure after validation. The same as nn_rnn_backward_ex()
  * with opts NULL.
  */
-NN_API nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
-                                 const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
-                                 nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw);
+NN_API nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback,
+                                 const nn_rnn_backward_tensors *t);
 
 /**
- * nn_rnn_backward() with the accumulation chosen at backward time (include/nnprim/backward.h).
+ * nn_rnn_backward() with the accumulation chosen at backward time (include/nnprim/backward.h):
+ * the one way to add to dw.
  *
  * @param ctx      the context the forward call used.
  * @param pullback in/out: as nn_rnn_backward(); always consumed on success.
- * @param opts     NULL: as nn_rnn_backward() (NN_RNN_ACCUMULATE_DW of the forward's flags).
- *                 Otherwise opts->accumulate, 0 or NN_ACCUMULATE_DW (dw += the gradient),
- *                 replaces the forward's flags. opts->keep must be 0: an RNN pullback is
- *                 single-use on both backends (cuDNN's backward-data overwrites the reserve space
- *                 forward filled; the reference keeps the same rule so code moves between them).
- * @param dy, dhy, dcy, dx, dhx, dcx, dw  as nn_rnn_backward().
+ * @param opts     NULL: as nn_rnn_backward() (dw overwritten). Otherwise opts->accumulate, 0 or
+ *                 NN_ACCUMULATE_DW (t.dw += the gradient). opts->keep must be 0: an RNN pullback
+ *                 is single-use on both backends (cuDNN's backward-data overwrites the reserve
+ *                 space forward filled; the reference keeps the same rule so code moves between
+ *                 them).
+ * @param t        as nn_rnn_backward().
  * @return the statuses of nn_rnn_backward(); NN_E_INVALID_ARG (a bit outside NN_ACCUMULATE_*,
  *         keep not 0 or 1, a nonzero opts->reserved); NN_E_UNSUPPORTED (NN_ACCUMULATE_DX or
  *         NN_ACCUMULATE_DB, or keep = 1). Options are checked after the pullback; a refused call
  *         leaves the pullback with the caller, usable.
  */
 NN_API nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
-                                    const nn_backward_options *opts, const nn_tensor *dy,
-                                    const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
-                                    nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw);
+                                    const nn_backward_options *opts,
+                                    const nn_rnn_backward_tensors *t);
 
 /** A call of a recurrent layer, for nn_rnn_workspace_size(). */
 typedef enum nn_rnn_pass {

@@ -132,7 +132,6 @@ NN_RNN_INPUT_LINEAR = 0
 NN_RNN_INPUT_SKIP = 1
 NN_RNN_SEQ_MAJOR = 0
 NN_RNN_BATCH_MAJOR = 1
-NN_RNN_ACCUMULATE_DW = 1
 NN_RNN_WEIGHT_IH = 0
 NN_RNN_WEIGHT_HH = 1
 NN_RNN_BIAS_IH = 2
@@ -203,7 +202,6 @@ ENUMS = {
     'nn_rnn_bias_mode': ('NN_RNN_BIAS_NONE', 'NN_RNN_BIAS_INPUT', 'NN_RNN_BIAS_RECURRENT', 'NN_RNN_BIAS_DOUBLE'),
     'nn_rnn_input_mode': ('NN_RNN_INPUT_LINEAR', 'NN_RNN_INPUT_SKIP'),
     'nn_rnn_layout': ('NN_RNN_SEQ_MAJOR', 'NN_RNN_BATCH_MAJOR'),
-    'nn_rnn_flag': ('NN_RNN_ACCUMULATE_DW',),
     'nn_rnn_weight_name': ('NN_RNN_WEIGHT_IH', 'NN_RNN_WEIGHT_HH', 'NN_RNN_BIAS_IH', 'NN_RNN_BIAS_HH', 'NN_RNN_WEIGHT_HR'),
     'nn_rnn_pass': ('NN_RNN_PASS_INFERENCE', 'NN_RNN_PASS_TRAINING', 'NN_RNN_PASS_BACKWARD'),
     'nn_optim_kind': ('NN_OPTIM_SGD', 'NN_OPTIM_ADAM', 'NN_OPTIM_ADAMW'),
@@ -458,7 +456,33 @@ class nn_rnn_params(Structure):
         ('clip_enabled', c_int),
         ('clip_lo', c_double),
         ('clip_hi', c_double),
-        ('flags', c_uint),
+        ('reserved', (c_uint64 * 4)),
+    ]
+
+
+class nn_rnn_forward_tensors(Structure):
+    _fields_ = [
+        ('x', c_void_p),
+        ('lengths', c_void_p),
+        ('hx', c_void_p),
+        ('cx', c_void_p),
+        ('w', c_void_p),
+        ('y', c_void_p),
+        ('hy', c_void_p),
+        ('cy', c_void_p),
+        ('reserved', (c_uint64 * 4)),
+    ]
+
+
+class nn_rnn_backward_tensors(Structure):
+    _fields_ = [
+        ('dy', c_void_p),
+        ('dhy', c_void_p),
+        ('dcy', c_void_p),
+        ('dx', c_void_p),
+        ('dhx', c_void_p),
+        ('dcx', c_void_p),
+        ('dw', c_void_p),
         ('reserved', (c_uint64 * 4)),
     ]
 
@@ -524,7 +548,7 @@ class nn_graph_feed(Structure):
     ]
 
 
-STRUCTS = {'DLDevice': DLDevice, 'DLDataType': DLDataType, 'DLTensor': DLTensor, 'DLManagedTensor': DLManagedTensor, 'nn_error_info': nn_error_info, 'nn_tensor': nn_tensor, 'nn_device_info': nn_device_info, 'nn_runtime_library': nn_runtime_library, 'nn_settings': nn_settings, 'nn_mem_settings': nn_mem_settings, 'nn_mem_stats': nn_mem_stats, 'nn_mem_event': nn_mem_event, 'nn_mem_allocator': nn_mem_allocator, 'nn_backward_options': nn_backward_options, 'nn_conv_params': nn_conv_params, 'nn_pool_params': nn_pool_params, 'nn_linear_params': nn_linear_params, 'nn_softmax_params': nn_softmax_params, 'nn_class_targets': nn_class_targets, 'nn_rnn_params': nn_rnn_params, 'nn_optim_params': nn_optim_params, 'nn_plan_cache_stats': nn_plan_cache_stats, 'nn_graph_info': nn_graph_info, 'nn_graph_feed': nn_graph_feed}
+STRUCTS = {'DLDevice': DLDevice, 'DLDataType': DLDataType, 'DLTensor': DLTensor, 'DLManagedTensor': DLManagedTensor, 'nn_error_info': nn_error_info, 'nn_tensor': nn_tensor, 'nn_device_info': nn_device_info, 'nn_runtime_library': nn_runtime_library, 'nn_settings': nn_settings, 'nn_mem_settings': nn_mem_settings, 'nn_mem_stats': nn_mem_stats, 'nn_mem_event': nn_mem_event, 'nn_mem_allocator': nn_mem_allocator, 'nn_backward_options': nn_backward_options, 'nn_conv_params': nn_conv_params, 'nn_pool_params': nn_pool_params, 'nn_linear_params': nn_linear_params, 'nn_softmax_params': nn_softmax_params, 'nn_class_targets': nn_class_targets, 'nn_rnn_params': nn_rnn_params, 'nn_rnn_forward_tensors': nn_rnn_forward_tensors, 'nn_rnn_backward_tensors': nn_rnn_backward_tensors, 'nn_optim_params': nn_optim_params, 'nn_plan_cache_stats': nn_plan_cache_stats, 'nn_graph_info': nn_graph_info, 'nn_graph_feed': nn_graph_feed}
 
 # function name -> (restype, argtypes); pointers are c_void_p (pass byref() or None)
 FUNCTIONS = {
@@ -620,9 +644,9 @@ FUNCTIONS = {
     'nn_rnn_params_default': (c_int, [c_void_p, c_int, c_int64, c_int64]),
     'nn_rnn_weights_size': (c_int, [c_void_p, c_void_p, c_int, c_void_p]),
     'nn_rnn_weight_view': (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int, c_int, c_void_p]),
-    'nn_rnn_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_rnn_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_rnn_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    'nn_rnn_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    'nn_rnn_backward': (c_int, [c_void_p, c_void_p, c_void_p]),
+    'nn_rnn_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_rnn_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_void_p]),
     'nn_rnn_pullback_free': (c_int, [c_void_p]),
     'nn_optim_params_default': (c_int, [c_void_p, c_int]),

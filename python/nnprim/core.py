@@ -435,6 +435,11 @@ class Context:
     def _ref(t):
         return None if t is None else byref(t.c)
 
+    @staticmethod
+    def _addr(t):
+        """A tensor's nn_tensor as a pointer field of a struct (None: NULL)."""
+        return None if t is None else ctypes.addressof(t.c)
+
     def conv(self, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1,
              convolution=False, relu=False, y=None, training=False):
         """N-d convolution (cross-correlation unless convolution=True), the bias and relu fused.
@@ -540,8 +545,12 @@ class Context:
         ins = [self._opt(t, "dy") for t in ins]
         outs = [self._opt(t, "d") for t in outs]
         opts = _abi.nn_backward_options(accumulate=accumulate, keep=int(bool(keep)))
-        self._lib.call(fn, self._ptr, byref(ptr), byref(opts),
-                       *[self._ref(t) for t in ins + outs])
+        if fn == "nn_rnn_backward_ex":  # its tensors go by role, in nn_rnn_backward_tensors
+            t = _abi.nn_rnn_backward_tensors(*[self._addr(t) for t in ins + outs])
+            self._lib.call(fn, self._ptr, byref(ptr), byref(opts), byref(t))
+        else:
+            self._lib.call(fn, self._ptr, byref(ptr), byref(opts),
+                           *[self._ref(t) for t in ins + outs])
         if not keep:
             pb.done()
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -604,13 +613,18 @@ class Context:
         else:
             cy = None
         pb = Pullback(self, "rnn", (x, w, hx, cx, y, hy, cy, lens)) if training else None
-        self._lib.call("nn_rnn_forward", self._check("Context.rnn"), byref(p), byref(x.c), lens,
-                       self._ref(hx), self._ref(cx), byref(w.c), byref(y.c), byref(hy.c),
-                       self._ref(cy), byref(pb.ptr) if pb else None)
+        t = _abi.nn_rnn_forward_tensors(
+            x=self._addr(x), lengths=None if lens is None else ctypes.addressof(lens),
+            hx=self._addr(hx), cx=self._addr(cx), w=self._addr(w), y=self._addr(y),
+            hy=self._addr(hy), cy=self._addr(cy))
+        self._lib.call("nn_rnn_forward", self._check("Context.rnn"), byref(p), byref(t),
+                       byref(pb.ptr) if pb else None)
         return ((y, hy, cy), pb) if training else (y, hy, cy)
 
     def rnn_backward(self, pb, dy=None, dhy=None, dcy=None, dx=None, dhx=None, dcx=None,
                      dw=None, accumulate=0, keep=False):
+        """Consume an rnn pullback; dx, dhx, dcx, dw: outputs (None skips one). accumulate:
+        0 or NN_ACCUMULATE_DW (dw += the gradient), the one way to add to dw."""
         return self._backward("nn_rnn_backward_ex", pb, accumulate, [dy, dhy, dcy],
                               [dx, dhx, dcx, dw], keep)
 

@@ -145,6 +145,27 @@ def test_lstm_zero_weights_gate_order(ctx):
     np.testing.assert_allclose(hy.numpy().ravel(), [s(0.4) * math.tanh(c)] * 2, atol=1e-15)
 
 
+def test_rnn_backward_overwrites_dw_or_adds_to_it(ctx):
+    # the tensors travel by role (nn_rnn_forward_tensors / nn_rnn_backward_tensors); dw is
+    # overwritten unless accumulate asks NN_ACCUMULATE_DW
+    p = ctx.rnn_params("lstm", 3, 2)
+    rng = np.random.default_rng(5)
+    w = rng.uniform(-0.5, 0.5, ctx.rnn_weights_size(p, "float64"))
+    x, dy = rng.uniform(-1, 1, (4, 2, 3)), rng.uniform(-1, 1, (4, 2, 2))
+    grads = []
+    for acc in (0, _abi.NN_ACCUMULATE_DW):
+        (y, hy, cy), pb = ctx.rnn(p, x, w, lengths=[4, 2], training=True)
+        np.testing.assert_array_equal(y.numpy()[2:, 1], 0)  # padded positions
+        dw, dx = np.full_like(w, 3.0), np.full_like(x, np.nan)
+        ctx.rnn_backward(pb, dy=dy, dx=dx, dw=dw, accumulate=acc)
+        assert np.isfinite(dx).all() and not np.any(dx[2:, 1])
+        grads.append(dw)
+    assert np.abs(grads[0] - 3.0).max() > 1e-3
+    np.testing.assert_allclose(grads[1], grads[0] + 3.0, atol=1e-12)
+    with pytest.raises(nnprim.ShapeError, match=r"nn_rnn_forward: t\.x\.dims\[2\] must be I = 3"):
+        ctx.rnn(p, np.zeros((4, 2, 5)), w)
+
+
 def test_sgd_momentum(ctx):
     prm = np.array([1.0, -2.0])
     opt = ctx.optimizer("sgd", [prm], lr=0.5, momentum=0.5)

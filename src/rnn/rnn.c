@@ -178,12 +178,12 @@ static unsigned asked_of(const nn_tensor *dx, const nn_tensor *dhx, const nn_ten
 
 /* The call's case: the problem, "acc" on a backward that adds to dw, and "grads=" on one that
  * did not ask for every gradient its cell has (dx, dhx, dcx for an LSTM, dw). */
-static void case_text(const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+static void case_text(const struct nn__rnn_problem *p, const int32_t *lengths, int accumulate,
                       unsigned asked, char *shape, size_t cap)
 {
     nn__rnn_problem_text(p, lengths, shape, cap);
     size_t n = strlen(shape);
-    if (flags & NN_RNN_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " acc");
+    if (accumulate) n = nn__text_put(shape, cap, n, " acc");
     unsigned all = ASK_DX | ASK_DHX | ASK_DW | (p->cell == NN_RNN_LSTM ? ASK_DCX : 0);
     if (!(asked & ASK_BACKWARD) || (asked & all) == all) return;
     if (!(asked & all)) {
@@ -200,11 +200,11 @@ static void case_text(const struct nn__rnn_problem *p, const int32_t *lengths, u
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
-                         const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+                         const struct nn__rnn_problem *p, const int32_t *lengths, int accumulate,
                          unsigned asked, uint64_t t0)
 {
     char shape[8192];
-    case_text(p, lengths, flags, asked, shape, sizeof shape);
+    case_text(p, lengths, accumulate, asked, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function, as every family
      * does (docs/VERBOSE.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), nn__rnn_note_impl ? nn__rnn_note_impl : impl,
@@ -212,12 +212,12 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
 }
 
 /* The call's case, once its problem is known, for its failure line. */
-static void failure_case(const struct nn__rnn_problem *p, const int32_t *lengths, unsigned flags,
+static void failure_case(const struct nn__rnn_problem *p, const int32_t *lengths, int accumulate,
                          unsigned asked, uint64_t t0)
 {
     if (!t0) return;
     char shape[8192];
-    case_text(p, lengths, flags, asked, shape, sizeof shape);
+    case_text(p, lengths, accumulate, asked, shape, sizeof shape);
     nn__verbose_case(shape);
 }
 
@@ -303,10 +303,6 @@ static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_rnn_p
                             "got %g and %g",
                             op, p->clip_lo, p->clip_hi);
     }
-    unsigned known = NN_RNN_ACCUMULATE_DW;
-    if (p->flags & ~known)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.flags has unknown bits 0x%x", op,
-                        p->flags & ~known);
     return NN__CHECK_RESERVED(ctx, op, "p.reserved", p->reserved);
 }
 
@@ -550,7 +546,8 @@ static nn_status check_arg(struct nn_ctx *ctx, const char *op, const nn_tensor *
     NN__TRY(nn__check_tensor(ctx, op, t, name));
     if (out) NN__TRY(nn__check_output_distinct(ctx, op, t, name));
     if (t->dtype != dtype)
-        return NN__FAIL(ctx, NN_E_DTYPE, "%s: %s.dtype must equal x.dtype (%s), got %s", op, name,
+        return NN__FAIL(ctx, NN_E_DTYPE,
+                        "%s: %s.dtype must equal the call's dtype, x's (%s), got %s", op, name,
                         nn_dtype_name(dtype), nn_dtype_name(t->dtype));
     if (!nn_tensor_is_contiguous(t))
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
@@ -675,15 +672,14 @@ static nn_status check_state(struct nn_ctx *ctx, const char *op, const struct nn
 }
 
 static nn_status check_lengths(struct nn_ctx *ctx, const char *op, struct nn__rnn_problem *p,
-                               const int32_t *lengths)
+                               const int32_t *lengths, const char *name)
 {
     p->varied = 0;
     if (!lengths) return NN_OK;
     for (int64_t i = 0; i < p->n; i++) {
         if (lengths[i] < 0 || lengths[i] > p->t)
-            return NN__FAIL(ctx, NN_E_SHAPE,
-                            "%s: lengths[%lld] must be in [0, T] = [0, %lld], got %d", op,
-                            (long long)i, (long long)p->t, (int)lengths[i]);
+            return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s[%lld] must be in [0, T] = [0, %lld], got %d",
+                            op, name, (long long)i, (long long)p->t, (int)lengths[i]);
         if (lengths[i] != lengths[0]) p->varied = 1;
     }
     return NN_OK;
@@ -721,23 +717,28 @@ static nn_status check_overlaps(struct nn_ctx *ctx, const char *op, const struct
     return NN_OK;
 }
 
-/* The problem of a call on x with lengths: p, x and the lengths checked. */
-static nn_status problem_of_call(struct nn_ctx *ctx, const char *op, const nn_rnn_params *p,
-                                 const nn_tensor *x, const int32_t *lengths,
+/* The problem of a call on x with lengths: p, x and the lengths checked. in: what the
+ * messages put before "x" and "lengths" ("t." for a field of nn_rnn_forward_tensors, "" for an
+ * argument). */
+static nn_status problem_of_call(struct nn_ctx *ctx, const char *op, const char *in,
+                                 const nn_rnn_params *p, const nn_tensor *x, const int32_t *lengths,
                                  struct nn__rnn_problem *prob)
 {
+    char xname[16], lname[16];
+    snprintf(xname, sizeof xname, "%sx", in);
+    snprintf(lname, sizeof lname, "%slengths", in);
     NN__TRY(check_params(ctx, op, p));
-    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
-    NN__TRY(nn__check_tensor(ctx, op, x, "x"));
+    if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, xname);
+    NN__TRY(nn__check_tensor(ctx, op, x, xname));
     problem_of(ctx, p, x->dtype, prob);
     if (x->rank != 3)
-        return NN__FAIL(ctx, NN_E_SHAPE, "%s: x.rank must be 3 (%s x I), got %d", op,
+        return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must be 3 (%s x I), got %d", op, xname,
                         p->layout == NN_RNN_SEQ_MAJOR ? "T x N" : "N x T", x->rank);
     prob->t = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 0 : 1];
     prob->n = x->dims[p->layout == NN_RNN_SEQ_MAJOR ? 1 : 0];
     NN__TRY(check_sizes(ctx, op, p, prob));
-    NN__TRY(check_seq(ctx, op, prob, x, "x", 0, 0));
-    return check_lengths(ctx, op, prob, lengths);
+    NN__TRY(check_seq(ctx, op, prob, x, xname, 0, 0));
+    return check_lengths(ctx, op, prob, lengths, lname);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -777,9 +778,7 @@ static void free_pullback(nn_rnn_pullback *pb)
     nn__host_free(pb);
 }
 
-static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
-                             const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
-                             const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_forward_tensors *t,
                              nn_rnn_pullback **pullback_out)
 {
     const char *op = "nn_rnn_forward";
@@ -787,22 +786,27 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     nn__rnn_note_cache = NULL;
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
+    if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t (the tensors) must not be NULL", op);
+    NN__TRY(NN__CHECK_RESERVED(ctx, op, "t.reserved", t->reserved));
+    const nn_tensor *x = t->x, *hx = t->hx, *cx = t->cx, *w = t->w;
+    nn_tensor *y = t->y, *hy = t->hy, *cy = t->cy;
+    const int32_t *lengths = t->lengths;
     struct nn__rnn_problem prob;
-    NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
+    NN__TRY(problem_of_call(ctx, op, "t.", p, x, lengths, &prob));
     failure_case(&prob, lengths, 0, 0, t0);
-    NN__TRY(check_state(ctx, op, &prob, hx, "hx", 0, 0));
-    NN__TRY(check_state(ctx, op, &prob, cx, "cx", 1, 0));
-    if (!y) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: y must not be NULL", op);
-    NN__TRY(check_seq(ctx, op, &prob, y, "y", 1, 1));
-    NN__TRY(check_state(ctx, op, &prob, hy, "hy", 0, 1));
-    NN__TRY(check_state(ctx, op, &prob, cy, "cy", 1, 1));
+    NN__TRY(check_state(ctx, op, &prob, hx, "t.hx", 0, 0));
+    NN__TRY(check_state(ctx, op, &prob, cx, "t.cx", 1, 0));
+    if (!y) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t.y must not be NULL", op);
+    NN__TRY(check_seq(ctx, op, &prob, y, "t.y", 1, 1));
+    NN__TRY(check_state(ctx, op, &prob, hy, "t.hy", 0, 1));
+    NN__TRY(check_state(ctx, op, &prob, cy, "t.cy", 1, 1));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
     NN__TRY(check_backend_limits(ctx, op, &prob));
-    if (!w) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: w must not be NULL", op);
-    NN__TRY(check_weights(ctx, op, be, &prob, w, "w", 0));
-    const struct named ins[] = {{x, "x"}, {hx, "hx"}, {cx, "cx"}, {w, "w"}};
-    const struct named outs[] = {{y, "y"}, {hy, "hy"}, {cy, "cy"}};
+    if (!w) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t.w must not be NULL", op);
+    NN__TRY(check_weights(ctx, op, be, &prob, w, "t.w", 0));
+    const struct named ins[] = {{x, "t.x"}, {hx, "t.hx"}, {cx, "t.cx"}, {w, "t.w"}};
+    const struct named outs[] = {{y, "t.y"}, {hy, "t.hy"}, {cy, "t.cy"}};
     NN__TRY(check_overlaps(ctx, op, outs, 3, ins, 4));
 
     struct nn__rnn_io io = {.x = x,
@@ -824,9 +828,8 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
         if (pb) free_pullback(pb);
         return st;
     }
-    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind,
-                                     (p->flags & NN_RNN_ACCUMULATE_DW) ? NN_ACCUMULATE_DW : 0,
-                                     &pb->hdr)) != NN_OK) {
+    /* accumulation is asked of nn_rnn_backward_ex() alone: the pullback's default is overwrite */
+    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind, 0, &pb->hdr)) != NN_OK) {
         free_pullback(pb);
         return st;
     }
@@ -835,14 +838,11 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
     return NN_OK;
 }
 
-nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x,
-                         const int32_t *lengths, const nn_tensor *hx, const nn_tensor *cx,
-                         const nn_tensor *w, nn_tensor *y, nn_tensor *hy, nn_tensor *cy,
+nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_forward_tensors *t,
                          nn_rnn_pullback **pullback_out)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "rnn_forward", t0,
-                            rnn_forward(ctx, p, x, lengths, hx, cx, w, y, hy, cy, pullback_out));
+    return nn__verbose_exit(ctx, "rnn_forward", t0, rnn_forward(ctx, p, t, pullback_out));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -850,31 +850,39 @@ nn_status nn_rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_tensor *x
  */
 
 static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pullback,
-                              const nn_backward_options *opts, const nn_tensor *dy,
-                              const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
-                              nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw)
+                              const nn_backward_options *opts, const nn_rnn_backward_tensors *t)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     nn__rnn_note_cache = NULL;
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
+    if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t (the gradients) must not be NULL", op);
+    NN__TRY(NN__CHECK_RESERVED(ctx, op, "t.reserved", t->reserved));
+    const nn_tensor *dy = t->dy, *dhy = t->dhy, *dcy = t->dcy;
+    nn_tensor *dx = t->dx, *dhx = t->dhx, *dcx = t->dcx, *dw = t->dw;
     nn_rnn_pullback *pb = *pullback;
     const struct nn__rnn_problem *prob = &pb->prob;
     unsigned asked = asked_of(dx, dhx, dcx, dw);
-    failure_case(prob, pb->lengths, (bw.accumulate & NN_ACCUMULATE_DW) ? NN_RNN_ACCUMULATE_DW : 0,
-                 asked, t0);
-    if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "dy", 1, 0));
-    NN__TRY(check_state(ctx, op, prob, dhy, "dhy", 0, 0));
-    NN__TRY(check_state(ctx, op, prob, dcy, "dcy", 1, 0));
-    if (dx) NN__TRY(check_seq(ctx, op, prob, dx, "dx", 0, 1));
-    NN__TRY(check_state(ctx, op, prob, dhx, "dhx", 0, 1));
-    NN__TRY(check_state(ctx, op, prob, dcx, "dcx", 1, 1));
-    if (dw) NN__TRY(check_weights(ctx, op, pb->be, prob, dw, "dw", 1));
+    int accumulate = (bw.accumulate & NN_ACCUMULATE_DW) != 0;
+    failure_case(prob, pb->lengths, accumulate, asked, t0);
+    if (dy) NN__TRY(check_seq(ctx, op, prob, dy, "t.dy", 1, 0));
+    NN__TRY(check_state(ctx, op, prob, dhy, "t.dhy", 0, 0));
+    NN__TRY(check_state(ctx, op, prob, dcy, "t.dcy", 1, 0));
+    if (dx) NN__TRY(check_seq(ctx, op, prob, dx, "t.dx", 0, 1));
+    NN__TRY(check_state(ctx, op, prob, dhx, "t.dhx", 0, 1));
+    NN__TRY(check_state(ctx, op, prob, dcx, "t.dcx", 1, 1));
+    if (dw) NN__TRY(check_weights(ctx, op, pb->be, prob, dw, "t.dw", 1));
     const nn_tensor *hx = pb->has_hx ? &pb->hx : NULL, *cx = pb->has_cx ? &pb->cx : NULL;
-    const struct named ins[] = {{dy, "dy"}, {dhy, "dhy"}, {dcy, "dcy"},  {&pb->x, "x"},
-                                {hx, "hx"}, {cx, "cx"},   {&pb->w, "w"}, {&pb->y, "y"}};
-    const struct named outs[] = {{dx, "dx"}, {dhx, "dhx"}, {dcx, "dcx"}, {dw, "dw"}};
+    const struct named ins[] = {{dy, "t.dy"},
+                                {dhy, "t.dhy"},
+                                {dcy, "t.dcy"},
+                                {&pb->x, "the pullback's x"},
+                                {hx, "the pullback's hx"},
+                                {cx, "the pullback's cx"},
+                                {&pb->w, "the pullback's w"},
+                                {&pb->y, "the pullback's y"}};
+    const struct named outs[] = {{dx, "t.dx"}, {dhx, "t.dhx"}, {dcx, "t.dcx"}, {dw, "t.dw"}};
     NN__TRY(check_overlaps(ctx, op, outs, 4, ins, 8));
 
     struct nn__rnn_io io = {.x = &pb->x,
@@ -890,34 +898,26 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
                             .dhx = dhx,
                             .dcx = dcx,
                             .dw = dw,
-                            .accumulate = (bw.accumulate & NN_ACCUMULATE_DW) != 0};
+                            .accumulate = accumulate};
     nn__rnn_note_impl = NULL;
     NN__TRY_IN(ctx, op, pb->be->backward(ctx, prob, pb->state, &io));
-    if (t0)
-        verbose_line(ctx, op, pb->be->name, prob, pb->lengths,
-                     io.accumulate ? NN_RNN_ACCUMULATE_DW : 0, asked, t0);
+    if (t0) verbose_line(ctx, op, pb->be->name, prob, pb->lengths, accumulate, asked, t0);
     return nn_rnn_pullback_free(pullback); /* never kept: the kind is single-use */
 }
 
-nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_tensor *dy,
-                          const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx, nn_tensor *dhx,
-                          nn_tensor *dcx, nn_tensor *dw)
+nn_status nn_rnn_backward(nn_ctx *ctx, nn_rnn_pullback **pullback, const nn_rnn_backward_tensors *t)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(
-        ctx, "rnn_backward", t0,
-        rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, dy, dhy, dcy, dx, dhx, dcx, dw));
+    return nn__verbose_exit(ctx, "rnn_backward", t0,
+                            rnn_backward(ctx, "nn_rnn_backward", pullback, NULL, t));
 }
 
 nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
-                             const nn_backward_options *opts, const nn_tensor *dy,
-                             const nn_tensor *dhy, const nn_tensor *dcy, nn_tensor *dx,
-                             nn_tensor *dhx, nn_tensor *dcx, nn_tensor *dw)
+                             const nn_backward_options *opts, const nn_rnn_backward_tensors *t)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(
-        ctx, "rnn_backward_ex", t0,
-        rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, dy, dhy, dcy, dx, dhx, dcx, dw));
+    return nn__verbose_exit(ctx, "rnn_backward_ex", t0,
+                            rnn_backward(ctx, "nn_rnn_backward_ex", pullback, opts, t));
 }
 
 nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)
@@ -946,7 +946,7 @@ nn_status nn_rnn_workspace_size(nn_ctx *ctx, const nn_rnn_params *p, const nn_te
                         "NN_RNN_PASS_BACKWARD (2), got %d",
                         op, (int)pass);
     struct nn__rnn_problem prob;
-    NN__TRY(problem_of_call(ctx, op, p, x, lengths, &prob));
+    NN__TRY(problem_of_call(ctx, op, "", p, x, lengths, &prob));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
     NN__TRY(check_backend_limits(ctx, op, &prob));

@@ -1,5 +1,6 @@
 /* The recurrent op's internal interface: the validated problem rnn.c hands to a backend, the
- * arguments of one call, and the backend entry points (_ref in rnn_ref.c, _cudnn in rnn_cudnn.c).
+ * arguments of one call, and the backend entry points (_ref in rnn_ref.c, _cudnn in
+ * rnn_cudnn_*.c).
  *
  * rnn.c has checked everything before a backend is called: parameters, every dim against them,
  * dtypes (all tensors share p->dtype), memory spaces, that every tensor is fully packed
@@ -78,7 +79,7 @@ struct nn__rnn_io {
     const nn_tensor *dy, *dhy, *dcy;
     nn_tensor *dx, *dhx, *dcx, *dw;
     int training;   /* forward: a pullback was asked for (dropout applies) */
-    int accumulate; /* backward: NN_RNN_ACCUMULATE_DW */
+    int accumulate; /* backward: dw += (nn_rnn_backward_ex() asked NN_ACCUMULATE_DW) */
 };
 
 /* What the backend ran, for the verbose line of the current call ("cudnn-standard"); rnn.c clears
@@ -150,20 +151,20 @@ enum {
     /* Which optional tensors the training calls passed when their graphs were captured (the
      * forward's: 1 hx, 2 cx, 4 hy, 8 cy; the backward's: 1 hx, 2 cx, 4 dy, 8 dhy, 16 dcy, 32 dx,
      * 64 dhx, 128 dcx, 256 dw, 512 accumulate), so that a plan file's load captures the graphs
-     * of the same calls (rnn_cudnn.c, prepare_loaded). */
+     * of the same calls (rnn_cudnn_plan.c, nn__rnn_cudnn_prepare_loaded). */
     NN__RNN_REC_FWD_SIG = 64,  /* bits FWD_SHIFT.. hold the forward's */
     NN__RNN_REC_BWD_SIG = 128, /* bits BWD_SHIFT.. hold the backward's */
     NN__RNN_REC_FWD_SHIFT = 8,
     NN__RNN_REC_BWD_SHIFT = 12,
     NN__RNN_REC_ALL = (1 << 22) - 1
 };
-/* For tests (rnn_cudnn.c, cuDNN builds only): the algorithm (cudnnRNNAlgo_t) and flags of every
- * record of shapes with data in the context's cache, live ones first, up to cap of them; returns
- * how many there are. */
+/* For tests (rnn_cudnn_cache.c, cuDNN builds only): the algorithm (cudnnRNNAlgo_t) and flags of
+ * every record of shapes with data in the context's cache, live ones first, up to cap of them;
+ * returns how many there are. */
 int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap);
 
 #if NN_HAVE_CUDNN
-/* rnn_cudnn.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
+/* rnn_cudnn_*.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
  * both kinds listed in src/context.c's table). The same contracts as the _ref functions; *state is
  * the reserve space, which the backward call reads and changes (so a pullback is single-use). */
 #define NN__RNN_CUDNN_KIND_ID         4u

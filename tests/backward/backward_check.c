@@ -378,7 +378,8 @@ struct rnn_io {
 static nn_rnn_pullback *rnn_forward(nn_ctx *c, struct rnn_io *r)
 {
     nn_rnn_pullback *pb;
-    OK(nn_rnn_forward(c, &r->p, &r->x, NULL, NULL, NULL, &r->w, &r->y, NULL, NULL, &pb));
+    OK(nn_rnn_forward(c, &r->p, &(nn_rnn_forward_tensors){.x = &r->x, .w = &r->w, .y = &r->y},
+                      &pb));
     return pb;
 }
 
@@ -386,7 +387,6 @@ void bc_rnn(nn_ctx *c, nn_ctx *h)
 {
     struct rnn_io r;
     OK(nn_rnn_params_default(&r.p, NN_RNN_LSTM, 3, 4));
-    r.p.flags = NN_RNN_ACCUMULATE_DW;
     int64_t nw;
     OK(nn_rnn_weights_size(c, &r.p, NN_DTYPE_F32, &nw));
     const int64_t xd[] = {3, 2, 3}, yd[] = {3, 2, 4};
@@ -398,11 +398,12 @@ void bc_rnn(nn_ctx *c, nn_ctx *h)
     r.dy = mk(c, 3, yd);
     OK(nn_tensor_fill_uniform(c, &r.dy, -1, 1, 53));
 
-    /* a fresh dw (options replace the forward's accumulate flag) */
+    /* a fresh dw over a nonzero one: accumulate 0 overwrites */
     nn_rnn_pullback *pb = rnn_forward(c, &r);
-    nn_tensor dw = mk(c, 1, &nw), dx = mk(c, 3, xd);
+    nn_tensor dw = ints(c, 1, &nw, -3, 3, 55), dx = mk(c, 3, xd);
     nn_backward_options fresh = {0, 0, {0}};
-    OK(nn_rnn_backward_ex(c, &pb, &fresh, &r.dy, NULL, NULL, &dx, NULL, NULL, &dw));
+    OK(nn_rnn_backward_ex(c, &pb, &fresh,
+                          &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &dx, .dw = &dw}));
     cr_expect_null(pb);
     double *g = vals(c, h, &dw);
 
@@ -411,25 +412,27 @@ void bc_rnn(nn_ctx *c, nn_ctx *h)
     nn_backward_options keep = {NN_ACCUMULATE_DW, 1, {0}}, accdx = {NN_ACCUMULATE_DX, 0, {0}};
     nn_tensor aw = ints(c, 1, &nw, -3, 3, 54);
     double *prior = vals(c, h, &aw);
-    cr_expect_eq(nn_rnn_backward_ex(c, &pb, &keep, &r.dy, NULL, NULL, NULL, NULL, NULL, &aw),
-                 NN_E_UNSUPPORTED);
+    cr_expect_eq(
+        nn_rnn_backward_ex(c, &pb, &keep, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &aw}),
+        NN_E_UNSUPPORTED);
     cr_expect(strstr(nn_last_error()->message, "nn_rnn_backward_ex: opts.keep = 1") &&
                   strstr(nn_last_error()->message, "single-use"),
               "%s", nn_last_error()->message);
-    cr_expect_eq(nn_rnn_backward_ex(c, &pb, &accdx, &r.dy, NULL, NULL, &dx, NULL, NULL, NULL),
-                 NN_E_UNSUPPORTED);
+    cr_expect_eq(
+        nn_rnn_backward_ex(c, &pb, &accdx, &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &dx}),
+        NN_E_UNSUPPORTED);
     cr_expect(strstr(nn_last_error()->message, "NN_ACCUMULATE_DX"), "%s", nn_last_error()->message);
     cr_assert_not_null(pb, "a refused call leaves the pullback with the caller");
     nn_backward_options acc = {NN_ACCUMULATE_DW, 0, {0}};
-    OK(nn_rnn_backward_ex(c, &pb, &acc, &r.dy, NULL, NULL, NULL, NULL, NULL, &aw));
+    OK(nn_rnn_backward_ex(c, &pb, &acc, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &aw}));
     cr_expect_null(pb);
     expect_sum(c, h, &aw, prior, g, 1e-5, "rnn dw accumulated at backward time");
 
-    /* the old call: the forward's NN_RNN_ACCUMULATE_DW */
+    /* the plain call overwrites: accumulating is asked of nn_rnn_backward_ex() alone */
     pb = rnn_forward(c, &r);
     nn_tensor aw2 = ints(c, 1, &nw, -3, 3, 54);
-    OK(nn_rnn_backward(c, &pb, &r.dy, NULL, NULL, NULL, NULL, NULL, &aw2));
-    expect_sum(c, h, &aw2, prior, g, 1e-5, "rnn dw of nn_rnn_backward with ACCUMULATE_DW");
+    OK(nn_rnn_backward(c, &pb, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &aw2}));
+    expect_vals(c, h, &aw2, g, 1e-5, "rnn dw of nn_rnn_backward, overwritten");
     free(g);
     free(prior);
     nn_tensor *ts[] = {&r.x, &r.w, &r.y, &r.dy, &dw, &dx, &aw, &aw2};

@@ -737,21 +737,23 @@ static void rnn_setup(struct cat *c, struct rnn *r)
     r->y = cat_tensor(c, NN_DTYPE_F32, 3, yd, 3);
     r->dy = cat_tensor(c, NN_DTYPE_F32, 3, yd, 4);
     r->dw = cat_tensor(c, NN_DTYPE_F32, 1, &nw, 5);
-    cr_assert_eq(
-        nn_rnn_forward(c->ctx, &r->p, &r->x, NULL, NULL, NULL, &r->w, &r->y, NULL, NULL, &r->pb),
-        NN_OK, "fixture: %s", nn_last_error()->message);
+    cr_assert_eq(nn_rnn_forward(c->ctx, &r->p,
+                                &(nn_rnn_forward_tensors){.x = &r->x, .w = &r->w, .y = &r->y},
+                                &r->pb),
+                 NN_OK, "fixture: %s", nn_last_error()->message);
 }
 
 static nn_status rnn_opts(struct cat *c, const nn_backward_options *o)
 {
     struct rnn r;
     rnn_setup(c, &r);
-    nn_status st = nn_rnn_backward_ex(c->ctx, &r.pb, o, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+    nn_status st =
+        nn_rnn_backward_ex(c->ctx, &r.pb, o, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw});
     if (st != NN_OK) {
         cr_assert_not_null(r.pb, "a refused call leaves the pullback");
-        cr_assert_eq(
-            nn_rnn_backward_ex(c->ctx, &r.pb, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw),
-            NN_OK, "a valid retry: %s", nn_last_error()->message);
+        cr_assert_eq(nn_rnn_backward_ex(c->ctx, &r.pb, NULL,
+                                        &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw}),
+                     NN_OK, "a valid retry: %s", nn_last_error()->message);
     }
     cr_assert_null(r.pb, "an rnn pullback is consumed");
     return st;
@@ -762,7 +764,7 @@ CALL(rb_null_ctx)
     struct rnn r;
     rnn_setup(c, &r);
     nn_status st =
-        nn_rnn_backward_ex(NULL, &r.pb, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+        nn_rnn_backward_ex(NULL, &r.pb, NULL, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw});
     cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
     return st;
 }
@@ -771,8 +773,8 @@ CALL(rb_star_null)
     struct rnn r;
     rnn_setup(c, &r);
     nn_rnn_pullback *none = NULL;
-    nn_status st =
-        nn_rnn_backward_ex(c->ctx, &none, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+    nn_status st = nn_rnn_backward_ex(c->ctx, &none, NULL,
+                                      &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw});
     cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
     return st;
 }
@@ -916,8 +918,8 @@ CALL(rb_null_pullback)
 {
     struct rnn r;
     rnn_setup(c, &r);
-    nn_status st =
-        nn_rnn_backward_ex(c->ctx, NULL, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+    nn_status st = nn_rnn_backward_ex(c->ctx, NULL, NULL,
+                                      &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw});
     cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
     return st;
 }
@@ -928,7 +930,7 @@ CALL(rb_conv_pullback)
     nn_conv_pullback *cp = conv_pb(c);
     nn_rnn_pullback *pb = (nn_rnn_pullback *)cp;
     nn_status st =
-        nn_rnn_backward_ex(c->ctx, &pb, NULL, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw);
+        nn_rnn_backward_ex(c->ctx, &pb, NULL, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw});
     cr_assert_eq(nn_conv_pullback_free(&cp), NN_OK, "the conv pullback is intact");
     cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
     return st;
@@ -937,8 +939,8 @@ CALL(rb_other_ctx)
 {
     struct rnn r;
     rnn_setup(c, &r);
-    nn_status st = nn_rnn_backward_ex(cat_other_ctx(c), &r.pb, NULL, &r.dy, NULL, NULL, NULL, NULL,
-                                      NULL, &r.dw);
+    nn_status st = nn_rnn_backward_ex(cat_other_ctx(c), &r.pb, NULL,
+                                      &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw});
     cr_assert_not_null(r.pb, "a refused call leaves the pullback");
     cr_assert_eq(nn_rnn_pullback_free(&r.pb), NN_OK);
     return st;

@@ -65,7 +65,11 @@ static nn_status fwd_all(struct cat *c, struct rn *r, const nn_tensor *x, const 
                          const nn_tensor *hx, const nn_tensor *cx, const nn_tensor *w, nn_tensor *y,
                          nn_tensor *hy, nn_tensor *cy)
 {
-    return nn_rnn_forward(c->ctx, &r->p, x, lengths, hx, cx, w, y, hy, cy, NULL);
+    return nn_rnn_forward(
+        c->ctx, &r->p,
+        &(nn_rnn_forward_tensors){
+            .x = x, .lengths = lengths, .hx = hx, .cx = cx, .w = w, .y = y, .hy = hy, .cy = cy},
+        NULL);
 }
 static nn_status fwd(struct cat *c, struct rn *r)
 {
@@ -193,7 +197,6 @@ PARAM_ROW(ws_clip_gru, r->p.cell = NN_RNN_GRU; r->p.clip_enabled = 1)
 PARAM_ROW(ws_clip_order, r->p.clip_enabled = 1; r->p.clip_lo = 1; r->p.clip_hi = -1)
 PARAM_ROW(ws_clip_inf, r->p.clip_enabled = 1; r->p.clip_lo = -1; r->p.clip_hi = INFINITY)
 PARAM_ROW(ws_clip_nan, r->p.clip_enabled = 1; r->p.clip_lo = NAN; r->p.clip_hi = 1)
-PARAM_ROW(ws_flags, r->p.flags = 2)
 PARAM_ROW(ws_res0, r->p.reserved[0] = 1)
 PARAM_ROW(ws_res1, r->p.reserved[1] = 2)
 PARAM_ROW(ws_res2, r->p.reserved[2] = 3)
@@ -458,11 +461,13 @@ CALL(wv_free_refused)
 CALL(f_null_ctx)
 {
     (void)c;
-    return nn_rnn_forward(NULL, &r->p, &r->x, NULL, NULL, NULL, &r->w, &r->y, NULL, NULL, NULL);
+    return nn_rnn_forward(NULL, &r->p,
+                          &(nn_rnn_forward_tensors){.x = &r->x, .w = &r->w, .y = &r->y}, NULL);
 }
 CALL(f_null_p)
 {
-    return nn_rnn_forward(c->ctx, NULL, &r->x, NULL, NULL, NULL, &r->w, &r->y, NULL, NULL, NULL);
+    return nn_rnn_forward(c->ctx, NULL,
+                          &(nn_rnn_forward_tensors){.x = &r->x, .w = &r->w, .y = &r->y}, NULL);
 }
 CALL(f_null_x)
 {
@@ -488,11 +493,20 @@ CALL(f_null_hxdata)
     hx.data = NULL;
     return fwd_all(c, r, &r->x, NULL, &hx, &r->cx, &r->w, &r->y, &r->hy, &r->cy);
 }
+CALL(f_null_t)
+{
+    return nn_rnn_forward(c->ctx, &r->p, NULL, NULL);
+}
+CALL(f_t_reserved)
+{
+    nn_rnn_forward_tensors t = {.x = &r->x, .w = &r->w, .y = &r->y, .reserved = {0, 5}};
+    return nn_rnn_forward(c->ctx, &r->p, &t, NULL);
+}
 CALL(f_pullback_null_on_failure)
 {
     nn_rnn_pullback *pb = (nn_rnn_pullback *)c;
     nn_status st =
-        nn_rnn_forward(c->ctx, &r->p, &r->x, NULL, NULL, NULL, &r->w, NULL, NULL, NULL, &pb);
+        nn_rnn_forward(c->ctx, &r->p, &(nn_rnn_forward_tensors){.x = &r->x, .w = &r->w}, &pb);
     cr_assert_null(pb, "*pullback_out must be NULL after a failure");
     return st;
 }
@@ -813,8 +827,15 @@ CALL(f_dropout_inference)
 static nn_rnn_pullback *pullback(struct cat *c, struct rn *r)
 {
     nn_rnn_pullback *pb = NULL;
-    cr_assert_eq(nn_rnn_forward(c->ctx, &r->p, &r->x, NULL, &r->hx, &r->cx, &r->w, &r->y, &r->hy,
-                                &r->cy, &pb),
+    cr_assert_eq(nn_rnn_forward(c->ctx, &r->p,
+                                &(nn_rnn_forward_tensors){.x = &r->x,
+                                                          .hx = &r->hx,
+                                                          .cx = &r->cx,
+                                                          .w = &r->w,
+                                                          .y = &r->y,
+                                                          .hy = &r->hy,
+                                                          .cy = &r->cy},
+                                &pb),
                  NN_OK, "fixture: %s", nn_last_error()->message);
     return pb;
 }
@@ -823,7 +844,10 @@ static nn_status bwd_all(struct cat *c, struct rn *r, nn_rnn_pullback **pb, cons
                          nn_tensor *dcx, nn_tensor *dw)
 {
     (void)r;
-    return nn_rnn_backward(c->ctx, pb, dy, dhy, dcy, dx, dhx, dcx, dw);
+    return nn_rnn_backward(
+        c->ctx, pb,
+        &(nn_rnn_backward_tensors){
+            .dy = dy, .dhy = dhy, .dcy = dcy, .dx = dx, .dhx = dhx, .dcx = dcx, .dw = dw});
 }
 static nn_status then_retry(struct cat *c, struct rn *r, nn_status st, nn_rnn_pullback **pb)
 {
@@ -851,36 +875,46 @@ CALL(b_null_ctx)
 {
     nn_rnn_pullback *pb = pullback(c, r);
     return then_retry(
-        c, r, nn_rnn_backward(NULL, &pb, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw), &pb);
+        c, r,
+        nn_rnn_backward(NULL, &pb,
+                        &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw}),
+        &pb);
 }
 CALL(b_null_pullback)
 {
-    return nn_rnn_backward(c->ctx, NULL, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw);
+    return nn_rnn_backward(c->ctx, NULL,
+                           &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw});
 }
 CALL(b_null_star)
 {
     nn_rnn_pullback *pb = NULL;
-    return nn_rnn_backward(c->ctx, &pb, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw);
+    return nn_rnn_backward(c->ctx, &pb,
+                           &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw});
 }
 CALL(b_twice)
 {
     nn_rnn_pullback *pb = pullback(c, r), *copy = pb;
-    cr_assert_eq(nn_rnn_backward(c->ctx, &pb, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw),
-                 NN_OK, "first: %s", nn_last_error()->message);
-    return nn_rnn_backward(c->ctx, &copy, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw);
+    cr_assert_eq(
+        nn_rnn_backward(c->ctx, &pb,
+                        &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw}),
+        NN_OK, "first: %s", nn_last_error()->message);
+    return nn_rnn_backward(c->ctx, &copy,
+                           &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw});
 }
 CALL(b_freed)
 {
     nn_rnn_pullback *pb = pullback(c, r), *copy = pb;
     cr_assert_eq(nn_rnn_pullback_free(&pb), NN_OK, "free");
-    return nn_rnn_backward(c->ctx, &copy, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw);
+    return nn_rnn_backward(c->ctx, &copy,
+                           &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw});
 }
 CALL(b_other_ctx)
 {
     nn_rnn_pullback *pb = pullback(c, r);
     return then_retry(
         c, r,
-        nn_rnn_backward(cat_other_ctx(c), &pb, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw),
+        nn_rnn_backward(cat_other_ctx(c), &pb,
+                        &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw}),
         &pb);
 }
 CALL(b_linear_pullback)
@@ -894,7 +928,8 @@ CALL(b_linear_pullback)
     cr_assert_eq(nn_linear_forward(c->ctx, &lp, &lx, &lw, NULL, &ly, &lpb), NN_OK, "fixture: %s",
                  nn_last_error()->message);
     nn_rnn_pullback *pb = (nn_rnn_pullback *)lpb;
-    nn_status st = nn_rnn_backward(c->ctx, &pb, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw);
+    nn_status st = nn_rnn_backward(
+        c->ctx, &pb, &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw});
     cr_assert_eq(nn_linear_pullback_free(&lpb), NN_OK, "the linear pullback is intact");
     return st;
 }
@@ -903,7 +938,8 @@ CALL(b_inference)
     /* forward without a pullback gives none to pass */
     nn_rnn_pullback *pb = NULL;
     cr_assert_eq(fwd(c, r), NN_OK, "fixture");
-    return nn_rnn_backward(c->ctx, &pb, &r->dy, NULL, NULL, &r->dx, NULL, NULL, &r->dw);
+    return nn_rnn_backward(c->ctx, &pb,
+                           &(nn_rnn_backward_tensors){.dy = &r->dy, .dx = &r->dx, .dw = &r->dw});
 }
 /* One gradient argument replaced by a bad one. */
 #define GRAD_ROW(fname, idx, make)                                                                 \
@@ -959,25 +995,50 @@ CALL(b_dcy_gru)
     cr_assert_eq(nn_rnn_weights_size(c->ctx, &r->p, NN_DTYPE_F32, &n), NN_OK, "fixture");
     nn_tensor w = cat_tensor(c, NN_DTYPE_F32, 1, (int64_t[]){n}, 322);
     nn_rnn_pullback *pb = NULL;
-    cr_assert_eq(nn_rnn_forward(c->ctx, &r->p, &r->x, NULL, NULL, NULL, &w, &r->y, NULL, NULL, &pb),
+    cr_assert_eq(nn_rnn_forward(c->ctx, &r->p,
+                                &(nn_rnn_forward_tensors){.x = &r->x, .w = &w, .y = &r->y}, &pb),
                  NN_OK, "fixture: %s", nn_last_error()->message);
-    nn_status st = nn_rnn_backward(c->ctx, &pb, &r->dy, NULL, &r->dcy, &r->dx, NULL, NULL, NULL);
+    nn_status st = nn_rnn_backward(
+        c->ctx, &pb, &(nn_rnn_backward_tensors){.dy = &r->dy, .dcy = &r->dcy, .dx = &r->dx});
     cr_assert_eq(nn_rnn_pullback_free(&pb), NN_OK, "the pullback stays the caller's");
     nn_tensor_free(c->ctx, &w);
     return st;
 }
 /* Edge: nothing asked for still consumes the pullback. */
+CALL(b_null_t)
+{
+    nn_rnn_pullback *pb = pullback(c, r);
+    return then_retry(c, r, nn_rnn_backward(c->ctx, &pb, NULL), &pb);
+}
+CALL(b_t_reserved)
+{
+    nn_rnn_pullback *pb = pullback(c, r);
+    nn_rnn_backward_tensors t = {.dy = &r->dy, .dw = &r->dw, .reserved = {[3] = 1}};
+    return then_retry(c, r, nn_rnn_backward(c->ctx, &pb, &t), &pb);
+}
+CALL(bx_null_t)
+{
+    nn_rnn_pullback *pb = pullback(c, r);
+    nn_backward_options acc = {.accumulate = NN_ACCUMULATE_DW};
+    return then_retry(c, r, nn_rnn_backward_ex(c->ctx, &pb, &acc, NULL), &pb);
+}
+CALL(bx_t_reserved)
+{
+    nn_rnn_pullback *pb = pullback(c, r);
+    nn_rnn_backward_tensors t = {.dy = &r->dy, .dw = &r->dw, .reserved = {7}};
+    return then_retry(c, r, nn_rnn_backward_ex(c->ctx, &pb, NULL, &t), &pb);
+}
 CALL(b_nothing)
 {
     nn_rnn_pullback *pb = pullback(c, r);
-    nn_status st = nn_rnn_backward(c->ctx, &pb, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    nn_status st = nn_rnn_backward(c->ctx, &pb, &(nn_rnn_backward_tensors){});
     if (st == NN_OK) cr_assert_null(pb, "consumed");
     return st;
 }
 /* Edge: dw accumulates exactly: twice the same step gives old + 2 g. */
 CALL(b_accumulate)
 {
-    r->p.flags = NN_RNN_ACCUMULATE_DW;
+    nn_backward_options acc = {.accumulate = NN_ACCUMULATE_DW};
     double *w0 = cat_host_block(c, (size_t)r->wn * sizeof(double));
     double *w1 = cat_host_block(c, (size_t)r->wn * sizeof(double));
     double *w2 = cat_host_block(c, (size_t)r->wn * sizeof(double));
@@ -985,7 +1046,9 @@ CALL(b_accumulate)
     cat_read(c, &r->dw, w0);
     for (int i = 0; i < 2; i++) {
         nn_rnn_pullback *pb = pullback(c, r);
-        nn_status st = bwd_all(c, r, &pb, t[0], t[1], t[2], NULL, NULL, NULL, t[6]);
+        nn_status st = nn_rnn_backward_ex(
+            c->ctx, &pb, &acc,
+            &(nn_rnn_backward_tensors){.dy = t[0], .dhy = t[1], .dcy = t[2], .dw = t[6]});
         if (st != NN_OK) return st;
         cat_read(c, &r->dw, i ? w2 : w1);
     }
@@ -1154,8 +1217,9 @@ CALL(pf_twice)
 CALL(pf_consumed)
 {
     nn_rnn_pullback *pb = pullback(c, r), *copy = pb;
-    cr_assert_eq(nn_rnn_backward(c->ctx, &pb, &r->dy, NULL, NULL, NULL, NULL, NULL, &r->dw), NN_OK,
-                 "backward: %s", nn_last_error()->message);
+    cr_assert_eq(
+        nn_rnn_backward(c->ctx, &pb, &(nn_rnn_backward_tensors){.dy = &r->dy, .dw = &r->dw}), NN_OK,
+        "backward: %s", nn_last_error()->message);
     return nn_rnn_pullback_free(&copy);
 }
 static nn_status pf_pool(struct cat *c)
@@ -1180,6 +1244,7 @@ static nn_status pf_pool(struct cat *c)
 #define WV "nn_rnn_weight_view"
 #define F  "nn_rnn_forward"
 #define BW "nn_rnn_backward"
+#define BX "nn_rnn_backward_ex"
 #define PF "nn_rnn_pullback_free"
 #define WK "nn_rnn_workspace_size"
 
@@ -1217,7 +1282,6 @@ static const struct cat_row rows[] = {
     ROW("weights_size clip_lo > clip_hi", WS, "p.clip_lo", E, ws_clip_order),
     ROW("weights_size clip_hi infinite", WS, "p.clip_hi", E, ws_clip_inf),
     ROW("weights_size clip_lo NaN", WS, "p.clip_lo", E, ws_clip_nan),
-    ROW("weights_size unknown flag", WS, "p.flags", E, ws_flags),
     ROW("weights_size reserved[0]", WS, "p.reserved[0]", E, ws_res0),
     ROW("weights_size reserved[1]", WS, "p.reserved[1]", E, ws_res1),
     ROW("weights_size reserved[2]", WS, "p.reserved[2]", E, ws_res2),
@@ -1270,71 +1334,73 @@ static const struct cat_row rows[] = {
 
     ROW("forward ctx NULL", F, "ctx", E, f_null_ctx),
     ROW("forward p NULL", F, "p", E, f_null_p),
-    ROW("forward x NULL", F, "x", E, f_null_x),
-    ROW("forward w NULL", F, "w", E, f_null_w),
-    ROW("forward y NULL", F, "y", E, f_null_y),
-    ROW("forward x.data NULL", F, "x.data", E, f_null_xdata),
-    ROW("forward hx.data NULL", F, "hx.data", E, f_null_hxdata),
-    ROW("forward failure sets *pullback_out NULL", F, "y", E, f_pullback_null_on_failure),
+    ROW("forward x NULL", F, "t.x", E, f_null_x),
+    ROW("forward w NULL", F, "t.w", E, f_null_w),
+    ROW("forward y NULL", F, "t.y", E, f_null_y),
+    ROW("forward x.data NULL", F, "t.x.data", E, f_null_xdata),
+    ROW("forward hx.data NULL", F, "t.hx.data", E, f_null_hxdata),
+    ROW("forward t NULL", F, "t", E, f_null_t),
+    ROW("forward t.reserved[1]", F, "t.reserved[1]", E, f_t_reserved),
+    ROW("forward failure sets *pullback_out NULL", F, "t.y", E, f_pullback_null_on_failure),
     ROW("forward cell 4", F, "p.cell", E, f_cell),
     ROW("forward dropout 1.5", F, "p.dropout", E, f_dropout),
     ROW("forward reserved[2]", F, "p.reserved[2]", E, f_res2),
     ROW("forward proj_size with GRU", F, "p.proj_size", E, f_proj_gru),
-    ROW("forward x rank 2", F, "x.rank", S, f_x_rank2),
-    ROW("forward x rank 4", F, "x.rank", S, f_x_rank4),
-    ROW("forward x width != input_size", F, "x.dims[2]", S, f_x_input),
-    ROW("forward x dtype 6", F, "x.dtype", D, f_x_dtype_bad),
-    ROW("forward y width", F, "y.dims[2]", S, f_y_width),
-    ROW("forward y T", F, "y.dims[0]", S, f_y_T),
-    ROW("forward y rank", F, "y.rank", S, f_y_rank),
-    ROW("forward y width, bidirectional", F, "y.dims[2]", S, f_y_bidir),
-    ROW("forward hx L*D", F, "hx.dims[0]", S, f_hx_layers),
-    ROW("forward hx N", F, "hx.dims[1]", S, f_hx_n),
-    ROW("forward hx width", F, "hx.dims[1]", S, f_hx_width),
-    ROW("forward hx rank", F, "hx.rank", S, f_hx_rank),
-    ROW("forward cx P wide with a projection", F, "cx.dims[2]", S, f_cx_proj),
-    ROW("forward cx with GRU", F, "cx", E, f_cx_gru),
-    ROW("forward cy with relu", F, "cy", E, f_cy_relu),
-    ROW("forward hy dims", F, "hy.dims[0]", S, f_hy_dims),
-    ROW("forward cy dims", F, "cy.dims[2]", S, f_cy_dims),
-    ROW("forward w dims", F, "w.dims[0]", S, f_w_dims),
-    ROW("forward w for other parameters", F, "w.dims[0]", S, f_w_other_params),
-    ROW("forward w dtype", F, "w.dtype", D, f_w_dtype),
-    ROW("forward y dtype", F, "y.dtype", D, f_y_dtype),
-    ROW("forward hx dtype", F, "hx.dtype", D, f_hx_dtype),
-    ROW("forward cy dtype", F, "cy.dtype", D, f_cy_dtype),
-    ROW("forward batch-major reads other dims", F, "hx.dims[1]", S, f_layout_dims),
-    ROW("forward length -1", F, "lengths[0]", S, f_len_neg),
-    ROW("forward length T + 1", F, "lengths[1]", S, f_len_big),
-    ROW("forward length INT32_MIN", F, "lengths[1]", S, f_len_min),
-    ROW("forward x strided", F, "x", U, f_x_strided),
-    ROW("forward y strided", F, "y", U, f_y_strided),
-    ROW("forward hx strided", F, "hx", U, f_hx_strided),
-    ROW("forward hy zero stride", F, "hy", E, f_hy_zero_stride),
-    ROW("forward hx misaligned", F, "hx.data", E, f_hx_misaligned),
-    ROW("forward x element count overflows", F, "x", O, f_x_overflow),
-    ROW("forward cx reserved", F, "cx.reserved[0]", E, f_cx_reserved),
-    ROW("forward x space label", F, "x", M, f_claim_x),
-    ROW("forward hx space label", F, "hx", M, f_claim_hx),
-    ROW("forward cx space label", F, "cx", M, f_claim_cx),
-    ROW("forward w space label", F, "w", M, f_claim_w),
-    ROW("forward y space label", F, "y", M, f_claim_y),
-    ROW("forward hy space label", F, "hy", M, f_claim_hy),
-    ROW("forward cy space label", F, "cy", M, f_claim_cy),
-    ROW("forward x wrong space", F, "x", M, f_space_x),
-    ROW("forward hx wrong space", F, "hx", M, f_space_hx),
-    ROW("forward cx wrong space", F, "cx", M, f_space_cx),
-    ROW("forward w wrong space", F, "w", M, f_space_w),
-    ROW("forward y wrong space", F, "y", M, f_space_y),
-    ROW("forward hy wrong space", F, "hy", M, f_space_hy),
-    ROW("forward cy wrong space", F, "cy", M, f_space_cy),
-    ROW("forward y on x", F, "y", E, f_y_on_x),
-    ROW("forward y on w", F, "y", E, f_y_on_w),
-    ROW("forward hy is hx", F, "hy", E, f_hy_is_hx),
-    ROW("forward cy is cx", F, "cy", E, f_cy_is_cx),
-    ROW("forward cy is hy", F, "cy", E, f_cy_is_hy),
-    ROW("forward hy inside y", F, "hy", E, f_hy_in_y),
-    ROW("forward hy on cx", F, "hy", E, f_hy_on_cx),
+    ROW("forward x rank 2", F, "t.x.rank", S, f_x_rank2),
+    ROW("forward x rank 4", F, "t.x.rank", S, f_x_rank4),
+    ROW("forward x width != input_size", F, "t.x.dims[2]", S, f_x_input),
+    ROW("forward x dtype 6", F, "t.x.dtype", D, f_x_dtype_bad),
+    ROW("forward y width", F, "t.y.dims[2]", S, f_y_width),
+    ROW("forward y T", F, "t.y.dims[0]", S, f_y_T),
+    ROW("forward y rank", F, "t.y.rank", S, f_y_rank),
+    ROW("forward y width, bidirectional", F, "t.y.dims[2]", S, f_y_bidir),
+    ROW("forward hx L*D", F, "t.hx.dims[0]", S, f_hx_layers),
+    ROW("forward hx N", F, "t.hx.dims[1]", S, f_hx_n),
+    ROW("forward hx width", F, "t.hx.dims[1]", S, f_hx_width),
+    ROW("forward hx rank", F, "t.hx.rank", S, f_hx_rank),
+    ROW("forward cx P wide with a projection", F, "t.cx.dims[2]", S, f_cx_proj),
+    ROW("forward cx with GRU", F, "t.cx", E, f_cx_gru),
+    ROW("forward cy with relu", F, "t.cy", E, f_cy_relu),
+    ROW("forward hy dims", F, "t.hy.dims[0]", S, f_hy_dims),
+    ROW("forward cy dims", F, "t.cy.dims[2]", S, f_cy_dims),
+    ROW("forward w dims", F, "t.w.dims[0]", S, f_w_dims),
+    ROW("forward w for other parameters", F, "t.w.dims[0]", S, f_w_other_params),
+    ROW("forward w dtype", F, "t.w.dtype", D, f_w_dtype),
+    ROW("forward y dtype", F, "t.y.dtype", D, f_y_dtype),
+    ROW("forward hx dtype", F, "t.hx.dtype", D, f_hx_dtype),
+    ROW("forward cy dtype", F, "t.cy.dtype", D, f_cy_dtype),
+    ROW("forward batch-major reads other dims", F, "t.hx.dims[1]", S, f_layout_dims),
+    ROW("forward length -1", F, "t.lengths[0]", S, f_len_neg),
+    ROW("forward length T + 1", F, "t.lengths[1]", S, f_len_big),
+    ROW("forward length INT32_MIN", F, "t.lengths[1]", S, f_len_min),
+    ROW("forward x strided", F, "t.x", U, f_x_strided),
+    ROW("forward y strided", F, "t.y", U, f_y_strided),
+    ROW("forward hx strided", F, "t.hx", U, f_hx_strided),
+    ROW("forward hy zero stride", F, "t.hy", E, f_hy_zero_stride),
+    ROW("forward hx misaligned", F, "t.hx.data", E, f_hx_misaligned),
+    ROW("forward x element count overflows", F, "t.x", O, f_x_overflow),
+    ROW("forward cx reserved", F, "t.cx.reserved[0]", E, f_cx_reserved),
+    ROW("forward x space label", F, "t.x", M, f_claim_x),
+    ROW("forward hx space label", F, "t.hx", M, f_claim_hx),
+    ROW("forward cx space label", F, "t.cx", M, f_claim_cx),
+    ROW("forward w space label", F, "t.w", M, f_claim_w),
+    ROW("forward y space label", F, "t.y", M, f_claim_y),
+    ROW("forward hy space label", F, "t.hy", M, f_claim_hy),
+    ROW("forward cy space label", F, "t.cy", M, f_claim_cy),
+    ROW("forward x wrong space", F, "t.x", M, f_space_x),
+    ROW("forward hx wrong space", F, "t.hx", M, f_space_hx),
+    ROW("forward cx wrong space", F, "t.cx", M, f_space_cx),
+    ROW("forward w wrong space", F, "t.w", M, f_space_w),
+    ROW("forward y wrong space", F, "t.y", M, f_space_y),
+    ROW("forward hy wrong space", F, "t.hy", M, f_space_hy),
+    ROW("forward cy wrong space", F, "t.cy", M, f_space_cy),
+    ROW("forward y on x", F, "t.y", E, f_y_on_x),
+    ROW("forward y on w", F, "t.y", E, f_y_on_w),
+    ROW("forward hy is hx", F, "t.hy", E, f_hy_is_hx),
+    ROW("forward cy is cx", F, "t.cy", E, f_cy_is_cx),
+    ROW("forward cy is hy", F, "t.cy", E, f_cy_is_hy),
+    ROW("forward hy inside y", F, "t.hy", E, f_hy_in_y),
+    ROW("forward hy on cx", F, "t.hy", E, f_hy_on_cx),
     ROW("forward hx and cx share memory (edge)", F, NULL, NN_OK, f_hx_is_cx),
     ROW("forward zero-length sequence keeps its state (edge)", F, NULL, NN_OK, f_len_zero),
     ROW("forward required arguments only (edge)", F, NULL, NN_OK, f_minimal),
@@ -1348,43 +1414,47 @@ static const struct cat_row rows[] = {
     ROW("backward pullback of another context", BW, "pullback", P, b_other_ctx),
     ROW("backward linear pullback", BW, "pullback", P, b_linear_pullback),
     ROW("backward after an inference forward", BW, "pullback", P, b_inference),
-    ROW("backward dy width", BW, "dy.dims[2]", S, b_dy_width),
-    ROW("backward dy T", BW, "dy.dims[0]", S, b_dy_T),
-    ROW("backward dhy dims", BW, "dhy.dims[1]", S, b_dhy_dims),
-    ROW("backward dcy dims", BW, "dcy.dims[2]", S, b_dcy_dims),
-    ROW("backward dx dims", BW, "dx.dims[2]", S, b_dx_dims),
-    ROW("backward dx rank", BW, "dx.rank", S, b_dx_rank),
-    ROW("backward dhx dims", BW, "dhx.dims[2]", S, b_dhx_dims),
-    ROW("backward dcx dims", BW, "dcx.dims[1]", S, b_dcx_dims),
-    ROW("backward dw dims", BW, "dw.dims[0]", S, b_dw_dims),
-    ROW("backward dy dtype", BW, "dy.dtype", D, b_dy_dtype),
-    ROW("backward dhy dtype", BW, "dhy.dtype", D, b_dhy_dtype),
-    ROW("backward dw dtype", BW, "dw.dtype", D, b_dw_dtype),
-    ROW("backward dcx dtype 8", BW, "dcx.dtype", D, b_dcx_dtype_bad),
-    ROW("backward dx strided", BW, "dx", U, b_dx_strided),
-    ROW("backward dy misaligned", BW, "dy.data", E, b_dy_misaligned),
-    ROW("backward dhx reserved", BW, "dhx.reserved[0]", E, b_dhx_reserved),
-    ROW("backward dy space label", BW, "dy", M, b_claim_dy),
-    ROW("backward dhy space label", BW, "dhy", M, b_claim_dhy),
-    ROW("backward dcy space label", BW, "dcy", M, b_claim_dcy),
-    ROW("backward dx space label", BW, "dx", M, b_claim_dx),
-    ROW("backward dhx space label", BW, "dhx", M, b_claim_dhx),
-    ROW("backward dcx space label", BW, "dcx", M, b_claim_dcx),
-    ROW("backward dw space label", BW, "dw", M, b_claim_dw),
-    ROW("backward dy wrong space", BW, "dy", M, b_space_dy),
-    ROW("backward dx wrong space", BW, "dx", M, b_space_dx),
-    ROW("backward dw wrong space", BW, "dw", M, b_space_dw),
-    ROW("backward dx on dy", BW, "dx", E, b_dx_on_dy),
-    ROW("backward dx on the saved x", BW, "dx", E, b_dx_on_x),
-    ROW("backward dx on the saved y", BW, "dx", E, b_dx_on_y),
-    ROW("backward dhx on the saved hx", BW, "dhx", E, b_dhx_on_hx),
-    ROW("backward dcx on the saved cx", BW, "dcx", E, b_dcx_on_cx),
-    ROW("backward dw on the saved w", BW, "dw", E, b_dw_on_w),
-    ROW("backward dhx is dhy", BW, "dhx", E, b_dhx_is_dhy),
-    ROW("backward dcx is dcy", BW, "dcx", E, b_dcx_is_dcy),
-    ROW("backward dcx is dhx", BW, "dcx", E, b_dcx_is_dhx),
-    ROW("backward dhx inside dx", BW, "dhx", E, b_dhx_in_dx),
-    ROW("backward dcy with a GRU pullback", BW, "dcy", E, b_dcy_gru),
+    ROW("backward dy width", BW, "t.dy.dims[2]", S, b_dy_width),
+    ROW("backward dy T", BW, "t.dy.dims[0]", S, b_dy_T),
+    ROW("backward dhy dims", BW, "t.dhy.dims[1]", S, b_dhy_dims),
+    ROW("backward dcy dims", BW, "t.dcy.dims[2]", S, b_dcy_dims),
+    ROW("backward dx dims", BW, "t.dx.dims[2]", S, b_dx_dims),
+    ROW("backward dx rank", BW, "t.dx.rank", S, b_dx_rank),
+    ROW("backward dhx dims", BW, "t.dhx.dims[2]", S, b_dhx_dims),
+    ROW("backward dcx dims", BW, "t.dcx.dims[1]", S, b_dcx_dims),
+    ROW("backward dw dims", BW, "t.dw.dims[0]", S, b_dw_dims),
+    ROW("backward dy dtype", BW, "t.dy.dtype", D, b_dy_dtype),
+    ROW("backward dhy dtype", BW, "t.dhy.dtype", D, b_dhy_dtype),
+    ROW("backward dw dtype", BW, "t.dw.dtype", D, b_dw_dtype),
+    ROW("backward dcx dtype 8", BW, "t.dcx.dtype", D, b_dcx_dtype_bad),
+    ROW("backward dx strided", BW, "t.dx", U, b_dx_strided),
+    ROW("backward dy misaligned", BW, "t.dy.data", E, b_dy_misaligned),
+    ROW("backward dhx reserved", BW, "t.dhx.reserved[0]", E, b_dhx_reserved),
+    ROW("backward dy space label", BW, "t.dy", M, b_claim_dy),
+    ROW("backward dhy space label", BW, "t.dhy", M, b_claim_dhy),
+    ROW("backward dcy space label", BW, "t.dcy", M, b_claim_dcy),
+    ROW("backward dx space label", BW, "t.dx", M, b_claim_dx),
+    ROW("backward dhx space label", BW, "t.dhx", M, b_claim_dhx),
+    ROW("backward dcx space label", BW, "t.dcx", M, b_claim_dcx),
+    ROW("backward dw space label", BW, "t.dw", M, b_claim_dw),
+    ROW("backward dy wrong space", BW, "t.dy", M, b_space_dy),
+    ROW("backward dx wrong space", BW, "t.dx", M, b_space_dx),
+    ROW("backward dw wrong space", BW, "t.dw", M, b_space_dw),
+    ROW("backward dx on dy", BW, "t.dx", E, b_dx_on_dy),
+    ROW("backward dx on the saved x", BW, "t.dx", E, b_dx_on_x),
+    ROW("backward dx on the saved y", BW, "t.dx", E, b_dx_on_y),
+    ROW("backward dhx on the saved hx", BW, "t.dhx", E, b_dhx_on_hx),
+    ROW("backward dcx on the saved cx", BW, "t.dcx", E, b_dcx_on_cx),
+    ROW("backward dw on the saved w", BW, "t.dw", E, b_dw_on_w),
+    ROW("backward dhx is dhy", BW, "t.dhx", E, b_dhx_is_dhy),
+    ROW("backward dcx is dcy", BW, "t.dcx", E, b_dcx_is_dcy),
+    ROW("backward dcx is dhx", BW, "t.dcx", E, b_dcx_is_dhx),
+    ROW("backward dhx inside dx", BW, "t.dhx", E, b_dhx_in_dx),
+    ROW("backward dcy with a GRU pullback", BW, "t.dcy", E, b_dcy_gru),
+    ROW("backward t NULL", BW, "t", E, b_null_t),
+    ROW("backward t.reserved[3]", BW, "t.reserved[3]", E, b_t_reserved),
+    ROW("backward_ex t NULL", BX, "t", E, bx_null_t),
+    ROW("backward_ex t.reserved[0]", BX, "t.reserved[0]", E, bx_t_reserved),
     ROW("backward nothing asked for (edge)", BW, NULL, NN_OK, b_nothing),
     ROW("backward dw accumulates exactly (edge)", BW, NULL, NN_OK, b_accumulate),
 

@@ -981,8 +981,7 @@ static const struct field rnn_fields[] = {
     FIELD(nn_rnn_params, layout, F_I32),       FIELD(nn_rnn_params, dropout, F_F64),
     FIELD(nn_rnn_params, dropout_seed, F_U64), FIELD(nn_rnn_params, clip_enabled, F_I32),
     FIELD(nn_rnn_params, clip_lo, F_F64),      FIELD(nn_rnn_params, clip_hi, F_F64),
-    FIELD(nn_rnn_params, flags, F_U32),        FIELD(nn_rnn_params, reserved[0], F_U64),
-    FIELD(nn_rnn_params, reserved[3], F_U64),
+    FIELD(nn_rnn_params, reserved[0], F_U64),  FIELD(nn_rnn_params, reserved[3], F_U64),
 };
 
 /* LSTM, T 3, N 2, I 3, H 4, one layer, one direction, lengths {3, 2}, clip on. */
@@ -1015,23 +1014,49 @@ static void rnn_setup(struct mcase *m)
 static nn_status rnn_fwd_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    return nn_rnn_forward(m->ctx, &m->rp, T(0), m->lengths, T(1), T(2), T(3), OUT(4), OUT(5),
-                          OUT(6), NULL);
+    return nn_rnn_forward(m->ctx, &m->rp,
+                          &(nn_rnn_forward_tensors){.x = T(0),
+                                                    .lengths = m->lengths,
+                                                    .hx = T(1),
+                                                    .cx = T(2),
+                                                    .w = T(3),
+                                                    .y = OUT(4),
+                                                    .hy = OUT(5),
+                                                    .cy = OUT(6)},
+                          NULL);
 }
 
 static nn_status rnn_fwd_only(struct mcase *m)
 {
-    return nn_rnn_forward(m->ctx, &m->rp, &m->s[0].t, m->lengths, &m->s[1].t, &m->s[2].t,
-                          &m->s[3].t, &m->s[4].t, &m->s[5].t, &m->s[6].t, NULL);
+    return nn_rnn_forward(m->ctx, &m->rp,
+                          &(nn_rnn_forward_tensors){.x = &m->s[0].t,
+                                                    .lengths = m->lengths,
+                                                    .hx = &m->s[1].t,
+                                                    .cx = &m->s[2].t,
+                                                    .w = &m->s[3].t,
+                                                    .y = &m->s[4].t,
+                                                    .hy = &m->s[5].t,
+                                                    .cy = &m->s[6].t},
+                          NULL);
 }
 
 static nn_status rnn_bwd_call(struct mcase *m, int *kept)
 {
     nn_rnn_pullback *pb = NULL;
-    nn_status st = nn_rnn_forward(m->ctx, &m->rp, &m->s[0].t, m->lengths, &m->s[1].t, &m->s[2].t,
-                                  &m->s[3].t, &m->s[4].t, &m->s[5].t, &m->s[6].t, &pb);
+    nn_status st = nn_rnn_forward(m->ctx, &m->rp,
+                                  &(nn_rnn_forward_tensors){.x = &m->s[0].t,
+                                                            .lengths = m->lengths,
+                                                            .hx = &m->s[1].t,
+                                                            .cx = &m->s[2].t,
+                                                            .w = &m->s[3].t,
+                                                            .y = &m->s[4].t,
+                                                            .hy = &m->s[5].t,
+                                                            .cy = &m->s[6].t},
+                                  &pb);
     cr_assert(st == NN_OK, "the valid forward failed: %s", nn_last_error()->message);
-    st = nn_rnn_backward_ex(m->ctx, &pb, &m->bo, T(8), T(9), T(10), OUT(11), NULL, NULL, NULL);
+    st = nn_rnn_backward_ex(
+        m->ctx, &pb, &m->bo,
+        &(nn_rnn_backward_tensors){.dy = T(8), .dhy = T(9), .dcy = T(10), .dx = OUT(11)});
     *kept = st == NN_OK || pb != NULL;
     if (pb) cr_assert(nn_rnn_pullback_free(&pb) == NN_OK);
     return st;

@@ -457,7 +457,7 @@ static void rnn_ex_lines(nn_ctx *ctx, int ref_only)
     cr_assert_eq(nn_rnn_case_parse_line("lstm t3n2i3h4", &c, err, sizeof err), 1, "%s", err);
     nn_rnn_case_format(&c, base, sizeof base);
     a = c;
-    a.p.flags |= NN_RNN_ACCUMULATE_DW; /* the case keeps the forward flag's bit */
+    a.accumulate = NN_ACCUMULATE_DW; /* the line of a backward that adds to dw says "acc" */
     /* the backward calls ask for dx and dw, not dhx and dcx */
     a.skip = NN_RNN_CASE_SKIP_DHX | NN_RNN_CASE_SKIP_DCX;
     nn_rnn_case_format(&a, acc, sizeof acc);
@@ -475,10 +475,10 @@ static void rnn_ex_lines(nn_ctx *ctx, int ref_only)
     nn_backward_options accumulate = {.accumulate = NN_ACCUMULATE_DW}, plain = {0};
     for (int k = 0; k < 2; k++) {
         nn_rnn_pullback *pb;
-        OK(nn_rnn_forward(ctx, &c.p, &x, NULL, NULL, NULL, &w, &y, NULL, NULL, &pb));
+        OK(nn_rnn_forward(ctx, &c.p, &(nn_rnn_forward_tensors){.x = &x, .w = &w, .y = &y}, &pb));
         /* RNN pullbacks are single-use (keep = 1 is NN_E_UNSUPPORTED): one forward each */
-        OK(nn_rnn_backward_ex(ctx, &pb, k ? &plain : &accumulate, &dy, NULL, NULL, &dx, NULL, NULL,
-                              &dw));
+        OK(nn_rnn_backward_ex(ctx, &pb, k ? &plain : &accumulate,
+                              &(nn_rnn_backward_tensors){.dy = &dy, .dx = &dx, .dw = &dw}));
     }
     static const char *const ops[] = {"rnn_forward", "rnn_backward_ex", "rnn_backward_ex"};
     const char *const wants[] = {base, acc, part};
@@ -740,7 +740,7 @@ static void rnn_failed_lines(nn_ctx *ctx)
     some.skip = NN_RNN_CASE_SKIP_DHX | NN_RNN_CASE_SKIP_DCX;
     nn_rnn_case_format(&some, part, sizeof part);
     a = some;
-    a.p.flags |= NN_RNN_ACCUMULATE_DW;
+    a.accumulate = NN_ACCUMULATE_DW;
     nn_rnn_case_format(&a, acc, sizeof acc);
     int64_t wn, xd[3] = {c.t, c.n, c.p.input_size}, yd[3] = {c.t, c.n, c.p.hidden_size};
     OK(nn_rnn_weights_size(ctx, &c.p, c.dtype, &wn));
@@ -751,11 +751,15 @@ static void rnn_failed_lines(nn_ctx *ctx)
     start_capture();
     nn_backward_options accumulate = {.accumulate = NN_ACCUMULATE_DW};
     nn_rnn_pullback *pb;
-    cr_expect_eq(nn_rnn_forward(ctx, &c.p, &x, NULL, NULL, NULL, &w, &ybad, NULL, NULL, NULL),
-                 NN_E_SHAPE);
-    OK(nn_rnn_forward(ctx, &c.p, &x, NULL, NULL, NULL, &w, &y, NULL, NULL, &pb));
-    cr_expect_eq(nn_rnn_backward(ctx, &pb, &dy, NULL, NULL, &bad, NULL, NULL, &dw), NN_E_SHAPE);
-    cr_expect_eq(nn_rnn_backward_ex(ctx, &pb, &accumulate, &dy, NULL, NULL, &bad, NULL, NULL, &dw),
+    cr_expect_eq(
+        nn_rnn_forward(ctx, &c.p, &(nn_rnn_forward_tensors){.x = &x, .w = &w, .y = &ybad}, NULL),
+        NN_E_SHAPE);
+    OK(nn_rnn_forward(ctx, &c.p, &(nn_rnn_forward_tensors){.x = &x, .w = &w, .y = &y}, &pb));
+    cr_expect_eq(
+        nn_rnn_backward(ctx, &pb, &(nn_rnn_backward_tensors){.dy = &dy, .dx = &bad, .dw = &dw}),
+        NN_E_SHAPE);
+    cr_expect_eq(nn_rnn_backward_ex(ctx, &pb, &accumulate,
+                                    &(nn_rnn_backward_tensors){.dy = &dy, .dx = &bad, .dw = &dw}),
                  NN_E_SHAPE);
     OK(nn_rnn_pullback_free(&pb));
     static const char *const ops[] = {"rnn_forward", "rnn_backward", "rnn_backward_ex"};

@@ -299,16 +299,18 @@ CALL(rnn_weight_view)
 }
 CALL(rnn_forward)
 {
-    return nn_rnn_forward(f->ctx, NULL, &f->x, NULL, NULL, NULL, &f->w, &f->y, NULL, NULL, NULL);
+    return nn_rnn_forward(f->ctx, NULL,
+                          &(nn_rnn_forward_tensors){.x = &f->x, .w = &f->w, .y = &f->y}, NULL);
 }
 CALL(rnn_backward)
 {
-    return nn_rnn_backward(f->ctx, NULL, &f->y, NULL, NULL, &f->x, NULL, NULL, NULL);
+    return nn_rnn_backward(f->ctx, NULL, &(nn_rnn_backward_tensors){.dy = &f->y, .dx = &f->x});
 }
 CALL(rnn_backward_ex)
 {
     nn_rnn_pullback *pb = (nn_rnn_pullback *)f->pool_pb;
-    return nn_rnn_backward_ex(f->ctx, &pb, NULL, &f->y, NULL, NULL, &f->x, NULL, NULL, NULL);
+    return nn_rnn_backward_ex(f->ctx, &pb, NULL,
+                              &(nn_rnn_backward_tensors){.dy = &f->y, .dx = &f->x});
 }
 CALL(rnn_workspace_size)
 {

@@ -425,8 +425,8 @@ static int count_visit(void *arg, const struct nn__cache_kind *kind, const void 
 }
 
 /* The real table: the cross-entropy's scratch (id 8, softmax_cudnn.c) and the RNN dropout
- * states (id 5, rnn_cudnn.c) are marked, graph plans are not. Without cuDNN the table is empty
- * and there is nothing to check. */
+ * states (id 5, rnn_cudnn_dropout.c) are marked, graph plans are not. Without cuDNN the table is
+ * empty and there is nothing to check. */
 Test(cache, the_contexts_kind_table_marks_scratch_not_persisted)
 {
     int n = 0;

@@ -310,9 +310,19 @@ static void rnn_step(nn_ctx *ctx, struct fam *f)
     nn_tensor *cx = lstm ? &f->t[2] : NULL, *cy = lstm ? &f->t[6] : NULL;
     nn_tensor *dcx = lstm ? &f->t[10] : NULL;
     nn_rnn_pullback *pb = NULL;
-    OK(nn_rnn_forward(ctx, &e->p, &f->t[0], NULL, &f->t[1], cx, &f->t[3], &f->t[4], &f->t[5], cy,
+    OK(nn_rnn_forward(ctx, &e->p,
+                      &(nn_rnn_forward_tensors){.x = &f->t[0],
+                                                .hx = &f->t[1],
+                                                .cx = cx,
+                                                .w = &f->t[3],
+                                                .y = &f->t[4],
+                                                .hy = &f->t[5],
+                                                .cy = cy},
                       &pb));
-    OK(nn_rnn_backward(ctx, &pb, &f->t[7], NULL, NULL, &f->t[8], &f->t[9], dcx, &f->t[11]));
+    OK(nn_rnn_backward(
+        ctx, &pb,
+        &(nn_rnn_backward_tensors){
+            .dy = &f->t[7], .dx = &f->t[8], .dhx = &f->t[9], .dcx = dcx, .dw = &f->t[11]}));
 }
 
 static void lstm_setup(nn_ctx *ctx, struct fam *f)

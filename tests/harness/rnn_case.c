@@ -145,7 +145,7 @@ int nn_rnn_case_parse(int ntok, char **tok, struct nn_rnn_case *c, char *err, si
         else if (!strcmp(s, "tf32"))
             c->math = NN_MATH_TF32;
         else if (!strcmp(s, "acc"))
-            c->p.flags |= NN_RNN_ACCUMULATE_DW;
+            c->accumulate = NN_ACCUMULATE_DW;
         else if (!strncmp(s, "grads=", 6)) {
             if (parse_grads(s, c, err, cap)) return -1;
         } else
@@ -213,7 +213,7 @@ void nn_rnn_case_format(const struct nn_rnn_case *c, char *buf, size_t cap)
         put(buf, cap, &len, i ? "x%d" : " lens%d", (int)c->lengths[i]);
     put(buf, cap, &len, " %s", nn_dtype_name(c->dtype));
     if (c->dtype == NN_DTYPE_F32 && c->math == NN_MATH_TF32) put(buf, cap, &len, " tf32");
-    if (p->flags & NN_RNN_ACCUMULATE_DW) put(buf, cap, &len, " acc");
+    if (c->accumulate & NN_ACCUMULATE_DW) put(buf, cap, &len, " acc");
     unsigned all = grads_of(c);
     if (!(c->skip & all)) return;
     if ((c->skip & all) == all) {
@@ -368,12 +368,27 @@ static const int32_t *lengths_of(const struct nn_rnn_case *c)
 static nn_status step(nn_ctx *ctx, const struct nn_rnn_case *c, struct bufs *b, int backward)
 {
     nn_rnn_pullback *pb = NULL;
-    nn_status st = nn_rnn_forward(ctx, &c->p, &b->x, lengths_of(c), &b->hx, b->lstm ? &b->cx : NULL,
-                                  &b->w, opt(b, Y), opt(b, HY), opt(b, CY), &pb);
+    nn_rnn_forward_tensors t = {.x = &b->x,
+                                .lengths = lengths_of(c),
+                                .hx = &b->hx,
+                                .cx = b->lstm ? &b->cx : NULL,
+                                .w = &b->w,
+                                .y = opt(b, Y),
+                                .hy = opt(b, HY),
+                                .cy = opt(b, CY)};
+    nn_status st = nn_rnn_forward(ctx, &c->p, &t, &pb);
     if (st != NN_OK) return st;
     if (!backward) return nn_rnn_pullback_free(&pb);
-    st = nn_rnn_backward(ctx, &pb, &b->ry, &b->rh, b->lstm ? &b->rc : NULL, opt(b, DX), opt(b, DHX),
-                         opt(b, DCX), opt(b, DW));
+    nn_rnn_backward_tensors g = {.dy = &b->ry,
+                                 .dhy = &b->rh,
+                                 .dcy = b->lstm ? &b->rc : NULL,
+                                 .dx = opt(b, DX),
+                                 .dhx = opt(b, DHX),
+                                 .dcx = opt(b, DCX),
+                                 .dw = opt(b, DW)};
+    /* "acc" is asked of the backward that takes options; the plain one overwrites */
+    nn_backward_options o = {.accumulate = c->accumulate};
+    st = c->accumulate ? nn_rnn_backward_ex(ctx, &pb, &o, &g) : nn_rnn_backward(ctx, &pb, &g);
     nn_rnn_pullback_free(&pb);
     return st;
 }
@@ -422,7 +437,7 @@ int nn_rnn_check_gradients(nn_ctx *ref, const struct nn_rnn_case *c, FILE *out)
     snprintf(repro, sizeof repro, "nnprim check rnn %s", text);
     struct nn_rnn_case c64 = *c;
     c64.dtype = NN_DTYPE_F64;
-    c64.p.flags &= ~(unsigned)NN_RNN_ACCUMULATE_DW;
+    c64.accumulate = 0;
     int64_t nw;
     nn_status st = nn_rnn_weights_size(ref, &c64.p, NN_DTYPE_F64, &nw);
     if (st != NN_OK) return report_status(st, "weights size", out, repro);
@@ -509,7 +524,7 @@ int nn_rnn_check_reference(nn_ctx *ref, const struct nn_rnn_case *c, FILE *out)
     snprintf(repro, sizeof repro, "nnprim check rnn %s", text);
     int fails = nn_rnn_check_gradients(ref, c, out);
     struct nn_rnn_case cc = *c;
-    cc.p.flags &= ~(unsigned)NN_RNN_ACCUMULATE_DW; /* every dw element must be written */
+    cc.accumulate = 0; /* every dw element must be written */
     struct bufs b;
     nn_status st = bufs_alloc(ref, &cc, c->dtype, &b);
     if (st == NN_OK) st = step(ref, &cc, &b, 1);
@@ -651,7 +666,7 @@ int nn_rnn_check_backend(nn_ctx *dev, nn_ctx *ref, const struct nn_rnn_case *c, 
     nn_rnn_case_format(c, text, sizeof text);
     snprintf(repro, sizeof repro, "nnprim check rnn %s", text);
     struct nn_rnn_case cc = *c;
-    cc.p.flags &= ~(unsigned)NN_RNN_ACCUMULATE_DW;
+    cc.accumulate = 0;
     struct bufs h, d;
     nn_status st = bufs_alloc(ref, &cc, c->dtype, &h);
     if (st != NN_OK) return report_status(st, "reference allocation", out, repro);

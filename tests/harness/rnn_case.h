@@ -20,6 +20,7 @@ struct nn_rnn_case {
     nn_dtype dtype;
     nn_math_mode math;
     unsigned skip; /* "grads=": the NN_RNN_CASE_SKIP_* gradients the backward does not ask for */
+    unsigned accumulate; /* "acc": NN_ACCUMULATE_DW, the backward adds to dw (nn_rnn_backward_ex) */
 };
 
 /* Bits of nn_rnn_case.skip; "grads=dx+dw" names the ones asked for ("grads=none": none), of dx,

@@ -629,16 +629,19 @@ static void rnn_prep(nn_ctx *ctx, void *state, uint64_t seed)
 static void rnn_fwd(nn_ctx *ctx, void *state)
 {
     struct rnn_step *c = state;
-    cr_assert_eq(
-        nn_rnn_forward(ctx, &c->p, &c->x, NULL, NULL, NULL, &c->w, &c->y, NULL, NULL, &c->pb),
-        NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_rnn_forward(ctx, &c->p,
+                                &(nn_rnn_forward_tensors){.x = &c->x, .w = &c->w, .y = &c->y},
+                                &c->pb),
+                 NN_OK, "%s", nn_last_error()->message);
 }
 
 static void rnn_bwd(nn_ctx *ctx, void *state)
 {
     struct rnn_step *c = state;
-    cr_assert_eq(nn_rnn_backward(ctx, &c->pb, &c->dy, NULL, NULL, &c->dx, NULL, NULL, &c->dw),
-                 NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(
+        nn_rnn_backward(ctx, &c->pb,
+                        &(nn_rnn_backward_tensors){.dy = &c->dy, .dx = &c->dx, .dw = &c->dw}),
+        NN_OK, "%s", nn_last_error()->message);
 }
 
 static void rnn_two_streams(nn_rnn_graphs graphs)

@@ -159,8 +159,9 @@ static int workload(struct worker *w, nn_ctx *ctx, nn_ctx *host, uint64_t seed, 
         return 1;
     OK(w, nn_tensor_fill_uniform(ctx, &rw, -0.4, 0.4, seed + 9));
     nn_rnn_pullback *rpb;
-    OK(w, nn_rnn_forward(ctx, &rp, &rx, NULL, NULL, NULL, &rw, &ry, NULL, NULL, &rpb));
-    OK(w, nn_rnn_backward(ctx, &rpb, &rdy, NULL, NULL, &rdx, NULL, NULL, &rdw));
+    OK(w, nn_rnn_forward(ctx, &rp, &(nn_rnn_forward_tensors){.x = &rx, .w = &rw, .y = &ry}, &rpb));
+    OK(w,
+       nn_rnn_backward(ctx, &rpb, &(nn_rnn_backward_tensors){.dy = &rdy, .dx = &rdx, .dw = &rdw}));
     /* The packed buffer's layout is the backend's, so take the views PyTorch names. */
     if (take(w, ctx, host, &ry, r) || take(w, ctx, host, &rdx, r)) return 1;
     for (int name = NN_RNN_WEIGHT_IH; name <= NN_RNN_BIAS_HH; name++) {

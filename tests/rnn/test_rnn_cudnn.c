@@ -51,6 +51,7 @@ struct run {
     nn_dtype dt;
     nn_tensor x, hx, cx, w, y, hy, cy, dy, dhy, dx, dhx, dcx, dw;
     int32_t lengths[3];
+    unsigned accumulate; /* the backward's nn_backward_options.accumulate */
 };
 
 static nn_tensor dev_tensor(struct run *r, int rank, const int64_t *dims, uint64_t seed)
@@ -85,10 +86,25 @@ static void setup(struct run *r, nn_ctx *ctx, nn_dtype dt)
 static nn_status train_step(struct run *r)
 {
     nn_rnn_pullback *pb;
-    nn_status st = nn_rnn_forward(r->ctx, &r->p, &r->x, r->lengths, &r->hx, &r->cx, &r->w, &r->y,
-                                  &r->hy, &r->cy, &pb);
+    nn_status st = nn_rnn_forward(r->ctx, &r->p,
+                                  &(nn_rnn_forward_tensors){.x = &r->x,
+                                                            .lengths = r->lengths,
+                                                            .hx = &r->hx,
+                                                            .cx = &r->cx,
+                                                            .w = &r->w,
+                                                            .y = &r->y,
+                                                            .hy = &r->hy,
+                                                            .cy = &r->cy},
+                                  &pb);
     if (st != NN_OK) return st;
-    st = nn_rnn_backward(r->ctx, &pb, &r->dy, &r->dhy, NULL, &r->dx, &r->dhx, &r->dcx, &r->dw);
+    nn_backward_options o = {.accumulate = r->accumulate};
+    st = nn_rnn_backward_ex(r->ctx, &pb, &o,
+                            &(nn_rnn_backward_tensors){.dy = &r->dy,
+                                                       .dhy = &r->dhy,
+                                                       .dx = &r->dx,
+                                                       .dhx = &r->dhx,
+                                                       .dcx = &r->dcx,
+                                                       .dw = &r->dw});
     if (st != NN_OK) nn_rnn_pullback_free(&pb);
     return st;
 }
@@ -118,7 +134,7 @@ Test(rnn_cudnn, dw_overwrite_ignores_old_contents_accumulate_adds)
         cr_assert(isfinite(g[i]), "dw[%lld] is %g after overwrite over NaN", (long long)i, g[i]);
     cr_assert_eq(nn_tensor_fill_uniform(r.ctx, &r.dw, -2, 2, 77), NN_OK);
     host_copy(ref, &r, &r.dw, old);
-    r.p.flags = NN_RNN_ACCUMULATE_DW;
+    r.accumulate = NN_ACCUMULATE_DW;
     cr_assert_eq(train_step(&r), NN_OK);
     host_copy(ref, &r, &r.dw, acc);
     for (int64_t i = 0; i < nw; i++)
@@ -165,13 +181,21 @@ Test(rnn_cudnn, backward_twice_refused_pool_back_to_baseline)
     cr_assert_eq(nn_mem_get_stats(0, &before), NN_OK);
     nn_rnn_pullback *pb, *copy;
     cr_assert_eq(
-        nn_rnn_forward(ctx, &r.p, &r.x, r.lengths, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, &pb),
+        nn_rnn_forward(
+            ctx, &r.p,
+            &(nn_rnn_forward_tensors){
+                .x = &r.x, .lengths = r.lengths, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+            &pb),
         NN_OK);
     copy = pb;
-    cr_assert_eq(nn_rnn_backward(ctx, &pb, &r.dy, NULL, NULL, &r.dx, NULL, NULL, &r.dw), NN_OK);
-    cr_expect_eq(nn_rnn_backward(ctx, &pb, &r.dy, NULL, NULL, &r.dx, NULL, NULL, &r.dw),
+    cr_assert_eq(nn_rnn_backward(ctx, &pb,
+                                 &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &r.dx, .dw = &r.dw}),
+                 NN_OK);
+    cr_expect_eq(nn_rnn_backward(ctx, &pb,
+                                 &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &r.dx, .dw = &r.dw}),
                  NN_E_PULLBACK);
-    cr_expect_eq(nn_rnn_backward(ctx, &copy, &r.dy, NULL, NULL, &r.dx, NULL, NULL, &r.dw),
+    cr_expect_eq(nn_rnn_backward(ctx, &copy,
+                                 &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &r.dx, .dw = &r.dw}),
                  NN_E_PULLBACK);
     cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
     cr_assert_eq(nn_mem_get_stats(0, &after), NN_OK);
@@ -179,8 +203,9 @@ Test(rnn_cudnn, backward_twice_refused_pool_back_to_baseline)
                  "pool: %zu bytes allocated after backward, %zu before", after.allocated_bytes,
                  before.allocated_bytes);
     /* a dropped pullback gives its reserve back too */
-    cr_assert_eq(nn_rnn_forward(ctx, &r.p, &r.x, NULL, NULL, NULL, &r.w, &r.y, NULL, NULL, &pb),
-                 NN_OK);
+    cr_assert_eq(
+        nn_rnn_forward(ctx, &r.p, &(nn_rnn_forward_tensors){.x = &r.x, .w = &r.w, .y = &r.y}, &pb),
+        NN_OK);
     cr_assert_eq(nn_rnn_pullback_free(&pb), NN_OK);
     cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
     cr_assert_eq(nn_mem_get_stats(0, &after), NN_OK);

@@ -83,7 +83,11 @@ Test(rnn_ref, tanh_two_steps_by_hand)
     nn_tensor x = empty(ctx, 3, xd), hx = empty(ctx, 3, hd), y = empty(ctx, 3, xd),
               hy = empty(ctx, 3, hd);
     d(&x)[0] = 0.3, d(&x)[1] = -0.9, d(&hx)[0] = 0.4;
-    cr_assert_eq(nn_rnn_forward(ctx, &p, &x, NULL, &hx, NULL, &w, &y, &hy, NULL, NULL), NN_OK);
+    cr_assert_eq(
+        nn_rnn_forward(ctx, &p,
+                       &(nn_rnn_forward_tensors){.x = &x, .hx = &hx, .w = &w, .y = &y, .hy = &hy},
+                       NULL),
+        NN_OK);
     double h1 = tanh(0.5 * 0.3 + 0.1 - 0.7 * 0.4 + 0.2),
            h2 = tanh(0.5 * -0.9 + 0.1 - 0.7 * h1 + 0.2);
     cr_expect_float_eq(d(&y)[0], h1, 1e-15);
@@ -113,7 +117,11 @@ Test(rnn_ref, lstm_gate_order_and_projection_by_hand)
     nn_tensor x = empty(ctx, 3, xd), hx = empty(ctx, 3, hd), cx = empty(ctx, 3, cd),
               y = empty(ctx, 3, xd), cy = empty(ctx, 3, cd);
     d(&x)[0] = 0.6, d(&hx)[0] = -0.5, d(&cx)[0] = 0.3, d(&cx)[1] = -0.2;
-    cr_assert_eq(nn_rnn_forward(ctx, &p, &x, NULL, &hx, &cx, &w, &y, NULL, &cy, NULL), NN_OK);
+    cr_assert_eq(nn_rnn_forward(ctx, &p,
+                                &(nn_rnn_forward_tensors){
+                                    .x = &x, .hx = &hx, .cx = &cx, .w = &w, .y = &y, .cy = &cy},
+                                NULL),
+                 NN_OK);
     double a[8], m[2], c[2];
     for (int k = 0; k < 8; k++)
         a[k] = wi[k] * 0.6 + bi[k] + wh[k] * -0.5 + bh[k];
@@ -142,7 +150,10 @@ Test(rnn_ref, gru_reset_after_recurrent_product_by_hand)
     nn_tensor x = empty(ctx, 3, dd), hx = empty(ctx, 3, dd), y = empty(ctx, 3, dd);
     double xv = 0.9, h = -0.6;
     d(&x)[0] = xv, d(&hx)[0] = h;
-    cr_assert_eq(nn_rnn_forward(ctx, &p, &x, NULL, &hx, NULL, &w, &y, NULL, NULL, NULL), NN_OK);
+    cr_assert_eq(nn_rnn_forward(ctx, &p,
+                                &(nn_rnn_forward_tensors){.x = &x, .hx = &hx, .w = &w, .y = &y},
+                                NULL),
+                 NN_OK);
     double r = sigm(wi[0] * xv + bi[0] + wh[0] * h + bh[0]);
     double z = sigm(wi[1] * xv + bi[1] + wh[1] * h + bh[1]);
     double n = tanh(wi[2] * xv + bi[2] + r * (wh[2] * h + bh[2]));
@@ -167,7 +178,11 @@ Test(rnn_ref, lstm_clip_reads_clamped_state_reports_unclamped)
     nn_tensor x = empty(ctx, 3, dd), cx = empty(ctx, 3, dd), y = empty(ctx, 3, dd),
               cy = empty(ctx, 3, dd);
     d(&x)[0] = 1, d(&cx)[0] = 3; /* read as 0.5 */
-    cr_assert_eq(nn_rnn_forward(ctx, &p, &x, NULL, NULL, &cx, &w, &y, NULL, &cy, NULL), NN_OK);
+    cr_assert_eq(
+        nn_rnn_forward(ctx, &p,
+                       &(nn_rnn_forward_tensors){.x = &x, .cx = &cx, .w = &w, .y = &y, .cy = &cy},
+                       NULL),
+        NN_OK);
     double c = sigm(2) * 0.5 + sigm(1) * tanh(3); /* > 0.5: reported as it is */
     cr_expect_float_eq(d(&cy)[0], c, 1e-15);
     cr_expect_float_eq(d(&y)[0], sigm(4) * tanh(0.5), 1e-15);
@@ -255,11 +270,13 @@ Test(rnn_ref, standard_cases_in_every_dtype_guarded, .timeout = 300)
 struct lstm_run {
     nn_rnn_params p;
     nn_tensor x, hx, cx, w, y, hy, cy, dy, dhy, dcy, dx, dhx, dcx, dw;
+    unsigned accumulate; /* the backward's nn_backward_options.accumulate */
 };
 
 static void lstm_setup(nn_ctx *ctx, struct lstm_run *r, int64_t T, int64_t N, int bidir)
 {
     cr_assert_eq(nn_rnn_params_default(&r->p, NN_RNN_LSTM, 2, 3), NN_OK);
+    r->accumulate = 0;
     r->p.num_layers = 2;
     r->p.bidirectional = bidir;
     int64_t D = bidir ? 2 : 1, xd[3] = {T, N, 2}, yd[3] = {T, N, D * 3}, hd[3] = {2 * D, N, 3};
@@ -276,10 +293,26 @@ static void lstm_setup(nn_ctx *ctx, struct lstm_run *r, int64_t T, int64_t N, in
 static nn_status lstm_step(nn_ctx *ctx, struct lstm_run *r, const int32_t *lengths)
 {
     nn_rnn_pullback *pb;
-    nn_status st = nn_rnn_forward(ctx, &r->p, &r->x, lengths, &r->hx, &r->cx, &r->w, &r->y, &r->hy,
-                                  &r->cy, &pb);
+    nn_status st = nn_rnn_forward(ctx, &r->p,
+                                  &(nn_rnn_forward_tensors){.x = &r->x,
+                                                            .lengths = lengths,
+                                                            .hx = &r->hx,
+                                                            .cx = &r->cx,
+                                                            .w = &r->w,
+                                                            .y = &r->y,
+                                                            .hy = &r->hy,
+                                                            .cy = &r->cy},
+                                  &pb);
     if (st != NN_OK) return st;
-    st = nn_rnn_backward(ctx, &pb, &r->dy, &r->dhy, &r->dcy, &r->dx, &r->dhx, &r->dcx, &r->dw);
+    nn_backward_options o = {.accumulate = r->accumulate};
+    st = nn_rnn_backward_ex(ctx, &pb, &o,
+                            &(nn_rnn_backward_tensors){.dy = &r->dy,
+                                                       .dhy = &r->dhy,
+                                                       .dcy = &r->dcy,
+                                                       .dx = &r->dx,
+                                                       .dhx = &r->dhx,
+                                                       .dcx = &r->dcx,
+                                                       .dw = &r->dw});
     if (st != NN_OK) nn_rnn_pullback_free(&pb);
     return st;
 }
@@ -376,7 +409,7 @@ Test(rnn_ref, dw_overwrite_ignores_old_contents_accumulate_adds_exactly)
         cr_assert(isfinite(g[i]), "dw[%lld] not written", (long long)i);
     cr_assert_eq(nn_tensor_fill_uniform(ctx, &r.dw, -3, 3, 99), NN_OK);
     memcpy(old, r.dw.data, (size_t)nw * sizeof(double));
-    r.p.flags = NN_RNN_ACCUMULATE_DW;
+    r.accumulate = NN_ACCUMULATE_DW;
     cr_assert_eq(lstm_step(ctx, &r, NULL), NN_OK);
     for (int64_t i = 0; i < nw; i++)
         cr_expect_eq(d(&r.dw)[i], old[i] + g[i], "dw[%lld]", (long long)i);
@@ -389,15 +422,22 @@ Test(rnn_ref, backward_twice_is_refused)
     struct lstm_run r;
     lstm_setup(ctx, &r, 2, 2, 0);
     nn_rnn_pullback *pb, *copy;
-    cr_assert_eq(nn_rnn_forward(ctx, &r.p, &r.x, NULL, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, &pb),
+    cr_assert_eq(nn_rnn_forward(ctx, &r.p,
+                                &(nn_rnn_forward_tensors){
+                                    .x = &r.x, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+                                &pb),
                  NN_OK);
     copy = pb;
-    cr_assert_eq(nn_rnn_backward(ctx, &pb, &r.dy, NULL, NULL, &r.dx, NULL, NULL, &r.dw), NN_OK);
+    cr_assert_eq(nn_rnn_backward(ctx, &pb,
+                                 &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &r.dx, .dw = &r.dw}),
+                 NN_OK);
     cr_expect_null(pb);
-    cr_expect_eq(nn_rnn_backward(ctx, &pb, &r.dy, NULL, NULL, &r.dx, NULL, NULL, &r.dw),
+    cr_expect_eq(nn_rnn_backward(ctx, &pb,
+                                 &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &r.dx, .dw = &r.dw}),
                  NN_E_PULLBACK);
     cr_expect(strstr(nn_last_error()->message, "nn_rnn_backward: *pullback is NULL"));
-    cr_expect_eq(nn_rnn_backward(ctx, &copy, &r.dy, NULL, NULL, &r.dx, NULL, NULL, &r.dw),
+    cr_expect_eq(nn_rnn_backward(ctx, &copy,
+                                 &(nn_rnn_backward_tensors){.dy = &r.dy, .dx = &r.dx, .dw = &r.dw}),
                  NN_E_PULLBACK);
     cr_expect_eq(nn_rnn_pullback_free(&copy), NN_E_PULLBACK);
     nn_rnn_pullback *none = NULL;
@@ -405,10 +445,10 @@ Test(rnn_ref, backward_twice_is_refused)
     cr_expect_eq(nn_rnn_pullback_free(NULL), NN_OK);
     /* another context's pullback */
     nn_ctx *other = ref_ctx(0);
-    cr_assert_eq(nn_rnn_forward(ctx, &r.p, &r.x, NULL, NULL, NULL, &r.w, &r.y, NULL, NULL, &pb),
-                 NN_OK);
-    cr_expect_eq(nn_rnn_backward(other, &pb, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
-                 NN_E_PULLBACK);
+    cr_assert_eq(
+        nn_rnn_forward(ctx, &r.p, &(nn_rnn_forward_tensors){.x = &r.x, .w = &r.w, .y = &r.y}, &pb),
+        NN_OK);
+    cr_expect_eq(nn_rnn_backward(other, &pb, &(nn_rnn_backward_tensors){}), NN_E_PULLBACK);
     cr_expect_eq(nn_rnn_pullback_free(&pb), NN_OK);
     nn_ctx_destroy(other);
     nn_ctx_destroy(ctx);
@@ -422,27 +462,38 @@ Test(rnn_ref, dropout_training_only_reproducible_from_seed)
     int64_t ny = nn_tensor_numel(&r.y);
     double plain[72], a[72], b[72];
     cr_assert_eq(ny, 72);
-    cr_assert_eq(nn_rnn_forward(ctx, &r.p, &r.x, NULL, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, NULL),
+    cr_assert_eq(nn_rnn_forward(ctx, &r.p,
+                                &(nn_rnn_forward_tensors){
+                                    .x = &r.x, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+                                NULL),
                  NN_OK);
     memcpy(plain, r.y.data, sizeof plain);
     r.p.dropout = 0.5;
     r.p.dropout_seed = 42;
     /* inference: no dropout */
-    cr_assert_eq(nn_rnn_forward(ctx, &r.p, &r.x, NULL, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, NULL),
+    cr_assert_eq(nn_rnn_forward(ctx, &r.p,
+                                &(nn_rnn_forward_tensors){
+                                    .x = &r.x, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+                                NULL),
                  NN_OK);
     cr_expect_eq(memcmp(plain, r.y.data, sizeof plain), 0);
     nn_rnn_pullback *pb;
     for (int k = 0; k < 2; k++) {
-        cr_assert_eq(
-            nn_rnn_forward(ctx, &r.p, &r.x, NULL, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, &pb),
-            NN_OK);
+        cr_assert_eq(nn_rnn_forward(ctx, &r.p,
+                                    &(nn_rnn_forward_tensors){
+                                        .x = &r.x, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+                                    &pb),
+                     NN_OK);
         cr_assert_eq(nn_rnn_pullback_free(&pb), NN_OK);
         memcpy(k ? b : a, r.y.data, sizeof a);
     }
     cr_expect_eq(memcmp(a, b, sizeof a), 0, "same seed, same mask");
     cr_expect_neq(memcmp(a, plain, sizeof a), 0, "training drops out");
     r.p.dropout_seed = 43;
-    cr_assert_eq(nn_rnn_forward(ctx, &r.p, &r.x, NULL, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, &pb),
+    cr_assert_eq(nn_rnn_forward(ctx, &r.p,
+                                &(nn_rnn_forward_tensors){
+                                    .x = &r.x, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+                                &pb),
                  NN_OK);
     cr_assert_eq(nn_rnn_pullback_free(&pb), NN_OK);
     cr_expect_neq(memcmp(a, r.y.data, sizeof a), 0, "another seed, another mask");
@@ -551,9 +602,16 @@ Test(rnn_ref, verbose_line_parses_back_to_the_call)
     r.w = weights(ctx, &r.p, 5), r.dw = empty(ctx, 1, r.w.dims);
     nn_rnn_pullback *pb;
     cr_assert_eq(
-        nn_rnn_forward(ctx, &r.p, &r.x, c.lengths, &r.hx, &r.cx, &r.w, &r.y, NULL, NULL, &pb),
+        nn_rnn_forward(
+            ctx, &r.p,
+            &(nn_rnn_forward_tensors){
+                .x = &r.x, .lengths = c.lengths, .hx = &r.hx, .cx = &r.cx, .w = &r.w, .y = &r.y},
+            &pb),
         NN_OK, "%s", nn_last_error()->message);
-    cr_assert_eq(nn_rnn_backward(ctx, &pb, &r.dy, NULL, NULL, NULL, NULL, NULL, &r.dw), NN_OK);
+    nn_backward_options o = {.accumulate = c.accumulate}; /* the case's "acc" */
+    cr_assert_eq(
+        nn_rnn_backward_ex(ctx, &pb, &o, &(nn_rnn_backward_tensors){.dy = &r.dy, .dw = &r.dw}),
+        NN_OK);
     fflush(stderr);
     FILE *f = fopen(path, "r");
     char line[2][2048], want[1024], got[1024];
@@ -563,7 +621,7 @@ Test(rnn_ref, verbose_line_parses_back_to_the_call)
     fclose(f);
     unlink(path);
     cr_expect(!strncmp(line[0], "nnprim_verbose,rnn_forward,ref,", 31), "%s", line[0]);
-    cr_expect(!strncmp(line[1], "nnprim_verbose,rnn_backward,ref,", 32), "%s", line[1]);
+    cr_expect(!strncmp(line[1], "nnprim_verbose,rnn_backward_ex,ref,", 35), "%s", line[1]);
     /* the backward asked for dw only, and its line says so */
     c.skip = NN_RNN_CASE_SKIP_DX | NN_RNN_CASE_SKIP_DHX | NN_RNN_CASE_SKIP_DCX;
     nn_rnn_case_format(&c, want, sizeof want);
@@ -574,7 +632,7 @@ Test(rnn_ref, verbose_line_parses_back_to_the_call)
     nn_rnn_case_format(&back, got, sizeof got);
     cr_expect_str_eq(got, want);
     cr_assert_eq(nn_rnn_case_parse_line(line[0], &back, err, sizeof err), 1, "%s", err);
-    cr_expect_eq(back.p.flags, 0);
+    cr_expect_eq(back.accumulate, 0);
     nn_ctx_destroy(ctx);
 }
 
@@ -608,8 +666,16 @@ static nn_status oom_inference(void *arg)
 {
     struct oom_arg *a = arg;
     struct lstm_run *r = a->r;
-    return nn_rnn_forward(a->ctx, &r->p, &r->x, a->lengths, &r->hx, &r->cx, &r->w, &r->y, &r->hy,
-                          &r->cy, NULL);
+    return nn_rnn_forward(a->ctx, &r->p,
+                          &(nn_rnn_forward_tensors){.x = &r->x,
+                                                    .lengths = a->lengths,
+                                                    .hx = &r->hx,
+                                                    .cx = &r->cx,
+                                                    .w = &r->w,
+                                                    .y = &r->y,
+                                                    .hy = &r->hy,
+                                                    .cy = &r->cy},
+                          NULL);
 }
 
 Test(rnn_ref, every_host_allocation_failure)

@@ -95,19 +95,41 @@ static nn_tensor *opt(nn_tensor *t)
 static nn_status step(nn_ctx *ctx, const struct shape *s, struct set *o)
 {
     nn_rnn_pullback *pb;
-    nn_status st = nn_rnn_forward(ctx, &s->p, &o->x, s->lengths, &o->hx, opt(&o->cx), &o->w, &o->y,
-                                  &o->hy, opt(&o->cy), &pb);
+    nn_status st = nn_rnn_forward(ctx, &s->p,
+                                  &(nn_rnn_forward_tensors){.x = &o->x,
+                                                            .lengths = s->lengths,
+                                                            .hx = &o->hx,
+                                                            .cx = opt(&o->cx),
+                                                            .w = &o->w,
+                                                            .y = &o->y,
+                                                            .hy = &o->hy,
+                                                            .cy = opt(&o->cy)},
+                                  &pb);
     if (st != NN_OK) return st;
-    st = nn_rnn_backward(ctx, &pb, &o->dy, &o->dhy, opt(&o->dcy), &o->dx, &o->dhx, opt(&o->dcx),
-                         &o->dw);
+    st = nn_rnn_backward(ctx, &pb,
+                         &(nn_rnn_backward_tensors){.dy = &o->dy,
+                                                    .dhy = &o->dhy,
+                                                    .dcy = opt(&o->dcy),
+                                                    .dx = &o->dx,
+                                                    .dhx = &o->dhx,
+                                                    .dcx = opt(&o->dcx),
+                                                    .dw = &o->dw});
     if (st != NN_OK) nn_rnn_pullback_free(&pb);
     return st;
 }
 
 static nn_status infer(nn_ctx *ctx, const struct shape *s, struct set *o)
 {
-    return nn_rnn_forward(ctx, &s->p, &o->x, s->lengths, &o->hx, opt(&o->cx), &o->w, &o->y, &o->hy,
-                          opt(&o->cy), NULL);
+    return nn_rnn_forward(ctx, &s->p,
+                          &(nn_rnn_forward_tensors){.x = &o->x,
+                                                    .lengths = s->lengths,
+                                                    .hx = &o->hx,
+                                                    .cx = opt(&o->cx),
+                                                    .w = &o->w,
+                                                    .y = &o->y,
+                                                    .hy = &o->hy,
+                                                    .cy = opt(&o->cy)},
+                          NULL);
 }
 
 /* 0 when the two device tensors hold the same bytes. */
@@ -284,14 +306,22 @@ Test(rnn_replay, two_pullbacks_alive_at_once, .timeout = 300)
             nn_rnn_pullback *pb[2];
             for (int i = 0; i < 2; i++) {
                 struct set *o = &sets[c][i];
-                cr_assert_eq(nn_rnn_forward(ctxs[c], &s.p, &o->x, NULL, &o->hx, NULL, &o->w, &o->y,
-                                            &o->hy, NULL, &pb[i]),
-                             NN_OK, "%s", nn_last_error()->message);
+                cr_assert_eq(
+                    nn_rnn_forward(
+                        ctxs[c], &s.p,
+                        &(nn_rnn_forward_tensors){
+                            .x = &o->x, .hx = &o->hx, .w = &o->w, .y = &o->y, .hy = &o->hy},
+                        &pb[i]),
+                    NN_OK, "%s", nn_last_error()->message);
             }
             for (int i = 1; i >= 0; i--) {
                 struct set *o = &sets[c][i];
-                cr_assert_eq(nn_rnn_backward(ctxs[c], &pb[i], &o->dy, &o->dhy, NULL, &o->dx,
-                                             &o->dhx, NULL, &o->dw),
+                cr_assert_eq(nn_rnn_backward(ctxs[c], &pb[i],
+                                             &(nn_rnn_backward_tensors){.dy = &o->dy,
+                                                                        .dhy = &o->dhy,
+                                                                        .dx = &o->dx,
+                                                                        .dhx = &o->dhx,
+                                                                        .dw = &o->dw}),
                              NN_OK, "%s", nn_last_error()->message);
             }
         }
@@ -560,14 +590,28 @@ Test(rnn_replay, workspace_query_is_the_pool_peak_of_each_eager_call, .timeout =
             took[0] = nn_test_peak_since(&k, base);
             base = nn_test_peak_mark(&k);
             nn_rnn_pullback *pb;
-            cr_assert_eq(nn_rnn_forward(ctx, &s.p, &o.x, s.lengths, &o.hx, opt(&o.cx), &o.w, &o.y,
-                                        &o.hy, opt(&o.cy), &pb),
+            cr_assert_eq(nn_rnn_forward(ctx, &s.p,
+                                        &(nn_rnn_forward_tensors){.x = &o.x,
+                                                                  .lengths = s.lengths,
+                                                                  .hx = &o.hx,
+                                                                  .cx = opt(&o.cx),
+                                                                  .w = &o.w,
+                                                                  .y = &o.y,
+                                                                  .hy = &o.hy,
+                                                                  .cy = opt(&o.cy)},
+                                        &pb),
                          NN_OK, "%s", nn_last_error()->message);
             took[1] = nn_test_peak_since(&k, base);
             base = nn_test_peak_mark(
                 &k); /* the pullback's reserve is live: the backward's peak is above it */
-            cr_assert_eq(nn_rnn_backward(ctx, &pb, &o.dy, &o.dhy, opt(&o.dcy), &o.dx, &o.dhx,
-                                         opt(&o.dcx), &o.dw),
+            cr_assert_eq(nn_rnn_backward(ctx, &pb,
+                                         &(nn_rnn_backward_tensors){.dy = &o.dy,
+                                                                    .dhy = &o.dhy,
+                                                                    .dcy = opt(&o.dcy),
+                                                                    .dx = &o.dx,
+                                                                    .dhx = &o.dhx,
+                                                                    .dcx = opt(&o.dcx),
+                                                                    .dw = &o.dw}),
                          NN_OK, "%s", nn_last_error()->message);
             took[2] = nn_test_peak_since(&k, base);
             cr_assert_eq(nn_plan_cache_get_stats(ctx, &after), NN_OK);

@@ -56,8 +56,16 @@ static void setup(struct call *c)
 
 static nn_status forward(struct call *c, nn_rnn_pullback **pb)
 {
-    return nn_rnn_forward(c->ctx, &c->p, &c->x, c->lengths, &c->hx, &c->cx, &c->w, &c->y, &c->hy,
-                          &c->cy, pb);
+    return nn_rnn_forward(c->ctx, &c->p,
+                          &(nn_rnn_forward_tensors){.x = &c->x,
+                                                    .lengths = c->lengths,
+                                                    .hx = &c->hx,
+                                                    .cx = &c->cx,
+                                                    .w = &c->w,
+                                                    .y = &c->y,
+                                                    .hy = &c->hy,
+                                                    .cy = &c->cy},
+                          pb);
 }
 
 static void expect_fail(nn_status got, nn_status want, const char *msg)
@@ -74,8 +82,11 @@ Test(rnn_validation, the_valid_call_passes)
     setup(&c);
     nn_rnn_pullback *pb;
     cr_assert_eq(forward(&c, &pb), NN_OK, "%s", nn_last_error()->message);
-    cr_assert_eq(nn_rnn_backward(c.ctx, &pb, &c.dy, NULL, NULL, &c.dx, &c.dhx, &c.dcx, &c.dw),
-                 NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(
+        nn_rnn_backward(c.ctx, &pb,
+                        &(nn_rnn_backward_tensors){
+                            .dy = &c.dy, .dx = &c.dx, .dhx = &c.dhx, .dcx = &c.dcx, .dw = &c.dw}),
+        NN_OK, "%s", nn_last_error()->message);
     nn_ctx_destroy(c.ctx);
 }
 
@@ -116,13 +127,12 @@ Test(rnn_validation, parameters)
     CASE((p->clip_enabled = 1, p->clip_lo = 2, p->clip_hi = 1), "clip_lo <= clip_hi, got 2 and 1");
     CASE((p->clip_enabled = 1, p->clip_hi = INFINITY), "must be finite");
     CASE((p->cell = NN_RNN_TANH, p->clip_enabled = 1), "p.clip_enabled must be 0 for a tanh cell");
-    CASE(p->flags = 0x10, "p.flags has unknown bits 0x10");
     CASE(p->reserved[2] = 5, "p.reserved[2] must be 0, got 5");
     for (int i = 0; i < n; i++) {
         nn_rnn_pullback *pb = (nn_rnn_pullback *)&c; /* must be reset to NULL */
-        expect_fail(
-            nn_rnn_forward(c.ctx, &cases[i].p, &c.x, NULL, NULL, NULL, &c.w, &c.y, NULL, NULL, &pb),
-            NN_E_INVALID_ARG, cases[i].msg);
+        expect_fail(nn_rnn_forward(c.ctx, &cases[i].p,
+                                   &(nn_rnn_forward_tensors){.x = &c.x, .w = &c.w, .y = &c.y}, &pb),
+                    NN_E_INVALID_ARG, cases[i].msg);
         cr_expect_null(pb);
         int64_t nw;
         expect_fail(nn_rnn_weights_size(c.ctx, &cases[i].p, NN_DTYPE_F64, &nw), NN_E_INVALID_ARG,
@@ -140,59 +150,80 @@ Test(rnn_validation, forward_tensors)
     struct call c;
     setup(&c);
     int64_t bad3[3] = {4, 2, 3}, hx_n[3] = {4, 3, 3}, cx_h[3] = {4, 2, 2}, w_bad = 7;
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, NULL, NULL, NULL, NULL, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_forward: x must not be NULL");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p, &(nn_rnn_forward_tensors){.w = &c.w, .y = &c.y}, NULL),
+                NN_E_INVALID_ARG, "nn_rnn_forward: t.x must not be NULL");
     nn_tensor t = wrap(c.ctx, c.xv, 2, bad3);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &t, NULL, NULL, NULL, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: x.rank must be 3 (T x N x I), got 2");
+    expect_fail(
+        nn_rnn_forward(c.ctx, &c.p, &(nn_rnn_forward_tensors){.x = &t, .w = &c.w, .y = &c.y}, NULL),
+        NN_E_SHAPE, "nn_rnn_forward: t.x.rank must be 3 (T x N x I), got 2");
     int64_t xi[3] = {3, 2, 1};
     t = wrap(c.ctx, c.xv, 3, xi);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &t, NULL, NULL, NULL, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: x.dims[2] must be I = 2, got 1");
+    expect_fail(
+        nn_rnn_forward(c.ctx, &c.p, &(nn_rnn_forward_tensors){.x = &t, .w = &c.w, .y = &c.y}, NULL),
+        NN_E_SHAPE, "nn_rnn_forward: t.x.dims[2] must be I = 2, got 1");
     t = wrap(c.ctx, c.hxv, 3, hx_n);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, &t, NULL, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: hx.dims[1] must be N = 2, got 3");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){.x = &c.x, .hx = &t, .w = &c.w, .y = &c.y},
+                               NULL),
+                NN_E_SHAPE, "nn_rnn_forward: t.hx.dims[1] must be N = 2, got 3");
     t = wrap(c.ctx, c.cxv, 3, cx_h);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, &t, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: cx.dims[2] must be H = 3, got 2");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){.x = &c.x, .cx = &t, .w = &c.w, .y = &c.y},
+                               NULL),
+                NN_E_SHAPE, "nn_rnn_forward: t.cx.dims[2] must be H = 3, got 2");
     int64_t hl[3] = {2, 2, 3};
     t = wrap(c.ctx, c.hyv, 3, hl);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, NULL, &c.w, &c.y, &t, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: hy.dims[0] must be L*D = 4, got 2");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){.x = &c.x, .w = &c.w, .y = &c.y, .hy = &t},
+                               NULL),
+                NN_E_SHAPE, "nn_rnn_forward: t.hy.dims[0] must be L*D = 4, got 2");
     t = wrap(c.ctx, c.yv, 3, (int64_t[]){3, 2, 3});
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, NULL, &c.w, &t, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: y.dims[2] must be D*O = 6, got 3");
+    expect_fail(
+        nn_rnn_forward(c.ctx, &c.p, &(nn_rnn_forward_tensors){.x = &c.x, .w = &c.w, .y = &t}, NULL),
+        NN_E_SHAPE, "nn_rnn_forward: t.y.dims[2] must be D*O = 6, got 3");
     t = wrap(c.ctx, c.wv, 1, &w_bad);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, NULL, &t, &c.y, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: w.dims[0] must be nn_rnn_weights_size() =");
+    expect_fail(
+        nn_rnn_forward(c.ctx, &c.p, &(nn_rnn_forward_tensors){.x = &c.x, .w = &t, .y = &c.y}, NULL),
+        NN_E_SHAPE, "nn_rnn_forward: t.w.dims[0] must be nn_rnn_weights_size() =");
     c.p.layout = NN_RNN_BATCH_MAJOR; /* x is read as N = 3, T = 2: hx's N no longer fits */
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, &c.hx, NULL, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_SHAPE, "nn_rnn_forward: hx.dims[1] must be N = 3, got 2");
+    expect_fail(nn_rnn_forward(
+                    c.ctx, &c.p,
+                    &(nn_rnn_forward_tensors){.x = &c.x, .hx = &c.hx, .w = &c.w, .y = &c.y}, NULL),
+                NN_E_SHAPE, "nn_rnn_forward: t.hx.dims[1] must be N = 3, got 2");
     c.p.layout = NN_RNN_SEQ_MAJOR;
     /* a GRU has no cell state */
     nn_rnn_params gru = c.p;
     gru.cell = NN_RNN_GRU;
-    expect_fail(nn_rnn_forward(c.ctx, &gru, &c.x, NULL, NULL, &c.cx, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_forward: cx must be NULL for a gru cell");
-    expect_fail(nn_rnn_forward(c.ctx, &gru, &c.x, NULL, NULL, NULL, &c.w, &c.y, NULL, &c.cy, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_forward: cy must be NULL for a gru cell");
+    expect_fail(nn_rnn_forward(
+                    c.ctx, &gru,
+                    &(nn_rnn_forward_tensors){.x = &c.x, .cx = &c.cx, .w = &c.w, .y = &c.y}, NULL),
+                NN_E_INVALID_ARG, "nn_rnn_forward: t.cx must be NULL for a gru cell");
+    expect_fail(nn_rnn_forward(
+                    c.ctx, &gru,
+                    &(nn_rnn_forward_tensors){.x = &c.x, .w = &c.w, .y = &c.y, .cy = &c.cy}, NULL),
+                NN_E_INVALID_ARG, "nn_rnn_forward: t.cy must be NULL for a gru cell");
     /* dtypes */
     float f[36];
     nn_tensor yf;
     cr_assert_eq(nn_tensor_wrap(c.ctx, f, NN_DTYPE_F32, 3, c.y.dims, NULL, &yf), NN_OK);
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, NULL, &c.w, &yf, NULL, NULL, NULL),
-                NN_E_DTYPE, "nn_rnn_forward: y.dtype must equal x.dtype (f64), got f32");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){.x = &c.x, .w = &c.w, .y = &yf}, NULL),
+                NN_E_DTYPE,
+                "nn_rnn_forward: t.y.dtype must equal the call's dtype, x's (f64), got f32");
     /* strides */
     t = c.y;
     t.strides[0] = 13;
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, NULL, &c.w, &t, NULL, NULL, NULL),
-                NN_E_UNSUPPORTED, "nn_rnn_forward: y must be fully packed row-major");
+    expect_fail(
+        nn_rnn_forward(c.ctx, &c.p, &(nn_rnn_forward_tensors){.x = &c.x, .w = &c.w, .y = &t}, NULL),
+        NN_E_UNSUPPORTED, "nn_rnn_forward: t.y must be fully packed row-major");
     /* memory space: a device view on a reference context */
     t = c.hx;
     t.space = NN_SPACE_DEVICE;
     t.device = 0;
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, &t, NULL, &c.w, &c.y, NULL, NULL, NULL),
-                NN_E_MEMSPACE, "nn_rnn_forward: hx must be in host memory");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){.x = &c.x, .hx = &t, .w = &c.w, .y = &c.y},
+                               NULL),
+                NN_E_MEMSPACE, "nn_rnn_forward: t.hx must be in host memory");
     nn_ctx_destroy(c.ctx);
 }
 
@@ -202,10 +233,10 @@ Test(rnn_validation, lengths)
     setup(&c);
     c.lengths[1] = 4;
     expect_fail(forward(&c, NULL), NN_E_SHAPE,
-                "nn_rnn_forward: lengths[1] must be in [0, T] = [0, 3], got 4");
+                "nn_rnn_forward: t.lengths[1] must be in [0, T] = [0, 3], got 4");
     c.lengths[1] = -1;
     expect_fail(forward(&c, NULL), NN_E_SHAPE,
-                "nn_rnn_forward: lengths[1] must be in [0, T] = [0, 3], got -1");
+                "nn_rnn_forward: t.lengths[1] must be in [0, T] = [0, 3], got -1");
     c.lengths[0] = 0, c.lengths[1] = 0; /* every sequence empty is fine */
     cr_expect_eq(forward(&c, NULL), NN_OK);
     nn_ctx_destroy(c.ctx);
@@ -217,32 +248,40 @@ Test(rnn_validation, overlaps)
     setup(&c);
     nn_tensor t = c.hy;
     t.data = c.hxv;
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, &c.hx, NULL, &c.w, &c.y, &t, NULL, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_forward: hy must not overlap hx in memory");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){
+                                   .x = &c.x, .hx = &c.hx, .w = &c.w, .y = &c.y, .hy = &t},
+                               NULL),
+                NN_E_INVALID_ARG, "nn_rnn_forward: t.hy must not overlap t.hx in memory");
     t = c.cy;
     t.data = c.hyv;
-    expect_fail(nn_rnn_forward(c.ctx, &c.p, &c.x, NULL, NULL, NULL, &c.w, &c.y, &c.hy, &t, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_forward: cy must not overlap hy in memory");
+    expect_fail(nn_rnn_forward(c.ctx, &c.p,
+                               &(nn_rnn_forward_tensors){
+                                   .x = &c.x, .w = &c.w, .y = &c.y, .hy = &c.hy, .cy = &t},
+                               NULL),
+                NN_E_INVALID_ARG, "nn_rnn_forward: t.cy must not overlap t.hy in memory");
     nn_rnn_pullback *pb;
     cr_assert_eq(forward(&c, &pb), NN_OK);
     t = c.dw;
     t.data = c.wv;
-    expect_fail(nn_rnn_backward(c.ctx, &pb, &c.dy, NULL, NULL, NULL, NULL, NULL, &t),
-                NN_E_INVALID_ARG, "nn_rnn_backward: dw must not overlap w in memory");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dy = &c.dy, .dw = &t}),
+                NN_E_INVALID_ARG,
+                "nn_rnn_backward: t.dw must not overlap the pullback's w in memory");
     t = c.dx;
     t.data = c.dyv;
-    expect_fail(nn_rnn_backward(c.ctx, &pb, &c.dy, NULL, NULL, &t, NULL, NULL, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_backward: dx must not overlap dy in memory");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dy = &c.dy, .dx = &t}),
+                NN_E_INVALID_ARG, "nn_rnn_backward: t.dx must not overlap t.dy in memory");
     t = c.dhx;
     t.data = c.yv;
-    expect_fail(nn_rnn_backward(c.ctx, &pb, NULL, NULL, NULL, NULL, &t, NULL, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_backward: dhx must not overlap y in memory");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dhx = &t}),
+                NN_E_INVALID_ARG,
+                "nn_rnn_backward: t.dhx must not overlap the pullback's y in memory");
     t = c.dcx;
     t.data = c.dhxv;
-    expect_fail(nn_rnn_backward(c.ctx, &pb, NULL, NULL, NULL, NULL, &c.dhx, &t, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_backward: dcx must not overlap dhx in memory");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dhx = &c.dhx, .dcx = &t}),
+                NN_E_INVALID_ARG, "nn_rnn_backward: t.dcx must not overlap t.dhx in memory");
     /* the failures left the pullback with the caller */
-    cr_expect_eq(nn_rnn_backward(c.ctx, &pb, NULL, NULL, NULL, &c.dx, NULL, NULL, NULL), NN_OK);
+    cr_expect_eq(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dx = &c.dx}), NN_OK);
     nn_ctx_destroy(c.ctx);
 }
 
@@ -253,24 +292,24 @@ Test(rnn_validation, backward_tensors)
     nn_rnn_pullback *pb;
     cr_assert_eq(forward(&c, &pb), NN_OK);
     nn_tensor t = wrap(c.ctx, c.dyv, 3, (int64_t[]){3, 1, 6});
-    expect_fail(nn_rnn_backward(c.ctx, &pb, &t, NULL, NULL, NULL, NULL, NULL, NULL), NN_E_SHAPE,
-                "nn_rnn_backward: dy.dims[1] must be N = 2, got 1");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dy = &t}), NN_E_SHAPE,
+                "nn_rnn_backward: t.dy.dims[1] must be N = 2, got 1");
     t = wrap(c.ctx, c.dxv, 3, (int64_t[]){2, 2, 2});
-    expect_fail(nn_rnn_backward(c.ctx, &pb, NULL, NULL, NULL, &t, NULL, NULL, NULL), NN_E_SHAPE,
-                "nn_rnn_backward: dx.dims[0] must be T = 3, got 2");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dx = &t}), NN_E_SHAPE,
+                "nn_rnn_backward: t.dx.dims[0] must be T = 3, got 2");
     t = wrap(c.ctx, c.dhxv, 3, (int64_t[]){4, 2, 2});
-    expect_fail(nn_rnn_backward(c.ctx, &pb, NULL, &t, NULL, NULL, NULL, NULL, NULL), NN_E_SHAPE,
-                "nn_rnn_backward: dhy.dims[2] must be O = 3, got 2");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dhy = &t}), NN_E_SHAPE,
+                "nn_rnn_backward: t.dhy.dims[2] must be O = 3, got 2");
     t = wrap(c.ctx, c.dwv, 1, (int64_t[]){5});
-    expect_fail(nn_rnn_backward(c.ctx, &pb, NULL, NULL, NULL, NULL, NULL, NULL, &t), NN_E_SHAPE,
-                "nn_rnn_backward: dw.dims[0] must be nn_rnn_weights_size()");
-    expect_fail(nn_rnn_backward(c.ctx, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
-                NN_E_PULLBACK, "nn_rnn_backward: pullback must not be NULL");
-    expect_fail(nn_rnn_backward(NULL, &pb, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
-                NN_E_INVALID_ARG, "nn_rnn_backward: ctx must not be NULL");
+    expect_fail(nn_rnn_backward(c.ctx, &pb, &(nn_rnn_backward_tensors){.dw = &t}), NN_E_SHAPE,
+                "nn_rnn_backward: t.dw.dims[0] must be nn_rnn_weights_size()");
+    expect_fail(nn_rnn_backward(c.ctx, NULL, &(nn_rnn_backward_tensors){}), NN_E_PULLBACK,
+                "nn_rnn_backward: pullback must not be NULL");
+    expect_fail(nn_rnn_backward(NULL, &pb, &(nn_rnn_backward_tensors){}), NN_E_INVALID_ARG,
+                "nn_rnn_backward: ctx must not be NULL");
     nn_rnn_pullback *fake = (nn_rnn_pullback *)&c;
-    expect_fail(nn_rnn_backward(c.ctx, &fake, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
-                NN_E_PULLBACK, "is not a live pullback");
+    expect_fail(nn_rnn_backward(c.ctx, &fake, &(nn_rnn_backward_tensors){}), NN_E_PULLBACK,
+                "is not a live pullback");
     cr_expect_eq(nn_rnn_pullback_free(&pb), NN_OK);
     nn_ctx_destroy(c.ctx);
 }

@@ -686,7 +686,7 @@ static void print_header(const struct bench *B)
 int nn_cli_bench_rnn(int argc, char **argv)
 {
     nn_settings set;
-    if (nn_default_settings(&set) != NN_OK) return 1;
+    if (nn_settings_from_env(&set) != NN_OK) return 1;
     const char *shapes = NULL, *one = NULL;
     int reps = 0, warmup = -1, backend = -1, math = -1, control = 0, graph = 0;
     const struct nn_cli_opt opts[] = {

@@ -19,8 +19,11 @@
  * Allocator callbacks (nn_mem_set_allocator()) may be called from any thread at once.
  * tests/integrate/test_threads.c checks this on the reference backend and on every GPU.
  *
- * Settings are filled by nn_default_settings(), which also applies the NNPRIM_* environment
- * variables, and may then be changed by the caller before nn_ctx_create():
+ * Settings are filled by one of two functions, named after what they read, and may then be
+ * changed by the caller before nn_ctx_create(): nn_settings_defaults() fills the library's
+ * defaults and reads nothing; nn_settings_from_env() fills the same defaults, then applies the
+ * NNPRIM_* environment variables below. nn_ctx_create() with settings NULL uses
+ * nn_settings_from_env().
  *
  *   NNPRIM_BACKEND            auto | ref | cudnn
  *   NNPRIM_DEVICE             CUDA device ordinal, an integer >= 0
@@ -38,7 +41,7 @@
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN
  * call); the lines: "Log lines" below and docs/VERBOSE.md
  *
- * and, read by the library loader rather than by nn_default_settings(), once per process when a
+ * and, read by the library loader rather than by nn_settings_from_env(), once per process when a
  * library is first needed (nn_runtime_library_info() below):
  *
  *   NNPRIM_CUDA_LIBS          where the CUDA runtime, cuDNN and cuBLASLt are loaded from:
@@ -50,8 +53,8 @@
  * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
  * a '-' (except in a negative integer range, which none of these has) or trailing characters
  * make the variable malformed, so " -5" is refused rather than read as a huge count.
- * A framework that decides every setting itself fills them with nn_settings_init() (and
- * nn_mem_settings_init(), mem.h) instead, which read no variable.
+ * A framework that decides every setting itself fills them with nn_settings_defaults() (and
+ * nn_mem_settings_defaults(), mem.h), which read no variable.
  *
  * fork(): a child process must not use a cuDNN context, a CUDA device's pool, a stream handle or
  * device memory that existed before the fork: CUDA does not survive fork() (calls in the child
@@ -225,7 +228,8 @@ typedef enum nn_linear_graphs {
     NN_LINEAR_GRAPHS_OFF = 1 /**< always eager (every product issues its cuBLASLt call) */
 } nn_linear_graphs;
 
-/** Context settings; fill with nn_default_settings(), then change what you need. */
+/** Context settings; fill with nn_settings_defaults() or nn_settings_from_env(), then change
+ *  what you need. */
 typedef struct nn_settings {
     nn_backend backend;
     int device;   /**< CUDA device ordinal; ignored by the reference backend */
@@ -263,7 +267,7 @@ typedef struct nn_settings {
     /** cuDNN backend: whether a linear product runs from a CUDA graph captured on its buffers
      *  (results bitwise those of the eager call). Default NN_LINEAR_GRAPHS_ON;
      *  NNPRIM_LINEAR_GRAPHS=1|0. Takes the padding after rnn_graphs (zero in settings filled by
-     *  nn_default_settings() or nn_settings_init(), and zero is ON), so the struct's size and
+     *  nn_settings_from_env() or nn_settings_defaults(), and zero is ON), so the struct's size and
      *  reserved are unchanged. */
     nn_linear_graphs linear_graphs;
     uint64_t reserved[6]; /**< zero; room for the ABI to grow */
@@ -280,19 +284,19 @@ typedef struct nn_settings {
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
  *         names the variable, the accepted values and what it held).
  */
-NN_API nn_status nn_default_settings(nn_settings *s);
+NN_API nn_status nn_settings_from_env(nn_settings *s);
 
 /**
- * Fill settings with the library defaults (those of nn_default_settings()) without reading the
- * environment: for a framework that decides every setting itself, so that a user's NNPRIM_*
- * variables (even malformed ones) change nothing. The device's memory pool reads NNPRIM_MEM_*
- * when a cuDNN context first uses it unless nn_mem_configure() came first: pass it the result of
- * nn_mem_settings_init() (mem.h) before the first context of the device.
+ * Fill settings with the library defaults (those nn_settings_from_env() starts from) without
+ * reading the environment: for a framework that decides every setting itself, so that a user's
+ * NNPRIM_* variables (even malformed ones) change nothing. The device's memory pool reads
+ * NNPRIM_MEM_* when a cuDNN context first uses it unless nn_mem_configure() came first: pass it the
+ * result of nn_mem_settings_defaults() (mem.h) before the first context of the device.
  *
  * @param s out: filled completely.
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL.
  */
-NN_API nn_status nn_settings_init(nn_settings *s);
+NN_API nn_status nn_settings_defaults(nn_settings *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Context
@@ -311,7 +315,8 @@ typedef struct nn_ctx nn_ctx;
  * nn_ctx_destroy().
  *
  * @param out      out: the new context; set to NULL on failure.
- * @param settings NULL for nn_default_settings(); otherwise read, not kept (strings are copied).
+ * @param settings NULL: the settings of nn_settings_from_env() (defaults, then the NNPRIM_*
+ *                 environment); otherwise read, not kept (strings are copied).
  * @return NN_OK;
  *         NN_E_INVALID_ARG for a NULL out, a setting out of range or a nonzero reserved field
  *         (named in the message: "nn_ctx_create: settings.reserved[3] must be 0, got 7");

@@ -259,7 +259,7 @@ class Context:
         if backend is not None:
             settings["backend"] = backend
         s = _abi.nn_settings()
-        self._lib.call("nn_default_settings" if env else "nn_settings_init", byref(s))
+        self._lib.call("nn_settings_from_env" if env else "nn_settings_defaults", byref(s))
         self._cache_file = None
         for k, v in settings.items():
             if k not in SETTINGS:

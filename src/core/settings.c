@@ -109,18 +109,18 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     return first == NN_OK ? NN_OK : nn__error_put(NULL, &kept);
 }
 
-nn_status nn_settings_init(nn_settings *s)
+nn_status nn_settings_defaults(nn_settings *s)
 {
-    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_init: s must not be NULL");
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_defaults: s must not be NULL");
     set_defaults(s);
     return NN_OK;
 }
 
-nn_status nn_default_settings(nn_settings *s)
+nn_status nn_settings_from_env(nn_settings *s)
 {
-    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_default_settings: s must not be NULL");
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_from_env: s must not be NULL");
     set_defaults(s);
-    return apply_env("nn_default_settings", s);
+    return apply_env("nn_settings_from_env", s);
 }
 
 nn_status nn__settings_check(const nn_settings *s)

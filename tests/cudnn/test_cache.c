@@ -231,7 +231,7 @@ Test(cache, malformed_kind_tables_are_refused)
 Test(cache, settings_are_filled_from_the_context)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     s.plan_cache_file = NULL;
     s.math_mode = NN_MATH_STRICT_FP32;

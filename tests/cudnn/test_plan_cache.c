@@ -711,7 +711,7 @@ Test(plan_cache, create_allocation_failure)
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     s.plan_cache_file = NULL;
     nn_ctx *ctx = NULL;
@@ -757,7 +757,7 @@ Test(plan_cache_api, null_arguments)
 static nn_ctx *gpu_ctx(const char *file)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.plan_cache_file = file;
     s.plan_cache_capacity = 4;
@@ -866,7 +866,7 @@ static void small_conv_free(nn_ctx *ctx, struct small_conv *c)
 static nn_ctx *tuning_gpu_ctx(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.plan_cache_file = NULL;
     s.tuning = NN_TUNING_AUTOTUNE;
@@ -899,7 +899,7 @@ static int take_plan(void *arg, const void *key, const struct nn__plan_record *r
 static nn_ctx *foreground_gpu_ctx(const char *file)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.plan_cache_file = file;
     s.background_builds = 0; /* a loaded record is rebuilt by the call itself */
@@ -1127,7 +1127,7 @@ Test(plan_cache_gpu, a_forked_child_destroys_an_inherited_context_with_a_builder
     nn_ctx_destroy(a);
 
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.tuning = NN_TUNING_AUTOTUNE;
     s.background_builds = 1;

@@ -48,7 +48,7 @@ static void expect_message(const char *fragment)
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
@@ -124,7 +124,7 @@ static void hpool_open(struct hpool *h)
     struct nn__upstream up;
     cr_assert_eq(nn__upstream_host(&up), NN_OK);
     nn_mem_settings s;
-    cr_assert_eq(nn_mem_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_mem_settings_defaults(&s), NN_OK);
     cr_assert_eq(nn__mem_pool_create(up, &s, "test", &h->pool), NN_OK);
     cr_assert_eq(nn__hstream_create(&h->a), NN_OK);
     cr_assert_eq(nn__hstream_create(&h->b), NN_OK);
@@ -325,7 +325,7 @@ static cudaStream_t new_stream(void)
 static nn_ctx *gpu_ctx(cudaStream_t s, nn_rnn_graphs graphs)
 {
     nn_settings st;
-    cr_assert_eq(nn_settings_init(&st), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&st), NN_OK);
     st.backend = NN_BACKEND_CUDNN;
     st.stream = s;
     st.deterministic = 1;

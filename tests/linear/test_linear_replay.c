@@ -23,7 +23,7 @@
 static nn_ctx *make_ctx(nn_linear_graphs graphs, nn_math_mode math, int verbose)
 {
     nn_settings s;
-    OK(nn_settings_init(&s));
+    OK(nn_settings_defaults(&s));
     s.backend = NN_BACKEND_CUDNN;
     s.linear_graphs = graphs;
     s.math_mode = math;

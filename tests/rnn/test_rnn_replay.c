@@ -28,7 +28,7 @@ int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int
 static nn_ctx *make_ctx(nn_rnn_graphs graphs, nn_tuning_mode tuning, int verbose)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     s.rnn_graphs = graphs;
     s.tuning = tuning;
@@ -430,7 +430,7 @@ Test(rnn_replay, a_loaded_plan_file_prepares_the_first_step, .timeout = 300)
             nn_plan_cache_stats s0, s1, s2;
             if (from_settings) {
                 nn_settings set;
-                nn_default_settings(&set);
+                nn_settings_from_env(&set);
                 set.backend = NN_BACKEND_CUDNN;
                 set.rnn_graphs = NN_RNN_GRAPHS_ON;
                 set.verbose = 1;

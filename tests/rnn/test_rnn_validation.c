@@ -11,7 +11,7 @@
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx = NULL;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
@@ -308,16 +308,16 @@ Test(rnn_validation, rnn_graphs_setting_from_the_environment_and_checked)
     nn_settings s;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         cr_assert_eq(setenv("NNPRIM_RNN_GRAPHS", ok[i].value, 1), 0);
-        cr_assert_eq(nn_default_settings(&s), NN_OK, "%s", nn_last_error()->message);
+        cr_assert_eq(nn_settings_from_env(&s), NN_OK, "%s", nn_last_error()->message);
         cr_expect_eq(s.rnn_graphs, ok[i].want, "NNPRIM_RNN_GRAPHS=%s", ok[i].value);
     }
     cr_assert_eq(setenv("NNPRIM_RNN_GRAPHS", "2", 1), 0);
-    cr_expect_eq(nn_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_settings_from_env(&s), NN_E_ENV);
     cr_expect(strstr(nn_last_error()->message, "NNPRIM_RNN_GRAPHS") &&
                   strstr(nn_last_error()->message, "auto, 0 or 1"),
               "%s", nn_last_error()->message);
     cr_assert_eq(unsetenv("NNPRIM_RNN_GRAPHS"), 0);
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     cr_expect_eq(s.rnn_graphs, NN_RNN_GRAPHS_AUTO, "the default");
     s.rnn_graphs = (nn_rnn_graphs)7;
     nn_ctx *ctx = NULL;

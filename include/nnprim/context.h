@@ -36,8 +36,10 @@
  *   NNPRIM_PLAN_CACHE_CAPACITY  plans kept in memory per context, an integer >= 1
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
- *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (settings)
- *   NNPRIM_LINEAR_GRAPHS      1 | 0: linear products replayed from CUDA graphs (settings)
+ *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (auto:
+ *                             settings.rnn_graphs says how; 0 never; 1 every shape it can)
+ *   NNPRIM_LINEAR_GRAPHS      auto | 0 | 1: linear products replayed from CUDA graphs, likewise
+ *                             (settings.linear_graphs)
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN
  * call); the lines: "Log lines" below and docs/VERBOSE.md
  *
@@ -214,19 +216,14 @@ typedef enum nn_tuning_mode {
     NN_TUNING_AUTOTUNE = 1 /**< time the top candidates on the context's stream, keep the fastest */
 } nn_tuning_mode;
 
-/** Whether recurrent calls replay CUDA graphs (include/nnprim/rnn.h, docs/RNN.md). */
-typedef enum nn_rnn_graphs {
-    NN_RNN_GRAPHS_AUTO = 0, /**< per shape, time eager and replayed calls once, keep the faster */
-    NN_RNN_GRAPHS_OFF = 1,  /**< always eager (every call issues cuDNN's calls) */
-    NN_RNN_GRAPHS_ON = 2    /**< replay every shape that can be captured */
-} nn_rnn_graphs;
-
-/** Whether linear products replay CUDA graphs (include/nnprim/linear.h, docs/LINEAR.md). */
-typedef enum nn_linear_graphs {
-    NN_LINEAR_GRAPHS_ON = 0, /**< a product called twice in a row on the same buffers is captured
-                                  once, then replayed while its buffers stay those */
-    NN_LINEAR_GRAPHS_OFF = 1 /**< always eager (every product issues its cuBLASLt call) */
-} nn_linear_graphs;
+/** Whether a family of calls replays CUDA graphs: settings.rnn_graphs (recurrent calls,
+ *  include/nnprim/rnn.h, docs/RNN.md) and settings.linear_graphs (linear products,
+ *  include/nnprim/linear.h, docs/LINEAR.md). Each field says what its AUTO does. */
+typedef enum nn_graphs_mode {
+    NN_GRAPHS_AUTO = 0, /**< the default: the family's own policy (its field says which) */
+    NN_GRAPHS_OFF = 1,  /**< always eager (every call issues its cuDNN or cuBLASLt calls) */
+    NN_GRAPHS_ON = 2    /**< replay whatever the family can capture (its field says what) */
+} nn_graphs_mode;
 
 /** Context settings; fill with nn_settings_defaults() or nn_settings_from_env(), then change
  *  what you need. */
@@ -261,15 +258,18 @@ typedef struct nn_settings {
     int prebuild_plans;
     /** cuDNN backend: whether a recurrent shape seen before runs from CUDA graphs captured once
      *  (its forward and backward calls replayed, results bitwise those of the eager calls).
-     *  Default NN_RNN_GRAPHS_AUTO; NNPRIM_RNN_GRAPHS=auto|0|1. Takes what was reserved[0] (zero
-     *  there is AUTO), so the struct's size is unchanged. */
-    nn_rnn_graphs rnn_graphs;
+     *  NN_GRAPHS_AUTO (the default): per shape, time the eager and the replayed calls once and
+     *  keep the faster; ON: replay every shape that can be captured; OFF: never.
+     *  NNPRIM_RNN_GRAPHS=auto|0|1. Takes what was reserved[0], so the struct's size is unchanged.
+     */
+    nn_graphs_mode rnn_graphs;
     /** cuDNN backend: whether a linear product runs from a CUDA graph captured on its buffers
-     *  (results bitwise those of the eager call). Default NN_LINEAR_GRAPHS_ON;
-     *  NNPRIM_LINEAR_GRAPHS=1|0. Takes the padding after rnn_graphs (zero in settings filled by
-     *  nn_settings_from_env() or nn_settings_defaults(), and zero is ON), so the struct's size and
-     *  reserved are unchanged. */
-    nn_linear_graphs linear_graphs;
+     *  (results bitwise those of the eager call). NN_GRAPHS_AUTO (the default) and ON: a product
+     *  called twice in a row on the same buffers is captured once, then replayed while its
+     *  buffers stay those (linear has no other replay policy, so ON is AUTO); OFF: never.
+     *  NNPRIM_LINEAR_GRAPHS=auto|0|1. Takes the padding after rnn_graphs, so the struct's size
+     *  and reserved are unchanged. */
+    nn_graphs_mode linear_graphs;
     uint64_t reserved[6]; /**< zero; room for the ABI to grow */
 } nn_settings;
 
@@ -278,7 +278,7 @@ typedef struct nn_settings {
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
  * cap, heuristic tuning with 16 autotune candidates, no plan cache file, 256 cached plans,
- * verbose 0, background builds and prebuilding on, recurrent graphs auto, linear graphs on.
+ * verbose 0, background builds and prebuilding on, recurrent and linear graphs NN_GRAPHS_AUTO.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message

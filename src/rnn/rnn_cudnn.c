@@ -575,8 +575,8 @@ static void trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, int32_t
     int eager = unit == U_INFER ? NN__RNN_REC_INFER_EAGER : NN__RNN_REC_TRAIN_EAGER;
     int replay = unit == U_INFER ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_TRAIN_REPLAY;
     switch (ctx->settings.rnn_graphs) {
-    case NN_RNN_GRAPHS_OFF: t->phase = P_DECIDED; return;
-    case NN_RNN_GRAPHS_ON: t->phase = P_DECIDED, t->replay = 1; return;
+    case NN_GRAPHS_OFF: t->phase = P_DECIDED; return;
+    case NN_GRAPHS_ON: t->phase = P_DECIDED, t->replay = 1; return;
     default:
         if (flags & (eager | replay)) t->phase = P_DECIDED, t->replay = !!(flags & replay);
     }
@@ -600,7 +600,7 @@ static nn_status build(struct nn_ctx *ctx, const struct rnn_key *k, const struct
     e->dtype = cudnn_dtype(p->dtype);
     e->algo = algo;
     /* replay moves the caller's tensors through staging with the device copy kernel */
-    if (ctx->settings.rnn_graphs != NN_RNN_GRAPHS_OFF) e->no_replay = nn__copies_unavailable();
+    if (ctx->settings.rnn_graphs != NN_GRAPHS_OFF) e->no_replay = nn__copies_unavailable();
     if (e->no_replay && nn__verbose(ctx))
         nn__log("nn_rnn: this shape never replays: %s", e->no_replay);
     e->offsets = nn__host_alloc((size_t)(p->layers * p->dirs * 5) * sizeof *e->offsets);
@@ -959,7 +959,7 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     enum { NA = sizeof algos / sizeof algos[0] };
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    nn_rnn_graphs graphs = ctx->settings.rnn_graphs;
+    nn_graphs_mode graphs = ctx->settings.rnn_graphs;
     uint64_t t0 = nn__now_ns();
     struct rnn_live *cand[NA] = {0};
     double eager_ms[NA], replay_ms[NA];
@@ -974,10 +974,10 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
             st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
                           "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
                           algos[i]);
-        int want_replay = st == NN_OK && graphs != NN_RNN_GRAPHS_OFF && can_replay(ctx, cand[i]);
+        int want_replay = st == NN_OK && graphs != NN_GRAPHS_OFF && can_replay(ctx, cand[i]);
         if (st == NN_OK)
-            st = time_step(ctx, h, p, cand[i], graphs != NN_RNN_GRAPHS_ON || !want_replay,
-                           want_replay, &eager_ms[i], &replay_ms[i]);
+            st = time_step(ctx, h, p, cand[i], graphs != NN_GRAPHS_ON || !want_replay, want_replay,
+                           &eager_ms[i], &replay_ms[i]);
         if (st == NN_OK) continue;
         live_destroy(cand[i]);
         cand[i] = NULL;
@@ -994,7 +994,7 @@ static nn_status tune(struct nn_ctx *ctx, const struct rnn_key *k, const struct 
     rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
     /* else the stream or the build decided, not the timing */
-    if (graphs == NN_RNN_GRAPHS_AUTO && can_replay(ctx, cand[best])) {
+    if (graphs == NN_GRAPHS_AUTO && can_replay(ctx, cand[best])) {
         rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
         rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
         trial_init(ctx, cand[best], U_TRAIN, rec->flags);

@@ -309,7 +309,7 @@ CALL(create_linear_graphs)
 {
     (void)c;
     nn_settings s = defaults();
-    s.linear_graphs = (nn_linear_graphs)2;
+    s.linear_graphs = (nn_graphs_mode)3;
     return create_with(&s);
 }
 CALL(create_candidates)
@@ -490,7 +490,7 @@ static const struct cat_row rows[] = {
     ROW("ctx_create device -1", "nn_ctx_create", "settings.device", E, create_device_neg),
     ROW("ctx_create math_mode 9", "nn_ctx_create", "settings.math_mode", E, create_math),
     ROW("ctx_create tuning 5", "nn_ctx_create", "settings.tuning", E, create_tuning),
-    ROW("ctx_create linear_graphs 2", "nn_ctx_create", "settings.linear_graphs", E,
+    ROW("ctx_create linear_graphs 3", "nn_ctx_create", "settings.linear_graphs", E,
         create_linear_graphs),
     ROW("ctx_create autotune_candidates 0", "nn_ctx_create", "settings.autotune_candidates", E,
         create_candidates),

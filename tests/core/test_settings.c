@@ -24,7 +24,8 @@ Test(settings, defaults_without_environment)
     cr_expect_eq(s.verbose, 0);
     cr_expect_eq(s.background_builds, 1);
     cr_expect_eq(s.prebuild_plans, 1);
-    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_ON);
+    cr_expect_eq(s.rnn_graphs, NN_GRAPHS_AUTO);
+    cr_expect_eq(s.linear_graphs, NN_GRAPHS_AUTO);
 }
 
 Test(settings, environment_overrides_every_field)
@@ -56,7 +57,29 @@ Test(settings, environment_overrides_every_field)
     cr_expect_eq(s.verbose, 2);
     cr_expect_eq(s.background_builds, 0);
     cr_expect_eq(s.prebuild_plans, 0);
-    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_OFF);
+    cr_expect_eq(s.linear_graphs, NN_GRAPHS_OFF);
+}
+
+/* Both replay settings read one grammar into one enum: auto, 0 and 1 are AUTO, OFF and ON. */
+Test(settings, graphs_variables_share_one_grammar)
+{
+    static const struct {
+        const char *value;
+        nn_graphs_mode want;
+    } words[] = {{"auto", NN_GRAPHS_AUTO},
+                 {"AUTO", NN_GRAPHS_AUTO},
+                 {"0", NN_GRAPHS_OFF},
+                 {"1", NN_GRAPHS_ON}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        setenv("NNPRIM_RNN_GRAPHS", words[i].value, 1);
+        setenv("NNPRIM_LINEAR_GRAPHS", words[i].value, 1);
+        nn_settings s;
+        cr_assert_eq(nn_settings_from_env(&s), NN_OK, "%s", nn_last_error()->message);
+        cr_expect_eq(s.rnn_graphs, words[i].want, "NNPRIM_RNN_GRAPHS=%s", words[i].value);
+        cr_expect_eq(s.linear_graphs, words[i].want, "NNPRIM_LINEAR_GRAPHS=%s", words[i].value);
+    }
+    unsetenv("NNPRIM_RNN_GRAPHS");
+    unsetenv("NNPRIM_LINEAR_GRAPHS");
 }
 
 struct bad_env {
@@ -71,7 +94,9 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_DETERMINISTIC", "yes", "0 or 1"},
     {"NNPRIM_BACKGROUND_BUILDS", "on", "0 or 1"},
     {"NNPRIM_PREBUILD_PLANS", "2", "0 or 1"},
-    {"NNPRIM_LINEAR_GRAPHS", "on", "1 or 0"},
+    {"NNPRIM_LINEAR_GRAPHS", "on", "auto, 0 or 1"},
+    {"NNPRIM_LINEAR_GRAPHS", "2", "auto, 0 or 1"},
+    {"NNPRIM_RNN_GRAPHS", "on", "auto, 0 or 1"},
     {"NNPRIM_WORKSPACE_CAP", "12T", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "-5", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "99999999999999999999", "byte count"},
@@ -150,11 +175,11 @@ Test(context, create_rejects_settings_out_of_range)
     s.plan_cache_capacity = 0;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
     nn_settings_from_env(&s);
-    s.linear_graphs = (nn_linear_graphs)2;
+    s.linear_graphs = (nn_graphs_mode)3;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
     cr_expect_str_eq(nn_last_error()->message,
-                     "nn_ctx_create: settings.linear_graphs must be NN_LINEAR_GRAPHS_ON or _OFF, "
-                     "got 2");
+                     "nn_ctx_create: settings.linear_graphs must be NN_GRAPHS_AUTO, _OFF or _ON, "
+                     "got 3");
     cr_expect_eq(nn_ctx_create(NULL, &s), NN_E_INVALID_ARG);
 }
 

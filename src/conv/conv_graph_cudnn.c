@@ -547,7 +547,7 @@ static const char *kind_describe(char *buf, size_t cap, const void *key)
     return nn__conv_graph_describe(buf, cap, &d);
 }
 
-/* Keys of the cache have a pass (kind 1's keys without one are not imported); this refuses
+/* Keys of the cache have a pass (nn__conv_key_invalid() checks those read from files); this refuses
  * others before any cuDNN call. */
 static int kind_has_graph(const void *key)
 {

@@ -570,15 +570,4 @@ Test(cache, kind_flags_are_checked)
     cr_expect_null(c);
     cr_expect(strstr(nn_last_error()->message, "kind 0 (scratch) has unknown flag bits"), "%s",
               nn_last_error()->message);
-    static const struct nn__cache_legacy legacy = {
-        .id = 11,
-        .key_size = sizeof(struct scratch_key),
-        .key_fields = scratch_key_fields,
-        .import = NULL,
-    };
-    bad = scratch_kind;
-    bad.legacy = &legacy;
-    cr_expect_eq(nn__cache_create(NULL, one, 1, 4, &c), NN_E_INVALID_ARG);
-    cr_expect(strstr(nn_last_error()->message, "is not persisted but imports a legacy layout"),
-              "%s", nn_last_error()->message);
 }

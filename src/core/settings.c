@@ -10,34 +10,6 @@
 #include "core/error.h"
 #include "core/settings.h"
 
-const char *nn__backend_name(nn_backend b)
-{
-    switch (b) {
-    case NN_BACKEND_AUTO: return "auto";
-    case NN_BACKEND_REF: return "ref";
-    case NN_BACKEND_CUDNN: return "cudnn";
-    }
-    return "invalid";
-}
-
-const char *nn__math_name(nn_math_mode m)
-{
-    switch (m) {
-    case NN_MATH_STRICT_FP32: return "strict";
-    case NN_MATH_TF32: return "tf32";
-    }
-    return "invalid";
-}
-
-const char *nn__tuning_name(nn_tuning_mode t)
-{
-    switch (t) {
-    case NN_TUNING_HEURISTIC: return "heuristic";
-    case NN_TUNING_AUTOTUNE: return "autotune";
-    }
-    return "invalid";
-}
-
 static void set_defaults(nn_settings *s)
 {
     memset(s, 0, sizeof *s);

@@ -23,3 +23,25 @@ size_t nn__text_put_grads(char *buf, size_t cap, size_t n, int dx, int dw, int d
     if (db) n = nn__text_put(buf, cap, n, "%sdb", sep);
     return n;
 }
+
+struct nn__text nn__text_start(char *buf, size_t cap)
+{
+    if (cap) buf[0] = '\0';
+    return (struct nn__text){buf, cap, 0};
+}
+
+void nn__text_add(struct nn__text *t, const char *fmt, ...)
+{
+    if (t->n >= t->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(t->buf + t->n, t->cap - t->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) t->n += (size_t)k;
+}
+
+void nn__text_add_list(struct nn__text *t, const int64_t *a, int n, const char *sep)
+{
+    for (int i = 0; i < n; i++)
+        nn__text_add(t, "%s%lld", i ? sep : "", (long long)a[i]);
+}

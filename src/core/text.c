@@ -13,6 +13,15 @@ size_t nn__text_put(char *buf, size_t cap, size_t n, const char *fmt, ...)
     return k > 0 ? n + (size_t)k : n;
 }
 
+size_t nn__text_put_list(char *buf, size_t cap, size_t n, const char *name, int nsp,
+                         const int64_t *v)
+{
+    n = nn__text_put(buf, cap, n, " %s", name);
+    for (int i = 0; i < nsp; i++)
+        n = nn__text_put(buf, cap, n, i ? "x%lld" : "%lld", (long long)v[i]);
+    return n;
+}
+
 size_t nn__text_put_grads(char *buf, size_t cap, size_t n, int dx, int dw, int db)
 {
     if (dx && dw && db) return n;

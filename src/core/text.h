@@ -11,6 +11,11 @@
 size_t nn__text_put(char *buf, size_t cap, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* One list of the case syntax at offset n, as nn__text_put(): " name" then the nsp values joined
+ * by 'x' (" stride2x2"). */
+size_t nn__text_put_list(char *buf, size_t cap, size_t n, const char *name, int nsp,
+                         const int64_t *v);
+
 /* A backward call's gradients, when it did not ask for all of dx, dw and db (each nonzero when
  * asked): " grads=dx+db" (" grads=none" for none) at offset n, as nn__text_put(); nothing when
  * all three were asked. */

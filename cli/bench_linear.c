@@ -630,7 +630,7 @@ static int bench_gpu(nn_ctx *ctx[2], nn_ctx *twin[2], const struct opts *o)
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math, int verbose)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.math_mode = math;
     s.verbose = verbose;

@@ -547,7 +547,7 @@ int nn_cli_bench_mem(int argc, char **argv)
     struct replay_result r;
     char name[64];
     nn_mem_settings set;
-    if (nn_mem_default_settings(&set) != NN_OK) return fail("nn_mem_default_settings");
+    if (nn_mem_settings_from_env(&set) != NN_OK) return fail("nn_mem_settings_from_env");
     double slacks[2] = {1.10, 0.0};
     for (int k = 0; k < 2; k++) {
         set.growth_slack = slacks[k];

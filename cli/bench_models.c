@@ -189,7 +189,7 @@ static void cnn_name(const struct cnn_config *c, char *buf, size_t cap)
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.math_mode = math;
     nn_ctx *ctx = NULL;
@@ -266,7 +266,7 @@ int nn_cli_bench_models(int argc, char **argv)
     if (gpu) {
         nn_settings s;
         nn_device_info d = {.name = "unknown device"};
-        nn_default_settings(&s);
+        nn_settings_from_env(&s);
         nn_device_get_info(s.device, &d);
         printf("# nnprim %s, %s; wall us per training step (%d back to back after %d warm-up)\n",
                nn_version(), d.name, reps, warmup);

@@ -396,7 +396,7 @@ int nn_cli_bench_pool(int argc, char **argv)
     int prc = parse(argc, argv, &o);
     if (prc != NN_CLI_RUN) return prc;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.deterministic = 0; /* raw cuDNN runs the non-deterministic max mode too */
     if (o.cpu) s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;

@@ -351,8 +351,8 @@ static const char *mode_of(nn_ctx *ctx)
         return "-";
     nn_settings set;
     nn_ctx_get_settings(ctx, &set);
-    if (set.rnn_graphs != NN_RNN_GRAPHS_AUTO)
-        return set.rnn_graphs == NN_RNN_GRAPHS_ON ? "replay" : "eager";
+    if (set.rnn_graphs != NN_GRAPHS_AUTO)
+        return set.rnn_graphs == NN_GRAPHS_ON ? "replay" : "eager";
     return flags & NN__RNN_REC_TRAIN_REPLAY  ? "replay"
            : flags & NN__RNN_REC_TRAIN_EAGER ? "eager"
                                              : "undecided";
@@ -698,7 +698,7 @@ static void print_header(const struct bench *B)
 int nn_cli_bench_rnn(int argc, char **argv)
 {
     nn_settings set;
-    if (nn_default_settings(&set) != NN_OK) return 1;
+    if (nn_settings_from_env(&set) != NN_OK) return 1;
     const char *shapes = NULL, *one = NULL;
     int reps = 0, warmup = -1, backend = -1, math = -1, control = 0, graph = 0;
     const struct nn_cli_opt opts[] = {
@@ -764,7 +764,7 @@ int nn_cli_bench_rnn(int argc, char **argv)
     B.gpu = nn_ctx_backend(B.ctx) == NN_BACKEND_CUDNN;
     if (B.gpu) {
         nn_settings eager = set;
-        eager.rnn_graphs = NN_RNN_GRAPHS_OFF;
+        eager.rnn_graphs = NN_GRAPHS_OFF;
         if (nn_ctx_create(&B.eager, &eager) != NN_OK) B.eager = NULL;
     }
     B.reps = reps > 0 ? reps : B.gpu ? 30 : 3;

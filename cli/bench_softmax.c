@@ -158,7 +158,7 @@ static int bench_line(void *arg, const char *line, const char *where)
 int nn_cli_bench_softmax(int argc, char **argv)
 {
     nn_settings s;
-    if (nn_default_settings(&s) != NN_OK) {
+    if (nn_settings_from_env(&s) != NN_OK) {
         fprintf(stderr, "nnprim bench softmax: %s\n", nn_last_error()->message);
         return 1;
     }

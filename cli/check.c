@@ -242,7 +242,7 @@ struct runner {
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 {
     nn_settings s;
-    if (nn_default_settings(&s) != NN_OK) return NULL;
+    if (nn_settings_from_env(&s) != NN_OK) return NULL;
     s.backend = backend;
     s.math_mode = math;
     nn_ctx *ctx = NULL;

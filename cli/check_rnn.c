@@ -28,7 +28,7 @@ struct runner {
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 {
     nn_settings s;
-    if (nn_default_settings(&s) != NN_OK) return NULL;
+    if (nn_settings_from_env(&s) != NN_OK) return NULL;
     s.backend = backend;
     s.math_mode = math;
     nn_ctx *ctx = NULL;
@@ -60,7 +60,7 @@ static int validate(const struct nn_rnn_case *c, char *err, size_t cap)
     nn_settings s;
     nn_ctx *ctx = NULL;
     int64_t numel;
-    int bad = nn_settings_init(&s) != NN_OK;
+    int bad = nn_settings_defaults(&s) != NN_OK;
     s.backend = NN_BACKEND_REF;
     bad = bad || nn_ctx_create(&ctx, &s) != NN_OK ||
           nn_rnn_weights_size(ctx, &c->p, c->dtype, &numel) != NN_OK;

@@ -58,7 +58,7 @@ static int cmd_info(int argc, char **argv)
     print_devices();
 
     nn_settings s;
-    nn_status st = nn_default_settings(&s);
+    nn_status st = nn_settings_from_env(&s);
     if (st != NN_OK) {
         fprintf(stderr, "nnprim: %s\n", nn_last_error()->message);
         return 1;

@@ -196,7 +196,7 @@ static int tune_pass(const struct tune_opts *o, const struct shape_list *l, nn_m
                      int first, size_t *done)
 {
     nn_settings s;
-    if (nn_default_settings(&s) != NN_OK) {
+    if (nn_settings_from_env(&s) != NN_OK) {
         fprintf(stderr, "nnprim tune: %s\n", nn_last_error()->message);
         return 1;
     }

@@ -159,7 +159,7 @@ int main(int argc, char **argv)
     }
     nn_ctx *ctx, *host;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     if (check(nn_ctx_create(&ctx, &s), "nn_ctx_create")) return 1;
     s.backend = NN_BACKEND_REF; /* wraps the host buffers of the data set */
     if (check(nn_ctx_create(&host, &s), "nn_ctx_create (host)")) return 1;

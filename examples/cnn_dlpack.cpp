@@ -391,7 +391,7 @@ int run(int steps, nn_backend backend, bool nhwc)
     if (!(nn_build_features() & NN_FEATURE_DLPACK))
         throw std::runtime_error("this nnprim was built without DLPack (libdlpack-dev)");
     nn_settings s;
-    check(nn_settings_init(&s), "nn_settings_init"); // a framework: no NNPRIM_* variables
+    check(nn_settings_defaults(&s), "nn_settings_defaults"); // a framework: no NNPRIM_* variables
     s.backend = backend;
     nn_ctx *ctx = nullptr, *host = nullptr;
     nn_status made = nn_ctx_create(&ctx, &s);

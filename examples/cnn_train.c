@@ -208,7 +208,7 @@ int main(int argc, char **argv)
     int steps = argc > 1 ? atoi(argv[1]) : 600;
     nn_ctx *ctx, *host;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     if (check(nn_ctx_create(&ctx, &s), "nn_ctx_create")) return 1;
     s.backend = NN_BACKEND_REF; /* wraps the host buffers of the loss and the update */
     if (check(nn_ctx_create(&host, &s), "nn_ctx_create (host)")) return 1;

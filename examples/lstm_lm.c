@@ -266,7 +266,7 @@ int main(int argc, char **argv)
     if (text_load(o.text, &t)) return 1;
     rng ^= o.seed * 0x2545f4914f6cdd1dULL;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     if (!strcmp(o.backend, "ref")) s.backend = NN_BACKEND_REF;
     if (!strcmp(o.backend, "cudnn")) s.backend = NN_BACKEND_CUDNN;
     if (o.tf32) s.math_mode = NN_MATH_TF32;

@@ -162,7 +162,7 @@ static nn_status graph_for(nn_ctx *ctx, struct model_graph *g, struct model_aren
 static nn_status host_ctx(nn_ctx **out)
 {
     nn_settings s;
-    TRY(nn_default_settings(&s));
+    TRY(nn_settings_from_env(&s));
     s.backend = NN_BACKEND_REF;
     return nn_ctx_create(out, &s);
 }

@@ -5,7 +5,7 @@
 int main(void)
 {
     nn_ctx *ctx;
-    if (nn_ctx_create(&ctx, NULL) != NN_OK) { /* settings from NNPRIM_* variables */
+    if (nn_ctx_create(&ctx, NULL) != NN_OK) { /* NULL: nn_settings_from_env(), NNPRIM_* */
         fprintf(stderr, "%s\n", nn_last_error()->message);
         return 1;
     }

@@ -7,7 +7,7 @@ nn_ctx *nn_fuzz_ref_ctx(void)
     static nn_ctx *ctx;
     if (!ctx) {
         nn_settings s;
-        if (nn_settings_init(&s) != NN_OK) abort();
+        if (nn_settings_defaults(&s) != NN_OK) abort();
         s.backend = NN_BACKEND_REF;
         if (nn_ctx_create(&ctx, &s) != NN_OK) abort();
     }

@@ -31,7 +31,7 @@ struct var {
     enum kind kind;
     long lo, hi;          /* INT */
     const char *words[4]; /* WORD */
-    int mem;              /* read by nn_mem_default_settings(), else nn_default_settings() */
+    int mem;              /* read by nn_mem_settings_from_env(), else nn_settings_from_env() */
 };
 
 static const struct var vars[] = {
@@ -124,9 +124,9 @@ struct got {
 static void read_settings(struct got *g)
 {
     memset(g, 0, sizeof *g);
-    g->st[0] = nn_default_settings(&g->s);
+    g->st[0] = nn_settings_from_env(&g->s);
     snprintf(g->msg[0], sizeof g->msg[0], "%s", g->st[0] ? nn_last_error()->message : "");
-    g->st[1] = nn_mem_default_settings(&g->m);
+    g->st[1] = nn_mem_settings_from_env(&g->m);
     snprintf(g->msg[1], sizeof g->msg[1], "%s", g->st[1] ? nn_last_error()->message : "");
 }
 
@@ -143,7 +143,7 @@ static void names(nn_status st, const char *msg, const char *fn, const char *var
 
 static const char *fn_of(const struct var *v)
 {
-    return v->mem ? "nn_mem_default_settings" : "nn_default_settings";
+    return v->mem ? "nn_mem_settings_from_env" : "nn_settings_from_env";
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

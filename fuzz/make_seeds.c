@@ -1,9 +1,9 @@
 /* Writes the starting corpus for fuzz_plan_file into the directory given as argv[1]: valid plan
- * files of several shapes (empty, one record, many records of every op kind, with and without
- * knobs, JSON, build time and quick alternate, one of another GPU), written as format version 2
- * (the names without a version) and 3 (seed-v3-*), and one version-1 file (the records of
- * seed-every-op without their version-2 fields); their records are of kind 1, the layout conv's
- * plans had before kind 7. seed-v3-kind7 holds kind-7 records. */
+ * files (format version 3) of conv's kind-7 records in several shapes (empty, one record, many
+ * records of the three passes with and without a bias, knobs, JSON, build time and quick
+ * alternate, one of another GPU), one whose records are of a kind id no build registers (skipped
+ * whole), and the same image under format versions 1, 2 and 4 (refused: this build reads 3
+ * only). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,44 +14,7 @@
 #include "cudnn/plan_file.h"
 #include "plan_fixtures.h" /* the identity the corpus test replays with */
 
-/* Keys of kind 1, the layout files held before kind 7 (most do not import: they cover the decoder,
- * not conv's shapes). */
-static struct nn__conv_key_v1 seed_key(int s)
-{
-    struct nn__conv_key_v1 k;
-    memset(&k, 0, sizeof k);
-    k.op = 1 + s % (NN__CONV_V1_OP_COUNT - 1);
-    k.compute = s % 4 == 1 ? NN_DTYPE_F64 : NN_DTYPE_F32;
-    k.math_mode = s % 2;
-    k.deterministic = (s / 2) % 2;
-    k.workspace_cap = (uint64_t)s << 20;
-    int operands = k.op == NN__CONV_V1_BIAS_GRAD ? 2 : 3;
-    for (int i = 0; i < operands; i++) {
-        k.t[i].rank = 3 + s % 3;
-        k.t[i].dtype = 1 + s % 4;
-        k.t[i].alignment = 16;
-        int64_t stride = 1;
-        for (int d = k.t[i].rank - 1; d >= 0; d--) {
-            k.t[i].dims[d] = 1 + (s + d + i) % 7;
-            k.t[i].strides[d] = stride;
-            stride *= k.t[i].dims[d];
-        }
-    }
-    k.p.spatial_rank = k.t[0].rank - 2;
-    for (int i = 0; i < k.p.spatial_rank; i++) {
-        k.p.stride[i] = 1 + s % 2;
-        k.p.dilation[i] = 1;
-        k.p.pad_lo[i] = k.p.pad_hi[i] = s % 3;
-        k.p.window[i] = k.op >= NN__CONV_V1_POOL_FWD ? 2 : 0;
-    }
-    k.p.groups = 1;
-    k.p.pool_mode = k.op >= NN__CONV_V1_POOL_FWD ? s % 3 : 0;
-    k.p.alpha = 1.0;
-    k.p.beta = s % 5 == 0 ? 1.0 : 0.0;
-    return k;
-}
-
-static struct nn__plan_record seed_record(int s, char *json, size_t json_cap, int quick)
+static struct nn__plan_record seed_record(int s, char *json, size_t json_cap)
 {
     struct nn__plan_record r;
     nn__plan_record_init(&r);
@@ -64,7 +27,7 @@ static struct nn__plan_record seed_record(int s, char *json, size_t json_cap, in
     r.workspace = (uint64_t)s * 512;
     r.time_us = s % 3 ? 3.5 * s : -1.0;
     r.build_ms = s % 5 == 4 ? -1.0 : 0.5 * s;
-    if (quick && s % 3 != 2) {
+    if (s % 3 != 2) {
         r.quick.engine = (s * 7) % 60;
         r.quick.knob_count = s % 3;
         for (int i = 0; i < r.quick.knob_count; i++) {
@@ -79,19 +42,44 @@ static struct nn__plan_record seed_record(int s, char *json, size_t json_cap, in
     return r;
 }
 
-/* version 1: the records are written without quick alternates, then rewritten as version 1;
- * versions 1 and 2 are written by the tests' writer of those versions (plan_fixtures.h), version
- * 3 by the library. */
+/* What is done to the version-3 image before it is written. */
+enum rewrite {
+    AS_IS,
+    UNKNOWN_KIND, /* every record's kind id becomes 1 (retired: conv's plans before kind 7) */
+    VERSION_1,
+    VERSION_2,
+    VERSION_4
+};
+
+static void rewrite_image(unsigned char *buf, size_t len, enum rewrite how)
+{
+    if (how == AS_IS) return;
+    if (how != UNKNOWN_KIND) {
+        fx_put_le(buf + 8, how == VERSION_1 ? 1 : how == VERSION_2 ? 2 : 4, 4);
+    } else {
+        size_t pos = 36 + fx_get_u32(buf + 32); /* after the GPU name */
+        uint32_t count = fx_get_u32(buf + pos);
+        pos += 4;
+        for (uint32_t i = 0; i < count; i++) {
+            fx_put_le(buf + pos + 4, 1, 4);
+            pos += 4 + (size_t)fx_get_u32(buf + pos);
+        }
+    }
+    fx_put_le(buf + len - 8, fx_fnv1a64(buf, len - 8), 8);
+}
+
+/* Seeds [first, first + n) as fx_key()'s conv keys (the three passes in turn, odd seeds
+ * channels-last, multiples of 5 forwards with a bias) with seed_record()'s records. */
 static int write_seed(const char *dir, const char *name, int first, int n, const char *gpu_name,
-                      int version)
+                      enum rewrite how)
 {
     struct nn__cache *c;
-    if (fx_v1_cache_create(NULL, 1, &c) != NN_OK) return 1;
+    if (fx_cache_create(NULL, 1, &c) != NN_OK) return 1;
     char json[128];
     for (int s = first; s < first + n; s++) {
-        struct nn__conv_key_v1 k = seed_key(s);
-        struct nn__plan_record r = seed_record(s, json, sizeof json, version == 2);
-        if (nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_V1_ID, &k, &r) != NN_OK) {
+        struct nn__conv_key k = fx_key(s);
+        struct nn__plan_record r = seed_record(s, json, sizeof json);
+        if (nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r) != NN_OK) {
             nn__cache_destroy(c);
             return 1;
         }
@@ -100,50 +88,10 @@ static int write_seed(const char *dir, const char *name, int first, int n, const
     if (gpu_name) snprintf(gpu.name, sizeof gpu.name, "%s", gpu_name);
     unsigned char *buf;
     size_t len;
-    nn_status st = NN_OK;
-    if (version == 3) {
-        st = nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len);
-    } else {
-        buf = fx_plan_file_v2(c, FX_CUDNN_VERSION, &gpu, &len);
-        if (!buf) st = NN_E_OOM_HOST;
-    }
-    nn__cache_destroy(c);
-    if (st != NN_OK) return 1;
-    if (version == 1) len = fx_plan_file_to_v1(buf);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    int bad = !f || fwrite(buf, 1, len, f) != len;
-    if (f && fclose(f) != 0) bad = 1;
-    if (bad) fprintf(stderr, "writing %s failed\n", path);
-    if (version == 3)
-        nn__host_free(buf);
-    else
-        free(buf);
-    return bad;
-}
-
-/* Conv's kind-7 records (fx_key()'s three passes, one with a bias, both layouts), so that
- * the fuzzer starts from records that load as they are. */
-static int write_kind7_seed(const char *dir, const char *name, int first, int n)
-{
-    struct nn__cache *c;
-    if (fx_cache_create(NULL, 1, &c) != NN_OK) return 1;
-    char json[128];
-    for (int s = first; s < first + n; s++) {
-        struct nn__conv_key k = fx_key(s);
-        struct nn__plan_record r = seed_record(s, json, sizeof json, 1);
-        if (nn__plan_cache_add_known(NULL, c, NN__CONV_KIND_ID, &k, &r) != NN_OK) {
-            nn__cache_destroy(c);
-            return 1;
-        }
-    }
-    struct nn__gpu_id gpu = fx_gpu();
-    unsigned char *buf;
-    size_t len;
     nn_status st = nn__plan_file_encode(NULL, c, FX_CUDNN_VERSION, &gpu, &buf, &len);
     nn__cache_destroy(c);
     if (st != NN_OK) return 1;
+    rewrite_image(buf, len, how);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
@@ -160,17 +108,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
         return 2;
     }
-    int bad = write_seed(argv[1], "seed-empty", 0, 0, NULL, 2);
-    bad |= write_seed(argv[1], "seed-one", 1, 1, NULL, 2);
-    bad |= write_seed(argv[1], "seed-two", 2, 2, NULL, 2);
-    bad |= write_seed(argv[1], "seed-every-op", 10, 12, NULL, 2);
-    bad |= write_seed(argv[1], "seed-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB", 2);
-    bad |= write_seed(argv[1], "seed-v1-every-op", 10, 12, NULL, 1);
-    bad |= write_seed(argv[1], "seed-v3-empty", 0, 0, NULL, 3);
-    bad |= write_seed(argv[1], "seed-v3-one", 1, 1, NULL, 3);
-    bad |= write_seed(argv[1], "seed-v3-every-op", 10, 12, NULL, 3);
-    bad |= write_seed(argv[1], "seed-v3-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB", 3);
-    bad |= write_kind7_seed(argv[1], "seed-v3-kind7", 4, 3);
+    int bad = write_seed(argv[1], "seed-empty", 0, 0, NULL, AS_IS);
+    bad |= write_seed(argv[1], "seed-one", 1, 1, NULL, AS_IS);
+    bad |= write_seed(argv[1], "seed-two", 2, 2, NULL, AS_IS);
+    bad |= write_seed(argv[1], "seed-every-pass", 10, 12, NULL, AS_IS);
+    bad |= write_seed(argv[1], "seed-other-gpu", 5, 3, "NVIDIA A100-SXM4-80GB", AS_IS);
+    bad |= write_seed(argv[1], "seed-unknown-kind", 4, 3, NULL, UNKNOWN_KIND);
+    bad |= write_seed(argv[1], "seed-version-1", 4, 3, NULL, VERSION_1);
+    bad |= write_seed(argv[1], "seed-version-2", 4, 3, NULL, VERSION_2);
+    bad |= write_seed(argv[1], "seed-version-4", 4, 3, NULL, VERSION_4);
     if (bad) fprintf(stderr, "writing the seeds failed: %s\n", nn_last_error()->message);
     return bad;
 }

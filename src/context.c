@@ -159,7 +159,7 @@ nn_status nn_ctx_create(nn_ctx **out, const nn_settings *settings)
     nn_settings s;
     if (settings)
         s = *settings;
-    else if (nn_default_settings(&s) != NN_OK)
+    else if (nn_settings_from_env(&s) != NN_OK)
         return nn__error_rethrow(NULL, "nn_ctx_create");
     NN__TRY(nn__settings_check(&s));
     NN__TRY(resolve_backend(&s));

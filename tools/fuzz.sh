@@ -3,7 +3,7 @@
 # undefined) and run each for a bounded time from its seed corpus in the repo:
 #   case_line  the case grammar of every op family, as `nnprim check` / `nnprim bench` take a case
 #              or a pasted NNPRIM_VERBOSE line            corpus fuzz/corpus/case_line
-#   settings   the NNPRIM_* variables (nn_default_settings, nn_mem_default_settings)
+#   settings   the NNPRIM_* variables (nn_settings_from_env, nn_mem_settings_from_env)
 #                                                          corpus fuzz/corpus/settings
 #   dlpack     nn_tensor_from_dlpack on any DLManagedTensor, and export round trips
 #                                                          corpus fuzz/corpus/dlpack

@@ -89,7 +89,7 @@ class Lib:
     def context(self, backend, device=0, **settings):
         """A context of backend on device; settings: other nn_settings fields by name."""
         s = Settings()
-        self("nn_settings_init", byref(s))
+        self("nn_settings_defaults", byref(s))
         s.backend = C["NN_BACKEND_CUDNN"] if backend == "cudnn" else C["NN_BACKEND_REF"]
         s.device = device
         for name, value in settings.items():

@@ -19,8 +19,11 @@
  * Allocator callbacks (nn_mem_set_allocator()) may be called from any thread at once.
  * tests/integrate/test_threads.c checks this on the reference backend and on every GPU.
  *
- * Settings are filled by nn_default_settings(), which also applies the NNPRIM_* environment
- * variables, and may then be changed by the caller before nn_ctx_create():
+ * Settings are filled by one of two functions, named after what they read, and may then be
+ * changed by the caller before nn_ctx_create(): nn_settings_defaults() fills the library's
+ * defaults and reads nothing; nn_settings_from_env() fills the same defaults, then applies the
+ * NNPRIM_* environment variables below. nn_ctx_create() with settings NULL uses
+ * nn_settings_from_env().
  *
  *   NNPRIM_BACKEND            auto | ref | cudnn
  *   NNPRIM_DEVICE             CUDA device ordinal, an integer >= 0
@@ -33,12 +36,14 @@
  *   NNPRIM_PLAN_CACHE_CAPACITY  plans kept in memory per context, an integer >= 1
  *   NNPRIM_BACKGROUND_BUILDS  0 | 1: start slow-to-build tuned plans on their quick alternate
  *   NNPRIM_PREBUILD_PLANS     0 | 1: build a loaded plan file's plans in the background at once
- *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (settings)
- *   NNPRIM_LINEAR_GRAPHS      1 | 0: linear products replayed from CUDA graphs (settings)
+ *   NNPRIM_RNN_GRAPHS         auto | 0 | 1: recurrent calls replayed from CUDA graphs (auto:
+ *                             settings.rnn_graphs says how; 0 never; 1 every shape it can)
+ *   NNPRIM_LINEAR_GRAPHS      auto | 0 | 1: linear products replayed from CUDA graphs, likewise
+ *                             (settings.linear_graphs)
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN
  * call); the lines: "Log lines" below and docs/VERBOSE.md
  *
- * and, read by the library loader rather than by nn_default_settings(), once per process when a
+ * and, read by the library loader rather than by nn_settings_from_env(), once per process when a
  * library is first needed (nn_runtime_library_info() below):
  *
  *   NNPRIM_CUDA_LIBS          where the CUDA runtime, cuDNN and cuBLASLt are loaded from:
@@ -50,8 +55,8 @@
  * Numbers are decimal digits only (a byte count may end in one suffix letter): a blank, a '+',
  * a '-' (except in a negative integer range, which none of these has) or trailing characters
  * make the variable malformed, so " -5" is refused rather than read as a huge count.
- * A framework that decides every setting itself fills them with nn_settings_init() (and
- * nn_mem_settings_init(), mem.h) instead, which read no variable.
+ * A framework that decides every setting itself fills them with nn_settings_defaults() (and
+ * nn_mem_settings_defaults(), mem.h), which read no variable.
  *
  * fork(): a child process must not use a cuDNN context, a CUDA device's pool, a stream handle or
  * device memory that existed before the fork: CUDA does not survive fork() (calls in the child
@@ -211,21 +216,17 @@ typedef enum nn_tuning_mode {
     NN_TUNING_AUTOTUNE = 1 /**< time the top candidates on the context's stream, keep the fastest */
 } nn_tuning_mode;
 
-/** Whether recurrent calls replay CUDA graphs (include/nnprim/rnn.h, docs/RNN.md). */
-typedef enum nn_rnn_graphs {
-    NN_RNN_GRAPHS_AUTO = 0, /**< per shape, time eager and replayed calls once, keep the faster */
-    NN_RNN_GRAPHS_OFF = 1,  /**< always eager (every call issues cuDNN's calls) */
-    NN_RNN_GRAPHS_ON = 2    /**< replay every shape that can be captured */
-} nn_rnn_graphs;
+/** Whether a family of calls replays CUDA graphs: settings.rnn_graphs (recurrent calls,
+ *  include/nnprim/rnn.h, docs/RNN.md) and settings.linear_graphs (linear products,
+ *  include/nnprim/linear.h, docs/LINEAR.md). Each field says what its AUTO does. */
+typedef enum nn_graphs_mode {
+    NN_GRAPHS_AUTO = 0, /**< the default: the family's own policy (its field says which) */
+    NN_GRAPHS_OFF = 1,  /**< always eager (every call issues its cuDNN or cuBLASLt calls) */
+    NN_GRAPHS_ON = 2    /**< replay whatever the family can capture (its field says what) */
+} nn_graphs_mode;
 
-/** Whether linear products replay CUDA graphs (include/nnprim/linear.h, docs/LINEAR.md). */
-typedef enum nn_linear_graphs {
-    NN_LINEAR_GRAPHS_ON = 0, /**< a product called twice in a row on the same buffers is captured
-                                  once, then replayed while its buffers stay those */
-    NN_LINEAR_GRAPHS_OFF = 1 /**< always eager (every product issues its cuBLASLt call) */
-} nn_linear_graphs;
-
-/** Context settings; fill with nn_default_settings(), then change what you need. */
+/** Context settings; fill with nn_settings_defaults() or nn_settings_from_env(), then change
+ *  what you need. */
 typedef struct nn_settings {
     nn_backend backend;
     int device;   /**< CUDA device ordinal; ignored by the reference backend */
@@ -257,15 +258,18 @@ typedef struct nn_settings {
     int prebuild_plans;
     /** cuDNN backend: whether a recurrent shape seen before runs from CUDA graphs captured once
      *  (its forward and backward calls replayed, results bitwise those of the eager calls).
-     *  Default NN_RNN_GRAPHS_AUTO; NNPRIM_RNN_GRAPHS=auto|0|1. Takes what was reserved[0] (zero
-     *  there is AUTO), so the struct's size is unchanged. */
-    nn_rnn_graphs rnn_graphs;
+     *  NN_GRAPHS_AUTO (the default): per shape, time the eager and the replayed calls once and
+     *  keep the faster; ON: replay every shape that can be captured; OFF: never.
+     *  NNPRIM_RNN_GRAPHS=auto|0|1. Takes what was reserved[0], so the struct's size is unchanged.
+     */
+    nn_graphs_mode rnn_graphs;
     /** cuDNN backend: whether a linear product runs from a CUDA graph captured on its buffers
-     *  (results bitwise those of the eager call). Default NN_LINEAR_GRAPHS_ON;
-     *  NNPRIM_LINEAR_GRAPHS=1|0. Takes the padding after rnn_graphs (zero in settings filled by
-     *  nn_default_settings() or nn_settings_init(), and zero is ON), so the struct's size and
-     *  reserved are unchanged. */
-    nn_linear_graphs linear_graphs;
+     *  (results bitwise those of the eager call). NN_GRAPHS_AUTO (the default) and ON: a product
+     *  called twice in a row on the same buffers is captured once, then replayed while its
+     *  buffers stay those (linear has no other replay policy, so ON is AUTO); OFF: never.
+     *  NNPRIM_LINEAR_GRAPHS=auto|0|1. Takes the padding after rnn_graphs, so the struct's size
+     *  and reserved are unchanged. */
+    nn_graphs_mode linear_graphs;
     uint64_t reserved[6]; /**< zero; room for the ABI to grow */
 } nn_settings;
 
@@ -274,25 +278,25 @@ typedef struct nn_settings {
  *
  * Defaults: backend AUTO, device 0, stream NULL, strict fp32, not deterministic, no workspace
  * cap, heuristic tuning with 16 autotune candidates, no plan cache file, 256 cached plans,
- * verbose 0, background builds and prebuilding on, recurrent graphs auto, linear graphs on.
+ * verbose 0, background builds and prebuilding on, recurrent and linear graphs NN_GRAPHS_AUTO.
  *
  * @param s out: always filled completely (with the default for any variable that is malformed).
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
  *         names the variable, the accepted values and what it held).
  */
-NN_API nn_status nn_default_settings(nn_settings *s);
+NN_API nn_status nn_settings_from_env(nn_settings *s);
 
 /**
- * Fill settings with the library defaults (those of nn_default_settings()) without reading the
- * environment: for a framework that decides every setting itself, so that a user's NNPRIM_*
- * variables (even malformed ones) change nothing. The device's memory pool reads NNPRIM_MEM_*
- * when a cuDNN context first uses it unless nn_mem_configure() came first: pass it the result of
- * nn_mem_settings_init() (mem.h) before the first context of the device.
+ * Fill settings with the library defaults (those nn_settings_from_env() starts from) without
+ * reading the environment: for a framework that decides every setting itself, so that a user's
+ * NNPRIM_* variables (even malformed ones) change nothing. The device's memory pool reads
+ * NNPRIM_MEM_* when a cuDNN context first uses it unless nn_mem_configure() came first: pass it the
+ * result of nn_mem_settings_defaults() (mem.h) before the first context of the device.
  *
  * @param s out: filled completely.
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL.
  */
-NN_API nn_status nn_settings_init(nn_settings *s);
+NN_API nn_status nn_settings_defaults(nn_settings *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Context
@@ -311,7 +315,8 @@ typedef struct nn_ctx nn_ctx;
  * nn_ctx_destroy().
  *
  * @param out      out: the new context; set to NULL on failure.
- * @param settings NULL for nn_default_settings(); otherwise read, not kept (strings are copied).
+ * @param settings NULL: the settings of nn_settings_from_env() (defaults, then the NNPRIM_*
+ *                 environment); otherwise read, not kept (strings are copied).
  * @return NN_OK;
  *         NN_E_INVALID_ARG for a NULL out, a setting out of range or a nonzero reserved field
  *         (named in the message: "nn_ctx_create: settings.reserved[3] must be 0, got 7");

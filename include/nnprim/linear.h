@@ -19,11 +19,12 @@
  * backend (cuBLASLt) takes f32 (strict: CUBLAS_COMPUTE_32F; TF32 when the context's math mode is
  * NN_MATH_TF32), f16 and bf16 (f32 accumulation, rounded once), and f64 (CUBLAS_COMPUTE_64F).
  *
- * Graph replay (cuDNN backend; settings.linear_graphs, NNPRIM_LINEAR_GRAPHS=1|0, default on): a
- * product called on the same buffers (and the same accumulate choice) as its shape's last call is
- * captured once as a CUDA graph and from then on launched from it while its buffers stay those,
- * which costs the host less than the cuBLASLt call; results are bitwise the eager call's. Other
- * buffers run eagerly. Nothing changes for the caller: buffers may move or be freed at any time.
+ * Graph replay (cuDNN backend; settings.linear_graphs, NNPRIM_LINEAR_GRAPHS=auto|0|1, default
+ * NN_GRAPHS_AUTO; ON is the same, OFF never replays): a product called on the same buffers (and
+ * the same accumulate choice) as its shape's last call is captured once as a CUDA graph and from
+ * then on launched from it while its buffers stay those, which costs the host less than the
+ * cuBLASLt call; results are bitwise the eager call's. Other buffers run eagerly. Nothing changes
+ * for the caller: buffers may move or be freed at any time.
  *
  * Text form of a call (the verbose line of NNPRIM_VERBOSE=1, `nnprim check linear` and
  * `nnprim bench linear`; docs/LINEAR.md has the grammar): "m64in512out10000 relu bias f32 tf32",

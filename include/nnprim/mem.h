@@ -22,7 +22,7 @@
  *   - Releasing segments (nn_mem_trim(), the out-of-memory retry) synchronises the device, as
  *     cudaFree() does.
  *
- * Environment (read by nn_mem_default_settings(), which is applied when a device's pool is first
+ * Environment (read by nn_mem_settings_from_env(), which is applied when a device's pool is first
  * used unless nn_mem_configure() came first). While a variable is malformed, a pool that does not
  * exist yet is not created: every call that would create it (each nn_mem_* function taking a
  * device, nn_mem_stream_open(), nn_ctx_create() with the cuDNN backend) fails with NN_E_ENV
@@ -63,7 +63,7 @@ typedef enum nn_mem_upstream {
     NN_MEM_UPSTREAM_MALLOC_ASYNC = 1 /**< cudaMallocAsync, release threshold raised to the max */
 } nn_mem_upstream;
 
-/** Pool settings; fill with nn_mem_default_settings(). */
+/** Pool settings; fill with nn_mem_settings_defaults() or nn_mem_settings_from_env(). */
 typedef struct nn_mem_settings {
     nn_mem_upstream upstream;
     size_t limit;   /**< most bytes the pool may reserve; 0 = no limit */
@@ -145,10 +145,10 @@ typedef struct nn_mem_event {
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL; NN_E_ENV if a variable is malformed (the message
  *         names it, the accepted values and what it held).
  */
-NN_API nn_status nn_mem_default_settings(nn_mem_settings *s);
+NN_API nn_status nn_mem_settings_from_env(nn_mem_settings *s);
 
 /**
- * Fill pool settings with the same defaults as nn_mem_default_settings() without reading the
+ * Fill pool settings with the same defaults as nn_mem_settings_from_env() without reading the
  * environment: for a framework that decides the pool's settings itself. Pass the result to
  * nn_mem_configure() before the device's pool is first used (before the first cuDNN context of
  * the device): a pool created implicitly reads NNPRIM_MEM_* (see the top of this header).
@@ -156,7 +156,7 @@ NN_API nn_status nn_mem_default_settings(nn_mem_settings *s);
  * @param s out: filled completely.
  * @return NN_OK; NN_E_INVALID_ARG if s is NULL.
  */
-NN_API nn_status nn_mem_settings_init(nn_mem_settings *s);
+NN_API nn_status nn_mem_settings_defaults(nn_mem_settings *s);
 
 /**
  * Set a device's pool settings. The upstream and the bypass switch can change only while the pool

@@ -43,8 +43,10 @@
  * later finds its plan ready (plans_prebuilt); a first call that comes before its plan is built
  * is served as above. nn_plan_cache_wait() waits for all of these background builds.
  *
- * File format (version 2, all integers little-endian, fixed width; version 1 files load too):
- * docs in src/cudnn/plan_file.c.
+ * File format (version 3, all integers little-endian, fixed width): docs in
+ * src/cudnn/plan_file.c. A build reads its own format version only: a file of another version is
+ * refused with NN_E_FORMAT, the message naming the file's version and the one this build reads
+ * (delete the file; its plans are tuned again and saved in the current version).
  *
  * Reference-backend contexts have no plans: nn_plan_cache_save() and nn_plan_cache_load() return
  * NN_E_UNSUPPORTED for them (in every build; a build without cuDNN has only such contexts),
@@ -100,8 +102,8 @@ typedef struct nn_plan_cache_stats {
  * it over path, so readers always see a complete file and concurrent savers, threads or
  * processes, keep each other's records. The file is created with mode 0644; an empty file at path
  * counts as holding no records. A file at path that is not a valid plan file (another program's
- * file, a truncated or corrupted one) is reported with NN_E_FORMAT and left untouched: remove it,
- * or save to another path.
+ * file, one of another format version, a truncated or corrupted one) is reported with
+ * NN_E_FORMAT and left untouched: remove it, or save to another path.
  *
  * @param ctx  a context.
  * @param path the file to write; its directory must exist and be writable.

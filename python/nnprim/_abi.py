@@ -70,11 +70,9 @@ NN_MATH_STRICT_FP32 = 0
 NN_MATH_TF32 = 1
 NN_TUNING_HEURISTIC = 0
 NN_TUNING_AUTOTUNE = 1
-NN_RNN_GRAPHS_AUTO = 0
-NN_RNN_GRAPHS_OFF = 1
-NN_RNN_GRAPHS_ON = 2
-NN_LINEAR_GRAPHS_ON = 0
-NN_LINEAR_GRAPHS_OFF = 1
+NN_GRAPHS_AUTO = 0
+NN_GRAPHS_OFF = 1
+NN_GRAPHS_ON = 2
 NN_LOG_WARNING = 1
 NN_LOG_OP = 2
 NN_LOG_TRACE = 3
@@ -180,8 +178,7 @@ ENUMS = {
     'nn_backend': ('NN_BACKEND_AUTO', 'NN_BACKEND_REF', 'NN_BACKEND_CUDNN'),
     'nn_math_mode': ('NN_MATH_STRICT_FP32', 'NN_MATH_TF32'),
     'nn_tuning_mode': ('NN_TUNING_HEURISTIC', 'NN_TUNING_AUTOTUNE'),
-    'nn_rnn_graphs': ('NN_RNN_GRAPHS_AUTO', 'NN_RNN_GRAPHS_OFF', 'NN_RNN_GRAPHS_ON'),
-    'nn_linear_graphs': ('NN_LINEAR_GRAPHS_ON', 'NN_LINEAR_GRAPHS_OFF'),
+    'nn_graphs_mode': ('NN_GRAPHS_AUTO', 'NN_GRAPHS_OFF', 'NN_GRAPHS_ON'),
     'nn_log_kind': ('NN_LOG_WARNING', 'NN_LOG_OP', 'NN_LOG_TRACE'),
     'nn_mem_upstream': ('NN_MEM_UPSTREAM_MALLOC', 'NN_MEM_UPSTREAM_MALLOC_ASYNC'),
     'nn_mem_event_kind': ('NN_MEM_EVENT_ALLOC', 'NN_MEM_EVENT_FREE', 'NN_MEM_EVENT_SEGMENT_ALLOC', 'NN_MEM_EVENT_SEGMENT_FREE'),
@@ -577,8 +574,8 @@ FUNCTIONS = {
     'nn_device_get_info': (c_int, [c_int, c_void_p]),
     'nn_cudnn_runtime_version': (c_size_t, []),
     'nn_runtime_library_info': (c_int, [c_int, c_void_p]),
-    'nn_default_settings': (c_int, [c_void_p]),
-    'nn_settings_init': (c_int, [c_void_p]),
+    'nn_settings_from_env': (c_int, [c_void_p]),
+    'nn_settings_defaults': (c_int, [c_void_p]),
     'nn_ctx_create': (c_int, [c_void_p, c_void_p]),
     'nn_ctx_destroy': (None, [c_void_p]),
     'nn_ctx_get_settings': (c_int, [c_void_p, c_void_p]),
@@ -589,8 +586,8 @@ FUNCTIONS = {
     'nn_ctx_synchronize': (c_int, [c_void_p]),
     'nn_ctx_last_error': (c_int, [c_void_p, c_void_p]),
     'nn_set_log_callback': (None, [c_void_p, c_void_p]),
-    'nn_mem_default_settings': (c_int, [c_void_p]),
-    'nn_mem_settings_init': (c_int, [c_void_p]),
+    'nn_mem_settings_from_env': (c_int, [c_void_p]),
+    'nn_mem_settings_defaults': (c_int, [c_void_p]),
     'nn_mem_configure': (c_int, [c_int, c_void_p]),
     'nn_mem_set_limit': (c_int, [c_int, c_size_t]),
     'nn_mem_get_stats': (c_int, [c_int, c_void_p]),

@@ -27,9 +27,10 @@ _WORDS = {
                 "cudnn": _abi.NN_BACKEND_CUDNN},
     "math_mode": {"strict": _abi.NN_MATH_STRICT_FP32, "tf32": _abi.NN_MATH_TF32},
     "tuning": {"heuristic": _abi.NN_TUNING_HEURISTIC, "autotune": _abi.NN_TUNING_AUTOTUNE},
-    "rnn_graphs": {"auto": _abi.NN_RNN_GRAPHS_AUTO, False: _abi.NN_RNN_GRAPHS_OFF,
-                   True: _abi.NN_RNN_GRAPHS_ON},
-    "linear_graphs": {False: _abi.NN_LINEAR_GRAPHS_OFF, True: _abi.NN_LINEAR_GRAPHS_ON},
+    "rnn_graphs": {"auto": _abi.NN_GRAPHS_AUTO, False: _abi.NN_GRAPHS_OFF,
+                   True: _abi.NN_GRAPHS_ON},
+    "linear_graphs": {"auto": _abi.NN_GRAPHS_AUTO, False: _abi.NN_GRAPHS_OFF,
+                      True: _abi.NN_GRAPHS_ON},
 }
 SETTINGS = tuple(f for f, _ in _abi.nn_settings._fields_ if f != "reserved")
 
@@ -259,7 +260,7 @@ class Context:
         if backend is not None:
             settings["backend"] = backend
         s = _abi.nn_settings()
-        self._lib.call("nn_default_settings" if env else "nn_settings_init", byref(s))
+        self._lib.call("nn_settings_from_env" if env else "nn_settings_defaults", byref(s))
         self._cache_file = None
         for k, v in settings.items():
             if k not in SETTINGS:

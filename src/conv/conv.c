@@ -100,15 +100,6 @@ static void note_init(struct nn__conv_note *n, struct nn__conv_exec *exec)
  * Text form (include/nnprim/conv.h, docs/CONV.md)
  */
 
-static size_t put_list(char *buf, size_t cap, size_t len, const char *name, int nsp,
-                       const int64_t *v)
-{
-    len = nn__text_put(buf, cap, len, " %s", name);
-    for (int i = 0; i < nsp; i++)
-        len = nn__text_put(buf, cap, len, i ? "x%lld" : "%lld", (long long)v[i]);
-    return len;
-}
-
 /* " nhwc" when every tensor of the call is channels-last, else the channels-last ones joined by
  * '+' (" nhwc=x+dy": the verbose line separates its fields with commas). */
 static size_t put_layout(char *buf, size_t cap, size_t len, const struct nn__conv_problem *p)
@@ -139,13 +130,13 @@ void nn__conv_problem_text(const struct nn__conv_problem *p, char *buf, size_t c
     for (int i = 0; i < p->nsp; i++)
         len = nn__text_put(buf, cap, len, "%c%lld", filt_letters[off + i], (long long)p->filt[i]);
     len = nn__text_put(buf, cap, len, " g%lld", (long long)p->groups);
-    len = put_list(buf, cap, len, "stride", p->nsp, p->stride);
-    len = put_list(buf, cap, len, "dil", p->nsp, p->dilation);
+    len = nn__text_put_list(buf, cap, len, "stride", p->nsp, p->stride);
+    len = nn__text_put_list(buf, cap, len, "dil", p->nsp, p->dilation);
     if (memcmp(p->pad_lo, p->pad_hi, sizeof p->pad_lo) == 0) {
-        len = put_list(buf, cap, len, "pad", p->nsp, p->pad_lo);
+        len = nn__text_put_list(buf, cap, len, "pad", p->nsp, p->pad_lo);
     } else {
-        len = put_list(buf, cap, len, "padlo", p->nsp, p->pad_lo);
-        len = put_list(buf, cap, len, "padhi", p->nsp, p->pad_hi);
+        len = nn__text_put_list(buf, cap, len, "padlo", p->nsp, p->pad_lo);
+        len = nn__text_put_list(buf, cap, len, "padhi", p->nsp, p->pad_hi);
     }
     len = nn__text_put(buf, cap, len, " %s", p->mode == NN_CONV_CONVOLUTION ? "conv" : "xcorr");
     if (p->activation == NN_ACTIVATION_RELU) len = nn__text_put(buf, cap, len, " relu");

@@ -1,7 +1,6 @@
 /* Convolution as cuDNN graphs; see conv_graph_cudnn.h. Attribute names and types follow the
  * cuDNN 9 backend API reference (cudnn_graph_v9.h and NVIDIA's backend descriptor
  * documentation). */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "conv/conv_graph_cudnn.h"
 #include "conv/conv_internal.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
 
@@ -403,77 +403,49 @@ static nn_status map_to_2d(const struct nn__conv_graph *d, struct nn__conv_graph
  * Text and read-back
  */
 
-struct out {
-    char *buf;
-    size_t cap, n;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
-{
-    if (o->cap == 0 || o->n >= o->cap - 1) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->buf + o->n, o->cap - o->n, fmt, ap);
-    va_end(ap);
-    if (k > 0) o->n += (size_t)k;
-    if (o->n > o->cap - 1) o->n = o->cap - 1;
-}
-
-static struct out out_init(char *buf, size_t cap)
-{
-    if (cap) buf[0] = '\0';
-    return (struct out){buf, cap, 0};
-}
-
-static void put_list(struct out *o, const int64_t *a, int n, const char *sep)
-{
-    for (int i = 0; i < n; i++)
-        put(o, "%s%lld", i ? sep : "", (long long)a[i]);
-}
-
-static void put_conv(struct out *o, const struct nn__conv_graph_params *c)
+static void put_conv(struct nn__text *o, const struct nn__conv_graph_params *c)
 {
     int n = c->spatial_rank;
     if (n < 1 || n > NN__CONV_GRAPH_SPATIAL_MAX) {
-        put(o, "conv(invalid spatial rank %d)", n);
+        nn__text_add(o, "conv(invalid spatial rank %d)", n);
         return;
     }
-    put(o, "conv%dd stride=", n);
-    put_list(o, c->stride, n, "x");
-    put(o, " dilation=");
-    put_list(o, c->dilation, n, "x");
-    put(o, " pad=");
-    put_list(o, c->pre_pad, n, "x");
-    put(o, "/");
-    put_list(o, c->post_pad, n, "x");
-    put(o, " %s acc=%s", c->mode == NN__CONV_GRAPH_CONVOLUTION ? "conv" : "xcorr",
-        nn_dtype_name(c->compute));
+    nn__text_add(o, "conv%dd stride=", n);
+    nn__text_add_list(o, c->stride, n, "x");
+    nn__text_add(o, " dilation=");
+    nn__text_add_list(o, c->dilation, n, "x");
+    nn__text_add(o, " pad=");
+    nn__text_add_list(o, c->pre_pad, n, "x");
+    nn__text_add(o, "/");
+    nn__text_add_list(o, c->post_pad, n, "x");
+    nn__text_add(o, " %s acc=%s", c->mode == NN__CONV_GRAPH_CONVOLUTION ? "conv" : "xcorr",
+                 nn_dtype_name(c->compute));
 }
 
 const char *nn__conv_graph_describe_params(char *buf, size_t cap,
                                            const struct nn__conv_graph_params *c)
 {
-    struct out o = out_init(buf, cap);
+    struct nn__text o = nn__text_start(buf, cap);
     put_conv(&o, c);
     return buf;
 }
 
 const char *nn__conv_graph_describe(char *buf, size_t cap, const struct nn__conv_graph *d)
 {
-    struct out o = out_init(buf, cap);
+    struct nn__text o = nn__text_start(buf, cap);
     const char *name = op_name(d->op);
-    put(&o, "%s", name ? name : "?");
+    nn__text_add(&o, "%s", name ? name : "?");
     char t[NN__CUDNN_DESCRIBE_MAX];
     for (int u = 1; u < NN__CONV_UID_END; u++) {
         if (d->t[u].rank <= 0) continue;
-        put(&o, " %s", nn__cudnn_describe_tensor(t, sizeof t, uid_name(u), &d->t[u]));
+        nn__text_add(&o, " %s", nn__cudnn_describe_tensor(t, sizeof t, uid_name(u), &d->t[u]));
     }
     if (name) {
-        put(&o, " ");
+        nn__text_add(&o, " ");
         put_conv(&o, &d->conv);
     }
-    if (d->relu) put(&o, " +relu");
-    if (d->alpha != 1.0 || d->beta != 0.0) put(&o, " alpha=%g beta=%g", d->alpha, d->beta);
+    if (d->relu) nn__text_add(&o, " +relu");
+    if (d->alpha != 1.0 || d->beta != 0.0) nn__text_add(&o, " alpha=%g beta=%g", d->alpha, d->beta);
     return buf;
 }
 
@@ -547,7 +519,7 @@ static const char *kind_describe(char *buf, size_t cap, const void *key)
     return nn__conv_graph_describe(buf, cap, &d);
 }
 
-/* Keys of the cache have a pass (kind 1's keys without one are not imported); this refuses
+/* Keys of the cache have a pass (nn__conv_key_invalid() checks those read from files); this refuses
  * others before any cuDNN call. */
 static int kind_has_graph(const void *key)
 {

@@ -127,8 +127,8 @@ nn_status nn__conv_graph_read_params(struct nn_ctx *ctx, cudnnBackendDescriptor_
  * Conv's entries in the cuDNN layer's tables (listed by src/context.c)
  */
 
-/* The cache kind of conv plans: struct nn__conv_key keys (conv_plan_key.h, kind 7, importing
- * kind 1), graph-plan records (NN__CONV_PLAN_KIND_INIT with nn__cudnn_plan_destroy). */
+/* The cache kind of conv plans: struct nn__conv_key keys (conv_plan_key.h, kind 7), graph-plan
+ * records (NN__CONV_PLAN_KIND_INIT with nn__cudnn_plan_destroy). */
 extern const struct nn__cache_kind nn__conv_plan_kind;
 
 /* The graph kind of conv plans: builds the graph of a struct nn__conv_key (all three passes). */

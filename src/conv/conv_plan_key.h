@@ -1,15 +1,10 @@
 /* Conv's plan-cache key (cache kind 7): one convolution pass as plain values (the pass, the conv
  * parameters, the call's four tensors by role, the fused relu, alpha/beta and the context
  * settings that change a plan); its field list, range checks and conv's graph-plan cache kind made
- * of it and the cuDNN layer's graph-plan record (plan_cache.h).
- *
- * Files written before kind 7 hold conv's plans under kind 1 (struct nn__conv_key_v1: eight
- * tensor slots with strides, the retired pooling fields), in format 3 or in the key layout of
- * format 1 and 2. The kind's legacy hook (struct nn__cache_legacy, cache.h) imports them:
- * nn__conv_key_import() maps a kind-1 key to a kind-7 key, or refuses it (pooling and
- * bias-gradient keys, layouts conv no longer makes), and the file loader skips and counts those.
- * Nothing here calls cuDNN, so it builds and is tested in every configuration (the plan-file tests
- * and the fuzzer decode conv's records). */
+ * of it and the cuDNN layer's graph-plan record (plan_cache.h). A plan file's records of any
+ * other kind id (kind 1 held conv's plans before kind 7) are skipped and counted, as every kind
+ * this process lacks. Nothing here calls cuDNN, so it builds and is tested in every configuration
+ * (the plan-file tests and the fuzzer decode conv's records). */
 #ifndef NN_CONV_CONV_PLAN_KEY_H
 #define NN_CONV_CONV_PLAN_KEY_H
 
@@ -19,8 +14,6 @@
 #include "cudnn/cache.h"
 #include "cudnn/plan_cache.h"
 #include "nnprim/tensor.h"
-
-struct nn__plan_reader;
 
 /* ---------------------------------------------------------------------------------------------
  * The key (kind 7)
@@ -66,7 +59,7 @@ enum nn__conv_uid {
 
 /* The uid of the tensor in slot of a key of pass (a pass value, checked), or 0 when the pass has
  * no such slot or pass is none: the one table of which tensor fills which slot. The tensors a
- * graph takes, the slots a key must have and kind 1's slots are all derived from it. */
+ * graph takes and the slots a key must have are derived from it. */
 int nn__conv_uid_of_slot(int32_t pass, int slot);
 
 /* The slot of tensor uid in a key of pass, or -1 when the pass has no such tensor. */
@@ -130,90 +123,12 @@ uint64_t nn__conv_key_hash(const struct nn__conv_key *k);
 /* Check that every field is in range: the pass, dtype, ranks, dims >= 1, the slots the pass has
  * and no other, alignments, the parameters, unused entries 0, the settings.
  * Returns NULL if valid, else a static description of the first bad field. Used on keys read
- * from files (and on imported ones); the backend's keys come from validated tensors. */
+ * from files; the backend's keys come from validated tensors. */
 const char *nn__conv_key_invalid(const struct nn__conv_key *k);
 
 /* The field list and the check of the key, for the kind. */
 extern const struct nn__field nn__conv_key_fields[];
 const char *nn__conv_kind_key_invalid(const void *key);
-
-/* ---------------------------------------------------------------------------------------------
- * The retired key of kind 1 (files written before kind 7), imported
- */
-
-#define NN__CONV_KIND_V1_ID 1u
-
-/* What a kind-1 key's plan computed. 4..6 were the bias-gradient and pooling graphs: their
- * records are not imported. */
-enum nn__conv_v1_op {
-    NN__CONV_V1_FWD = 1,
-    NN__CONV_V1_BWD_DATA = 2,
-    NN__CONV_V1_BWD_FILTER = 3,
-    NN__CONV_V1_BIAS_GRAD = 4,
-    NN__CONV_V1_POOL_FWD = 5,
-    NN__CONV_V1_POOL_BWD = 6,
-    NN__CONV_V1_OP_COUNT /* first invalid value */
-};
-
-/* Its eight tensor slots (slot i held tensor uid i + 1): x, w, y, b, dx, dw, dy, db. */
-enum nn__conv_v1_slot {
-    NN__CONV_V1_X = 0,
-    NN__CONV_V1_W = 1,
-    NN__CONV_V1_Y = 2,
-    NN__CONV_V1_B = 3,
-    NN__CONV_V1_DX = 4,
-    NN__CONV_V1_DW = 5,
-    NN__CONV_V1_DY = 6,
-    NN__CONV_V1_DB = 7,
-    NN__CONV_V1_SLOTS = 8
-};
-
-/* One tensor: rank 0 = absent (all other fields then 0). */
-struct nn__conv_v1_tensor {
-    int32_t rank; /* 0..NN__CONV_KEY_RANK_MAX */
-    int32_t dtype;
-    int64_t alignment;
-    int64_t dims[NN__CONV_KEY_RANK_MAX];    /* entries >= rank are 0 */
-    int64_t strides[NN__CONV_KEY_RANK_MAX]; /* in elements; entries >= rank are 0 */
-};
-
-struct nn__conv_v1_params {
-    int32_t spatial_rank; /* 0..3 */
-    int32_t groups;
-    int64_t stride[NN__CONV_KEY_SPATIAL_MAX];
-    int64_t dilation[NN__CONV_KEY_SPATIAL_MAX];
-    int64_t pad_lo[NN__CONV_KEY_SPATIAL_MAX];
-    int64_t pad_hi[NN__CONV_KEY_SPATIAL_MAX];
-    int64_t window[NN__CONV_KEY_SPATIAL_MAX]; /* pooling */
-    int32_t mode, activation, pool_mode, flags;
-    double alpha, beta;
-};
-
-/* The kind-1 key, in the layout its files hold (zero it before filling it). */
-struct nn__conv_key_v1 {
-    int32_t op;      /* enum nn__conv_v1_op */
-    int32_t compute; /* accumulation nn_dtype */
-    int32_t math_mode;
-    int32_t deterministic;
-    uint64_t workspace_cap;
-    struct nn__conv_v1_tensor t[NN__CONV_V1_SLOTS];
-    struct nn__conv_v1_params p;
-};
-
-/* Its field list (format 3 records of kind 1) and range check (NULL if valid). */
-extern const struct nn__field nn__conv_key_v1_fields[];
-const char *nn__conv_key_v1_invalid(const struct nn__conv_key_v1 *k);
-
-/* Map a kind-1 key (valid by nn__conv_key_v1_invalid()) to the kind-7 key of the same plan.
- * Returns 1, or 0 when it has none: the pooling and bias-gradient ops, tensors that are not
- * conv's packed layouts, or values kind 7 does not hold (a compute type other than the one the
- * dtype implies, pooling fields, other flags). */
-int nn__conv_key_import(const struct nn__conv_key_v1 *old, struct nn__conv_key *k);
-
-/* The legacy hooks of the kind (struct nn__cache_legacy): the kind-1 key of format 3, the key
- * layout of format 1 and 2 files (each array only as far as its rank, range-checked as it is
- * read), and the import. */
-extern const struct nn__cache_legacy nn__conv_kind_legacy;
 
 /* ---------------------------------------------------------------------------------------------
  * The kind
@@ -227,8 +142,7 @@ extern const struct nn__cache_legacy nn__conv_kind_legacy;
         .key_fields = nn__conv_key_fields, .record_size = sizeof(struct nn__plan_record),          \
         .record_fields = nn__plan_record_fields, .blob_max = NN__PLAN_JSON_MAX,                    \
         .key_invalid = nn__conv_kind_key_invalid, .record_invalid = nn__plan_kind_record_invalid,  \
-        .bind_blob = nn__plan_kind_bind_json, .destroy = (destroy_fn),                             \
-        .legacy = &nn__conv_kind_legacy                                                            \
+        .bind_blob = nn__plan_kind_bind_json, .destroy = (destroy_fn)                              \
     }
 
 #endif

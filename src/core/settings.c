@@ -10,34 +10,6 @@
 #include "core/error.h"
 #include "core/settings.h"
 
-const char *nn__backend_name(nn_backend b)
-{
-    switch (b) {
-    case NN_BACKEND_AUTO: return "auto";
-    case NN_BACKEND_REF: return "ref";
-    case NN_BACKEND_CUDNN: return "cudnn";
-    }
-    return "invalid";
-}
-
-const char *nn__math_name(nn_math_mode m)
-{
-    switch (m) {
-    case NN_MATH_STRICT_FP32: return "strict";
-    case NN_MATH_TF32: return "tf32";
-    }
-    return "invalid";
-}
-
-const char *nn__tuning_name(nn_tuning_mode t)
-{
-    switch (t) {
-    case NN_TUNING_HEURISTIC: return "heuristic";
-    case NN_TUNING_AUTOTUNE: return "autotune";
-    }
-    return "invalid";
-}
-
 static void set_defaults(nn_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -65,9 +37,7 @@ static nn_status apply_env(const char *fn, nn_settings *s)
                                                   {"autotune", NN_TUNING_AUTOTUNE}};
     static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
     static const struct nn__env_word graphs[] = {
-        {"auto", NN_RNN_GRAPHS_AUTO}, {"0", NN_RNN_GRAPHS_OFF}, {"1", NN_RNN_GRAPHS_ON}};
-    static const struct nn__env_word lgraphs[] = {{"1", NN_LINEAR_GRAPHS_ON},
-                                                  {"0", NN_LINEAR_GRAPHS_OFF}};
+        {"auto", NN_GRAPHS_AUTO}, {"0", NN_GRAPHS_OFF}, {"1", NN_GRAPHS_ON}};
     nn_status first = NN_OK, st;
     nn_error_info kept;
     int v;
@@ -98,10 +68,10 @@ static nn_status apply_env(const char *fn, nn_settings *s)
                           &s->prebuild_plans));
     v = (int)s->rnn_graphs;
     NN__KEEP(nn__env_word(fn, "NNPRIM_RNN_GRAPHS", graphs, NN__N(graphs), "auto, 0 or 1", &v));
-    s->rnn_graphs = (nn_rnn_graphs)v;
+    s->rnn_graphs = (nn_graphs_mode)v;
     v = (int)s->linear_graphs;
-    NN__KEEP(nn__env_word(fn, "NNPRIM_LINEAR_GRAPHS", lgraphs, NN__N(lgraphs), "1 or 0", &v));
-    s->linear_graphs = (nn_linear_graphs)v;
+    NN__KEEP(nn__env_word(fn, "NNPRIM_LINEAR_GRAPHS", graphs, NN__N(graphs), "auto, 0 or 1", &v));
+    s->linear_graphs = (nn_graphs_mode)v;
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;
@@ -109,18 +79,18 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     return first == NN_OK ? NN_OK : nn__error_put(NULL, &kept);
 }
 
-nn_status nn_settings_init(nn_settings *s)
+nn_status nn_settings_defaults(nn_settings *s)
 {
-    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_init: s must not be NULL");
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_defaults: s must not be NULL");
     set_defaults(s);
     return NN_OK;
 }
 
-nn_status nn_default_settings(nn_settings *s)
+nn_status nn_settings_from_env(nn_settings *s)
 {
-    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_default_settings: s must not be NULL");
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_settings_from_env: s must not be NULL");
     set_defaults(s);
-    return apply_env("nn_default_settings", s);
+    return apply_env("nn_settings_from_env", s);
 }
 
 nn_status nn__settings_check(const nn_settings *s)
@@ -155,15 +125,15 @@ nn_status nn__settings_check(const nn_settings *s)
     if (s->verbose < 0 || s->verbose > 2)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
                         "nn_ctx_create: settings.verbose must be 0, 1 or 2, got %d", s->verbose);
-    if ((unsigned)s->rnn_graphs > NN_RNN_GRAPHS_ON)
+    if ((unsigned)s->rnn_graphs > NN_GRAPHS_ON)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "nn_ctx_create: settings.rnn_graphs must be NN_RNN_GRAPHS_AUTO, _OFF or "
-                        "_ON, got %d",
+                        "nn_ctx_create: settings.rnn_graphs must be NN_GRAPHS_AUTO, _OFF or _ON, "
+                        "got %d",
                         (int)s->rnn_graphs);
-    if ((unsigned)s->linear_graphs > NN_LINEAR_GRAPHS_OFF)
+    if ((unsigned)s->linear_graphs > NN_GRAPHS_ON)
         return NN__FAIL(NULL, NN_E_INVALID_ARG,
-                        "nn_ctx_create: settings.linear_graphs must be NN_LINEAR_GRAPHS_ON or "
-                        "_OFF, got %d",
+                        "nn_ctx_create: settings.linear_graphs must be NN_GRAPHS_AUTO, _OFF or "
+                        "_ON, got %d",
                         (int)s->linear_graphs);
     NN__TRY(NN__CHECK_RESERVED(NULL, "nn_ctx_create", "settings.reserved", s->reserved));
     return NN_OK;

@@ -120,17 +120,8 @@ static const char *kind_invalid(const struct nn__cache_kind *k)
     if (!k->destroy) return "has no destroy callback";
     if (k->blob_max > NN__CACHE_BLOB_MAX) return "blob_max exceeds 256 KiB";
     if (k->flags & ~NN__CACHE_KIND_NOT_PERSISTED) return "has unknown flag bits";
-    if ((k->flags & NN__CACHE_KIND_NOT_PERSISTED) && k->legacy)
-        return "is not persisted but imports a legacy layout";
     const char *bad = fields_invalid(k->key_fields, k->key_size);
-    if (bad) return bad;
-    bad = fields_invalid(k->record_fields, k->record_size);
-    if (bad || !k->legacy) return bad;
-    const struct nn__cache_legacy *l = k->legacy;
-    if (l->id < 1 || l->id > NN__CACHE_KIND_ID_MAX || l->id == k->id)
-        return "has a legacy id outside 1..63 or equal to its own";
-    if (!l->import) return "has a legacy layout without an import";
-    return fields_invalid(l->key_fields, l->key_size);
+    return bad ? bad : fields_invalid(k->record_fields, k->record_size);
 }
 
 /* 0 for a kind whose records are never saved, shared or kept (NN__CACHE_KIND_NOT_PERSISTED). */
@@ -476,13 +467,6 @@ const struct nn__cache_kind *nn__cache_kind_of(const struct nn__cache *c, uint32
     return s ? s->kind : NULL;
 }
 
-const struct nn__cache_kind *nn__cache_kind_importing(const struct nn__cache *c, uint32_t id)
-{
-    for (int i = 0; i < c->nkinds; i++)
-        if (c->table[i]->legacy && c->table[i]->legacy->id == id) return c->table[i];
-    return NULL;
-}
-
 nn_status nn__cache_create(struct nn_ctx *ctx, const struct nn__cache_kind *const *table, int n,
                            int capacity, struct nn__cache **out)
 {
@@ -494,12 +478,8 @@ nn_status nn__cache_create(struct nn_ctx *ctx, const struct nn__cache_kind *cons
         return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache: no table for %d kinds", n);
     for (int i = 0; i < n; i++) {
         const char *bad = table[i] ? kind_invalid(table[i]) : "is NULL";
-        for (int j = 0; !bad && j < n; j++) {
-            if (j < i && table[j] && table[j]->id == table[i]->id)
-                bad = "repeats the id of an earlier kind";
-            else if (table[j] && table[i]->legacy && table[j]->id == table[i]->legacy->id)
-                bad = "has a legacy id that is a kind of the table";
-        }
+        for (int j = 0; !bad && j < i; j++)
+            if (table[j] && table[j]->id == table[i]->id) bad = "repeats the id of an earlier kind";
         if (bad)
             return NN__FAIL(ctx, NN_E_INVALID_ARG, "plan cache: kind %d (%s) %s", i,
                             table[i] && table[i]->name ? table[i]->name : "?", bad);

@@ -46,7 +46,6 @@
 #include "nnprim/status.h"
 
 struct nn_ctx;
-struct nn__plan_reader;
 
 /* ---------------------------------------------------------------------------------------------
  * Field lists
@@ -114,30 +113,13 @@ const char *nn__cache_settings_invalid(const struct nn__cache_settings *s);
 #define NN__CACHE_BLOB_MAX    (256 * 1024)
 #define NN__CACHE_KNOWN_MAX   (1 << 20) /* known records kept (and records in a file) */
 
-/* A retired layout of a kind's keys, still found in plan files: format 3 records of the retired
- * kind id (with the kind's own record layout), and, for the one kind whose records plan files of
- * format 1 and 2 hold (graph plans, written before the cache had kinds; plan_file.h), the keys of
- * those files. The file loader reads such a key, checks it and imports it into the kind's key;
- * a key with no import (records nothing uses any more) is skipped and counted. */
-struct nn__cache_legacy {
-    uint32_t id; /* the retired kind id, 1..NN__CACHE_KIND_ID_MAX, no kind of the table's */
-    size_t key_size;
-    const struct nn__field *key_fields;              /* its format 3 layout, as a kind's */
-    const char *(*key_invalid)(const void *old_key); /* NULL if valid; NULL hook: all valid */
-    /* Optional: reads a format 1 or 2 file's key layout into old_key (zeroed) and returns 1, or
-     * returns 0 after nn__plan_reader_bad(). */
-    int (*read_v2_key)(struct nn__plan_reader *r, void *old_key);
-    /* Map a valid old key to the kind's key (zeroed): 1, or 0 when it has none. */
-    int (*import)(const void *old_key, void *key);
-};
-
 /* Bits of struct nn__cache_kind.flags. */
 /* The kind's live objects are state of this process (device scratch, events, pinned buffers) and
  * its records say nothing worth rebuilding from: they are never written to a plan file
  * (nn__cache_visit() and nn__cache_add_missing() leave them out), never published to the
  * device's shared tuning and never kept as known records (an eviction drops the record,
  * nn__cache_add_known() refuses one); a plan file's record of the kind's id is skipped and
- * counted, as one of a kind the reader lacks. Such a kind has no legacy layout. */
+ * counted, as one of a kind the reader lacks. */
 #define NN__CACHE_KIND_NOT_PERSISTED 1u
 
 /* What a family tells the cache about one kind of entry. Define it as a static const table entry
@@ -164,8 +146,6 @@ struct nn__cache_kind {
     /* Releases a live object: called exactly once per inserted object, on eviction,
      * replacement, nn__cache_clear() or nn__cache_destroy(). */
     void (*destroy)(void *live);
-    /* Optional: a retired kind whose records this kind takes over (see below), NULL for none. */
-    const struct nn__cache_legacy *legacy;
     /* Optional: called on the loading thread after a plan file's records were added to a cuDNN
      * context's cache (with settings.prebuild_plans on), so a family can make the live objects of
      * its loaded records ready before their first call. It must leave ctx's last error as it was
@@ -206,9 +186,6 @@ void nn__cache_clear(struct nn__cache *c);
 
 /* The kind with this id in c's table, or NULL. */
 const struct nn__cache_kind *nn__cache_kind_of(const struct nn__cache *c, uint32_t id);
-
-/* The kind of c's table whose legacy layout has the retired id, or NULL. */
-const struct nn__cache_kind *nn__cache_kind_importing(const struct nn__cache *c, uint32_t id);
 
 /* What an entry holds besides its live object. Valid until the entry is evicted, replaced,
  * dropped or the cache cleared. */

@@ -1,11 +1,11 @@
 /* Introspection of the cuDNN layer; see describe_cudnn.h. */
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/ctx.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/describe_cudnn.h"
 
@@ -89,89 +89,61 @@ nn_dtype nn__cudnn_nn_dtype(cudnnDataType_t t)
  * Text
  */
 
-struct out {
-    char *buf;
-    size_t cap, n;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
+static void put_tensor(struct nn__text *o, const char *name, const struct nn__cudnn_tensor *t)
 {
-    if (o->cap == 0 || o->n >= o->cap - 1) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->buf + o->n, o->cap - o->n, fmt, ap);
-    va_end(ap);
-    if (k > 0) o->n += (size_t)k;
-    if (o->n > o->cap - 1) o->n = o->cap - 1;
-}
-
-static struct out out_init(char *buf, size_t cap)
-{
-    if (cap) buf[0] = '\0';
-    return (struct out){buf, cap, 0};
-}
-
-static void put_list(struct out *o, const int64_t *a, int n, const char *sep)
-{
-    for (int i = 0; i < n; i++)
-        put(o, "%s%lld", i ? sep : "", (long long)a[i]);
-}
-
-static void put_tensor(struct out *o, const char *name, const struct nn__cudnn_tensor *t)
-{
-    if (name) put(o, "%s:", name);
+    if (name) nn__text_add(o, "%s:", name);
     if (t->rank <= 0) {
-        put(o, "-");
+        nn__text_add(o, "-");
         return;
     }
-    put(o, "%s[", nn_dtype_name(t->dtype));
-    put_list(o, t->dims, t->rank, ",");
-    put(o, "]/[");
-    put_list(o, t->strides, t->rank, ",");
-    put(o, "]");
-    if (t->alignment > 0) put(o, "@%lld", (long long)t->alignment);
+    nn__text_add(o, "%s[", nn_dtype_name(t->dtype));
+    nn__text_add_list(o, t->dims, t->rank, ",");
+    nn__text_add(o, "]/[");
+    nn__text_add_list(o, t->strides, t->rank, ",");
+    nn__text_add(o, "]");
+    if (t->alignment > 0) nn__text_add(o, "@%lld", (long long)t->alignment);
 }
 
 const char *nn__cudnn_describe_tensor(char *buf, size_t cap, const char *name,
                                       const struct nn__cudnn_tensor *t)
 {
-    struct out o = out_init(buf, cap);
+    struct nn__text o = nn__text_start(buf, cap);
     put_tensor(&o, name, t);
     return buf;
 }
 
 /* An enumerator's name without its common prefix, or the number. */
-static void put_enum(struct out *o, const char *name, const char *prefix, int64_t v)
+static void put_enum(struct nn__text *o, const char *name, const char *prefix, int64_t v)
 {
     size_t n = strlen(prefix);
     if (name && !strncmp(name, prefix, n))
-        put(o, "%s", name + n);
+        nn__text_add(o, "%s", name + n);
     else if (name)
-        put(o, "%s", name);
+        nn__text_add(o, "%s", name);
     else
-        put(o, "%lld", (long long)v);
+        nn__text_add(o, "%lld", (long long)v);
 }
 
 const char *nn__cudnn_describe_choice(char *buf, size_t cap, const struct nn__engine_choice *c)
 {
-    struct out o = out_init(buf, cap);
-    put(&o, "engine=%lld knobs=[", (long long)c->engine);
+    struct nn__text o = nn__text_start(buf, cap);
+    nn__text_add(&o, "engine=%lld knobs=[", (long long)c->engine);
     for (int i = 0; i < c->knob_count && i < NN__ENGINE_KNOBS_MAX; i++) {
-        if (i) put(&o, ",");
+        if (i) nn__text_add(&o, ",");
         int64_t t = c->knobs[i].type;
         put_enum(&o, nn__cudnn_BackendKnobType_name((int)t), "CUDNN_KNOB_TYPE_", t);
-        put(&o, "=%lld", (long long)c->knobs[i].value);
+        nn__text_add(&o, "=%lld", (long long)c->knobs[i].value);
     }
-    put(&o, "]");
+    nn__text_add(&o, "]");
     return buf;
 }
 
 const char *nn__cudnn_describe_notes(char *buf, size_t cap, const int64_t *notes, int n)
 {
-    struct out o = out_init(buf, cap);
-    if (n <= 0) put(&o, "none");
+    struct nn__text o = nn__text_start(buf, cap);
+    if (n <= 0) nn__text_add(&o, "none");
     for (int i = 0; i < n; i++) {
-        if (i) put(&o, "|");
+        if (i) nn__text_add(&o, "|");
         put_enum(&o, nn__cudnn_BackendNumericalNote_name((int)notes[i]), "CUDNN_NUMERICAL_NOTE_",
                  notes[i]);
     }
@@ -302,9 +274,9 @@ nn_status nn__cudnn_read_plan(struct nn_ctx *ctx, cudnnBackendDescriptor_t plan,
 nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorType_t type,
                                      cudnnBackendDescriptor_t d, char *buf, size_t cap)
 {
-    struct out o = out_init(buf, cap);
+    struct nn__text o = nn__text_start(buf, cap);
     put_enum(&o, nn__cudnn_BackendDescriptorType_name((int)type), "CUDNN_BACKEND_", type);
-    put(&o, " ");
+    nn__text_add(&o, " ");
     nn_status st = NN_OK;
     char tmp[NN__CUDNN_DESCRIBE_MAX];
     switch (type) {
@@ -314,15 +286,15 @@ nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorT
         int virt;
         st = nn__cudnn_read_tensor(ctx, d, &t, &uid, &virt);
         if (st == NN_OK)
-            put(&o, "uid=%lld%s %s", (long long)uid, virt ? " virtual" : "",
-                nn__cudnn_describe_tensor(tmp, sizeof tmp, NULL, &t));
+            nn__text_add(&o, "uid=%lld%s %s", (long long)uid, virt ? " virtual" : "",
+                         nn__cudnn_describe_tensor(tmp, sizeof tmp, NULL, &t));
         break;
     }
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: {
         int64_t n, engines = 0;
         st = GET(ctx, d, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n,
                  &engines);
-        if (st == NN_OK) put(&o, "engines=%lld", (long long)engines);
+        if (st == NN_OK) nn__text_add(&o, "engines=%lld", (long long)engines);
         break;
     }
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
@@ -335,14 +307,14 @@ nn_status nn__cudnn_describe_backend(struct nn_ctx *ctx, cudnnBackendDescriptorT
             st = nn__cudnn_read_plan(ctx, d, &p);
         }
         if (st != NN_OK) break;
-        put(&o, "%s", nn__cudnn_describe_choice(tmp, sizeof tmp, &p.engine.choice));
-        put(&o, " notes=%s",
-            nn__cudnn_describe_notes(tmp, sizeof tmp, p.engine.notes, p.engine.n_notes));
-        if (p.workspace >= 0) put(&o, " workspace=%lld", (long long)p.workspace);
+        nn__text_add(&o, "%s", nn__cudnn_describe_choice(tmp, sizeof tmp, &p.engine.choice));
+        nn__text_add(&o, " notes=%s",
+                     nn__cudnn_describe_notes(tmp, sizeof tmp, p.engine.notes, p.engine.n_notes));
+        if (p.workspace >= 0) nn__text_add(&o, " workspace=%lld", (long long)p.workspace);
         break;
     }
-    default: put(&o, "(no read-back for this type)"); break;
+    default: nn__text_add(&o, "(no read-back for this type)"); break;
     }
-    if (st != NN_OK) put(&o, "(read-back failed: %s)", nn_status_name(st));
+    if (st != NN_OK) nn__text_add(&o, "(read-back failed: %s)", nn_status_name(st));
     return st;
 }

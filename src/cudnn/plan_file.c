@@ -5,7 +5,7 @@
  * IEEE-754 bit pattern as a u64.
  *
  *   header   magic "NNPLANC\n" (8 bytes)
- *            u32 format version (3; versions 1 and 2 are read too)
+ *            u32 format version (3: a file of any other version is refused, NN_E_FORMAT)
  *            u64 cuDNN version of the writer (cudnnGetVersion())
  *            i32 cc_major, i32 cc_minor, i32 sm_count
  *            u32 name_len (< 256), name_len bytes of GPU name (no NUL)
@@ -16,18 +16,12 @@
  *                element at its field's width
  *            the record, likewise, by the kind's record field list
  *            u32 blob_len (<= the kind's blob_max), blob_len bytes
- *            A record of a kind the reading process does not have (nor imports), or has as
- *            NN__CACHE_KIND_NOT_PERSISTED (never written, but older writers did), is skipped
- *            whole (counted as skipped); for a kind it reads, the body must be exactly what the
- *            field lists take.
+ *            A record of a kind the reading process does not have (a retired id, or one a
+ *            newer build added), or has as NN__CACHE_KIND_NOT_PERSISTED (never written, but
+ *            older writers did), is skipped whole by its body length and counted as skipped
+ *            (records_skipped); for a kind it reads, the body must be exactly what the field
+ *            lists take.
  *   trailer  u64 FNV-1a 64 of every byte before it
- *
- * A kind with a legacy hook (struct nn__cache_legacy) takes over the records of a retired kind id:
- * their keys are read in the retired layout, checked and imported (a key with no import is
- * skipped and counted). Versions 1 and 2 (before the cache knew more than one kind) had graph-plan
- * records only, in their own layout (read_v2_record() below, the key read by the legacy hook's
- * read_v2_key); they are imported the same way into the kind whose hook reads them, or skipped
- * whole without one.
  *
  * The decoder trusts nothing: each read is bounds-checked against the file and each value
  * range-checked (by the kind's hooks), and any failure names the field and its byte offset. */
@@ -47,10 +41,9 @@
 #include "cudnn/plan_file.h"
 #include "nnprim/status.h"
 
-#define PLAN_FILE_MAGIC       "NNPLANC\n"
-#define PLAN_FILE_VERSION     3u /* written; MIN..this are read */
-#define PLAN_FILE_VERSION_MIN 1u
-#define PLAN_FILE_MAX_SIZE    ((size_t)256 << 20)
+#define PLAN_FILE_MAGIC    "NNPLANC\n"
+#define PLAN_FILE_VERSION  3u /* written, and the only one read */
+#define PLAN_FILE_MAX_SIZE ((size_t)256 << 20)
 
 static uint64_t fnv1a64(const unsigned char *p, size_t n)
 {
@@ -178,11 +171,8 @@ struct nn__plan_reader {
     const char *what; /* the path, for messages */
     const unsigned char *buf;
     size_t len, pos;
-    long record;      /* index of the record being read, -1 in the header */
-    uint32_t version; /* the file's format version, once the header is read */
+    long record; /* index of the record being read, -1 in the header */
     nn_status status;
-    /* The cache's kind that reads version 1 and 2 records (NULL: none, they are skipped). */
-    const struct nn__cache_kind *v2_kind;
 };
 
 /* Records NN_E_FORMAT once (the first problem found is the one reported). */
@@ -235,150 +225,6 @@ static int get_i32(struct nn__plan_reader *r, const char *field, int32_t *v)
     return 1;
 }
 
-static int get_i64(struct nn__plan_reader *r, const char *field, int64_t *v)
-{
-    uint64_t u;
-    if (!get_u64(r, field, &u)) return 0;
-    *v = (int64_t)u;
-    return 1;
-}
-
-/* A signed field that must lie in [lo, hi]. */
-static int get_i32_in(struct nn__plan_reader *r, const char *field, int32_t lo, int32_t hi,
-                      int32_t *v)
-{
-    size_t at = r->pos;
-    if (!get_i32(r, field, v)) return 0;
-    if (*v >= lo && *v <= hi) return 1;
-    char msg[96];
-    snprintf(msg, sizeof msg, "value %d is outside %d..%d", *v, lo, hi);
-    return bad(r, at, field, msg);
-}
-
-/* A signed 64-bit field that must be >= min. */
-static int get_i64_min(struct nn__plan_reader *r, const char *field, int64_t min, int64_t *v)
-{
-    size_t at = r->pos;
-    if (!get_i64(r, field, v)) return 0;
-    if (*v >= min) return 1;
-    char msg[96];
-    snprintf(msg, sizeof msg, "value %lld is < %lld", (long long)*v, (long long)min);
-    return bad(r, at, field, msg);
-}
-
-static int get_f64_finite(struct nn__plan_reader *r, const char *field, double *v)
-{
-    size_t at = r->pos;
-    uint64_t bits;
-    if (!get_u64(r, field, &bits)) return 0;
-    memcpy(v, &bits, sizeof bits);
-    return isfinite(*v) ? 1 : bad(r, at, field, "is not a finite number");
-}
-
-int nn__plan_reader_i32(struct nn__plan_reader *r, const char *field, int32_t *v)
-{
-    return get_i32(r, field, v);
-}
-
-int nn__plan_reader_u64(struct nn__plan_reader *r, const char *field, uint64_t *v)
-{
-    return get_u64(r, field, v);
-}
-
-int nn__plan_reader_i32_in(struct nn__plan_reader *r, const char *field, int32_t lo, int32_t hi,
-                           int32_t *v)
-{
-    return get_i32_in(r, field, lo, hi, v);
-}
-
-int nn__plan_reader_i64_min(struct nn__plan_reader *r, const char *field, int64_t min, int64_t *v)
-{
-    return get_i64_min(r, field, min, v);
-}
-
-int nn__plan_reader_f64_finite(struct nn__plan_reader *r, const char *field, double *v)
-{
-    return get_f64_finite(r, field, v);
-}
-
-size_t nn__plan_reader_pos(const struct nn__plan_reader *r)
-{
-    return r->pos;
-}
-
-int nn__plan_reader_bad(struct nn__plan_reader *r, size_t offset, const char *field,
-                        const char *problem)
-{
-    return bad(r, offset, field, problem);
-}
-
-/* The record's fields read so far must pass nn__plan_record_invalid() (the ones not read yet hold
- * nn__plan_record_init()'s values): fields are checked in file order, so the problem found is the
- * field that starts at byte offset at. */
-static int record_ok(struct nn__plan_reader *r, const struct nn__plan_record *rec, size_t at,
-                     const char *field)
-{
-    const char *problem = nn__plan_record_invalid(rec);
-    return problem ? bad(r, at, field, problem) : 1;
-}
-
-/* A version 1 or 2 record: a graph-plan key in the layout of kind's legacy hook (read into key, a
- * buffer of the legacy key's size) and a record in the layout of those versions. */
-static int read_v2_record(struct nn__plan_reader *r, const struct nn__cache_kind *kind, void *key,
-                          struct nn__plan_record *rec)
-{
-    uint32_t body;
-    if (!get_u32(r, "body length", &body)) return 0;
-    size_t start = r->pos;
-    if (!need(r, body, "record body")) return 0;
-    nn__plan_record_init(rec);
-    if (!kind->legacy->read_v2_key(r, key) || !get_i64(r, "engine", &rec->tuned.engine) ||
-        !get_u64(r, "workspace", &rec->workspace))
-        return 0;
-    if (rec->tuned.engine < 0) return bad(r, r->pos - 16, "engine", "engine index is negative");
-    size_t at = r->pos;
-    uint64_t bits;
-    if (!get_u64(r, "time_us", &bits)) return 0;
-    memcpy(&rec->time_us, &bits, sizeof bits);
-    if (!record_ok(r, rec, at, "time_us")) return 0;
-    if (!get_i32_in(r, "knob_count", 0, NN__PLAN_KNOBS_MAX, &rec->tuned.knob_count)) return 0;
-    for (int i = 0; i < rec->tuned.knob_count; i++)
-        if (!get_i64(r, "knob type", &rec->tuned.knobs[i].type) ||
-            !get_i64(r, "knob value", &rec->tuned.knobs[i].value))
-            return 0;
-    at = r->pos;
-    if (!get_u32(r, "json_len", &rec->json_len)) return 0;
-    if (rec->json_len > NN__PLAN_JSON_MAX) return bad(r, at, "json_len", "exceeds 256 KiB");
-    if (!need(r, rec->json_len, "json")) return 0;
-    rec->json = (const char *)r->buf + r->pos;
-    r->pos += rec->json_len;
-    if (r->version >= 2) {
-        at = r->pos;
-        if (!get_u64(r, "build_ms", &bits)) return 0;
-        memcpy(&rec->build_ms, &bits, sizeof bits);
-        if (!record_ok(r, rec, at, "build_ms")) return 0;
-        at = r->pos;
-        if (!get_i64(r, "quick_engine", &rec->quick.engine) ||
-            !record_ok(r, rec, at, "quick_engine"))
-            return 0;
-        /* The count is checked before any knob is read. */
-        at = r->pos;
-        if (!get_i32(r, "quick_knob_count", &rec->quick.knob_count) ||
-            !record_ok(r, rec, at, "quick_knob_count"))
-            return 0;
-        for (int i = 0; i < rec->quick.knob_count; i++)
-            if (!get_i64(r, "quick knob type", &rec->quick.knobs[i].type) ||
-                !get_i64(r, "quick knob value", &rec->quick.knobs[i].value))
-                return 0;
-    }
-    if (r->pos - start != body) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "says %u bytes, the fields take %zu", body, r->pos - start);
-        return bad(r, start - 4, "body length", msg);
-    }
-    return 1;
-}
-
 struct header {
     uint64_t cudnn_version;
     struct nn__gpu_id gpu;
@@ -391,11 +237,14 @@ static int get_header(struct nn__plan_reader *r, struct header *h)
     if (memcmp(r->buf, PLAN_FILE_MAGIC, 8) != 0)
         return bad(r, 0, "magic", "not an nnprim plan file");
     r->pos = 8;
-    if (!get_u32(r, "format version", &r->version)) return 0;
-    if (r->version < PLAN_FILE_VERSION_MIN || r->version > PLAN_FILE_VERSION) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "format version %u, this build reads versions %u to %u",
-                 r->version, PLAN_FILE_VERSION_MIN, PLAN_FILE_VERSION);
+    uint32_t version;
+    if (!get_u32(r, "format version", &version)) return 0;
+    if (version != PLAN_FILE_VERSION) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "the file is format version %u, this build reads version %u only (delete it: "
+                 "the plans are tuned again and saved in version %u)",
+                 version, PLAN_FILE_VERSION, PLAN_FILE_VERSION);
         return bad(r, 8, "format version", msg);
     }
     memset(&h->gpu, 0, sizeof h->gpu);
@@ -423,27 +272,19 @@ static int same_identity(const struct header *h, uint64_t cudnn_version,
            strncmp(h->gpu.name, gpu->name, NN__GPU_NAME_MAX - 1) == 0;
 }
 
-/* How a record's key is laid out: the kind's own, or the retired one its legacy hook imports. */
-struct key_layout {
-    size_t size;
-    const struct nn__field *fields;
-    const char *(*invalid)(const void *key);
-};
-
-/* One version-3 record of a kind the cache has (or imports), after its kind id: key (in layout
- * kl), record and blob, decoded into buffers of their sizes (zeroed by the caller) and
- * range-checked by the hooks. body is the body length, start its first byte. */
-static int read_v3_fields(struct nn__plan_reader *r, const struct nn__cache_kind *kind,
-                          const struct key_layout *kl, uint32_t body, size_t start, void *key,
-                          void *rec, uint32_t *blob_len)
+/* One record of a kind the cache has, after its kind id: key, record and blob, decoded into
+ * buffers of their sizes (zeroed by the caller) and range-checked by the hooks. body is the body
+ * length, start its first byte. */
+static int read_fields(struct nn__plan_reader *r, const struct nn__cache_kind *kind, uint32_t body,
+                       size_t start, void *key, void *rec, uint32_t *blob_len)
 {
-    size_t klen = nn__field_list_encoded_size(kl->fields),
+    size_t klen = nn__field_list_encoded_size(kind->key_fields),
            rlen = nn__field_list_encoded_size(kind->record_fields);
     if (!need(r, klen, "key")) return 0;
     size_t at = r->pos;
-    nn__field_list_decode(kl->fields, r->buf + r->pos, key);
+    nn__field_list_decode(kind->key_fields, r->buf + r->pos, key);
     r->pos += klen;
-    const char *problem = kl->invalid ? kl->invalid(key) : NULL;
+    const char *problem = kind->key_invalid ? kind->key_invalid(key) : NULL;
     if (problem) return bad(r, at, "key", problem);
     if (!need(r, rlen, "record")) return 0;
     size_t rec_at = r->pos;
@@ -486,15 +327,13 @@ static int add(struct nn__plan_reader *r, struct sink *s, uint32_t kind, const v
     return 0;
 }
 
-static int read_v3_record(struct nn__plan_reader *r, struct nn__cache *c, struct sink *s)
+static int read_record(struct nn__plan_reader *r, struct nn__cache *c, struct sink *s)
 {
     uint32_t body, id;
     if (!get_u32(r, "body length", &body)) return 0;
     size_t start = r->pos;
     if (!need(r, body, "record body") || !get_u32(r, "kind", &id)) return 0;
     const struct nn__cache_kind *kind = nn__cache_kind_of(c, id);
-    const struct nn__cache_legacy *old = NULL;
-    if (!kind && (kind = nn__cache_kind_importing(c, id))) old = kind->legacy;
     /* A kind that keeps nothing across processes: an older writer's records of it are read as
      * a kind this process lacks. */
     if (kind && (kind->flags & NN__CACHE_KIND_NOT_PERSISTED)) kind = NULL;
@@ -504,66 +343,18 @@ static int read_v3_record(struct nn__plan_reader *r, struct nn__cache *c, struct
         s->skipped++;
         return 1;
     }
-    struct key_layout kl = {kind->key_size, kind->key_fields, kind->key_invalid};
-    if (old) kl = (struct key_layout){old->key_size, old->key_fields, old->key_invalid};
-    /* One buffer: the key as read, the record, and (for a retired layout) the imported key. */
-    size_t at_rec = kl.size, at_new = at_rec + kind->record_size;
-    unsigned char *key = nn__host_calloc(1, at_new + (old ? kind->key_size : 0));
+    /* One buffer: the key, then the record. */
+    unsigned char *key = nn__host_calloc(1, kind->key_size + kind->record_size);
     if (!key) {
         r->status = NN__FAIL(r->ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", r->what);
         return 0;
     }
     uint32_t blob_len = 0;
-    int ok = read_v3_fields(r, kind, &kl, body, start, key, key + at_rec, &blob_len);
-    const unsigned char *k = key;
-    if (ok && old) {
-        k = key + at_new;
-        if (!old->import(key, key + at_new)) k = NULL;
-    }
-    if (ok && !k)
-        s->skipped++;
-    else if (ok)
-        ok = add(r, s, kind->id, k, key + at_rec, (const char *)r->buf + r->pos - blob_len,
-                 blob_len);
+    unsigned char *rec = key + kind->key_size;
+    int ok = read_fields(r, kind, body, start, key, rec, &blob_len);
+    if (ok) ok = add(r, s, kind->id, key, rec, (const char *)r->buf + r->pos - blob_len, blob_len);
     nn__host_free(key);
     return ok;
-}
-
-static int read_record(struct nn__plan_reader *r, struct nn__cache *c, struct sink *s)
-{
-    if (r->version >= 3) return read_v3_record(r, c, s);
-    if (!r->v2_kind) { /* no kind here reads them: skipped whole, by the body length */
-        uint32_t body;
-        if (!get_u32(r, "body length", &body) || !need(r, body, "record body")) return 0;
-        r->pos += body;
-        s->skipped++;
-        return 1;
-    }
-    const struct nn__cache_kind *kind = r->v2_kind;
-    size_t old_size = kind->legacy->key_size;
-    unsigned char *key = nn__host_calloc(1, old_size + kind->key_size);
-    if (!key) {
-        r->status = NN__FAIL(r->ctx, NN_E_OOM_HOST, "plan file %s: out of host memory", r->what);
-        return 0;
-    }
-    struct nn__plan_record rec;
-    int ok = read_v2_record(r, kind, key, &rec);
-    if (ok && !kind->legacy->import(key, key + old_size))
-        s->skipped++;
-    else if (ok)
-        ok = add(r, s, kind->id, key + old_size, &rec, rec.json, rec.json_len);
-    nn__host_free(key);
-    return ok;
-}
-
-/* The kind of c that reads version 1 and 2 records, or NULL. */
-static const struct nn__cache_kind *v2_kind_of(const struct nn__cache *c)
-{
-    for (uint32_t id = 1; id <= NN__CACHE_KIND_ID_MAX; id++) {
-        const struct nn__cache_kind *k = nn__cache_kind_of(c, id);
-        if (k && k->legacy && k->legacy->read_v2_key) return k;
-    }
-    return NULL;
 }
 
 /* Every record goes into a scratch cache first; only a file that checks out completely reaches
@@ -572,7 +363,7 @@ nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const ch
                                const unsigned char *buf, size_t len, uint64_t cudnn_version,
                                const struct nn__gpu_id *gpu)
 {
-    struct nn__plan_reader r = {ctx, what, buf, len, 0, -1, 0, NN_OK, v2_kind_of(c)};
+    struct nn__plan_reader r = {ctx, what, buf, len, 0, -1, NN_OK};
     struct header h;
     if (!get_header(&r, &h)) return r.status;
     struct sink s = {NULL, 0};

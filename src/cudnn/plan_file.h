@@ -27,12 +27,10 @@ nn_status nn__plan_file_encode(struct nn_ctx *ctx, const struct nn__cache *c,
                                uint64_t cudnn_version, const struct nn__gpu_id *gpu,
                                unsigned char **out, size_t *out_len);
 
-/* Parse a whole file image (format version 1, 2 or 3). If it is well formed, its records are added
- * to c's known records; records of a retired kind id that a kind of c takes over (its legacy hook,
- * cache.h), and version 1 and 2 records, are imported into that kind. Records of another cuDNN
- * version or GPU, of a kind c neither has nor imports, of a kind of c's that is
- * NN__CACHE_KIND_NOT_PERSISTED, and those whose key the import refuses are skipped and counted,
- * not added.
+/* Parse a whole file image (format version 3; any other version is NN_E_FORMAT, the message naming
+ * the file's version and this build's). If it is well formed, its records are added to c's known
+ * records. Records of another cuDNN version or GPU, of a kind c does not have, and of a kind of
+ * c's that is NN__CACHE_KIND_NOT_PERSISTED are skipped and counted, not added.
  * Otherwise nothing is added and NN_E_FORMAT names the field and its byte offset. what names the
  * source in messages (the path). Returns NN_OK; NN_E_FORMAT; NN_E_OOM_HOST (nothing added). */
 nn_status nn__plan_file_decode(struct nn_ctx *ctx, struct nn__cache *c, const char *what,
@@ -54,29 +52,5 @@ nn_status nn__plan_file_save(struct nn_ctx *ctx, const struct nn__cache *c, cons
  * path and strerror); NN_E_FORMAT; NN_E_OOM_HOST. On failure nothing is added. */
 nn_status nn__plan_file_load(struct nn_ctx *ctx, struct nn__cache *c, const char *path,
                              uint64_t cudnn_version, const struct nn__gpu_id *gpu);
-
-/* ---------------------------------------------------------------------------------------------
- * Reading a retired key layout (struct nn__cache_legacy.read_v2_key)
- */
-
-/* The decoder's position in a file. Each call reads one little-endian field named field (for the
- * message) at the current position and advances; it returns 1, or 0 when the file is truncated
- * or the value out of range, with NN_E_FORMAT recorded (the field and its byte offset named; the
- * first problem found is the one reported). */
-struct nn__plan_reader;
-int nn__plan_reader_i32(struct nn__plan_reader *r, const char *field, int32_t *v);
-int nn__plan_reader_u64(struct nn__plan_reader *r, const char *field, uint64_t *v);
-/* A value in lo..hi. */
-int nn__plan_reader_i32_in(struct nn__plan_reader *r, const char *field, int32_t lo, int32_t hi,
-                           int32_t *v);
-/* A value >= min. */
-int nn__plan_reader_i64_min(struct nn__plan_reader *r, const char *field, int64_t min, int64_t *v);
-/* An f64 that is finite. */
-int nn__plan_reader_f64_finite(struct nn__plan_reader *r, const char *field, double *v);
-/* The byte offset the next read starts at. */
-size_t nn__plan_reader_pos(const struct nn__plan_reader *r);
-/* Record that field, at byte offset, has problem (a static description); returns 0. */
-int nn__plan_reader_bad(struct nn__plan_reader *r, size_t offset, const char *field,
-                        const char *problem);
 
 #endif

@@ -710,8 +710,8 @@ static nn_status run_product(struct lt_run *r, int *replayed)
     struct lt_replay *rp = &r->p->replay;
     *replayed = 0;
     /* a whole-step capture records the eager call (include/nnprim/graph.h) */
-    if (ctx->settings.linear_graphs == NN_LINEAR_GRAPHS_OFF || rp->refused ||
-        !ctx->stream_capturable || ctx->capture)
+    if (ctx->settings.linear_graphs == NN_GRAPHS_OFF || rp->refused || !ctx->stream_capturable ||
+        ctx->capture)
         return lt_matmul(r);
     int ready = rp->exec && call_eq(&rp->at, r->c);
     if (!ready && call_eq(&rp->last, r->c)) {

@@ -60,13 +60,13 @@ static nn_status create_pool(int device, const nn_mem_settings *s, const char *f
     return nn__mem_pool_create(up, s, fn, out);
 }
 
-static nn_status default_settings(const char *fn, nn_mem_settings *s);
+static nn_status settings_from_env(const char *fn, nn_mem_settings *s);
 static void user_stats(int device, nn_mem_stats *out);
 
 /* The bytes graph memory holds per device (graph_mem.c), by slot as pools[]. */
 static atomic_llong graph_bytes[MAX_DEVICES + 1];
 
-/* The device's pool, created with settings s (NULL: nn_mem_default_settings()) if it does not
+/* The device's pool, created with settings s (NULL: nn_mem_settings_from_env()) if it does not
  * exist yet. *created tells whether this call made it. While an NNPRIM_MEM_* variable is
  * malformed a pool is not created with defaults: the call fails with NN_E_ENV, so that a limit
  * the user asked for is never silently dropped. */
@@ -88,7 +88,7 @@ static nn_status pool_get(int device, const nn_mem_settings *s, const char *fn,
     if (!p) {
         nn_mem_settings d;
         if (!s) {
-            st = default_settings(fn, &d);
+            st = settings_from_env(fn, &d);
             s = &d;
         }
         if (st == NN_OK) st = create_pool(device, s, fn, &p);
@@ -110,21 +110,21 @@ static void set_defaults(nn_mem_settings *s)
     s->growth_slack = 0.0; /* no device synchronisation while a workload repeats: docs/MEMORY.md */
 }
 
-nn_status nn_mem_settings_init(nn_mem_settings *s)
+nn_status nn_mem_settings_defaults(nn_mem_settings *s)
 {
-    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_settings_init: s must not be NULL");
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_settings_defaults: s must not be NULL");
     set_defaults(s);
     return NN_OK;
 }
 
-nn_status nn_mem_default_settings(nn_mem_settings *s)
+nn_status nn_mem_settings_from_env(nn_mem_settings *s)
 {
-    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_default_settings: s must not be NULL");
-    return default_settings("nn_mem_default_settings", s);
+    if (!s) return NN__FAIL(NULL, NN_E_INVALID_ARG, "nn_mem_settings_from_env: s must not be NULL");
+    return settings_from_env("nn_mem_settings_from_env", s);
 }
 
 /* The defaults and the environment; fn names the public function called in messages. */
-static nn_status default_settings(const char *fn, nn_mem_settings *s)
+static nn_status settings_from_env(const char *fn, nn_mem_settings *s)
 {
     set_defaults(s);
     nn_status first = NN_OK, st;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/pullback.h"
 #include "core/tensor_util.h"
+#include "core/text.h"
 #include "pool/pool_internal.h"
 
 static const struct nn__pullback_kind pullback_kind = {"pool", NN_ACCUMULATE_DX, NULL};
@@ -172,15 +173,6 @@ static nn_status check_backend_limits(nn_ctx *ctx, const char *op, const nn_pool
     return be->check_limits ? be->check_limits(ctx, op, p, t, name) : NN_OK;
 }
 
-/* One list of the case syntax: " win3x3". */
-static size_t put_list(char *buf, size_t cap, size_t n, const char *name, int nsp, const int64_t *v)
-{
-    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", name);
-    for (int i = 0; i < nsp && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, i ? "x%lld" : "%lld", (long long)v[i]);
-    return n;
-}
-
 /* The call in the case syntax of docs/POOL.md (what `nnprim check pool` and the harness read),
  * e.g. "n2c3h8w8 max win3x3 stride2x2 pad1x1 f32"; a backward that adds to dx ends in " accdx",
  * as conv's line does, so that the reproducer accumulates too. */
@@ -195,13 +187,13 @@ static void shape_text(const nn_pool_params *p, const nn_tensor *x, unsigned acc
         n += (size_t)snprintf(buf + n, cap - n, "%c%lld", letters[off + i],
                               (long long)x->dims[2 + i]);
     if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", mode_name(p->mode));
-    n = put_list(buf, cap, n, "win", nsp, p->window);
-    n = put_list(buf, cap, n, "stride", nsp, p->stride);
+    n = nn__text_put_list(buf, cap, n, "win", nsp, p->window);
+    n = nn__text_put_list(buf, cap, n, "stride", nsp, p->stride);
     if (memcmp(p->pad_lo, p->pad_hi, (size_t)nsp * sizeof p->pad_lo[0]) == 0) {
-        n = put_list(buf, cap, n, "pad", nsp, p->pad_lo);
+        n = nn__text_put_list(buf, cap, n, "pad", nsp, p->pad_lo);
     } else {
-        n = put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
-        n = put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
+        n = nn__text_put_list(buf, cap, n, "padlo", nsp, p->pad_lo);
+        n = nn__text_put_list(buf, cap, n, "padhi", nsp, p->pad_hi);
     }
     if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", nn_dtype_name(x->dtype));
     if (n < cap && (accumulate & NN_ACCUMULATE_DX))

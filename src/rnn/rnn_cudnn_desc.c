@@ -83,7 +83,7 @@ nn_status nn__rnn_cudnn_build(struct nn_ctx *ctx, const struct rnn_key *k,
     e->dtype = cudnn_dtype(p->dtype);
     e->algo = algo;
     /* replay moves the caller's tensors through staging with the device copy kernel */
-    if (ctx->settings.rnn_graphs != NN_RNN_GRAPHS_OFF) e->no_replay = nn__copies_unavailable();
+    if (ctx->settings.rnn_graphs != NN_GRAPHS_OFF) e->no_replay = nn__copies_unavailable();
     if (e->no_replay && nn__verbose(ctx))
         nn__log("nn_rnn: this shape never replays: %s", e->no_replay);
     e->offsets = nn__host_alloc((size_t)(p->layers * p->dirs * 5) * sizeof *e->offsets);

@@ -50,8 +50,8 @@ void nn__rnn_cudnn_trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, 
     int eager = unit == U_INFER ? NN__RNN_REC_INFER_EAGER : NN__RNN_REC_TRAIN_EAGER;
     int replay = unit == U_INFER ? NN__RNN_REC_INFER_REPLAY : NN__RNN_REC_TRAIN_REPLAY;
     switch (ctx->settings.rnn_graphs) {
-    case NN_RNN_GRAPHS_OFF: t->phase = P_DECIDED; return;
-    case NN_RNN_GRAPHS_ON: t->phase = P_DECIDED, t->replay = 1; return;
+    case NN_GRAPHS_OFF: t->phase = P_DECIDED; return;
+    case NN_GRAPHS_ON: t->phase = P_DECIDED, t->replay = 1; return;
     default:
         if (flags & (eager | replay)) t->phase = P_DECIDED, t->replay = !!(flags & replay);
     }

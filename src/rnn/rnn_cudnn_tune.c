@@ -132,7 +132,7 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
     enum { NA = sizeof algos / sizeof algos[0] };
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    nn_rnn_graphs graphs = ctx->settings.rnn_graphs;
+    nn_graphs_mode graphs = ctx->settings.rnn_graphs;
     uint64_t t0 = nn__now_ns();
     struct rnn_live *cand[NA] = {0};
     double eager_ms[NA], replay_ms[NA];
@@ -148,9 +148,9 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
                           "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
                           algos[i]);
         int want_replay =
-            st == NN_OK && graphs != NN_RNN_GRAPHS_OFF && nn__rnn_cudnn_can_replay(ctx, cand[i]);
+            st == NN_OK && graphs != NN_GRAPHS_OFF && nn__rnn_cudnn_can_replay(ctx, cand[i]);
         if (st == NN_OK)
-            st = time_step(ctx, h, p, cand[i], graphs != NN_RNN_GRAPHS_ON || !want_replay,
+            st = time_step(ctx, h, p, cand[i], graphs != NN_GRAPHS_ON || !want_replay,
                            want_replay, &eager_ms[i], &replay_ms[i]);
         if (st == NN_OK) continue;
         nn__rnn_cudnn_live_destroy(cand[i]);
@@ -168,7 +168,7 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
     rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
     /* else the stream or the build decided, not the timing */
-    if (graphs == NN_RNN_GRAPHS_AUTO && nn__rnn_cudnn_can_replay(ctx, cand[best])) {
+    if (graphs == NN_GRAPHS_AUTO && nn__rnn_cudnn_can_replay(ctx, cand[best])) {
         rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
         rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
         nn__rnn_cudnn_trial_init(ctx, cand[best], U_TRAIN, rec->flags);

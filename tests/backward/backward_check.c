@@ -14,7 +14,7 @@
 nn_ctx *bc_ctx(nn_backend b)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = b;
     s.math_mode = NN_MATH_STRICT_FP32;
     nn_ctx *ctx = NULL;

@@ -130,7 +130,7 @@ nn_tensor cat_wrong_space(struct cat *c, const nn_tensor *t)
         cr_skip_test("a real device tensor on a reference context needs a GPU: %s", why);
     if (!c->gpu_ctx) {
         nn_settings s;
-        nn_default_settings(&s);
+        nn_settings_from_env(&s);
         s.backend = NN_BACKEND_CUDNN;
         s.plan_cache_file = NULL;
         cr_assert_eq(nn_ctx_create(&c->gpu_ctx, &s), NN_OK, "fixture: %s",
@@ -220,7 +220,7 @@ static void setup(struct cat *c)
     nforeign = 0;
     nn_settings s;
     /* The environment chooses the backend (NNPRIM_BACKEND); no plan file is read or written. */
-    cr_assert_eq(nn_default_settings(&s), NN_OK, "fixture: %s", nn_last_error()->message);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK, "fixture: %s", nn_last_error()->message);
     s.plan_cache_file = NULL;
     cr_assert_eq(nn_ctx_create(&c->ctx, &s), NN_OK, "fixture: %s", nn_last_error()->message);
     c->gpu = nn_ctx_backend(c->ctx) == NN_BACKEND_CUDNN;

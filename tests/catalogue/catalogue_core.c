@@ -121,17 +121,17 @@ CALL(device_info_none)
 
 /* ---- settings and the environment ---- */
 
-CALL(default_settings_null)
+CALL(settings_from_env_null)
 {
     (void)c;
-    return nn_default_settings(NULL);
+    return nn_settings_from_env(NULL);
 }
 
 static nn_status env_row(const char *name, const char *value)
 {
     cat_setenv(name, value);
     nn_settings s;
-    nn_status st = nn_default_settings(&s);
+    nn_status st = nn_settings_from_env(&s);
     /* always filled completely: the malformed variable keeps its default */
     cr_assert_eq(s.plan_cache_capacity >= 1 && s.autotune_candidates >= 1, 1, "defaults");
     return st;
@@ -261,7 +261,7 @@ static nn_status create_with(nn_settings *s)
 static nn_settings defaults(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK, "fixture");
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK, "fixture");
     s.plan_cache_file = NULL;
     return s;
 }
@@ -309,7 +309,7 @@ CALL(create_linear_graphs)
 {
     (void)c;
     nn_settings s = defaults();
-    s.linear_graphs = (nn_linear_graphs)2;
+    s.linear_graphs = (nn_graphs_mode)3;
     return create_with(&s);
 }
 CALL(create_candidates)
@@ -453,34 +453,35 @@ static const struct cat_row rows[] = {
         runtime_library_neg),
     ROW("runtime_library_info which COUNT", "nn_runtime_library_info", "which", E,
         runtime_library_big),
-    ROW("default_settings NULL", "nn_default_settings", "s", E, default_settings_null),
-    ROW("NNPRIM_BACKEND=gpu", "nn_default_settings", "NNPRIM_BACKEND", V, env_backend),
-    ROW("NNPRIM_BACKEND='REF '", "nn_default_settings", "NNPRIM_BACKEND", V, env_backend_case),
-    ROW("NNPRIM_DEVICE=-1", "nn_default_settings", "NNPRIM_DEVICE", V, env_device_neg),
-    ROW("NNPRIM_DEVICE=' 1'", "nn_default_settings", "NNPRIM_DEVICE", V, env_device_blank),
-    ROW("NNPRIM_DEVICE=1x", "nn_default_settings", "NNPRIM_DEVICE", V, env_device_junk),
-    ROW("NNPRIM_DEVICE overflows", "nn_default_settings", "NNPRIM_DEVICE", V, env_device_huge),
-    ROW("NNPRIM_MATH=fast", "nn_default_settings", "NNPRIM_MATH", V, env_math),
-    ROW("NNPRIM_DETERMINISTIC=2", "nn_default_settings", "NNPRIM_DETERMINISTIC", V, env_det),
-    ROW("NNPRIM_WORKSPACE_CAP=' -5'", "nn_default_settings", "NNPRIM_WORKSPACE_CAP", V,
+    ROW("settings_from_env NULL", "nn_settings_from_env", "s", E, settings_from_env_null),
+    ROW("NNPRIM_BACKEND=gpu", "nn_settings_from_env", "NNPRIM_BACKEND", V, env_backend),
+    ROW("NNPRIM_BACKEND='REF '", "nn_settings_from_env", "NNPRIM_BACKEND", V, env_backend_case),
+    ROW("NNPRIM_DEVICE=-1", "nn_settings_from_env", "NNPRIM_DEVICE", V, env_device_neg),
+    ROW("NNPRIM_DEVICE=' 1'", "nn_settings_from_env", "NNPRIM_DEVICE", V, env_device_blank),
+    ROW("NNPRIM_DEVICE=1x", "nn_settings_from_env", "NNPRIM_DEVICE", V, env_device_junk),
+    ROW("NNPRIM_DEVICE overflows", "nn_settings_from_env", "NNPRIM_DEVICE", V, env_device_huge),
+    ROW("NNPRIM_MATH=fast", "nn_settings_from_env", "NNPRIM_MATH", V, env_math),
+    ROW("NNPRIM_DETERMINISTIC=2", "nn_settings_from_env", "NNPRIM_DETERMINISTIC", V, env_det),
+    ROW("NNPRIM_WORKSPACE_CAP=' -5'", "nn_settings_from_env", "NNPRIM_WORKSPACE_CAP", V,
         env_cap_neg),
-    ROW("NNPRIM_WORKSPACE_CAP=+5", "nn_default_settings", "NNPRIM_WORKSPACE_CAP", V, env_cap_sign),
-    ROW("NNPRIM_WORKSPACE_CAP=1Q", "nn_default_settings", "NNPRIM_WORKSPACE_CAP", V,
+    ROW("NNPRIM_WORKSPACE_CAP=+5", "nn_settings_from_env", "NNPRIM_WORKSPACE_CAP", V, env_cap_sign),
+    ROW("NNPRIM_WORKSPACE_CAP=1Q", "nn_settings_from_env", "NNPRIM_WORKSPACE_CAP", V,
         env_cap_suffix),
-    ROW("NNPRIM_WORKSPACE_CAP overflows", "nn_default_settings", "NNPRIM_WORKSPACE_CAP", V,
+    ROW("NNPRIM_WORKSPACE_CAP overflows", "nn_settings_from_env", "NNPRIM_WORKSPACE_CAP", V,
         env_cap_overflow),
-    ROW("NNPRIM_TUNING=best", "nn_default_settings", "NNPRIM_TUNING", V, env_tuning),
-    ROW("NNPRIM_AUTOTUNE_CANDIDATES=0", "nn_default_settings", "NNPRIM_AUTOTUNE_CANDIDATES", V,
+    ROW("NNPRIM_TUNING=best", "nn_settings_from_env", "NNPRIM_TUNING", V, env_tuning),
+    ROW("NNPRIM_AUTOTUNE_CANDIDATES=0", "nn_settings_from_env", "NNPRIM_AUTOTUNE_CANDIDATES", V,
         env_candidates),
-    ROW("NNPRIM_PLAN_CACHE_CAPACITY=-3", "nn_default_settings", "NNPRIM_PLAN_CACHE_CAPACITY", V,
+    ROW("NNPRIM_PLAN_CACHE_CAPACITY=-3", "nn_settings_from_env", "NNPRIM_PLAN_CACHE_CAPACITY", V,
         env_capacity),
-    ROW("NNPRIM_BACKGROUND_BUILDS=yes", "nn_default_settings", "NNPRIM_BACKGROUND_BUILDS", V,
+    ROW("NNPRIM_BACKGROUND_BUILDS=yes", "nn_settings_from_env", "NNPRIM_BACKGROUND_BUILDS", V,
         env_background),
-    ROW("NNPRIM_PREBUILD_PLANS=2", "nn_default_settings", "NNPRIM_PREBUILD_PLANS", V, env_prebuild),
-    ROW("NNPRIM_LINEAR_GRAPHS=2", "nn_default_settings", "NNPRIM_LINEAR_GRAPHS", V,
+    ROW("NNPRIM_PREBUILD_PLANS=2", "nn_settings_from_env", "NNPRIM_PREBUILD_PLANS", V,
+        env_prebuild),
+    ROW("NNPRIM_LINEAR_GRAPHS=2", "nn_settings_from_env", "NNPRIM_LINEAR_GRAPHS", V,
         env_linear_graphs),
-    ROW("NNPRIM_VERBOSE=3", "nn_default_settings", "NNPRIM_VERBOSE", V, env_verbose),
-    ROW("NNPRIM_VERBOSE=''", "nn_default_settings", "NNPRIM_VERBOSE", V, env_verbose_empty),
+    ROW("NNPRIM_VERBOSE=3", "nn_settings_from_env", "NNPRIM_VERBOSE", V, env_verbose),
+    ROW("NNPRIM_VERBOSE=''", "nn_settings_from_env", "NNPRIM_VERBOSE", V, env_verbose_empty),
     ROW("ctx_create with a malformed environment", "nn_ctx_create", "NNPRIM_VERBOSE", V,
         env_ctx_create),
     ROW("ctx_create out NULL", "nn_ctx_create", "out", E, create_null_out),
@@ -489,7 +490,7 @@ static const struct cat_row rows[] = {
     ROW("ctx_create device -1", "nn_ctx_create", "settings.device", E, create_device_neg),
     ROW("ctx_create math_mode 9", "nn_ctx_create", "settings.math_mode", E, create_math),
     ROW("ctx_create tuning 5", "nn_ctx_create", "settings.tuning", E, create_tuning),
-    ROW("ctx_create linear_graphs 2", "nn_ctx_create", "settings.linear_graphs", E,
+    ROW("ctx_create linear_graphs 3", "nn_ctx_create", "settings.linear_graphs", E,
         create_linear_graphs),
     ROW("ctx_create autotune_candidates 0", "nn_ctx_create", "settings.autotune_candidates", E,
         create_candidates),

@@ -13,19 +13,19 @@
 static nn_mem_settings msettings(void)
 {
     nn_mem_settings s;
-    cr_assert_eq(nn_mem_default_settings(&s), NN_OK, "fixture: %s", nn_last_error()->message);
+    cr_assert_eq(nn_mem_settings_from_env(&s), NN_OK, "fixture: %s", nn_last_error()->message);
     return s;
 }
 
 CALL(default_null)
 {
     (void)c;
-    return nn_mem_default_settings(NULL);
+    return nn_mem_settings_from_env(NULL);
 }
-CALL(settings_init_null)
+CALL(settings_defaults_null)
 {
     (void)c;
-    return nn_mem_settings_init(NULL);
+    return nn_mem_settings_defaults(NULL);
 }
 CALL(configure_null)
 {
@@ -174,7 +174,7 @@ static nn_status host_trim(void)
 static nn_status host_defaults(void)
 {
     nn_mem_settings s;
-    return nn_mem_default_settings(&s);
+    return nn_mem_settings_from_env(&s);
 }
 CALL(env_limit_stats)
 {
@@ -368,8 +368,8 @@ CALL(stream_close_null)
 #define B NN_E_BAD_POINTER
 
 static const struct cat_row rows[] = {
-    ROW("mem_default_settings NULL", "nn_mem_default_settings", "s", E, default_null),
-    ROW("mem_settings_init NULL", "nn_mem_settings_init", "s", E, settings_init_null),
+    ROW("mem_settings_from_env NULL", "nn_mem_settings_from_env", "s", E, default_null),
+    ROW("mem_settings_defaults NULL", "nn_mem_settings_defaults", "s", E, settings_defaults_null),
     ROW("mem_configure s NULL", "nn_mem_configure", "s", E, configure_null),
     ROW("mem_configure device -5", "nn_mem_configure", "device", E, configure_device),
     ROW("mem_configure upstream 9", "nn_mem_configure", "s.upstream", E, configure_upstream),
@@ -396,12 +396,13 @@ static const struct cat_row rows[] = {
     ROW("NNPRIM_MEM_LIMIT=' -1' then get_stats", "nn_mem_get_stats", "NNPRIM_MEM_LIMIT", V,
         env_limit_stats),
     ROW("NNPRIM_MEM_LIMIT=12X then trim", "nn_mem_trim", "NNPRIM_MEM_LIMIT", V, env_limit_trim),
-    ROW("NNPRIM_MEM_LIMIT=-1", "nn_mem_default_settings", "NNPRIM_MEM_LIMIT", V, env_limit_default),
-    ROW("NNPRIM_MEM_UPSTREAM=mmap", "nn_mem_default_settings", "NNPRIM_MEM_UPSTREAM", V,
+    ROW("NNPRIM_MEM_LIMIT=-1", "nn_mem_settings_from_env", "NNPRIM_MEM_LIMIT", V,
+        env_limit_default),
+    ROW("NNPRIM_MEM_UPSTREAM=mmap", "nn_mem_settings_from_env", "NNPRIM_MEM_UPSTREAM", V,
         env_upstream),
-    ROW("NNPRIM_MEM_GROWTH_SLACK=0.5", "nn_mem_default_settings", "NNPRIM_MEM_GROWTH_SLACK", V,
+    ROW("NNPRIM_MEM_GROWTH_SLACK=0.5", "nn_mem_settings_from_env", "NNPRIM_MEM_GROWTH_SLACK", V,
         env_slack),
-    ROW("NNPRIM_MEM_BYPASS=on", "nn_mem_default_settings", "NNPRIM_MEM_BYPASS", V, env_bypass),
+    ROW("NNPRIM_MEM_BYPASS=on", "nn_mem_settings_from_env", "NNPRIM_MEM_BYPASS", V, env_bypass),
     ROW("mem_alloc ctx NULL", "nn_mem_alloc", "ctx", E, alloc_null_ctx),
     ROW_ON(CAT_GPU_ONLY, "mem_alloc out NULL", "nn_mem_alloc", "out", E, alloc_null_out),
     ROW("mem_alloc 0 bytes", "nn_mem_alloc", NULL, E, alloc_zero),

@@ -492,7 +492,7 @@ static struct mcase *case_new(void)
     struct mcase *m = calloc(1, sizeof *m);
     cr_assert(m);
     nn_settings s;
-    cr_assert(nn_settings_init(&s) == NN_OK);
+    cr_assert(nn_settings_defaults(&s) == NN_OK);
     s.backend = NN_BACKEND_REF;
     cr_assert(nn_ctx_create(&m->ctx, &s) == NN_OK);
     arena_init(m, MAX_TENSORS);
@@ -1211,7 +1211,7 @@ Test(mutations, ctx_create)
     struct mcase *m = case_new();
     pool_setup(m);
     m->s[0].locked = m->s[1].locked = 1; /* only the settings are mutated */
-    cr_assert(nn_settings_init(&settings) == NN_OK);
+    cr_assert(nn_settings_defaults(&settings) == NN_OK);
     settings.backend = NN_BACKEND_REF;
     m->mostly_valid = 1;
     SWEEP("nn_ctx_create", &settings, settings_fields, settings_call, 0x579b);

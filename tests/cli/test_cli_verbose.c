@@ -45,7 +45,7 @@ static void start_capture(void)
 static nn_ctx *ref_ctx(int verbose)
 {
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     s.verbose = verbose;
     nn_ctx *ctx;
@@ -807,7 +807,7 @@ Test(cli_verbose, ex_and_stateless_lines_on_cudnn)
 {
     NN_REQUIRE_GPU();
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.verbose = 1;
     nn_ctx *ctx;
@@ -909,7 +909,7 @@ Test(cli_verbose, warnings_go_to_the_callback)
     int falls_back = ndev == 0 || !(nn_build_features() & NN_FEATURE_CUDNN);
     start_capture();
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_AUTO;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);

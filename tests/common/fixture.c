@@ -13,7 +13,7 @@ static nn_ctx *create(const nn_settings *s)
 nn_ctx *nn_test_ctx(nn_backend b)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = b;
     return create(&s);
 }
@@ -21,7 +21,7 @@ nn_ctx *nn_test_ctx(nn_backend b)
 nn_ctx *nn_test_ctx_math(nn_backend b, nn_math_mode math)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = b;
     s.math_mode = math;
     return create(&s);
@@ -40,7 +40,7 @@ nn_tensor nn_test_ints(nn_ctx *ctx, nn_dtype dt, int rank, const int64_t *dims)
 int nn_test_f32_differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tensor *b)
 {
     nn_settings hs;
-    cr_assert_eq(nn_settings_init(&hs), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&hs), NN_OK);
     hs.backend = NN_BACKEND_REF;
     nn_ctx *h = create(&hs);
     nn_tensor ha, hb;
@@ -58,7 +58,7 @@ int nn_test_f32_differ(nn_ctx *ca, const nn_tensor *a, nn_ctx *cb, const nn_tens
 nn_ctx *nn_test_deterministic_gpu(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.deterministic = 1;
     return create(&s);

@@ -7,7 +7,7 @@
 
 #include "nnprim/nnprim.h"
 
-/* nn_default_settings() (the environment's NNPRIM_* included) with backend b; _math also sets
+/* nn_settings_from_env() (the environment's NNPRIM_* included) with backend b; _math also sets
  * the math mode. */
 nn_ctx *nn_test_ctx(nn_backend b);
 nn_ctx *nn_test_ctx_math(nn_backend b, nn_math_mode math);

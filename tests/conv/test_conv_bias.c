@@ -14,7 +14,7 @@
 static nn_ctx *make(nn_backend backend)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.verbose = 1;
     nn_ctx *ctx = NULL;

@@ -25,7 +25,7 @@
 static nn_ctx *gpu_ctx(nn_tuning_mode tuning, const char *plan_file)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     s.tuning = tuning;
     s.autotune_candidates = 4;
@@ -42,7 +42,7 @@ static nn_ctx *gpu_ctx(nn_tuning_mode tuning, const char *plan_file)
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx = NULL;
     return nn_ctx_create(&ctx, &s) == NN_OK ? ctx : NULL;
@@ -385,7 +385,7 @@ static float *forward_to_host(nn_ctx *ctx, nn_ctx *host, struct conv_io *io, siz
 static nn_ctx *tuning_ctx(const char *plan_file, int prebuild)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     s.tuning = NN_TUNING_AUTOTUNE;
     s.deterministic = 0;

@@ -14,7 +14,7 @@
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.math_mode = math;
     nn_ctx *ctx = NULL;
@@ -132,7 +132,7 @@ Test(conv_harness, bench_shape_files_parse)
 Test(conv_harness, verbose_line_carries_the_case)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     s.verbose = 1;
     nn_ctx *ctx;

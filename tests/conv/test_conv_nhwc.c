@@ -21,7 +21,7 @@
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 {
     nn_settings s;
-    nn_settings_init(&s);
+    nn_settings_defaults(&s);
     s.backend = backend;
     s.math_mode = math;
     nn_ctx *ctx = NULL;

@@ -7,7 +7,7 @@
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx = NULL;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);

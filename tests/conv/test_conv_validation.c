@@ -18,7 +18,7 @@ struct fx {
 static void fx_init(struct fx *f)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     cr_assert_eq(nn_ctx_create(&f->ctx, &s), NN_OK);
     cr_assert_eq(nn_conv_params_default(&f->p, 2), NN_OK);
@@ -326,7 +326,7 @@ Test(conv_validation_gpu, host_tensors_are_refused_on_a_cudnn_context)
     struct fx f;
     fx_init(&f);
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *gpu;
     cr_assert_eq(nn_ctx_create(&gpu, &s), NN_OK, "%s", nn_last_error()->message);

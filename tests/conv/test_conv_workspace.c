@@ -490,7 +490,7 @@ Test(conv_workspace_gpu, bf16_bias_ones_are_kept)
     nn_ctx *r = nn_test_ctx(NN_BACKEND_REF);
     for (int one = 0; one < 2; one++) {
         nn_settings s;
-        OK(nn_default_settings(&s));
+        OK(nn_settings_from_env(&s));
         s.backend = NN_BACKEND_CUDNN;
         if (one) s.plan_cache_capacity = 1;
         nn_ctx *g = NULL;

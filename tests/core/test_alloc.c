@@ -53,7 +53,7 @@ static nn_status make_ref_context(void *arg)
 {
     (void)arg;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     s.plan_cache_file = "/tmp/nnprim-test-plans.bin";
     nn_ctx *ctx;
@@ -87,7 +87,7 @@ static nn_status tensor_round_trip(void *arg)
 Test(alloc, tensors_survive_every_host_allocation_failure)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
@@ -100,7 +100,7 @@ Test(alloc, tensors_survive_every_host_allocation_failure)
 Test(alloc, huge_reference_tensor_is_out_of_host_memory)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);

@@ -10,7 +10,7 @@
 static nn_ctx *make_ctx(nn_backend backend, int verbose)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.verbose = verbose;
     nn_ctx *ctx;

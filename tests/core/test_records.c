@@ -41,7 +41,7 @@ static void fx_setup(struct fx *f)
 {
     memset(f, 0, sizeof *f);
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     cr_assert_eq(nn_ctx_create(&f->ctx, &s), NN_OK, "%s", nn_last_error()->message);
     static const int64_t dx[] = {1, 2, 5, 5}, dw[] = {3, 2, 3, 3}, dy[] = {1, 3, 3, 3};
@@ -715,7 +715,7 @@ Test(records_gpu, failures_of_a_cudnn_context)
 {
     NN_REQUIRE_GPU();
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);

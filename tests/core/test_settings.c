@@ -10,7 +10,7 @@
 Test(settings, defaults_without_environment)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     cr_expect_eq(s.backend, NN_BACKEND_AUTO);
     cr_expect_eq(s.device, 0);
     cr_expect_null(s.stream);
@@ -24,7 +24,8 @@ Test(settings, defaults_without_environment)
     cr_expect_eq(s.verbose, 0);
     cr_expect_eq(s.background_builds, 1);
     cr_expect_eq(s.prebuild_plans, 1);
-    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_ON);
+    cr_expect_eq(s.rnn_graphs, NN_GRAPHS_AUTO);
+    cr_expect_eq(s.linear_graphs, NN_GRAPHS_AUTO);
 }
 
 Test(settings, environment_overrides_every_field)
@@ -43,7 +44,7 @@ Test(settings, environment_overrides_every_field)
     setenv("NNPRIM_PREBUILD_PLANS", "0", 1);
     setenv("NNPRIM_LINEAR_GRAPHS", "0", 1);
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     cr_expect_eq(s.backend, NN_BACKEND_REF);
     cr_expect_eq(s.device, 3);
     cr_expect_eq(s.math_mode, NN_MATH_TF32);
@@ -56,7 +57,29 @@ Test(settings, environment_overrides_every_field)
     cr_expect_eq(s.verbose, 2);
     cr_expect_eq(s.background_builds, 0);
     cr_expect_eq(s.prebuild_plans, 0);
-    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_OFF);
+    cr_expect_eq(s.linear_graphs, NN_GRAPHS_OFF);
+}
+
+/* Both replay settings read one grammar into one enum: auto, 0 and 1 are AUTO, OFF and ON. */
+Test(settings, graphs_variables_share_one_grammar)
+{
+    static const struct {
+        const char *value;
+        nn_graphs_mode want;
+    } words[] = {{"auto", NN_GRAPHS_AUTO},
+                 {"AUTO", NN_GRAPHS_AUTO},
+                 {"0", NN_GRAPHS_OFF},
+                 {"1", NN_GRAPHS_ON}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        setenv("NNPRIM_RNN_GRAPHS", words[i].value, 1);
+        setenv("NNPRIM_LINEAR_GRAPHS", words[i].value, 1);
+        nn_settings s;
+        cr_assert_eq(nn_settings_from_env(&s), NN_OK, "%s", nn_last_error()->message);
+        cr_expect_eq(s.rnn_graphs, words[i].want, "NNPRIM_RNN_GRAPHS=%s", words[i].value);
+        cr_expect_eq(s.linear_graphs, words[i].want, "NNPRIM_LINEAR_GRAPHS=%s", words[i].value);
+    }
+    unsetenv("NNPRIM_RNN_GRAPHS");
+    unsetenv("NNPRIM_LINEAR_GRAPHS");
 }
 
 struct bad_env {
@@ -71,7 +94,9 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_DETERMINISTIC", "yes", "0 or 1"},
     {"NNPRIM_BACKGROUND_BUILDS", "on", "0 or 1"},
     {"NNPRIM_PREBUILD_PLANS", "2", "0 or 1"},
-    {"NNPRIM_LINEAR_GRAPHS", "on", "1 or 0"},
+    {"NNPRIM_LINEAR_GRAPHS", "on", "auto, 0 or 1"},
+    {"NNPRIM_LINEAR_GRAPHS", "2", "auto, 0 or 1"},
+    {"NNPRIM_RNN_GRAPHS", "on", "auto, 0 or 1"},
     {"NNPRIM_WORKSPACE_CAP", "12T", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "-5", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "99999999999999999999", "byte count"},
@@ -100,15 +125,15 @@ Test(settings, malformed_environment_is_named_and_defaulted)
         const struct bad_env *b = &bad_envs[i];
         setenv(b->var, b->value, 1);
         nn_settings s;
-        cr_expect_eq(nn_default_settings(&s), NN_E_ENV, "%s=%s", b->var, b->value);
+        cr_expect_eq(nn_settings_from_env(&s), NN_E_ENV, "%s=%s", b->var, b->value);
         const char *m = nn_last_error()->message;
-        cr_expect(strstr(m, "nn_default_settings: ") && strstr(m, b->var) &&
+        cr_expect(strstr(m, "nn_settings_from_env: ") && strstr(m, b->var) &&
                       strstr(m, b->expect_in_message) && strstr(m, b->value),
                   "message for %s=%s: %s", b->var, b->value, m);
         /* The field kept its default. */
         nn_settings d;
         unsetenv(b->var);
-        nn_default_settings(&d);
+        nn_settings_from_env(&d);
         cr_expect_eq(memcmp(&s, &d, sizeof s), 0, "%s=%s changed the settings", b->var, b->value);
     }
 }
@@ -118,7 +143,7 @@ Test(settings, one_bad_variable_does_not_hide_the_others)
     setenv("NNPRIM_MATH", "nope", 1);
     setenv("NNPRIM_VERBOSE", "1", 1);
     nn_settings s;
-    cr_expect_eq(nn_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_settings_from_env(&s), NN_E_ENV);
     cr_expect_eq(s.verbose, 1);
 }
 
@@ -128,7 +153,7 @@ Test(settings, the_first_bad_variable_is_the_one_reported)
     setenv("NNPRIM_MATH", "nope", 1);
     setenv("NNPRIM_VERBOSE", "9", 1);
     nn_settings s;
-    cr_expect_eq(nn_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_settings_from_env(&s), NN_E_ENV);
     const char *m = nn_last_error()->message;
     cr_expect(strstr(m, "NNPRIM_MATH") && !strstr(m, "NNPRIM_VERBOSE"), "%s", m);
 }
@@ -136,32 +161,32 @@ Test(settings, the_first_bad_variable_is_the_one_reported)
 Test(context, create_rejects_settings_out_of_range)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     nn_ctx *ctx = (nn_ctx *)0x1;
     s.verbose = 7;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
     cr_expect_null(ctx);
     cr_expect(strstr(nn_last_error()->message, "settings.verbose must be 0, 1 or 2, got 7"), "%s",
               nn_last_error()->message);
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = (nn_backend)9;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.plan_cache_capacity = 0;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
-    nn_default_settings(&s);
-    s.linear_graphs = (nn_linear_graphs)2;
+    nn_settings_from_env(&s);
+    s.linear_graphs = (nn_graphs_mode)3;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
     cr_expect_str_eq(nn_last_error()->message,
-                     "nn_ctx_create: settings.linear_graphs must be NN_LINEAR_GRAPHS_ON or _OFF, "
-                     "got 2");
+                     "nn_ctx_create: settings.linear_graphs must be NN_GRAPHS_AUTO, _OFF or _ON, "
+                     "got 3");
     cr_expect_eq(nn_ctx_create(NULL, &s), NN_E_INVALID_ARG);
 }
 
 Test(context, reference_context_reports_its_settings)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     s.verbose = 1;
     char path[] = "/tmp/some-plans.nnp";
@@ -196,7 +221,7 @@ Test(context, cudnn_backend_without_gpu_fails_clearly)
     const char *why;
     if (nn_test_have_gpu(&why)) cr_skip_test("a GPU is present: the failure path needs none");
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     nn_status st = nn_ctx_create(&ctx, &s);
@@ -208,7 +233,7 @@ Test(context, cudnn_backend_without_gpu_fails_clearly)
 Test(context, failures_are_recorded_on_the_context_too)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);

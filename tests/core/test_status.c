@@ -20,7 +20,7 @@ Test(status, failing_call_records_thread_error)
 {
     nn_clear_last_error();
     cr_assert_eq(nn_last_error()->status, NN_OK);
-    cr_assert_eq(nn_default_settings(NULL), NN_E_INVALID_ARG);
+    cr_assert_eq(nn_settings_from_env(NULL), NN_E_INVALID_ARG);
     const nn_error_info *e = nn_last_error();
     cr_expect_eq(e->status, NN_E_INVALID_ARG);
     cr_expect(strstr(e->message, "s must not be NULL"), "message: %s", e->message);

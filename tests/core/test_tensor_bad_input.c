@@ -15,7 +15,7 @@
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
@@ -142,7 +142,7 @@ Test(tensor_bad_input, reserved_fields_must_be_zero)
     cr_expect_eq(nn_tensor_validate(&t, "x"), NN_OK, "an imported view is a valid view");
 
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     s.reserved[3] = 7;
     nn_ctx *ctx = (nn_ctx *)1;

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 {
     long reps = argc > 1 ? atol(argv[1]) : 1000000;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     struct nn__cache *c;

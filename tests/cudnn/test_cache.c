@@ -231,7 +231,7 @@ Test(cache, malformed_kind_tables_are_refused)
 Test(cache, settings_are_filled_from_the_context)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     s.plan_cache_file = NULL;
     s.math_mode = NN_MATH_STRICT_FP32;
@@ -570,15 +570,4 @@ Test(cache, kind_flags_are_checked)
     cr_expect_null(c);
     cr_expect(strstr(nn_last_error()->message, "kind 0 (scratch) has unknown flag bits"), "%s",
               nn_last_error()->message);
-    static const struct nn__cache_legacy legacy = {
-        .id = 11,
-        .key_size = sizeof(struct scratch_key),
-        .key_fields = scratch_key_fields,
-        .import = NULL,
-    };
-    bad = scratch_kind;
-    bad.legacy = &legacy;
-    cr_expect_eq(nn__cache_create(NULL, one, 1, 4, &c), NN_E_INVALID_ARG);
-    cr_expect(strstr(nn_last_error()->message, "is not persisted but imports a legacy layout"),
-              "%s", nn_last_error()->message);
 }

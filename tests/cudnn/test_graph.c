@@ -422,7 +422,7 @@ static void ref_conv_bwd_filter(const struct shape *q, const float *x, const flo
 static nn_ctx *gpu_ctx(nn_math_mode math)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.math_mode = math;
     nn_ctx *ctx;

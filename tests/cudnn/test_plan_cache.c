@@ -220,56 +220,6 @@ Test(plan_key, layouts_give_conv_strides)
     }
 }
 
-/* Kind 1's keys (files written before kind 7) import as the kind-7 key of the same plan; those
- * kind 7 has none for are refused. */
-Test(plan_key, kind_1_keys_import)
-{
-    for (int s = 0; s < 30; s++) {
-        struct nn__conv_key k = fx_key(s), got;
-        struct nn__conv_key_v1 old = fx_key_v1(&k);
-        cr_assert_null(nn__conv_key_v1_invalid(&old), "seed %d", s);
-        cr_expect_eq(nn__conv_key_import(&old, &got), 1, "seed %d", s);
-        cr_expect(nn__conv_key_equal(&got, &k), "seed %d", s);
-    }
-    struct nn__conv_key k = fx_key(5), got;
-    k.relu = 1;
-    k.flags = NN__CONV_KEY_PLAIN;
-    k.mode = 1;
-    k.beta = 1.0;
-    struct nn__conv_key_v1 old = fx_key_v1(&k);
-    cr_expect_eq(nn__conv_key_import(&old, &got), 1);
-    cr_expect(nn__conv_key_equal(&got, &k));
-
-    struct nn__conv_key_v1 o = old;
-    o.op = NN__CONV_V1_POOL_FWD;
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "pooling");
-    o = old;
-    o.op = NN__CONV_V1_BIAS_GRAD;
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "bias gradient");
-    o = old;
-    o.p.window[0] = 2;
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "a pooling window");
-    o = old;
-    o.t[NN__CONV_V1_X].strides[3] = 2; /* neither packed layout */
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "strides");
-    o = old;
-    o.t[NN__CONV_V1_DX] = o.t[NN__CONV_V1_X]; /* a tensor the forward has no slot for */
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "an extra tensor");
-    o = old;
-    o.compute = NN_DTYPE_F64; /* f32 data accumulates in f32 */
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "compute");
-    o = old;
-    o.t[NN__CONV_V1_W].alignment = 32;
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "alignment");
-    /* Dims whose element count overflows int64 (what the fuzzer found): no layout, no key. */
-    o = old;
-    o.t[NN__CONV_V1_X].dims[0] = INT64_MAX / 2;
-    cr_expect_eq(nn__conv_key_import(&o, &got), 0, "overflowing dims");
-    struct nn__conv_key big = fx_key(5);
-    big.t[NN__CONV_SLOT_IN].dims[0] = INT64_MAX / 2;
-    cr_expect_str_eq(nn__conv_key_invalid(&big), "a tensor's element count overflows int64");
-}
-
 /* ---------------------------------------------------------------------------------------------
  * The cache
  */
@@ -711,7 +661,7 @@ Test(plan_cache, create_allocation_failure)
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     s.plan_cache_file = NULL;
     nn_ctx *ctx = NULL;
@@ -757,7 +707,7 @@ Test(plan_cache_api, null_arguments)
 static nn_ctx *gpu_ctx(const char *file)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.plan_cache_file = file;
     s.plan_cache_capacity = 4;
@@ -866,7 +816,7 @@ static void small_conv_free(nn_ctx *ctx, struct small_conv *c)
 static nn_ctx *tuning_gpu_ctx(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.plan_cache_file = NULL;
     s.tuning = NN_TUNING_AUTOTUNE;
@@ -874,102 +824,6 @@ static nn_ctx *tuning_gpu_ctx(void)
     nn_ctx *ctx = NULL;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "nn_ctx_create: %s", nn_last_error()->message);
     return ctx;
-}
-
-/* The one conv plan of a cache (a copy of its key and record, the JSON in json). */
-struct one_plan {
-    struct nn__conv_key k;
-    struct nn__plan_record r;
-    char json[NN__PLAN_JSON_MAX + 1];
-    int n;
-};
-
-static int take_plan(void *arg, const void *key, const struct nn__plan_record *r)
-{
-    struct one_plan *o = arg;
-    o->k = *(const struct nn__conv_key *)key;
-    o->r = *r;
-    memcpy(o->json, r->json, r->json_len);
-    o->json[r->json_len] = '\0';
-    o->r.json = o->json;
-    o->n++;
-    return 0;
-}
-
-static nn_ctx *foreground_gpu_ctx(const char *file)
-{
-    nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
-    s.backend = NN_BACKEND_CUDNN;
-    s.plan_cache_file = file;
-    s.background_builds = 0; /* a loaded record is rebuilt by the call itself */
-    nn_ctx *ctx = NULL;
-    cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "nn_ctx_create: %s", nn_last_error()->message);
-    return ctx;
-}
-
-/* GPU: a plan file that a build before kind 7 wrote (conv's plan under its kind-1 key) loads into
- * kind 7: the first call rebuilds the recorded engine (no heuristics query), the next one hits. */
-Test(plan_cache_gpu, a_kind_1_plan_file_is_rebuilt_from_not_searched_again)
-{
-    NN_REQUIRE_GPU();
-    char dir[] = "/tmp/nnprim-plan-gpu-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char path[64];
-    snprintf(path, sizeof path, "%s/kind1.plans", dir);
-
-    nn_ctx *a = foreground_gpu_ctx(NULL);
-    struct small_conv c;
-    small_conv_alloc(a, &c, 4);
-    cr_assert_eq(nn_conv_forward(a, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
-                 nn_last_error()->message);
-    static struct one_plan got;
-    memset(&got, 0, sizeof got);
-    nn__plan_cache_visit(nn__cudnn_plan_cache(a), NN__CONV_KIND_ID, take_plan, &got);
-    cr_assert_eq(got.n, 1, "one conv plan");
-    struct nn__cache *old = NULL;
-    cr_assert_eq(fx_v1_cache_create(NULL, 1, &old), NN_OK);
-    struct nn__conv_key_v1 k1 = fx_key_v1(&got.k);
-    cr_assert_eq(nn__plan_cache_add_known(NULL, old, NN__CONV_KIND_V1_ID, &k1, &got.r), NN_OK);
-    cr_assert_eq(nn__plan_file_save(NULL, old, path, a->cudnn->cudnn_version, &a->cudnn->gpu),
-                 NN_OK, "%s", nn_last_error()->message);
-    nn__cache_destroy(old);
-    small_conv_free(a, &c);
-    nn_ctx_destroy(a);
-
-    nn_ctx *b = foreground_gpu_ctx(path);
-    nn_plan_cache_stats st;
-    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
-    cr_expect_eq(st.records_loaded, 1);
-    cr_expect_eq(st.records_skipped, 0);
-    const struct nn__plan_record *known =
-        nn__plan_cache_lookup_known(nn__cudnn_plan_cache(b), NN__CONV_KIND_ID, &got.k);
-    cr_assert_not_null(known, "the kind-1 record is kind 7's under the same key");
-    cr_expect(fx_record_equal(known, &got.r));
-    small_conv_alloc(b, &c, 4);
-    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK, "%s",
-                 nn_last_error()->message);
-    cr_assert_eq(nn_conv_forward(b, &c.p, &c.x, &c.w, NULL, &c.y, NULL), NN_OK);
-    cr_assert_eq(nn_plan_cache_get_stats(b, &st), NN_OK);
-    cr_expect_eq(st.heuristic_queries, 0, "the recorded engine is rebuilt, not searched for");
-    cr_expect_eq(st.plans_rebuilt, 1);
-    cr_expect_eq(st.hits, 1);
-    small_conv_free(b, &c);
-    nn_ctx_destroy(b); /* saves the file again, as kind 7 */
-    struct nn__cache *again = NULL;
-    cr_assert_eq(fx_cache_create(NULL, 1, &again), NN_OK);
-    nn_ctx *probe = foreground_gpu_ctx(NULL);
-    cr_assert_eq(
-        nn__plan_file_load(NULL, again, path, probe->cudnn->cudnn_version, &probe->cudnn->gpu),
-        NN_OK, "%s", nn_last_error()->message);
-    cr_expect_not_null(nn__plan_cache_lookup_known(again, NN__CONV_KIND_ID, &got.k));
-    nn_ctx_destroy(probe);
-    nn__cache_destroy(again);
-    unlink(path);
-    char lock[80];
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    unlink(lock);
-    rmdir(dir);
 }
 
 /* GPU: two live contexts of one device tune once. The second context's first call finds the
@@ -1127,7 +981,7 @@ Test(plan_cache_gpu, a_forked_child_destroys_an_inherited_context_with_a_builder
     nn_ctx_destroy(a);
 
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     s.tuning = NN_TUNING_AUTOTUNE;
     s.background_builds = 1;

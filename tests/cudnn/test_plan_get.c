@@ -13,7 +13,7 @@
 static nn_ctx *ref_ctx(nn_math_mode math, int deterministic, size_t cap)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     s.math_mode = math;
     s.deterministic = deterministic;

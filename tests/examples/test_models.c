@@ -14,7 +14,7 @@
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = backend;
     s.math_mode = math;
     nn_ctx *ctx = NULL;

@@ -17,7 +17,7 @@
 static nn_ctx *host_ctx(void)
 {
     nn_settings s;
-    OK(nn_settings_init(&s));
+    OK(nn_settings_defaults(&s));
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx = NULL;
     OK(nn_ctx_create(&ctx, &s));

@@ -284,7 +284,7 @@ static void host_ctx_open(struct host_ctx *h)
     struct nn__upstream up;
     cr_assert_eq(nn__upstream_host(&up), NN_OK);
     nn_mem_settings s;
-    cr_assert_eq(nn_mem_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_mem_settings_defaults(&s), NN_OK);
     cr_assert_eq(nn__mem_pool_create(up, &s, "test", &h->ctx.mem_pool), NN_OK);
     cr_assert_eq(nn__hstream_create(&h->stream), NN_OK);
     h->ctx.settings.backend = NN_BACKEND_CUDNN;
@@ -398,7 +398,7 @@ Test(allocator_gpu, tensors_of_a_cudnn_context)
     nn_mem_allocator a = allocator_of(&c);
     cr_assert_eq(nn_mem_set_allocator(0, &a), NN_OK);
     nn_settings st;
-    cr_assert_eq(nn_settings_init(&st), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&st), NN_OK);
     st.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &st), NN_OK, "%s", nn_last_error()->message);

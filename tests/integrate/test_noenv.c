@@ -34,12 +34,12 @@ static void spoil_environment(void)
         cr_assert_eq(setenv(vars[i][0], vars[i][1], 1), 0);
 }
 
-Test(noenv, settings_init_ignores_the_environment)
+Test(noenv, settings_defaults_ignore_the_environment)
 {
     spoil_environment();
     nn_settings env, s;
-    cr_expect_eq(nn_default_settings(&env), NN_E_ENV, "the environment is malformed");
-    cr_assert_eq(nn_settings_init(&s), NN_OK, "%s", nn_last_error()->message);
+    cr_expect_eq(nn_settings_from_env(&env), NN_E_ENV, "the environment is malformed");
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK, "%s", nn_last_error()->message);
     cr_expect_eq(s.backend, NN_BACKEND_AUTO);
     cr_expect_eq(s.device, 0);
     cr_expect_null(s.stream);
@@ -53,12 +53,12 @@ Test(noenv, settings_init_ignores_the_environment)
     cr_expect_eq(s.verbose, 0);
     cr_expect_eq(s.background_builds, 1);
     cr_expect_eq(s.prebuild_plans, 1);
-    cr_expect_eq(s.rnn_graphs, NN_RNN_GRAPHS_AUTO);
-    cr_expect_eq(s.linear_graphs, NN_LINEAR_GRAPHS_ON);
+    cr_expect_eq(s.rnn_graphs, NN_GRAPHS_AUTO);
+    cr_expect_eq(s.linear_graphs, NN_GRAPHS_AUTO);
     for (size_t i = 0; i < sizeof s.reserved / sizeof s.reserved[0]; i++)
         cr_expect_eq(s.reserved[i], 0);
-    cr_expect_eq(nn_settings_init(NULL), NN_E_INVALID_ARG);
-    cr_expect(strstr(nn_last_error()->message, "nn_settings_init: s must not be NULL"));
+    cr_expect_eq(nn_settings_defaults(NULL), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "nn_settings_defaults: s must not be NULL"));
 
     /* A context made from them works while the environment stays malformed. */
     s.backend = NN_BACKEND_REF;
@@ -76,12 +76,12 @@ Test(noenv, settings_init_ignores_the_environment)
     nn_ctx_destroy(ctx);
 }
 
-Test(noenv, mem_settings_init_ignores_the_environment)
+Test(noenv, mem_settings_defaults_ignore_the_environment)
 {
     spoil_environment();
     nn_mem_settings env, s;
-    cr_expect_eq(nn_mem_default_settings(&env), NN_E_ENV);
-    cr_assert_eq(nn_mem_settings_init(&s), NN_OK);
+    cr_expect_eq(nn_mem_settings_from_env(&env), NN_E_ENV);
+    cr_assert_eq(nn_mem_settings_defaults(&s), NN_OK);
     cr_expect_eq(s.upstream, NN_MEM_UPSTREAM_MALLOC);
     cr_expect_eq(s.limit, 0);
     cr_expect_eq(s.bypass, 0);
@@ -89,8 +89,8 @@ Test(noenv, mem_settings_init_ignores_the_environment)
     cr_expect_eq(s.growth_slack, 0.0);
     for (int i = 0; i < 8; i++)
         cr_expect_eq(s.reserved[i], 0);
-    cr_expect_eq(nn_mem_settings_init(NULL), NN_E_INVALID_ARG);
-    cr_expect(strstr(nn_last_error()->message, "nn_mem_settings_init: s must not be NULL"));
+    cr_expect_eq(nn_mem_settings_defaults(NULL), NN_E_INVALID_ARG);
+    cr_expect(strstr(nn_last_error()->message, "nn_mem_settings_defaults: s must not be NULL"));
     /* A pool made implicitly would read the malformed variables; configured first, it does not. */
     nn_mem_stats st;
     cr_expect_eq(nn_mem_get_stats(NN_MEM_HOST, &st), NN_E_ENV);
@@ -127,7 +127,7 @@ static int child_work(void *arg)
 {
     nn_ctx *inherited = arg;
     nn_settings s;
-    if (nn_settings_init(&s) != NN_OK) return 10;
+    if (nn_settings_defaults(&s) != NN_OK) return 10;
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     if (nn_ctx_create(&ctx, &s) != NN_OK) return 11;
@@ -147,7 +147,7 @@ static int child_work(void *arg)
 Test(fork, reference_contexts_work_in_a_child)
 {
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
@@ -167,7 +167,7 @@ static int child_leaves_gpu_context_alone(void *arg)
 {
     (void)arg;
     nn_settings s;
-    nn_settings_init(&s);
+    nn_settings_defaults(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     if (nn_ctx_create(&ctx, &s) != NN_OK) return 20;
@@ -184,7 +184,7 @@ Test(fork_gpu, child_leaves_a_cudnn_context_alone)
 {
     NN_REQUIRE_GPU();
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);

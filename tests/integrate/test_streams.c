@@ -48,7 +48,7 @@ static void expect_message(const char *fragment)
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    cr_assert_eq(nn_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&s), NN_OK);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);
@@ -124,7 +124,7 @@ static void hpool_open(struct hpool *h)
     struct nn__upstream up;
     cr_assert_eq(nn__upstream_host(&up), NN_OK);
     nn_mem_settings s;
-    cr_assert_eq(nn_mem_settings_init(&s), NN_OK);
+    cr_assert_eq(nn_mem_settings_defaults(&s), NN_OK);
     cr_assert_eq(nn__mem_pool_create(up, &s, "test", &h->pool), NN_OK);
     cr_assert_eq(nn__hstream_create(&h->a), NN_OK);
     cr_assert_eq(nn__hstream_create(&h->b), NN_OK);
@@ -322,10 +322,10 @@ static cudaStream_t new_stream(void)
     return s;
 }
 
-static nn_ctx *gpu_ctx(cudaStream_t s, nn_rnn_graphs graphs)
+static nn_ctx *gpu_ctx(cudaStream_t s, nn_graphs_mode graphs)
 {
     nn_settings st;
-    cr_assert_eq(nn_settings_init(&st), NN_OK);
+    cr_assert_eq(nn_settings_defaults(&st), NN_OK);
     st.backend = NN_BACKEND_CUDNN;
     st.stream = s;
     st.deterministic = 1;
@@ -480,7 +480,7 @@ Test(streams_gpu, conv_forward_and_backward_on_two_streams)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), s2 = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_AUTO);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_AUTO);
     struct conv_step c;
     memset(&c, 0, sizeof c);
     cr_assert_eq(nn_conv_params_default(&c.p, 2), NN_OK);
@@ -534,7 +534,7 @@ Test(streams_gpu, pool_forward_and_backward_on_two_streams)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), s2 = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_AUTO);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_AUTO);
     struct pool_step c;
     memset(&c, 0, sizeof c);
     c.p.mode = NN_POOL_MAX;
@@ -589,7 +589,7 @@ Test(streams_gpu, linear_forward_and_backward_on_two_streams)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), s2 = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_AUTO);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_AUTO);
     struct linear_step c;
     memset(&c, 0, sizeof c);
     cr_assert_eq(nn_linear_params_default(&c.p), NN_OK);
@@ -644,7 +644,7 @@ static void rnn_bwd(nn_ctx *ctx, void *state)
         NN_OK, "%s", nn_last_error()->message);
 }
 
-static void rnn_two_streams(nn_rnn_graphs graphs)
+static void rnn_two_streams(nn_graphs_mode graphs)
 {
     cudaStream_t s1 = new_stream(), s2 = new_stream();
     nn_ctx *ctx = gpu_ctx(s1, graphs);
@@ -674,13 +674,13 @@ static void rnn_two_streams(nn_rnn_graphs graphs)
 Test(streams_gpu, lstm_eager_forward_and_backward_on_two_streams)
 {
     NN_REQUIRE_GPU();
-    rnn_two_streams(NN_RNN_GRAPHS_OFF);
+    rnn_two_streams(NN_GRAPHS_OFF);
 }
 
 Test(streams_gpu, lstm_replayed_forward_and_backward_on_two_streams)
 {
     NN_REQUIRE_GPU();
-    rnn_two_streams(NN_RNN_GRAPHS_ON);
+    rnn_two_streams(NN_GRAPHS_ON);
 }
 
 /* ---- the pool across streams ---- */
@@ -701,7 +701,7 @@ Test(streams_gpu, no_reuse_before_the_first_streams_work_ends)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), s2 = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_AUTO);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_AUTO);
 
     void *p = mem_alloc(ctx);
     hold(s1, 300);
@@ -746,7 +746,7 @@ Test(streams_gpu, switching_streams_repeatedly)
 {
     NN_REQUIRE_GPU();
     cudaStream_t mine[3] = {new_stream(), new_stream(), new_stream()};
-    nn_ctx *ctx = gpu_ctx(NULL, NN_RNN_GRAPHS_AUTO);
+    nn_ctx *ctx = gpu_ctx(NULL, NN_GRAPHS_AUTO);
     void *home = NULL;
     cr_assert_eq(nn_ctx_get_stream(ctx, &home), NN_OK);
     cr_assert_not_null(home, "a context made with no stream has its own");
@@ -819,7 +819,7 @@ Test(streams_gpu, pullback_freed_on_another_stream)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), s2 = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_OFF);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_OFF);
     struct rnn_step c;
     memset(&c, 0, sizeof c);
     cr_assert_eq(nn_rnn_params_default(&c.p, NN_RNN_GRU, 8, 16), NN_OK);
@@ -861,7 +861,7 @@ Test(streams_gpu, cross_entropy_scratch_dropped_while_a_forward_is_pending)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), s2 = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_OFF);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_OFF);
     int64_t xd[] = {4, 5}, ld[] = {4};
     nn_tensor x = dev(ctx, 2, xd), loss = dev(ctx, 1, ld);
     fill(ctx, &x, 0.25);
@@ -897,7 +897,7 @@ Test(streams_gpu, refused_streams_leave_the_context_as_it_was)
 {
     NN_REQUIRE_GPU();
     cudaStream_t s1 = new_stream(), cap = new_stream();
-    nn_ctx *ctx = gpu_ctx(s1, NN_RNN_GRAPHS_AUTO);
+    nn_ctx *ctx = gpu_ctx(s1, NN_GRAPHS_AUTO);
     cr_assert_eq(cudaStreamBeginCapture(cap, cudaStreamCaptureModeRelaxed), cudaSuccess);
     cr_expect_eq(nn_ctx_set_stream(ctx, cap), NN_E_UNSUPPORTED);
     expect_message("nn_ctx_set_stream: stream");

@@ -41,7 +41,7 @@ struct worker {
 static int make_ctx(struct worker *w, nn_backend backend, int verbose, nn_ctx **out)
 {
     nn_settings s;
-    OK(w, nn_settings_init(&s));
+    OK(w, nn_settings_defaults(&s));
     s.backend = backend;
     s.device = w->device;
     s.verbose = verbose;

@@ -32,7 +32,7 @@ static uint64_t next(uint64_t *s)
 static void setup(void)
 {
     nn_settings st;
-    nn_default_settings(&st);
+    nn_settings_from_env(&st);
     st.backend = NN_BACKEND_REF;
     cr_assert_eq(nn_ctx_create(&ctx, &st), NN_OK);
 }

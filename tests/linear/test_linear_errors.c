@@ -22,7 +22,7 @@ static nn_tensor make(int rank, const int64_t *dims)
 static void setup(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
     nn_linear_params_default(&p);
@@ -224,7 +224,7 @@ Test(linear_errors, pullbacks)
     /* Another context's pullback, and another family's. */
     nn_ctx *other;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     cr_assert_eq(nn_ctx_create(&other, &s), NN_OK);
     cr_assert_eq(nn_linear_forward(ctx, &p, &x, &w, &b, &y, &pb), NN_OK);

@@ -20,10 +20,10 @@
 
 #define OK(call) cr_assert_eq((call), NN_OK, "%s: %s", #call, nn_last_error()->message)
 
-static nn_ctx *make_ctx(nn_linear_graphs graphs, nn_math_mode math, int verbose)
+static nn_ctx *make_ctx(nn_graphs_mode graphs, nn_math_mode math, int verbose)
 {
     nn_settings s;
-    OK(nn_settings_init(&s));
+    OK(nn_settings_defaults(&s));
     s.backend = NN_BACKEND_CUDNN;
     s.linear_graphs = graphs;
     s.math_mode = math;
@@ -141,8 +141,8 @@ Test(linear_replay, bitwise_the_eager_calls_with_moved_buffers_and_accumulation)
         for (int math = 0; math < 2; math++) {
             const struct shape *s = &shapes[si];
             nn_math_mode mm = math ? NN_MATH_TF32 : NN_MATH_STRICT_FP32;
-            nn_ctx *eager = make_ctx(NN_LINEAR_GRAPHS_OFF, mm, 0);
-            nn_ctx *rep = make_ctx(NN_LINEAR_GRAPHS_ON, mm, 1);
+            nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, mm, 0);
+            nn_ctx *rep = make_ctx(NN_GRAPHS_ON, mm, 1);
             struct set e, a, b;
             set_alloc(eager, s, &e);
             set_alloc(rep, s, &a);
@@ -188,7 +188,7 @@ Test(linear_replay, bitwise_the_eager_calls_with_moved_buffers_and_accumulation)
  * (some 1) or none (some 0). */
 static void expect_steps(nn_ctx *ctx, const char *what, int some)
 {
-    nn_ctx *eager = make_ctx(NN_LINEAR_GRAPHS_OFF, NN_MATH_STRICT_FP32, 0);
+    nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_MATH_STRICT_FP32, 0);
     struct set e, o;
     set_alloc(eager, &shapes[0], &e);
     set_alloc(ctx, &shapes[0], &o);
@@ -208,11 +208,11 @@ Test(linear_replay, none_with_the_setting_off_or_on_a_stream_it_must_not_capture
 {
     NN_REQUIRE_GPU();
     log_begin();
-    nn_ctx *off = make_ctx(NN_LINEAR_GRAPHS_OFF, NN_MATH_STRICT_FP32, 1);
+    nn_ctx *off = make_ctx(NN_GRAPHS_OFF, NN_MATH_STRICT_FP32, 1);
     expect_steps(off, "linear_graphs off", 0);
     nn_ctx_destroy(off);
 #if NN_HAVE_CUDA
-    nn_ctx *on = make_ctx(NN_LINEAR_GRAPHS_ON, NN_MATH_STRICT_FP32, 1);
+    nn_ctx *on = make_ctx(NN_GRAPHS_ON, NN_MATH_STRICT_FP32, 1);
     expect_steps(on, "the context's own stream", 1); /* the count can see a replay */
     OK(nn_ctx_set_stream(on, (void *)cudaStreamPerThread));
     expect_steps(on, "the per-thread stream", 0);

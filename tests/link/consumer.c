@@ -23,7 +23,7 @@ int main(void)
         return 1;
     }
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     nn_status st = nn_ctx_create(&ctx, &s);

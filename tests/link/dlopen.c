@@ -12,7 +12,7 @@
 
 typedef const char *(*version_fn)(void);
 typedef const char *(*status_string_fn)(nn_status);
-typedef nn_status (*default_settings_fn)(nn_settings *);
+typedef nn_status (*settings_from_env_fn)(nn_settings *);
 typedef nn_status (*ctx_create_fn)(nn_ctx **, const nn_settings *);
 typedef void (*ctx_destroy_fn)(nn_ctx *);
 typedef nn_status (*tensor_empty_fn)(nn_ctx *, nn_dtype, int, const int64_t *, nn_tensor *);
@@ -28,14 +28,14 @@ struct late {
     int used, go;
     ctx_create_fn ctx_create;
     ctx_destroy_fn ctx_destroy;
-    default_settings_fn default_settings;
+    settings_from_env_fn settings_from_env;
 };
 
 static void *late_thread(void *arg)
 {
     struct late *l = arg;
     nn_settings s;
-    l->default_settings(&s);
+    l->settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     int ok = l->ctx_create(&ctx, &s) == NN_OK;
@@ -73,14 +73,14 @@ int main(int argc, char **argv)
     }
     version_fn version;
     status_string_fn status_string;
-    default_settings_fn default_settings;
+    settings_from_env_fn settings_from_env;
     ctx_create_fn ctx_create;
     ctx_destroy_fn ctx_destroy;
     tensor_empty_fn tensor_empty;
     tensor_fill_fn tensor_fill;
     tensor_free_fn tensor_free;
     if (!sym(&version, "nn_version") || !sym(&status_string, "nn_status_string") ||
-        !sym(&default_settings, "nn_default_settings") || !sym(&ctx_create, "nn_ctx_create") ||
+        !sym(&settings_from_env, "nn_settings_from_env") || !sym(&ctx_create, "nn_ctx_create") ||
         !sym(&ctx_destroy, "nn_ctx_destroy") || !sym(&tensor_empty, "nn_tensor_empty") ||
         !sym(&tensor_fill, "nn_tensor_fill_constant") || !sym(&tensor_free, "nn_tensor_free"))
         return 1;
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
         bad = 1;
     }
     nn_settings s;
-    default_settings(&s);
+    settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx;
     nn_status st = ctx_create(&ctx, &s);
@@ -121,7 +121,7 @@ int main(int argc, char **argv)
     ctx_destroy(ctx);
     struct late l = {
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx_create, ctx_destroy,
-        default_settings};
+        settings_from_env};
     pthread_t th;
     int started = pthread_create(&th, NULL, late_thread, &l) == 0;
     if (!started) {

@@ -153,7 +153,7 @@ static void check_absent(const char *text, const char *cli)
     }
 
     nn_settings s;
-    nn_settings_init(&s);
+    nn_settings_defaults(&s);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx = (nn_ctx *)&s;
     st = nn_ctx_create(&ctx, &s);
@@ -199,7 +199,7 @@ static void check_fake(void)
     CHECK(nn_cudnn_runtime_version() == 0, "an unusable cuDNN gives version %zu",
           nn_cudnn_runtime_version());
     nn_settings s;
-    nn_settings_init(&s);
+    nn_settings_defaults(&s);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     nn_status st = nn_ctx_create(&ctx, &s);

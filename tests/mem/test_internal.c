@@ -94,7 +94,7 @@ static int scripted_run(struct nn__mem_pool *pool, struct nn__hstream *s1, struc
 Test(mem_inject, every_host_allocation_failure_is_an_oom_status_and_leaks_nothing)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     struct nn__hstream *s1, *s2;
     cr_assert_eq(nn__hstream_create(&s1), NN_OK);
     cr_assert_eq(nn__hstream_create(&s2), NN_OK);
@@ -180,7 +180,7 @@ Test(mem_cuda, tensors_come_from_the_pool)
 {
     NN_REQUIRE_GPU();
     nn_settings set;
-    cr_assert_eq(nn_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&set), NN_OK);
     set.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &set), NN_OK, "%s", nn_last_error()->message);

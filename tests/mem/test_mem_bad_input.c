@@ -46,7 +46,7 @@ MEM_TEST(impossible_sizes_fail_with_the_figures)
 MEM_TEST(impossible_sizes_fail_in_bypass_mode)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     set.bypass = 1;
     set.limit = 64 * MiB;
     cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
@@ -165,8 +165,8 @@ Test(mem_host, malformed_limit_is_refused_by_every_call)
     for (size_t i = 0; i < sizeof bad_limits / sizeof bad_limits[0]; i++) {
         setenv("NNPRIM_MEM_LIMIT", bad_limits[i], 1);
         nn_mem_settings set;
-        cr_expect_eq(nn_mem_default_settings(&set), NN_E_ENV, "\"%s\"", bad_limits[i]);
-        expect_message("nn_mem_default_settings: NNPRIM_MEM_LIMIT must be a byte count");
+        cr_expect_eq(nn_mem_settings_from_env(&set), NN_E_ENV, "\"%s\"", bad_limits[i]);
+        expect_message("nn_mem_settings_from_env: NNPRIM_MEM_LIMIT must be a byte count");
         cr_expect_eq(set.limit, 0, "\"%s\" left its default", bad_limits[i]);
         /* The pool is not made with a limit the user did not ask for. */
         nn_mem_stats s;
@@ -190,19 +190,19 @@ Test(mem_host, malformed_growth_slack_is_refused)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("NNPRIM_MEM_GROWTH_SLACK", bad[i], 1);
         nn_mem_settings set;
-        cr_expect_eq(nn_mem_default_settings(&set), NN_E_ENV, "\"%s\"", bad[i]);
+        cr_expect_eq(nn_mem_settings_from_env(&set), NN_E_ENV, "\"%s\"", bad[i]);
         expect_message("NNPRIM_MEM_GROWTH_SLACK must be 0 or a finite number >= 1.0");
     }
     setenv("NNPRIM_MEM_GROWTH_SLACK", "1.5", 1);
     nn_mem_settings set;
-    cr_expect_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_expect_eq(nn_mem_settings_from_env(&set), NN_OK);
     cr_expect_eq(set.growth_slack, 1.5);
 }
 
 Test(mem_host, reserved_settings_must_be_zero)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     set.reserved[3] = 7;
     cr_expect_eq(nn_mem_configure(NN_MEM_HOST, &set), NN_E_INVALID_ARG);
     expect_message("nn_mem_configure: s.reserved[3] must be 0, got 7");
@@ -214,7 +214,7 @@ Test(mem_cuda, context_allocations_fail_cleanly)
 {
     NN_REQUIRE_GPU();
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     s.backend = NN_BACKEND_CUDNN;
     nn_ctx *ctx;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK, "%s", nn_last_error()->message);

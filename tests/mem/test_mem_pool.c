@@ -135,7 +135,7 @@ MEM_TEST(double_and_foreign_free_change_nothing)
 MEM_TEST(cached_segments_go_before_growth)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     set.growth_slack = 1.10;
     cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
     struct tstream a;
@@ -167,7 +167,7 @@ MEM_TEST(cached_segments_go_before_growth)
 MEM_TEST(growth_slack_zero_never_releases)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     cr_expect_float_eq(set.growth_slack, 0.0, 1e-12, "the default");
     cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
     struct tstream a;
@@ -228,7 +228,7 @@ MEM_TEST(limit_and_oom_ladder)
 static void no_release_on_growth(int device)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     set.growth_slack = 0;
     cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
 }
@@ -360,7 +360,7 @@ MEM_TEST(event_log_records_in_order)
 MEM_TEST(bypass_sends_each_call_through)
 {
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     set.bypass = 1;
     cr_assert_eq(nn_mem_configure(device, &set), NN_OK);
     struct tstream a;
@@ -390,28 +390,28 @@ Test(mem_host, environment_settings)
     setenv("NNPRIM_MEM_BYPASS", "1", 1);
     setenv("NNPRIM_MEM_LIMIT", "3M", 1);
     setenv("NNPRIM_MEM_UPSTREAM", "async", 1);
-    cr_assert_eq(nn_mem_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&s), NN_OK);
     cr_expect_eq(s.bypass, 1);
     cr_expect_eq(s.limit, 3 * MiB);
     cr_expect_eq(s.upstream, NN_MEM_UPSTREAM_MALLOC_ASYNC);
     setenv("NNPRIM_MEM_BYPASS", "yes", 1);
-    cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_mem_settings_from_env(&s), NN_E_ENV);
     cr_expect(strstr(nn_last_error()->message, "NNPRIM_MEM_BYPASS must be 0 or 1, got \"yes\""),
               "%s", nn_last_error()->message);
     cr_expect_eq(s.bypass, 0, "a malformed variable leaves the default");
     unsetenv("NNPRIM_MEM_BYPASS");
     setenv("NNPRIM_MEM_LIMIT", "-5", 1);
-    cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_mem_settings_from_env(&s), NN_E_ENV);
     unsetenv("NNPRIM_MEM_LIMIT");
     setenv("NNPRIM_MEM_UPSTREAM", "cuda", 1);
-    cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_mem_settings_from_env(&s), NN_E_ENV);
     unsetenv("NNPRIM_MEM_UPSTREAM");
     cr_expect_float_eq(s.growth_slack, 0.0, 1e-12);
     setenv("NNPRIM_MEM_GROWTH_SLACK", "1.25", 1);
-    cr_assert_eq(nn_mem_default_settings(&s), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&s), NN_OK);
     cr_expect_float_eq(s.growth_slack, 1.25, 1e-12);
     setenv("NNPRIM_MEM_GROWTH_SLACK", "0.5", 1);
-    cr_expect_eq(nn_mem_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_mem_settings_from_env(&s), NN_E_ENV);
     unsetenv("NNPRIM_MEM_GROWTH_SLACK");
     s.growth_slack = 0.9;
     cr_expect_eq(nn_mem_configure(NN_MEM_HOST, &s), NN_E_INVALID_ARG);
@@ -450,7 +450,7 @@ Test(mem_host, bad_arguments)
     cr_expect_null(p);
     cr_expect_eq(nn_mem_stream_alloc(a.h, SIZE_MAX, &p), NN_E_OOM_DEVICE);
     nn_mem_settings set;
-    cr_assert_eq(nn_mem_default_settings(&set), NN_OK);
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
     set.upstream = (nn_mem_upstream)9;
     cr_expect_eq(nn_mem_configure(NN_MEM_HOST, &set), NN_E_INVALID_ARG);
     cr_expect_eq(nn_mem_alloc(NULL, 4, &p), NN_E_INVALID_ARG);

@@ -8,7 +8,7 @@
 nn_ctx *ot_ctx(nn_backend b, int verbose)
 {
     nn_settings s;
-    cr_assert_eq(nn_default_settings(&s), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK, "%s", nn_last_error()->message);
     s.backend = b;
     s.verbose = verbose;
     s.plan_cache_file = NULL;

@@ -337,7 +337,7 @@ static cudaStream_t new_stream(void)
 static nn_ctx *ctx_on(cudaStream_t s)
 {
     nn_settings st;
-    cr_assert_eq(nn_default_settings(&st), NN_OK);
+    cr_assert_eq(nn_settings_from_env(&st), NN_OK);
     st.backend = NN_BACKEND_CUDNN;
     st.stream = s;
     st.plan_cache_file = NULL;

@@ -8,7 +8,7 @@
 nn_ctx *pc_ctx(nn_backend backend)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.verbose = 0;
     nn_ctx *ctx = NULL;

@@ -235,7 +235,7 @@ Test(pool_gpu, verbose_line_says_cudnn_legacy, .init = cr_redirect_stderr)
 {
     NN_REQUIRE_GPU();
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     s.verbose = 1;
     nn_ctx *g;

@@ -443,7 +443,7 @@ Test(pool_ref, workspace_size_is_zero)
 Test(pool_verbose, line_names_op_and_path, .init = cr_redirect_stderr)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     s.verbose = 1;
     nn_ctx *v;

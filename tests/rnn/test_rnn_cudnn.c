@@ -13,7 +13,7 @@
 static nn_ctx *make_ctx(nn_backend backend, nn_math_mode math, int verbose)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = backend;
     s.math_mode = math;
     s.verbose = verbose;

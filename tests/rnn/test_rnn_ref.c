@@ -14,7 +14,7 @@
 static nn_ctx *ref_ctx(int verbose)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     s.verbose = verbose;
     nn_ctx *ctx = NULL;

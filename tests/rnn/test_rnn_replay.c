@@ -25,10 +25,10 @@ int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int
 }
 #endif
 
-static nn_ctx *make_ctx(nn_rnn_graphs graphs, nn_tuning_mode tuning, int verbose)
+static nn_ctx *make_ctx(nn_graphs_mode graphs, nn_tuning_mode tuning, int verbose)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_CUDNN;
     s.rnn_graphs = graphs;
     s.tuning = tuning;
@@ -192,8 +192,8 @@ Test(rnn_replay, bitwise_the_eager_calls_every_cell_lengths_and_moved_pointers, 
         for (int lv = 0; lv < 2; lv++) {
             struct shape s;
             shape_of(&s, (nn_rnn_cell)cell, lv ? varied : NULL);
-            nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
-            nn_ctx *rep = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+            nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+            nn_ctx *rep = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
             struct set e, a, b;
             set_alloc(eager, &s, &e, 100);
             set_alloc(rep, &s, &a, 100);
@@ -234,8 +234,8 @@ Test(rnn_replay, dropout_training_stays_eager_and_matches_under_a_fixed_seed, .t
     struct shape s;
     shape_of(&s, NN_RNN_LSTM, NULL);
     s.p.dropout = 0.5, s.p.dropout_seed = 4321;
-    nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
-    nn_ctx *rep = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+    nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *rep = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
     struct set e, a;
     set_alloc(eager, &s, &e, 7);
     set_alloc(rep, &s, &a, 7);
@@ -264,9 +264,9 @@ Test(rnn_replay, several_contexts_on_one_device_interleaved, .timeout = 300)
     NN_REQUIRE_GPU();
     struct shape s;
     shape_of(&s, NN_RNN_LSTM, NULL);
-    nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
-    nn_ctx *c[2] = {make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0),
-                    make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0)};
+    nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *c[2] = {make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0),
+                    make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0)};
     struct set e, r[2];
     set_alloc(eager, &s, &e, 55);
     for (int i = 0; i < 2; i++)
@@ -292,8 +292,8 @@ Test(rnn_replay, two_pullbacks_alive_at_once, .timeout = 300)
     NN_REQUIRE_GPU();
     struct shape s;
     shape_of(&s, NN_RNN_GRU, NULL);
-    nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
-    nn_ctx *rep = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *rep = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
     struct set e[2], a[2];
     for (int i = 0; i < 2; i++) {
         set_alloc(eager, &s, &e[i], 10 + 100 * (uint64_t)i);
@@ -345,7 +345,7 @@ Test(rnn_replay, decision_and_algorithm_survive_a_plan_file_untimed, .timeout = 
     memset(&s, 0, sizeof s);
     cr_assert_eq(nn_rnn_params_default(&s.p, NN_RNN_LSTM, 8, 8), NN_OK);
     s.t = 2, s.n = 1;
-    nn_ctx *a = make_ctx(NN_RNN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 0);
+    nn_ctx *a = make_ctx(NN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 0);
     struct set o;
     set_alloc(a, &s, &o, 3);
     for (int k = 0; k < 12; k++)
@@ -362,7 +362,7 @@ Test(rnn_replay, decision_and_algorithm_survive_a_plan_file_untimed, .timeout = 
     set_free(a, &o);
     nn_ctx_destroy(a);
 
-    nn_ctx *b = make_ctx(NN_RNN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 0);
+    nn_ctx *b = make_ctx(NN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 0);
     cr_assert_eq(nn_plan_cache_load(b, path), NN_OK, "%s", nn_last_error()->message);
     set_alloc(b, &s, &o, 3);
     for (int k = 0; k < 4; k++)
@@ -396,7 +396,7 @@ Test(rnn_replay, autotune_records_an_algorithm_and_mode_pair_and_runs_it, .timeo
         cr_assert_eq(nn_rnn_params_default(&s.p, shapes[si].cell, shapes[si].i, shapes[si].h),
                      NN_OK);
         s.t = shapes[si].t, s.n = shapes[si].n;
-        nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 1);
+        nn_ctx *ctx = make_ctx(NN_GRAPHS_AUTO, NN_TUNING_AUTOTUNE, 1);
         struct set o;
         set_alloc(ctx, &s, &o, 17);
         int replayed0 = log_count("-replay,"), tuned0 = log_count(",autotuned:");
@@ -444,7 +444,7 @@ Test(rnn_replay, a_loaded_plan_file_prepares_the_first_step, .timeout = 300)
         shape_of(&s, cells[ci], NULL);
         unlink(path);
         /* the tuning process: its record keeps the replay and the tensors the calls passed */
-        nn_ctx *a = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
+        nn_ctx *a = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
         struct set o;
         set_alloc(a, &s, &o, 5);
         for (int k = 0; k < 4; k++)
@@ -460,15 +460,15 @@ Test(rnn_replay, a_loaded_plan_file_prepares_the_first_step, .timeout = 300)
             nn_plan_cache_stats s0, s1, s2;
             if (from_settings) {
                 nn_settings set;
-                nn_default_settings(&set);
+                nn_settings_from_env(&set);
                 set.backend = NN_BACKEND_CUDNN;
-                set.rnn_graphs = NN_RNN_GRAPHS_ON;
+                set.rnn_graphs = NN_GRAPHS_ON;
                 set.verbose = 1;
                 set.plan_cache_file = path;
                 cr_assert_eq(nn_ctx_create(&b, &set), NN_OK, "%s", nn_last_error()->message);
                 memset(&s0, 0, sizeof s0);
             } else {
-                b = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+                b = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
                 cr_assert_eq(nn_plan_cache_get_stats(b, &s0), NN_OK);
                 cr_assert_eq(nn_plan_cache_load(b, path), NN_OK, "%s", nn_last_error()->message);
             }
@@ -477,7 +477,7 @@ Test(rnn_replay, a_loaded_plan_file_prepares_the_first_step, .timeout = 300)
                           "cell %d: the shape and its weight layout prepared at load",
                           (int)cells[ci]);
             cr_expect_geq(s1.plans_rebuilt - s0.plans_rebuilt, 2, "from the file's records");
-            nn_ctx *eager = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+            nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
             struct set e, r;
             set_alloc(eager, &s, &e, 77);
             set_alloc(b, &s, &r, 77);
@@ -520,7 +520,7 @@ Test(rnn_replay, a_refused_persistent_algorithm_falls_back_and_is_recorded, .tim
     memset(&s, 0, sizeof s);
     cr_assert_eq(nn_rnn_params_default(&s.p, NN_RNN_GRU, 16, 512), NN_OK);
     s.t = 3, s.n = 4;
-    nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_AUTOTUNE, 0);
+    nn_ctx *ctx = make_ctx(NN_GRAPHS_OFF, NN_TUNING_AUTOTUNE, 0);
     struct set o;
     set_alloc(ctx, &s, &o, 9);
     cr_assert_eq(step(ctx, &s, &o), NN_OK, "%s", nn_last_error()->message);
@@ -538,7 +538,7 @@ Test(rnn_replay, graphs_in_the_pool_and_back_to_the_baseline_when_the_context_go
     nn_mem_stats base, mid, after;
     struct shape s;
     shape_of(&s, NN_RNN_LSTM, NULL);
-    nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *ctx = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 0);
     cr_assert_eq(nn_ctx_synchronize(ctx), NN_OK);
     cr_assert_eq(nn_mem_get_stats(0, &base), NN_OK);
     struct set o;
@@ -568,7 +568,7 @@ Test(rnn_replay, workspace_query_is_the_pool_peak_of_each_eager_call, .timeout =
     static const int32_t varied[3] = {5, 0, 3};
     struct nn_test_peak k;
     nn_test_peak_install(&k);
-    nn_ctx *ctx = make_ctx(NN_RNN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+    nn_ctx *ctx = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
     static const nn_rnn_cell cells[] = {NN_RNN_LSTM, NN_RNN_GRU, NN_RNN_TANH};
     for (int ci = 0; ci < 3; ci++)
         for (int lv = 0; lv < 2; lv++) {

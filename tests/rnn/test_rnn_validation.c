@@ -11,7 +11,7 @@
 static nn_ctx *ref_ctx(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     nn_ctx *ctx = NULL;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
@@ -342,27 +342,27 @@ Test(rnn_validation, rnn_graphs_setting_from_the_environment_and_checked)
 {
     static const struct {
         const char *value;
-        nn_rnn_graphs want;
-    } ok[] = {{"auto", NN_RNN_GRAPHS_AUTO}, {"0", NN_RNN_GRAPHS_OFF}, {"1", NN_RNN_GRAPHS_ON}};
+        nn_graphs_mode want;
+    } ok[] = {{"auto", NN_GRAPHS_AUTO}, {"0", NN_GRAPHS_OFF}, {"1", NN_GRAPHS_ON}};
     nn_settings s;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         cr_assert_eq(setenv("NNPRIM_RNN_GRAPHS", ok[i].value, 1), 0);
-        cr_assert_eq(nn_default_settings(&s), NN_OK, "%s", nn_last_error()->message);
+        cr_assert_eq(nn_settings_from_env(&s), NN_OK, "%s", nn_last_error()->message);
         cr_expect_eq(s.rnn_graphs, ok[i].want, "NNPRIM_RNN_GRAPHS=%s", ok[i].value);
     }
     cr_assert_eq(setenv("NNPRIM_RNN_GRAPHS", "2", 1), 0);
-    cr_expect_eq(nn_default_settings(&s), NN_E_ENV);
+    cr_expect_eq(nn_settings_from_env(&s), NN_E_ENV);
     cr_expect(strstr(nn_last_error()->message, "NNPRIM_RNN_GRAPHS") &&
                   strstr(nn_last_error()->message, "auto, 0 or 1"),
               "%s", nn_last_error()->message);
     cr_assert_eq(unsetenv("NNPRIM_RNN_GRAPHS"), 0);
-    cr_assert_eq(nn_default_settings(&s), NN_OK);
-    cr_expect_eq(s.rnn_graphs, NN_RNN_GRAPHS_AUTO, "the default");
-    s.rnn_graphs = (nn_rnn_graphs)7;
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
+    cr_expect_eq(s.rnn_graphs, NN_GRAPHS_AUTO, "the default");
+    s.rnn_graphs = (nn_graphs_mode)7;
     nn_ctx *ctx = NULL;
     cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
     cr_expect_str_eq(nn_last_error()->message,
-                     "nn_ctx_create: settings.rnn_graphs must be NN_RNN_GRAPHS_AUTO, _OFF or _ON, "
+                     "nn_ctx_create: settings.rnn_graphs must be NN_GRAPHS_AUTO, _OFF or _ON, "
                      "got 7");
     cr_expect_null(ctx);
 }

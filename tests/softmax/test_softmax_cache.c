@@ -131,7 +131,7 @@ struct xent_fixture {
 static void fixture_init(struct xent_fixture *f)
 {
     nn_settings st;
-    nn_default_settings(&st);
+    nn_settings_from_env(&st);
     st.plan_cache_file = NULL; /* whatever NNPRIM_PLAN_CACHE says: no file loaded or saved */
     st.backend = NN_BACKEND_CUDNN;
     OK(nn_ctx_create(&f->g, &st));
@@ -279,7 +279,7 @@ Test(softmax_cache_gpu, a_saved_plan_file_holds_no_scratch)
 
     nn_ctx *fresh = NULL;
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.plan_cache_file = NULL;
     s.backend = NN_BACKEND_CUDNN;
     OK(nn_ctx_create(&fresh, &s));

@@ -22,7 +22,7 @@ static nn_tensor make(int rank, const int64_t *dims)
 static void setup(void)
 {
     nn_settings s;
-    nn_default_settings(&s);
+    nn_settings_from_env(&s);
     s.backend = NN_BACKEND_REF;
     cr_assert_eq(nn_ctx_create(&ctx, &s), NN_OK);
     nn_softmax_params_default(&p);

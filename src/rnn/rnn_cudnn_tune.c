@@ -150,8 +150,8 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
         int want_replay =
             st == NN_OK && graphs != NN_GRAPHS_OFF && nn__rnn_cudnn_can_replay(ctx, cand[i]);
         if (st == NN_OK)
-            st = time_step(ctx, h, p, cand[i], graphs != NN_GRAPHS_ON || !want_replay,
-                           want_replay, &eager_ms[i], &replay_ms[i]);
+            st = time_step(ctx, h, p, cand[i], graphs != NN_GRAPHS_ON || !want_replay, want_replay,
+                           &eager_ms[i], &replay_ms[i]);
         if (st == NN_OK) continue;
         nn__rnn_cudnn_live_destroy(cand[i]);
         cand[i] = NULL;

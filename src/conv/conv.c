@@ -731,11 +731,7 @@ nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
 
 nn_status nn_conv_pullback_free(nn_conv_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_conv_pullback_free", &pullback_kind, *pullback));
-    nn__host_free(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_conv_pullback_free", &pullback_kind, pullback, nn__host_free);
 }
 
 /* Stand-alone gradients: the same checks, the problem from the shapes at hand. */

@@ -88,4 +88,12 @@ nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *ki
  * Returns as nn__pullback_remove() does. */
 nn_status nn__pullback_consume(const char *fn, void *pb);
 
+/* The body of every family's *_pullback_free: slot is the caller's `T **pullback` (NULL, or
+ * pointing to NULL: a no-op). A live pullback of kind is made no longer live as by
+ * nn__pullback_remove(), released with release (the family's free of the pullback and what hangs
+ * off it), and *slot set to NULL. Returns NN_OK; NN_E_PULLBACK as nn__pullback_remove(), which
+ * leaves *slot as it was. */
+nn_status nn__pullback_free(const char *fn, const struct nn__pullback_kind *kind, void *slot,
+                            void (*release)(void *pb));
+
 #endif

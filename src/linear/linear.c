@@ -497,9 +497,5 @@ nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p, const
 
 nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_linear_pullback_free", &pullback_kind, *pullback));
-    nn__host_free(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_linear_pullback_free", &pullback_kind, pullback, nn__host_free);
 }

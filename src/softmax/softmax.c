@@ -323,11 +323,7 @@ nn_status nn_softmax_workspace_size(nn_ctx *ctx, const nn_softmax_params *p, con
 
 nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_softmax_pullback_free", &softmax_kind, *pullback));
-    nn__host_free(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_softmax_pullback_free", &softmax_kind, pullback, nn__host_free);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -393,8 +389,9 @@ static nn_status capture_targets(struct nn_ctx *ctx, const char *fn, struct nn__
     return NN_OK;
 }
 
-static void free_xent(nn_softmax_cross_entropy_pullback *pb)
+static void free_xent(void *p)
 {
+    nn_softmax_cross_entropy_pullback *pb = p;
     backend_of(pb->hdr.ctx)->saved_free(pb->hdr.ctx, pb->saved);
     nn__host_free(pb->targets);
     nn__host_free(pb);
@@ -516,9 +513,6 @@ nn_status nn_softmax_cross_entropy_workspace_size(nn_ctx *ctx, const nn_tensor *
 
 nn_status nn_softmax_cross_entropy_pullback_free(nn_softmax_cross_entropy_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_softmax_cross_entropy_pullback_free", &xent_kind, *pullback));
-    free_xent(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_softmax_cross_entropy_pullback_free", &xent_kind, pullback,
+                             free_xent);
 }

@@ -115,7 +115,6 @@ NN_LINEAR_PASS_DW = 2
 NN_LINEAR_PASS_DB = 4
 NN_SOFTMAX_MODE_SOFTMAX = 0
 NN_SOFTMAX_MODE_LOG = 1
-NN_SOFTMAX_ACCUMULATE_DX = 1
 NN_SOFTMAX_PASS_FORWARD = 0
 NN_SOFTMAX_PASS_BACKWARD = 1
 NN_INDEX_I32 = 1
@@ -196,7 +195,6 @@ ENUMS = {
     'nn_linear_flag': ('NN_LINEAR_ACCUMULATE_DX', 'NN_LINEAR_ACCUMULATE_DW', 'NN_LINEAR_ACCUMULATE_DB'),
     'nn_linear_pass': ('NN_LINEAR_PASS_FORWARD', 'NN_LINEAR_PASS_DX', 'NN_LINEAR_PASS_DW', 'NN_LINEAR_PASS_DB'),
     'nn_softmax_mode': ('NN_SOFTMAX_MODE_SOFTMAX', 'NN_SOFTMAX_MODE_LOG'),
-    'nn_softmax_flag': ('NN_SOFTMAX_ACCUMULATE_DX',),
     'nn_softmax_pass': ('NN_SOFTMAX_PASS_FORWARD', 'NN_SOFTMAX_PASS_BACKWARD'),
     'nn_index_type': ('NN_INDEX_I32', 'NN_INDEX_I64'),
     'nn_rnn_cell': ('NN_RNN_RELU', 'NN_RNN_TANH', 'NN_RNN_LSTM', 'NN_RNN_GRU'),
@@ -429,7 +427,6 @@ class nn_linear_params(Structure):
 class nn_softmax_params(Structure):
     _fields_ = [
         ('mode', c_int),
-        ('flags', c_uint),
         ('reserved', (c_uint64 * 4)),
     ]
 

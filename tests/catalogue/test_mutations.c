@@ -852,7 +852,6 @@ Test(mutations, linear_backward_ex)
 
 static const struct field softmax_fields[] = {
     FIELD(nn_softmax_params, mode, F_I32),
-    FIELD(nn_softmax_params, flags, F_U32),
     FIELD(nn_softmax_params, reserved[0], F_U64),
     FIELD(nn_softmax_params, reserved[3], F_U64),
 };

@@ -473,8 +473,8 @@ def linear_cases():
                                                    " relu" if relu else "",
                                                    " acc=" + acc if acc else "")
                     out.append((name, run_linear, kw))
-    kw = dict(xs=(6, 5), out=3, bias=True, relu=False, acc="flags")
-    out.append(("linear x6x5out3 bias acc=flags", run_linear, kw))
+    kw = dict(xs=(6, 5), out=3, bias=True, relu=False, acc="ex")
+    out.append(("linear x6x5out3 bias acc=ex", run_linear, kw))
     for xs in ((7,), (2, 1, 3, 5)):  # a single row (y of rank 1), and three batch dims
         out.append(("linear %sout3 bias relu" % dims_text("x", xs), run_linear,
                     dict(xs=xs, out=3, bias=True, relu=True, acc=None)))
@@ -755,7 +755,6 @@ def run_linear(env, xs, out, bias, relu, acc):
     p = LinearParams()
     lib("nn_linear_params_default", byref(p))
     p.activation = C["NN_ACTIVATION_RELU"] if relu else C["NN_ACTIVATION_IDENTITY"]
-    p.flags = 7 if acc == "flags" else 0
     xd, wd, bd, dyd = (env.to_dev(t) for t in (x, w, b, dy))
     y = env.nan(yr.shape)
     grads = [env.to_dev(o) for o in olds] if acc else [env.nan(t.shape) for t in (x, w, b)]

@@ -106,9 +106,6 @@ NN_POOL_MEAN_INCLUDE_PAD = 1
 NN_POOL_MEAN_EXCLUDE_PAD = 2
 NN_POOL_PASS_FORWARD = 0
 NN_POOL_PASS_BACKWARD = 1
-NN_LINEAR_ACCUMULATE_DX = 1
-NN_LINEAR_ACCUMULATE_DW = 2
-NN_LINEAR_ACCUMULATE_DB = 4
 NN_LINEAR_PASS_FORWARD = 0
 NN_LINEAR_PASS_DX = 1
 NN_LINEAR_PASS_DW = 2
@@ -192,7 +189,6 @@ ENUMS = {
     'nn_conv_pass': ('NN_CONV_PASS_FORWARD', 'NN_CONV_PASS_BACKWARD_DATA', 'NN_CONV_PASS_BACKWARD_FILTER', 'NN_CONV_PASS_BACKWARD_BIAS'),
     'nn_pool_mode': ('NN_POOL_MAX', 'NN_POOL_MEAN_INCLUDE_PAD', 'NN_POOL_MEAN_EXCLUDE_PAD'),
     'nn_pool_pass': ('NN_POOL_PASS_FORWARD', 'NN_POOL_PASS_BACKWARD'),
-    'nn_linear_flag': ('NN_LINEAR_ACCUMULATE_DX', 'NN_LINEAR_ACCUMULATE_DW', 'NN_LINEAR_ACCUMULATE_DB'),
     'nn_linear_pass': ('NN_LINEAR_PASS_FORWARD', 'NN_LINEAR_PASS_DX', 'NN_LINEAR_PASS_DW', 'NN_LINEAR_PASS_DB'),
     'nn_softmax_mode': ('NN_SOFTMAX_MODE_SOFTMAX', 'NN_SOFTMAX_MODE_LOG'),
     'nn_softmax_pass': ('NN_SOFTMAX_PASS_FORWARD', 'NN_SOFTMAX_PASS_BACKWARD'),
@@ -419,7 +415,6 @@ class nn_pool_params(Structure):
 class nn_linear_params(Structure):
     _fields_ = [
         ('activation', c_int),
-        ('flags', c_uint),
         ('reserved', (c_uint64 * 4)),
     ]
 
@@ -602,7 +597,7 @@ FUNCTIONS = {
     'nn_linear_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_linear_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_linear_pullback_free': (c_int, [c_void_p]),
-    'nn_linear_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint, c_void_p]),
+    'nn_linear_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint, c_uint, c_void_p]),
     'nn_softmax_params_default': (c_int, [c_void_p]),
     'nn_softmax_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_softmax_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),

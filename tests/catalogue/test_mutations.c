@@ -785,7 +785,6 @@ Test(mutations, pool_backward_stateless)
 
 static const struct field linear_fields[] = {
     FIELD(nn_linear_params, activation, F_I32),
-    FIELD(nn_linear_params, flags, F_U32),
     FIELD(nn_linear_params, reserved[0], F_U64),
     FIELD(nn_linear_params, reserved[3], F_U64),
 };
@@ -1283,8 +1282,8 @@ static nn_status pool_ws_call(struct mcase *m, int *kept)
 static nn_status linear_ws_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    WS_RESULT(
-        nn_linear_workspace_size(m->ctx, &m->lp, T(0), T(1), T(2), (unsigned)ws_pass, &ws_bytes));
+    WS_RESULT(nn_linear_workspace_size(m->ctx, &m->lp, T(0), T(1), T(2), (unsigned)ws_pass, 0,
+                                       &ws_bytes));
 }
 
 static nn_status softmax_ws_call(struct mcase *m, int *kept)

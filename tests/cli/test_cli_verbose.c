@@ -165,18 +165,23 @@ Test(cli_verbose, pool_lines_are_reproducers)
 
 Test(cli_verbose, linear_lines_are_reproducers)
 {
+    /* the accumulating backward is the _ex call; the forward's line has no accumulation */
     const char *text = "m3x2in5out4 relu bias accdx accdw accdb f32";
     struct nn_linear_case c;
-    char err[256], want[512];
+    char err[256], want[512], fwd[512];
     cr_assert_eq(nn_linear_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
     nn_linear_case_format(&c, want, sizeof want);
+    struct nn_linear_case f = c;
+    f.accumulate = 0;
+    nn_linear_case_format(&f, fwd, sizeof fwd);
     start_capture();
     nn_ctx *ctx = ref_ctx(1);
     FILE *out = devnull();
     cr_expect_eq(nn_linear_check_reference(ctx, &c, out), 0);
     fclose(out);
-    static const char *const ops[] = {"linear_forward", "linear_backward"};
-    round_trip("linear ", want, ops, 2);
+    static const char *const ops[] = {"linear_forward", "linear_backward_ex"};
+    const char *const wants[] = {fwd, want};
+    round_trip_each("linear ", ops, wants, 2, 1);
     nn_ctx_destroy(ctx);
 }
 
@@ -349,7 +354,7 @@ static void linear_lines_of(struct linear_lines *L)
                  err);
     nn_linear_case_format(c, L->base, sizeof L->base);
     struct nn_linear_case a = *c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.accumulate = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_linear_case_format(&a, L->acc, sizeof L->acc);
     for (int i = 0; i + 1 < c->x_rank; i++)

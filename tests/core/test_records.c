@@ -199,7 +199,7 @@ CALL(linear_pullback_free)
 CALL(linear_workspace_size)
 {
     size_t bytes;
-    return nn_linear_workspace_size(f->ctx, NULL, &f->x, &f->w, NULL, 0, &bytes);
+    return nn_linear_workspace_size(f->ctx, NULL, &f->x, &f->w, NULL, 0, 0, &bytes);
 }
 
 /* ---- mem.h ---- */

@@ -93,9 +93,6 @@ NN_CONV_CROSS_CORRELATION = 0
 NN_CONV_CONVOLUTION = 1
 NN_ACTIVATION_IDENTITY = 0
 NN_ACTIVATION_RELU = 1
-NN_CONV_ACCUMULATE_DX = 1
-NN_CONV_ACCUMULATE_DW = 2
-NN_CONV_ACCUMULATE_DB = 4
 NN_CONV_PASS_FORWARD = 0
 NN_CONV_PASS_BACKWARD_DATA = 1
 NN_CONV_PASS_BACKWARD_FILTER = 2
@@ -185,7 +182,6 @@ ENUMS = {
     'nn_accumulate': ('NN_ACCUMULATE_DX', 'NN_ACCUMULATE_DW', 'NN_ACCUMULATE_DB'),
     'nn_conv_mode': ('NN_CONV_CROSS_CORRELATION', 'NN_CONV_CONVOLUTION'),
     'nn_activation': ('NN_ACTIVATION_IDENTITY', 'NN_ACTIVATION_RELU'),
-    'nn_conv_flag': ('NN_CONV_ACCUMULATE_DX', 'NN_CONV_ACCUMULATE_DW', 'NN_CONV_ACCUMULATE_DB'),
     'nn_conv_pass': ('NN_CONV_PASS_FORWARD', 'NN_CONV_PASS_BACKWARD_DATA', 'NN_CONV_PASS_BACKWARD_FILTER', 'NN_CONV_PASS_BACKWARD_BIAS'),
     'nn_pool_mode': ('NN_POOL_MAX', 'NN_POOL_MEAN_INCLUDE_PAD', 'NN_POOL_MEAN_EXCLUDE_PAD'),
     'nn_pool_pass': ('NN_POOL_PASS_FORWARD', 'NN_POOL_PASS_BACKWARD'),
@@ -395,7 +391,6 @@ class nn_conv_params(Structure):
         ('groups', c_int64),
         ('mode', c_int),
         ('activation', c_int),
-        ('flags', c_uint),
         ('reserved', (c_uint64 * 4)),
     ]
 
@@ -581,10 +576,10 @@ FUNCTIONS = {
     'nn_conv_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_conv_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_conv_pullback_free': (c_int, [c_void_p]),
-    'nn_conv_backward_data': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_conv_backward_filter': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_conv_backward_bias': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_conv_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_void_p]),
+    'nn_conv_backward_data': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint]),
+    'nn_conv_backward_filter': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint]),
+    'nn_conv_backward_bias': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_uint]),
+    'nn_conv_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_uint, c_void_p]),
     'nn_pool_output_shape': (c_int, [c_void_p, c_int, c_void_p, c_void_p]),
     'nn_pool_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_pool_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),

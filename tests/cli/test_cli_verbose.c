@@ -133,16 +133,21 @@ Test(cli_verbose, conv_lines_are_reproducers)
     const char *text =
         "n2c4h7w6k6r3s2 g2 stride2x1 dil1x2 padlo1x0 padhi0x1 conv relu bias accdx accdw f32";
     struct nn_conv_case c;
-    char err[256], want[512];
+    char err[256], want[512], fwd[512];
     cr_assert_eq(nn_conv_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
     nn_conv_case_format(&c, want, sizeof want);
+    /* the accumulating backward is the _ex call; the forward's line has no accumulation */
+    struct nn_conv_case f = c;
+    f.accumulate = 0;
+    nn_conv_case_format(&f, fwd, sizeof fwd);
     start_capture();
     nn_ctx *ctx = ref_ctx(1);
     FILE *out = devnull();
     cr_expect_eq(nn_conv_check_reference(ctx, &c, out), 0);
     fclose(out);
-    static const char *const ops[] = {"conv_forward", "conv_backward"};
-    round_trip("conv ", want, ops, 2);
+    static const char *const ops[] = {"conv_forward", "conv_backward_ex"};
+    const char *const wants[] = {fwd, want};
+    round_trip_each("conv ", ops, wants, 2, 1);
     nn_ctx_destroy(ctx);
 }
 
@@ -268,7 +273,7 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
                  1, "%s", err);
     nn_conv_case_format(&c, base, sizeof base);
     struct nn_conv_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.accumulate = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;
@@ -581,7 +586,7 @@ static void conv_failed_lines(nn_ctx *ctx)
     nn_conv_case_format(&c, base, sizeof base);
     nn_conv_case_format(&s, shape, sizeof shape);
     struct nn_conv_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.accumulate = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;

@@ -118,10 +118,30 @@ def main():
         need_text(n, "doc", "docs/INPUT.md", r"\b%s\b" % n, "mention of %s" % n)
         need_text(n, "doc", "docs/ADDING_AN_OP.md", r"\b%s\b" % n, "mention of %s" % n)
 
+    # Cache kind ids are written to plan files: no two kinds may share one. They are declared
+    # where their families are, as a named constant (#define NN__..._KIND..._ID 7u) or a literal
+    # `.id = 6`; a kind may be defined twice from one constant (a key-only view of it).
+    seen = {}
+    for top, _, names in os.walk(os.path.join(root, "src")):
+        for fn in sorted(names):
+            if not fn.endswith((".c", ".h")):
+                continue
+            rel = os.path.relpath(os.path.join(top, fn), root)
+            t = text(rel) or ""
+            found = [(m.group(1), m.group(2))
+                     for m in re.finditer(r"^#define\s+(NN__\w*KIND\w*_ID)\s+(\d+)u?\b", t, re.M)]
+            found += [("%s:.id" % rel, m.group(1))
+                      for m in re.finditer(r"\.id\s*=\s*(\d+)\b", t)]
+            for name, value in found:
+                seen.setdefault(int(value), []).append(name)
+    for value, names in sorted(seen.items()):
+        if len(names) > 1:
+            missing.append("cache kind ids: id %d is declared by %s" % (value, ", ".join(names)))
+
     for m in missing:
         print(m)
     print("families: %d families, %s" % (len(FAMILIES),
-                                         "%d points missing" % len(missing) if missing else
+                                         "%d failed checks" % len(missing) if missing else
                                          "every registration point found"))
     return 1 if missing else 0
 

@@ -25,7 +25,7 @@ struct nn__pullback_kind {
 struct nn__pullback {
     const struct nn__pullback_kind *kind;
     struct nn_ctx *ctx;  /* the context of the forward call that made it */
-    unsigned accumulate; /* the forward flags as NN_ACCUMULATE_* bits: the old backward calls' */
+    unsigned accumulate; /* what a backward with opts NULL adds to: 0, but rnn's forward flag */
     /* The stream the pullback's device work is ordered on: the forward's, then that of a backward
      * call made after the context switched streams (which waits for the forward's first). */
     void *stream;
@@ -70,8 +70,9 @@ nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
     nn__backward_begin((ctx), (fn), (kind), (pullback) != NULL,                                    \
                        (pullback) ? (void *)*(pullback) : NULL, (opts), (out))
 
-/* Options of a backward call without a pullback (nn_pool_backward_stateless): accumulate bits
- * checked as above against kind. */
+/* The accumulate argument of a call without a pullback (conv's stand-alone gradients,
+ * nn_pool_backward_stateless, the workspace queries; name: the argument's, for the message):
+ * bits checked as above against kind. */
 nn_status nn__backward_accumulate(struct nn_ctx *ctx, const char *fn,
                                   const struct nn__pullback_kind *kind, const char *name,
                                   unsigned accumulate);

@@ -2,6 +2,8 @@
  * stale copy of a consumed pullback (freed memory) is recognised safely. */
 #include "core/pullback.h"
 
+#include <string.h>
+
 #include "nn_config.h"
 
 #include "core/capture.h"
@@ -9,8 +11,6 @@
 #include "core/cuda_util.h"
 #include "core/error.h"
 #include "core/ptrset.h"
-
-#include <string.h>
 
 static struct nn__ptrset live = NN__PTRSET_INIT;
 

@@ -58,8 +58,8 @@ static nn_status call(struct bench *B, struct shape_io *s, enum which k)
     case FWD:
         return nn_conv_forward(B->ctx, &s->c.p, &s->x, &s->w, s->c.bias ? &s->b : NULL, &s->y,
                                NULL);
-    case BWD_DATA: return nn_conv_backward_data(B->ctx, &s->bp, &s->dy, &s->w, &s->dx);
-    case BWD_FILTER: return nn_conv_backward_filter(B->ctx, &s->bp, &s->x, &s->dy, &s->dw);
+    case BWD_DATA: return nn_conv_backward_data(B->ctx, &s->bp, &s->dy, &s->w, &s->dx, 0);
+    case BWD_FILTER: return nn_conv_backward_filter(B->ctx, &s->bp, &s->x, &s->dy, &s->dw, 0);
     }
     return NN_E_INTERNAL;
 }
@@ -200,7 +200,6 @@ static nn_status alloc_io(nn_ctx *ctx, struct shape_io *s)
     }
     s->bp = c->p;
     s->bp.activation = NN_ACTIVATION_IDENTITY;
-    s->bp.flags = 0;
     return st;
 }
 

@@ -141,11 +141,12 @@ static int nnprim_fwdbwd(void *arg)
 {
     struct problem *pr = arg;
     nn_linear_pullback *pb = NULL;
+    nn_backward_options o = {.accumulate = pr->c.accumulate}; /* the case's accdx/accdw/accdb */
     if (nn_linear_forward(pr->ctx, &pr->c.p, &pr->x, &pr->w, pr->c.bias ? &pr->b : NULL, &pr->y,
                           &pb) != NN_OK)
         return 1;
-    if (nn_linear_backward(pr->ctx, &pb, &pr->dy, &pr->dx, &pr->dw, pr->c.bias ? &pr->db : NULL) !=
-        NN_OK) {
+    if (nn_linear_backward_ex(pr->ctx, &pb, &o, &pr->dy, &pr->dx, &pr->dw,
+                              pr->c.bias ? &pr->db : NULL) != NN_OK) {
         nn_linear_pullback_free(&pb);
         return 1;
     }
@@ -510,7 +511,7 @@ static void raw_describe(const char *what, const struct raw_gemm *g, char *buf, 
     snprintf(buf, cap, "%s:cublaslt-%s/%s/ws%zu", what, raw_epilogue_name(g->epi), algo, g->ws);
 }
 
-/* The impl fields of the last linear_forward and linear_backward verbose lines. */
+/* The impl fields of the last linear_forward and linear_backward_ex verbose lines. */
 struct verbose_capture {
     char fwd[256], bwd[256];
 };
@@ -532,7 +533,7 @@ static void capture_line(nn_log_kind kind, const char *line, void *user)
     struct verbose_capture *v = user;
     if (kind != NN_LOG_OP) return;
     capture_impl(line, "linear_forward", v->fwd, sizeof v->fwd);
-    capture_impl(line, "linear_backward", v->bwd, sizeof v->bwd);
+    capture_impl(line, "linear_backward_ex", v->bwd, sizeof v->bwd);
 }
 
 /* One forward+backward of the case on a verbose twin of its context (same settings; plans are

@@ -80,12 +80,13 @@ static int step(void *arg)
 {
     struct problem *pr = arg;
     nn_ctx *ctx = pr->ctx;
+    nn_backward_options o = {.accumulate = pr->c.accumulate}; /* the case's accdx */
     if (pr->c.xent) {
         nn_class_targets t = {.data = pr->targets, .type = pr->c.index};
         nn_softmax_cross_entropy_pullback *pb = NULL;
         if (nn_softmax_cross_entropy_forward(ctx, &pr->x, &t, &pr->y, pr->backward ? &pb : NULL))
             return -1;
-        if (pr->backward && nn_softmax_cross_entropy_backward(ctx, &pb, &pr->dy, &pr->dx)) {
+        if (pr->backward && nn_softmax_cross_entropy_backward_ex(ctx, &pb, &o, &pr->dy, &pr->dx)) {
             nn_softmax_cross_entropy_pullback_free(&pb);
             return -1;
         }
@@ -93,7 +94,7 @@ static int step(void *arg)
     }
     nn_softmax_pullback *pb = NULL;
     if (nn_softmax_forward(ctx, &pr->c.p, &pr->x, &pr->y, pr->backward ? &pb : NULL)) return -1;
-    if (pr->backward && nn_softmax_backward(ctx, &pb, &pr->dy, &pr->dx)) {
+    if (pr->backward && nn_softmax_backward_ex(ctx, &pb, &o, &pr->dy, &pr->dx)) {
         nn_softmax_pullback_free(&pb);
         return -1;
     }

@@ -125,11 +125,10 @@ static nn_status tune_shape(nn_ctx *ctx, const struct nn_conv_case *c)
     }
     nn_conv_params bp = c->p;
     bp.activation = NN_ACTIVATION_IDENTITY;
-    bp.flags = 0;
     if (st == NN_OK)
         st = nn_conv_forward(ctx, &c->p, &t.x, &t.w, c->bias ? &t.b : NULL, &t.y, NULL);
-    if (st == NN_OK) st = nn_conv_backward_data(ctx, &bp, &t.dy, &t.w, &t.dx);
-    if (st == NN_OK) st = nn_conv_backward_filter(ctx, &bp, &t.x, &t.dy, &t.dw);
+    if (st == NN_OK) st = nn_conv_backward_data(ctx, &bp, &t.dy, &t.w, &t.dx, 0);
+    if (st == NN_OK) st = nn_conv_backward_filter(ctx, &bp, &t.x, &t.dy, &t.dw, 0);
     if (st == NN_OK) st = nn_ctx_synchronize(ctx);
     io_free(ctx, &t);
     return st;

@@ -125,13 +125,13 @@ def params(cls, **kw):
     return p
 
 
-def conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode, relu, flags):
+def conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode, relu):
     p = ConvParams()
     lib("nn_conv_params_default", byref(p), S)
     for i in range(S):
         p.stride[i], p.dilation[i] = stride[i], dil[i]
         p.pad_lo[i], p.pad_hi[i] = pad_lo[i], pad_hi[i]
-    p.groups, p.mode, p.flags = groups, mode, flags
+    p.groups, p.mode = groups, mode
     p.activation = C["NN_ACTIVATION_RELU"] if relu else C["NN_ACTIVATION_IDENTITY"]
     return p
 
@@ -199,7 +199,7 @@ def self_test_calls(lib):
         w = HostBuf([1.0, 2.0, -3.0, 0.5, 0.0, 1.0])  # 3 x 2 x 1 x 1
         b = HostBuf([0.5, -1.0, 2.0])
         y = HostBuf([nan] * 12)
-        p = conv_params(lib, 2, [1, 1], [1, 1], [0, 0], [0, 0], 1, 0, False, 0)
+        p = conv_params(lib, 2, [1, 1], [1, 1], [0, 0], [0, 0], 1, 0, False)
         lib("nn_conv_forward", ctx, byref(p), T(x, [1, 2, 2, 2]), T(w, [3, 2, 1, 1]),
             T(b, [3]), T(y, [1, 3, 2, 2]), None)
         exp = [w.arr[2 * k] * x.arr[q] + w.arr[2 * k + 1] * x.arr[4 + q] + b.arr[k]
@@ -212,7 +212,7 @@ def self_test_calls(lib):
         for mode, exp in ((C["NN_CONV_CROSS_CORRELATION"], [-3.0, -6.0]),
                           (C["NN_CONV_CONVOLUTION"], [3.0, 6.0])):
             y = HostBuf([nan] * 2)
-            p = conv_params(lib, 1, [1], [1], [0], [0], 1, mode, False, 0)
+            p = conv_params(lib, 1, [1], [1], [0], [0], 1, mode, False)
             lib("nn_conv_forward", ctx, byref(p), T(x, [1, 1, 4]), T(w, [1, 1, 3]), None,
                 T(y, [1, 1, 2]), None)
             yield "conv1d mode %d" % mode, y.list(), exp
@@ -420,12 +420,11 @@ def conv_cases():
         groups=2, relu=True, mode=1)
     add(2, 1, 3, 6, (6, 7), 3, pad_lo=(0, 2), pad_hi=(1, 0), groups=3, bias=False, mode=1)
     add(2, 2, 4, 8, (5, 5), 3, pad_lo=1, groups=4, relu=True)  # depthwise, multiplier 2
-    add(2, 2, 3, 4, (6, 5), (2, 3), stride=2, pad_lo=1, relu=True, acc="flags")
     add(2, 2, 3, 4, (6, 5), (2, 3), stride=2, pad_lo=1, relu=True, acc="ex")
     add(2, 2, 4, 4, (7, 6), 3, stride=(1, 2), dil=(2, 1), pad_lo=(2, 1), pad_hi=(0, 1),
         groups=2, mode=1, path="standalone")
     add(2, 2, 4, 4, (7, 6), 3, stride=(1, 2), dil=(2, 1), pad_lo=(2, 1), pad_hi=(0, 1),
-        groups=2, path="standalone", acc="flags")
+        groups=2, path="standalone", acc="arg")
     add(3, 1, 2, 3, (4, 5, 4), 2, pad_lo=1)
     add(3, 2, 4, 4, (5, 6, 5), (3, 2, 2), stride=(1, 2, 1), dil=(1, 1, 2), pad_lo=(1, 0, 1),
         pad_hi=(0, 1, 2), groups=2, relu=True, mode=1)
@@ -434,7 +433,7 @@ def conv_cases():
     # channels-last tensors (PyTorch's channels_last memory format), every tensor but b and db
     add(2, 2, 4, 6, (7, 6), 3, stride=(2, 1), pad_lo=(1, 0), pad_hi=(0, 2), groups=2, relu=True,
         nhwc=True)
-    add(2, 2, 4, 4, (6, 6), 3, pad_lo=1, mode=1, path="standalone", acc="flags", nhwc=True)
+    add(2, 2, 4, 4, (6, 6), 3, pad_lo=1, mode=1, path="standalone", acc="arg", nhwc=True)
     add(3, 1, 2, 4, (4, 5, 4), 2, stride=(1, 2, 1), pad_lo=1, nhwc=True)
     return out
 
@@ -487,8 +486,8 @@ def linear_cases():
                                                    " relu" if relu else "",
                                                    " acc=" + acc if acc else "")
                     out.append((name, run_linear, kw))
-    kw = dict(xs=(6, 5), out=3, bias=True, relu=False, acc="flags")
-    out.append(("linear x6x5out3 bias acc=flags", run_linear, kw))
+    kw = dict(xs=(6, 5), out=3, bias=True, relu=False, acc="ex")
+    out.append(("linear x6x5out3 bias acc=ex", run_linear, kw))
     for xs in ((7,), (2, 1, 3, 5)):  # a single row (y of rank 1), and three batch dims
         out.append(("linear %sout3 bias relu" % dims_text("x", xs), run_linear,
                     dict(xs=xs, out=3, bias=True, relu=True, acc=None)))
@@ -500,7 +499,7 @@ def softmax_cases():
     shapes = ((4, 7), (2, 5, 3), (2, 4, 3, 2), (2, 3, 2, 2, 3), (3, 1, 2))
     for xs in shapes:
         for log in (False, True):
-            for acc in (None, "flags", "ex") if xs == (2, 4, 3, 2) else (None,):
+            for acc in (None, "ex") if xs == (2, 4, 3, 2) else (None,):
                 kw = dict(xs=xs, log=log, acc=acc)
                 name = "%s %s%s" % ("log_softmax" if log else "softmax", dims_text("x", xs),
                                      " acc=" + acc if acc else "")
@@ -654,9 +653,7 @@ def run_conv(env, S, n, c, k, sp, ks, stride, dil, pad_lo, pad_hi, groups, bias,
     yr.backward(dy)
     olds = [env.rand(*t.shape) for t in (x, w, b)] if acc else None
 
-    flags = 7 if acc == "flags" else 0
-    p = conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode,
-                    relu and path == "pullback", flags)
+    p = conv_params(lib, S, stride, dil, pad_lo, pad_hi, groups, mode, relu and path == "pullback")
     xd, wd, dyd = (env.to_dev(t, nhwc) for t in (x, w, dy))
     bd = env.to_dev(b)
     y = env.nan(yr.shape, nhwc)
@@ -677,9 +674,11 @@ def run_conv(env, S, n, c, k, sp, ks, stride, dil, pad_lo, pad_hi, groups, bias,
     else:
         lib("nn_conv_forward", env.ctx, byref(p), env.T(xd), env.T(wd),
             env.T(bd) if bias else None, env.T(y), None)
-        lib("nn_conv_backward_data", env.ctx, byref(p), env.T(dyd), env.T(wd), env.T(grads[0]))
-        lib("nn_conv_backward_filter", env.ctx, byref(p), env.T(xd), env.T(dyd), env.T(grads[1]))
-        lib("nn_conv_backward_bias", env.ctx, byref(p), env.T(dyd), env.T(grads[2]))
+        a = 7 if acc == "arg" else 0  # each stand-alone call reads its own bit
+        lib("nn_conv_backward_data", env.ctx, byref(p), env.T(dyd), env.T(wd), env.T(grads[0]), a)
+        lib("nn_conv_backward_filter", env.ctx, byref(p), env.T(xd), env.T(dyd), env.T(grads[1]),
+            a)
+        lib("nn_conv_backward_bias", env.ctx, byref(p), env.T(dyd), env.T(grads[2]), a)
     env.sync_out()
     exp = [grad_or_zero(torch, t) for t in (xr, wr, br)]
     if acc:
@@ -769,7 +768,6 @@ def run_linear(env, xs, out, bias, relu, acc):
     p = LinearParams()
     lib("nn_linear_params_default", byref(p))
     p.activation = C["NN_ACTIVATION_RELU"] if relu else C["NN_ACTIVATION_IDENTITY"]
-    p.flags = 7 if acc == "flags" else 0
     xd, wd, bd, dyd = (env.to_dev(t) for t in (x, w, b, dy))
     y = env.nan(yr.shape)
     grads = [env.to_dev(o) for o in olds] if acc else [env.nan(t.shape) for t in (x, w, b)]
@@ -803,7 +801,6 @@ def run_softmax(env, xs, log, acc):
     p = SoftmaxParams()
     lib("nn_softmax_params_default", byref(p))
     p.mode = C["NN_SOFTMAX_MODE_LOG"] if log else C["NN_SOFTMAX_MODE_SOFTMAX"]
-    p.flags = C["NN_SOFTMAX_ACCUMULATE_DX"] if acc == "flags" else 0
     xd, dyd = env.to_dev(x), env.to_dev(dy)
     y = env.nan(xs)
     dx = env.to_dev(old) if acc else env.nan(xs)

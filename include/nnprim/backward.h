@@ -6,8 +6,13 @@
  * tensor used twice in the graph, micro-batches summed into one weight gradient), and may run a
  * backward twice through one forward (double backward, a retried step). Each family's
  * `*_backward_ex()` call takes these options; its plain `*_backward()` call is the same call
- * with opts NULL, which keeps the old rules: the forward parameters' flags decide what
- * accumulates and the pullback is consumed.
+ * with opts NULL: every gradient is overwritten (rnn: as its forward's NN_RNN_ACCUMULATE_DW
+ * says) and the pullback is consumed.
+ *
+ * nn_accumulate is the one vocabulary of accumulation: the options' `accumulate`, and the
+ * `unsigned accumulate` argument of the calls without a pullback (nn_conv_backward_data,
+ * _filter and _bias, nn_pool_backward_stateless, nn_conv_workspace_size and
+ * nn_linear_workspace_size). The params structs of conv, pool, linear and softmax hold none.
  *
  * The bits of `accumulate` name gradients by role; a family takes the ones it has:
  *   conv, linear        NN_ACCUMULATE_DX, NN_ACCUMULATE_DW, NN_ACCUMULATE_DB
@@ -15,7 +20,8 @@
  *   softmax cross-entropy  NN_ACCUMULATE_DX
  *   rnn                 NN_ACCUMULATE_DW (cuDNN's RNN data gradients have no accumulating form)
  * A bit outside this list is NN_E_INVALID_ARG; a bit the family names but cannot honour (rnn's
- * dx) is NN_E_UNSUPPORTED. Each message names the called function and opts.accumulate.
+ * dx) is NN_E_UNSUPPORTED. Each message names the called function and opts.accumulate (or
+ * accumulate).
  */
 #ifndef NNPRIM_BACKWARD_H
 #define NNPRIM_BACKWARD_H
@@ -26,9 +32,8 @@
 extern "C" {
 #endif
 
-/** Bits of nn_backward_options.accumulate: which gradients are added to (g += gradient)
- *  instead of overwritten (g = gradient). The values equal the NN_CONV_ACCUMULATE_* and
- *  NN_LINEAR_ACCUMULATE_* bits and NN_SOFTMAX_ACCUMULATE_DX. */
+/** Bits of nn_backward_options.accumulate and of the calls' `accumulate` arguments: which
+ *  gradients are added to (g += gradient) instead of overwritten (g = gradient). */
 enum nn_accumulate {
     NN_ACCUMULATE_DX = 1 << 0, /**< the data gradient (dx) */
     NN_ACCUMULATE_DW = 1 << 1, /**< the weight / filter gradient (dw) */
@@ -40,7 +45,7 @@ enum nn_accumulate {
  * what you need. Read during the call only.
  */
 typedef struct nn_backward_options {
-    /** OR of nn_accumulate bits; replaces the forward parameters' flags for this call. */
+    /** OR of nn_accumulate bits (0: overwrite every gradient). */
     unsigned accumulate;
     /** 0: the pullback is consumed (freed, *pullback set to NULL) as by `*_backward()`.
      *  1: it stays live and unchanged, for another backward call (with other gradients, other

@@ -80,13 +80,6 @@ typedef enum nn_activation {
     NN_ACTIVATION_RELU = 1 /**< max(v, 0); its gradient is taken as 0 where y == 0 */
 } nn_activation;
 
-/** Bits of nn_conv_params.flags. */
-enum nn_conv_flag {
-    NN_CONV_ACCUMULATE_DX = 1 << 0, /**< dx += gradient instead of dx = gradient */
-    NN_CONV_ACCUMULATE_DW = 1 << 1, /**< dw += gradient (frameworks summing over micro-batches) */
-    NN_CONV_ACCUMULATE_DB = 1 << 2  /**< db += gradient */
-};
-
 /**
  * Convolution parameters. Fill with nn_conv_params_default(), then change what you need.
  * Only the first spatial_rank entries of the per-dimension arrays are read, in D, H, W order
@@ -101,13 +94,12 @@ typedef struct nn_conv_params {
     int64_t groups;                        /**< >= 1; divides C and K */
     nn_conv_mode mode;
     nn_activation activation; /**< applied by nn_conv_forward() after the bias */
-    unsigned flags;           /**< OR of nn_conv_flag bits; read by the backward calls */
     uint64_t reserved[4];     /**< zero (NN_E_INVALID_ARG otherwise, naming the index) */
 } nn_conv_params;
 
 /**
  * Default parameters: stride 1, dilation 1, no padding, one group, cross-correlation, identity
- * activation, no flags.
+ * activation.
  *
  * @param p            out: filled completely.
  * @param spatial_rank 1, 2 or 3.
@@ -138,7 +130,7 @@ typedef struct nn_conv_pullback nn_conv_pullback;
  * Forward convolution: y = act(x ⋆ w + b).
  *
  * @param ctx          the context; its backend runs the op.
- * @param p            parameters (flags are not read here).
+ * @param p            parameters.
  * @param x            input.
  * @param w            filter.
  * @param b            bias, or NULL for none.
@@ -169,7 +161,7 @@ NN_API nn_status nn_conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_
  * Backward through a training-mode forward call: any of the gradients.
  *
  * With a fused relu, the incoming gradient is first masked with y > 0 (y from the forward call).
- * The flags of the forward call's parameters decide which gradients accumulate. The same as
+ * Every gradient asked for is overwritten (nn_conv_backward_ex() accumulates). The same as
  * nn_conv_backward_ex() with opts NULL.
  *
  * @param ctx      the context the forward call used.
@@ -198,10 +190,9 @@ NN_API nn_status nn_conv_backward(nn_ctx *ctx, nn_conv_pullback **pullback, cons
  * @param ctx      the context the forward call used.
  * @param pullback in/out: the pullback from nn_conv_forward(); set to NULL on success unless
  *                 opts->keep is 1 (then it stays live and unchanged, for another backward call).
- * @param opts     NULL: as nn_conv_backward() (the forward's flags; the pullback is consumed).
+ * @param opts     NULL: as nn_conv_backward() (overwrite; the pullback is consumed).
  *                 Otherwise opts->accumulate (NN_ACCUMULATE_DX, _DW, _DB) says which of dx, dw
- *                 and db are added to, in place of the forward's flags, and opts->keep whether
- *                 the pullback survives.
+ *                 and db are added to, and opts->keep whether the pullback survives.
  * @param dy, dx, dw, db  as nn_conv_backward().
  * @return the statuses of nn_conv_backward(); NN_E_INVALID_ARG for bad options (a bit outside
  *         NN_ACCUMULATE_*, keep not 0 or 1, a nonzero opts->reserved; the message names the
@@ -223,7 +214,7 @@ NN_API nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
 NN_API nn_status nn_conv_pullback_free(nn_conv_pullback **pullback);
 
 /**
- * Stand-alone data gradient: dx = dy ⋆ᵀ w (dx += ... with NN_CONV_ACCUMULATE_DX).
+ * Stand-alone data gradient: dx = dy ⋆ᵀ w (dx += ... with NN_ACCUMULATE_DX).
  * p->activation must be IDENTITY: pass dy already masked by the activation's derivative.
  *
  * @param ctx the context.
@@ -231,13 +222,16 @@ NN_API nn_status nn_conv_pullback_free(nn_conv_pullback **pullback);
  * @param dy  gradient with respect to y.
  * @param w   the filter.
  * @param dx  out: gradient with respect to x; its dims define x's. Must not overlap dy or w.
- * @return as nn_conv_forward(); NN_E_INVALID_ARG also for an activation other than IDENTITY.
+ * @param accumulate nn_accumulate bits (include/nnprim/backward.h): NN_ACCUMULATE_DX adds to dx;
+ *            0 overwrites it. NN_ACCUMULATE_DW and _DB are accepted and mean nothing here.
+ * @return as nn_conv_forward(); NN_E_INVALID_ARG also for an activation other than IDENTITY and
+ *         for a bit of accumulate outside NN_ACCUMULATE_* (the message names accumulate).
  */
 NN_API nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
-                                       const nn_tensor *w, nn_tensor *dx);
+                                       const nn_tensor *w, nn_tensor *dx, unsigned accumulate);
 
 /**
- * Stand-alone filter gradient: dw = x ⋆ᵀ dy (dw += ... with NN_CONV_ACCUMULATE_DW).
+ * Stand-alone filter gradient: dw = x ⋆ᵀ dy (dw += ... with NN_ACCUMULATE_DW).
  * p->activation must be IDENTITY (see nn_conv_backward_data()).
  *
  * @param ctx the context.
@@ -245,23 +239,27 @@ NN_API nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, con
  * @param x   the forward call's input.
  * @param dy  gradient with respect to y.
  * @param dw  out: gradient with respect to w; its dims define w's. Must not overlap x or dy.
+ * @param accumulate nn_accumulate bits: NN_ACCUMULATE_DW adds to dw; 0 overwrites it.
+ *            NN_ACCUMULATE_DX and _DB are accepted and mean nothing here.
  * @return as nn_conv_backward_data().
  */
 NN_API nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
-                                         const nn_tensor *dy, nn_tensor *dw);
+                                         const nn_tensor *dy, nn_tensor *dw, unsigned accumulate);
 
 /**
  * Stand-alone bias gradient: db[k] = sum of dy over n and every spatial position (db += ... with
- * NN_CONV_ACCUMULATE_DB). p->activation must be IDENTITY.
+ * NN_ACCUMULATE_DB). p->activation must be IDENTITY.
  *
  * @param ctx the context.
- * @param p   the forward call's parameters (spatial_rank and flags are read).
+ * @param p   the forward call's parameters (spatial_rank is read).
  * @param dy  gradient with respect to y.
  * @param db  out: K or 1 x K x 1 ... x 1. Must not overlap dy.
+ * @param accumulate nn_accumulate bits: NN_ACCUMULATE_DB adds to db; 0 overwrites it.
+ *            NN_ACCUMULATE_DX and _DW are accepted and mean nothing here.
  * @return as nn_conv_backward_data().
  */
 NN_API nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
-                                       nn_tensor *db);
+                                       nn_tensor *db, unsigned accumulate);
 
 /** A pass of a convolution, for nn_conv_workspace_size(). */
 typedef enum nn_conv_pass {
@@ -293,24 +291,26 @@ typedef enum nn_conv_pass {
  * or pointer alignments may select another plan.
  *
  * @param ctx   the context that will run the call (its backend, settings and plan cache).
- * @param p     the call's parameters. p->flags decides the blend of a backward pass as in the
- *              stand-alone calls (NN_CONV_ACCUMULATE_DX for the data pass...): for
- *              nn_conv_backward_ex() set p->flags to its opts->accumulate.
+ * @param p     the call's parameters.
  * @param x     the input of the forward call (read by autotune on a plan miss).
  * @param w     the filter (read by autotune on a plan miss).
  * @param b     the forward's bias, or NULL for none (the forward may fuse it); backward passes
  *              ignore whether it is given.
  * @param pass  which pass.
+ * @param accumulate the call's nn_accumulate bits (nn_conv_backward_ex()'s opts->accumulate or
+ *              the stand-alone call's accumulate), which decide the blend of a backward pass
+ *              (NN_ACCUMULATE_DX for the data pass...); 0 for nn_conv_backward() and the forward.
  * @param bytes out: the bytes; untouched on failure.
- * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes, an unknown pass, and the
- *         parameter and tensor checks of nn_conv_forward()); NN_E_SHAPE; NN_E_OVERFLOW;
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes, an unknown pass, a bit of
+ *         accumulate outside NN_ACCUMULATE_*, and the parameter and tensor checks of
+ *         nn_conv_forward()); NN_E_SHAPE; NN_E_OVERFLOW;
  *         NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (as the call: no engine for the pass);
  *         NN_E_OOM_HOST; NN_E_OOM_DEVICE (the scratch of a plan search, bf16's ones for db);
  *         NN_E_CUDA; NN_E_CUDNN.
  */
 NN_API nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
                                         const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,
-                                        size_t *bytes);
+                                        unsigned accumulate, size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -46,17 +46,9 @@
 extern "C" {
 #endif
 
-/** Bits of nn_linear_params.flags, read by nn_linear_backward(). */
-enum nn_linear_flag {
-    NN_LINEAR_ACCUMULATE_DX = 1 << 0, /**< dx += gradient instead of dx = gradient */
-    NN_LINEAR_ACCUMULATE_DW = 1 << 1, /**< dw += gradient (summing over micro-batches) */
-    NN_LINEAR_ACCUMULATE_DB = 1 << 2  /**< db += gradient */
-};
-
 /** Linear-layer parameters. Fill with nn_linear_params_default(), then change what you need. */
 typedef struct nn_linear_params {
     nn_activation activation; /**< NN_ACTIVATION_IDENTITY or NN_ACTIVATION_RELU, after the bias */
-    unsigned flags;           /**< OR of nn_linear_flag bits */
     uint64_t reserved[4];     /**< zero; room for the ABI to grow */
 } nn_linear_params;
 
@@ -113,8 +105,8 @@ NN_API nn_status nn_linear_forward(nn_ctx *ctx, const nn_linear_params *p, const
  * @param dw       out: gradient with respect to w, or NULL to skip.
  * @param db       out: gradient with respect to b [out], or NULL to skip (forward needs no bias
  *                 for db to be computed).
- *                 Which of dx, dw, db accumulate is the forward parameters' flags. No output
- *                 may overlap dy, another output or the saved x, w (and y with relu).
+ *                 Each is overwritten (nn_linear_backward_ex() accumulates). No output may
+ *                 overlap dy, another output or the saved x, w (and y with relu).
  * @return NN_OK; NN_E_PULLBACK (pullback or *pullback NULL, consumed, freed, another family's
  *         or another context's); the statuses of nn_linear_forward();
  *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
@@ -131,7 +123,7 @@ NN_API nn_status nn_linear_backward(nn_ctx *ctx, nn_linear_pullback **pullback, 
  * @param pullback in/out: as nn_linear_backward(), except that with opts->keep = 1 it stays
  *                 live and unchanged on success, for another backward call.
  * @param opts     NULL: as nn_linear_backward(). Otherwise opts->accumulate (NN_ACCUMULATE_DX,
- *                 _DW, _DB) replaces the forward's flags, and opts->keep says whether the
+ *                 _DW, _DB) says which of dx, dw, db are added to, and opts->keep whether the
  *                 pullback survives.
  * @param dy, dx, dw, db  as nn_linear_backward().
  * @return the statuses of nn_linear_backward(); NN_E_INVALID_ARG for bad options (a bit outside
@@ -182,17 +174,19 @@ typedef enum nn_linear_pass {
  * and 256-byte aligned, as nn_tensor_empty() makes them.
  *
  * @param ctx   the context that will run the call (its backend, settings and plan cache).
- * @param p     the call's parameters: activation, and flags (NN_LINEAR_ACCUMULATE_DB decides
- *              whether db can be fused into the dw product); for nn_linear_backward_ex() set
- *              p->flags to its opts->accumulate.
+ * @param p     the call's parameters (activation).
  * @param x     the forward's input [..., in] (its dims and alignment; not read).
  * @param w     the weight [out, in] (not read).
  * @param b     the forward's bias [out], or NULL for none (the forward fuses it); backward
  *              passes ignore it.
  * @param pass  NN_LINEAR_PASS_FORWARD, or a nonzero OR of NN_LINEAR_PASS_DX, _DW and _DB.
+ * @param accumulate the backward call's opts->accumulate (nn_accumulate bits; NN_ACCUMULATE_DB
+ *              decides whether db can be fused into the dw product); 0 for the forward pass
+ *              and for nn_linear_backward().
  * @param bytes out: the bytes; untouched on failure.
- * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes; a pass outside 0..7; the
- *         parameter and tensor checks of nn_linear_forward()); NN_E_SHAPE; NN_E_DTYPE;
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x, w or bytes; a pass outside 0..7; a bit of
+ *         accumulate outside NN_ACCUMULATE_*; the parameter and tensor checks of
+ *         nn_linear_forward()); NN_E_SHAPE; NN_E_DTYPE;
  *         NN_E_MEMSPACE; NN_E_OVERFLOW (a tensor's element count or byte extent beyond int64);
  *         NN_E_UNSUPPORTED (a strided tensor; cuBLASLt has no algorithm for a product; y of
  *         more than INT_MAX elements where the call would refuse it: relu in a backward pass,
@@ -202,7 +196,8 @@ typedef enum nn_linear_pass {
  */
 NN_API nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p,
                                           const nn_tensor *x, const nn_tensor *w,
-                                          const nn_tensor *b, unsigned pass, size_t *bytes);
+                                          const nn_tensor *b, unsigned pass, unsigned accumulate,
+                                          size_t *bytes);
 
 #ifdef __cplusplus
 }

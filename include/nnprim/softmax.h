@@ -42,15 +42,9 @@ typedef enum nn_softmax_mode {
     NN_SOFTMAX_MODE_LOG = 1      /**< log-probabilities */
 } nn_softmax_mode;
 
-/** Bits of nn_softmax_params.flags, read by nn_softmax_backward(). */
-enum nn_softmax_flag {
-    NN_SOFTMAX_ACCUMULATE_DX = 1 << 0 /**< dx += gradient instead of dx = gradient */
-};
-
 /** Softmax parameters. Fill with nn_softmax_params_default(), then change what you need. */
 typedef struct nn_softmax_params {
     nn_softmax_mode mode;
-    unsigned flags;       /**< OR of nn_softmax_flag bits */
     uint64_t reserved[4]; /**< zero */
 } nn_softmax_params;
 
@@ -58,7 +52,7 @@ typedef struct nn_softmax_params {
 typedef struct nn_softmax_pullback nn_softmax_pullback;
 
 /**
- * Default parameters: softmax (not log), no flags, reserved zero.
+ * Default parameters: softmax (not log), reserved zero.
  *
  * @param p out: filled completely.
  * @return NN_OK; NN_E_INVALID_ARG if p is NULL.
@@ -75,7 +69,7 @@ NN_API nn_status nn_softmax_params_default(nn_softmax_params *p);
  * @param pullback_out NULL for inference; otherwise out: a pullback for nn_softmax_backward()
  *                     (NULL on failure). It keeps the *view* of y (both gradients are functions of
  *                     y): keep y's storage alive and unchanged until backward.
- * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or y; an unknown mode or flag; a nonzero
+ * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or y; an unknown mode; a nonzero
  *         reserved field; malformed or overlapping tensors); NN_E_SHAPE (rank < 2, y's dims);
  *         NN_E_DTYPE; NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors; cuDNN: N, C or the
  *         trailing size beyond int); NN_E_OOM_HOST; NN_E_CUDA; NN_E_CUDNN;
@@ -90,8 +84,8 @@ NN_API nn_status nn_softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, con
  * @param ctx      the context of the forward call.
  * @param pullback in/out: consumed and set to NULL on success; unchanged on failure.
  * @param dy       gradient of y (y's dims and dtype).
- * @param dx       out: gradient of x, overwritten or accumulated (NN_SOFTMAX_ACCUMULATE_DX of the
- *                 forward's flags); must not overlap dy or the saved y.
+ * @param dx       out: gradient of x, overwritten (nn_softmax_backward_ex() accumulates); must
+ *                 not overlap dy or the saved y.
  * @return NN_OK; NN_E_PULLBACK (NULL, consumed, freed, another family's or context's);
  *         the statuses of nn_softmax_forward();
  *         NN_E_GRAPH (a pullback from the other side of a graph capture's boundary, graph.h).
@@ -107,8 +101,8 @@ NN_API nn_status nn_softmax_backward(nn_ctx *ctx, nn_softmax_pullback **pullback
  * @param pullback in/out: as nn_softmax_backward(), except that with opts->keep = 1 it stays
  *                 live and unchanged on success, for another backward call.
  * @param opts     NULL: as nn_softmax_backward(). Otherwise opts->accumulate (0 or
- *                 NN_ACCUMULATE_DX) replaces the forward's flags, and opts->keep says whether
- *                 the pullback survives.
+ *                 NN_ACCUMULATE_DX: dx += the gradient), and opts->keep says whether the
+ *                 pullback survives.
  * @param dy, dx   as nn_softmax_backward().
  * @return the statuses of nn_softmax_backward(); NN_E_INVALID_ARG (a bit outside
  *         NN_ACCUMULATE_*, keep not 0 or 1, a nonzero opts->reserved); NN_E_UNSUPPORTED

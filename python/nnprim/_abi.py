@@ -91,9 +91,6 @@ NN_CONV_CROSS_CORRELATION = 0
 NN_CONV_CONVOLUTION = 1
 NN_ACTIVATION_IDENTITY = 0
 NN_ACTIVATION_RELU = 1
-NN_CONV_ACCUMULATE_DX = 1
-NN_CONV_ACCUMULATE_DW = 2
-NN_CONV_ACCUMULATE_DB = 4
 NN_CONV_PASS_FORWARD = 0
 NN_CONV_PASS_BACKWARD_DATA = 1
 NN_CONV_PASS_BACKWARD_FILTER = 2
@@ -104,16 +101,12 @@ NN_POOL_MEAN_INCLUDE_PAD = 1
 NN_POOL_MEAN_EXCLUDE_PAD = 2
 NN_POOL_PASS_FORWARD = 0
 NN_POOL_PASS_BACKWARD = 1
-NN_LINEAR_ACCUMULATE_DX = 1
-NN_LINEAR_ACCUMULATE_DW = 2
-NN_LINEAR_ACCUMULATE_DB = 4
 NN_LINEAR_PASS_FORWARD = 0
 NN_LINEAR_PASS_DX = 1
 NN_LINEAR_PASS_DW = 2
 NN_LINEAR_PASS_DB = 4
 NN_SOFTMAX_MODE_SOFTMAX = 0
 NN_SOFTMAX_MODE_LOG = 1
-NN_SOFTMAX_ACCUMULATE_DX = 1
 NN_SOFTMAX_PASS_FORWARD = 0
 NN_SOFTMAX_PASS_BACKWARD = 1
 NN_INDEX_I32 = 1
@@ -185,14 +178,11 @@ ENUMS = {
     'nn_accumulate': ('NN_ACCUMULATE_DX', 'NN_ACCUMULATE_DW', 'NN_ACCUMULATE_DB'),
     'nn_conv_mode': ('NN_CONV_CROSS_CORRELATION', 'NN_CONV_CONVOLUTION'),
     'nn_activation': ('NN_ACTIVATION_IDENTITY', 'NN_ACTIVATION_RELU'),
-    'nn_conv_flag': ('NN_CONV_ACCUMULATE_DX', 'NN_CONV_ACCUMULATE_DW', 'NN_CONV_ACCUMULATE_DB'),
     'nn_conv_pass': ('NN_CONV_PASS_FORWARD', 'NN_CONV_PASS_BACKWARD_DATA', 'NN_CONV_PASS_BACKWARD_FILTER', 'NN_CONV_PASS_BACKWARD_BIAS'),
     'nn_pool_mode': ('NN_POOL_MAX', 'NN_POOL_MEAN_INCLUDE_PAD', 'NN_POOL_MEAN_EXCLUDE_PAD'),
     'nn_pool_pass': ('NN_POOL_PASS_FORWARD', 'NN_POOL_PASS_BACKWARD'),
-    'nn_linear_flag': ('NN_LINEAR_ACCUMULATE_DX', 'NN_LINEAR_ACCUMULATE_DW', 'NN_LINEAR_ACCUMULATE_DB'),
     'nn_linear_pass': ('NN_LINEAR_PASS_FORWARD', 'NN_LINEAR_PASS_DX', 'NN_LINEAR_PASS_DW', 'NN_LINEAR_PASS_DB'),
     'nn_softmax_mode': ('NN_SOFTMAX_MODE_SOFTMAX', 'NN_SOFTMAX_MODE_LOG'),
-    'nn_softmax_flag': ('NN_SOFTMAX_ACCUMULATE_DX',),
     'nn_softmax_pass': ('NN_SOFTMAX_PASS_FORWARD', 'NN_SOFTMAX_PASS_BACKWARD'),
     'nn_index_type': ('NN_INDEX_I32', 'NN_INDEX_I64'),
     'nn_rnn_cell': ('NN_RNN_RELU', 'NN_RNN_TANH', 'NN_RNN_LSTM', 'NN_RNN_GRU'),
@@ -396,7 +386,6 @@ class nn_conv_params(Structure):
         ('groups', c_int64),
         ('mode', c_int),
         ('activation', c_int),
-        ('flags', c_uint),
         ('reserved', (c_uint64 * 4)),
     ]
 
@@ -416,7 +405,6 @@ class nn_pool_params(Structure):
 class nn_linear_params(Structure):
     _fields_ = [
         ('activation', c_int),
-        ('flags', c_uint),
         ('reserved', (c_uint64 * 4)),
     ]
 
@@ -424,7 +412,6 @@ class nn_linear_params(Structure):
 class nn_softmax_params(Structure):
     _fields_ = [
         ('mode', c_int),
-        ('flags', c_uint),
         ('reserved', (c_uint64 * 4)),
     ]
 
@@ -610,10 +597,10 @@ FUNCTIONS = {
     'nn_conv_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_conv_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_conv_pullback_free': (c_int, [c_void_p]),
-    'nn_conv_backward_data': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_conv_backward_filter': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_conv_backward_bias': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
-    'nn_conv_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_void_p]),
+    'nn_conv_backward_data': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint]),
+    'nn_conv_backward_filter': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint]),
+    'nn_conv_backward_bias': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_uint]),
+    'nn_conv_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_uint, c_void_p]),
     'nn_pool_output_shape': (c_int, [c_void_p, c_int, c_void_p, c_void_p]),
     'nn_pool_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_pool_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
@@ -626,7 +613,7 @@ FUNCTIONS = {
     'nn_linear_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_linear_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_linear_pullback_free': (c_int, [c_void_p]),
-    'nn_linear_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint, c_void_p]),
+    'nn_linear_workspace_size': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_uint, c_uint, c_void_p]),
     'nn_softmax_params_default': (c_int, [c_void_p]),
     'nn_softmax_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_softmax_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),

@@ -22,12 +22,6 @@ struct nn_conv_pullback {
 static const struct nn__pullback_kind pullback_kind = {
     "conv", NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB, NULL};
 
-/* The forward's flags are the old calls' backward options (include/nnprim/backward.h). */
-_Static_assert((int)NN_CONV_ACCUMULATE_DX == (int)NN_ACCUMULATE_DX &&
-                   (int)NN_CONV_ACCUMULATE_DW == (int)NN_ACCUMULATE_DW &&
-                   (int)NN_CONV_ACCUMULATE_DB == (int)NN_ACCUMULATE_DB,
-               "conv flags are nn_accumulate bits");
-
 /* ---------------------------------------------------------------------------------------------
  * Backends
  */
@@ -184,10 +178,6 @@ static nn_status check_params(struct nn_ctx *ctx, const char *op, const nn_conv_
                         "%s: p.activation must be NN_ACTIVATION_IDENTITY or NN_ACTIVATION_RELU, "
                         "got %d",
                         op, (int)p->activation);
-    unsigned known = NN_CONV_ACCUMULATE_DX | NN_CONV_ACCUMULATE_DW | NN_CONV_ACCUMULATE_DB;
-    if (p->flags & ~known)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: p.flags has unknown bits 0x%x", op,
-                        p->flags & ~known);
     return NN__CHECK_RESERVED(ctx, op, "p.reserved", p->reserved);
 }
 
@@ -402,13 +392,13 @@ static void fill_ctx_fields(struct nn_ctx *ctx, struct nn__conv_problem *prob, n
  */
 
 static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem *prob,
-                               unsigned flags, const nn_tensor *x, const nn_tensor *w,
-                               const nn_tensor *y, nn_conv_pullback **out)
+                               const nn_tensor *x, const nn_tensor *w, const nn_tensor *y,
+                               nn_conv_pullback **out)
 {
     nn_conv_pullback *pb = nn__host_calloc(1, sizeof *pb);
     if (!pb)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_conv_forward: out of host memory for the pullback");
-    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, flags, &pb->hdr);
+    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, 0, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -428,26 +418,26 @@ struct asked {
     int backward, dx, dw, db, keep;
 };
 
-/* The call's case: the problem and the accumulation flags, which change the gradients (the case
- * syntax's accdx/accdw/accdb tokens); then a backward's grads= and keep. */
-static void case_text(const struct nn__conv_problem *prob, unsigned flags, struct asked a,
+/* The call's case: the problem and the backward's accumulate bits, which change the gradients
+ * (the case syntax's accdx/accdw/accdb tokens); then a backward's grads= and keep. */
+static void case_text(const struct nn__conv_problem *prob, unsigned accumulate, struct asked a,
                       char *shape, size_t cap)
 {
     nn__conv_problem_text(prob, shape, cap);
     size_t n = strlen(shape);
-    if (flags & NN_CONV_ACCUMULATE_DX) n = nn__text_put(shape, cap, n, " accdx");
-    if (flags & NN_CONV_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " accdw");
-    if (flags & NN_CONV_ACCUMULATE_DB) n = nn__text_put(shape, cap, n, " accdb");
+    if (accumulate & NN_ACCUMULATE_DX) n = nn__text_put(shape, cap, n, " accdx");
+    if (accumulate & NN_ACCUMULATE_DW) n = nn__text_put(shape, cap, n, " accdw");
+    if (accumulate & NN_ACCUMULATE_DB) n = nn__text_put(shape, cap, n, " accdb");
     if (a.backward) n = nn__text_put_grads(shape, cap, n, a.dx, a.dw, a.db);
     if (a.keep) nn__text_put(shape, cap, n, " keep");
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
                          const struct nn__conv_note *note, const struct nn__conv_problem *prob,
-                         unsigned flags, struct asked a, uint64_t t0)
+                         unsigned accumulate, struct asked a, uint64_t t0)
 {
     char shape[256];
-    case_text(prob, flags, a, shape, sizeof shape);
+    case_text(prob, accumulate, a, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function (docs/CONV.md). */
     nn__verbose_op(ctx, op + strlen("nn_"), note->impl[0] ? note->impl : impl,
                    note->cache[0] ? note->cache : "-", shape, t0);
@@ -457,7 +447,7 @@ static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
  * the arguments as given (params valid, x and w of rank spatial_rank + 2), so that a shape the
  * library refuses is reproduced by nnprim check and bench with the same message. */
 static void failure_case(struct nn_ctx *ctx, const nn_conv_params *p, const int64_t *xd,
-                         const int64_t *wd, int bias, nn_dtype dtype, unsigned flags)
+                         const int64_t *wd, int bias, nn_dtype dtype, unsigned accumulate)
 {
     if (!nn__verbose(ctx)) return;
     struct nn__conv_problem q;
@@ -480,7 +470,7 @@ static void failure_case(struct nn_ctx *ctx, const nn_conv_params *p, const int6
     q.has_bias = bias;
     fill_ctx_fields(ctx, &q, dtype);
     char shape[256];
-    case_text(&q, flags, (struct asked){0}, shape, sizeof shape);
+    case_text(&q, accumulate, (struct asked){0}, shape, sizeof shape);
     nn__verbose_case(shape);
 }
 
@@ -504,7 +494,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     if (w->rank != x->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: w.rank must equal x.rank (%d), got %d", op, x->rank,
                         w->rank);
-    failure_case(ctx, p, x->dims, w->dims, b != NULL, x->dtype, p->flags);
+    failure_case(ctx, p, x->dims, w->dims, b != NULL, x->dtype, 0);
     struct nn__conv_problem prob;
     NN__TRY(resolve(ctx, op, p, x->rank, x->dims, w->dims, "x", "w", &prob));
     fill_ctx_fields(ctx, &prob, x->dtype);
@@ -524,7 +514,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
     nn__conv_describe_layouts(&prob, la, 3);
 
     nn_conv_pullback *pb = NULL;
-    if (pullback_out) NN__TRY(make_pullback(ctx, &prob, p->flags, &xl, &wl, &yl, &pb));
+    if (pullback_out) NN__TRY(make_pullback(ctx, &prob, &xl, &wl, &yl, &pb));
     struct nn__conv_note note;
     note_init(&note, exec);
     if (be->forward(ctx, &prob, &xl, &wl, b, &yl, 1.0, 0.0, &note) != NN_OK) {
@@ -532,7 +522,7 @@ static nn_status conv_forward(nn_ctx *ctx, const nn_conv_params *p, const nn_ten
         nn_conv_pullback_free(&pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, (struct asked){0}, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, 0, (struct asked){0}, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -558,9 +548,9 @@ nn_status nn__conv_forward_capture(struct nn_ctx *ctx, const nn_conv_params *p, 
  * Backward
  */
 
-static double beta_for(unsigned flags, unsigned bit)
+static double beta_for(unsigned accumulate, unsigned bit)
 {
-    return (flags & bit) ? 1.0 : 0.0;
+    return (accumulate & bit) ? 1.0 : 0.0;
 }
 
 /* The gradients a backward call asked for, all checked against prob. x and w may be NULL when
@@ -637,19 +627,19 @@ static void describe_grads(struct nn__conv_problem *p, const struct grads *g, nn
 
 /* Runs the asked-for gradients with dy already masked; prob->activation is ignored. */
 static nn_status run_grads(struct nn_ctx *ctx, const struct conv_backend *be,
-                           const struct nn__conv_problem *prob, unsigned flags,
+                           const struct nn__conv_problem *prob, unsigned accumulate,
                            const struct grads *g, const nn_tensor *dy, struct nn__conv_note *note)
 {
     struct nn__conv_problem q = *prob;
     q.activation = NN_ACTIVATION_IDENTITY;
     if (g->dx)
         NN__TRY(be->backward_data(ctx, &q, dy, g->w, g->dx, 1.0,
-                                  beta_for(flags, NN_CONV_ACCUMULATE_DX), note));
+                                  beta_for(accumulate, NN_ACCUMULATE_DX), note));
     if (g->dw)
         NN__TRY(be->backward_filter(ctx, &q, g->x, dy, g->dw, 1.0,
-                                    beta_for(flags, NN_CONV_ACCUMULATE_DW), note));
+                                    beta_for(accumulate, NN_ACCUMULATE_DW), note));
     if (g->db)
-        NN__TRY(be->backward_bias(ctx, &q, dy, g->db, 1.0, beta_for(flags, NN_CONV_ACCUMULATE_DB),
+        NN__TRY(be->backward_bias(ctx, &q, dy, g->db, 1.0, beta_for(accumulate, NN_ACCUMULATE_DB),
                                   note));
     return NN_OK;
 }
@@ -722,17 +712,16 @@ nn_status nn_conv_backward_ex(nn_ctx *ctx, nn_conv_pullback **pullback,
 
 nn_status nn_conv_pullback_free(nn_conv_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_conv_pullback_free", &pullback_kind, *pullback));
-    nn__host_free(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_conv_pullback_free", &pullback_kind, pullback, nn__host_free);
 }
 
-/* Stand-alone gradients: the same checks, the problem from the shapes at hand. */
-static nn_status standalone_params(struct nn_ctx *ctx, const char *op, const nn_conv_params *p)
+/* Stand-alone gradients: the same checks, the problem from the shapes at hand; accumulate takes
+ * every bit a conv backward does (each call reads its own). */
+static nn_status standalone_params(struct nn_ctx *ctx, const char *op, const nn_conv_params *p,
+                                   unsigned accumulate)
 {
     NN__TRY(check_params(ctx, op, p));
+    NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
     if (p->activation != NN_ACTIVATION_IDENTITY)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: p.activation must be NN_ACTIVATION_IDENTITY for a stand-alone "
@@ -745,18 +734,18 @@ static nn_status standalone_params(struct nn_ctx *ctx, const char *op, const nn_
 /* xlike (x or dx) and wlike (w or dw) give the problem's shapes; one of them is the output. */
 static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_params *p,
                             const nn_tensor *xlike, const char *xn, const nn_tensor *wlike,
-                            const char *wn, struct grads *g)
+                            const char *wn, struct grads *g, unsigned accumulate)
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    NN__TRY(standalone_params(ctx, op, p));
+    NN__TRY(standalone_params(ctx, op, p, accumulate));
     if (!xlike) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: %s must not be NULL", op, xn);
     NN__TRY(check_arg(ctx, op, xlike, xn, xlike->dtype, xn, xlike == g->dx));
     NN__TRY(check_arg(ctx, op, wlike, wn, xlike->dtype, xn, wlike == g->dw));
     if (wlike->rank != xlike->rank)
         return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s.rank must equal %s.rank (%d), got %d", op, wn, xn,
                         xlike->rank, wlike->rank);
-    failure_case(ctx, p, xlike->dims, wlike->dims, 0, xlike->dtype, p->flags);
+    failure_case(ctx, p, xlike->dims, wlike->dims, 0, xlike->dtype, accumulate);
     struct nn__conv_problem prob;
     NN__TRY(resolve(ctx, op, p, xlike->rank, xlike->dims, wlike->dims, xn, wn, &prob));
     fill_ctx_fields(ctx, &prob, xlike->dtype);
@@ -768,36 +757,38 @@ static nn_status standalone(struct nn_ctx *ctx, const char *op, const nn_conv_pa
     const struct conv_backend *be = backend_of(ctx);
     struct nn__conv_note note;
     note_init(&note, NULL);
-    NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, p->flags, &gl, gl.dy, &note));
-    if (t0) verbose_line(ctx, op, be->name, &note, &prob, p->flags, (struct asked){0}, t0);
+    NN__TRY_IN(ctx, op, run_grads(ctx, be, &prob, accumulate, &gl, gl.dy, &note));
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, accumulate, (struct asked){0}, t0);
     return NN_OK;
 }
 
 nn_status nn_conv_backward_data(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
-                                const nn_tensor *w, nn_tensor *dx)
+                                const nn_tensor *w, nn_tensor *dx, unsigned accumulate)
 {
     struct grads g = {NULL, w, dy, dx, NULL, NULL};
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "conv_backward_data", t0,
-                            standalone(ctx, "nn_conv_backward_data", p, dx, "dx", w, "w", &g));
+    return nn__verbose_exit(
+        ctx, "conv_backward_data", t0,
+        standalone(ctx, "nn_conv_backward_data", p, dx, "dx", w, "w", &g, accumulate));
 }
 
 nn_status nn_conv_backward_filter(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
-                                  const nn_tensor *dy, nn_tensor *dw)
+                                  const nn_tensor *dy, nn_tensor *dw, unsigned accumulate)
 {
     struct grads g = {x, NULL, dy, NULL, dw, NULL};
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "conv_backward_filter", t0,
-                            standalone(ctx, "nn_conv_backward_filter", p, x, "x", dw, "dw", &g));
+    return nn__verbose_exit(
+        ctx, "conv_backward_filter", t0,
+        standalone(ctx, "nn_conv_backward_filter", p, x, "x", dw, "dw", &g, accumulate));
 }
 
 static nn_status conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
-                                    nn_tensor *db)
+                                    nn_tensor *db, unsigned accumulate)
 {
     const char *op = "nn_conv_backward_bias";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    NN__TRY(standalone_params(ctx, op, p));
+    NN__TRY(standalone_params(ctx, op, p, accumulate));
     if (!dy) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: dy must not be NULL", op);
     NN__TRY(check_arg(ctx, op, dy, "dy", dy->dtype, "dy", 0));
     if (dy->rank != p->spatial_rank + 2)
@@ -826,19 +817,20 @@ static nn_status conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const 
     struct nn__conv_note note;
     note_init(&note, NULL);
     NN__TRY_IN(ctx, op,
-               be->backward_bias(ctx, &prob, &dyl, db, 1.0,
-                                 beta_for(p->flags, NN_CONV_ACCUMULATE_DB), &note));
+               be->backward_bias(ctx, &prob, &dyl, db, 1.0, beta_for(accumulate, NN_ACCUMULATE_DB),
+                                 &note));
     if (t0)
-        verbose_line(ctx, op, be->name, &note, &prob, p->flags & NN_CONV_ACCUMULATE_DB,
+        verbose_line(ctx, op, be->name, &note, &prob, accumulate & NN_ACCUMULATE_DB,
                      (struct asked){0}, t0);
     return NN_OK;
 }
 
 nn_status nn_conv_backward_bias(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *dy,
-                                nn_tensor *db)
+                                nn_tensor *db, unsigned accumulate)
 {
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    return nn__verbose_exit(ctx, "conv_backward_bias", t0, conv_backward_bias(ctx, p, dy, db));
+    return nn__verbose_exit(ctx, "conv_backward_bias", t0,
+                            conv_backward_bias(ctx, p, dy, db, accumulate));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -884,19 +876,19 @@ void nn__conv_describe_query(struct nn__conv_problem *p, nn_conv_pass pass, cons
 
 nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_tensor *x,
                                  const nn_tensor *w, const nn_tensor *b, nn_conv_pass pass,
-                                 size_t *bytes)
+                                 unsigned accumulate, size_t *bytes)
 {
     const char *op = "nn_conv_workspace_size";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     if (!bytes) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: bytes must not be NULL", op);
     NN__TRY(check_params(ctx, op, p));
-    static const unsigned pass_bit[] = {0, NN_CONV_ACCUMULATE_DX, NN_CONV_ACCUMULATE_DW,
-                                        NN_CONV_ACCUMULATE_DB};
+    static const unsigned pass_bit[] = {0, NN_ACCUMULATE_DX, NN_ACCUMULATE_DW, NN_ACCUMULATE_DB};
     if ((unsigned)pass > NN_CONV_PASS_BACKWARD_BIAS)
         return NN__FAIL(ctx, NN_E_INVALID_ARG,
                         "%s: pass must be NN_CONV_PASS_FORWARD (0), _BACKWARD_DATA (1), "
                         "_BACKWARD_FILTER (2) or _BACKWARD_BIAS (3), got %d",
                         op, (int)pass);
+    NN__TRY(nn__backward_accumulate(ctx, op, &pullback_kind, "accumulate", accumulate));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", op);
     NN__TRY(check_arg(ctx, op, x, "x", x->dtype, "x", 0));
     NN__TRY(check_arg(ctx, op, w, "w", x->dtype, "x", 0));
@@ -919,7 +911,7 @@ nn_status nn_conv_workspace_size(nn_ctx *ctx, const nn_conv_params *p, const nn_
         struct nn__conv_query q;
         nn__conv_describe_query(&prob, pass, x, w, b, &q);
         NN__TRY_IN(ctx, op,
-                   be->workspace(ctx, &prob, pass, &q, beta_for(p->flags, pass_bit[pass]), &n));
+                   be->workspace(ctx, &prob, pass, &q, beta_for(accumulate, pass_bit[pass]), &n));
     }
     *bytes = n;
     return NN_OK;

@@ -2,6 +2,8 @@
  * stale copy of a consumed pullback (freed memory) is recognised safely. */
 #include "core/pullback.h"
 
+#include <string.h>
+
 #include "nn_config.h"
 
 #include "core/capture.h"
@@ -115,6 +117,22 @@ nn_status nn__pullback_consume(const char *fn, void *pb)
                         "%s: *pullback (%p) is not a live pullback: already consumed or freed", fn,
                         pb);
     order_for_free(fn, pb);
+    return NN_OK;
+}
+
+nn_status nn__pullback_free(const char *fn, const struct nn__pullback_kind *kind, void *slot,
+                            void (*release)(void *pb))
+{
+    /* slot is a T ** of the family's type: read and written as bytes, which any object allows */
+    _Static_assert(sizeof(void *) == sizeof(struct nn__pullback *), "pullback pointers are void *");
+    if (!slot) return NN_OK;
+    void *pb;
+    memcpy(&pb, slot, sizeof pb);
+    if (!pb) return NN_OK;
+    NN__TRY(nn__pullback_remove(fn, kind, pb));
+    release(pb);
+    pb = NULL;
+    memcpy(slot, &pb, sizeof pb);
     return NN_OK;
 }
 

@@ -25,7 +25,7 @@ struct nn__pullback_kind {
 struct nn__pullback {
     const struct nn__pullback_kind *kind;
     struct nn_ctx *ctx;  /* the context of the forward call that made it */
-    unsigned accumulate; /* the forward flags as NN_ACCUMULATE_* bits: the old backward calls' */
+    unsigned accumulate; /* what a backward with opts NULL adds to: 0, but rnn's forward flag */
     /* The stream the pullback's device work is ordered on: the forward's, then that of a backward
      * call made after the context switched streams (which waits for the forward's first). */
     void *stream;
@@ -70,8 +70,9 @@ nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
     nn__backward_begin((ctx), (fn), (kind), (pullback) != NULL,                                    \
                        (pullback) ? (void *)*(pullback) : NULL, (opts), (out))
 
-/* Options of a backward call without a pullback (nn_pool_backward_stateless): accumulate bits
- * checked as above against kind. */
+/* The accumulate argument of a call without a pullback (conv's stand-alone gradients,
+ * nn_pool_backward_stateless, the workspace queries; name: the argument's, for the message):
+ * bits checked as above against kind. */
 nn_status nn__backward_accumulate(struct nn_ctx *ctx, const char *fn,
                                   const struct nn__pullback_kind *kind, const char *name,
                                   unsigned accumulate);
@@ -87,5 +88,13 @@ nn_status nn__pullback_remove(const char *fn, const struct nn__pullback_kind *ki
  * nn__backward_begin(): the family check was made there, so the set is asked once, to remove it.
  * Returns as nn__pullback_remove() does. */
 nn_status nn__pullback_consume(const char *fn, void *pb);
+
+/* The body of every family's *_pullback_free: slot is the caller's `T **pullback` (NULL, or
+ * pointing to NULL: a no-op). A live pullback of kind is made no longer live as by
+ * nn__pullback_remove(), released with release (the family's free of the pullback and what hangs
+ * off it), and *slot set to NULL. Returns NN_OK; NN_E_PULLBACK as nn__pullback_remove(), which
+ * leaves *slot as it was. */
+nn_status nn__pullback_free(const char *fn, const struct nn__pullback_kind *kind, void *slot,
+                            void (*release)(void *pb));
 
 #endif

@@ -21,12 +21,6 @@ struct nn_linear_pullback {
 static const struct nn__pullback_kind pullback_kind = {
     "linear", NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB, NULL};
 
-/* The forward's flags are the old calls' backward options (include/nnprim/backward.h). */
-_Static_assert((int)NN_LINEAR_ACCUMULATE_DX == (int)NN_ACCUMULATE_DX &&
-                   (int)NN_LINEAR_ACCUMULATE_DW == (int)NN_ACCUMULATE_DW &&
-                   (int)NN_LINEAR_ACCUMULATE_DB == (int)NN_ACCUMULATE_DB,
-               "linear flags are nn_accumulate bits");
-
 /* A GPU context exists only in builds with cuDNN (and cuBLASLt beside it). */
 static const struct nn__linear_backend *backend_of(const struct nn_ctx *ctx)
 {
@@ -51,9 +45,9 @@ void nn__linear_problem_text(const struct nn__linear_problem *p, char *buf, size
     n = nn__text_put(buf, cap, n, "in%lldout%lld", (long long)p->in, (long long)p->out);
     if (p->activation == NN_ACTIVATION_RELU) n = nn__text_put(buf, cap, n, " relu");
     if (p->has_bias) n = nn__text_put(buf, cap, n, " bias");
-    if (p->flags & NN_LINEAR_ACCUMULATE_DX) n = nn__text_put(buf, cap, n, " accdx");
-    if (p->flags & NN_LINEAR_ACCUMULATE_DW) n = nn__text_put(buf, cap, n, " accdw");
-    if (p->flags & NN_LINEAR_ACCUMULATE_DB) n = nn__text_put(buf, cap, n, " accdb");
+    if (p->accumulate & NN_ACCUMULATE_DX) n = nn__text_put(buf, cap, n, " accdx");
+    if (p->accumulate & NN_ACCUMULATE_DW) n = nn__text_put(buf, cap, n, " accdw");
+    if (p->accumulate & NN_ACCUMULATE_DB) n = nn__text_put(buf, cap, n, " accdb");
     n = nn__text_put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
     if (p->dtype == NN_DTYPE_F32 && p->math == NN_MATH_TF32) nn__text_put(buf, cap, n, " tf32");
 }
@@ -78,12 +72,6 @@ static nn_status check_params(struct nn_ctx *ctx, const char *fn, const nn_linea
                         "%s: p.activation must be NN_ACTIVATION_IDENTITY (0) or NN_ACTIVATION_RELU "
                         "(1), got %d",
                         fn, (int)p->activation);
-    unsigned known = NN_LINEAR_ACCUMULATE_DX | NN_LINEAR_ACCUMULATE_DW | NN_LINEAR_ACCUMULATE_DB;
-    if (p->flags & ~known)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                        "%s: p.flags must hold only NN_LINEAR_ACCUMULATE_* bits (0x%x), got 0x%x "
-                        "(unknown bits 0x%x)",
-                        fn, known, p->flags, p->flags & ~known);
     NN__TRY(NN__CHECK_RESERVED(ctx, fn, "p.reserved", p->reserved));
     return NN_OK;
 }
@@ -141,7 +129,6 @@ static void problem_of(const struct nn_ctx *ctx, const nn_linear_params *p, cons
     out->math = ctx->settings.math_mode;
     out->activation = p->activation;
     out->has_bias = has_bias;
-    out->flags = p->flags;
     out->x_rank = x->rank;
     memcpy(out->lead, x->dims, (size_t)(x->rank - 1) * sizeof x->dims[0]);
 }
@@ -330,7 +317,7 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
     struct nn__linear_note note;
     note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     nn_status st = be->forward(ctx, &prob, x, w, b, y, &note);
-    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, p->flags, &pb->hdr);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, 0, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -427,9 +414,9 @@ static nn_status linear_backward(nn_ctx *ctx, uint64_t t0, const char *fn,
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &pullback_kind, pullback, opts, &bw));
     nn_linear_pullback *pb = *pullback;
-    /* the problem as this call runs it: its flags (and text form) are the call's */
+    /* the problem as this call runs it: its accumulate (and text form) are the call's */
     struct nn__linear_problem prob = pb->prob;
-    prob.flags = bw.accumulate;
+    prob.accumulate = bw.accumulate;
     int relu = prob.activation == NN_ACTIVATION_RELU;
     struct nn__linear_grads g = {&pb->x, &pb->w, relu ? &pb->y : NULL, dy, dx,
                                  dw,     db,     bw.accumulate};
@@ -467,7 +454,7 @@ nn_status nn_linear_backward_ex(nn_ctx *ctx, nn_linear_pullback **pullback,
 
 nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p, const nn_tensor *x,
                                    const nn_tensor *w, const nn_tensor *b, unsigned pass,
-                                   size_t *bytes)
+                                   unsigned accumulate, size_t *bytes)
 {
     const char *fn = "nn_linear_workspace_size";
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", fn);
@@ -479,12 +466,14 @@ nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p, const
                         "%s: pass must be NN_LINEAR_PASS_FORWARD (0) or an OR of "
                         "NN_LINEAR_PASS_DX, _DW and _DB (1..7), got %u",
                         fn, pass);
+    NN__TRY(nn__backward_accumulate(ctx, fn, &pullback_kind, "accumulate", accumulate));
     if (!x) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: x must not be NULL", fn);
     NN__TRY(check_arg(ctx, fn, x, "x", x->dtype, "x"));
     NN__TRY(check_arg(ctx, fn, w, "w", x->dtype, "x"));
     if (b) NN__TRY(check_arg(ctx, fn, b, "b", x->dtype, "x"));
     struct nn__linear_problem prob;
     NN__TRY(resolve(ctx, fn, p, x, w, b != NULL, &prob));
+    prob.accumulate = accumulate;
     if (b) NN__TRY(check_bias_dims(ctx, fn, b, "b", &prob));
     const nn_tensor *all_in[] = {x, w, b};
     const char *const names[] = {"x", "w", "b"};
@@ -497,9 +486,5 @@ nn_status nn_linear_workspace_size(nn_ctx *ctx, const nn_linear_params *p, const
 
 nn_status nn_linear_pullback_free(nn_linear_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_linear_pullback_free", &pullback_kind, *pullback));
-    nn__host_free(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_linear_pullback_free", &pullback_kind, pullback, nn__host_free);
 }

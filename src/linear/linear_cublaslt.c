@@ -785,9 +785,9 @@ static int32_t forward_epilogue(int relu, int has_bias)
 
 /* BGRADB writes db (it never accumulates), so the dw product fuses db only when db is wanted
  * with dw and overwritten. */
-static int db_fusable(int want_db, int want_dw, unsigned flags)
+static int db_fusable(int want_db, int want_dw, unsigned accumulate)
 {
-    return want_db && want_dw && !(flags & NN_LINEAR_ACCUMULATE_DB);
+    return want_db && want_dw && !(accumulate & NN_ACCUMULATE_DB);
 }
 
 /* The relu-masked gradient backward holds while its products run (0 without relu). */
@@ -840,20 +840,20 @@ static nn_status grads_lt(struct nn_ctx *ctx, const char *fn, const struct nn__l
         const void *ptrs[] = {g->w->data, gd, g->dx->data};
         key_init(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 3, &k);
         NN__TRY(matmul(ctx, fn, "dx", &k, g->w->data, gd, g->dx->data, NULL,
-                       (g->flags & NN_LINEAR_ACCUMULATE_DX) != 0, mask, &ran, note));
+                       (g->accumulate & NN_ACCUMULATE_DX) != 0, mask, &ran, note));
     }
-    int fuse_db = db_fusable(g->db != NULL, g->dw != NULL, g->flags);
+    int fuse_db = db_fusable(g->db != NULL, g->dw != NULL, g->accumulate);
     int db_done = 0;
     if (g->dw) {
         const void *ptrs[] = {g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL};
         int32_t e = fuse_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
         key_init(ctx, p, LT_DW, e, ptrs, 4, &k);
         NN__TRY(matmul(ctx, fn, "dw", &k, g->x->data, gd, g->dw->data, fuse_db ? g->db->data : NULL,
-                       (g->flags & NN_LINEAR_ACCUMULATE_DW) != 0, mask, &ran, note));
+                       (g->accumulate & NN_ACCUMULATE_DW) != 0, mask, &ran, note));
         db_done = fuse_db && ran->epilogue == CUBLASLT_EPILOGUE_BGRADB;
     }
     if (g->db && !db_done)
-        NN__TRY(bias_grad_lt(ctx, fn, p, gd, g->db, (g->flags & NN_LINEAR_ACCUMULATE_DB) != 0, mask,
+        NN__TRY(bias_grad_lt(ctx, fn, p, gd, g->db, (g->accumulate & NN_ACCUMULATE_DB) != 0, mask,
                              note));
     return NN_OK;
 }
@@ -918,7 +918,7 @@ static nn_status workspace_lt(struct nn_ctx *ctx, const struct nn__linear_proble
         NN__TRY(product_workspace(ctx, p, LT_DX, CUBLASLT_EPILOGUE_DEFAULT, ptrs, 1, &peak, &ran));
     }
     int want_db = (pass & NN_LINEAR_PASS_DB) != 0;
-    int fuse_db = db_fusable(want_db, (pass & NN_LINEAR_PASS_DW) != 0, p->flags);
+    int fuse_db = db_fusable(want_db, (pass & NN_LINEAR_PASS_DW) != 0, p->accumulate);
     int db_done = 0;
     if (pass & NN_LINEAR_PASS_DW) {
         const void *ptrs[] = {x->data};

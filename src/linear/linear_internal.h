@@ -17,7 +17,7 @@ struct nn__linear_problem {
     nn_math_mode math;
     nn_activation activation;
     int has_bias;
-    unsigned flags;            /* nn_linear_flag bits, for the text form */
+    unsigned accumulate;       /* a backward's NN_ACCUMULATE_* bits, for the text form */
     int x_rank;                /* for the text form */
     int64_t lead[NN_MAX_RANK]; /* x's leading dims (x_rank - 1 of them) */
 };
@@ -27,7 +27,7 @@ struct nn__linear_problem {
 struct nn__linear_grads {
     const nn_tensor *x, *w, *y, *dy;
     nn_tensor *dx, *dw, *db;
-    unsigned flags; /* nn_linear_flag bits: which outputs accumulate */
+    unsigned accumulate; /* NN_ACCUMULATE_* bits: which outputs accumulate */
 };
 
 /* What a backend puts on the verbose line: implementation and cache outcome. */

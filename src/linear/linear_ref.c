@@ -49,7 +49,7 @@ static nn_status backward_ref(struct nn_ctx *ctx, const struct nn__linear_proble
                 double acc = 0;
                 for (int64_t o = 0; o < p->out; o++)
                     acc += grad_at(p, g, r, o) * nn__load(g->w->data, dt, o * p->in + i);
-                put(g->dx, dt, r * p->in + i, acc, g->flags & NN_LINEAR_ACCUMULATE_DX);
+                put(g->dx, dt, r * p->in + i, acc, g->accumulate & NN_ACCUMULATE_DX);
             }
     if (g->dw)
         for (int64_t o = 0; o < p->out; o++)
@@ -57,14 +57,14 @@ static nn_status backward_ref(struct nn_ctx *ctx, const struct nn__linear_proble
                 double acc = 0;
                 for (int64_t r = 0; r < p->m; r++)
                     acc += grad_at(p, g, r, o) * nn__load(g->x->data, dt, r * p->in + i);
-                put(g->dw, dt, o * p->in + i, acc, g->flags & NN_LINEAR_ACCUMULATE_DW);
+                put(g->dw, dt, o * p->in + i, acc, g->accumulate & NN_ACCUMULATE_DW);
             }
     if (g->db)
         for (int64_t o = 0; o < p->out; o++) {
             double acc = 0;
             for (int64_t r = 0; r < p->m; r++)
                 acc += grad_at(p, g, r, o);
-            put(g->db, dt, o, acc, g->flags & NN_LINEAR_ACCUMULATE_DB);
+            put(g->db, dt, o, acc, g->accumulate & NN_ACCUMULATE_DB);
         }
     return NN_OK;
 }

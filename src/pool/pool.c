@@ -53,8 +53,9 @@ static const struct nn__pool_backend *backend_of(const struct nn_ctx *ctx)
 }
 
 /* The backend that made the pullback releases what it saved. */
-static void free_pullback(nn_pool_pullback *pb)
+static void free_pullback(void *p)
 {
+    nn_pool_pullback *pb = p;
     backend_of(pb->hdr.ctx)->saved_free(pb->hdr.ctx, pb->saved);
     nn__host_free(pb);
 }
@@ -402,9 +403,5 @@ nn_status nn_pool_workspace_size(nn_ctx *ctx, const nn_pool_params *params, cons
 
 nn_status nn_pool_pullback_free(nn_pool_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_pool_pullback_free", &pullback_kind, *pullback));
-    free_pullback(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_pool_pullback_free", &pullback_kind, pullback, free_pullback);
 }

@@ -30,10 +30,6 @@ struct nn_softmax_cross_entropy_pullback {
 static const struct nn__pullback_kind softmax_kind = {"softmax", NN_ACCUMULATE_DX, NULL};
 static const struct nn__pullback_kind xent_kind = {"softmax_cross_entropy", NN_ACCUMULATE_DX, NULL};
 
-/* The forward's flags are the old call's backward options (include/nnprim/backward.h). */
-_Static_assert((int)NN_SOFTMAX_ACCUMULATE_DX == (int)NN_ACCUMULATE_DX,
-               "softmax flags are nn_accumulate bits");
-
 /* A GPU context exists only in builds with cuDNN. */
 static const struct nn__softmax_backend *backend_of(const struct nn_ctx *ctx)
 {
@@ -58,7 +54,7 @@ static void problem_text(const struct nn__softmax_problem *p, char *buf, size_t 
         n = nn__text_put(buf, cap, n, " xent %s", p->index == NN_INDEX_I32 ? "i32" : "i64");
     else
         n = nn__text_put(buf, cap, n, " %s", p->mode == NN_SOFTMAX_MODE_LOG ? "log" : "softmax");
-    if (p->flags & NN_SOFTMAX_ACCUMULATE_DX) n = nn__text_put(buf, cap, n, " accdx");
+    if (p->accumulate & NN_ACCUMULATE_DX) n = nn__text_put(buf, cap, n, " accdx");
     nn__text_put(buf, cap, n, " %s", nn_dtype_name(p->dtype));
 }
 
@@ -105,10 +101,6 @@ static nn_status check_params(struct nn_ctx *ctx, const char *fn, const nn_softm
                         "%s: p.mode must be NN_SOFTMAX_MODE_SOFTMAX (0) or NN_SOFTMAX_MODE_LOG "
                         "(1), got %d",
                         fn, (int)p->mode);
-    if (p->flags & ~(unsigned)NN_SOFTMAX_ACCUMULATE_DX)
-        return NN__FAIL(ctx, NN_E_INVALID_ARG,
-                        "%s: p.flags must hold only NN_SOFTMAX_ACCUMULATE_DX (0x1), got 0x%x", fn,
-                        p->flags);
     NN__TRY(NN__CHECK_RESERVED(ctx, fn, "p.reserved", p->reserved));
     return NN_OK;
 }
@@ -201,7 +193,6 @@ static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const 
     struct nn__softmax_problem prob;
     NN__TRY(resolve(ctx, fn, x, &prob));
     prob.mode = p->mode;
-    prob.flags = p->flags;
     failure_case(&prob, 0, t0);
     NN__TRY(check_dims(ctx, fn, y, "y", &prob, 0));
     NN__TRY(check_output(ctx, fn, y, "y", x, "x", NULL, NULL));
@@ -219,7 +210,7 @@ static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const 
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
     nn_status st = be->forward(ctx, &prob, x, y, &note);
-    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &softmax_kind, p->flags, &pb->hdr);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &softmax_kind, 0, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -246,9 +237,9 @@ static nn_status softmax_backward(nn_ctx *ctx, const char *fn, nn_softmax_pullba
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &softmax_kind, pullback, opts, &bw));
     nn_softmax_pullback *pb = *pullback;
-    /* the problem as this call runs it: its flags (and text form) are the call's */
+    /* the problem as this call runs it: its accumulate (and text form) are the call's */
     struct nn__softmax_problem prob = pb->prob;
-    prob.flags = bw.accumulate;
+    prob.accumulate = bw.accumulate;
     failure_case(&prob, bw.keep, t0);
     nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dy, "dy", dt));
@@ -302,10 +293,7 @@ static nn_status workspace_query(nn_ctx *ctx, const char *fn, const nn_softmax_p
     NN__TRY(resolve(ctx, fn, x, &prob));
     prob.xent = xent;
     prob.index = NN_INDEX_I64;
-    if (!xent) {
-        prob.mode = p->mode;
-        prob.flags = p->flags;
-    }
+    if (!xent) prob.mode = p->mode;
     const nn_tensor *all[] = {x};
     const char *const names[] = {"x"};
     NN__TRY(check_packed(ctx, fn, all, names, 1));
@@ -323,11 +311,7 @@ nn_status nn_softmax_workspace_size(nn_ctx *ctx, const nn_softmax_params *p, con
 
 nn_status nn_softmax_pullback_free(nn_softmax_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_softmax_pullback_free", &softmax_kind, *pullback));
-    nn__host_free(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_softmax_pullback_free", &softmax_kind, pullback, nn__host_free);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -393,8 +377,9 @@ static nn_status capture_targets(struct nn_ctx *ctx, const char *fn, struct nn__
     return NN_OK;
 }
 
-static void free_xent(nn_softmax_cross_entropy_pullback *pb)
+static void free_xent(void *p)
 {
+    nn_softmax_cross_entropy_pullback *pb = p;
     backend_of(pb->hdr.ctx)->saved_free(pb->hdr.ctx, pb->saved);
     nn__host_free(pb->targets);
     nn__host_free(pb);
@@ -469,7 +454,7 @@ static nn_status xent_backward(nn_ctx *ctx, const char *fn,
     NN__TRY(NN__BACKWARD_BEGIN(ctx, fn, &xent_kind, pullback, opts, &bw));
     nn_softmax_cross_entropy_pullback *pb = *pullback;
     struct nn__softmax_problem prob = pb->prob;
-    prob.flags = bw.accumulate;
+    prob.accumulate = bw.accumulate;
     failure_case(&prob, bw.keep, t0);
     nn_dtype dt = prob.dtype;
     NN__TRY(check_arg(ctx, fn, dloss, "dloss", dt));
@@ -516,9 +501,6 @@ nn_status nn_softmax_cross_entropy_workspace_size(nn_ctx *ctx, const nn_tensor *
 
 nn_status nn_softmax_cross_entropy_pullback_free(nn_softmax_cross_entropy_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_softmax_cross_entropy_pullback_free", &xent_kind, *pullback));
-    free_xent(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_softmax_cross_entropy_pullback_free", &xent_kind, pullback,
+                             free_xent);
 }

@@ -343,7 +343,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_pro
 {
     note_set(ctx, note, "cudnn-legacy");
     NN__TRY(check_int(ctx, "nn_softmax_backward", p));
-    double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
+    double beta = (p->accumulate & NN_ACCUMULATE_DX) ? 1.0 : 0.0;
     cudnnTensorDescriptor_t d;
     NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &d));
     nn_status st =
@@ -582,7 +582,7 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
     if (st == NN_OK)
         st = op_tensor(ctx, p->dtype, xs->mul, -1.0, xs->full, saved->mask, 1.0, xs->row,
                        dloss->data, xs->full, dy);
-    double beta = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) ? 1.0 : 0.0;
+    double beta = (p->accumulate & NN_ACCUMULATE_DX) ? 1.0 : 0.0;
     if (st == NN_OK)
         st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, saved->logp, dy,
                                dx->data, beta);

@@ -16,7 +16,7 @@ struct nn__softmax_problem {
     int64_t n, c, s;
     nn_dtype dtype;
     nn_softmax_mode mode;
-    unsigned flags;
+    unsigned accumulate; /* NN_ACCUMULATE_DX: the backward adds to dx */
     int xent;            /* 1 for the cross-entropy (mode unused) */
     nn_index_type index; /* the cross-entropy's target type */
     /* Inside a graph capture (include/nnprim/graph.h): the caller's device targets, which each

@@ -56,7 +56,7 @@ static nn_status backward_ref(struct nn_ctx *ctx, const struct nn__softmax_probl
     (void)note;
     nn_dtype dt = p->dtype;
     int log_mode = p->mode == NN_SOFTMAX_MODE_LOG;
-    int acc = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) != 0;
+    int acc = (p->accumulate & NN_ACCUMULATE_DX) != 0;
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t s = 0; s < p->s; s++) {
             double sum = 0; /* sum dy (log) or sum dy * y (softmax) */
@@ -116,7 +116,7 @@ static nn_status xent_backward_ref(struct nn_ctx *ctx, const struct nn__softmax_
     (void)ctx;
     (void)saved;
     (void)note;
-    int acc = (p->flags & NN_SOFTMAX_ACCUMULATE_DX) != 0;
+    int acc = (p->accumulate & NN_ACCUMULATE_DX) != 0;
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t s = 0; s < p->s; s++) {
             double m, lse;

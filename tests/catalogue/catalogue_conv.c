@@ -240,11 +240,6 @@ CALL(f_act)
     c->cp.activation = (nn_activation)5;
     return fwd(c, &c->x, &c->w, &c->b, &c->y);
 }
-CALL(f_flags)
-{
-    c->cp.flags = 0x100;
-    return fwd(c, &c->x, &c->w, &c->b, &c->y);
-}
 CALL(f_res0)
 {
     c->cp.reserved[0] = 1;
@@ -440,17 +435,17 @@ CALL(f_w_cl_gap)
 CALL(bd_dx_nwhc)
 {
     nn_tensor dx = strided(&c->dx, 50, 1, 2, 10);
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx, 0);
 }
 CALL(bf_dw_cknhw)
 {
     nn_tensor dw = strided(&c->dw, 9, 27, 3, 1); /* C outermost */
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw, 0);
 }
 CALL(bb_dy_nwhc)
 {
     nn_tensor dy = strided(&c->dy, 27, 1, 3, 9);
-    return nn_conv_backward_bias(c->ctx, &c->cp, &dy, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &dy, &c->db, 0);
 }
 CALL(f_wextent_overflow)
 {
@@ -860,203 +855,210 @@ CALL(b_nothing)
 
 CALL(bd_null_ctx)
 {
-    return nn_conv_backward_data(NULL, &c->cp, &c->dy, &c->w, &c->dx);
+    return nn_conv_backward_data(NULL, &c->cp, &c->dy, &c->w, &c->dx, 0);
 }
 CALL(bd_null_p)
 {
-    return nn_conv_backward_data(c->ctx, NULL, &c->dy, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, NULL, &c->dy, &c->w, &c->dx, 0);
 }
 CALL(bd_null_dy)
 {
-    return nn_conv_backward_data(c->ctx, &c->cp, NULL, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, NULL, &c->w, &c->dx, 0);
 }
 CALL(bd_null_w)
 {
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, NULL, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, NULL, &c->dx, 0);
 }
 CALL(bd_null_dx)
 {
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, NULL);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, NULL, 0);
 }
 CALL(bd_relu)
 {
     c->cp.activation = NN_ACTIVATION_RELU;
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &c->dx, 0);
+}
+CALL(bd_acc)
+{
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &c->dx, 0x8);
 }
 CALL(bd_res)
 {
     c->cp.reserved[1] = 1;
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &c->dx, 0);
 }
 CALL(bd_dx_on_dy)
 {
     nn_tensor dy = view_on(&c->dx, 4, Y, 0);
-    return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx, 0);
 }
 CALL(bd_dx_on_w)
 {
     nn_tensor dx = view_on(&c->w, 4, X, 0);
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx, 0);
 }
 CALL(bd_space_dx)
 {
     nn_tensor t = cat_wrong_space(c, &c->dx);
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &t);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &t, 0);
 }
 CALL(bd_space_w)
 {
     nn_tensor t = cat_wrong_space(c, &c->w);
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &t, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &t, &c->dx, 0);
 }
 CALL(bd_claim_dy)
 {
     nn_tensor t = cat_claim_other_space(c, &c->dy);
-    return nn_conv_backward_data(c->ctx, &c->cp, &t, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &t, &c->w, &c->dx, 0);
 }
 CALL(bd_dx_self)
 {
     nn_tensor dx = c->dx;
     memset(dx.strides, 0, sizeof dx.strides);
-    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx, 0);
 }
 CALL(bd_dy_dims)
 {
     int64_t d[] = {1, 3, 2, 3};
     nn_tensor dy = view_on(&c->dy, 4, d, 0);
-    return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx, 0);
 }
 CALL(bd_stride_max)
 {
     c->cp.stride[0] = INT64_MAX;
     int64_t d[] = {1, 3, 1, 3};
     nn_tensor dy = view_on(&c->dy, 4, d, 0);
-    return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx);
+    return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx, 0);
 }
 
 CALL(bf_null_ctx)
 {
-    return nn_conv_backward_filter(NULL, &c->cp, &c->x, &c->dy, &c->dw);
+    return nn_conv_backward_filter(NULL, &c->cp, &c->x, &c->dy, &c->dw, 0);
 }
 CALL(bf_null_x)
 {
-    return nn_conv_backward_filter(c->ctx, &c->cp, NULL, &c->dy, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, NULL, &c->dy, &c->dw, 0);
 }
 CALL(bf_null_dy)
 {
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, NULL, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, NULL, &c->dw, 0);
 }
 CALL(bf_null_dw)
 {
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, NULL);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, NULL, 0);
 }
 CALL(bf_stride0)
 {
     c->cp.stride[0] = 0;
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &c->dw, 0);
+}
+CALL(bf_acc)
+{
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &c->dw, 0x10);
 }
 CALL(bf_res)
 {
     c->cp.reserved[3] = 9;
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &c->dw, 0);
 }
 CALL(bf_dw_on_x)
 {
     nn_tensor x = view_on(&c->dw, 4, X, 0);
-    return nn_conv_backward_filter(c->ctx, &c->cp, &x, &c->dy, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &x, &c->dy, &c->dw, 0);
 }
 CALL(bf_dw_on_dy)
 {
     nn_tensor dy = view_on(&c->dw, 4, Y, 1);
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &dy, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &dy, &c->dw, 0);
 }
 CALL(bf_dw_dims)
 {
     int64_t d[] = {3, 1, 3, 3};
     nn_tensor dw = view_on(&c->dw, 4, d, 0);
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw, 0);
 }
 CALL(bf_space_x)
 {
     nn_tensor t = cat_wrong_space(c, &c->x);
-    return nn_conv_backward_filter(c->ctx, &c->cp, &t, &c->dy, &c->dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &t, &c->dy, &c->dw, 0);
 }
 CALL(bf_space_dw)
 {
     nn_tensor t = cat_wrong_space(c, &c->dw);
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &t);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &t, 0);
 }
 CALL(bf_dtype)
 {
     nn_tensor dw = c->dw;
     dw.dtype = NN_DTYPE_BF16;
     cat_packed(&dw);
-    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw);
+    return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw, 0);
 }
 
 CALL(bb_null_ctx)
 {
-    return nn_conv_backward_bias(NULL, &c->cp, &c->dy, &c->db);
+    return nn_conv_backward_bias(NULL, &c->cp, &c->dy, &c->db, 0);
 }
 CALL(bb_null_p)
 {
-    return nn_conv_backward_bias(c->ctx, NULL, &c->dy, &c->db);
+    return nn_conv_backward_bias(c->ctx, NULL, &c->dy, &c->db, 0);
 }
 CALL(bb_null_dy)
 {
-    return nn_conv_backward_bias(c->ctx, &c->cp, NULL, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, NULL, &c->db, 0);
 }
 CALL(bb_null_db)
 {
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, NULL);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, NULL, 0);
 }
 CALL(bb_relu)
 {
     c->cp.activation = NN_ACTIVATION_RELU;
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &c->db, 0);
 }
 CALL(bb_res)
 {
     c->cp.reserved[0] = 3;
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &c->db, 0);
 }
 CALL(bb_dy_rank)
 {
     int64_t d[] = {3, 3, 3};
     nn_tensor dy = view_on(&c->dy, 3, d, 0);
-    return nn_conv_backward_bias(c->ctx, &c->cp, &dy, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &dy, &c->db, 0);
 }
 CALL(bb_db_dims)
 {
     int64_t d[] = {2};
     nn_tensor db = view_on(&c->db, 1, d, 0);
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db, 0);
 }
 CALL(bb_db_on_dy)
 {
     int64_t d[] = {3};
     nn_tensor db = view_on(&c->dy, 1, d, 24);
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db, 0);
 }
 CALL(bb_claim_db)
 {
     nn_tensor t = cat_claim_other_space(c, &c->db);
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &t);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &t, 0);
 }
 CALL(bb_space_dy)
 {
     nn_tensor t = cat_wrong_space(c, &c->dy);
-    return nn_conv_backward_bias(c->ctx, &c->cp, &t, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &t, &c->db, 0);
 }
 CALL(bb_db_self)
 {
     nn_tensor db = c->db;
     db.strides[0] = 0;
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db, 0);
 }
-CALL(bb_flags)
+CALL(bb_acc)
 {
-    c->cp.flags = 1u << 31;
-    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &c->db);
+    return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &c->db, 1u << 31);
 }
 
 CALL(pf_null)
@@ -1143,7 +1145,6 @@ static const struct cat_row rows[] = {
     ROW("forward groups < 0", "nn_conv_forward", "p.groups", E, f_groups_neg),
     ROW("forward mode", "nn_conv_forward", "p.mode", E, f_mode),
     ROW("forward activation", "nn_conv_forward", "p.activation", E, f_act),
-    ROW("forward unknown flags", "nn_conv_forward", "p.flags", E, f_flags),
     ROW("forward reserved[0]", "nn_conv_forward", "p.reserved[0]", E, f_res0),
     ROW("forward reserved[1]", "nn_conv_forward", "p.reserved[1]", E, f_res1),
     ROW("forward reserved[2]", "nn_conv_forward", "p.reserved[2]", E, f_res2),
@@ -1245,6 +1246,7 @@ static const struct cat_row rows[] = {
     ROW("backward_data w NULL", "nn_conv_backward_data", "w", E, bd_null_w),
     ROW("backward_data dx NULL", "nn_conv_backward_data", "dx", E, bd_null_dx),
     ROW("backward_data relu", "nn_conv_backward_data", "p.activation", E, bd_relu),
+    ROW("backward_data unknown accumulate bit", "nn_conv_backward_data", "accumulate", E, bd_acc),
     ROW("backward_data reserved", "nn_conv_backward_data", "p.reserved[1]", E, bd_res),
     ROW("backward_data dx on dy", "nn_conv_backward_data", "dx", E, bd_dx_on_dy),
     ROW("backward_data dx on w", "nn_conv_backward_data", "dx", E, bd_dx_on_w),
@@ -1260,6 +1262,8 @@ static const struct cat_row rows[] = {
     ROW("backward_filter dy NULL", "nn_conv_backward_filter", "dy", E, bf_null_dy),
     ROW("backward_filter dw NULL", "nn_conv_backward_filter", "dw", E, bf_null_dw),
     ROW("backward_filter stride 0", "nn_conv_backward_filter", "p.stride[0]", E, bf_stride0),
+    ROW("backward_filter unknown accumulate bit", "nn_conv_backward_filter", "accumulate", E,
+        bf_acc),
     ROW("backward_filter reserved", "nn_conv_backward_filter", "p.reserved[3]", E, bf_res),
     ROW("backward_filter x on dw", "nn_conv_backward_filter", "dw", E, bf_dw_on_x),
     ROW("backward_filter dy on dw", "nn_conv_backward_filter", "dw", E, bf_dw_on_dy),
@@ -1279,7 +1283,7 @@ static const struct cat_row rows[] = {
     ROW("backward_bias db space label", "nn_conv_backward_bias", "db", M, bb_claim_db),
     ROW("backward_bias dy wrong space", "nn_conv_backward_bias", "dy", M, bb_space_dy),
     ROW("backward_bias db zero stride", "nn_conv_backward_bias", "db", E, bb_db_self),
-    ROW("backward_bias unknown flags", "nn_conv_backward_bias", "p.flags", E, bb_flags),
+    ROW("backward_bias unknown accumulate bit", "nn_conv_backward_bias", "accumulate", E, bb_acc),
     ROW("pullback_free NULL (edge)", "nn_conv_pullback_free", NULL, NN_OK, pf_null),
     ROW("pullback_free *NULL (edge)", "nn_conv_pullback_free", NULL, NN_OK, pf_star_null),
     ROW("pullback_free twice", "nn_conv_pullback_free", "pullback", P, pf_twice),

@@ -132,16 +132,6 @@ CALL(f_act_neg)
     l->p.activation = (nn_activation)-1;
     return fwd(c, l, &l->x, &l->w, &l->b, &l->y);
 }
-CALL(f_flags)
-{
-    l->p.flags = 1u << 3;
-    return fwd(c, l, &l->x, &l->w, &l->b, &l->y);
-}
-CALL(f_flags_high)
-{
-    l->p.flags = NN_LINEAR_ACCUMULATE_DW | (1u << 31);
-    return fwd(c, l, &l->x, &l->w, &l->b, &l->y);
-}
 CALL(f_res0)
 {
     l->p.reserved[0] = 1;
@@ -709,17 +699,18 @@ CALL(b_no_outputs)
     if (st == NN_OK) cr_assert_null(pb, "consumed");
     return st;
 }
-/* Edge: db of a forward without bias is the sum of dy's rows; accumulated here. */
+/* Edge: db of a forward without bias is the sum of dy's rows; accumulated here (the options'
+ * NN_ACCUMULATE_DB). */
 CALL(b_db_without_bias)
 {
-    l->p.flags = NN_LINEAR_ACCUMULATE_DB;
     nn_linear_pullback *pb = NULL;
+    nn_backward_options acc = {.accumulate = NN_ACCUMULATE_DB};
     cr_assert_eq(nn_linear_forward(c->ctx, &l->p, &l->x, &l->w, NULL, &l->y, &pb), NN_OK,
                  "fixture: %s", nn_last_error()->message);
     double dy[8], db0[2], db[2];
     cat_read(c, &l->dy, dy);
     cat_read(c, &l->db, db0);
-    nn_status st = nn_linear_backward(c->ctx, &pb, &l->dy, NULL, NULL, &l->db);
+    nn_status st = nn_linear_backward_ex(c->ctx, &pb, &acc, &l->dy, NULL, NULL, &l->db);
     if (st != NN_OK) return st;
     cat_read(c, &l->db, db);
     for (int o = 0; o < 2; o++) {
@@ -769,23 +760,30 @@ static nn_status pf_conv(struct cat *c)
     return st;
 }
 
-/* nn_linear_workspace_size(): bytes stay untouched on failure; the reference takes no pool
- * memory. */
+/* nn_linear_workspace_size() with the backward's accumulate bits. */
+static nn_status wsq_acc(struct cat *c, const nn_linear_params *p, const nn_tensor *x,
+                         const nn_tensor *w, const nn_tensor *b, unsigned pass, unsigned accumulate)
+{
+    size_t n = CAT_WS_UNSET;
+    nn_status st = nn_linear_workspace_size(c->ctx, p, x, w, b, pass, accumulate, &n);
+    return cat_ws_answer(c, st, n, 0);
+}
+
+/* nn_linear_workspace_size() of a call that accumulates nothing: bytes stay untouched on
+ * failure; the reference takes no pool memory. */
 static nn_status wsq(struct cat *c, const nn_linear_params *p, const nn_tensor *x,
                      const nn_tensor *w, const nn_tensor *b, unsigned pass)
 {
-    size_t n = CAT_WS_UNSET;
-    nn_status st = nn_linear_workspace_size(c->ctx, p, x, w, b, pass, &n);
-    return cat_ws_answer(c, st, n, 0);
+    return wsq_acc(c, p, x, w, b, pass, 0);
 }
 CALL(ws_null_ctx)
 {
     size_t n;
-    return nn_linear_workspace_size(NULL, &l->p, &l->x, &l->w, &l->b, 0, &n);
+    return nn_linear_workspace_size(NULL, &l->p, &l->x, &l->w, &l->b, 0, 0, &n);
 }
 CALL(ws_null_bytes)
 {
-    return nn_linear_workspace_size(c->ctx, &l->p, &l->x, &l->w, &l->b, 0, NULL);
+    return nn_linear_workspace_size(c->ctx, &l->p, &l->x, &l->w, &l->b, 0, 0, NULL);
 }
 CALL(ws_null_p)
 {
@@ -814,8 +812,7 @@ CALL(ws_activation)
 }
 CALL(ws_flags)
 {
-    l->p.flags = 0x10;
-    return wsq(c, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_DB);
+    return wsq_acc(c, &l->p, &l->x, &l->w, &l->b, NN_LINEAR_PASS_DB, 0x10);
 }
 CALL(ws_reserved)
 {
@@ -878,9 +875,8 @@ CALL(ws_w_extent_overflow)
 CALL(ws_backward_all)
 {
     l->p.activation = NN_ACTIVATION_RELU;
-    l->p.flags = NN_LINEAR_ACCUMULATE_DB;
-    return wsq(c, &l->p, &l->x, &l->w, NULL,
-               NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB);
+    return wsq_acc(c, &l->p, &l->x, &l->w, NULL,
+                   NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB, NN_ACCUMULATE_DB);
 }
 
 /* cuDNN's int-sized tensor calls (relu's mask in backward) with y beyond INT_MAX elements: the
@@ -906,28 +902,28 @@ CALL(ws_relu_y_beyond_int)
  * queries of the forward and of the dx and dw products take no pool memory and answer. Below:
  * the query of passes under the starved pool; took_none: it must take no pool memory. */
 static nn_status starved_query(struct cat *c, struct lin *l, const nn_tensor *b, unsigned passes,
-                               int took_none)
+                               unsigned accumulate, int took_none)
 {
     struct cat_pool_mark m;
     cat_pool_starve(c, &m);
-    nn_status st = wsq(c, &l->p, &l->x, &l->w, b, passes);
+    nn_status st = wsq_acc(c, &l->p, &l->x, &l->w, b, passes, accumulate);
     cat_pool_restore(&m, took_none);
     return st;
 }
 CALL(ws_starved_db)
 {
-    l->p.flags = NN_LINEAR_ACCUMULATE_DB; /* BGRADB does not accumulate: db is a product of ones */
-    return starved_query(c, l, NULL, NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB, 0);
+    /* BGRADB does not accumulate: db is a product of ones */
+    return starved_query(c, l, NULL, NN_LINEAR_PASS_DW | NN_LINEAR_PASS_DB, NN_ACCUMULATE_DB, 0);
 }
 CALL(ws_starved_forward)
 {
     l->p.activation = NN_ACTIVATION_RELU;
-    return starved_query(c, l, &l->b, NN_LINEAR_PASS_FORWARD, 1);
+    return starved_query(c, l, &l->b, NN_LINEAR_PASS_FORWARD, 0, 1);
 }
 CALL(ws_starved_dx_dw)
 {
     l->p.activation = NN_ACTIVATION_RELU;
-    return starved_query(c, l, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW, 1);
+    return starved_query(c, l, NULL, NN_LINEAR_PASS_DX | NN_LINEAR_PASS_DW, 0, 1);
 }
 
 #define E  NN_E_INVALID_ARG
@@ -955,8 +951,6 @@ static const struct cat_row rows[] = {
     ROW("forward failure sets *pullback_out NULL", F, "y", E, f_pullback_null_on_failure),
     ROW("forward activation 2", F, "p.activation", E, f_act2),
     ROW("forward activation -1", F, "p.activation", E, f_act_neg),
-    ROW("forward unknown flag", F, "p.flags", E, f_flags),
-    ROW("forward flag bit 31", F, "p.flags", E, f_flags_high),
     ROW("forward reserved[0]", F, "p.reserved[0]", E, f_res0),
     ROW("forward reserved[3]", F, "p.reserved[3]", E, f_res3),
     ROW("forward x rank 0", F, "x.rank", E, f_x_rank0),
@@ -1044,8 +1038,8 @@ static const struct cat_row rows[] = {
     ROW("backward dw padded rows", BW, "dw", U, b_dw_strided),
     ROW("backward dy strided", BW, "dy", U, b_dy_strided),
     ROW("backward no outputs (edge)", BW, NULL, NN_OK, b_no_outputs),
-    ROW("backward db without a forward bias, accumulated (edge)", BW, NULL, NN_OK,
-        b_db_without_bias),
+    ROW("backward db without a forward bias, accumulated (edge)", "nn_linear_backward_ex", NULL,
+        NN_OK, b_db_without_bias),
 
     ROW("pullback_free NULL (edge)", PF, NULL, NN_OK, pf_null),
     ROW("pullback_free *NULL (edge)", PF, NULL, NN_OK, pf_star_null),
@@ -1061,7 +1055,7 @@ static const struct cat_row rows[] = {
     ROW("workspace_size pass 8", WS, "pass", E, ws_pass_8),
     ROW("workspace_size pass bit 31", WS, "pass", E, ws_pass_high),
     ROW("workspace_size activation 7", WS, "p.activation", E, ws_activation),
-    ROW("workspace_size unknown flag", WS, "p.flags", E, ws_flags),
+    ROW("workspace_size unknown accumulate bit", WS, "accumulate", E, ws_flags),
     ROW("workspace_size reserved[2]", WS, "p.reserved[2]", E, ws_reserved),
     ROW("workspace_size x rank 0", WS, "x.rank", E, ws_x_rank0),
     ROW("workspace_size x.data NULL", WS, "x.data", E, ws_null_xdata),

@@ -144,11 +144,6 @@ CALL(f_mode_neg)
     s->p.mode = (nn_softmax_mode)-1;
     return fwd(c, s, &s->x, &s->y);
 }
-CALL(f_flags)
-{
-    s->p.flags = 2;
-    return fwd(c, s, &s->x, &s->y);
-}
 CALL(f_res0)
 {
     s->p.reserved[0] = 1;
@@ -501,16 +496,16 @@ CALL(b_dy_strided)
     nn_tensor dy = transposed(&s->dy);
     return bwd(c, s, &dy, &s->dx);
 }
-/* Edge: dy = 1 everywhere gives dx = 0 for softmax (the rows of y sum to 1); accumulated here,
- * so dx keeps its values. */
+/* Edge: dy = 1 everywhere gives dx = 0 for softmax (the rows of y sum to 1); accumulated here
+ * (nn_softmax_backward_ex's NN_ACCUMULATE_DX), so dx keeps its values. */
 CALL(b_accumulate)
 {
-    s->p.flags = NN_SOFTMAX_ACCUMULATE_DX;
     cr_assert_eq(nn_tensor_fill_constant(c->ctx, &s->dy, 1.0), NN_OK, "fixture");
     double before[6], after[6];
     cat_read(c, &s->dx, before);
     nn_softmax_pullback *pb = pullback(c, s);
-    nn_status st = nn_softmax_backward(c->ctx, &pb, &s->dy, &s->dx);
+    nn_backward_options o = {.accumulate = NN_ACCUMULATE_DX};
+    nn_status st = nn_softmax_backward_ex(c->ctx, &pb, &o, &s->dy, &s->dx);
     if (st != NN_OK) return st;
     cat_read(c, &s->dx, after);
     for (int i = 0; i < 6; i++)
@@ -1061,11 +1056,6 @@ CALL(sws_mode)
     s->p.mode = (nn_softmax_mode)3;
     return sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_FORWARD);
 }
-CALL(sws_flags)
-{
-    s->p.flags = 0x2;
-    return sws(c, &s->p, &s->x, NN_SOFTMAX_PASS_BACKWARD);
-}
 CALL(sws_reserved)
 {
     s->p.reserved[3] = 9;
@@ -1265,7 +1255,6 @@ static const struct cat_row rows[] = {
     ROW("forward failure sets *pullback_out NULL", F, "y", E, f_pullback_null_on_failure),
     ROW("forward mode 2", F, "p.mode", E, f_mode2),
     ROW("forward mode -1", F, "p.mode", E, f_mode_neg),
-    ROW("forward unknown flag", F, "p.flags", E, f_flags),
     ROW("forward reserved[0]", F, "p.reserved[0]", E, f_res0),
     ROW("forward reserved[3]", F, "p.reserved[3]", E, f_res3),
     ROW("forward x rank 1", F, "x.rank", S, f_x_rank1),
@@ -1408,7 +1397,6 @@ static const struct cat_row rows[] = {
     ROW("workspace_size x NULL", SWS, "x", E, sws_null_x),
     ROW("workspace_size pass 2", SWS, "pass", E, sws_pass_2),
     ROW("workspace_size mode 3", SWS, "p.mode", E, sws_mode),
-    ROW("workspace_size unknown flag", SWS, "p.flags", E, sws_flags),
     ROW("workspace_size reserved[3]", SWS, "p.reserved[3]", E, sws_reserved),
     ROW("workspace_size x rank 1", SWS, "x.rank", S, sws_x_rank1),
     ROW("workspace_size x dtype 17", SWS, "x.dtype", D, sws_x_dtype),

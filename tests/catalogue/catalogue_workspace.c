@@ -11,7 +11,7 @@ static nn_status ws(struct cat *c, const nn_conv_params *p, const nn_tensor *x, 
                     const nn_tensor *b, nn_conv_pass pass)
 {
     size_t n = CAT_WS_UNSET;
-    nn_status st = nn_conv_workspace_size(c->ctx, p, x, w, b, pass, &n);
+    nn_status st = nn_conv_workspace_size(c->ctx, p, x, w, b, pass, 0, &n);
     return cat_ws_answer(c, st, n, 0);
 }
 static nn_status ws_fix(struct cat *c, nn_conv_pass pass)
@@ -22,11 +22,12 @@ static nn_status ws_fix(struct cat *c, nn_conv_pass pass)
 CALL(null_ctx)
 {
     size_t n;
-    return nn_conv_workspace_size(NULL, &c->cp, &c->x, &c->w, NULL, NN_CONV_PASS_FORWARD, &n);
+    return nn_conv_workspace_size(NULL, &c->cp, &c->x, &c->w, NULL, NN_CONV_PASS_FORWARD, 0, &n);
 }
 CALL(null_bytes)
 {
-    return nn_conv_workspace_size(c->ctx, &c->cp, &c->x, &c->w, NULL, NN_CONV_PASS_FORWARD, NULL);
+    return nn_conv_workspace_size(c->ctx, &c->cp, &c->x, &c->w, NULL, NN_CONV_PASS_FORWARD, 0,
+                                  NULL);
 }
 CALL(null_p)
 {
@@ -63,10 +64,12 @@ CALL(reserved)
     c->cp.reserved[1] = 2;
     return ws_fix(c, NN_CONV_PASS_FORWARD);
 }
-CALL(flags_unknown)
+CALL(accumulate_unknown)
 {
-    c->cp.flags = 0x40;
-    return ws_fix(c, NN_CONV_PASS_BACKWARD_DATA);
+    size_t n = CAT_WS_UNSET;
+    nn_status st = nn_conv_workspace_size(c->ctx, &c->cp, &c->x, &c->w, &c->b,
+                                          NN_CONV_PASS_BACKWARD_DATA, 0x40, &n);
+    return cat_ws_answer(c, st, n, 0);
 }
 CALL(mode)
 {
@@ -204,7 +207,7 @@ static const struct cat_row rows[] = {
     ROW("stride 0", "nn_conv_workspace_size", "p.stride[1]", E, stride_0),
     ROW("groups 0", "nn_conv_workspace_size", "p.groups", E, groups_0),
     ROW("reserved", "nn_conv_workspace_size", "p.reserved[1]", E, reserved),
-    ROW("flags unknown", "nn_conv_workspace_size", "p.flags", E, flags_unknown),
+    ROW("accumulate bit unknown", "nn_conv_workspace_size", "accumulate", E, accumulate_unknown),
     ROW("mode", "nn_conv_workspace_size", "p.mode", E, mode),
     ROW("x rank", "nn_conv_workspace_size", "x.rank", S, x_rank),
     ROW("w rank", "nn_conv_workspace_size", "w.rank", S, w_rank),

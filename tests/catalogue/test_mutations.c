@@ -521,8 +521,7 @@ static const struct field conv_fields[] = {
     FIELD(nn_conv_params, pad_lo[1], F_I64),    FIELD(nn_conv_params, pad_hi[0], F_I64),
     FIELD(nn_conv_params, pad_hi[1], F_I64),    FIELD(nn_conv_params, groups, F_I64),
     FIELD(nn_conv_params, mode, F_I32),         FIELD(nn_conv_params, activation, F_I32),
-    FIELD(nn_conv_params, flags, F_U32),        FIELD(nn_conv_params, reserved[0], F_U64),
-    FIELD(nn_conv_params, reserved[3], F_U64),
+    FIELD(nn_conv_params, reserved[0], F_U64),  FIELD(nn_conv_params, reserved[3], F_U64),
 };
 
 static const struct field bo_fields[] = {
@@ -627,19 +626,19 @@ Test(mutations, conv_backward_ex)
 static nn_status conv_data_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    return nn_conv_backward_data(m->ctx, &m->cp, T(0), T(1), OUT(2));
+    return nn_conv_backward_data(m->ctx, &m->cp, T(0), T(1), OUT(2), 0);
 }
 
 static nn_status conv_filter_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    return nn_conv_backward_filter(m->ctx, &m->cp, T(0), T(1), OUT(2));
+    return nn_conv_backward_filter(m->ctx, &m->cp, T(0), T(1), OUT(2), 0);
 }
 
 static nn_status conv_bias_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    return nn_conv_backward_bias(m->ctx, &m->cp, T(0), OUT(1));
+    return nn_conv_backward_bias(m->ctx, &m->cp, T(0), OUT(1), 0);
 }
 
 static void conv_params_2d(struct mcase *m)
@@ -785,7 +784,6 @@ Test(mutations, pool_backward_stateless)
 
 static const struct field linear_fields[] = {
     FIELD(nn_linear_params, activation, F_I32),
-    FIELD(nn_linear_params, flags, F_U32),
     FIELD(nn_linear_params, reserved[0], F_U64),
     FIELD(nn_linear_params, reserved[3], F_U64),
 };
@@ -852,7 +850,6 @@ Test(mutations, linear_backward_ex)
 
 static const struct field softmax_fields[] = {
     FIELD(nn_softmax_params, mode, F_I32),
-    FIELD(nn_softmax_params, flags, F_U32),
     FIELD(nn_softmax_params, reserved[0], F_U64),
     FIELD(nn_softmax_params, reserved[3], F_U64),
 };
@@ -1295,8 +1292,8 @@ static size_t ws_bytes;
 static nn_status conv_ws_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    WS_RESULT(
-        nn_conv_workspace_size(m->ctx, &m->cp, T(0), T(1), T(2), (nn_conv_pass)ws_pass, &ws_bytes));
+    WS_RESULT(nn_conv_workspace_size(m->ctx, &m->cp, T(0), T(1), T(2), (nn_conv_pass)ws_pass, 0,
+                                     &ws_bytes));
 }
 
 static nn_status pool_ws_call(struct mcase *m, int *kept)
@@ -1309,8 +1306,8 @@ static nn_status pool_ws_call(struct mcase *m, int *kept)
 static nn_status linear_ws_call(struct mcase *m, int *kept)
 {
     *kept = 1;
-    WS_RESULT(
-        nn_linear_workspace_size(m->ctx, &m->lp, T(0), T(1), T(2), (unsigned)ws_pass, &ws_bytes));
+    WS_RESULT(nn_linear_workspace_size(m->ctx, &m->lp, T(0), T(1), T(2), (unsigned)ws_pass, 0,
+                                       &ws_bytes));
 }
 
 static nn_status softmax_ws_call(struct mcase *m, int *kept)

@@ -133,16 +133,21 @@ Test(cli_verbose, conv_lines_are_reproducers)
     const char *text =
         "n2c4h7w6k6r3s2 g2 stride2x1 dil1x2 padlo1x0 padhi0x1 conv relu bias accdx accdw f32";
     struct nn_conv_case c;
-    char err[256], want[512];
+    char err[256], want[512], fwd[512];
     cr_assert_eq(nn_conv_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
     nn_conv_case_format(&c, want, sizeof want);
+    /* the accumulating backward is the _ex call; the forward's line has no accumulation */
+    struct nn_conv_case f = c;
+    f.accumulate = 0;
+    nn_conv_case_format(&f, fwd, sizeof fwd);
     start_capture();
     nn_ctx *ctx = ref_ctx(1);
     FILE *out = devnull();
     cr_expect_eq(nn_conv_check_reference(ctx, &c, out), 0);
     fclose(out);
-    static const char *const ops[] = {"conv_forward", "conv_backward"};
-    round_trip("conv ", want, ops, 2);
+    static const char *const ops[] = {"conv_forward", "conv_backward_ex"};
+    const char *const wants[] = {fwd, want};
+    round_trip_each("conv ", ops, wants, 2, 1);
     nn_ctx_destroy(ctx);
 }
 
@@ -165,38 +170,49 @@ Test(cli_verbose, pool_lines_are_reproducers)
 
 Test(cli_verbose, linear_lines_are_reproducers)
 {
+    /* the accumulating backward is the _ex call; the forward's line has no accumulation */
     const char *text = "m3x2in5out4 relu bias accdx accdw accdb f32";
     struct nn_linear_case c;
-    char err[256], want[512];
+    char err[256], want[512], fwd[512];
     cr_assert_eq(nn_linear_case_parse_line(text, &c, err, sizeof err), 1, "%s", err);
     nn_linear_case_format(&c, want, sizeof want);
+    struct nn_linear_case f = c;
+    f.accumulate = 0;
+    nn_linear_case_format(&f, fwd, sizeof fwd);
     start_capture();
     nn_ctx *ctx = ref_ctx(1);
     FILE *out = devnull();
     cr_expect_eq(nn_linear_check_reference(ctx, &c, out), 0);
     fclose(out);
-    static const char *const ops[] = {"linear_forward", "linear_backward"};
-    round_trip("linear ", want, ops, 2);
+    static const char *const ops[] = {"linear_forward", "linear_backward_ex"};
+    const char *const wants[] = {fwd, want};
+    round_trip_each("linear ", ops, wants, 2, 1);
     nn_ctx_destroy(ctx);
 }
 
 Test(cli_verbose, softmax_lines_are_reproducers)
 {
+    /* an accumulating case runs its backward through the _ex call; the forward's line has no
+     * accumulation (it is chosen at backward time) */
     static const char *const texts[] = {"n3c5s2 log accdx f32", "n4c6 xent i32 f64"};
     static const char *const ops[2][2] = {
-        {"softmax_forward", "softmax_backward"},
+        {"softmax_forward", "softmax_backward_ex"},
         {"softmax_cross_entropy_forward", "softmax_cross_entropy_backward"}};
     for (int i = 0; i < 2; i++) {
         struct nn_softmax_case c;
-        char err[256], want[512];
+        char err[256], want[512], fwd[512];
         cr_assert_eq(nn_softmax_case_parse_line(texts[i], &c, err, sizeof err), 1, "%s", err);
         nn_softmax_case_format(&c, want, sizeof want);
+        struct nn_softmax_case f = c;
+        f.accumulate = 0;
+        nn_softmax_case_format(&f, fwd, sizeof fwd);
         start_capture();
         nn_ctx *ctx = ref_ctx(1);
         FILE *out = devnull();
         cr_expect_eq(nn_softmax_check_reference(ctx, &c, out), 0);
         fclose(out);
-        round_trip("softmax ", want, ops[i], 2);
+        const char *const wants[] = {fwd, want};
+        round_trip_each("softmax ", ops[i], wants, 2, 1);
         nn_ctx_destroy(ctx);
     }
 }
@@ -257,7 +273,7 @@ static void conv_ex_lines(nn_ctx *ctx, int ref_only)
                  1, "%s", err);
     nn_conv_case_format(&c, base, sizeof base);
     struct nn_conv_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.accumulate = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;
@@ -343,7 +359,7 @@ static void linear_lines_of(struct linear_lines *L)
                  err);
     nn_linear_case_format(c, L->base, sizeof L->base);
     struct nn_linear_case a = *c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.accumulate = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_linear_case_format(&a, L->acc, sizeof L->acc);
     for (int i = 0; i + 1 < c->x_rank; i++)
@@ -396,7 +412,7 @@ static void softmax_ex_lines(nn_ctx *ctx, int ref_only)
     cr_assert_eq(nn_softmax_case_parse_line("n3c5s2 log", &c, err, sizeof err), 1, "%s", err);
     nn_softmax_case_format(&c, base, sizeof base);
     struct nn_softmax_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX;
+    a.accumulate = NN_ACCUMULATE_DX;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_softmax_case_format(&a, acc, sizeof acc);
     nn_tensor x = filled(ctx, c.dtype, c.rank, c.dims, 1),
@@ -425,7 +441,7 @@ static void xent_ex_lines(nn_ctx *ctx, int ref_only)
     cr_assert_eq(nn_softmax_case_parse_line("n4c6 xent i32", &c, err, sizeof err), 1, "%s", err);
     nn_softmax_case_format(&c, base, sizeof base);
     struct nn_softmax_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX;
+    a.accumulate = NN_ACCUMULATE_DX;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_softmax_case_format(&a, acc, sizeof acc);
     int64_t ld[1] = {c.dims[0]};
@@ -570,7 +586,7 @@ static void conv_failed_lines(nn_ctx *ctx)
     nn_conv_case_format(&c, base, sizeof base);
     nn_conv_case_format(&s, shape, sizeof shape);
     struct nn_conv_case a = c;
-    a.p.flags |= NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
+    a.accumulate = NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB;
     a.keep = 1; /* the accumulating call keeps the pullback */
     nn_conv_case_format(&a, acc, sizeof acc);
     int rank = c.p.spatial_rank + 2;
@@ -684,8 +700,8 @@ static void softmax_failed_lines(nn_ctx *ctx)
     nn_softmax_case_format(&c, base, sizeof base);
     nn_softmax_case_format(&xc, xbase, sizeof xbase);
     struct nn_softmax_case a = c, xa = xc;
-    a.p.flags |= NN_ACCUMULATE_DX;
-    xa.p.flags |= NN_ACCUMULATE_DX;
+    a.accumulate = NN_ACCUMULATE_DX;
+    xa.accumulate = NN_ACCUMULATE_DX;
     a.keep = xa.keep = 1; /* the accumulating calls keep their pullbacks */
     nn_softmax_case_format(&a, acc, sizeof acc);
     nn_softmax_case_format(&xa, xacc, sizeof xacc);

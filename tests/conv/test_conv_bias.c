@@ -49,7 +49,7 @@ static void check(nn_dtype dt, int rank, const int64_t *dims, int cl, int accumu
     nn_ctx *gpu = make(NN_BACKEND_CUDNN), *ref = make(NN_BACKEND_REF);
     nn_conv_params p;
     cr_assert_eq(nn_conv_params_default(&p, rank - 2), NN_OK);
-    if (accumulate) p.flags |= NN_CONV_ACCUMULATE_DB;
+    unsigned acc = accumulate ? NN_ACCUMULATE_DB : 0;
     int64_t k = dims[1], kd[1] = {k};
     nn_tensor dy, db, hdy, hdb;
     cr_assert_eq(nn_tensor_empty(gpu, dt, rank, dims, &dy), NN_OK);
@@ -74,10 +74,12 @@ static void check(nn_dtype dt, int rank, const int64_t *dims, int cl, int accumu
 
     impl_seen[0] = 0;
     nn_set_log_callback(log_line, NULL);
-    cr_assert_eq(nn_conv_backward_bias(gpu, &p, &dy, &db), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_conv_backward_bias(gpu, &p, &dy, &db, acc), NN_OK, "%s",
+                 nn_last_error()->message);
     nn_set_log_callback(NULL, NULL);
     cr_expect_str_eq(impl_seen, impl);
-    cr_assert_eq(nn_conv_backward_bias(ref, &p, &hdy, &hdb), NN_OK, "%s", nn_last_error()->message);
+    cr_assert_eq(nn_conv_backward_bias(ref, &p, &hdy, &hdb, acc), NN_OK, "%s",
+                 nn_last_error()->message);
     nn_tensor hout;
     cr_assert_eq(nn_tensor_wrap(ref, out, dt, 1, kd, NULL, &hout), NN_OK);
     cr_assert_eq(nn_tensor_copy(gpu, &hout, &db), NN_OK);

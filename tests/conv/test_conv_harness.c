@@ -68,7 +68,7 @@ Test(conv_harness, verbose_text_is_the_case_syntax)
     for (size_t i = 0; i < nn_conv_standard_case_count(); i++) {
         struct nn_conv_case c;
         cr_assert_eq(nn_conv_standard_case(i, &c), 0);
-        c.p.flags = 0;
+        c.accumulate = 0; /* the problem's text has no accumulation: a backward's line adds it */
         struct nn__conv_problem prob;
         memset(&prob, 0, sizeof prob);
         int nsp = c.p.spatial_rank;

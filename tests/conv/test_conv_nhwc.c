@@ -157,9 +157,9 @@ static nn_status run_standalone(nn_ctx *ctx, const struct nn_conv_case *c, struc
 {
     nn_conv_params p = c->p;
     p.activation = NN_ACTIVATION_IDENTITY;
-    nn_status st = nn_conv_backward_data(ctx, &p, &r->dy, &r->w, &r->dx);
-    if (st == NN_OK) st = nn_conv_backward_filter(ctx, &p, &r->x, &r->dy, &r->dw);
-    if (st == NN_OK) st = nn_conv_backward_bias(ctx, &p, &r->dy, &r->db);
+    nn_status st = nn_conv_backward_data(ctx, &p, &r->dy, &r->w, &r->dx, 0);
+    if (st == NN_OK) st = nn_conv_backward_filter(ctx, &p, &r->x, &r->dy, &r->dw, 0);
+    if (st == NN_OK) st = nn_conv_backward_bias(ctx, &p, &r->dy, &r->db, 0);
     return st;
 }
 

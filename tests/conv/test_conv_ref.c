@@ -101,9 +101,9 @@ Test(conv_ref, one_d_gradients_by_hand)
     memset(dxv, 0, sizeof dxv);
     memset(dwv, 0, sizeof dwv);
     dbv[0] = 0;
-    cr_assert_eq(nn_conv_backward_data(ctx, &p, &dy, &w, &dx), NN_OK);
-    cr_assert_eq(nn_conv_backward_filter(ctx, &p, &x, &dy, &dw), NN_OK);
-    cr_assert_eq(nn_conv_backward_bias(ctx, &p, &dy, &db), NN_OK);
+    cr_assert_eq(nn_conv_backward_data(ctx, &p, &dy, &w, &dx, 0), NN_OK);
+    cr_assert_eq(nn_conv_backward_filter(ctx, &p, &x, &dy, &dw, 0), NN_OK);
+    cr_assert_eq(nn_conv_backward_bias(ctx, &p, &dy, &db, 0), NN_OK);
     expect_values(dxv, (double[]){1, 1, 0, -1, -1}, 5, "stand-alone dx");
     expect_values(dwv, (double[]){6, 9, 12}, 3, "stand-alone dw");
     expect_values(dbv, (double[]){3}, 1, "stand-alone db");
@@ -119,8 +119,8 @@ Test(conv_ref, true_convolution_gradients_flip_too)
     nn_tensor dx = wrap(ctx, dxv, 3, xd), dw = wrap(ctx, dwv, 3, wd);
     nn_conv_params p = params(1);
     p.mode = NN_CONV_CONVOLUTION;
-    cr_assert_eq(nn_conv_backward_data(ctx, &p, &dy, &w, &dx), NN_OK);
-    cr_assert_eq(nn_conv_backward_filter(ctx, &p, &x, &dy, &dw), NN_OK);
+    cr_assert_eq(nn_conv_backward_data(ctx, &p, &dy, &w, &dx, 0), NN_OK);
+    cr_assert_eq(nn_conv_backward_filter(ctx, &p, &x, &dy, &dw, 0), NN_OK);
     expect_values(dxv, (double[]){-1, -1, 0, 1, 1}, 5, "dx");
     expect_values(dwv, (double[]){12, 9, 6}, 3, "dw");
     nn_ctx_destroy(ctx);
@@ -147,7 +147,7 @@ Test(conv_ref, fused_relu_masks_the_gradient)
     nn_ctx_destroy(ctx);
 }
 
-Test(conv_ref, accumulation_flags_add_to_the_outputs)
+Test(conv_ref, accumulate_bits_add_to_the_outputs)
 {
     nn_ctx *ctx = ref_ctx();
     double xv[5] = {1, 2, 3, 4, 5}, wv[3] = {1, 0, -1}, yv[3], dyv[3] = {1, 1, 1};
@@ -157,15 +157,14 @@ Test(conv_ref, accumulation_flags_add_to_the_outputs)
     nn_tensor dy = wrap(ctx, dyv, 3, yd), dx = wrap(ctx, dxv, 3, xd), dw = wrap(ctx, dwv, 3, wd);
     nn_tensor db = wrap(ctx, dbv, 1, bd);
     nn_conv_params p = params(1);
-    p.flags = NN_CONV_ACCUMULATE_DW | NN_CONV_ACCUMULATE_DB;
     nn_conv_pullback *pb;
+    nn_backward_options o = {.accumulate = NN_ACCUMULATE_DW | NN_ACCUMULATE_DB};
     cr_assert_eq(nn_conv_forward(ctx, &p, &x, &w, NULL, &y, &pb), NN_OK);
-    cr_assert_eq(nn_conv_backward(ctx, &pb, &dy, &dx, &dw, &db), NN_OK);
+    cr_assert_eq(nn_conv_backward_ex(ctx, &pb, &o, &dy, &dx, &dw, &db), NN_OK);
     expect_values(dxv, (double[]){1, 1, 0, -1, -1}, 5, "dx (overwritten)");
     expect_values(dwv, (double[]){106, 109, 112}, 3, "dw (accumulated)");
     expect_values(dbv, (double[]){10}, 1, "db (accumulated)");
-    p.flags = NN_CONV_ACCUMULATE_DX;
-    cr_assert_eq(nn_conv_backward_data(ctx, &p, &dy, &w, &dx), NN_OK);
+    cr_assert_eq(nn_conv_backward_data(ctx, &p, &dy, &w, &dx, NN_ACCUMULATE_DX), NN_OK);
     expect_values(dxv, (double[]){2, 2, 0, -2, -2}, 5, "dx (accumulated)");
     nn_ctx_destroy(ctx);
 }

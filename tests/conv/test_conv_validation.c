@@ -78,9 +78,9 @@ Test(conv_validation, the_fixture_is_valid)
     struct fx f;
     fx_init(&f);
     cr_expect_eq(fwd(&f), NN_OK, "%s", nn_last_error()->message);
-    cr_expect_eq(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx), NN_OK);
-    cr_expect_eq(nn_conv_backward_filter(f.ctx, &f.p, &f.x, &f.dy, &f.dw), NN_OK);
-    cr_expect_eq(nn_conv_backward_bias(f.ctx, &f.p, &f.dy, &f.db), NN_OK);
+    cr_expect_eq(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx, 0), NN_OK);
+    cr_expect_eq(nn_conv_backward_filter(f.ctx, &f.p, &f.x, &f.dy, &f.dw, 0), NN_OK);
+    cr_expect_eq(nn_conv_backward_bias(f.ctx, &f.p, &f.dy, &f.db, 0), NN_OK);
     fx_fini(&f);
 }
 
@@ -113,8 +113,9 @@ Test(conv_validation, parameters)
     f.p.activation = (nn_activation)9;
     EXPECT_ERROR(fwd(&f), NN_E_INVALID_ARG, "p.activation", "got 9");
     f.p = keep;
-    f.p.flags = 0x100;
-    EXPECT_ERROR(fwd(&f), NN_E_INVALID_ARG, "p.flags has unknown bits 0x100");
+    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx, 0x100), NN_E_INVALID_ARG,
+                 "nn_conv_backward_data: accumulate must hold only NN_ACCUMULATE_* bits (0x7), got "
+                 "0x100");
     EXPECT_ERROR(nn_conv_forward(f.ctx, NULL, &f.x, &f.w, NULL, &f.y, NULL), NN_E_INVALID_ARG,
                  "p (the parameters) must not be NULL");
     EXPECT_ERROR(nn_conv_forward(NULL, &keep, &f.x, &f.w, NULL, &f.y, NULL), NN_E_INVALID_ARG,
@@ -153,15 +154,15 @@ Test(conv_validation, shapes)
     EXPECT_ERROR(nn_conv_forward(f.ctx, &f.p, &f.x, &w3, NULL, &f.y, NULL), NN_E_SHAPE,
                  "w.rank must equal x.rank (4), got 3");
     redim(&f.dx, 2, 7);
-    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx), NN_E_SHAPE,
+    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx, 0), NN_E_SHAPE,
                  "conv_backward_data", "dy.dims[2] must be 5, got 4");
     redim(&f.dx, 2, 6);
     redim(&f.dw, 3, 2);
-    EXPECT_ERROR(nn_conv_backward_filter(f.ctx, &f.p, &f.x, &f.dy, &f.dw), NN_E_SHAPE,
+    EXPECT_ERROR(nn_conv_backward_filter(f.ctx, &f.p, &f.x, &f.dy, &f.dw, 0), NN_E_SHAPE,
                  "conv_backward_filter", "dy.dims[3] must be 5, got 4");
     redim(&f.dw, 3, 3);
     redim(&f.db, 0, 2);
-    EXPECT_ERROR(nn_conv_backward_bias(f.ctx, &f.p, &f.dy, &f.db), NN_E_SHAPE,
+    EXPECT_ERROR(nn_conv_backward_bias(f.ctx, &f.p, &f.dy, &f.db, 0), NN_E_SHAPE,
                  "db.dims[0] must be K = 6, got 2");
     fx_fini(&f);
 }
@@ -200,7 +201,7 @@ Test(conv_validation, dtypes_layouts_memory)
                  "w.dtype must equal x.dtype (f32), got f16");
     nn_tensor db64 = f.db;
     db64.dtype = NN_DTYPE_F64;
-    EXPECT_ERROR(nn_conv_backward_bias(f.ctx, &f.p, &f.dy, &db64), NN_E_DTYPE,
+    EXPECT_ERROR(nn_conv_backward_bias(f.ctx, &f.p, &f.dy, &db64, 0), NN_E_DTYPE,
                  "db.dtype must equal dy.dtype (f32), got f64");
     nn_tensor xs = f.x; /* a transposed view: strides of N and C swapped */
     xs.dims[0] = 4;
@@ -225,7 +226,7 @@ Test(conv_validation, dtypes_layouts_memory)
     EXPECT_ERROR(nn_conv_forward(f.ctx, &f.p, &f.x, &f.w, NULL, &alias, NULL), NN_E_INVALID_ARG,
                  "y and x must not overlap");
     f.p.activation = NN_ACTIVATION_RELU;
-    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx), NN_E_INVALID_ARG,
+    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx, 0), NN_E_INVALID_ARG,
                  "p.activation must be NN_ACTIVATION_IDENTITY for a stand-alone gradient");
     fx_fini(&f);
 }
@@ -304,7 +305,7 @@ Test(conv_validation, out_of_host_memory_is_a_status)
                  "pullback");
     cr_expect_null(pb);
     nn__host_alloc_fail_at(1);
-    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx), NN_E_OOM_HOST,
+    EXPECT_ERROR(nn_conv_backward_data(f.ctx, &f.p, &f.dy, &f.w, &f.dx, 0), NN_E_OOM_HOST,
                  "accumulator");
     nn__host_alloc_fail_at(0);
 
@@ -332,7 +333,7 @@ Test(conv_validation_gpu, host_tensors_are_refused_on_a_cudnn_context)
     cr_assert_eq(nn_ctx_create(&gpu, &s), NN_OK, "%s", nn_last_error()->message);
     EXPECT_ERROR(nn_conv_forward(gpu, &f.p, &f.x, &f.w, NULL, &f.y, NULL), NN_E_MEMSPACE,
                  "conv_forward: x must be in device memory");
-    EXPECT_ERROR(nn_conv_backward_bias(gpu, &f.p, &f.dy, &f.db), NN_E_MEMSPACE,
+    EXPECT_ERROR(nn_conv_backward_bias(gpu, &f.p, &f.dy, &f.db, 0), NN_E_MEMSPACE,
                  "conv_backward_bias: dy must be in device memory");
     nn_ctx_destroy(gpu);
     fx_fini(&f);

@@ -26,7 +26,7 @@ Test(conv_workspace, reference_takes_no_pool_memory)
     nn_tensor b = nn_test_ints(r, NN_DTYPE_F32, 1, (int64_t[]){4});
     for (int pass = 0; pass < 4; pass++) {
         size_t n = 77;
-        OK(nn_conv_workspace_size(r, &p, &x, &w, &b, (nn_conv_pass)pass, &n));
+        OK(nn_conv_workspace_size(r, &p, &x, &w, &b, (nn_conv_pass)pass, 0, &n));
         cr_expect_eq(n, 0, "pass %d: %zu", pass, n);
     }
     nn_tensor *ts[] = {&x, &w, &b};
@@ -59,13 +59,20 @@ Test(conv_workspace, checks_its_arguments)
         nn_status st;
         switch (i) {
         case 0:
-            st = nn_conv_workspace_size(NULL, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, &n);
+            st = nn_conv_workspace_size(NULL, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, 0, &n);
             break;
-        case 1: st = nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, NULL); break;
-        case 2: st = nn_conv_workspace_size(r, NULL, &x, &w, NULL, NN_CONV_PASS_FORWARD, &n); break;
-        case 3: st = nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)4, &n); break;
-        case 4: st = nn_conv_workspace_size(r, &p, NULL, &w, NULL, NN_CONV_PASS_FORWARD, &n); break;
-        default: st = nn_conv_workspace_size(r, &p, &x, &w5, NULL, NN_CONV_PASS_BACKWARD_DATA, &n);
+        case 1:
+            st = nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, 0, NULL);
+            break;
+        case 2:
+            st = nn_conv_workspace_size(r, NULL, &x, &w, NULL, NN_CONV_PASS_FORWARD, 0, &n);
+            break;
+        case 3: st = nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)4, 0, &n); break;
+        case 4:
+            st = nn_conv_workspace_size(r, &p, NULL, &w, NULL, NN_CONV_PASS_FORWARD, 0, &n);
+            break;
+        default:
+            st = nn_conv_workspace_size(r, &p, &x, &w5, NULL, NN_CONV_PASS_BACKWARD_DATA, 0, &n);
         }
         cr_expect_eq(st, want[i].st, "case %d: %d", i, (int)st);
         cr_expect(strstr(nn_last_error()->message, want[i].text), "case %d: %s", i,
@@ -94,11 +101,11 @@ Test(conv_workspace, reference_takes_channels_last_tensors)
     to_channels_last(&x);
     for (int pass = 0; pass < 4; pass++) {
         size_t n = 77;
-        OK(nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)pass, &n));
+        OK(nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)pass, 0, &n));
         cr_expect_eq(n, 0, "x channels-last, pass %d: %zu", pass, n);
         to_channels_last(&w);
         n = 77;
-        OK(nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)pass, &n));
+        OK(nn_conv_workspace_size(r, &p, &x, &w, NULL, (nn_conv_pass)pass, 0, &n));
         cr_expect_eq(n, 0, "x and w channels-last, pass %d: %zu", pass, n);
         nn_contiguous_strides(w.rank, w.dims, w.strides);
     }
@@ -106,7 +113,7 @@ Test(conv_workspace, reference_takes_channels_last_tensors)
     x.strides[2] = 3;
     x.strides[3] = 3 * 8;
     size_t n = 5;
-    cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, &n),
+    cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_FORWARD, 0, &n),
                  NN_E_UNSUPPORTED);
     cr_expect(strstr(nn_last_error()->message, "nn_conv_workspace_size: x must be fully packed"),
               "%s", nn_last_error()->message);
@@ -126,7 +133,7 @@ Test(conv_workspace, overflowing_shapes_are_refused)
     nn_tensor x = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8});
     nn_tensor w = nn_test_ints(r, NN_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
     size_t n = 5;
-    cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_DATA, &n),
+    cr_expect_eq(nn_conv_workspace_size(r, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_DATA, 0, &n),
                  NN_E_OVERFLOW);
     cr_expect(strstr(nn_last_error()->message,
                      "nn_conv_workspace_size: spatial dim 1: the dilated filter size"),
@@ -266,7 +273,7 @@ static void run_pass(nn_ctx *g, struct nn_test_peak *k, const nn_conv_params *p,
                      const char *what, int flags)
 {
     size_t q;
-    nn_status qst = nn_conv_workspace_size(g, p, x, w, b, pass, &q);
+    nn_status qst = nn_conv_workspace_size(g, p, x, w, b, pass, 0, &q);
     nn_conv_pullback *pb = NULL;
     if ((flags & RUN_MAY_REFUSE) && qst == NN_E_UNSUPPORTED) {
         char why[NN_ERROR_MESSAGE_MAX];
@@ -368,7 +375,7 @@ Test(conv_workspace_gpu, query_counts_the_padded_copy)
     nn_tensor y = nn_test_ints(g, NN_DTYPE_F16, 5, yd), dy = nn_test_ints(g, NN_DTYPE_F16, 5, yd);
     nn_tensor dw = nn_test_ints(g, NN_DTYPE_F16, 5, wd);
     size_t q;
-    OK(nn_conv_workspace_size(g, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_FILTER, &q));
+    OK(nn_conv_workspace_size(g, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_FILTER, 0, &q));
     size_t copy = (size_t)(1 * 4 * 6 * 6 * 9) * 2; /* x padded: 5+1, 6+0, 7+2 */
     cr_expect_geq(q, copy, "the query %zu lacks the padded copy (%zu bytes)", q, copy);
     run_pass(g, &k, &p, &x, &w, NULL, &y, &dy, NULL, &dw, NULL, NN_CONV_PASS_BACKWARD_FILTER,
@@ -417,7 +424,7 @@ static void cached_query(nn_ctx *g, struct nn_test_peak *k, nn_dtype dt)
     nn_tensor dw = nn_test_ints(g, dt, 4, wd), db = nn_test_ints(g, dt, 1, (int64_t[]){16});
     size_t q, q2;
     long base = nn_test_peak_mark(k);
-    OK(nn_conv_workspace_size(g, &p, &x, &w, &b, NN_CONV_PASS_FORWARD, &q));
+    OK(nn_conv_workspace_size(g, &p, &x, &w, &b, NN_CONV_PASS_FORWARD, 0, &q));
     long first = nn_test_peak_since(k, base);
     size_t y_bytes = (size_t)(2 * 16 * 12 * 12) * nn_dtype_size(dt);
     cr_expect_geq((size_t)first, y_bytes, "%s: the first query took %ld bytes, y's stand-in is %zu",
@@ -430,7 +437,7 @@ static void cached_query(nn_ctx *g, struct nn_test_peak *k, nn_dtype dt)
             nn_plan_cache_stats before, after;
             OK(nn_plan_cache_get_stats(g, &before));
             base = nn_test_peak_mark(k);
-            OK(nn_conv_workspace_size(g, &p, &x, &w, &b, (nn_conv_pass)pass, round ? &q2 : &q));
+            OK(nn_conv_workspace_size(g, &p, &x, &w, &b, (nn_conv_pass)pass, 0, round ? &q2 : &q));
             long took = nn_test_peak_since(k, base);
             OK(nn_plan_cache_get_stats(g, &after));
             cr_expect_eq(took, 0, "%s pass %d round %d: a query of a live plan took %ld bytes",
@@ -506,9 +513,9 @@ Test(conv_workspace_gpu, bf16_bias_ones_are_kept)
         bf16_to_host(g, r, &dy, h);
         for (int round = 0; round < 3; round++) {
             size_t q;
-            OK(nn_conv_workspace_size(g, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_BIAS, &q));
+            OK(nn_conv_workspace_size(g, &p, &x, &w, NULL, NN_CONV_PASS_BACKWARD_BIAS, 0, &q));
             long base = nn_test_peak_mark(&k);
-            OK(nn_conv_backward_bias(g, &p, &dy, &db));
+            OK(nn_conv_backward_bias(g, &p, &dy, &db, 0));
             long took = nn_test_peak_since(&k, base);
             if (!one)
                 cr_expect(took >= 0 && (size_t)took <= q,

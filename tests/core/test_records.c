@@ -122,19 +122,20 @@ CALL(conv_pullback_free)
 }
 CALL(conv_backward_data)
 {
-    return nn_conv_backward_data(f->ctx, NULL, &f->y, &f->w, &f->x);
+    return nn_conv_backward_data(f->ctx, NULL, &f->y, &f->w, &f->x, 0);
 }
 CALL(conv_backward_filter)
 {
-    return nn_conv_backward_filter(f->ctx, NULL, &f->x, &f->y, &f->w);
+    return nn_conv_backward_filter(f->ctx, NULL, &f->x, &f->y, &f->w, 0);
 }
 CALL(conv_backward_bias)
 {
-    return nn_conv_backward_bias(f->ctx, &f->cp, &f->y, NULL);
+    return nn_conv_backward_bias(f->ctx, &f->cp, &f->y, NULL, 0);
 }
 CALL(conv_workspace_size)
 {
-    return nn_conv_workspace_size(f->ctx, &f->cp, &f->x, &f->w, NULL, NN_CONV_PASS_FORWARD, NULL);
+    return nn_conv_workspace_size(f->ctx, &f->cp, &f->x, &f->w, NULL, NN_CONV_PASS_FORWARD, 0,
+                                  NULL);
 }
 
 /* ---- dlpack.h (NN_E_NOT_BUILT in a build without dlpack.h: a failure all the same) ---- */
@@ -199,7 +200,7 @@ CALL(linear_pullback_free)
 CALL(linear_workspace_size)
 {
     size_t bytes;
-    return nn_linear_workspace_size(f->ctx, NULL, &f->x, &f->w, NULL, 0, &bytes);
+    return nn_linear_workspace_size(f->ctx, NULL, &f->x, &f->w, NULL, 0, 0, &bytes);
 }
 
 /* ---- mem.h ---- */

@@ -92,11 +92,11 @@ static int parse_token(const char *t, struct nn_conv_case *c, char *err, size_t 
     else if (!strcmp(t, "strict"))
         c->math = NN_MATH_STRICT_FP32;
     else if (!strcmp(t, "accdx"))
-        p->flags |= NN_CONV_ACCUMULATE_DX;
+        c->accumulate |= NN_ACCUMULATE_DX;
     else if (!strcmp(t, "accdw"))
-        p->flags |= NN_CONV_ACCUMULATE_DW;
+        c->accumulate |= NN_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
-        p->flags |= NN_CONV_ACCUMULATE_DB;
+        c->accumulate |= NN_ACCUMULATE_DB;
     else if (!strcmp(t, "keep"))
         c->keep = 1;
     else if (!strncmp(t, "grads=", 6))
@@ -178,9 +178,9 @@ void nn_conv_case_format(const struct nn_conv_case *c, char *buf, size_t cap)
         c->bias ? "bias" : NULL,
         nn_dtype_name(c->dtype),
         c->dtype == NN_DTYPE_F32 && c->math == NN_MATH_TF32 ? "tf32" : NULL,
-        p->flags & NN_CONV_ACCUMULATE_DX ? "accdx" : NULL,
-        p->flags & NN_CONV_ACCUMULATE_DW ? "accdw" : NULL,
-        p->flags & NN_CONV_ACCUMULATE_DB ? "accdb" : NULL,
+        c->accumulate & NN_ACCUMULATE_DX ? "accdx" : NULL,
+        c->accumulate & NN_ACCUMULATE_DW ? "accdw" : NULL,
+        c->accumulate & NN_ACCUMULATE_DB ? "accdb" : NULL,
         NULL, /* grads=, below */
         c->keep ? "keep" : NULL,
     };
@@ -371,7 +371,7 @@ static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_conv_case *
     memset(io, 0, sizeof *io);
     int rank = rank_of(c);
     int64_t yd[NN_CONV_MAX_SPATIAL + 2], bd[1] = {c->w_dims[0]};
-    unsigned f = c->p.flags, cl = c->nhwc;
+    unsigned f = c->accumulate, cl = c->nhwc;
     nn_status st = nn_conv_output_shape(&c->p, rank, c->x_dims, c->w_dims, yd);
     if (st != NN_OK) {
         /* a shape the library refuses: y of ones, so that the op's own call says why (the
@@ -392,27 +392,27 @@ static nn_status run_case(nn_ctx *ctx, nn_ctx *host, const struct nn_conv_case *
     unsigned sk = c->skip;
     if (st == NN_OK)
         st = make_output(ctx, host, dt, rank, c->x_dims,
-                         !(sk & NN_H_SKIP_DX) && (f & NN_CONV_ACCUMULATE_DX), 22,
-                         cl & NN_CONV_CASE_DX, &io->dx);
+                         !(sk & NN_H_SKIP_DX) && (f & NN_ACCUMULATE_DX), 22, cl & NN_CONV_CASE_DX,
+                         &io->dx);
     if (st == NN_OK)
         st = make_output(ctx, host, dt, rank, c->w_dims,
-                         !(sk & NN_H_SKIP_DW) && (f & NN_CONV_ACCUMULATE_DW), 23,
-                         cl & NN_CONV_CASE_DW, &io->dw);
+                         !(sk & NN_H_SKIP_DW) && (f & NN_ACCUMULATE_DW), 23, cl & NN_CONV_CASE_DW,
+                         &io->dw);
     if (st == NN_OK)
-        st = make_output(ctx, host, dt, 1, bd, !(sk & NN_H_SKIP_DB) && (f & NN_CONV_ACCUMULATE_DB),
-                         24, 0, &io->db);
+        st = make_output(ctx, host, dt, 1, bd, !(sk & NN_H_SKIP_DB) && (f & NN_ACCUMULATE_DB), 24,
+                         0, &io->db);
     if (st != NN_OK) return st;
     nn_conv_pullback *pb = NULL;
-    /* "keep": the same accumulation, the pullback kept (and freed below) */
-    nn_backward_options keep = {
-        .accumulate = f & (NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB), .keep = 1};
+    /* the case's accumulation, and "keep": the pullback kept (and freed below) */
+    nn_backward_options opts = {.accumulate = f, .keep = c->keep};
     st = nn_conv_forward(ctx, &c->p, &io->x, &io->w, c->bias ? &io->b : NULL, &io->y.view, &pb);
     nn_tensor *dx = sk & NN_H_SKIP_DX ? NULL : &io->dx.view,
               *dw = sk & NN_H_SKIP_DW ? NULL : &io->dw.view,
               *db = sk & NN_H_SKIP_DB ? NULL : &io->db.view;
     if (st == NN_OK)
-        st = c->keep ? nn_conv_backward_ex(ctx, &pb, &keep, &io->dy, dx, dw, db)
-                     : nn_conv_backward(ctx, &pb, &io->dy, dx, dw, db);
+        st = opts.accumulate || opts.keep
+                 ? nn_conv_backward_ex(ctx, &pb, &opts, &io->dy, dx, dw, db)
+                 : nn_conv_backward(ctx, &pb, &io->dy, dx, dw, db);
     nn_conv_pullback_free(&pb);
     return st;
 }
@@ -466,7 +466,7 @@ static int check_fd(nn_ctx *ref, const struct nn_conv_case *c, FILE *out, const 
     }
     struct nn_conv_case d = *c;
     d.dtype = NN_DTYPE_F64;
-    d.p.flags = 0;
+    d.accumulate = 0;
     d.nhwc = 0; /* the differences index raw memory; layouts are checked by the other runs */
     struct io io;
     struct fd_arg arg = {ref, d.p, &io, d.bias ? &io.b : NULL, {0}};

@@ -16,9 +16,10 @@ struct nn_conv_case {
     int bias;
     nn_dtype dtype;
     nn_math_mode math;
-    unsigned nhwc; /* channels-last tensors: NN_CONV_CASE_X ... bits; 0 = all NCHW */
-    int keep;      /* "keep": the backward is nn_conv_backward_ex keeping the pullback */
-    unsigned skip; /* "grads=": the NN_H_SKIP_* gradients the backward does not ask for */
+    unsigned nhwc;       /* channels-last tensors: NN_CONV_CASE_X ... bits; 0 = all NCHW */
+    unsigned accumulate; /* the backward's NN_ACCUMULATE_* bits ("accdx", "accdw", "accdb") */
+    int keep;            /* "keep": the backward is nn_conv_backward_ex keeping the pullback */
+    unsigned skip;       /* "grads=": the NN_H_SKIP_* gradients the backward does not ask for */
 };
 
 /* Bits of nn_conv_case.nhwc, in the order the text lists them ("nhwc=x+w+y+dx+dw+dy"). */

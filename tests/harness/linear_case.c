@@ -40,15 +40,15 @@ static int parse_token(const char *t, struct nn_linear_case *c, char *err, size_
     else if (!strcmp(t, "bias"))
         c->bias = 1;
     else if (!strcmp(t, "accdx"))
-        c->p.flags |= NN_LINEAR_ACCUMULATE_DX;
+        c->accumulate |= NN_ACCUMULATE_DX;
     else if (!strcmp(t, "keep"))
         c->keep = 1;
     else if (!strncmp(t, "grads=", 6))
         return nn_h_grads_token(t, &c->skip, err, cap) < 0 ? -1 : 0;
     else if (!strcmp(t, "accdw"))
-        c->p.flags |= NN_LINEAR_ACCUMULATE_DW;
+        c->accumulate |= NN_ACCUMULATE_DW;
     else if (!strcmp(t, "accdb"))
-        c->p.flags |= NN_LINEAR_ACCUMULATE_DB;
+        c->accumulate |= NN_ACCUMULATE_DB;
     else if (!strcmp(t, "tf32"))
         c->math = NN_MATH_TF32;
     else
@@ -93,9 +93,9 @@ void nn_linear_case_format(const struct nn_linear_case *c, char *buf, size_t cap
     PUT("in%lldout%lld", (long long)c->in, (long long)c->out);
     if (c->p.activation == NN_ACTIVATION_RELU) PUT(" relu");
     if (c->bias) PUT(" bias");
-    if (c->p.flags & NN_LINEAR_ACCUMULATE_DX) PUT(" accdx");
-    if (c->p.flags & NN_LINEAR_ACCUMULATE_DW) PUT(" accdw");
-    if (c->p.flags & NN_LINEAR_ACCUMULATE_DB) PUT(" accdb");
+    if (c->accumulate & NN_ACCUMULATE_DX) PUT(" accdx");
+    if (c->accumulate & NN_ACCUMULATE_DW) PUT(" accdw");
+    if (c->accumulate & NN_ACCUMULATE_DB) PUT(" accdb");
     PUT(" %s", nn_dtype_name(c->dtype));
     if (c->math == NN_MATH_TF32) PUT(" tf32");
     n = nn_h_put_grads(buf, cap, n, c->skip);
@@ -206,13 +206,13 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_linear_case *c
             st = uniform ? nn_tensor_fill_uniform(ctx, &io->in[i], -1, 1, 31 + (uint64_t)i)
                          : nn_tensor_fill_ints(ctx, &io->in[i], -2, 2, 31 + (uint64_t)i);
     }
-    static const unsigned acc_bit[N_OUT] = {0, NN_LINEAR_ACCUMULATE_DX, NN_LINEAR_ACCUMULATE_DW,
-                                            NN_LINEAR_ACCUMULATE_DB};
+    static const unsigned acc_bit[N_OUT] = {0, NN_ACCUMULATE_DX, NN_ACCUMULATE_DW,
+                                            NN_ACCUMULATE_DB};
     for (int i = 0; i < N_OUT && st == NN_OK; i++) {
         st = nn_h_guarded_alloc(ctx, host, dt, s.rank[N_IN + i], s.d[N_IN + i], 41 + (uint64_t)i,
                                 &io->out[i]);
         /* a gradient not asked for stays NaN: the backward must leave it alone */
-        if (st == NN_OK && (c->p.flags & acc_bit[i]) && !(c->skip & (1u << (i - 1))))
+        if (st == NN_OK && (c->accumulate & acc_bit[i]) && !(c->skip & (1u << (i - 1))))
             st = nn_tensor_fill_ints(ctx, &io->out[i].view, -2, 2, 51 + (uint64_t)i);
     }
     return st;
@@ -221,18 +221,16 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_linear_case *c
 static nn_status run(nn_ctx *ctx, const struct nn_linear_case *c, struct io *io)
 {
     nn_linear_pullback *pb = NULL;
-    /* "keep": the same accumulation, the pullback kept (and freed below) */
-    nn_backward_options keep = {
-        .accumulate = c->p.flags & (NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB),
-        .keep = 1};
+    /* the case's accumulation, and "keep": the pullback kept (and freed below) */
+    nn_backward_options opts = {.accumulate = c->accumulate, .keep = c->keep};
     nn_status st = nn_linear_forward(ctx, &c->p, &io->in[T_X], &io->in[T_W],
                                      c->bias ? &io->in[T_B] : NULL, &io->out[T_Y].view, &pb);
     nn_tensor *g[N_OUT];
     for (int i = T_DX; i < N_OUT; i++)
         g[i] = c->skip & (1u << (i - 1)) ? NULL : &io->out[i].view;
     if (st == NN_OK)
-        st = c->keep
-                 ? nn_linear_backward_ex(ctx, &pb, &keep, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB])
+        st = opts.accumulate || opts.keep
+                 ? nn_linear_backward_ex(ctx, &pb, &opts, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB])
                  : nn_linear_backward(ctx, &pb, &io->in[T_DY], g[T_DX], g[T_DW], g[T_DB]);
     nn_linear_pullback_free(&pb);
     return st;
@@ -289,10 +287,10 @@ static int check_fd(nn_ctx *ref, const struct nn_linear_case *c, FILE *out, cons
     arg.p.activation = NN_ACTIVATION_IDENTITY;
     nn_status st = setup(ref, ref, &d, NN_DTYPE_F64, 1, &io);
     /* The starting values of accumulated outputs, to take off the analytic gradient. */
-    static const unsigned acc_bit[N_OUT] = {0, NN_LINEAR_ACCUMULATE_DX, NN_LINEAR_ACCUMULATE_DW,
-                                            NN_LINEAR_ACCUMULATE_DB};
+    static const unsigned acc_bit[N_OUT] = {0, NN_ACCUMULATE_DX, NN_ACCUMULATE_DW,
+                                            NN_ACCUMULATE_DB};
     for (int i = 1; i < N_OUT && st == NN_OK; i++)
-        if (d.p.flags & acc_bit[i]) st = nn_h_to_host(ref, ref, &io.out[i].view, &start[i]);
+        if (d.accumulate & acc_bit[i]) st = nn_h_to_host(ref, ref, &io.out[i].view, &start[i]);
     if (st == NN_OK) st = run(ref, &d, &io);
     const nn_tensor *y = &io.out[T_Y].view;
     if (st == NN_OK) st = nn_tensor_empty(ref, NN_DTYPE_F64, y->rank, y->dims, &arg.z);

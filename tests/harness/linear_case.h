@@ -15,11 +15,12 @@ struct nn_linear_case {
     int64_t lead[NN_MAX_RANK]; /* x's x_rank - 1 leading dims */
     int64_t in, out;
     int bias;
-    nn_linear_params p; /* activation and flags */
+    nn_linear_params p; /* activation */
     nn_dtype dtype;
     nn_math_mode math;
-    int keep;      /* "keep": the backward is nn_linear_backward_ex keeping the pullback */
-    unsigned skip; /* "grads=": the NN_H_SKIP_* gradients the backward does not ask for */
+    unsigned accumulate; /* the backward's NN_ACCUMULATE_* bits ("accdx", "accdw", "accdb") */
+    int keep;            /* "keep": the backward is nn_linear_backward_ex keeping the pullback */
+    unsigned skip;       /* "grads=": the NN_H_SKIP_* gradients the backward does not ask for */
 };
 
 /* Parse the tokens of one case: "m64in512out10" (or "m4x5in8out3" for x [4, 5, 8], or

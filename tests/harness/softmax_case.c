@@ -50,7 +50,7 @@ static int parse_token(const char *t, struct nn_softmax_case *c, char *err, size
     else if (!strcmp(t, "i64"))
         c->index = NN_INDEX_I64;
     else if (!strcmp(t, "accdx"))
-        c->p.flags |= NN_SOFTMAX_ACCUMULATE_DX;
+        c->accumulate = NN_ACCUMULATE_DX;
     else if (!strcmp(t, "keep"))
         c->keep = 1;
     else
@@ -100,7 +100,7 @@ void nn_softmax_case_format(const struct nn_softmax_case *c, char *buf, size_t c
         PUT(" xent %s", c->index == NN_INDEX_I32 ? "i32" : "i64");
     else
         PUT(" %s", c->p.mode == NN_SOFTMAX_MODE_LOG ? "log" : "softmax");
-    if (c->p.flags & NN_SOFTMAX_ACCUMULATE_DX) PUT(" accdx");
+    if (c->accumulate & NN_ACCUMULATE_DX) PUT(" accdx");
     PUT(" %s", nn_dtype_name(c->dtype));
     if (c->keep) PUT(" keep");
 #undef PUT
@@ -222,8 +222,7 @@ static nn_status setup(nn_ctx *ctx, nn_ctx *host, const struct nn_softmax_case *
     if (st == NN_OK) st = nn_tensor_fill_uniform(ctx, &io->dy, -1, 1, 62);
     if (st == NN_OK) st = nn_h_guarded_alloc(ctx, host, dt, yr, yd, 63, &io->y);
     if (st == NN_OK) st = nn_h_guarded_alloc(ctx, host, dt, c->rank, c->dims, 64, &io->dx);
-    if (st == NN_OK && (c->p.flags & NN_SOFTMAX_ACCUMULATE_DX))
-        st = nn_tensor_fill_ints(ctx, &io->dx.view, -2, 2, 65);
+    if (st == NN_OK && c->accumulate) st = nn_tensor_fill_ints(ctx, &io->dx.view, -2, 2, 65);
     if (st == NN_OK && c->xent) st = make_targets(ctx, host, c, io);
     return st;
 }
@@ -245,8 +244,7 @@ static nn_status run(nn_ctx *ctx, const struct nn_softmax_case *c, struct io *io
     if (c->xent) {
         nn_softmax_cross_entropy_pullback *x = pb;
         /* "xent accdx": the accumulation of nn_softmax_cross_entropy_backward_ex's options */
-        nn_backward_options o = {.accumulate = c->p.flags & NN_SOFTMAX_ACCUMULATE_DX,
-                                 .keep = c->keep};
+        nn_backward_options o = {.accumulate = c->accumulate, .keep = c->keep};
         if (st == NN_OK)
             st = o.accumulate || o.keep
                      ? nn_softmax_cross_entropy_backward_ex(ctx, &x, &o, &io->dy, &io->dx.view)
@@ -254,10 +252,10 @@ static nn_status run(nn_ctx *ctx, const struct nn_softmax_case *c, struct io *io
         nn_softmax_cross_entropy_pullback_free(&x);
     } else {
         nn_softmax_pullback *s = pb;
-        nn_backward_options o = {.accumulate = c->p.flags & NN_SOFTMAX_ACCUMULATE_DX, .keep = 1};
+        nn_backward_options o = {.accumulate = c->accumulate, .keep = c->keep};
         if (st == NN_OK)
-            st = c->keep ? nn_softmax_backward_ex(ctx, &s, &o, &io->dy, &io->dx.view)
-                         : nn_softmax_backward(ctx, &s, &io->dy, &io->dx.view);
+            st = o.accumulate || o.keep ? nn_softmax_backward_ex(ctx, &s, &o, &io->dy, &io->dx.view)
+                                        : nn_softmax_backward(ctx, &s, &io->dy, &io->dx.view);
         nn_softmax_pullback_free(&s);
     }
     return st;
@@ -298,8 +296,7 @@ static int check_fd(nn_ctx *ref, const struct nn_softmax_case *c, FILE *out, con
     struct io io;
     nn_tensor start = {0};
     nn_status st = setup(ref, ref, &d, NN_DTYPE_F64, &io);
-    if (st == NN_OK && (d.p.flags & NN_SOFTMAX_ACCUMULATE_DX))
-        st = nn_h_to_host(ref, ref, &io.dx.view, &start);
+    if (st == NN_OK && d.accumulate) st = nn_h_to_host(ref, ref, &io.dx.view, &start);
     if (st == NN_OK) st = run(ref, &d, &io);
     int fails = 0;
     if (st != NN_OK) {

@@ -15,9 +15,10 @@ struct nn_softmax_case {
     int64_t dims[NN_MAX_RANK];
     int xent;            /* the cross-entropy instead of softmax */
     nn_index_type index; /* its targets' type */
-    nn_softmax_params p; /* mode and flags (softmax only) */
+    nn_softmax_params p; /* mode (softmax only) */
     nn_dtype dtype;
-    int keep; /* "keep": the backward is the *_backward_ex call keeping the pullback */
+    unsigned accumulate; /* the backward's: 0, or NN_ACCUMULATE_DX ("accdx": dx += the gradient) */
+    int keep;            /* "keep": the backward is the *_backward_ex call keeping the pullback */
 };
 
 /* Parse the tokens of one case: "n4c10" or "n2c5s3x4" (trailing dims after s, joined by x),

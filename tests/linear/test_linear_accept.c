@@ -252,16 +252,16 @@ Test(linear_accept, backward_accepts_what_its_checks_accept)
         make_call(&s, &c);
         int relu = (int)(next(&s) % 2);
         p.activation = relu ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
-        p.flags = (unsigned)(next(&s) % 8); /* accumulate bits */
+        nn_backward_options o = {.accumulate = (unsigned)(next(&s) % 8)};
         nn_linear_pullback *pb = NULL;
         cr_assert_eq(nn_linear_forward(ctx, &p, &c.t[X], &c.t[W], &c.t[B], &c.t[Y], &pb), NN_OK,
                      "%s", nn_last_error()->message);
         mutate_some(&s, &c, DY);
         int ok = backward_ok(&c, relu);
         if (!ok || inside(&c)) {
-            nn_status st = nn_linear_backward(ctx, &pb, c.arg[DY], (nn_tensor *)c.arg[DX],
-                                              (nn_tensor *)c.arg[DW], (nn_tensor *)c.arg[DB]);
-            expect_same(st, ok, "nn_linear_backward", trial);
+            nn_status st = nn_linear_backward_ex(ctx, &pb, &o, c.arg[DY], (nn_tensor *)c.arg[DX],
+                                                 (nn_tensor *)c.arg[DW], (nn_tensor *)c.arg[DB]);
+            expect_same(st, ok, "nn_linear_backward_ex", trial);
             cr_assert_eq(pb == NULL, ok, "trial %d: the pullback is consumed on success only",
                          trial);
             accepted += ok;

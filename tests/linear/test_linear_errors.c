@@ -71,9 +71,6 @@ Test(linear_errors, params)
     q.activation = (nn_activation)7;
     EXPECT_FAIL(fwd(&q), NN_E_INVALID_ARG, "nn_linear_forward: p.activation must be", "got 7");
     q = p;
-    q.flags = 0x10;
-    EXPECT_FAIL(fwd(&q), NN_E_INVALID_ARG, "p.flags", "got 0x10");
-    q = p;
     q.reserved[2] = 3;
     EXPECT_FAIL(fwd(&q), NN_E_INVALID_ARG, "p.reserved[2] must be 0, got 3");
 }

@@ -49,7 +49,7 @@ Test(linear_harness, case_syntax_round_trips)
     cr_expect_eq(c.in, 8);
     cr_expect_eq(c.out, 3);
     cr_expect_eq(c.p.activation, NN_ACTIVATION_RELU);
-    cr_expect_eq(c.p.flags, NN_LINEAR_ACCUMULATE_DW);
+    cr_expect_eq(c.accumulate, NN_ACCUMULATE_DW);
     cr_expect(c.bias);
     cr_expect_eq(c.dtype, NN_DTYPE_BF16);
     parse("in8out3", &c);
@@ -96,23 +96,29 @@ Test(linear_harness, verbose_line_is_a_case)
     dup2(fileno(tmp), 2);
     nn_linear_pullback *pb = NULL;
     nn_status st = nn_linear_forward(ctx, &c.p, &x, &w, &b, &y, &pb);
-    if (st == NN_OK) st = nn_linear_backward(ctx, &pb, &dy, &dx, NULL, NULL);
+    nn_backward_options o = {.accumulate = c.accumulate};
+    if (st == NN_OK) st = nn_linear_backward_ex(ctx, &pb, &o, &dy, &dx, NULL, NULL);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
     cr_assert_eq(st, NN_OK, "%s", nn_last_error()->message);
     rewind(tmp);
-    /* the backward asked for dx only, and its line says so */
-    const char *ops[] = {"linear_forward", "linear_backward"}, *asked[] = {"", " grads=dx"};
+    /* the backward asked for dx only, and its line says so; the accumulation is the backward's,
+     * so the forward's line has none */
+    const char *ops[] = {"linear_forward", "linear_backward_ex"}, *asked[] = {"", " grads=dx"};
+    const char *texts[] = {"m2x3in4out5 relu bias f32", text};
+    unsigned acc = c.accumulate;
     for (int i = 0; i < 2; i++) {
         char line[512] = "", want[256], err[256];
         cr_assert_not_null(fgets(line, sizeof line, tmp));
-        snprintf(want, sizeof want, "nnprim_verbose,%s,ref,ref,-,%s%s,", ops[i], text, asked[i]);
+        snprintf(want, sizeof want, "nnprim_verbose,%s,ref,ref,-,%s%s,", ops[i], texts[i],
+                 asked[i]);
         cr_expect(strncmp(line, want, strlen(want)) == 0, "line: %s want: %s", line, want);
         struct nn_linear_case back;
         cr_expect_eq(nn_linear_case_parse_line(line, &back, err, sizeof err), 1, "%s: %s", line,
                      err);
         c.skip = i ? NN_H_SKIP_DW | NN_H_SKIP_DB : 0;
+        c.accumulate = i ? acc : 0;
         cr_expect_eq(memcmp(&c, &back, sizeof c), 0, "the verbose line parses to another case");
     }
     fclose(tmp);

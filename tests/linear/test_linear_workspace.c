@@ -31,7 +31,7 @@ Test(linear_workspace, reference_takes_no_pool_memory)
     nn_tensor b = nn_test_ints(r, NN_DTYPE_F32, 1, (int64_t[]){5});
     for (unsigned pass = 0; pass < 8; pass++) {
         size_t n = 77;
-        OK(nn_linear_workspace_size(r, &p, &x, &w, &b, pass, &n));
+        OK(nn_linear_workspace_size(r, &p, &x, &w, &b, pass, 0, &n));
         cr_expect_eq(n, 0, "pass %u: %zu", pass, n);
     }
     nn_tensor *ts[] = {&x, &w, &b};
@@ -65,13 +65,15 @@ Test(linear_workspace, checks_its_arguments)
     for (int i = 0; i < 7; i++) {
         nn_status st;
         switch (i) {
-        case 0: st = nn_linear_workspace_size(NULL, &p, &x, &w, NULL, 0, &n); break;
-        case 1: st = nn_linear_workspace_size(r, &p, &x, &w, NULL, 0, NULL); break;
-        case 2: st = nn_linear_workspace_size(r, NULL, &x, &w, NULL, 0, &n); break;
-        case 3: st = nn_linear_workspace_size(r, &p, &x, &w, NULL, 8, &n); break;
-        case 4: st = nn_linear_workspace_size(r, &p, NULL, &w, NULL, 0, &n); break;
-        case 5: st = nn_linear_workspace_size(r, &p, &x, &w7, NULL, NN_LINEAR_PASS_DX, &n); break;
-        default: st = nn_linear_workspace_size(r, &p, &x, &w, &b4, 0, &n);
+        case 0: st = nn_linear_workspace_size(NULL, &p, &x, &w, NULL, 0, 0, &n); break;
+        case 1: st = nn_linear_workspace_size(r, &p, &x, &w, NULL, 0, 0, NULL); break;
+        case 2: st = nn_linear_workspace_size(r, NULL, &x, &w, NULL, 0, 0, &n); break;
+        case 3: st = nn_linear_workspace_size(r, &p, &x, &w, NULL, 8, 0, &n); break;
+        case 4: st = nn_linear_workspace_size(r, &p, NULL, &w, NULL, 0, 0, &n); break;
+        case 5:
+            st = nn_linear_workspace_size(r, &p, &x, &w7, NULL, NN_LINEAR_PASS_DX, 0, &n);
+            break;
+        default: st = nn_linear_workspace_size(r, &p, &x, &w, &b4, 0, 0, &n);
         }
         cr_expect_eq(st, want[i].st, "case %d: %d", i, (int)st);
         cr_expect(strstr(nn_last_error()->message, want[i].text), "case %d: %s", i,
@@ -93,21 +95,22 @@ struct io {
     nn_tensor x, w, b, y, dy, dx, dw, db;
 };
 
-/* One call of pass (forward, or backward with the outputs its bits name, through a pullback
- * made first): its peak above what was live before it. */
+/* One call of pass (forward, or backward with the outputs its bits name and the accumulate
+ * bits acc, through a pullback made first): its peak above what was live before it. */
 static long call_pass(nn_ctx *g, struct nn_test_peak *k, const nn_linear_params *p, struct io *t,
-                      int bias, unsigned pass)
+                      int bias, unsigned pass, unsigned acc)
 {
     nn_linear_pullback *pb = NULL;
+    nn_backward_options o = {.accumulate = acc};
     if (pass) OK(nn_linear_forward(g, p, &t->x, &t->w, bias ? &t->b : NULL, &t->y, &pb));
     OK(nn_ctx_synchronize(g));
     long base = nn_test_peak_mark(k);
     if (!pass)
         OK(nn_linear_forward(g, p, &t->x, &t->w, bias ? &t->b : NULL, &t->y, NULL));
     else
-        OK(nn_linear_backward(g, &pb, &t->dy, (pass & NN_LINEAR_PASS_DX) ? &t->dx : NULL,
-                              (pass & NN_LINEAR_PASS_DW) ? &t->dw : NULL,
-                              (pass & NN_LINEAR_PASS_DB) ? &t->db : NULL));
+        OK(nn_linear_backward_ex(g, &pb, &o, &t->dy, (pass & NN_LINEAR_PASS_DX) ? &t->dx : NULL,
+                                 (pass & NN_LINEAR_PASS_DW) ? &t->dw : NULL,
+                                 (pass & NN_LINEAR_PASS_DB) ? &t->db : NULL));
     return nn_test_peak_since(k, base);
 }
 
@@ -115,18 +118,18 @@ static long call_pass(nn_ctx *g, struct nn_test_peak *k, const nn_linear_params 
  * workspace of at most 1 MiB, which the query leaves out); the peak of the next, above what was
  * live before it, must equal the query, and neither may miss a plan the query made. */
 static void run_pass(nn_ctx *g, struct nn_test_peak *k, const nn_linear_params *p, struct io *t,
-                     int bias, unsigned pass, const char *what)
+                     int bias, unsigned pass, unsigned acc, const char *what)
 {
     size_t q;
-    OK(nn_linear_workspace_size(g, p, &t->x, &t->w, bias ? &t->b : NULL, pass, &q));
+    OK(nn_linear_workspace_size(g, p, &t->x, &t->w, bias ? &t->b : NULL, pass, acc, &q));
     nn_plan_cache_stats before, after;
     OK(nn_plan_cache_get_stats(g, &before));
-    long first = call_pass(g, k, p, t, bias, pass);
+    long first = call_pass(g, k, p, t, bias, pass, acc);
     cr_expect(first >= 0 && (size_t)first >= q && (size_t)first <= q + (1u << 20),
               "%s pass %u: the first call took %ld bytes, the query said %zu (+ at most 1 MiB "
               "kept)",
               what, pass, first, q);
-    long took = call_pass(g, k, p, t, bias, pass);
+    long took = call_pass(g, k, p, t, bias, pass, acc);
     OK(nn_plan_cache_get_stats(g, &after));
     cr_expect(took >= 0 && (size_t)took == q,
               "%s pass %u: the call took %ld bytes, the query said %zu", what, pass, took, q);
@@ -171,14 +174,14 @@ Test(linear_workspace_gpu, query_equals_what_each_pass_takes)
             OK(nn_linear_params_default(&p));
             p.activation = (v & 1) ? NN_ACTIVATION_RELU : NN_ACTIVATION_IDENTITY;
             int bias = v != 0;
-            if (v == 3) p.flags = NN_LINEAR_ACCUMULATE_DB;
+            unsigned acc = v == 3 ? NN_ACCUMULATE_DB : 0;
             char what[96];
             snprintf(what, sizeof what, "m%lldin%lldout%lld %s%s%s%s", (long long)shapes[s].m,
                      (long long)shapes[s].in, (long long)shapes[s].out, nn_dtype_name(dt),
                      shapes[s].math == NN_MATH_TF32 ? " tf32" : "", (v & 1) ? " relu" : "",
                      v == 3 ? " accdb" : "");
             for (unsigned pass = 0; pass < 8; pass++)
-                run_pass(g, &k, &p, &t, bias, pass, what);
+                run_pass(g, &k, &p, &t, bias, pass, acc, what);
         }
         nn_tensor *ts[] = {&t.x, &t.w, &t.b, &t.y, &t.dy, &t.dx, &t.dw, &t.db};
         for (int i = 0; i < 8; i++)
@@ -210,7 +213,7 @@ Test(linear_workspace_gpu, query_refuses_what_the_call_refuses_beyond_int)
     OK(nn_tensor_empty(g, NN_DTYPE_F16, 2, yd, &y));
     OK(nn_tensor_empty(g, NN_DTYPE_F16, 2, yd, &dy));
     size_t q = 77;
-    nn_status qf = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_FORWARD, &q);
+    nn_status qf = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_FORWARD, 0, &q);
     char qmsg[512];
     snprintf(qmsg, sizeof qmsg, "%s", nn_last_error()->message);
     nn_linear_pullback *pb = NULL;
@@ -224,7 +227,7 @@ Test(linear_workspace_gpu, query_refuses_what_the_call_refuses_beyond_int)
         cr_log_info("forward: relu not fused for this shape; both refused");
     } else {
         q = 77;
-        nn_status qb = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DX, &q);
+        nn_status qb = nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DX, 0, &q);
         snprintf(qmsg, sizeof qmsg, "%s", nn_last_error()->message);
         cr_expect_eq(qb, NN_E_UNSUPPORTED, "backward query: %s (%s)", nn_status_name(qb), qmsg);
         cr_expect(strncmp(qmsg, "nn_linear_workspace_size: ", 26) == 0, "%s", qmsg);
@@ -273,7 +276,8 @@ Test(linear_workspace_gpu, db_ones_written_on_a_held_stream_serve_another)
     nn_ctx *r = nn_test_ctx_math(NN_BACKEND_REF, NN_MATH_STRICT_FP32);
     nn_linear_params p;
     OK(nn_linear_params_default(&p));
-    p.flags = NN_LINEAR_ACCUMULATE_DB; /* BGRADB does not accumulate: db is a product of ones */
+    /* BGRADB does not accumulate: db is a product of ones */
+    nn_backward_options acc_db = {.accumulate = NN_ACCUMULATE_DB};
     enum { M = 64, IN = 16, OUT = 8 };
     const int64_t xd[] = {M, IN}, wd[] = {OUT, IN}, yd[] = {M, OUT}, bd[] = {OUT};
     nn_tensor x = nn_test_ints(g, NN_DTYPE_F32, 2, xd), w = nn_test_ints(g, NN_DTYPE_F32, 2, wd);
@@ -295,13 +299,13 @@ Test(linear_workspace_gpu, db_ones_written_on_a_held_stream_serve_another)
                      cudaSuccess);
         size_t q;
         double t0 = now_ms();
-        OK(nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DB, &q));
+        OK(nn_linear_workspace_size(g, &p, &x, &w, NULL, NN_LINEAR_PASS_DB, NN_ACCUMULATE_DB, &q));
         cr_log_info("round %d: the query returned after %.1f ms (the stream is held 300 ms)", round,
                     now_ms() - t0);
         OK(nn_ctx_set_stream(g, round == 0 ? (void *)other : home));
         nn_linear_pullback *pb = NULL;
         OK(nn_linear_forward(g, &p, &x, &w, NULL, &y, &pb));
-        OK(nn_linear_backward(g, &pb, &dy, NULL, NULL, &db));
+        OK(nn_linear_backward_ex(g, &pb, &acc_db, &dy, NULL, NULL, &db));
         OK(nn_tensor_wrap(r, hdb, NN_DTYPE_F32, 1, bd, NULL, &v));
         OK(nn_tensor_copy(g, &v, &db));
         for (int j = 0; j < OUT; j++) {

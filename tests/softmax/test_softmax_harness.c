@@ -45,7 +45,7 @@ Test(softmax_harness, case_syntax_round_trips)
     cr_expect_eq(c.rank, 4);
     cr_expect_eq(c.dims[3], 4);
     cr_expect_eq(c.p.mode, NN_SOFTMAX_MODE_LOG);
-    cr_expect_eq(c.p.flags, NN_SOFTMAX_ACCUMULATE_DX);
+    cr_expect_eq(c.accumulate, NN_ACCUMULATE_DX);
     cr_expect_eq(c.dtype, NN_DTYPE_BF16);
     parse("n64c10000 xent i32", &c);
     cr_expect(c.xent);
@@ -77,7 +77,7 @@ Test(softmax_harness, verbose_lines_are_cases)
     nn_ctx *ctx = make_ctx(NN_BACKEND_REF, 1);
     struct {
         const char *text, *op;
-    } calls[] = {{"n2c3s4 log accdx f32", "softmax_forward"},
+    } calls[] = {{"n2c3s4 log f32", "softmax_forward"},
                  {"n2c3s4 xent i32 f32", "softmax_cross_entropy_forward"}};
     nn_tensor x, y, loss;
     cr_assert_eq(nn_tensor_empty(ctx, NN_DTYPE_F32, 3, (int64_t[]){2, 3, 4}, &x), NN_OK);

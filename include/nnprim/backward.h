@@ -6,13 +6,12 @@
  * tensor used twice in the graph, micro-batches summed into one weight gradient), and may run a
  * backward twice through one forward (double backward, a retried step). Each family's
  * `*_backward_ex()` call takes these options; its plain `*_backward()` call is the same call
- * with opts NULL: every gradient is overwritten (rnn: as its forward's NN_RNN_ACCUMULATE_DW
- * says) and the pullback is consumed.
+ * with opts NULL: every gradient is overwritten and the pullback is consumed.
  *
  * nn_accumulate is the one vocabulary of accumulation: the options' `accumulate`, and the
  * `unsigned accumulate` argument of the calls without a pullback (nn_conv_backward_data,
  * _filter and _bias, nn_pool_backward_stateless, nn_conv_workspace_size and
- * nn_linear_workspace_size). The params structs of conv, pool, linear and softmax hold none.
+ * nn_linear_workspace_size). No params struct holds any.
  *
  * The bits of `accumulate` name gradients by role; a family takes the ones it has:
  *   conv, linear        NN_ACCUMULATE_DX, NN_ACCUMULATE_DW, NN_ACCUMULATE_DB

@@ -398,7 +398,7 @@ static nn_status make_pullback(struct nn_ctx *ctx, const struct nn__conv_problem
     nn_conv_pullback *pb = nn__host_calloc(1, sizeof *pb);
     if (!pb)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "nn_conv_forward: out of host memory for the pullback");
-    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, 0, &pb->hdr);
+    nn_status st = nn__pullback_add(ctx, "nn_conv_forward", &pullback_kind, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;

@@ -15,13 +15,12 @@
 static struct nn__ptrset live = NN__PTRSET_INIT;
 
 nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__pullback_kind *kind,
-                           unsigned accumulate, struct nn__pullback *pb)
+                           struct nn__pullback *pb)
 {
     pb->kind = kind;
     pb->ctx = ctx;
     pb->stream = ctx->stream;
     pb->stream_id = ctx->stream_id;
-    pb->accumulate = accumulate;
     pb->capture = ctx->capture ? ctx->capture->id : 0;
     if (nn__ptrset_add(&live, pb) != 0)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the pullback", fn);
@@ -175,7 +174,7 @@ nn_status nn__backward_begin(struct nn_ctx *ctx, const char *fn,
         return NN__FAIL(ctx, NN_E_PULLBACK, "%s: pullback must not be NULL (pass &pb)", fn);
     NN__TRY(nn__pullback_check(ctx, fn, kind, pb));
     if (!opts) {
-        out->accumulate = ((const struct nn__pullback *)pb)->accumulate;
+        out->accumulate = 0;
         out->keep = 0;
         return NN_OK;
     }

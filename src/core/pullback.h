@@ -25,7 +25,6 @@ struct nn__pullback_kind {
 struct nn__pullback {
     const struct nn__pullback_kind *kind;
     struct nn_ctx *ctx;  /* the context of the forward call that made it */
-    unsigned accumulate; /* what a backward with opts NULL adds to: 0, but rnn's forward flag */
     /* The stream the pullback's device work is ordered on: the forward's, then that of a backward
      * call made after the context switched streams (which waits for the forward's first). */
     void *stream;
@@ -33,12 +32,11 @@ struct nn__pullback {
     unsigned long long capture; /* the id of the graph capture it was made in, 0 for none */
 };
 
-/* Make pb live as a pullback of kind made with ctx on its current stream, whose forward flags ask
- * for accumulate (NN_ACCUMULATE_* bits; what a backward call without options does). Its header is
- * filled in.
+/* Make pb live as a pullback of kind made with ctx on its current stream. Its header is filled
+ * in.
  * Returns NN_OK; NN_E_OOM_HOST ("fn: out of host memory for the pullback"; pb is not live). */
 nn_status nn__pullback_add(struct nn_ctx *ctx, const char *fn, const struct nn__pullback_kind *kind,
-                           unsigned accumulate, struct nn__pullback *pb);
+                           struct nn__pullback *pb);
 
 /* Check the pullback a backward call fn (a public function's name) of family kind was given
  * (*pullback, may be NULL): live, of this family, made with ctx, and on the same side of a graph
@@ -58,7 +56,7 @@ struct nn__backward {
 
 /* The start of every backward call fn of family kind through a pullback: the caller's pullback
  * argument (NULL: NN_E_PULLBACK) and the pullback it points to (pb) checked as
- * nn__pullback_check() does, then opts (NULL: the forward's accumulate bits, and consume)
+ * nn__pullback_check() does, then opts (NULL: overwrite every gradient, and consume)
  * checked against kind: reserved fields zero, keep 0 or 1, accumulate bits known
  * (NN_E_INVALID_ARG) and honoured by the family, keep allowed (NN_E_UNSUPPORTED). Fills *out;
  * nothing changes on failure. Call it as NN__BACKWARD_BEGIN(ctx, fn, &kind, pullback, opts,

@@ -317,7 +317,7 @@ static nn_status linear_forward(nn_ctx *ctx, uint64_t t0, const nn_linear_params
     struct nn__linear_note note;
     note.impl[0] = note.cache[0] = 0; /* empty strings; the rest is never read */
     nn_status st = be->forward(ctx, &prob, x, w, b, y, &note);
-    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, 0, &pb->hdr);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &pullback_kind, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;

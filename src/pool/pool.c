@@ -272,7 +272,7 @@ static nn_status pool_forward(nn_ctx *ctx, const nn_pool_params *params, const n
         return nn__error_in(ctx, op);
     }
     if (pb) {
-        st = nn__pullback_add(ctx, op, &pullback_kind, 0, &pb->hdr);
+        st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr);
         if (st != NN_OK) {
             free_pullback(pb);
             return st;

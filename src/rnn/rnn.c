@@ -829,7 +829,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_f
         return st;
     }
     /* accumulation is asked of nn_rnn_backward_ex() alone: the pullback's default is overwrite */
-    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind, 0, &pb->hdr)) != NN_OK) {
+    if (pb && (st = nn__pullback_add(ctx, op, &pullback_kind, &pb->hdr)) != NN_OK) {
         free_pullback(pb);
         return st;
     }

@@ -210,7 +210,7 @@ static nn_status softmax_forward(nn_ctx *ctx, const nn_softmax_params *p, const 
     const struct nn__softmax_backend *be = backend_of(ctx);
     struct nn__softmax_note note = {{0}};
     nn_status st = be->forward(ctx, &prob, x, y, &note);
-    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &softmax_kind, 0, &pb->hdr);
+    if (st == NN_OK && pb) st = nn__pullback_add(ctx, fn, &softmax_kind, &pb->hdr);
     if (st != NN_OK) {
         nn__host_free(pb);
         return st;
@@ -423,7 +423,7 @@ static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
     if (st == NN_OK)
         st = be->xent_forward(ctx, &prob, x, pb->targets, loss, pullback_out ? &pb->saved : NULL,
                               &note);
-    if (st == NN_OK && pullback_out) st = nn__pullback_add(ctx, fn, &xent_kind, 0, &pb->hdr);
+    if (st == NN_OK && pullback_out) st = nn__pullback_add(ctx, fn, &xent_kind, &pb->hdr);
     if (st != NN_OK || !pullback_out) {
         free_xent(pb);
         pb = NULL;

@@ -24,7 +24,7 @@ struct nn__pullback_kind {
 /* The first member of every family's pullback struct. */
 struct nn__pullback {
     const struct nn__pullback_kind *kind;
-    struct nn_ctx *ctx;  /* the context of the forward call that made it */
+    struct nn_ctx *ctx; /* the context of the forward call that made it */
     /* The stream the pullback's device work is ordered on: the forward's, then that of a backward
      * call made after the context switched streams (which waits for the forward's first). */
     void *stream;

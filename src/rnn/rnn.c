@@ -771,8 +771,9 @@ static nn_status make_pullback(struct nn_ctx *ctx, const char *op, const struct 
     return NN_OK;
 }
 
-static void free_pullback(nn_rnn_pullback *pb)
+static void free_pullback(void *v)
 {
+    nn_rnn_pullback *pb = v;
     if (pb->state) pb->be->state_free(pb->hdr.ctx, pb->state);
     nn__host_free(pb->lengths);
     nn__host_free(pb);
@@ -922,11 +923,7 @@ nn_status nn_rnn_backward_ex(nn_ctx *ctx, nn_rnn_pullback **pullback,
 
 nn_status nn_rnn_pullback_free(nn_rnn_pullback **pullback)
 {
-    if (!pullback || !*pullback) return NN_OK;
-    NN__TRY(nn__pullback_remove("nn_rnn_pullback_free", &pullback_kind, *pullback));
-    free_pullback(*pullback);
-    *pullback = NULL;
-    return NN_OK;
+    return nn__pullback_free("nn_rnn_pullback_free", &pullback_kind, pullback, free_pullback);
 }
 
 /* ---------------------------------------------------------------------------------------------

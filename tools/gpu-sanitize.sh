@@ -138,7 +138,8 @@ run_one() { # tool suite exe pool
   secs=$(($(date +%s) - start))
   # Each checked process prints its own summaries: add them up.
   # racecheck sums up as "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)"
-  errors=$(sed -n -e 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
+  # (not "ERROR SUMMARY: N errors were not printed", past --print-limit: already counted)
+  errors=$(sed -n -e 's/^========= ERROR SUMMARY: \([0-9]*\) errors\{0,1\}$/\1/p' \
     -e 's/^========= RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' "$log" |
     awk '{ s += $1 } END { print s + 0 }')
   leaks=$(sed -n 's/^========= LEAK SUMMARY: .* in \([0-9]*\) allocation.*/\1/p' "$log" |

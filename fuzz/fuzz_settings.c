@@ -47,7 +47,7 @@ static const struct var vars[] = {
     {"NNPRIM_BACKGROUND_BUILDS", WORD, 0, 0, {"0", "1"}, 0},
     {"NNPRIM_PREBUILD_PLANS", WORD, 0, 0, {"0", "1"}, 0},
     {"NNPRIM_RNN_GRAPHS", WORD, 0, 0, {"auto", "0", "1"}, 0},
-    {"NNPRIM_LINEAR_GRAPHS", WORD, 0, 0, {"1", "0"}, 0},
+    {"NNPRIM_LINEAR_GRAPHS", WORD, 0, 0, {"auto", "0", "1"}, 0},
     {"NNPRIM_MEM_BYPASS", WORD, 0, 0, {"0", "1"}, 1},
     {"NNPRIM_MEM_LIMIT", BYTES, 0, 0, {NULL}, 1},
     {"NNPRIM_MEM_UPSTREAM", WORD, 0, 0, {"malloc", "async"}, 1},

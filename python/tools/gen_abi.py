@@ -73,7 +73,7 @@ class Abi:
         raise SystemExit("gen_abi.py: %s: unknown type %r" % (where, base))
 
     def parse(self, text):
-        for m in re.finditer(r"^\s*#\s*define\s+(\w+)\s+\(?\s*(-?\s*\d+)\s*\)?\s*$", text, re.M):
+        for m in re.finditer(r"^\s*#\s*define\s+(\w+)\s+\(?\s*(-?\s*\d+)[uUlL]*\s*\)?\s*$", text, re.M):
             if not m.group(1).startswith("NN__"):
                 self.consts[m.group(1)] = int(m.group(2).replace(" ", ""))
         for m in re.finditer(r'X\((NN_\w+),\s*(-?\d+),\s*"([^"]*)"\)', text):

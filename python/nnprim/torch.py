@@ -20,11 +20,13 @@ import torch
 from torch import nn
 
 from . import _abi, _lib
-from .core import Context, _padding, _seq, pool_params
+from .core import Context, Tensor, _padding, _seq, pool_params
 from .errors import DtypeError, Error, InvalidArgumentError, MemorySpaceError
 
 _DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
            torch.bfloat16: "bfloat16"}
+_CODES = {torch.float32: _abi.NN_DTYPE_F32, torch.float64: _abi.NN_DTYPE_F64,
+          torch.float16: _abi.NN_DTYPE_F16, torch.bfloat16: _abi.NN_DTYPE_BF16}
 _lock = threading.Lock()
 _contexts = {}
 _allocators = {}
@@ -122,23 +124,38 @@ def context(device=None):
 
 
 def _wrap(ctx, t, name, call):
-    """A view of a torch tensor for ctx (no copy)."""
+    """A view of a torch tensor for ctx (no copy). The nn_tensor is filled from torch's own
+    metadata instead of nn_tensor_wrap(): torch knows which device its memory is on, so the
+    pointer lookup (and a ctypes call per tensor) is not needed; every op validates its views."""
     if t is None:
         return None
-    dt = _DTYPES.get(t.dtype)
-    if dt is None:
+    code = _CODES.get(t.dtype)
+    if code is None:
         raise DtypeError(_abi.NN_E_DTYPE, "%s: %s has dtype %s: expected float32, float64, "
                          "float16 or bfloat16" % (call, name, t.dtype), call)
-    if t.is_cuda != (ctx.backend == "cudnn"):
+    cuda = t.is_cuda
+    if cuda != (ctx.backend == "cudnn"):
         raise MemorySpaceError(_abi.NN_E_MEMSPACE, "%s: %s is on %s, the others on %s: "
                                "expected one device" % (call, name, t.device,
                                                         "cuda" if ctx.backend == "cudnn"
                                                         else "cpu"), call)
-    if t.dim() == 0 or t.numel() == 0:
-        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: %s has shape %s: nnprim has no "
-                                   "empty or rank-0 tensors" % (call, name, tuple(t.shape)),
-                                   call)
-    return ctx.wrap(t.data_ptr(), t.shape, dt, strides=t.stride(), keep=t)
+    rank = t.dim()
+    if rank == 0 or rank > _abi.NN_MAX_RANK or t.numel() == 0:
+        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: %s has shape %s: expected 1 to "
+                                   "%d dimensions, none empty" % (call, name, tuple(t.shape),
+                                                                  _abi.NN_MAX_RANK), call)
+    nt = _abi.nn_tensor()
+    nt.data = t.data_ptr()
+    nt.dtype = code
+    nt.rank = rank
+    nt.dims[:rank] = t.shape
+    nt.strides[:rank] = t.stride()
+    if cuda:
+        nt.space, nt.device = _abi.NN_SPACE_DEVICE, t.device.index
+    else:
+        nt.space, nt.device = _abi.NN_SPACE_HOST, -1
+    nt.flags = _abi.NN_TENSOR_BORROWED
+    return Tensor(ctx, nt, keep=t)
 
 
 def _dense(t):

@@ -301,9 +301,10 @@ nn_status nn_graph_end(nn_ctx *ctx, nn_graph **out)
     if (g->next) g->next->prev = g;
     ctx->graph_list = g;
     if (nn__verbose(ctx))
-        nn__log("graph g%llu captured: %llu nodes, %zu bytes of its own memory, %zu buffers from "
-                "before the capture",
-                g->id, (unsigned long long)g->nodes, nn__graph_mem_bytes(g->mem), g->watch.n);
+        nn__log("graph g%llu captured: %llu nodes, %zu bytes of its own memory (at most %zu in "
+                "use at once), %zu buffers from before the capture",
+                g->id, (unsigned long long)g->nodes, nn__graph_mem_bytes(g->mem),
+                nn__graph_mem_live_peak(g->mem), g->watch.n);
     *out = g;
     return NN_OK;
 }

@@ -31,9 +31,10 @@ struct nn__graph_mem {
     size_t nchunks, capchunks;
     void **adopted; /* pool blocks from before the capture, freed inside it */
     size_t nadopted, capadopted;
-    size_t bytes; /* the chunks' */
-    int sealed;   /* the capture ended: nothing is handed out or reused */
-    int orphan;   /* its graph is gone: chunks go back once no live block is left in them */
+    size_t bytes;           /* the chunks' */
+    size_t live, live_peak; /* bytes handed out and not freed during the capture; their peak */
+    int sealed;             /* the capture ended: nothing is handed out or reused */
+    int orphan; /* its graph is gone: chunks go back once no live block is left in them */
     struct nn__graph_mem *prev, *next;
 };
 
@@ -208,6 +209,8 @@ nn_status nn__graph_mem_alloc(struct nn_ctx *ctx, struct nn__graph_mem *m, const
     struct chunk *c = &m->chunks[ci];
     if (split(c, ri, size)) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
     c->runs[ri].state = B_LIVE;
+    m->live += size;
+    if (m->live > m->live_peak) m->live_peak = m->live;
     *out = c->runs[ri].p;
     return NN_OK;
 }
@@ -266,6 +269,7 @@ int nn__graph_mem_free(struct nn_ctx *ctx, const char *fn, void *p, nn_status *s
         } else if (m->sealed) {
             r->state = B_RELEASED; /* every launch still uses it */
         } else {
+            m->live -= r->size;
             r->state = B_FREE;
             coalesce(c, ri);
         }
@@ -312,4 +316,9 @@ int nn__graph_mem_contains(const struct nn__graph_mem *m, const void *p, size_t 
 size_t nn__graph_mem_bytes(const struct nn__graph_mem *m)
 {
     return m->bytes;
+}
+
+size_t nn__graph_mem_live_peak(const struct nn__graph_mem *m)
+{
+    return m->live_peak;
 }

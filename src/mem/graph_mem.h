@@ -59,4 +59,8 @@ int nn__graph_mem_contains(const struct nn__graph_mem *m, const void *p, size_t 
 /* The bytes of m's chunks (adopted blocks are the caller's allocations, counted as such). */
 size_t nn__graph_mem_bytes(const struct nn__graph_mem *m);
 
+/* The most bytes m had handed out at once during the capture: what its chunks would need
+ * without fragmentation. */
+size_t nn__graph_mem_live_peak(const struct nn__graph_mem *m);
+
 #endif

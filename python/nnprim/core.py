@@ -251,6 +251,7 @@ class Context:
     def __init__(self, backend=None, *, library=None, env=True, log=None, **settings):
         self._ptr = None
         self._live = weakref.WeakSet()
+        self._params = {}  # params structs by their arguments (read-only to every call)
         self._lib = _lib.load(library)
         if log == "logging":
             route_log_to_logging(self._lib)
@@ -441,13 +442,38 @@ class Context:
         """A tensor's nn_tensor as a pointer field of a struct (None: NULL)."""
         return None if t is None else ctypes.addressof(t.c)
 
+    def _cached(self, args, make):
+        """The params struct of args (lists included), made once: a training loop calls with
+        the same arguments every step."""
+        key = _hashable(args)
+        p = self._params.get(key)
+        if p is None:
+            if len(self._params) >= 256:
+                self._params.clear()
+            p = self._params[key] = make()
+        return p
+
+    def _linear_params(self, relu):
+        p = _abi.nn_linear_params()
+        self._lib.call("nn_linear_params_default", byref(p))
+        p.activation = _abi.NN_ACTIVATION_RELU if relu else _abi.NN_ACTIVATION_IDENTITY
+        return p
+
+    def _softmax_params(self, log):
+        p = _abi.nn_softmax_params()
+        self._lib.call("nn_softmax_params_default", byref(p))
+        p.mode = _abi.NN_SOFTMAX_MODE_LOG if log else _abi.NN_SOFTMAX_MODE_SOFTMAX
+        return p
+
     def conv(self, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1,
              convolution=False, relu=False, y=None, training=False):
         """N-d convolution (cross-correlation unless convolution=True), the bias and relu fused.
         padding: an int, a per-dimension list, or (lo, hi) lists. Returns y, or (y, pullback)."""
         x, w, b = self.tensor(x, "x"), self.tensor(w, "w"), self._opt(b, "b")
         S = len(x.shape) - 2
-        p = conv_params(S, stride, padding, dilation, groups, convolution, relu, self._lib)
+        p = self._cached(("conv", S, stride, padding, dilation, groups, convolution, relu),
+                         lambda: conv_params(S, stride, padding, dilation, groups, convolution,
+                                             relu, self._lib))
         if y is None:
             yd = (c_int64 * len(x.shape))()
             self._lib.call("nn_conv_output_shape", byref(p), len(x.shape), _dims(x.shape),
@@ -469,7 +495,8 @@ class Context:
         """Pooling; mode "max", "mean_include_pad" or "mean_exclude_pad"."""
         x = self.tensor(x, "x")
         S = len(x.shape) - 2
-        p = pool_params(S, window, stride, padding, mode)
+        p = self._cached(("pool", S, window, stride, padding, mode),
+                         lambda: pool_params(S, window, stride, padding, mode))
         if y is None:
             yd = (c_int64 * len(x.shape))()
             self._lib.call("nn_pool_output_shape", byref(p), len(x.shape), _dims(x.shape), yd)
@@ -486,9 +513,7 @@ class Context:
     def linear(self, x, w, b=None, *, relu=False, y=None, training=False):
         """y = x w^T + b over x's last dimension."""
         x, w, b = self.tensor(x, "x"), self.tensor(w, "w"), self._opt(b, "b")
-        p = _abi.nn_linear_params()
-        self._lib.call("nn_linear_params_default", byref(p))
-        p.activation = _abi.NN_ACTIVATION_RELU if relu else _abi.NN_ACTIVATION_IDENTITY
+        p = self._cached(("linear", bool(relu)), lambda: self._linear_params(relu))
         if y is None:
             y = self.empty(x.shape[:-1] + (w.shape[0],) if len(w.shape) == 2 and x.shape
                            else x.shape, x.dtype)
@@ -505,9 +530,7 @@ class Context:
     def softmax(self, x, *, log=False, y=None, training=False):
         """Softmax (or log-softmax) over dimension 1."""
         x = self.tensor(x, "x")
-        p = _abi.nn_softmax_params()
-        self._lib.call("nn_softmax_params_default", byref(p))
-        p.mode = _abi.NN_SOFTMAX_MODE_LOG if log else _abi.NN_SOFTMAX_MODE_SOFTMAX
+        p = self._cached(("softmax", bool(log)), lambda: self._softmax_params(log))
         y = self.tensor(self.empty(x.shape, x.dtype) if y is None else y, "y")
         pb = Pullback(self, "softmax", (x, y)) if training else None
         self._lib.call("nn_softmax_forward", self._check("Context.softmax"), byref(p),
@@ -699,6 +722,13 @@ class Optimizer:
                 _lib.release(self.free)
         except Exception:
             pass
+
+
+def _hashable(v):
+    """v with its lists as tuples."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(e) for e in v)
+    return v
 
 
 def _seq(v, S, what):

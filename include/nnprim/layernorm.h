@@ -72,13 +72,15 @@ NN_API nn_status nn_layernorm_params_default(nn_layernorm_params *p);
  *                     context).
  * @return NN_OK; NN_E_INVALID_ARG (NULL ctx, p, x or y; normalized_rank < 1; eps negative or not
  *         finite; a nonzero reserved field; malformed, misaligned or overlapping tensors);
- *         NN_E_SHAPE (normalized_rank > x.rank; y's, gamma's or beta's dims); NN_E_DTYPE (an
- *         unknown dtype, or a tensor whose dtype is not x's); NN_E_MEMSPACE (a tensor not where the
- *         context computes); NN_E_UNSUPPORTED (strided tensors; on a GPU context: a build without
- *         the layer-norm kernels, or rows longer than 2^31 - 1 blocks of 256 elements);
- * NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA. Ownership: a returned pullback is the caller's until
- * nn_layernorm_backward() consumes it or nn_layernorm_pullback_free() drops it. On failure nothing
- * is allocated and y's contents are unspecified.
+ *         NN_E_SHAPE (normalized_rank > x.rank; y's, gamma's or beta's dims); NN_E_OVERFLOW (a
+ *         tensor's element count or byte extent beyond int64); NN_E_DTYPE (an unknown dtype,
+ *         or a tensor whose dtype is not x's); NN_E_MEMSPACE (a tensor not where the context
+ *         computes); NN_E_UNSUPPORTED (strided tensors; on a GPU context: a build without the
+ *         layer-norm kernels, or rows longer than 2^31 - 1 blocks of 256 elements);
+ *         NN_E_OOM_HOST; NN_E_OOM_DEVICE; NN_E_CUDA.
+ * Ownership: a returned pullback is the caller's until nn_layernorm_backward() consumes it or
+ * nn_layernorm_pullback_free() drops it. On failure nothing is allocated and y's contents are
+ * unspecified.
  */
 NN_API nn_status nn_layernorm_forward(nn_ctx *ctx, const nn_layernorm_params *p, const nn_tensor *x,
                                       const nn_tensor *gamma, const nn_tensor *beta, nn_tensor *y,
@@ -99,9 +101,10 @@ NN_API nn_status nn_layernorm_forward(nn_ctx *ctx, const nn_layernorm_params *p,
  *                 No output may overlap dy, another output, or the saved x and gamma.
  * @return NN_OK; NN_E_PULLBACK (NULL, consumed, freed, another family's or context's);
  *         NN_E_INVALID_ARG (NULL ctx or dy; dgamma or dbeta without forward's gamma or beta;
- *         malformed, misaligned or overlapping tensors); NN_E_SHAPE; NN_E_DTYPE; NN_E_MEMSPACE;
- *         NN_E_UNSUPPORTED (strided tensors; a GPU context as in nn_layernorm_forward());
- *         NN_E_OOM_DEVICE (the partial sums of dgamma and dbeta on a GPU context); NN_E_CUDA.
+ *         malformed, misaligned or overlapping tensors); NN_E_SHAPE; NN_E_OVERFLOW; NN_E_DTYPE;
+ *         NN_E_MEMSPACE; NN_E_UNSUPPORTED (strided tensors; a GPU context as in
+ *         nn_layernorm_forward()); NN_E_OOM_HOST; NN_E_OOM_DEVICE (the partial sums of dgamma
+ *         and dbeta on a GPU context); NN_E_CUDA.
  * The same as nn_layernorm_backward_ex() with opts NULL.
  */
 NN_API nn_status nn_layernorm_backward(nn_ctx *ctx, nn_layernorm_pullback **pullback,

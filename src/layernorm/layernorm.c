@@ -154,8 +154,8 @@ static nn_status check_packed(struct nn_ctx *ctx, const char *fn, const nn_tenso
     return NN_OK;
 }
 
-/* out (entry self of in, or -1) must not share memory with itself or any other of the n tensors
- * of in (NULL entries skipped). */
+/* in[self] is an output: it must not share memory with itself or with any other non-NULL
+ * entry of in. */
 static nn_status check_output(struct nn_ctx *ctx, const char *fn, int self,
                               const nn_tensor *const *in, const char *const *names, int n)
 {

@@ -187,7 +187,7 @@ int nn_cli_parse(const struct nn_cli_cmd *cmd, int argc, char **argv, int *first
 const char *nn_cli_verbose_family(const char *text)
 {
     static const char prefix[] = "nnprim_verbose,";
-    static const char *const families[] = {"conv", "pool", "linear", "softmax", "rnn"};
+    static const char *const families[] = {"conv", "pool", "linear", "softmax", "layernorm", "rnn"};
     while (*text == ' ' || *text == '\t')
         text++;
     if (strncmp(text, prefix, sizeof prefix - 1)) return NULL;

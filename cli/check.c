@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "tests/harness/conv_case.h"
+#include "tests/harness/layernorm_case.h"
 #include "tests/harness/linear_case.h"
 #include "tests/harness/pool_case.h"
 #include "tests/harness/softmax_case.h"
@@ -16,6 +17,7 @@ union any_case {
     struct nn_pool_case pool;
     struct nn_linear_case linear;
     struct nn_softmax_case softmax;
+    struct nn_layernorm_case layernorm;
 };
 
 struct family {
@@ -191,6 +193,43 @@ static int softmax_validate(const union any_case *c, double *macs, char *err, si
     return 0;
 }
 
+static int layernorm_parse(const char *line, union any_case *c, char *err, size_t cap)
+{
+    return nn_layernorm_case_parse_line(line, &c->layernorm, err, cap);
+}
+static void layernorm_format(const union any_case *c, char *buf, size_t cap)
+{
+    nn_layernorm_case_format(&c->layernorm, buf, cap);
+}
+static int layernorm_standard(size_t i, union any_case *c)
+{
+    return nn_layernorm_standard_case(i, &c->layernorm);
+}
+static int layernorm_ref(nn_ctx *ref, const union any_case *c, FILE *out)
+{
+    return nn_layernorm_check_reference(ref, &c->layernorm, out);
+}
+static int layernorm_dev(nn_ctx *dev, nn_ctx *ref, const union any_case *c, FILE *out)
+{
+    return nn_layernorm_check_backend(dev, ref, &c->layernorm, out);
+}
+static nn_math_mode layernorm_math(const union any_case *c)
+{
+    (void)c;
+    return NN_MATH_STRICT_FP32;
+}
+/* The case text already holds the rules the library checks (k <= rank, eps >= 0). */
+static int layernorm_validate(const union any_case *c, double *macs, char *err, size_t cap)
+{
+    (void)err;
+    (void)cap;
+    double m = 1;
+    for (int i = 0; i < c->layernorm.rank; i++)
+        m *= (double)c->layernorm.dims[i];
+    *macs = m;
+    return 0;
+}
+
 static const struct family families[] = {
     {"conv", "n2c4h9w9k6r3s3 g2 stride2x1 padlo1x0 padhi2x1 conv relu bias f16", conv_parse,
      conv_format, nn_conv_standard_case_count, conv_standard, conv_ref, conv_dev, conv_math,
@@ -203,6 +242,9 @@ static const struct family families[] = {
     {"softmax", "n64c10000 xent i64 f32", softmax_parse, softmax_format,
      nn_softmax_standard_case_count, softmax_standard, softmax_ref, softmax_dev, softmax_math,
      softmax_validate},
+    {"layernorm", "d8x128x768 k1 gamma beta bf16", layernorm_parse, layernorm_format,
+     nn_layernorm_standard_case_count, layernorm_standard, layernorm_ref, layernorm_dev,
+     layernorm_math, layernorm_validate},
 };
 
 /* The usage text: the fixed part and one example per family. */
@@ -211,7 +253,8 @@ static const char *about(void)
     static char text[2560];
     size_t n = (size_t)snprintf(
         text, sizeof text,
-        "FAMILY: conv (the default), pool, linear, softmax, or rnn (nnprim check rnn --help).\n"
+        "FAMILY: conv (the default), pool, linear, softmax, layernorm, or rnn (nnprim check rnn\n"
+        "--help).\n"
         "Runs a family's correctness harness: the reference backend's gradients against\n"
         "central finite differences (f64; conv and linear hold relu's pattern, so kinks and\n"
         "large batches do not fail correct gradients) and guard bytes around every output;\n"

@@ -15,6 +15,7 @@ int nn_cli_bench_pool(int argc, char **argv);
 int nn_cli_bench_rnn(int argc, char **argv);
 int nn_cli_bench_models(int argc, char **argv);
 int nn_cli_bench_softmax(int argc, char **argv);
+int nn_cli_bench_layernorm(int argc, char **argv);
 
 /* The multiply-adds of a convolution case's forward call (its backward calls do as many each);
  * -1 when the library refuses the case (nn_last_error() says why). In check.c. */

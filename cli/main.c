@@ -88,9 +88,13 @@ static const struct command_area {
     const char *name;
     int (*run)(int argc, char **argv);
 } bench_areas[] = {
-    {"conv", nn_cli_bench_conv},     {"linear", nn_cli_bench_linear},
-    {"mem", nn_cli_bench_mem},       {"pool", nn_cli_bench_pool},
-    {"rnn", nn_cli_bench_rnn},       {"softmax", nn_cli_bench_softmax},
+    {"conv", nn_cli_bench_conv},
+    {"linear", nn_cli_bench_linear},
+    {"mem", nn_cli_bench_mem},
+    {"pool", nn_cli_bench_pool},
+    {"rnn", nn_cli_bench_rnn},
+    {"softmax", nn_cli_bench_softmax},
+    {"layernorm", nn_cli_bench_layernorm},
     {"models", nn_cli_bench_models},
 };
 
@@ -143,7 +147,8 @@ static const struct command commands[] = {
     {"info", cmd_info, "build features, devices, cuDNN version and the backend chosen"},
 #if NN_CLI_BENCH
     {"bench", cmd_bench,
-     "time nnprim against raw cuDNN and CUDA (areas: conv, linear, mem, pool, rnn, softmax)"},
+     "time nnprim against raw cuDNN and CUDA (areas: conv, layernorm, linear, mem, pool, rnn, "
+     "softmax)"},
 #endif
     {"check", nn_cli_check,
      "run the correctness harness (GPU against reference); --help for cases"},

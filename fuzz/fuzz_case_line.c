@@ -15,6 +15,7 @@
 #include "cli/args.h"
 #include "fuzz/fuzz_ref_ctx.h"
 #include "tests/harness/conv_case.h"
+#include "tests/harness/layernorm_case.h"
 #include "tests/harness/linear_case.h"
 #include "tests/harness/pool_case.h"
 #include "tests/harness/rnn_case.h"
@@ -28,6 +29,7 @@ union any_case {
     struct nn_pool_case pool;
     struct nn_linear_case linear;
     struct nn_softmax_case softmax;
+    struct nn_layernorm_case layernorm;
     struct nn_rnn_case rnn;
 };
 
@@ -62,6 +64,7 @@ FAMILY(conv)
 FAMILY(pool)
 FAMILY(linear)
 FAMILY(softmax)
+FAMILY(layernorm)
 FAMILY(rnn)
 
 static void conv_validate(const union any_case *c)
@@ -91,6 +94,7 @@ static const struct family families[] = {
     {"pool", pool_parse, pool_format, pool_validate},
     {"linear", linear_parse, linear_format, NULL},
     {"softmax", softmax_parse, softmax_format, NULL},
+    {"layernorm", layernorm_parse, layernorm_format, NULL},
     {"rnn", rnn_parse, rnn_format, rnn_validate},
 };
 

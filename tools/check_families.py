@@ -28,6 +28,8 @@ FAMILIES = [
     dict(name="softmax", dir="softmax", header="softmax.h", doc="SOFTMAX.md",
          kinds=["nn__softmax_xent_kind"], parity="softmax_cases", torch="_XentFn",
          core="softmax_backward"),
+    dict(name="layernorm", dir="layernorm", header="layernorm.h", doc="LAYERNORM.md", kinds=[],
+         parity="layernorm_cases", torch="_LayerNormFn", core="layernorm_backward"),
     dict(name="rnn", dir="rnn", header="rnn.h", doc="RNN.md",
          kinds=["nn__rnn_cudnn_kind", "nn__rnn_cudnn_dropout_kind"], parity="rnn_cases",
          torch="_RnnFn", core="rnn_backward"),

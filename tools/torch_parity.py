@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """nnprim against PyTorch in double precision: forward results and gradients of conv, pooling,
-linear, softmax / log-softmax, softmax cross-entropy and RNN / LSTM / GRU, and the parameters after
+linear, softmax / log-softmax, softmax cross-entropy, layer norm and RNN / LSTM / GRU, and the parameters after
 several optimizer steps of SGD / Adam / AdamW with gradient clipping (docs/PARITY.md).
 
     python3 tools/torch_parity.py [LIBNNPRIM] [--backend ref|cudnn|all] [--filter TEXT] [--dry-run]
@@ -56,6 +56,7 @@ F64 = C["NN_DTYPE_F64"]
 Tensor, Settings, ConvParams = _abi.nn_tensor, _abi.nn_settings, _abi.nn_conv_params
 PoolParams, LinearParams = _abi.nn_pool_params, _abi.nn_linear_params
 SoftmaxParams, ClassTargets = _abi.nn_softmax_params, _abi.nn_class_targets
+LayerNormParams = _abi.nn_layernorm_params
 RnnParams, BackwardOptions = _abi.nn_rnn_params, _abi.nn_backward_options
 RnnForwardTensors, RnnBackwardTensors = _abi.nn_rnn_forward_tensors, _abi.nn_rnn_backward_tensors
 OptimParams, ErrorInfo = _abi.nn_optim_params, _abi.nn_error_info
@@ -517,6 +518,24 @@ def softmax_cases():
     return out
 
 
+def layernorm_cases():
+    out = []
+    # (x's dims, normalized rank, gamma, beta, eps, which gradients, accumulate)
+    for xs, k in (((4, 7), 1), ((2, 3, 5), 2), ((3, 2, 2, 4), 1), ((6,), 1), ((2, 3, 4), 3)):
+        for affine in ((True, True), (False, False), (True, False)):
+            out.append(("layer_norm %s k%d%s%s" % (dims_text("x", xs), k, " gamma" * affine[0],
+                                                   " beta" * affine[1]), run_layernorm,
+                        dict(xs=xs, k=k, gamma=affine[0], beta=affine[1], eps=1e-5,
+                             grads="dx+dw+db", acc=None)))
+    out.append(("layer_norm x5x8 k1 gamma beta eps=0.1 acc=ex", run_layernorm,
+                dict(xs=(5, 8), k=1, gamma=True, beta=True, eps=0.1, grads="dx+dw+db",
+                     acc="ex")))
+    out.append(("layer_norm x64x96 k1 gamma beta grads=dw+db", run_layernorm,
+                dict(xs=(64, 96), k=1, gamma=True, beta=True, eps=1e-5, grads="dw+db",
+                     acc=None)))
+    return out
+
+
 def rnn_cases():
     out = []
 
@@ -573,8 +592,8 @@ def optim_cases():
 
 
 def all_cases():
-    return (conv_cases() + pool_cases() + linear_cases() + softmax_cases() + rnn_cases() +
-            optim_cases())
+    return (conv_cases() + pool_cases() + linear_cases() + softmax_cases() + layernorm_cases() +
+            rnn_cases() + optim_cases())
 
 
 class Env:
@@ -848,6 +867,57 @@ def run_xent(env, xs, itype, acc, host_targets):
         lib("nn_softmax_cross_entropy_backward", env.ctx, byref(pb), env.T(dld), env.T(dx))
     env.sync_out()
     return [("loss", loss, lr.detach()), ("dx", dx, xr.grad + (old if acc else 0))]
+
+
+def run_layernorm(env, xs, k, gamma, beta, eps, grads, acc):
+    torch, F, lib = env.torch, env.F, env.lib
+    ns = tuple(xs[len(xs) - k:])
+    x = env.rand(*xs, lo=-3.0, hi=3.0)
+    g = env.rand(*ns, lo=0.5, hi=1.5) if gamma else None
+    b = env.rand(*ns) if beta else None
+    xr = x.clone().requires_grad_()
+    gr = g.clone().requires_grad_() if gamma else None
+    br = b.clone().requires_grad_() if beta else None
+    yr = F.layer_norm(xr, ns, gr, br, eps)
+    dy = env.rand(*xs)
+    yr.backward(dy)
+    want = grads.split("+")
+    ask = {"dx": "dx" in want, "dw": gamma and "dw" in want, "db": beta and "db" in want}
+    olds = {n: (env.rand(*(xs if n == "dx" else ns)) if acc and ask[n] else None) for n in ask}
+
+    p = LayerNormParams()
+    lib("nn_layernorm_params_default", byref(p))
+    p.normalized_rank, p.eps = k, eps
+    xd, dyd = env.to_dev(x), env.to_dev(dy)
+    gd = env.to_dev(g) if gamma else None
+    bd = env.to_dev(b) if beta else None
+    y = env.nan(xs)
+
+    def out(name, shape):
+        if not ask[name]:
+            return None
+        return env.to_dev(olds[name]) if acc else env.nan(shape)
+
+    dx, dg, db = out("dx", xs), out("dw", ns), out("db", ns)
+    env.sync_in()
+    pb = c_void_p()
+    lib("nn_layernorm_forward", env.ctx, byref(p), env.T(xd), env.T(gd), env.T(bd), env.T(y),
+        byref(pb))
+    if acc == "ex":
+        bits = C["NN_ACCUMULATE_DX"] | C["NN_ACCUMULATE_DW"] | C["NN_ACCUMULATE_DB"]
+        opts = params(BackwardOptions, accumulate=bits)
+        lib("nn_layernorm_backward_ex", env.ctx, byref(pb), byref(opts), env.T(dyd), env.T(dx),
+            env.T(dg), env.T(db))
+    else:
+        lib("nn_layernorm_backward", env.ctx, byref(pb), env.T(dyd), env.T(dx), env.T(dg),
+            env.T(db))
+    env.sync_out()
+    res = [("y", y, yr.detach())]
+    for name, got, ref in (("dx", dx, xr), ("dgamma", dg, gr), ("dbeta", db, br)):
+        if got is not None:
+            key = {"dx": "dx", "dgamma": "dw", "dbeta": "db"}[name]
+            res.append((name, got, ref.grad + (olds[key] if acc else 0)))
+    return res
 
 
 def run_rnn(env, cell, T, N, I, H, L, bidir, proj, batch_first, bias, hx, lens, acc):

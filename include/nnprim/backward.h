@@ -1,6 +1,6 @@
 /*
  * nnprim: options of a backward call, shared by every op family with a pullback (conv, pool,
- * linear, softmax, softmax cross-entropy, rnn).
+ * linear, softmax, softmax cross-entropy, layernorm, rnn).
  *
  * An autograd engine decides at backward time whether a gradient is written or added to (a
  * tensor used twice in the graph, micro-batches summed into one weight gradient), and may run a
@@ -17,6 +17,7 @@
  *   conv, linear        NN_ACCUMULATE_DX, NN_ACCUMULATE_DW, NN_ACCUMULATE_DB
  *   pool, softmax,
  *   softmax cross-entropy  NN_ACCUMULATE_DX
+ *   layernorm           NN_ACCUMULATE_DX, NN_ACCUMULATE_DW (dgamma), NN_ACCUMULATE_DB (dbeta)
  *   rnn                 NN_ACCUMULATE_DW (cuDNN's RNN data gradients have no accumulating form)
  * A bit outside this list is NN_E_INVALID_ARG; a bit the family names but cannot honour (rnn's
  * dx) is NN_E_UNSUPPORTED. Each message names the called function and opts.accumulate (or

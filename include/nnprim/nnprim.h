@@ -33,6 +33,7 @@
 #include "rnn.h"
 #include "linear.h"
 #include "softmax.h"
+#include "layernorm.h"
 #include "optim.h"
 #include "dlpack.h"
 #include "graph.h"

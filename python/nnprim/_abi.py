@@ -425,6 +425,14 @@ class nn_class_targets(Structure):
     ]
 
 
+class nn_layernorm_params(Structure):
+    _fields_ = [
+        ('normalized_rank', c_int),
+        ('eps', c_double),
+        ('reserved', (c_uint64 * 4)),
+    ]
+
+
 class nn_rnn_params(Structure):
     _fields_ = [
         ('cell', c_int),
@@ -533,7 +541,7 @@ class nn_graph_feed(Structure):
     ]
 
 
-STRUCTS = {'DLDevice': DLDevice, 'DLDataType': DLDataType, 'DLTensor': DLTensor, 'DLManagedTensor': DLManagedTensor, 'nn_error_info': nn_error_info, 'nn_tensor': nn_tensor, 'nn_device_info': nn_device_info, 'nn_runtime_library': nn_runtime_library, 'nn_settings': nn_settings, 'nn_mem_settings': nn_mem_settings, 'nn_mem_stats': nn_mem_stats, 'nn_mem_event': nn_mem_event, 'nn_mem_allocator': nn_mem_allocator, 'nn_backward_options': nn_backward_options, 'nn_conv_params': nn_conv_params, 'nn_pool_params': nn_pool_params, 'nn_linear_params': nn_linear_params, 'nn_softmax_params': nn_softmax_params, 'nn_class_targets': nn_class_targets, 'nn_rnn_params': nn_rnn_params, 'nn_rnn_forward_tensors': nn_rnn_forward_tensors, 'nn_rnn_backward_tensors': nn_rnn_backward_tensors, 'nn_optim_params': nn_optim_params, 'nn_plan_cache_stats': nn_plan_cache_stats, 'nn_graph_info': nn_graph_info, 'nn_graph_feed': nn_graph_feed}
+STRUCTS = {'DLDevice': DLDevice, 'DLDataType': DLDataType, 'DLTensor': DLTensor, 'DLManagedTensor': DLManagedTensor, 'nn_error_info': nn_error_info, 'nn_tensor': nn_tensor, 'nn_device_info': nn_device_info, 'nn_runtime_library': nn_runtime_library, 'nn_settings': nn_settings, 'nn_mem_settings': nn_mem_settings, 'nn_mem_stats': nn_mem_stats, 'nn_mem_event': nn_mem_event, 'nn_mem_allocator': nn_mem_allocator, 'nn_backward_options': nn_backward_options, 'nn_conv_params': nn_conv_params, 'nn_pool_params': nn_pool_params, 'nn_linear_params': nn_linear_params, 'nn_softmax_params': nn_softmax_params, 'nn_class_targets': nn_class_targets, 'nn_layernorm_params': nn_layernorm_params, 'nn_rnn_params': nn_rnn_params, 'nn_rnn_forward_tensors': nn_rnn_forward_tensors, 'nn_rnn_backward_tensors': nn_rnn_backward_tensors, 'nn_optim_params': nn_optim_params, 'nn_plan_cache_stats': nn_plan_cache_stats, 'nn_graph_info': nn_graph_info, 'nn_graph_feed': nn_graph_feed}
 
 # function name -> (restype, argtypes); pointers are c_void_p (pass byref() or None)
 FUNCTIONS = {
@@ -626,6 +634,11 @@ FUNCTIONS = {
     'nn_softmax_cross_entropy_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     'nn_softmax_cross_entropy_workspace_size': (c_int, [c_void_p, c_void_p, c_int, c_void_p]),
     'nn_softmax_cross_entropy_pullback_free': (c_int, [c_void_p]),
+    'nn_layernorm_params_default': (c_int, [c_void_p]),
+    'nn_layernorm_forward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    'nn_layernorm_backward': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    'nn_layernorm_backward_ex': (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    'nn_layernorm_pullback_free': (c_int, [c_void_p]),
     'nn_rnn_params_default': (c_int, [c_void_p, c_int, c_int64, c_int64]),
     'nn_rnn_weights_size': (c_int, [c_void_p, c_void_p, c_int, c_void_p]),
     'nn_rnn_weight_view': (c_int, [c_void_p, c_void_p, c_void_p, c_int64, c_int, c_int, c_void_p]),

@@ -171,7 +171,8 @@ class Pullback:
 
     _free = {"conv": "nn_conv_pullback_free", "pool": "nn_pool_pullback_free",
              "linear": "nn_linear_pullback_free", "softmax": "nn_softmax_pullback_free",
-             "xent": "nn_softmax_cross_entropy_pullback_free", "rnn": "nn_rnn_pullback_free"}
+             "xent": "nn_softmax_cross_entropy_pullback_free", "rnn": "nn_rnn_pullback_free",
+             "layernorm": "nn_layernorm_pullback_free"}
 
     def __init__(self, ctx, kind, keep):
         self._ctx = ctx
@@ -556,6 +557,28 @@ class Context:
     def cross_entropy_backward(self, pb, dloss, dx, accumulate=0, keep=False):
         return self._backward("nn_softmax_cross_entropy_backward_ex", pb, accumulate, [dloss],
                               [dx], keep)
+
+    def layernorm(self, x, gamma=None, beta=None, *, normalized_rank=1, eps=1e-5, y=None,
+                  training=False):
+        """Layer normalisation over x's last normalized_rank dimensions (torch's layer_norm):
+        gamma and beta (None: none) have those dimensions. Returns y, or (y, pullback)."""
+        x, gamma, beta = self.tensor(x, "x"), self._opt(gamma, "gamma"), self._opt(beta, "beta")
+        p = _abi.nn_layernorm_params()
+        self._lib.call("nn_layernorm_params_default", byref(p))
+        p.normalized_rank, p.eps = normalized_rank, eps
+        y = self.tensor(self.empty(x.shape, x.dtype) if y is None else y, "y")
+        pb = Pullback(self, "layernorm", (x, gamma, y)) if training else None
+        self._lib.call("nn_layernorm_forward", self._check("Context.layernorm"), byref(p),
+                       byref(x.c), self._ref(gamma), self._ref(beta), byref(y.c),
+                       byref(pb.ptr) if pb else None)
+        return (y, pb) if training else y
+
+    def layernorm_backward(self, pb, dy, dx=None, dgamma=None, dbeta=None, accumulate=0,
+                           keep=False):
+        """dx, dgamma, dbeta: outputs (None skips one); accumulate: NN_ACCUMULATE_DX, _DW
+        (dgamma), _DB (dbeta)."""
+        return self._backward("nn_layernorm_backward_ex", pb, accumulate, [dy],
+                              [dx, dgamma, dbeta], keep)
 
     def _backward(self, fn, pb, accumulate, ins, outs, keep=False):
         call = "Context." + fn[3:-3]

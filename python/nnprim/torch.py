@@ -497,6 +497,74 @@ class CrossEntropyLoss(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------
+# layer normalisation
+
+def _ln_rank(x, normalized_shape, call):
+    """The normalized rank, once x's trailing dimensions are normalized_shape."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k < 1 or k > x.dim() or tuple(x.shape[x.dim() - k:]) != shape:
+        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: normalized_shape %s: expected "
+                                   "the trailing dimensions of the input %s" %
+                                   (call, shape, tuple(x.shape)), call)
+    return k
+
+
+class _LayerNormFn(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, w, b, k, eps):
+        ctx = _ctx_of("layer_norm", x, w, b)
+        y = _empty(x, x.shape)
+        call = "nnprim.torch.layer_norm"
+        _, pb = ctx.layernorm(_wrap(ctx, x, "input", call), _wrap(ctx, w, "weight", call),
+                              _wrap(ctx, b, "bias", call), normalized_rank=k, eps=eps,
+                              y=_wrap(ctx, y, "y", call), training=True)
+        fctx.pb, fctx.ctx, fctx.x = pb, ctx, x
+        fctx.has = (w is not None, b is not None)
+        fctx.normalized = tuple(x.shape[x.dim() - k:])
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(fctx, dy):
+        ctx, x, need, ns = fctx.ctx, fctx.x, fctx.needs_input_grad, fctx.normalized
+        dx = _empty(x, x.shape) if need[0] else None
+        dw = _empty(x, ns) if fctx.has[0] and need[1] else None
+        db = _empty(x, ns) if fctx.has[1] and need[2] else None
+        call = "nnprim.torch.layer_norm backward"
+        ctx.layernorm_backward(fctx.pb, _wrap(ctx, dy.contiguous(), "dy", call),
+                               _wrap(ctx, dx, "dx", call), _wrap(ctx, dw, "dweight", call),
+                               _wrap(ctx, db, "dbias", call), keep=True)
+        return dx, dw, db, None, None
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm through nnprim."""
+    call = "nnprim.torch.layer_norm"
+    k = _ln_rank(x, normalized_shape, call)
+    x, weight, bias = x.contiguous(), _contig(weight), _contig(bias)
+    if _grad_mode(x, weight, bias):
+        return _LayerNormFn.apply(x, weight, bias, k, eps)
+    ctx = _ctx_of("layer_norm", x, weight, bias)
+    y = _empty(x, x.shape)
+    ctx.layernorm(_wrap(ctx, x, "input", call), _wrap(ctx, weight, "weight", call),
+                  _wrap(ctx, bias, "bias", call), normalized_rank=k, eps=eps,
+                  y=_wrap(ctx, y, "y", call))
+    return y
+
+
+def _contig(t):
+    return None if t is None else t.contiguous()
+
+
+class LayerNorm(nn.LayerNorm):
+    """torch.nn.LayerNorm's arguments, parameters and state_dict; forward through nnprim."""
+
+    def forward(self, x):
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+# --------------------------------------------------------------------------------------------
 # recurrent layers
 
 def _rnn_train_forward(ctx, mod, p, x, hx, cx, flat, call):
@@ -685,3 +753,4 @@ __all__ = ["context", "configure", "use_torch_allocator", "linear", "conv", "poo
            "cross_entropy", "Linear", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d",
            "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "CrossEntropyLoss", "LSTM", "GRU",
            "RNN"]
+__all__ += ["layer_norm", "LayerNorm"]

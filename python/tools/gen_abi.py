@@ -26,7 +26,7 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 HEADERS = ("status.h", "tensor.h", "context.h", "mem.h", "backward.h", "conv.h", "pool.h",
-           "linear.h", "softmax.h", "rnn.h", "optim.h", "plan_cache.h", "graph.h", "dlpack.h")
+           "linear.h", "softmax.h", "layernorm.h", "rnn.h", "optim.h", "plan_cache.h", "graph.h", "dlpack.h")
 
 SCALARS = {
     "int": "c_int", "unsigned": "c_uint", "unsigned int": "c_uint", "int32_t": "c_int32",

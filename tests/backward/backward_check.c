@@ -1,6 +1,6 @@
 /* The family checks of backward_check.h. Inputs are small integers where the op allows it, so
  * sums are exact and "prior + gradient" is compared exactly on the reference (conv and linear
- * keep a small margin for the GPU's engines); softmax, mean pooling and the RNN to a
+ * keep a small margin for the GPU's engines); softmax, layernorm, mean pooling and the RNN to a
  * tolerance. */
 #include "backward_check.h"
 
@@ -360,6 +360,50 @@ void bc_xent(nn_ctx *c, nn_ctx *h, struct bc_out *o)
     free(g);
     free(prior);
     nn_tensor *ts[] = {&x, &loss, &dl, &dx, &ax, &dx2};
+    drop(c, ts, (int)(sizeof ts / sizeof ts[0]));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Layer norm: dx, dgamma (DW) and dbeta (DB), each accumulated by its own bit
+ */
+
+void bc_layernorm(nn_ctx *c, nn_ctx *h, struct bc_out *o)
+{
+    nn_layernorm_params p;
+    OK(nn_layernorm_params_default(&p));
+    const int64_t xd[] = {6, 5}, gd[] = {5};
+    nn_tensor x = ints(c, 2, xd, -3, 3, 51), y = mk(c, 2, xd), dy = ints(c, 2, xd, -3, 3, 52);
+    nn_tensor gm = ints(c, 1, gd, 1, 3, 53), bt = ints(c, 1, gd, -2, 2, 54);
+    nn_layernorm_pullback *pb;
+    OK(nn_layernorm_forward(c, &p, &x, &gm, &bt, &y, &pb));
+    nn_tensor dx = nans(c, 2, xd), dg = nans(c, 1, gd), db = nans(c, 1, gd);
+    OK(nn_layernorm_backward_ex(c, &pb, &KEEP, &dy, &dx, &dg, &db));
+    cr_assert_not_null(pb);
+    nn_tensor *fresh[] = {&dx, &dg, &db};
+    double *g[3];
+    for (int i = 0; i < 3; i++)
+        g[i] = vals(c, h, fresh[i]);
+    nn_tensor ax = ints(c, 2, xd, -5, 5, 55), ag = ints(c, 1, gd, -5, 5, 56),
+              ab = ints(c, 1, gd, -5, 5, 57);
+    nn_tensor *acc[] = {&ax, &ag, &ab};
+    double *prior[3];
+    for (int i = 0; i < 3; i++)
+        prior[i] = vals(c, h, acc[i]);
+    OK(nn_layernorm_backward_ex(c, &pb, &ACC_ALL_KEEP, &dy, &ax, &ag, &ab));
+    static const char *const what[] = {"layernorm dx accumulated", "layernorm dgamma accumulated",
+                                       "layernorm dbeta accumulated"};
+    for (int i = 0; i < 3; i++)
+        expect_sum(c, h, acc[i], prior[i], g[i], 1e-6, what[i]);
+    nn_tensor dx2 = ints(c, 2, xd, -5, 5, 58);
+    OK(nn_layernorm_backward(c, &pb, &dy, &dx2, NULL, NULL)); /* the plain call overwrites */
+    cr_expect_null(pb);
+    expect_vals(c, h, &dx2, g[0], 1e-6, "layernorm dx of nn_layernorm_backward overwritten");
+    for (int i = 0; i < 3; i++) {
+        keep_out(o, g[i], nn_tensor_numel(fresh[i]));
+        free(g[i]);
+        free(prior[i]);
+    }
+    nn_tensor *ts[] = {&x, &y, &dy, &gm, &bt, &dx, &dg, &db, &ax, &ag, &ab, &dx2};
     drop(c, ts, (int)(sizeof ts / sizeof ts[0]));
 }
 

@@ -29,6 +29,7 @@ void bc_pool(nn_ctx *c, nn_ctx *h, nn_pool_mode mode, struct bc_out *o);
 void bc_linear(nn_ctx *c, nn_ctx *h, struct bc_out *o);
 void bc_softmax(nn_ctx *c, nn_ctx *h, nn_softmax_mode mode, struct bc_out *o);
 void bc_xent(nn_ctx *c, nn_ctx *h, struct bc_out *o);
+void bc_layernorm(nn_ctx *c, nn_ctx *h, struct bc_out *o);
 /* RNN: accumulate dw at backward time, keep refused, the refused pullback still usable. Packed
  * weights differ in layout between backends, so o stays empty. */
 void bc_rnn(nn_ctx *c, nn_ctx *h);

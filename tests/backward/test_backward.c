@@ -72,6 +72,10 @@ Test(backward, cross_entropy_accumulate_and_keep)
 {
     run(bc_xent);
 }
+Test(backward, layernorm_accumulate_and_keep)
+{
+    run(bc_layernorm);
+}
 Test(backward, rnn_accumulates_dw_and_refuses_keep)
 {
     nn_ctx *r = bc_ctx(NN_BACKEND_REF);

@@ -76,6 +76,11 @@ Test(backward_gpu, cross_entropy)
 {
     compare(bc_xent, "cross-entropy", 1e-5);
 }
+Test(backward_gpu, layernorm)
+{
+    /* both sum in double, in other orders, and round to f32 once */
+    compare(bc_layernorm, "layernorm", 1e-6);
+}
 Test(backward_gpu, rnn)
 {
     NN_REQUIRE_GPU();

@@ -717,6 +717,139 @@ CALL(xb_dloss_dims)
     return st;
 }
 
+/* ---- nn_layernorm_backward_ex ---- */
+
+struct lnx {
+    nn_tensor x, g, b, y, dy, dx, dg, db;
+    nn_layernorm_pullback *pb;
+};
+
+static void lnx_setup(struct cat *c, struct lnx *s)
+{
+    nn_layernorm_params p;
+    cr_assert_eq(nn_layernorm_params_default(&p), NN_OK);
+    const int64_t xd[] = {2, 3};
+    s->x = cat_tensor(c, NN_DTYPE_F32, 2, xd, 1);
+    s->y = cat_tensor(c, NN_DTYPE_F32, 2, xd, 2);
+    s->dy = cat_tensor(c, NN_DTYPE_F32, 2, xd, 3);
+    s->dx = cat_tensor(c, NN_DTYPE_F32, 2, xd, 4);
+    s->g = cat_tensor(c, NN_DTYPE_F32, 1, xd + 1, 5);
+    s->b = cat_tensor(c, NN_DTYPE_F32, 1, xd + 1, 6);
+    s->dg = cat_tensor(c, NN_DTYPE_F32, 1, xd + 1, 7);
+    s->db = cat_tensor(c, NN_DTYPE_F32, 1, xd + 1, 8);
+    cr_assert_eq(nn_layernorm_forward(c->ctx, &p, &s->x, &s->g, &s->b, &s->y, &s->pb), NN_OK,
+                 "fixture: %s", nn_last_error()->message);
+}
+
+static void lnx_free(struct lnx *s)
+{
+    cr_assert_eq(nn_layernorm_pullback_free(&s->pb), NN_OK);
+}
+
+static nn_status lnx_opts(struct cat *c, const nn_backward_options *o)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_status st = nn_layernorm_backward_ex(c->ctx, &s.pb, o, &s.dy, &s.dx, &s.dg, &s.db);
+    if (st != NN_OK) cr_assert_not_null(s.pb, "a refused call leaves the pullback");
+    lnx_free(&s);
+    return st;
+}
+
+CALL(nb_null_ctx)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_status st = nn_layernorm_backward_ex(NULL, &s.pb, &KEEP, &s.dy, &s.dx, NULL, NULL);
+    lnx_free(&s);
+    return st;
+}
+CALL(nb_null_pullback)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_status st = nn_layernorm_backward_ex(c->ctx, NULL, &KEEP, &s.dy, &s.dx, NULL, NULL);
+    lnx_free(&s);
+    return st;
+}
+CALL(nb_star_null)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_layernorm_pullback *none = NULL;
+    nn_status st = nn_layernorm_backward_ex(c->ctx, &none, &KEEP, &s.dy, &s.dx, NULL, NULL);
+    lnx_free(&s);
+    return st;
+}
+CALL(nb_softmax_pullback)
+{
+    struct smx m;
+    smx_setup(c, &m);
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_layernorm_pullback *pb = (nn_layernorm_pullback *)m.pb;
+    nn_status st = nn_layernorm_backward_ex(c->ctx, &pb, &KEEP, &s.dy, &s.dx, NULL, NULL);
+    lnx_free(&s);
+    smx_free(&m);
+    return st;
+}
+CALL(nb_reserved)
+{
+    nn_backward_options o = KEEP;
+    o.reserved[1] = 3;
+    return lnx_opts(c, &o);
+}
+CALL(nb_keep_2)
+{
+    nn_backward_options o = {0, 2, {0}};
+    return lnx_opts(c, &o);
+}
+CALL(nb_acc_unknown)
+{
+    nn_backward_options o = {0x10, 0, {0}};
+    return lnx_opts(c, &o);
+}
+CALL(nb_acc_all_keep)
+{
+    nn_backward_options o = {NN_ACCUMULATE_DX | NN_ACCUMULATE_DW | NN_ACCUMULATE_DB, 1, {0}};
+    return lnx_opts(c, &o);
+}
+CALL(nb_kept_then_freed)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    cr_assert_eq(nn_layernorm_backward_ex(c->ctx, &s.pb, &KEEP, &s.dy, &s.dx, &s.dg, &s.db), NN_OK,
+                 "kept: %s", nn_last_error()->message);
+    nn_layernorm_pullback *copy = s.pb;
+    lnx_free(&s);
+    return nn_layernorm_backward_ex(c->ctx, &copy, &KEEP, &s.dy, &s.dx, NULL, NULL);
+}
+CALL(nb_other_ctx)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_status st =
+        nn_layernorm_backward_ex(cat_other_ctx(c), &s.pb, &KEEP, &s.dy, &s.dx, NULL, NULL);
+    lnx_free(&s);
+    return st;
+}
+CALL(nb_dx_on_x)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_status st = nn_layernorm_backward_ex(c->ctx, &s.pb, &KEEP, &s.dy, &s.x, NULL, NULL);
+    lnx_free(&s);
+    return st;
+}
+CALL(nb_dgamma_on_gamma)
+{
+    struct lnx s;
+    lnx_setup(c, &s);
+    nn_status st = nn_layernorm_backward_ex(c->ctx, &s.pb, &KEEP, &s.dy, NULL, &s.g, NULL);
+    lnx_free(&s);
+    return st;
+}
+
 /* ---- nn_rnn_backward_ex ---- */
 
 struct rnn {
@@ -954,6 +1087,8 @@ CALL(rb_other_ctx)
 #define P NN_E_PULLBACK
 #define O NN_E_OVERFLOW
 
+#define LNB "nn_layernorm_backward_ex"
+
 static const struct cat_row rows[] = {
     ROW("conv_ex ctx NULL", "nn_conv_backward_ex", "ctx", E, cb_null_ctx),
     ROW("conv_ex pullback NULL", "nn_conv_backward_ex", "pullback", P, cb_null_pullback),
@@ -1085,6 +1220,19 @@ static const struct cat_row rows[] = {
         E, xb_acc_unknown),
     ROW("xent_ex accumulate dw", "nn_softmax_cross_entropy_backward_ex", "NN_ACCUMULATE_DW", U,
         xb_acc_dw),
+
+    ROW("layernorm_ex ctx NULL", LNB, "ctx", E, nb_null_ctx),
+    ROW("layernorm_ex pullback NULL", LNB, "pullback", P, nb_null_pullback),
+    ROW("layernorm_ex *pullback NULL", LNB, "pullback", P, nb_star_null),
+    ROW("layernorm_ex softmax pullback", LNB, "pullback", P, nb_softmax_pullback),
+    ROW("layernorm_ex opts.reserved", LNB, "opts.reserved[1]", E, nb_reserved),
+    ROW("layernorm_ex opts.keep 2", LNB, "opts.keep", E, nb_keep_2),
+    ROW("layernorm_ex accumulate unknown bit", LNB, "opts.accumulate", E, nb_acc_unknown),
+    ROW("layernorm_ex accumulate dx, dw, db and keep", LNB, NULL, NN_OK, nb_acc_all_keep),
+    ROW("layernorm_ex kept pullback freed", LNB, "pullback", P, nb_kept_then_freed),
+    ROW("layernorm_ex pullback of another context", LNB, "pullback", P, nb_other_ctx),
+    ROW("layernorm_ex dx on the saved x", LNB, "dx", E, nb_dx_on_x),
+    ROW("layernorm_ex dgamma on the saved gamma", LNB, "dgamma", E, nb_dgamma_on_gamma),
 
     ROW("rnn_ex ctx NULL", "nn_rnn_backward_ex", "ctx", E, rb_null_ctx),
     ROW("rnn_ex *pullback NULL", "nn_rnn_backward_ex", "pullback", P, rb_star_null),

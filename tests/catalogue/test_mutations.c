@@ -71,6 +71,7 @@ struct mcase {
     nn_pool_params pp;
     nn_linear_params lp;
     nn_softmax_params sp;
+    nn_layernorm_params lnp;
     nn_rnn_params rp;
     nn_backward_options bo;
     nn_class_targets targets;
@@ -902,6 +903,74 @@ Test(mutations, softmax_backward_ex)
     add(m, "dx", 3, sx_d, 1, 0);
     lock_forward(m, 2, softmax_fwd_only);
     SWEEP("nn_softmax_backward_ex", &m->bo, bo_fields, softmax_bwd_call, 0xcdef);
+    case_free(m);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Layer normalisation
+ */
+
+static const struct field layernorm_fields[] = {
+    FIELD(nn_layernorm_params, normalized_rank, F_I32),
+    FIELD(nn_layernorm_params, eps, F_F64),
+    FIELD(nn_layernorm_params, reserved[0], F_U64),
+    FIELD(nn_layernorm_params, reserved[3], F_U64),
+};
+
+static const int64_t nx_d[] = {2, 3, 4}, ng_d[] = {3, 4};
+
+static void layernorm_setup(struct mcase *m)
+{
+    cr_assert(nn_layernorm_params_default(&m->lnp) == NN_OK);
+    m->lnp.normalized_rank = 2;
+    add(m, "x", 3, nx_d, 0, 0);
+    add(m, "gamma", 2, ng_d, 0, 1);
+    add(m, "beta", 2, ng_d, 0, 1);
+    add(m, "y", 3, nx_d, 1, 0);
+}
+
+static nn_status layernorm_fwd_call(struct mcase *m, int *kept)
+{
+    *kept = 1;
+    return nn_layernorm_forward(m->ctx, &m->lnp, T(0), T(1), T(2), OUT(3), NULL);
+}
+
+static nn_status layernorm_fwd_only(struct mcase *m)
+{
+    return nn_layernorm_forward(m->ctx, &m->lnp, &m->s[0].t, &m->s[1].t, &m->s[2].t, &m->s[3].t,
+                                NULL);
+}
+
+static nn_status layernorm_bwd_call(struct mcase *m, int *kept)
+{
+    nn_layernorm_pullback *pb = NULL;
+    nn_status st =
+        nn_layernorm_forward(m->ctx, &m->lnp, &m->s[0].t, &m->s[1].t, &m->s[2].t, &m->s[3].t, &pb);
+    cr_assert(st == NN_OK, "the valid forward failed: %s", nn_last_error()->message);
+    st = nn_layernorm_backward_ex(m->ctx, &pb, &m->bo, T(4), OUT(5), OUT(6), OUT(7));
+    *kept = st == NN_OK || pb != NULL;
+    if (pb) cr_assert(nn_layernorm_pullback_free(&pb) == NN_OK);
+    return st;
+}
+
+Test(mutations, layernorm_forward)
+{
+    struct mcase *m = case_new();
+    layernorm_setup(m);
+    SWEEP("nn_layernorm_forward", &m->lnp, layernorm_fields, layernorm_fwd_call, 0x7a11);
+    case_free(m);
+}
+
+Test(mutations, layernorm_backward_ex)
+{
+    struct mcase *m = case_new();
+    layernorm_setup(m);
+    add(m, "dy", 3, nx_d, 0, 0);
+    add(m, "dx", 3, nx_d, 1, 1);
+    add(m, "dgamma", 2, ng_d, 1, 1);
+    add(m, "dbeta", 2, ng_d, 1, 1);
+    lock_forward(m, 4, layernorm_fwd_only);
+    SWEEP("nn_layernorm_backward_ex", &m->bo, bo_fields, layernorm_bwd_call, 0x7a12);
     case_free(m);
 }
 

@@ -38,8 +38,8 @@ expect 2 '' '^usage: nnprim'
 expect 2 '' "unknown command 'bogus'" bogus
 expect 2 '' "unknown option '--bogus'" --bogus
 
-subcommands="info check 'check conv' 'check pool' 'check linear' 'check softmax' 'check rnn' tune"
-[ "$bench" = 1 ] && subcommands="$subcommands bench 'bench conv' 'bench pool' 'bench linear' 'bench rnn' 'bench mem' 'bench softmax'"
+subcommands="info check 'check conv' 'check pool' 'check linear' 'check softmax' 'check layernorm' 'check rnn' tune"
+[ "$bench" = 1 ] && subcommands="$subcommands bench 'bench conv' 'bench pool' 'bench linear' 'bench rnn' 'bench mem' 'bench softmax' 'bench layernorm'"
 eval "set -- $subcommands"
 for sub in "$@"; do
   # shellcheck disable=SC2086
@@ -95,8 +95,10 @@ if [ "$bench" = 1 ]; then
   expect 2 '' "bench mem: --allocs: expected an integer" bench mem --allocs -3
   expect 2 '' "bench pool: --case: nn_pool_output_shape" bench pool --case 'n1c3h5w5 max win9'
   expect 2 '' "bench softmax: --case: xent takes no log" bench softmax --case 'n4c6 xent log f32'
+  expect 2 '' "bench layernorm: --case: k3: the normalized rank is at most x's rank, 2" bench layernorm --case 'd4x6 k3 f32'
   # a whole verbose line picks its area
   expect 0 ' n4c6 xent i32 f64$' '' bench 'nnprim_verbose,softmax_cross_entropy_forward,ref,ref,-,n4c6 xent i32 f64,host_ms=0.01'
+  expect 0 ' d4x6 k1 gamma f64$' '' bench 'nnprim_verbose,layernorm_forward,ref,ref,-,d4x6 k1 gamma f64,host_ms=0.01'
   expect 0 'n1c2h6w6 max win2x2 stride2x2 pad0x0 f32' '' bench 'nnprim_verbose,pool_forward,ref,ref,-,n1c2h6w6 max win2 stride2 f32,host_ms=0.01'
   # ... split by the shell, with the area's options after it
   expect 0 'median of 2 after 0 warm-up' '' bench nnprim_verbose,conv_forward,ref,ref,-,n1c2h4w4k2r3s3 g1 f64,host_ms=0.01 --backend ref --reps 2 --warmup 0

@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "nnprim/nnprim.h"
 #include "../harness/conv_case.h"
+#include "../harness/layernorm_case.h"
 #include "../harness/linear_case.h"
 #include "../harness/pool_case.h"
 #include "../harness/rnn_case.h"
@@ -213,6 +214,35 @@ Test(cli_verbose, softmax_lines_are_reproducers)
         fclose(out);
         const char *const wants[] = {fwd, want};
         round_trip_each("softmax ", ops[i], wants, 2, 1);
+        nn_ctx_destroy(ctx);
+    }
+}
+
+Test(cli_verbose, layernorm_lines_are_reproducers)
+{
+    /* the forward's line has none of the backward's choices (accumulation, the gradients asked,
+     * keep); the backward's has them all */
+    static const char *const texts[] = {
+        "d3x2x4 k2 gamma beta eps0.01 accdx accdw f32 grads=dx+dw keep", "d5x6 k1 beta f64"};
+    static const char *const ops[2][2] = {{"layernorm_forward", "layernorm_backward_ex"},
+                                          {"layernorm_forward", "layernorm_backward"}};
+    for (int i = 0; i < 2; i++) {
+        struct nn_layernorm_case c;
+        char err[256], want[512], fwd[512];
+        cr_assert_eq(nn_layernorm_case_parse_line(texts[i], &c, err, sizeof err), 1, "%s", err);
+        nn_layernorm_case_format(&c, want, sizeof want);
+        struct nn_layernorm_case f = c;
+        f.accumulate = 0;
+        f.skip = 0;
+        f.keep = 0;
+        nn_layernorm_case_format(&f, fwd, sizeof fwd);
+        start_capture();
+        nn_ctx *ctx = ref_ctx(1);
+        FILE *out = devnull();
+        cr_expect_eq(nn_layernorm_check_reference(ctx, &c, out), 0);
+        fclose(out);
+        const char *const wants[] = {fwd, want};
+        round_trip_each("layernorm ", ops[i], wants, 2, 1);
         nn_ctx_destroy(ctx);
     }
 }

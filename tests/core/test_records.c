@@ -323,6 +323,25 @@ CALL(rnn_pullback_free)
     return nn_rnn_pullback_free((nn_rnn_pullback **)&f->conv_pb);
 }
 
+/* ---- layernorm.h ---- */
+CALL(layernorm_forward)
+{
+    return nn_layernorm_forward(f->ctx, NULL, &f->x, NULL, NULL, &f->y, NULL);
+}
+CALL(layernorm_backward)
+{
+    return nn_layernorm_backward(f->ctx, NULL, &f->x, &f->y, NULL, NULL);
+}
+CALL(layernorm_backward_ex)
+{
+    nn_layernorm_pullback *pb = (nn_layernorm_pullback *)f->conv_pb;
+    return nn_layernorm_backward_ex(f->ctx, &pb, NULL, &f->x, &f->y, NULL, NULL);
+}
+CALL(layernorm_pullback_free)
+{
+    return nn_layernorm_pullback_free((nn_layernorm_pullback **)&f->conv_pb);
+}
+
 /* ---- softmax.h ---- */
 CALL(softmax_forward)
 {
@@ -441,6 +460,10 @@ static const struct row rows[] = {
     NONE("nn_graph_get_info", "a live graph needs a capture, which a reference context cannot "
                               "make (records_gpu); a graph that is not live has no context"),
     R("nn_graph_capturing", graph_capturing),
+    R("nn_layernorm_forward", layernorm_forward),
+    R("nn_layernorm_backward", layernorm_backward),
+    R("nn_layernorm_backward_ex", layernorm_backward_ex),
+    R("nn_layernorm_pullback_free", layernorm_pullback_free),
     R("nn_linear_forward", linear_forward),
     R("nn_linear_backward", linear_backward),
     R("nn_linear_backward_ex", linear_backward_ex),

@@ -274,6 +274,37 @@ Test(graph, softmax_and_cross_entropy)
     eager_vs_graph(&f, 3);
 }
 
+/* ---- layer norm: forward with gamma and beta, every gradient (256 rows: dgamma and dbeta sum
+ * partials, a pool buffer made inside the capture, as the pullback's statistics are) ---- */
+
+static void layernorm_setup(nn_ctx *ctx, struct fam *f)
+{
+    int64_t xd[3] = {4, 64, 48};
+    f->t[0] = dev(ctx, 3, xd, 1), f->t[1] = dev(ctx, 1, xd + 2, 2),
+    f->t[2] = dev(ctx, 1, xd + 2, 3);
+    f->t[3] = dev(ctx, 3, xd, 4), f->t[4] = dev(ctx, 3, xd, 5); /* y, dy */
+    f->t[5] = dev(ctx, 3, xd, 6), f->t[6] = dev(ctx, 1, xd + 2, 7),
+    f->t[7] = dev(ctx, 1, xd + 2, 8);
+    f->outs[0] = &f->t[3], f->outs[1] = &f->t[5], f->outs[2] = &f->t[6], f->outs[3] = &f->t[7];
+    f->nouts = 4;
+}
+
+static void layernorm_step(nn_ctx *ctx, struct fam *f)
+{
+    nn_layernorm_params p;
+    OK(nn_layernorm_params_default(&p));
+    nn_layernorm_pullback *pb = NULL;
+    OK(nn_layernorm_forward(ctx, &p, &f->t[0], &f->t[1], &f->t[2], &f->t[3], &pb));
+    OK(nn_layernorm_backward(ctx, &pb, &f->t[4], &f->t[5], &f->t[6], &f->t[7]));
+}
+
+Test(graph, layernorm)
+{
+    NN_REQUIRE_GPU();
+    struct fam f = {"layernorm", layernorm_setup, layernorm_step, {{0}}, {0}, 0, NULL};
+    eager_vs_graph(&f, 3);
+}
+
 /* ---- recurrent layers: a 2-layer LSTM with state, and a GRU ---- */
 
 struct rnn_extra {

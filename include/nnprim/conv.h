@@ -56,6 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "activation.h"
 #include "backward.h"
 #include "context.h"
 #include "status.h"
@@ -73,12 +74,6 @@ typedef enum nn_conv_mode {
     NN_CONV_CROSS_CORRELATION = 0, /**< y[o] = sum x[o * stride + i * dilation - pad] w[i] */
     NN_CONV_CONVOLUTION = 1        /**< the same with w flipped in every spatial dimension */
 } nn_conv_mode;
-
-/** An activation fused after the bias. */
-typedef enum nn_activation {
-    NN_ACTIVATION_IDENTITY = 0,
-    NN_ACTIVATION_RELU = 1 /**< max(v, 0); its gradient is taken as 0 where y == 0 */
-} nn_activation;
 
 /**
  * Convolution parameters. Fill with nn_conv_params_default(), then change what you need.

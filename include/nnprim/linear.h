@@ -36,9 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "activation.h"
 #include "backward.h"
 #include "context.h"
-#include "conv.h" /* nn_activation */
 #include "status.h"
 #include "tensor.h"
 

@@ -8,6 +8,7 @@
  *   tensor.h   nn_tensor views, allocation, wrapping, copies and fills
  *   pool.h     max and mean pooling, forward and backward
  *   backward.h options of the *_backward_ex() calls: accumulate chosen at backward time, keep
+ *   activation.h  the activations conv and linear fuse after the bias (nn_activation)
  *   plan_cache.h  the context's plan cache: save, load, clear, statistics
  *   mem.h      the device memory pool: settings, statistics, trim, event log, raw allocations
  *   conv.h     convolution forward and backward, pullbacks
@@ -26,6 +27,7 @@
 #include "context.h"
 #include "tensor.h"
 #include "backward.h"
+#include "activation.h"
 #include "pool.h"
 #include "plan_cache.h"
 #include "mem.h"

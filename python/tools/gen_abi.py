@@ -25,6 +25,8 @@ import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+# Parsed before HEADERS: their types are field types of the structs of conv.h and linear.h.
+FIRST_HEADERS = ("activation.h",)
 HEADERS = ("status.h", "tensor.h", "context.h", "mem.h", "backward.h", "conv.h", "pool.h",
            "linear.h", "softmax.h", "layernorm.h", "rnn.h", "optim.h", "plan_cache.h", "graph.h", "dlpack.h")
 
@@ -178,7 +180,7 @@ def load(include, dlpack):
         with open(dlpack) as f:
             abi.parse(f.read())
     abi.funcs.clear()  # DLPack's own functions are none of nnprim's
-    for h in HEADERS:
+    for h in FIRST_HEADERS + HEADERS:
         with open(os.path.join(include, "nnprim", h)) as f:
             abi.parse(f.read())
     return abi

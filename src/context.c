@@ -181,7 +181,7 @@ nn_status nn_ctx_create(nn_ctx **out, const nn_settings *settings)
         nn_ctx_destroy(ctx);
         return st;
     }
-    nn__verbose_header(ctx);
+    nn__verbose_header(ctx, nn_cudnn_runtime_version());
     *out = ctx;
     return NN_OK;
 }

@@ -76,7 +76,7 @@ int nn__verbose(const struct nn_ctx *ctx)
     return ctx ? ctx->settings.verbose : 0;
 }
 
-void nn__verbose_header(const struct nn_ctx *ctx)
+void nn__verbose_header(const struct nn_ctx *ctx, size_t cudnn_version)
 {
     if (nn__verbose(ctx) < 1) return;
     int gpu = nn__ctx_on_gpu(ctx);
@@ -85,7 +85,7 @@ void nn__verbose_header(const struct nn_ctx *ctx)
     if (gpu && nn_device_get_info(ctx->device, &d) == NN_OK)
         snprintf(device, sizeof device, "%d %s (cc %d.%d)", ctx->device, d.name, d.cc_major,
                  d.cc_minor);
-    size_t v = nn_cudnn_runtime_version();
+    size_t v = cudnn_version;
     if (v) snprintf(cudnn, sizeof cudnn, "%zu.%zu.%zu", v / 10000, (v % 10000) / 100, v % 100);
     char line[1024];
     snprintf(line, sizeof line,

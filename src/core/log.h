@@ -3,6 +3,7 @@
 #ifndef NN_CORE_LOG_H
 #define NN_CORE_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nnprim/context.h"
@@ -26,8 +27,10 @@ uint64_t nn__now_ns(void);
 int nn__verbose(const struct nn_ctx *ctx);
 
 /* At verbose >= 1, a new context's header line: a '#' comment (case files skip it) naming the
- * version, backend, device, cuDNN and math settings that the context's lines come from. */
-void nn__verbose_header(const struct nn_ctx *ctx);
+ * version, backend, device, cuDNN and math settings that the context's lines come from.
+ * cudnn_version: nn_cudnn_runtime_version(), 0 for none; the caller asks it, since core/ does
+ * not know the cuDNN layer. */
+void nn__verbose_header(const struct nn_ctx *ctx, size_t cudnn_version);
 
 /* One verbose line for a successful op call (level >= 1; see docs/VERBOSE.md):
  *   nnprim_verbose,<op>,<backend>,<impl>,<cache>,<shape>,host_ms=<ms>

@@ -16,12 +16,10 @@
 
 #include <dlpack/dlpack.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "core/alloc.h"
 #include "core/tensor_util.h"
 #include "mem/mem.h"
+#include "mem/tensor_mem.h"
 
 static const char *device_type_name(int t)
 {
@@ -170,54 +168,15 @@ struct capsule {
     int64_t shape[NN_MAX_RANK], strides[NN_MAX_RANK];
     nn_ctx *ctx;
     nn_tensor t;
-    struct capsule *prev, *next; /* the live capsules */
+    /* Linked while the deleter has not run: the storage is the capsule's, so a second export of
+     * it (from a copy of the view) or an nn_tensor_free() of it would free it under the capsule. */
+    struct nn__storage_export live;
 };
-
-/* Capsules whose deleter has not run: their storage is theirs, so a second export of it (from a
- * copy of the view) or an nn_tensor_free() of it would free it under the capsule. A list through
- * the capsules themselves: tracking allocates nothing. */
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct capsule *live_head;
-/* How many are on the list: every nn_tensor_free() asks, and without capsules it need not lock. */
-static atomic_int live_count;
-
-int nn__dlpack_exported(const void *p)
-{
-    if (atomic_load_explicit(&live_count, memory_order_acquire) == 0) return 0;
-    pthread_mutex_lock(&live_lock);
-    struct capsule *c = live_head;
-    while (c && c->t.data != p)
-        c = c->next;
-    pthread_mutex_unlock(&live_lock);
-    return c != NULL;
-}
-
-static void live_link(struct capsule *c)
-{
-    pthread_mutex_lock(&live_lock);
-    c->next = live_head;
-    if (live_head) live_head->prev = c;
-    live_head = c;
-    atomic_fetch_add_explicit(&live_count, 1, memory_order_release);
-    pthread_mutex_unlock(&live_lock);
-}
-
-static void live_unlink(struct capsule *c)
-{
-    pthread_mutex_lock(&live_lock);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        live_head = c->next;
-    if (c->next) c->next->prev = c->prev;
-    atomic_fetch_sub_explicit(&live_count, 1, memory_order_release);
-    pthread_mutex_unlock(&live_lock);
-}
 
 static void capsule_delete(DLManagedTensor *self)
 {
     struct capsule *c = self->manager_ctx;
-    live_unlink(c);
+    nn__storage_export_unlink(&c->live);
     /* A deleter cannot return a status: a failure (a CUDA error of the stream) is said. */
     if (nn_tensor_free(c->ctx, &c->t) != NN_OK)
         nn__warn(nn__verbose(c->ctx), "the deleter of a DLPack capsule: %s",
@@ -243,7 +202,7 @@ nn_status nn_tensor_to_dlpack(nn_ctx *ctx, nn_tensor *t, struct DLManagedTensor 
                         "%s: t.data %p is not live storage from nn_tensor_empty() (a view of "
                         "caller memory, freed, or exported already)",
                         fn, t->data);
-    if (nn__dlpack_exported(t->data))
+    if (nn__storage_exported(t->data))
         return NN__FAIL(ctx, NN_E_BAD_POINTER,
                         "%s: t.data %p is already owned by a DLPack capsule (exported from "
                         "another copy of the view); its deleter frees it",
@@ -278,19 +237,13 @@ nn_status nn_tensor_to_dlpack(nn_ctx *ctx, nn_tensor *t, struct DLManagedTensor 
     dl->byte_offset = 0;
     c->m.manager_ctx = c;
     c->m.deleter = capsule_delete;
-    live_link(c);
+    nn__storage_export_link(&c->live, t->data);
     t->data = NULL;
     *out = &c->m;
     return NN_OK;
 }
 
 #else /* !NN_HAVE_DLPACK */
-
-int nn__dlpack_exported(const void *p)
-{
-    (void)p;
-    return 0;
-}
 
 static nn_status not_built(nn_ctx *ctx, const char *fn)
 {

@@ -51,13 +51,6 @@ void nn__mem_graph_count(struct nn_ctx *ctx, long long delta);
 /* 1 when p is a live block of the context's device: from its pool or its user allocator. */
 int nn__dev_owns(struct nn_ctx *ctx, const void *p);
 
-/* 1 when p is live host storage from nn_tensor_empty() with a reference context. */
-int nn__host_tensor_owned(const void *p);
-
-/* 1 when p is storage nn_tensor_to_dlpack() handed to a capsule whose deleter has not run yet
- * (dlpack.c): nn_tensor_free() refuses it. */
-int nn__dlpack_exported(const void *p);
-
 /* A block of count > 0 elements of dtype, each one, for products that sum through a vector of
  * ones. Written in the stream order of ctx's stream, from a pageable host copy (read when the
  * copy returns): a block kept and read later on another stream needs that stream ordered after

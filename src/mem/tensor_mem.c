@@ -1,6 +1,8 @@
 /* Tensor storage: nn_tensor_empty() and nn_tensor_free(). They live here, not in core/, because
  * a device tensor's storage comes from the memory pool; a reference context's comes from the
  * host allocator, tracked so that a free can tell nnprim's blocks from foreign pointers. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -10,12 +12,54 @@
 #include "core/ptrset.h"
 #include "core/tensor_util.h"
 #include "mem/mem.h"
+#include "mem/tensor_mem.h"
 
 static struct nn__ptrset host_tensors = NN__PTRSET_INIT;
 
 int nn__host_tensor_owned(const void *p)
 {
     return nn__ptrset_contains(&host_tensors, p);
+}
+
+/* The exported storage: a list through the exporters' nodes. */
+static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nn__storage_export *export_head;
+/* How many are on the list: every nn_tensor_free() asks, and without exports it need not lock. */
+static atomic_int export_count;
+
+int nn__storage_exported(const void *p)
+{
+    if (atomic_load_explicit(&export_count, memory_order_acquire) == 0) return 0;
+    pthread_mutex_lock(&export_lock);
+    struct nn__storage_export *e = export_head;
+    while (e && e->data != p)
+        e = e->next;
+    pthread_mutex_unlock(&export_lock);
+    return e != NULL;
+}
+
+void nn__storage_export_link(struct nn__storage_export *e, const void *data)
+{
+    pthread_mutex_lock(&export_lock);
+    e->data = data;
+    e->prev = NULL;
+    e->next = export_head;
+    if (export_head) export_head->prev = e;
+    export_head = e;
+    atomic_fetch_add_explicit(&export_count, 1, memory_order_release);
+    pthread_mutex_unlock(&export_lock);
+}
+
+void nn__storage_export_unlink(struct nn__storage_export *e)
+{
+    pthread_mutex_lock(&export_lock);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        export_head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    atomic_fetch_sub_explicit(&export_count, 1, memory_order_release);
+    pthread_mutex_unlock(&export_lock);
 }
 
 nn_status nn_tensor_empty(nn_ctx *ctx, nn_dtype dtype, int rank, const int64_t *dims,
@@ -56,7 +100,7 @@ nn_status nn_tensor_free(nn_ctx *ctx, nn_tensor *t)
                         "nn_tensor_wrap(), nn_rnn_weight_view() or a DLPack import); its memory "
                         "(%p) is its owner's to free",
                         fn, t->data);
-    if (nn__dlpack_exported(t->data))
+    if (nn__storage_exported(t->data))
         return NN__FAIL(ctx, NN_E_BAD_POINTER,
                         "%s: t.data %p belongs to a DLPack capsule now (nn_tensor_to_dlpack); "
                         "its deleter frees it",

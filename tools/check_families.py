@@ -120,25 +120,35 @@ def main():
         need_text(n, "doc", "docs/INPUT.md", r"\b%s\b" % n, "mention of %s" % n)
         need_text(n, "doc", "docs/ADDING_AN_OP.md", r"\b%s\b" % n, "mention of %s" % n)
 
-    # Cache kind ids are written to plan files: no two kinds may share one. They are declared
-    # where their families are, as a named constant (#define NN__..._KIND..._ID 7u) or a literal
-    # `.id = 6`; a kind may be defined twice from one constant (a key-only view of it).
+    # Cache kind ids are written to plan files: no two kinds may share one. Every id, retired ones
+    # too, is a #define of src/cudnn/cache_kinds.h (NN__..._KIND_ID 7u); a kind's `.id = ` names
+    # one of them (a kind may be defined twice from one constant: a key-only view of it).
+    ids_h = "src/cudnn/cache_kinds.h"
+    id_re = r"^#define\s+(NN__\w*KIND\w*_ID)\s+(\d+)u?\b"
+    defined = dict(re.findall(id_re, text(ids_h) or "", re.M))
+    if not defined:
+        missing.append("cache kind ids: %s defines no NN__..._KIND_ID" % ids_h)
     seen = {}
+    for name, value in defined.items():
+        seen.setdefault(int(value), []).append(name)
+    for value, names in sorted(seen.items()):
+        if len(names) > 1:
+            missing.append("cache kind ids: id %d is declared by %s" % (value, ", ".join(names)))
     for top, _, names in os.walk(os.path.join(root, "src")):
         for fn in sorted(names):
             if not fn.endswith((".c", ".h")):
                 continue
             rel = os.path.relpath(os.path.join(top, fn), root)
+            if rel == ids_h:
+                continue
             t = text(rel) or ""
-            found = [(m.group(1), m.group(2))
-                     for m in re.finditer(r"^#define\s+(NN__\w*KIND\w*_ID)\s+(\d+)u?\b", t, re.M)]
-            found += [("%s:.id" % rel, m.group(1))
-                      for m in re.finditer(r"\.id\s*=\s*(\d+)\b", t)]
-            for name, value in found:
-                seen.setdefault(int(value), []).append(name)
-    for value, names in sorted(seen.items()):
-        if len(names) > 1:
-            missing.append("cache kind ids: id %d is declared by %s" % (value, ", ".join(names)))
+            for m in re.finditer(id_re, t, re.M):
+                missing.append("cache kind ids: %s defines %s; ids live in %s" %
+                               (rel, m.group(1), ids_h))
+            for m in re.finditer(r"\.id\s*=\s*(\w+)", t):
+                if m.group(1) not in defined:
+                    missing.append("cache kind ids: %s has .id = %s, not an id of %s" %
+                                   (rel, m.group(1), ids_h))
 
     for m in missing:
         print(m)

@@ -15,6 +15,7 @@
 #include "core/cuda_load.h"
 
 #include "conv/conv_plan_key.h"
+#include "cudnn/cache_kinds.h"
 #include "cudnn/graph_cudnn.h"
 #include "cudnn/plan_cache.h"
 #include "nnprim/tensor.h"
@@ -135,9 +136,8 @@ extern const struct nn__cache_kind nn__conv_plan_kind;
 extern const struct nn__graph_kind nn__conv_graph_kind;
 
 /* The cache kind of the tensors of ones that bf16 bias gradients sum through (conv_cudnn.c),
- * kept per element count: device memory of this process, NN__CACHE_KIND_NOT_PERSISTED. Kind ids
- * are written to plan files (cache.h): 9 is the next after softmax's 8. */
-#define NN__CONV_ONES_KIND_ID 9u
+ * kept per element count: device memory of this process, NN__CACHE_KIND_NOT_PERSISTED (id
+ * NN__CONV_ONES_KIND_ID). */
 extern const struct nn__cache_kind nn__conv_ones_kind;
 
 #endif

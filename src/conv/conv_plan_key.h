@@ -12,15 +12,13 @@
 #include <stdint.h>
 
 #include "cudnn/cache.h"
+#include "cudnn/cache_kinds.h"
 #include "cudnn/plan_cache.h"
 #include "nnprim/tensor.h"
 
 /* ---------------------------------------------------------------------------------------------
  * The key (kind 7)
  */
-
-/* The cache kind id of conv's graph plans (written to plan files). */
-#define NN__CONV_KIND_ID 7u
 
 /* Which convolution the plan computes. Values are written to plan files. */
 enum nn__conv_pass {

@@ -126,7 +126,8 @@ const char *nn__cache_settings_invalid(const struct nn__cache_settings *s);
  * of the family; the context assembly lists it in the table given to nn__cache_create(). */
 struct nn__cache_kind {
     /* Written to plan files: never reuse or renumber an id; a key or record layout change gets
-     * a new id (files holding the old one then skip its records). 1..NN__CACHE_KIND_ID_MAX. */
+     * a new id (files holding the old one then skip its records). 1..NN__CACHE_KIND_ID_MAX, one
+     * of the names of cache_kinds.h, which lists every id. */
     uint32_t id;
     const char *name; /* for messages ("graph plan") */
     uint32_t flags;   /* NN__CACHE_KIND_* bits, 0 for none */

@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cache.h"
+#include "cudnn/cache_kinds.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/describe_cudnn.h"
 #include "linear/linear_internal.h"
@@ -214,10 +215,8 @@ static void plan_destroy(void *live)
     nn__host_free(p);
 }
 
-/* Id 6: kind ids are written to plan files (cache.h); 1 is graph plans, 4 and 5 are the RNN
- * family's. */
 const struct nn__cache_kind nn__linear_matmul_kind = {
-    .id = 6,
+    .id = NN__LINEAR_MATMUL_KIND_ID,
     .name = "linear matmul",
     .key_size = sizeof(struct lt_key),
     .key_fields = key_fields,

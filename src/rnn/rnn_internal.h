@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include "nn_config.h"
+
+#include "cudnn/cache_kinds.h"
 #include "nnprim/rnn.h"
 
 struct nn_ctx;
@@ -164,11 +166,10 @@ enum {
 int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap);
 
 #if NN_HAVE_CUDNN
-/* rnn_cudnn_*.c: the v8 calls, per-shape descriptors in the context's generic cache (kind below,
- * both kinds listed in src/context.c's table). The same contracts as the _ref functions; *state is
- * the reserve space, which the backward call reads and changes (so a pullback is single-use). */
-#define NN__RNN_CUDNN_KIND_ID         4u
-#define NN__RNN_CUDNN_DROPOUT_KIND_ID 5u
+/* rnn_cudnn_*.c: the v8 calls, per-shape descriptors in the context's generic cache (kinds
+ * NN__RNN_CUDNN_KIND_ID and NN__RNN_CUDNN_DROPOUT_KIND_ID of cudnn/cache_kinds.h, both listed in
+ * src/context.c's table). The same contracts as the _ref functions; *state is the reserve space,
+ * which the backward call reads and changes (so a pullback is single-use). */
 extern const struct nn__cache_kind nn__rnn_cudnn_kind;
 extern const struct nn__cache_kind nn__rnn_cudnn_dropout_kind;
 nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,

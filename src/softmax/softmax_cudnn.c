@@ -36,6 +36,7 @@
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
 #include "cudnn/cache.h"
+#include "cudnn/cache_kinds.h"
 #include "cudnn/cudnn_ctx.h"
 #include "cudnn/describe_cudnn.h"
 #include "mem/mem.h"
@@ -130,10 +131,9 @@ static void xent_scratch_destroy(void *live)
     nn__host_free(live);
 }
 
-/* Id 8: kind ids are written to plan files (cache.h), though this one's records are not (device
- * scratch of this process, nothing to rebuild from); 6 is linear's, 7 conv's. */
+/* Not persisted: device scratch of this process, nothing to rebuild from. */
 const struct nn__cache_kind nn__softmax_xent_kind = {
-    .id = 8,
+    .id = NN__SOFTMAX_XENT_KIND_ID,
     .name = "softmax xent scratch",
     .flags = NN__CACHE_KIND_NOT_PERSISTED,
     .key_size = sizeof(struct xent_key),

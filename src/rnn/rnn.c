@@ -17,13 +17,14 @@
 
 struct rnn_backend {
     const char *name;
-    nn_status (*weights_size)(struct nn_ctx *, const struct nn__rnn_problem *, int64_t *);
+    nn_status (*weights_size)(struct nn_ctx *, const struct nn__rnn_problem *, int64_t *,
+                              struct nn__rnn_note *);
     nn_status (*weight_offset)(struct nn_ctx *, const struct nn__rnn_problem *, int64_t,
                                nn_rnn_weight_name, int64_t *);
     nn_status (*forward)(struct nn_ctx *, const struct nn__rnn_problem *, const struct nn__rnn_io *,
-                         void **);
+                         void **, struct nn__rnn_note *);
     nn_status (*backward)(struct nn_ctx *, const struct nn__rnn_problem *, void *,
-                          const struct nn__rnn_io *);
+                          const struct nn__rnn_io *, struct nn__rnn_note *);
     void (*state_free)(struct nn_ctx *, void *);
     nn_status (*workspace)(struct nn_ctx *, const struct nn__rnn_problem *, nn_rnn_pass, size_t *);
 };
@@ -63,9 +64,6 @@ static nn_status pick_backend(struct nn_ctx *ctx, const char *op, const struct r
     return NN_OK;
 #endif
 }
-
-_Thread_local const char *nn__rnn_note_impl;
-_Thread_local const char *nn__rnn_note_cache;
 
 int nn__rnn_replay_pays(double eager, double replay)
 {
@@ -200,15 +198,15 @@ static void case_text(const struct nn__rnn_problem *p, const int32_t *lengths, i
 }
 
 static void verbose_line(struct nn_ctx *ctx, const char *op, const char *impl,
-                         const struct nn__rnn_problem *p, const int32_t *lengths, int accumulate,
-                         unsigned asked, uint64_t t0)
+                         const struct nn__rnn_note *note, const struct nn__rnn_problem *p,
+                         const int32_t *lengths, int accumulate, unsigned asked, uint64_t t0)
 {
     char shape[8192];
     case_text(p, lengths, accumulate, asked, shape, sizeof shape);
     /* The verbose line names the op without the "nn_" of the public function, as every family
      * does (docs/VERBOSE.md). */
-    nn__verbose_op(ctx, op + strlen("nn_"), nn__rnn_note_impl ? nn__rnn_note_impl : impl,
-                   nn__rnn_note_cache ? nn__rnn_note_cache : "-", shape, t0);
+    nn__verbose_op(ctx, op + strlen("nn_"), note->impl ? note->impl : impl,
+                   note->cache ? note->cache : "-", shape, t0);
 }
 
 /* The call's case, once its problem is known, for its failure line. */
@@ -533,7 +531,7 @@ nn_status nn_rnn_weights_size(nn_ctx *ctx, const nn_rnn_params *p, nn_dtype dtyp
     struct nn__rnn_problem prob;
     problem_of(ctx, p, dtype, &prob);
     NN__TRY(check_problem(ctx, op, p, &prob));
-    return be->weights_size(ctx, &prob, numel);
+    return be->weights_size(ctx, &prob, numel, NULL);
 }
 
 /* A tensor argument: well formed, in the context's memory, the call's dtype, fully packed. An
@@ -570,13 +568,14 @@ static nn_status check_dims(struct nn_ctx *ctx, const char *op, const nn_tensor 
     return NN_OK;
 }
 
+/* note: the call's; the size's lookup may be the call's first (its cache field). */
 static nn_status check_weights(struct nn_ctx *ctx, const char *op, const struct rnn_backend *be,
                                const struct nn__rnn_problem *prob, const nn_tensor *w,
-                               const char *name, int out)
+                               const char *name, int out, struct nn__rnn_note *note)
 {
     NN__TRY(check_arg(ctx, op, w, name, prob->dtype, out));
     int64_t numel;
-    NN__TRY(be->weights_size(ctx, prob, &numel));
+    NN__TRY(be->weights_size(ctx, prob, &numel, note));
     static const char *const labels[] = {"nn_rnn_weights_size()"};
     return check_dims(ctx, op, w, name, 1, &numel, labels);
 }
@@ -613,7 +612,7 @@ nn_status nn_rnn_weight_view(nn_ctx *ctx, const nn_rnn_params *p, const nn_tenso
                                                    : bias_name(p->bias_mode));
     const struct rnn_backend *be;
     NN__TRY(pick_backend(ctx, op, &be));
-    NN__TRY(check_weights(ctx, op, be, &prob, w, "w", 0));
+    NN__TRY(check_weights(ctx, op, be, &prob, w, "w", 0, NULL));
     int64_t off, dims[2];
     NN__TRY(be->weight_offset(ctx, &prob, layer * dirs + direction, name, &off));
     int rank = nn__rnn_view_dims(&prob, layer, name, dims);
@@ -785,7 +784,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_f
     const char *op = "nn_rnn_forward";
     if (pullback_out) *pullback_out = NULL;
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
-    nn__rnn_note_cache = NULL;
+    struct nn__rnn_note note = {0};
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t (the tensors) must not be NULL", op);
     NN__TRY(NN__CHECK_RESERVED(ctx, op, "t.reserved", t->reserved));
@@ -805,7 +804,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_f
     NN__TRY(pick_backend(ctx, op, &be));
     NN__TRY(check_backend_limits(ctx, op, &prob));
     if (!w) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t.w must not be NULL", op);
-    NN__TRY(check_weights(ctx, op, be, &prob, w, "t.w", 0));
+    NN__TRY(check_weights(ctx, op, be, &prob, w, "t.w", 0, &note));
     const struct named ins[] = {{x, "t.x"}, {hx, "t.hx"}, {cx, "t.cx"}, {w, "t.w"}};
     const struct named outs[] = {{y, "t.y"}, {hy, "t.hy"}, {cy, "t.cy"}};
     NN__TRY(check_overlaps(ctx, op, outs, 3, ins, 4));
@@ -822,8 +821,8 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_f
                             .training = pullback_out != NULL};
     nn_rnn_pullback *pb = NULL;
     if (pullback_out) NN__TRY(make_pullback(ctx, op, be, &prob, &io, &pb));
-    nn__rnn_note_impl = NULL;
-    nn_status st = be->forward(ctx, &prob, &io, pb ? &pb->state : NULL);
+    note.impl = NULL;
+    nn_status st = be->forward(ctx, &prob, &io, pb ? &pb->state : NULL, &note);
     if (st != NN_OK) {
         st = nn__error_in(ctx, op); /* the backend's message, seen from the public call */
         if (pb) free_pullback(pb);
@@ -834,7 +833,7 @@ static nn_status rnn_forward(nn_ctx *ctx, const nn_rnn_params *p, const nn_rnn_f
         free_pullback(pb);
         return st;
     }
-    if (t0) verbose_line(ctx, op, be->name, &prob, lengths, 0, 0, t0);
+    if (t0) verbose_line(ctx, op, be->name, &note, &prob, lengths, 0, 0, t0);
     if (pullback_out) *pullback_out = pb;
     return NN_OK;
 }
@@ -855,7 +854,7 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
 {
     if (!ctx) return NN__FAIL(NULL, NN_E_INVALID_ARG, "%s: ctx must not be NULL", op);
     uint64_t t0 = nn__verbose(ctx) ? nn__now_ns() : 0;
-    nn__rnn_note_cache = NULL;
+    struct nn__rnn_note note = {0};
     struct nn__backward bw;
     NN__TRY(NN__BACKWARD_BEGIN(ctx, op, &pullback_kind, pullback, opts, &bw));
     if (!t) return NN__FAIL(ctx, NN_E_INVALID_ARG, "%s: t (the gradients) must not be NULL", op);
@@ -873,7 +872,7 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
     if (dx) NN__TRY(check_seq(ctx, op, prob, dx, "t.dx", 0, 1));
     NN__TRY(check_state(ctx, op, prob, dhx, "t.dhx", 0, 1));
     NN__TRY(check_state(ctx, op, prob, dcx, "t.dcx", 1, 1));
-    if (dw) NN__TRY(check_weights(ctx, op, pb->be, prob, dw, "t.dw", 1));
+    if (dw) NN__TRY(check_weights(ctx, op, pb->be, prob, dw, "t.dw", 1, &note));
     const nn_tensor *hx = pb->has_hx ? &pb->hx : NULL, *cx = pb->has_cx ? &pb->cx : NULL;
     const struct named ins[] = {{dy, "t.dy"},
                                 {dhy, "t.dhy"},
@@ -900,9 +899,9 @@ static nn_status rnn_backward(nn_ctx *ctx, const char *op, nn_rnn_pullback **pul
                             .dcx = dcx,
                             .dw = dw,
                             .accumulate = accumulate};
-    nn__rnn_note_impl = NULL;
-    NN__TRY_IN(ctx, op, pb->be->backward(ctx, prob, pb->state, &io));
-    if (t0) verbose_line(ctx, op, pb->be->name, prob, pb->lengths, accumulate, asked, t0);
+    note.impl = NULL;
+    NN__TRY_IN(ctx, op, pb->be->backward(ctx, prob, pb->state, &io, &note));
+    if (t0) verbose_line(ctx, op, pb->be->name, &note, prob, pb->lengths, accumulate, asked, t0);
     return nn_rnn_pullback_free(pullback); /* never kept: the kind is single-use */
 }
 

@@ -147,16 +147,16 @@ void nn__rnn_cudnn_key_of(struct nn_ctx *ctx, const struct nn__rnn_problem *p, i
  * algorithms run, and no random state consumed), else the standard algorithm. with_data 0: a
  * descriptor-only entry for weight queries. */
 nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                  int with_data, struct rnn_live **out)
+                                  int with_data, struct nn__rnn_note *note, struct rnn_live **out)
 {
     struct nn__cache *c = nn__cudnn_plan_cache(ctx);
     struct rnn_key k;
     nn__rnn_cudnn_key_of(ctx, p, with_data, &k);
     struct rnn_live *e = nn__cache_lookup(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
     if (e) {
-        if (!nn__rnn_note_cache) nn__rnn_note_cache = e->prepared ? "prepared" : "hit";
+        nn__rnn_note_cache(note, e->prepared ? "prepared" : "hit");
         e->prepared = 0;
-        nn__rnn_cudnn_note(e, 0);
+        nn__rnn_cudnn_note(e, 0, note);
         *out = e;
         return NN_OK;
     }
@@ -169,7 +169,7 @@ nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_probl
         st = nn__rnn_cudnn_build(ctx, &k, p, &rec, &e);
         if (st == NN_OK) {
             nn__cache_count(c, NN__PC_REBUILT);
-            if (!nn__rnn_note_cache) nn__rnn_note_cache = "rebuilt";
+            nn__rnn_note_cache(note, "rebuilt");
         } else {
             (void)cudaGetLastError();
             nn__cache_drop_known(c, NN__RNN_CUDNN_KIND_ID, &k);
@@ -179,18 +179,18 @@ nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_probl
         }
     } else if (with_data && ctx->settings.tuning == NN_TUNING_AUTOTUNE && !k.varied && !k.proj &&
                !(k.dropout > 0 && k.layers > 1)) {
-        st = nn__rnn_cudnn_tune(ctx, &k, p, &rec, &e);
+        st = nn__rnn_cudnn_tune(ctx, &k, p, &rec, note, &e);
     } else {
         st = nn__rnn_cudnn_build(ctx, &k, p, &rec, &e);
     }
     NN__TRY(st);
-    if (!nn__rnn_note_cache) nn__rnn_note_cache = "heuristic";
+    nn__rnn_note_cache(note, "heuristic");
     st = nn__cache_insert(ctx, c, NN__RNN_CUDNN_KIND_ID, &k, &rec, NULL, 0, e);
     if (st != NN_OK) {
         nn__rnn_cudnn_live_destroy(e);
         return st;
     }
-    nn__rnn_cudnn_note(e, 0);
+    nn__rnn_cudnn_note(e, 0, note);
     *out = e;
     return NN_OK;
 }

@@ -18,7 +18,7 @@ nn_status nn__rnn_workspace_cudnn(struct nn_ctx *ctx, const struct nn__rnn_probl
 {
     struct rnn_live *e;
     nn__cudnn_shared_enter(ctx);
-    nn_status st = nn__rnn_cudnn_entry_get(ctx, p, 1, &e);
+    nn_status st = nn__rnn_cudnn_entry_get(ctx, p, 1, NULL, &e);
     nn__cudnn_shared_leave(ctx);
     NN__TRY(st);
     *bytes = e->work_bytes + (pass == NN_RNN_PASS_TRAINING ? e->reserve_bytes : 0);
@@ -83,13 +83,13 @@ nn_status nn__rnn_cudnn_forward_eager(struct nn_ctx *ctx, cudnnHandle_t h,
 }
 
 static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                               const struct nn__rnn_io *io, void **state)
+                               const struct nn__rnn_io *io, void **state, struct nn__rnn_note *note)
 {
     struct rnn_live *e;
     cudnnHandle_t h;
     int changed, replayed = 0, unit = state ? U_TRAIN : U_INFER, warm = state ? W_TRAIN : W_INFER;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, 1, &e));
+    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, 1, note, &e));
     NN__TRY(first_call_done(ctx, "nn_rnn_forward", e, warm));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
     int measuring = nn__rnn_cudnn_trial_start(ctx, e, unit);
@@ -111,7 +111,7 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
     }
     if (e->captured) e->trial[unit].skip[0] = 1, e->captured = 0;
     nn__rnn_cudnn_trial_end(ctx, p, e, unit, 0, measuring);
-    nn__rnn_cudnn_note(e, replayed);
+    nn__rnn_cudnn_note(e, replayed, note);
     if (state) *state = rs;
     return NN_OK;
 }
@@ -119,10 +119,11 @@ static nn_status forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem 
 /* A call's staging, slots and dropout states are the context's, shared by its calls on every
  * stream (cudnn_ctx.h). */
 nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                const struct nn__rnn_io *io, void **state)
+                                const struct nn__rnn_io *io, void **state,
+                                struct nn__rnn_note *note)
 {
     nn__cudnn_shared_enter(ctx);
-    nn_status st = forward_cudnn(ctx, p, io, state);
+    nn_status st = forward_cudnn(ctx, p, io, state, note);
     nn__cudnn_shared_leave(ctx);
     return st;
 }
@@ -150,7 +151,7 @@ nn_status nn__rnn_cudnn_backward_eager(struct nn_ctx *ctx, cudnnHandle_t h,
 }
 
 static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
-                                const struct nn__rnn_io *io)
+                                const struct nn__rnn_io *io, struct nn__rnn_note *note)
 {
     struct reserve *rs = state;
     if (!io->dx && !io->dhx && !io->dcx && !io->dw) return NN_OK;
@@ -158,7 +159,7 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
     cudnnHandle_t h;
     int changed, replayed = 0;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, 1, &e));
+    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, 1, note, &e));
     NN__TRY(first_call_done(ctx, "nn_rnn_backward", e, W_BWD));
     NN__TRY(bind_lengths(ctx, p, e, io->lengths, &changed));
     int measuring = nn__rnn_cudnn_trial_start(ctx, e, U_TRAIN);
@@ -174,15 +175,15 @@ static nn_status backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem
     }
     if (e->captured) e->trial[U_TRAIN].skip[1] = 1, e->captured = 0;
     nn__rnn_cudnn_trial_end(ctx, p, e, U_TRAIN, 1, measuring);
-    nn__rnn_cudnn_note(e, replayed);
+    nn__rnn_cudnn_note(e, replayed, note);
     return NN_OK;
 }
 
 nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
-                                 const struct nn__rnn_io *io)
+                                 const struct nn__rnn_io *io, struct nn__rnn_note *note)
 {
     nn__cudnn_shared_enter(ctx);
-    nn_status st = backward_cudnn(ctx, p, state, io);
+    nn_status st = backward_cudnn(ctx, p, state, io, note);
     nn__cudnn_shared_leave(ctx);
     return st;
 }

@@ -170,8 +170,9 @@ nn_status nn__rnn_cudnn_build(struct nn_ctx *ctx, const struct rnn_key *k,
     return NN_OK;
 }
 
-void nn__rnn_cudnn_note(const struct rnn_live *e, int replayed)
+void nn__rnn_cudnn_note(const struct rnn_live *e, int replayed, struct nn__rnn_note *note)
 {
+    if (!note) return;
     static const char *const names[4][2] = {
         {"cudnn-standard", "cudnn-standard-replay"},
         {"cudnn-persist-static", "cudnn-persist-static-replay"},
@@ -181,5 +182,5 @@ void nn__rnn_cudnn_note(const struct rnn_live *e, int replayed)
             : e->algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC        ? 2
             : e->algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? 3
                                                                : 0;
-    nn__rnn_note_impl = names[i][!!replayed];
+    note->impl = names[i][!!replayed];
 }

@@ -195,7 +195,7 @@ void nn__rnn_cudnn_live_destroy(void *p);
 void nn__rnn_cudnn_key_of(struct nn_ctx *ctx, const struct nn__rnn_problem *p, int with_data,
                           struct rnn_key *k);
 nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                  int with_data, struct rnn_live **out);
+                                  int with_data, struct nn__rnn_note *note, struct rnn_live **out);
 
 /* rnn_cudnn_dropout.c */
 void nn__rnn_cudnn_states_unref(struct drop_states *d);
@@ -233,7 +233,7 @@ nn_status nn__rnn_cudnn_set_data_descs(struct nn_ctx *ctx, struct rnn_live *e,
 nn_status nn__rnn_cudnn_build(struct nn_ctx *ctx, const struct rnn_key *k,
                               const struct nn__rnn_problem *p, const struct rnn_record *rec,
                               struct rnn_live **out);
-void nn__rnn_cudnn_note(const struct rnn_live *e, int replayed);
+void nn__rnn_cudnn_note(const struct rnn_live *e, int replayed, struct nn__rnn_note *note);
 
 /* rnn_cudnn_weights.c */
 nn_status nn__rnn_cudnn_query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struct rnn_live *e,
@@ -254,7 +254,7 @@ struct bwd_io nn__rnn_cudnn_bwd_io_of(const struct nn__rnn_io *io, void *ws,
 /* rnn_cudnn_tune.c */
 nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
                              const struct nn__rnn_problem *p, struct rnn_record *rec,
-                             struct rnn_live **out);
+                             struct nn__rnn_note *note, struct rnn_live **out);
 
 /* rnn_cudnn_calls.c */
 nn_status nn__rnn_cudnn_reserve_new(struct nn_ctx *ctx, const struct rnn_live *e,

@@ -75,7 +75,7 @@ static nn_status prepare_one(struct nn_ctx *ctx, const struct nn__rnn_problem *p
     struct rnn_live *e;
     cudnnHandle_t h;
     NN__TRY(nn__cudnn_handle(ctx, &h));
-    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, p->n > 0, &e));
+    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, p->n > 0, NULL, &e));
     nn__cache_count(nn__cudnn_plan_cache(ctx), NN__PC_PREBUILT);
     if (!p->n) return NN_OK;
     struct stage g;
@@ -201,7 +201,6 @@ void nn__rnn_cudnn_prepare_loaded(struct nn_ctx *ctx)
         nn__log("plan cache: %d recurrent shapes prepared (first calls done, %d with their graphs "
                 "captured) in %.1f ms",
                 ready, captured, (double)(nn__now_ns() - t0) / 1e6);
-    nn__rnn_note_cache = NULL, nn__rnn_note_impl = NULL;
     nn__error_restore(ctx, &keep);
     nn__host_free(l.keys);
     nn__host_free(l.flags);

@@ -100,7 +100,7 @@ static int same_layout(const struct rnn_live *a, const struct rnn_live *b,
            !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
 }
 
-/* What the verbose line says of a tuned shape (nn__rnn_note_cache): the pair autotune kept. */
+/* What the verbose line says of a tuned shape (its note's cache): the pair autotune kept. */
 static const char *tuned_note(int algo, int replay)
 {
     static const char *const names[4][2] = {
@@ -124,7 +124,7 @@ static const char *tuned_note(int algo, int replay)
  * time or at its first call) is skipped and recorded in rec->flags. */
 nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
                              const struct nn__rnn_problem *p, struct rnn_record *rec,
-                             struct rnn_live **out)
+                             struct nn__rnn_note *note, struct rnn_live **out)
 {
     static const int algos[] = {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC,
                                 CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H,
@@ -173,7 +173,7 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
         rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;
         nn__rnn_cudnn_trial_init(ctx, cand[best], U_TRAIN, rec->flags);
     }
-    if (!nn__rnn_note_cache) nn__rnn_note_cache = tuned_note(rec->algo, replay);
+    nn__rnn_note_cache(note, tuned_note(rec->algo, replay));
     *out = cand[best];
     return NN_OK;
 }

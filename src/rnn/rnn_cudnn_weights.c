@@ -73,11 +73,11 @@ nn_status nn__rnn_cudnn_query_offsets(struct nn_ctx *ctx, cudnnHandle_t h, struc
 }
 
 nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                     int64_t *numel)
+                                     int64_t *numel, struct nn__rnn_note *note)
 {
     /* Inside a call (n > 0) the call's own entry answers, so a call builds one entry. */
     struct rnn_live *e;
-    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, p->n > 0, &e));
+    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, p->n > 0, note, &e));
     *numel = (int64_t)(e->weight_bytes / nn_dtype_size(p->dtype));
     return NN_OK;
 }
@@ -86,7 +86,7 @@ nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_p
                                       int64_t pseudo, nn_rnn_weight_name name, int64_t *offset)
 {
     struct rnn_live *e;
-    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, 0, &e));
+    NN__TRY(nn__rnn_cudnn_entry_get(ctx, p, 0, NULL, &e));
     *offset = e->offsets[pseudo * 5 + name];
     return NN_OK;
 }

@@ -84,14 +84,25 @@ struct nn__rnn_io {
     int accumulate; /* backward: dw += (nn_rnn_backward_ex() asked NN_ACCUMULATE_DW) */
 };
 
-/* What the backend ran, for the verbose line of the current call ("cudnn-standard"); rnn.c clears
- * it before dispatching. Static strings only. */
-extern _Thread_local const char *nn__rnn_note_impl;
-/* Where the call's shape came from, the verbose line's cache field: "hit", "rebuilt" (from a
- * known record), "heuristic", "autotuned:<algorithm>+<eager|replay>" (the pair autotune chose),
- * or "prepared" (the first call of a shape that a plan file's load prepared). rnn.c clears it at
- * the start of a call; the backend sets it at the call's first lookup only. Static strings. */
-extern _Thread_local const char *nn__rnn_note_cache;
+/* What a backend tells the verbose line of one op call: rnn.c puts it on its stack, zeroed at
+ * the start of the call, hands it to the backend calls (weights_size, forward, backward) and
+ * prints it. Static strings only. A backend call that prints no line gets NULL. */
+struct nn__rnn_note {
+    /* What ran ("cudnn-standard", "cudnn-standard-replay"); NULL prints the backend's name.
+     * rnn.c clears it before dispatching, so the line names the pass that ran. */
+    const char *impl;
+    /* Where the call's shape came from, the line's cache field: "hit", "rebuilt" (from a known
+     * record), "heuristic", "autotuned:<algorithm>+<eager|replay>" (the pair autotune chose), or
+     * "prepared" (the first call of a shape that a plan file's load prepared). Set at the call's
+     * first lookup only (nn__rnn_note_cache); NULL prints "-". */
+    const char *cache;
+};
+
+/* Sets note->cache unless the call's first lookup has already (note NULL: nothing). */
+static inline void nn__rnn_note_cache(struct nn__rnn_note *note, const char *cache)
+{
+    if (note && !note->cache) note->cache = cache;
+}
 
 /* The first of p's sizes (or products of them) beyond int, which cuDNN's RNN calls take, as the
  * argument it comes from ("p.input_size", "x's N", ...), its value in *value; NULL when all fit.
@@ -121,7 +132,8 @@ int nn__rnn_replay_pays(double eager, double replay);
 int nn__rnn_tune_pick(int n, const double *eager_ms, const double *replay_ms, int *replay);
 
 /* Backend entry points; each returns NN_OK or a recorded failure, and queues its work on the
- * context's stream (the _ref ones finish before returning).
+ * context's stream (the _ref ones finish before returning). note: the op call's verbose note
+ * (struct nn__rnn_note), NULL outside an op call.
  *   weights_size:  the element count of the packed buffer
  *   weight_offset: where view (layer * D + direction, name) starts in the buffer, in elements;
  *                  called only for views that exist (nn__rnn_view_exists)
@@ -130,13 +142,13 @@ int nn__rnn_tune_pick(int n, const double *eager_ms, const double *replay_ms, in
  *   state_free:    NULL state is a no-op
  *   workspace:     the pool bytes one eager call of the pass holds at its peak (rnn.h) */
 nn_status nn__rnn_weights_size_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                   int64_t *numel);
+                                   int64_t *numel, struct nn__rnn_note *note);
 nn_status nn__rnn_weight_offset_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                     int64_t pseudo, nn_rnn_weight_name name, int64_t *offset);
 nn_status nn__rnn_forward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                              const struct nn__rnn_io *io, void **state);
+                              const struct nn__rnn_io *io, void **state, struct nn__rnn_note *note);
 nn_status nn__rnn_backward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
-                               const struct nn__rnn_io *io);
+                               const struct nn__rnn_io *io, struct nn__rnn_note *note);
 void nn__rnn_state_free_ref(struct nn_ctx *ctx, void *state);
 nn_status nn__rnn_workspace_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                 nn_rnn_pass pass, size_t *bytes);
@@ -173,13 +185,14 @@ int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int
 extern const struct nn__cache_kind nn__rnn_cudnn_kind;
 extern const struct nn__cache_kind nn__rnn_cudnn_dropout_kind;
 nn_status nn__rnn_weights_size_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                     int64_t *numel);
+                                     int64_t *numel, struct nn__rnn_note *note);
 nn_status nn__rnn_weight_offset_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                       int64_t pseudo, nn_rnn_weight_name name, int64_t *offset);
 nn_status nn__rnn_forward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                const struct nn__rnn_io *io, void **state);
+                                const struct nn__rnn_io *io, void **state,
+                                struct nn__rnn_note *note);
 nn_status nn__rnn_backward_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
-                                 const struct nn__rnn_io *io);
+                                 const struct nn__rnn_io *io, struct nn__rnn_note *note);
 void nn__rnn_state_free_cudnn(struct nn_ctx *ctx, void *state);
 nn_status nn__rnn_workspace_cudnn(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                   nn_rnn_pass pass, size_t *bytes);

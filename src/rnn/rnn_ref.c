@@ -29,9 +29,9 @@ static int64_t view_numel(const struct nn__rnn_problem *p, int64_t layer, nn_rnn
 
 /* rnn.c has checked that the count fits int64 (so every partial sum below does too). */
 nn_status nn__rnn_weights_size_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                                   int64_t *numel)
+                                   int64_t *numel, struct nn__rnn_note *note)
 {
-    (void)ctx;
+    (void)ctx, (void)note;
     (void)nn__rnn_weights_numel(p, numel);
     return NN_OK;
 }
@@ -148,7 +148,7 @@ static nn_status run_open(struct nn_ctx *ctx, const char *op, const struct nn__r
     memset(r, 0, sizeof *r);
     r->p = p;
     r->lengths = io->lengths;
-    NN__TRY(nn__rnn_weights_size_ref(ctx, p, &r->nw));
+    NN__TRY(nn__rnn_weights_size_ref(ctx, p, &r->nw, NULL));
     r->rec = nn__host_calloc((size_t)p->layers, sizeof *r->rec);
     if (!r->rec)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the reference's records",
@@ -364,8 +364,9 @@ static void forward_all(struct run *r, const struct nn__rnn_io *io, nn_tensor *y
 }
 
 nn_status nn__rnn_forward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
-                              const struct nn__rnn_io *io, void **state)
+                              const struct nn__rnn_io *io, void **state, struct nn__rnn_note *note)
 {
+    (void)note; /* the line names the backend and no cache */
     struct run r;
     NN__TRY(run_open(ctx, "nn_rnn_forward", p, io, 0, &r));
     r.drop = io->training && p->dropout > 0;
@@ -515,9 +516,9 @@ static void layer_back(struct run *r, const struct nn__rnn_io *io, int64_t l, in
 }
 
 nn_status nn__rnn_backward_ref(struct nn_ctx *ctx, const struct nn__rnn_problem *p, void *state,
-                               const struct nn__rnn_io *io)
+                               const struct nn__rnn_io *io, struct nn__rnn_note *note)
 {
-    (void)state;
+    (void)state, (void)note;
     struct run r;
     NN__TRY(run_open(ctx, "nn_rnn_backward", p, io, 1, &r));
     r.drop = p->dropout > 0; /* a pullback exists only for a training call */

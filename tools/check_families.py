@@ -89,6 +89,15 @@ def main():
         need_text(n, "sources", "src/meson.build", r"^subdir\('%s'\)" % d, "subdir('%s')" % d)
         need_text(n, "backend table", "src/%s/%s.c" % (d, d), r"\b(backend_of|pick_backend)\(",
                   "backend_of() or pick_backend()")
+        # The verbose note travels as an argument: no thread-local state in a family's folder.
+        fdir = os.path.join(root, "src", d)
+        for fn in sorted(os.listdir(fdir)) if os.path.isdir(fdir) else []:
+            if not fn.endswith((".c", ".h")):
+                continue
+            code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text("src/%s/%s" % (d, fn)) or "", flags=re.S)
+            if re.search(r"\b(_Thread_local|thread_local|__thread)\b", code):
+                missing.append("%s: verbose note: src/%s/%s has thread-local state; pass the "
+                               "note as an argument" % (n, d, fn))
         for k in f["kinds"]:
             need_text(n, "cache kind", "src/context.c", r"&%s\b" % k, "%s in cache_kinds[]" % k)
         need_file(n, "tests", "tests/%s/meson.build" % d)

@@ -13,8 +13,9 @@
  *
  * Adding a family (docs/INPUT.md): write tests/catalogue/catalogue_<family>.c with a static
  * `struct cat_row rows[]` and CAT_SUBJECT(<family>, rows) at the end, and add the file to
- * tests/catalogue/meson.build. Helpers below make the fixture's tensors and the wrong-space,
- * misaligned and overlapping variants of them. */
+ * tests/catalogue/meson.build; catalogue_family.h makes and frees a fixture of the family's own
+ * tensors around each row (CAT_FAMILY_CALL) and views into them. Helpers below make the fixture's
+ * tensors and the wrong-space, misaligned and overlapping variants of them. */
 #ifndef NN_TESTS_CATALOGUE_H
 #define NN_TESTS_CATALOGUE_H
 

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "catalogue.h"
+#include "catalogue_family.h"
 
 #define CALL(fname) static nn_status fname(struct cat *c)
 
@@ -9,18 +10,6 @@ static nn_status fwd(struct cat *c, const nn_tensor *x, const nn_tensor *w, cons
                      nn_tensor *y)
 {
     return nn_conv_forward(c->ctx, &c->cp, x, w, b, y, NULL);
-}
-
-/* A view of dims (packed) on the storage of t, offset elements in. */
-static nn_tensor view_on(const nn_tensor *t, int rank, const int64_t *dims, int64_t offset)
-{
-    nn_tensor v = *t;
-    v.rank = rank;
-    memset(v.dims, 0, sizeof v.dims);
-    memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
-    cat_packed(&v);
-    v.data = (char *)t->data + offset * (int64_t)nn_dtype_size(t->dtype);
-    return v;
 }
 
 static const int64_t Y[] = {1, 3, 3, 3}, X[] = {1, 2, 5, 5}, W[] = {3, 2, 3, 3};
@@ -266,25 +255,25 @@ CALL(f_res3)
 CALL(f_xrank)
 {
     int64_t d[] = {2, 5, 5};
-    nn_tensor x = view_on(&c->x, 3, d, 0);
+    nn_tensor x = cat_view_on(&c->x, 3, d, 0);
     return fwd(c, &x, &c->w, &c->b, &c->y);
 }
 CALL(f_wrank)
 {
     int64_t d[] = {3, 2, 9};
-    nn_tensor w = view_on(&c->w, 3, d, 0);
+    nn_tensor w = cat_view_on(&c->w, 3, d, 0);
     return fwd(c, &c->x, &w, &c->b, &c->y);
 }
 CALL(f_channels)
 {
     int64_t d[] = {3, 1, 3, 3};
-    nn_tensor w = view_on(&c->w, 4, d, 0);
+    nn_tensor w = cat_view_on(&c->w, 4, d, 0);
     return fwd(c, &c->x, &w, &c->b, &c->y);
 }
 CALL(f_k_groups)
 {
     int64_t d[] = {3, 1, 3, 3};
-    nn_tensor w = view_on(&c->w, 4, d, 0);
+    nn_tensor w = cat_view_on(&c->w, 4, d, 0);
     c->cp.groups = 2;
     return fwd(c, &c->x, &w, &c->b, &c->y);
 }
@@ -296,37 +285,37 @@ CALL(f_c_groups)
 CALL(f_too_small)
 {
     int64_t d[] = {1, 2, 2, 5};
-    nn_tensor x = view_on(&c->x, 4, d, 0);
+    nn_tensor x = cat_view_on(&c->x, 4, d, 0);
     return fwd(c, &x, &c->w, &c->b, &c->y);
 }
 CALL(f_ydims)
 {
     int64_t d[] = {1, 3, 3, 2};
-    nn_tensor y = view_on(&c->y, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->y, 4, d, 0);
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
 CALL(f_yrank)
 {
     int64_t d[] = {3, 3, 3};
-    nn_tensor y = view_on(&c->y, 3, d, 0);
+    nn_tensor y = cat_view_on(&c->y, 3, d, 0);
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
 CALL(f_ydims_k)
 {
     int64_t d[] = {1, 2, 3, 3};
-    nn_tensor y = view_on(&c->y, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->y, 4, d, 0);
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
 CALL(f_bdims)
 {
     int64_t d[] = {2};
-    nn_tensor b = view_on(&c->b, 1, d, 0);
+    nn_tensor b = cat_view_on(&c->b, 1, d, 0);
     return fwd(c, &c->x, &c->w, &b, &c->y);
 }
 CALL(f_brank)
 {
     int64_t d[] = {1, 3};
-    nn_tensor b = view_on(&c->b, 2, d, 0);
+    nn_tensor b = cat_view_on(&c->b, 2, d, 0);
     return fwd(c, &c->x, &c->w, &b, &c->y);
 }
 CALL(f_bdims4)
@@ -341,7 +330,7 @@ CALL(f_bdims4)
 CALL(f_b4_ok)
 {
     int64_t d[] = {1, 3, 1, 1};
-    nn_tensor b = view_on(&c->b, 4, d, 0);
+    nn_tensor b = cat_view_on(&c->b, 4, d, 0);
     return fwd(c, &c->x, &c->w, &b, &c->y);
 }
 static nn_status with_dtype(struct cat *c, nn_tensor *t, nn_dtype dt)
@@ -530,30 +519,30 @@ CALL(f_device_other)
 }
 CALL(f_y_on_x)
 {
-    nn_tensor y = view_on(&c->x, 4, Y, 0);
+    nn_tensor y = cat_view_on(&c->x, 4, Y, 0);
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
 CALL(f_y_in_x)
 {
-    nn_tensor y = view_on(&c->x, 4, Y, 20);
+    nn_tensor y = cat_view_on(&c->x, 4, Y, 20);
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
 CALL(f_y_on_w)
 {
-    nn_tensor y = view_on(&c->w, 4, Y, 27);
+    nn_tensor y = cat_view_on(&c->w, 4, Y, 27);
     return fwd(c, &c->x, &c->w, &c->b, &y);
 }
 CALL(f_b_in_y)
 {
     int64_t d[] = {3};
-    nn_tensor b = view_on(&c->y, 1, d, 24);
+    nn_tensor b = cat_view_on(&c->y, 1, d, 24);
     return fwd(c, &c->x, &c->w, &b, &c->y);
 }
 /* Edge: inputs may overlap each other (only the output must be distinct). */
 CALL(f_inputs_share)
 {
     int64_t d[] = {3};
-    nn_tensor b = view_on(&c->w, 1, d, 0);
+    nn_tensor b = cat_view_on(&c->w, 1, d, 0);
     return fwd(c, &c->x, &c->w, &b, &c->y);
 }
 
@@ -563,7 +552,7 @@ CALL(f_inputs_share)
 static nn_status one_output(struct cat *c)
 {
     int64_t d[] = {1, 3, 1, 1};
-    nn_tensor y = view_on(&c->y, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->y, 4, d, 0);
     nn_status st = fwd(c, &c->x, &c->w, &c->b, &y);
     if (st != NN_OK) return st;
     double hx[50], hw[54], hb[3], hy[3];
@@ -599,7 +588,7 @@ CALL(f_stride_i32max_ok)
 CALL(f_dil_2p31)
 {
     int64_t d[] = {3, 2, 1, 1};
-    nn_tensor w = view_on(&c->w, 4, d, 0);
+    nn_tensor w = cat_view_on(&c->w, 4, d, 0);
     int64_t yd[] = {1, 3, 5, 5};
     nn_tensor y = cat_tensor(c, NN_DTYPE_F32, 4, yd, 42);
     c->cp.dilation[1] = INT64_C(1) << 31;
@@ -697,19 +686,19 @@ CALL(b_null_dy)
 CALL(b_dy_dims)
 {
     int64_t d[] = {1, 3, 3, 2};
-    nn_tensor dy = view_on(&c->dy, 4, d, 0);
+    nn_tensor dy = cat_view_on(&c->dy, 4, d, 0);
     return bwd(c, &dy, &c->dx, &c->dw, &c->db);
 }
 CALL(b_dx_dims)
 {
     int64_t d[] = {1, 1, 5, 5};
-    nn_tensor dx = view_on(&c->dx, 4, d, 0);
+    nn_tensor dx = cat_view_on(&c->dx, 4, d, 0);
     return bwd(c, &c->dy, &dx, &c->dw, &c->db);
 }
 CALL(b_dw_dims)
 {
     int64_t d[] = {2, 2, 3, 3};
-    nn_tensor dw = view_on(&c->dw, 4, d, 0);
+    nn_tensor dw = cat_view_on(&c->dw, 4, d, 0);
     return bwd(c, &c->dy, &c->dx, &dw, &c->db);
 }
 CALL(b_db_dims)
@@ -788,7 +777,7 @@ CALL(b_dx_on_x)
 /* The forward's x lies inside dw's storage: dw must not overwrite what it reads. */
 CALL(b_dw_on_x)
 {
-    nn_tensor x = view_on(&c->dw, 4, X, 0);
+    nn_tensor x = cat_view_on(&c->dw, 4, X, 0);
     nn_conv_pullback *pb = NULL;
     cr_assert_eq(nn_conv_forward(c->ctx, &c->cp, &x, &c->w, &c->b, &c->y, &pb), NN_OK, "fixture");
     nn_status st = nn_conv_backward(c->ctx, &pb, &c->dy, NULL, &c->dw, NULL);
@@ -802,31 +791,31 @@ CALL(b_dw_on_w)
 }
 CALL(b_dx_on_dy)
 {
-    nn_tensor dx = view_on(&c->dx, 4, X, 0);
-    nn_tensor dy = view_on(&c->dx, 4, Y, 10);
+    nn_tensor dx = cat_view_on(&c->dx, 4, X, 0);
+    nn_tensor dy = cat_view_on(&c->dx, 4, Y, 10);
     return bwd(c, &dy, &dx, NULL, NULL);
 }
 CALL(b_dx_on_w)
 {
-    nn_tensor dx = view_on(&c->w, 4, X, 0);
+    nn_tensor dx = cat_view_on(&c->w, 4, X, 0);
     return bwd(c, &c->dy, &dx, NULL, NULL);
 }
 CALL(b_dw_on_dx)
 {
     int64_t d[] = {1, 2, 5, 5};
-    nn_tensor dx = view_on(&c->dw, 4, d, 2);
+    nn_tensor dx = cat_view_on(&c->dw, 4, d, 2);
     return bwd(c, &c->dy, &dx, &c->dw, NULL);
 }
 CALL(b_db_on_dy)
 {
     int64_t d[] = {3};
-    nn_tensor db = view_on(&c->dy, 1, d, 5);
+    nn_tensor db = cat_view_on(&c->dy, 1, d, 5);
     return bwd(c, &c->dy, &c->dx, &c->dw, &db);
 }
 CALL(b_db_on_dw)
 {
     int64_t d[] = {3};
-    nn_tensor db = view_on(&c->dw, 1, d, 5);
+    nn_tensor db = cat_view_on(&c->dw, 1, d, 5);
     return bwd(c, &c->dy, &c->dx, &c->dw, &db);
 }
 CALL(b_dx_self)
@@ -889,12 +878,12 @@ CALL(bd_res)
 }
 CALL(bd_dx_on_dy)
 {
-    nn_tensor dy = view_on(&c->dx, 4, Y, 0);
+    nn_tensor dy = cat_view_on(&c->dx, 4, Y, 0);
     return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx, 0);
 }
 CALL(bd_dx_on_w)
 {
-    nn_tensor dx = view_on(&c->w, 4, X, 0);
+    nn_tensor dx = cat_view_on(&c->w, 4, X, 0);
     return nn_conv_backward_data(c->ctx, &c->cp, &c->dy, &c->w, &dx, 0);
 }
 CALL(bd_space_dx)
@@ -921,14 +910,14 @@ CALL(bd_dx_self)
 CALL(bd_dy_dims)
 {
     int64_t d[] = {1, 3, 2, 3};
-    nn_tensor dy = view_on(&c->dy, 4, d, 0);
+    nn_tensor dy = cat_view_on(&c->dy, 4, d, 0);
     return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx, 0);
 }
 CALL(bd_stride_max)
 {
     c->cp.stride[0] = INT64_MAX;
     int64_t d[] = {1, 3, 1, 3};
-    nn_tensor dy = view_on(&c->dy, 4, d, 0);
+    nn_tensor dy = cat_view_on(&c->dy, 4, d, 0);
     return nn_conv_backward_data(c->ctx, &c->cp, &dy, &c->w, &c->dx, 0);
 }
 
@@ -964,18 +953,18 @@ CALL(bf_res)
 }
 CALL(bf_dw_on_x)
 {
-    nn_tensor x = view_on(&c->dw, 4, X, 0);
+    nn_tensor x = cat_view_on(&c->dw, 4, X, 0);
     return nn_conv_backward_filter(c->ctx, &c->cp, &x, &c->dy, &c->dw, 0);
 }
 CALL(bf_dw_on_dy)
 {
-    nn_tensor dy = view_on(&c->dw, 4, Y, 1);
+    nn_tensor dy = cat_view_on(&c->dw, 4, Y, 1);
     return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &dy, &c->dw, 0);
 }
 CALL(bf_dw_dims)
 {
     int64_t d[] = {3, 1, 3, 3};
-    nn_tensor dw = view_on(&c->dw, 4, d, 0);
+    nn_tensor dw = cat_view_on(&c->dw, 4, d, 0);
     return nn_conv_backward_filter(c->ctx, &c->cp, &c->x, &c->dy, &dw, 0);
 }
 CALL(bf_space_x)
@@ -1025,19 +1014,19 @@ CALL(bb_res)
 CALL(bb_dy_rank)
 {
     int64_t d[] = {3, 3, 3};
-    nn_tensor dy = view_on(&c->dy, 3, d, 0);
+    nn_tensor dy = cat_view_on(&c->dy, 3, d, 0);
     return nn_conv_backward_bias(c->ctx, &c->cp, &dy, &c->db, 0);
 }
 CALL(bb_db_dims)
 {
     int64_t d[] = {2};
-    nn_tensor db = view_on(&c->db, 1, d, 0);
+    nn_tensor db = cat_view_on(&c->db, 1, d, 0);
     return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db, 0);
 }
 CALL(bb_db_on_dy)
 {
     int64_t d[] = {3};
-    nn_tensor db = view_on(&c->dy, 1, d, 24);
+    nn_tensor db = cat_view_on(&c->dy, 1, d, 24);
     return nn_conv_backward_bias(c->ctx, &c->cp, &c->dy, &db, 0);
 }
 CALL(bb_claim_db)

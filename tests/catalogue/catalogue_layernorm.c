@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "catalogue.h"
+#include "catalogue_family.h"
 
 struct ln {
     nn_layernorm_params p;
@@ -27,49 +28,16 @@ static void ln_setup(struct cat *c, struct ln *s)
 
 static void ln_free(struct cat *c, struct ln *s)
 {
-    nn_tensor *ts[] = {&s->x, &s->y, &s->dy, &s->dx, &s->g, &s->b, &s->dg, &s->db};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        cr_expect_eq(nn_tensor_free(c->ctx, ts[i]), NN_OK, "row cleanup: %s",
-                     nn_last_error()->message);
+    CAT_FREE_TENSORS(c, &s->x, &s->y, &s->dy, &s->dx, &s->g, &s->b, &s->dg, &s->db);
 }
 
 /* A row body gets the operands; rows change copies of the views, never s's own. */
-#define CALL(fname)                                                                                \
-    static nn_status fname##_body(struct cat *c, struct ln *s);                                    \
-    static nn_status fname(struct cat *c)                                                          \
-    {                                                                                              \
-        struct ln s;                                                                               \
-        ln_setup(c, &s);                                                                           \
-        nn_status st = fname##_body(c, &s);                                                        \
-        ln_free(c, &s);                                                                            \
-        return st;                                                                                 \
-    }                                                                                              \
-    static nn_status fname##_body(struct cat *c, struct ln *s)
+#define CALL(fname) CAT_FAMILY_CALL(fname, struct ln, s, ln_setup, ln_free)
 
 static nn_status fwd(struct cat *c, struct ln *s, const nn_tensor *x, const nn_tensor *g,
                      const nn_tensor *b, nn_tensor *y)
 {
     return nn_layernorm_forward(c->ctx, &s->p, x, g, b, y, NULL);
-}
-
-/* A packed view of dims on the storage of t, offset elements in. */
-static nn_tensor view_on(const nn_tensor *t, int rank, const int64_t *dims, int64_t offset)
-{
-    nn_tensor v = *t;
-    v.rank = rank;
-    memset(v.dims, 0, sizeof v.dims);
-    memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
-    cat_packed(&v);
-    v.data = (char *)t->data + offset * (int64_t)nn_dtype_size(t->dtype);
-    return v;
-}
-
-static nn_tensor transposed(const nn_tensor *t)
-{
-    nn_tensor v = *t;
-    v.strides[0] = 1;
-    v.strides[1] = t->dims[0];
-    return v;
 }
 
 /* ---- nn_layernorm_params_default ---- */
@@ -161,17 +129,17 @@ CALL(f_x_dim0)
 }
 CALL(f_y_dims)
 {
-    nn_tensor y = view_on(&s->y, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor y = cat_view_on(&s->y, 2, (int64_t[]){2, 2}, 0);
     return fwd(c, s, &s->x, &s->g, &s->b, &y);
 }
 CALL(f_g_dims)
 {
-    nn_tensor g = view_on(&s->g, 1, (int64_t[]){2}, 0);
+    nn_tensor g = cat_view_on(&s->g, 1, (int64_t[]){2}, 0);
     return fwd(c, s, &s->x, &g, &s->b, &s->y);
 }
 CALL(f_b_rank)
 {
-    nn_tensor b = view_on(&s->dx, 2, (int64_t[]){2, 3}, 0);
+    nn_tensor b = cat_view_on(&s->dx, 2, (int64_t[]){2, 3}, 0);
     return fwd(c, s, &s->x, &s->g, &b, &s->y);
 }
 CALL(f_g_k2)
@@ -211,12 +179,12 @@ CALL(f_x_overflow)
 }
 CALL(f_x_strided)
 {
-    nn_tensor x = transposed(&s->x);
+    nn_tensor x = cat_transposed(&s->x);
     return fwd(c, s, &x, NULL, NULL, &s->y);
 }
 CALL(f_y_strided)
 {
-    nn_tensor y = transposed(&s->y);
+    nn_tensor y = cat_transposed(&s->y);
     return fwd(c, s, &s->x, &s->g, &s->b, &y);
 }
 CALL(f_g_broadcast)
@@ -251,8 +219,8 @@ CALL(f_y_is_x)
 }
 CALL(f_y_on_gamma)
 {
-    nn_tensor y = view_on(&s->g, 2, (int64_t[]){1, 3}, 0);
-    nn_tensor x = view_on(&s->x, 2, (int64_t[]){1, 3}, 0);
+    nn_tensor y = cat_view_on(&s->g, 2, (int64_t[]){1, 3}, 0);
+    nn_tensor x = cat_view_on(&s->x, 2, (int64_t[]){1, 3}, 0);
     return fwd(c, s, &x, &s->g, &s->b, &y);
 }
 CALL(f_y_zero_strides)
@@ -289,7 +257,8 @@ CALL(f_no_affine)
 }
 CALL(f_k2_rank1)
 {
-    nn_tensor x = view_on(&s->x, 1, (int64_t[]){6}, 0), y = view_on(&s->y, 1, (int64_t[]){6}, 0);
+    nn_tensor x = cat_view_on(&s->x, 1, (int64_t[]){6}, 0),
+              y = cat_view_on(&s->y, 1, (int64_t[]){6}, 0);
     return fwd(c, s, &x, NULL, NULL, &y);
 }
 CALL(f_eps0)
@@ -392,22 +361,22 @@ CALL(b_dbeta_without_beta)
 }
 CALL(b_dy_dims)
 {
-    nn_tensor dy = view_on(&s->dy, 2, (int64_t[]){3, 2}, 0);
+    nn_tensor dy = cat_view_on(&s->dy, 2, (int64_t[]){3, 2}, 0);
     return bwd(c, s, &dy, &s->dx, NULL, NULL);
 }
 CALL(b_dx_rank)
 {
-    nn_tensor dx = view_on(&s->dx, 1, (int64_t[]){6}, 0);
+    nn_tensor dx = cat_view_on(&s->dx, 1, (int64_t[]){6}, 0);
     return bwd(c, s, &s->dy, &dx, NULL, NULL);
 }
 CALL(b_dg_dims)
 {
-    nn_tensor dg = view_on(&s->dg, 1, (int64_t[]){2}, 0);
+    nn_tensor dg = cat_view_on(&s->dg, 1, (int64_t[]){2}, 0);
     return bwd(c, s, &s->dy, &s->dx, &dg, &s->db);
 }
 CALL(b_db_rank)
 {
-    nn_tensor db = view_on(&s->dx, 2, (int64_t[]){1, 3}, 0);
+    nn_tensor db = cat_view_on(&s->dx, 2, (int64_t[]){1, 3}, 0);
     return bwd(c, s, &s->dy, NULL, &s->dg, &db);
 }
 CALL(b_dy_dtype)
@@ -447,12 +416,12 @@ CALL(b_dbeta_is_dgamma)
 }
 CALL(b_dgamma_on_dx)
 {
-    nn_tensor dg = view_on(&s->dx, 1, (int64_t[]){3}, 3);
+    nn_tensor dg = cat_view_on(&s->dx, 1, (int64_t[]){3}, 3);
     return bwd(c, s, &s->dy, &s->dx, &dg, NULL);
 }
 CALL(b_dx_strided)
 {
-    nn_tensor dx = transposed(&s->dx);
+    nn_tensor dx = cat_transposed(&s->dx);
     return bwd(c, s, &s->dy, &dx, NULL, NULL);
 }
 /* Edge: nothing asked but dy: a valid call that writes nothing. */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "catalogue.h"
+#include "catalogue_family.h"
 
 struct lin {
     nn_linear_params p;
@@ -26,50 +27,16 @@ static void lin_setup(struct cat *c, struct lin *l)
 
 static void lin_free(struct cat *c, struct lin *l)
 {
-    nn_tensor *ts[] = {&l->x, &l->w, &l->b, &l->y, &l->dy, &l->dx, &l->dw, &l->db};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        cr_expect_eq(nn_tensor_free(c->ctx, ts[i]), NN_OK, "row cleanup: %s",
-                     nn_last_error()->message);
+    CAT_FREE_TENSORS(c, &l->x, &l->w, &l->b, &l->y, &l->dy, &l->dx, &l->dw, &l->db);
 }
 
 /* A row body gets the operands; rows change copies of the views, never l's own. */
-#define CALL(fname)                                                                                \
-    static nn_status fname##_body(struct cat *c, struct lin *l);                                   \
-    static nn_status fname(struct cat *c)                                                          \
-    {                                                                                              \
-        struct lin l;                                                                              \
-        lin_setup(c, &l);                                                                          \
-        nn_status st = fname##_body(c, &l);                                                        \
-        lin_free(c, &l);                                                                           \
-        return st;                                                                                 \
-    }                                                                                              \
-    static nn_status fname##_body(struct cat *c, struct lin *l)
+#define CALL(fname) CAT_FAMILY_CALL(fname, struct lin, l, lin_setup, lin_free)
 
 static nn_status fwd(struct cat *c, struct lin *l, const nn_tensor *x, const nn_tensor *w,
                      const nn_tensor *b, nn_tensor *y)
 {
     return nn_linear_forward(c->ctx, &l->p, x, w, b, y, NULL);
-}
-
-/* A packed view of dims on the storage of t, offset elements in. */
-static nn_tensor view_on(const nn_tensor *t, int rank, const int64_t *dims, int64_t offset)
-{
-    nn_tensor v = *t;
-    v.rank = rank;
-    memset(v.dims, 0, sizeof v.dims);
-    memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
-    cat_packed(&v);
-    v.data = (char *)t->data + offset * (int64_t)nn_dtype_size(t->dtype);
-    return v;
-}
-
-/* t's dims, transposed strides (a valid view that is not packed). */
-static nn_tensor transposed(const nn_tensor *t)
-{
-    nn_tensor v = *t;
-    v.strides[0] = 1;
-    v.strides[1] = t->dims[0];
-    return v;
 }
 
 /* ---- nn_linear_params_default ---- */
@@ -172,56 +139,56 @@ CALL(f_x_dim_neg)
 CALL(f_w_rank1)
 {
     int64_t d[] = {6};
-    nn_tensor w = view_on(&l->w, 1, d, 0);
+    nn_tensor w = cat_view_on(&l->w, 1, d, 0);
     return fwd(c, l, &l->x, &w, &l->b, &l->y);
 }
 CALL(f_w_rank3)
 {
     int64_t d[] = {1, 2, 3};
-    nn_tensor w = view_on(&l->w, 3, d, 0);
+    nn_tensor w = cat_view_on(&l->w, 3, d, 0);
     return fwd(c, l, &l->x, &w, &l->b, &l->y);
 }
 CALL(f_w_in)
 {
     int64_t d[] = {3, 2};
-    nn_tensor w = view_on(&l->w, 2, d, 0);
+    nn_tensor w = cat_view_on(&l->w, 2, d, 0);
     return fwd(c, l, &l->x, &w, &l->b, &l->y);
 }
 CALL(f_b_dims)
 {
     int64_t d[] = {1};
-    nn_tensor b = view_on(&l->b, 1, d, 0);
+    nn_tensor b = cat_view_on(&l->b, 1, d, 0);
     return fwd(c, l, &l->x, &l->w, &b, &l->y);
 }
 CALL(f_b_rank)
 {
     int64_t d[] = {1, 2};
-    nn_tensor b = view_on(&l->b, 2, d, 0);
+    nn_tensor b = cat_view_on(&l->b, 2, d, 0);
     return fwd(c, l, &l->x, &l->w, &b, &l->y);
 }
 CALL(f_y_out)
 {
     int64_t d[] = {4, 1};
-    nn_tensor y = view_on(&l->y, 2, d, 0);
+    nn_tensor y = cat_view_on(&l->y, 2, d, 0);
     return fwd(c, l, &l->x, &l->w, &l->b, &y);
 }
 CALL(f_y_rows)
 {
     int64_t d[] = {2, 2};
-    nn_tensor y = view_on(&l->y, 2, d, 0);
+    nn_tensor y = cat_view_on(&l->y, 2, d, 0);
     return fwd(c, l, &l->x, &l->w, &l->b, &y);
 }
 CALL(f_y_rank)
 {
     int64_t d[] = {8};
-    nn_tensor y = view_on(&l->y, 1, d, 0);
+    nn_tensor y = cat_view_on(&l->y, 1, d, 0);
     return fwd(c, l, &l->x, &l->w, &l->b, &y);
 }
 CALL(f_y_lead)
 {
     /* x 2x2x3 needs y 2x2x2; y 4x2 has the right count, the wrong dims */
     int64_t d[] = {2, 2, 3};
-    nn_tensor x = view_on(&l->x, 3, d, 0);
+    nn_tensor x = cat_view_on(&l->x, 3, d, 0);
     return fwd(c, l, &x, &l->w, &l->b, &l->y);
 }
 CALL(f_w_dtype)
@@ -287,17 +254,17 @@ CALL(f_w_overflow)
 }
 CALL(f_x_strided)
 {
-    nn_tensor x = transposed(&l->x);
+    nn_tensor x = cat_transposed(&l->x);
     return fwd(c, l, &x, &l->w, &l->b, &l->y);
 }
 CALL(f_w_strided)
 {
-    nn_tensor w = transposed(&l->w);
+    nn_tensor w = cat_transposed(&l->w);
     return fwd(c, l, &l->x, &w, &l->b, &l->y);
 }
 CALL(f_y_strided)
 {
-    nn_tensor y = transposed(&l->y);
+    nn_tensor y = cat_transposed(&l->y);
     return fwd(c, l, &l->x, &l->w, &l->b, &y);
 }
 CALL(f_x_broadcast)
@@ -346,21 +313,21 @@ CALL(f_space_y)
 }
 CALL(f_y_on_x)
 {
-    nn_tensor y = view_on(&l->x, 2, Y, 0);
+    nn_tensor y = cat_view_on(&l->x, 2, Y, 0);
     return fwd(c, l, &l->x, &l->w, &l->b, &y);
 }
 CALL(f_y_on_w)
 {
     int64_t d[] = {1, 2};
-    nn_tensor x = view_on(&l->x, 2, (int64_t[]){1, 3}, 0);
-    nn_tensor y = view_on(&l->w, 2, d, 4);
+    nn_tensor x = cat_view_on(&l->x, 2, (int64_t[]){1, 3}, 0);
+    nn_tensor y = cat_view_on(&l->w, 2, d, 4);
     return fwd(c, l, &x, &l->w, &l->b, &y);
 }
 CALL(f_y_on_b)
 {
     int64_t d[] = {1, 2};
-    nn_tensor x = view_on(&l->x, 2, (int64_t[]){1, 3}, 0);
-    nn_tensor y = view_on(&l->b, 2, d, 0);
+    nn_tensor x = cat_view_on(&l->x, 2, (int64_t[]){1, 3}, 0);
+    nn_tensor y = cat_view_on(&l->b, 2, d, 0);
     return fwd(c, l, &x, &l->w, &l->b, &y);
 }
 CALL(f_y_zero_strides)
@@ -400,15 +367,15 @@ CALL(f_values)
 }
 CALL(f_rank1)
 {
-    nn_tensor x = view_on(&l->x, 1, (int64_t[]){3}, 0);
-    nn_tensor y = view_on(&l->y, 1, (int64_t[]){2}, 0);
+    nn_tensor x = cat_view_on(&l->x, 1, (int64_t[]){3}, 0);
+    nn_tensor y = cat_view_on(&l->y, 1, (int64_t[]){2}, 0);
     return fwd(c, l, &x, &l->w, NULL, &y);
 }
 CALL(f_rank8)
 {
     int64_t xd[] = {1, 1, 1, 2, 1, 1, 2, 3}, yd[] = {1, 1, 1, 2, 1, 1, 2, 2};
-    nn_tensor x = view_on(&l->x, 8, xd, 0);
-    nn_tensor y = view_on(&l->y, 8, yd, 0);
+    nn_tensor x = cat_view_on(&l->x, 8, xd, 0);
+    nn_tensor y = cat_view_on(&l->y, 8, yd, 0);
     l->p.activation = NN_ACTIVATION_RELU;
     return fwd(c, l, &x, &l->w, &l->b, &y);
 }
@@ -426,8 +393,8 @@ CALL(f_f64)
 CALL(f_inputs_overlap)
 {
     /* inputs may share memory: x is w's storage */
-    nn_tensor x = view_on(&l->w, 2, (int64_t[]){2, 3}, 0);
-    nn_tensor y = view_on(&l->y, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor x = cat_view_on(&l->w, 2, (int64_t[]){2, 3}, 0);
+    nn_tensor y = cat_view_on(&l->y, 2, (int64_t[]){2, 2}, 0);
     return fwd(c, l, &x, &l->w, &l->b, &y);
 }
 
@@ -523,12 +490,12 @@ CALL(b_null_dy)
 }
 CALL(b_dy_dims)
 {
-    nn_tensor dy = view_on(&l->dy, 2, (int64_t[]){4, 1}, 0);
+    nn_tensor dy = cat_view_on(&l->dy, 2, (int64_t[]){4, 1}, 0);
     return bwd(c, l, &dy, &l->dx, &l->dw, &l->db);
 }
 CALL(b_dy_rank)
 {
-    nn_tensor dy = view_on(&l->dy, 1, (int64_t[]){8}, 0);
+    nn_tensor dy = cat_view_on(&l->dy, 1, (int64_t[]){8}, 0);
     return bwd(c, l, &dy, &l->dx, &l->dw, &l->db);
 }
 CALL(b_dy_dtype)
@@ -540,22 +507,22 @@ CALL(b_dy_dtype)
 }
 CALL(b_dx_dims)
 {
-    nn_tensor dx = view_on(&l->dx, 2, (int64_t[]){4, 2}, 0);
+    nn_tensor dx = cat_view_on(&l->dx, 2, (int64_t[]){4, 2}, 0);
     return bwd(c, l, &l->dy, &dx, &l->dw, &l->db);
 }
 CALL(b_dw_dims)
 {
-    nn_tensor dw = view_on(&l->dw, 2, (int64_t[]){3, 2}, 0);
+    nn_tensor dw = cat_view_on(&l->dw, 2, (int64_t[]){3, 2}, 0);
     return bwd(c, l, &l->dy, &l->dx, &dw, &l->db);
 }
 CALL(b_db_dims)
 {
-    nn_tensor db = view_on(&l->db, 1, (int64_t[]){1}, 0);
+    nn_tensor db = cat_view_on(&l->db, 1, (int64_t[]){1}, 0);
     return bwd(c, l, &l->dy, &l->dx, &l->dw, &db);
 }
 CALL(b_db_rank)
 {
-    nn_tensor db = view_on(&l->db, 2, (int64_t[]){2, 1}, 0);
+    nn_tensor db = cat_view_on(&l->db, 2, (int64_t[]){2, 1}, 0);
     return bwd(c, l, &l->dy, &l->dx, &l->dw, &db);
 }
 CALL(b_dx_dtype)
@@ -623,10 +590,10 @@ CALL(b_dx_on_dy)
 {
     /* a problem of 2 rows, so that dx (2x3) fits in dy's storage */
     nn_linear_pullback *pb = NULL;
-    nn_tensor dx = view_on(&l->dy, 2, (int64_t[]){2, 3}, 0);
-    nn_tensor x = view_on(&l->x, 2, (int64_t[]){2, 3}, 0);
-    nn_tensor y = view_on(&l->y, 2, (int64_t[]){2, 2}, 0);
-    nn_tensor dy = view_on(&l->dy, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor dx = cat_view_on(&l->dy, 2, (int64_t[]){2, 3}, 0);
+    nn_tensor x = cat_view_on(&l->x, 2, (int64_t[]){2, 3}, 0);
+    nn_tensor y = cat_view_on(&l->y, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor dy = cat_view_on(&l->dy, 2, (int64_t[]){2, 2}, 0);
     cr_assert_eq(nn_linear_forward(c->ctx, &l->p, &x, &l->w, &l->b, &y, &pb), NN_OK, "fixture");
     nn_status st = nn_linear_backward(c->ctx, &pb, &dy, &dx, NULL, NULL);
     cr_assert_eq(nn_linear_pullback_free(&pb), NN_OK, "the pullback stays the caller's");
@@ -644,29 +611,29 @@ CALL(b_dw_on_w)
 }
 CALL(b_dw_on_dx)
 {
-    nn_tensor dw = view_on(&l->dx, 2, W, 4);
+    nn_tensor dw = cat_view_on(&l->dx, 2, W, 4);
     return bwd(c, l, &l->dy, &l->dx, &dw, &l->db);
 }
 CALL(b_db_on_dw)
 {
-    nn_tensor db = view_on(&l->dw, 1, B, 3);
+    nn_tensor db = cat_view_on(&l->dw, 1, B, 3);
     return bwd(c, l, &l->dy, &l->dx, &l->dw, &db);
 }
 CALL(b_db_on_dy)
 {
-    nn_tensor db = view_on(&l->dy, 1, B, 6);
+    nn_tensor db = cat_view_on(&l->dy, 1, B, 6);
     return bwd(c, l, &l->dy, &l->dx, &l->dw, &db);
 }
 CALL(b_db_on_x)
 {
-    nn_tensor db = view_on(&l->x, 1, B, 10);
+    nn_tensor db = cat_view_on(&l->x, 1, B, 10);
     return bwd(c, l, &l->dy, &l->dx, &l->dw, &db);
 }
 CALL(b_dx_on_saved_y)
 {
     /* with relu the pullback keeps y: forward wrote y into dx's storage */
     l->p.activation = NN_ACTIVATION_RELU;
-    nn_tensor y = view_on(&l->dx, 2, Y, 0);
+    nn_tensor y = cat_view_on(&l->dx, 2, Y, 0);
     nn_linear_pullback *pb = NULL;
     cr_assert_eq(nn_linear_forward(c->ctx, &l->p, &l->x, &l->w, &l->b, &y, &pb), NN_OK,
                  "fixture: %s", nn_last_error()->message);
@@ -682,13 +649,13 @@ CALL(b_dx_self)
 }
 CALL(b_dw_strided)
 {
-    nn_tensor dw = view_on(&l->dx, 2, W, 0); /* on spare storage (dx is not asked for) */
-    dw.strides[0] = 4;                       /* padded rows: distinct elements, not packed */
+    nn_tensor dw = cat_view_on(&l->dx, 2, W, 0); /* on spare storage (dx is not asked for) */
+    dw.strides[0] = 4;                           /* padded rows: distinct elements, not packed */
     return bwd(c, l, &l->dy, NULL, &dw, &l->db);
 }
 CALL(b_dy_strided)
 {
-    nn_tensor dy = transposed(&l->dy);
+    nn_tensor dy = cat_transposed(&l->dy);
     return bwd(c, l, &dy, &l->dx, &l->dw, &l->db);
 }
 /* Edge: no output at all consumes the pullback. */
@@ -838,7 +805,7 @@ CALL(ws_w_in)
 CALL(ws_b_dims)
 {
     int64_t d[] = {1};
-    nn_tensor b = view_on(&l->b, 1, d, 0);
+    nn_tensor b = cat_view_on(&l->b, 1, d, 0);
     return wsq(c, &l->p, &l->x, &l->w, &b, 0);
 }
 CALL(ws_w_dtype)
@@ -849,7 +816,7 @@ CALL(ws_w_dtype)
 }
 CALL(ws_x_strided)
 {
-    nn_tensor x = transposed(&l->x);
+    nn_tensor x = cat_transposed(&l->x);
     return wsq(c, &l->p, &x, &l->w, &l->b, 0);
 }
 CALL(ws_space_x)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "catalogue.h"
+#include "catalogue_family.h"
 
 struct op {
     nn_optim_params p;
@@ -24,26 +25,11 @@ static void op_setup(struct cat *c, struct op *o)
 
 static void op_free(struct cat *c, struct op *o)
 {
-    for (int i = 0; i < 2; i++) {
-        cr_expect_eq(nn_tensor_free(c->ctx, &o->params[i]), NN_OK, "row cleanup: %s",
-                     nn_last_error()->message);
-        cr_expect_eq(nn_tensor_free(c->ctx, &o->grads[i]), NN_OK, "row cleanup: %s",
-                     nn_last_error()->message);
-    }
+    CAT_FREE_TENSORS(c, &o->params[0], &o->grads[0], &o->params[1], &o->grads[1]);
 }
 
 /* A row body gets the operands; rows change copies of the views, never o's own. */
-#define CALL(fname)                                                                                \
-    static nn_status fname##_body(struct cat *c, struct op *o);                                    \
-    static nn_status fname(struct cat *c)                                                          \
-    {                                                                                              \
-        struct op o;                                                                               \
-        op_setup(c, &o);                                                                           \
-        nn_status st = fname##_body(c, &o);                                                        \
-        op_free(c, &o);                                                                            \
-        return st;                                                                                 \
-    }                                                                                              \
-    static nn_status fname##_body(struct cat *c, struct op *o)
+#define CALL(fname) CAT_FAMILY_CALL(fname, struct op, o, op_setup, op_free)
 
 /* nn_optim_create on the fixture's parameters, with params[i] replaced by t (i < 0: none). */
 static nn_status create_with(struct cat *c, struct op *o, int i, const nn_tensor *t)
@@ -91,18 +77,6 @@ static nn_status step_with(struct cat *c, struct op *o, int i, const nn_tensor *
     }
     cr_assert_eq(nn_optim_free(c->ctx, opt), NN_OK, "%s", nn_last_error()->message);
     return st;
-}
-
-/* A packed view of dims on t's storage, offset elements in. */
-static nn_tensor view_on(const nn_tensor *t, int rank, const int64_t *dims, int64_t offset)
-{
-    nn_tensor v = *t;
-    v.rank = rank;
-    memset(v.dims, 0, sizeof v.dims);
-    memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
-    cat_packed(&v);
-    v.data = (char *)t->data + offset * (int64_t)nn_dtype_size(t->dtype);
-    return v;
 }
 
 /* t's storage read as 2x3 with column-major strides: valid, not packed. */
@@ -309,14 +283,14 @@ CALL(c_param_twice)
 CALL(c_param_overlapping)
 {
     int64_t d[] = {3};
-    nn_tensor t = view_on(&o->params[0], 1, d, 2); /* elements 2..4 of params[0] */
+    nn_tensor t = cat_view_on(&o->params[0], 1, d, 2); /* elements 2..4 of params[0] */
     return create_with(c, o, 1, &t);
 }
 CALL(c_param_adjacent)
 {
     /* two halves of one buffer: apart, accepted */
     int64_t d[] = {3};
-    nn_tensor ps[2] = {view_on(&o->params[0], 1, d, 0), view_on(&o->params[0], 1, d, 3)};
+    nn_tensor ps[2] = {cat_view_on(&o->params[0], 1, d, 0), cat_view_on(&o->params[0], 1, d, 3)};
     nn_optim *opt = NULL;
     nn_status st = nn_optim_create(c->ctx, &o->p, 2, ps, &opt);
     if (st == NN_OK) cr_assert_eq(nn_optim_free(c->ctx, opt), NN_OK);
@@ -434,13 +408,13 @@ CALL(s_grad_f16)
 CALL(s_grad_dims)
 {
     int64_t d[] = {3, 2};
-    nn_tensor t = view_on(&o->grads[0], 2, d, 0);
+    nn_tensor t = cat_view_on(&o->grads[0], 2, d, 0);
     return step_with(c, o, 0, &t);
 }
 CALL(s_grad_rank)
 {
     int64_t d[] = {6};
-    nn_tensor t = view_on(&o->grads[1], 1, d, 0);
+    nn_tensor t = cat_view_on(&o->grads[1], 1, d, 0);
     return step_with(c, o, 1, &t);
 }
 CALL(s_grad_strided)
@@ -471,7 +445,7 @@ CALL(s_grad_overlaps_a_param)
     int64_t d[] = {2, 3};
     nn_tensor big = cat_tensor(c, NN_DTYPE_F32, 1, (int64_t[]){12}, 332);
     /* params[1] is elements 0..5 of big, grads[0] elements 4..9 */
-    nn_tensor p1 = view_on(&big, 2, d, 0), g0 = view_on(&big, 2, d, 4);
+    nn_tensor p1 = cat_view_on(&big, 2, d, 0), g0 = cat_view_on(&big, 2, d, 4);
     nn_tensor ps[2] = {o->params[0], p1}, gs[2] = {g0, o->grads[1]};
     nn_optim *opt = NULL;
     cr_assert_eq(nn_optim_create(c->ctx, &o->p, 2, ps, &opt), NN_OK, "%s",

@@ -2,24 +2,13 @@
 #include <string.h>
 
 #include "catalogue.h"
+#include "catalogue_family.h"
 
 #define CALL(fname) static nn_status fname(struct cat *c)
 
 static nn_status fwd(struct cat *c, const nn_tensor *x, nn_tensor *y)
 {
     return nn_pool_forward(c->ctx, &c->pp, x, y, NULL);
-}
-
-/* A packed view of dims on the storage of t, offset elements in. */
-static nn_tensor view_on(const nn_tensor *t, int rank, const int64_t *dims, int64_t offset)
-{
-    nn_tensor v = *t;
-    v.rank = rank;
-    memset(v.dims, 0, sizeof v.dims);
-    memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
-    cat_packed(&v);
-    v.data = (char *)t->data + offset * (int64_t)nn_dtype_size(t->dtype);
-    return v;
 }
 
 static const int64_t PX[] = {1, 2, 4, 4}, PY[] = {1, 2, 2, 2};
@@ -187,7 +176,7 @@ CALL(f_res3)
 CALL(f_xrank)
 {
     int64_t d[] = {2, 4, 4};
-    nn_tensor x = view_on(&c->px, 3, d, 0);
+    nn_tensor x = cat_view_on(&c->px, 3, d, 0);
     return fwd(c, &x, &c->py);
 }
 CALL(f_window_big)
@@ -198,13 +187,13 @@ CALL(f_window_big)
 CALL(f_ydims)
 {
     int64_t d[] = {1, 2, 2, 1};
-    nn_tensor y = view_on(&c->py, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->py, 4, d, 0);
     return fwd(c, &c->px, &y);
 }
 CALL(f_yrank)
 {
     int64_t d[] = {2, 2, 2};
-    nn_tensor y = view_on(&c->py, 3, d, 0);
+    nn_tensor y = cat_view_on(&c->py, 3, d, 0);
     return fwd(c, &c->px, &y);
 }
 CALL(f_ydtype)
@@ -257,7 +246,7 @@ CALL(f_pad_asym)
 {
     c->pp.pad_lo[0] = 1;
     int64_t d[] = {1, 2, 2, 2};
-    nn_tensor y = view_on(&c->py, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->py, 4, d, 0);
     return fwd(c, &c->px, &y);
 }
 
@@ -286,12 +275,12 @@ CALL(f_space_y)
 /* y on x's storage is refused (the values would be wrong). */
 CALL(f_y_on_x)
 {
-    nn_tensor y = view_on(&c->px, 4, PY, 0);
+    nn_tensor y = cat_view_on(&c->px, 4, PY, 0);
     return fwd(c, &c->px, &y);
 }
 CALL(f_y_in_x)
 {
-    nn_tensor y = view_on(&c->px, 4, PY, 20);
+    nn_tensor y = cat_view_on(&c->px, 4, PY, 20);
     return fwd(c, &c->px, &y);
 }
 CALL(f_y_is_x)
@@ -304,7 +293,7 @@ CALL(f_x_in_y)
 {
     int64_t d[] = {1, 2, 2, 2};
     nn_tensor x = c->px;
-    nn_tensor y = view_on(&c->px, 4, d, 31); /* shares only x's last element */
+    nn_tensor y = cat_view_on(&c->px, 4, d, 31); /* shares only x's last element */
     return fwd(c, &x, &y);
 }
 /* A y with all-zero strides is refused before cuDNN (which answers BAD_PARAM). */
@@ -344,7 +333,7 @@ CALL(f_window_volume)
     x.dims[2] = x.dims[3] = x.dims[4] = big;
     memset(x.strides, 0, sizeof x.strides);
     int64_t d[] = {1, 1, 1, 1, 1};
-    nn_tensor y = view_on(&c->py, 5, d, 0);
+    nn_tensor y = cat_view_on(&c->py, 5, d, 0);
     nn_pool_params p = c->pp;
     p.spatial_rank = 3;
     p.mode = NN_POOL_MEAN_INCLUDE_PAD;
@@ -355,7 +344,7 @@ CALL(f_window_volume)
 CALL(f_stride_max)
 {
     int64_t d[] = {1, 2, 1, 1};
-    nn_tensor y = view_on(&c->py, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->py, 4, d, 0);
     c->pp.stride[0] = c->pp.stride[1] = INT64_MAX;
     nn_status st = fwd(c, &c->px, &y);
     if (st != NN_OK) return st;
@@ -450,13 +439,13 @@ CALL(b_null_dx)
 CALL(b_dy_dims)
 {
     int64_t d[] = {1, 2, 2, 1};
-    nn_tensor dy = view_on(&c->pdy, 4, d, 0);
+    nn_tensor dy = cat_view_on(&c->pdy, 4, d, 0);
     return bwd(c, &dy, &c->pdx);
 }
 CALL(b_dx_dims)
 {
     int64_t d[] = {1, 1, 4, 4};
-    nn_tensor dx = view_on(&c->pdx, 4, d, 0);
+    nn_tensor dx = cat_view_on(&c->pdx, 4, d, 0);
     return bwd(c, &c->pdy, &dx);
 }
 CALL(b_dx_dtype)
@@ -496,7 +485,7 @@ CALL(b_space_dx)
 /* dx overlapping dy is refused (the values would be wrong). */
 CALL(b_dy_in_dx)
 {
-    nn_tensor dy = view_on(&c->pdx, 4, PY, 8);
+    nn_tensor dy = cat_view_on(&c->pdx, 4, PY, 8);
     return bwd(c, &dy, &c->pdx);
 }
 CALL(b_dx_on_x)
@@ -507,7 +496,7 @@ CALL(b_dx_on_x)
 CALL(b_dx_on_y)
 {
     /* forward wrote y into the first elements of dx's storage */
-    nn_tensor y = view_on(&c->pdx, 4, PY, 0);
+    nn_tensor y = cat_view_on(&c->pdx, 4, PY, 0);
     nn_pool_pullback *pb = NULL;
     cr_assert_eq(nn_pool_forward(c->ctx, &c->pp, &c->px, &y, &pb), NN_OK, "fixture: %s",
                  nn_last_error()->message);
@@ -646,13 +635,13 @@ CALL(ws_reserved)
 CALL(ws_ydims)
 {
     int64_t d[] = {1, 2, 2, 1};
-    nn_tensor y = view_on(&c->py, 4, d, 0);
+    nn_tensor y = cat_view_on(&c->py, 4, d, 0);
     return ws(c, &c->pp, &c->px, &y, NULL, NULL, NN_POOL_PASS_FORWARD);
 }
 CALL(ws_dy_dims)
 {
     int64_t d[] = {1, 2, 2, 1};
-    nn_tensor dy = view_on(&c->pdy, 4, d, 0);
+    nn_tensor dy = cat_view_on(&c->pdy, 4, d, 0);
     return ws_bwd(c, &dy, &c->pdx);
 }
 CALL(ws_dx_dtype)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "catalogue.h"
+#include "catalogue_family.h"
 
 struct sm {
     nn_softmax_params p;
@@ -33,24 +34,11 @@ static void sm_setup(struct cat *c, struct sm *s)
 
 static void sm_free(struct cat *c, struct sm *s)
 {
-    nn_tensor *ts[] = {&s->x, &s->y, &s->dy, &s->dx, &s->loss, &s->dloss};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        cr_expect_eq(nn_tensor_free(c->ctx, ts[i]), NN_OK, "row cleanup: %s",
-                     nn_last_error()->message);
+    CAT_FREE_TENSORS(c, &s->x, &s->y, &s->dy, &s->dx, &s->loss, &s->dloss);
 }
 
 /* A row body gets the operands; rows change copies of the views, never s's own. */
-#define CALL(fname)                                                                                \
-    static nn_status fname##_body(struct cat *c, struct sm *s);                                    \
-    static nn_status fname(struct cat *c)                                                          \
-    {                                                                                              \
-        struct sm s;                                                                               \
-        sm_setup(c, &s);                                                                           \
-        nn_status st = fname##_body(c, &s);                                                        \
-        sm_free(c, &s);                                                                            \
-        return st;                                                                                 \
-    }                                                                                              \
-    static nn_status fname##_body(struct cat *c, struct sm *s)
+#define CALL(fname) CAT_FAMILY_CALL(fname, struct sm, s, sm_setup, sm_free)
 
 static nn_status fwd(struct cat *c, struct sm *s, const nn_tensor *x, nn_tensor *y)
 {
@@ -60,26 +48,6 @@ static nn_status fwd(struct cat *c, struct sm *s, const nn_tensor *x, nn_tensor 
 static nn_status xent(struct cat *c, const nn_tensor *x, const nn_class_targets *t, nn_tensor *loss)
 {
     return nn_softmax_cross_entropy_forward(c->ctx, x, t, loss, NULL);
-}
-
-/* A packed view of dims on the storage of t, offset elements in. */
-static nn_tensor view_on(const nn_tensor *t, int rank, const int64_t *dims, int64_t offset)
-{
-    nn_tensor v = *t;
-    v.rank = rank;
-    memset(v.dims, 0, sizeof v.dims);
-    memcpy(v.dims, dims, (size_t)rank * sizeof *dims);
-    cat_packed(&v);
-    v.data = (char *)t->data + offset * (int64_t)nn_dtype_size(t->dtype);
-    return v;
-}
-
-static nn_tensor transposed(const nn_tensor *t)
-{
-    nn_tensor v = *t;
-    v.strides[0] = 1;
-    v.strides[1] = t->dims[0];
-    return v;
 }
 
 /* A refused call leaves its output as it was. */
@@ -156,8 +124,8 @@ CALL(f_res3)
 }
 CALL(f_x_rank1)
 {
-    nn_tensor x = view_on(&s->x, 1, (int64_t[]){6}, 0);
-    nn_tensor y = view_on(&s->y, 1, (int64_t[]){6}, 0);
+    nn_tensor x = cat_view_on(&s->x, 1, (int64_t[]){6}, 0);
+    nn_tensor y = cat_view_on(&s->y, 1, (int64_t[]){6}, 0);
     return fwd(c, s, &x, &y);
 }
 CALL(f_x_rank0)
@@ -174,12 +142,12 @@ CALL(f_x_dim0)
 }
 CALL(f_y_dims)
 {
-    nn_tensor y = view_on(&s->y, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor y = cat_view_on(&s->y, 2, (int64_t[]){2, 2}, 0);
     return fwd(c, s, &s->x, &y);
 }
 CALL(f_y_rank)
 {
-    nn_tensor y = view_on(&s->y, 3, (int64_t[]){2, 3, 1}, 0);
+    nn_tensor y = cat_view_on(&s->y, 3, (int64_t[]){2, 3, 1}, 0);
     return fwd(c, s, &s->x, &y);
 }
 CALL(f_y_dtype)
@@ -221,12 +189,12 @@ CALL(f_x_overflow)
 }
 CALL(f_x_strided)
 {
-    nn_tensor x = transposed(&s->x);
+    nn_tensor x = cat_transposed(&s->x);
     return fwd(c, s, &x, &s->y);
 }
 CALL(f_y_strided)
 {
-    nn_tensor y = transposed(&s->y);
+    nn_tensor y = cat_transposed(&s->y);
     return fwd(c, s, &s->x, &y);
 }
 CALL(f_x_broadcast)
@@ -261,8 +229,8 @@ CALL(f_y_is_x)
 }
 CALL(f_y_in_x)
 {
-    nn_tensor x = view_on(&s->x, 2, (int64_t[]){1, 3}, 0);
-    nn_tensor y = view_on(&s->x, 2, (int64_t[]){1, 3}, 2);
+    nn_tensor x = cat_view_on(&s->x, 2, (int64_t[]){1, 3}, 0);
+    nn_tensor y = cat_view_on(&s->x, 2, (int64_t[]){1, 3}, 2);
     return fwd(c, s, &x, &y);
 }
 CALL(f_y_zero_strides)
@@ -308,15 +276,15 @@ CALL(f_log_values)
 }
 CALL(f_rank4)
 {
-    nn_tensor x = view_on(&s->x, 4, (int64_t[]){1, 3, 1, 2}, 0);
-    nn_tensor y = view_on(&s->y, 4, (int64_t[]){1, 3, 1, 2}, 0);
+    nn_tensor x = cat_view_on(&s->x, 4, (int64_t[]){1, 3, 1, 2}, 0);
+    nn_tensor y = cat_view_on(&s->y, 4, (int64_t[]){1, 3, 1, 2}, 0);
     return fwd(c, s, &x, &y);
 }
 CALL(f_c1)
 {
     /* one class: softmax 1, log-softmax 0 */
-    nn_tensor x = view_on(&s->x, 2, (int64_t[]){6, 1}, 0);
-    nn_tensor y = view_on(&s->y, 2, (int64_t[]){6, 1}, 0);
+    nn_tensor x = cat_view_on(&s->x, 2, (int64_t[]){6, 1}, 0);
+    nn_tensor y = cat_view_on(&s->y, 2, (int64_t[]){6, 1}, 0);
     nn_status st = fwd(c, s, &x, &y);
     if (st != NN_OK) return st;
     double v[6];
@@ -426,17 +394,17 @@ CALL(b_null_dx)
 }
 CALL(b_dy_dims)
 {
-    nn_tensor dy = view_on(&s->dy, 2, (int64_t[]){3, 2}, 0);
+    nn_tensor dy = cat_view_on(&s->dy, 2, (int64_t[]){3, 2}, 0);
     return bwd(c, s, &dy, &s->dx);
 }
 CALL(b_dx_dims)
 {
-    nn_tensor dx = view_on(&s->dx, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor dx = cat_view_on(&s->dx, 2, (int64_t[]){2, 2}, 0);
     return bwd(c, s, &s->dy, &dx);
 }
 CALL(b_dx_rank)
 {
-    nn_tensor dx = view_on(&s->dx, 1, (int64_t[]){6}, 0);
+    nn_tensor dx = cat_view_on(&s->dx, 1, (int64_t[]){6}, 0);
     return bwd(c, s, &s->dy, &dx);
 }
 CALL(b_dy_dtype)
@@ -488,12 +456,12 @@ CALL(b_dx_self)
 }
 CALL(b_dx_strided)
 {
-    nn_tensor dx = transposed(&s->dx);
+    nn_tensor dx = cat_transposed(&s->dx);
     return bwd(c, s, &s->dy, &dx);
 }
 CALL(b_dy_strided)
 {
-    nn_tensor dy = transposed(&s->dy);
+    nn_tensor dy = cat_transposed(&s->dy);
     return bwd(c, s, &dy, &s->dx);
 }
 /* Edge: dy = 1 everywhere gives dx = 0 for softmax (the rows of y sum to 1); accumulated here
@@ -687,17 +655,17 @@ CALL(x_t_device_bad_on_gpu)
 }
 CALL(x_x_rank1)
 {
-    nn_tensor x = view_on(&s->x, 1, (int64_t[]){6}, 0);
+    nn_tensor x = cat_view_on(&s->x, 1, (int64_t[]){6}, 0);
     return xent(c, &x, &s->targets, &s->loss);
 }
 CALL(x_loss_dims)
 {
-    nn_tensor loss = view_on(&s->loss, 1, (int64_t[]){1}, 0);
+    nn_tensor loss = cat_view_on(&s->loss, 1, (int64_t[]){1}, 0);
     return xent(c, &s->x, &s->targets, &loss);
 }
 CALL(x_loss_rank)
 {
-    nn_tensor loss = view_on(&s->loss, 2, (int64_t[]){2, 1}, 0);
+    nn_tensor loss = cat_view_on(&s->loss, 2, (int64_t[]){2, 1}, 0);
     return xent(c, &s->x, &s->targets, &loss);
 }
 CALL(x_loss_like_x)
@@ -719,7 +687,7 @@ CALL(x_x_dtype_bad)
 }
 CALL(x_loss_on_x)
 {
-    nn_tensor loss = view_on(&s->x, 1, L, 3);
+    nn_tensor loss = cat_view_on(&s->x, 1, L, 3);
     return xent(c, &s->x, &s->targets, &loss);
 }
 CALL(x_loss_zero_stride)
@@ -730,12 +698,12 @@ CALL(x_loss_zero_stride)
 }
 CALL(x_x_strided)
 {
-    nn_tensor x = transposed(&s->x);
+    nn_tensor x = cat_transposed(&s->x);
     return xent(c, &x, &s->targets, &s->loss);
 }
 CALL(x_loss_strided)
 {
-    nn_tensor loss = view_on(&s->y, 1, L, 0);
+    nn_tensor loss = cat_view_on(&s->y, 1, L, 0);
     loss.strides[0] = 2;
     return xent(c, &s->x, &s->targets, &loss);
 }
@@ -788,15 +756,15 @@ CALL(x_values)
 CALL(x_rank3)
 {
     /* x 1x3x2: loss and targets 1x2 */
-    nn_tensor x = view_on(&s->x, 3, (int64_t[]){1, 3, 2}, 0);
-    nn_tensor loss = view_on(&s->loss, 2, (int64_t[]){1, 2}, 0);
+    nn_tensor x = cat_view_on(&s->x, 3, (int64_t[]){1, 3, 2}, 0);
+    nn_tensor loss = cat_view_on(&s->loss, 2, (int64_t[]){1, 2}, 0);
     return xent(c, &x, &s->targets, &loss);
 }
 CALL(x_t_rank3_bad)
 {
     /* the second target (position 1) is out of range */
-    nn_tensor x = view_on(&s->x, 3, (int64_t[]){1, 3, 2}, 0);
-    nn_tensor loss = view_on(&s->loss, 2, (int64_t[]){1, 2}, 0);
+    nn_tensor x = cat_view_on(&s->x, 3, (int64_t[]){1, 3, 2}, 0);
+    nn_tensor loss = cat_view_on(&s->loss, 2, (int64_t[]){1, 2}, 0);
     s->t[1] = 5;
     return xent(c, &x, &s->targets, &loss);
 }
@@ -872,7 +840,7 @@ CALL(xb_null_dx)
 }
 CALL(xb_dloss_dims)
 {
-    nn_tensor d = view_on(&s->dloss, 1, (int64_t[]){1}, 0);
+    nn_tensor d = cat_view_on(&s->dloss, 1, (int64_t[]){1}, 0);
     return xbwd(c, s, &d, &s->dx);
 }
 CALL(xb_dloss_like_x)
@@ -881,12 +849,12 @@ CALL(xb_dloss_like_x)
 }
 CALL(xb_dx_dims)
 {
-    nn_tensor dx = view_on(&s->dx, 2, (int64_t[]){2, 2}, 0);
+    nn_tensor dx = cat_view_on(&s->dx, 2, (int64_t[]){2, 2}, 0);
     return xbwd(c, s, &s->dloss, &dx);
 }
 CALL(xb_dx_like_loss)
 {
-    nn_tensor dx = view_on(&s->dx, 1, L, 0);
+    nn_tensor dx = cat_view_on(&s->dx, 1, L, 0);
     return xbwd(c, s, &s->dloss, &dx);
 }
 CALL(xb_dloss_dtype)
@@ -924,7 +892,7 @@ CALL(xb_space_dx)
 }
 CALL(xb_dx_on_dloss)
 {
-    nn_tensor d = view_on(&s->dx, 1, L, 4);
+    nn_tensor d = cat_view_on(&s->dx, 1, L, 4);
     return xbwd(c, s, &d, &s->dx);
 }
 CALL(xb_dx_on_x)
@@ -939,7 +907,7 @@ CALL(xb_dx_self)
 }
 CALL(xb_dloss_strided)
 {
-    nn_tensor d = view_on(&s->dy, 1, L, 0);
+    nn_tensor d = cat_view_on(&s->dy, 1, L, 0);
     d.strides[0] = 3;
     return xbwd(c, s, &d, &s->dx);
 }
@@ -1073,7 +1041,7 @@ CALL(sws_x_dtype)
 }
 CALL(sws_x_strided)
 {
-    nn_tensor x = transposed(&s->x);
+    nn_tensor x = cat_transposed(&s->x);
     return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
 }
 CALL(sws_x_space)
@@ -1133,7 +1101,7 @@ CALL(xws_x_dtype)
 }
 CALL(xws_x_strided)
 {
-    nn_tensor x = transposed(&s->x);
+    nn_tensor x = cat_transposed(&s->x);
     return xws(c, &x, NN_SOFTMAX_PASS_BACKWARD);
 }
 CALL(xws_x_space)
@@ -1174,12 +1142,12 @@ static const nn_tensor *highest(const struct sm *s, const nn_tensor **lowest)
 }
 CALL(sws_c_beyond_int)
 {
-    nn_tensor x = view_on(&s->x, 2, (int64_t[]){1, INT64_C(1) << 31}, 0);
+    nn_tensor x = cat_view_on(&s->x, 2, (int64_t[]){1, INT64_C(1) << 31}, 0);
     return sws(c, &s->p, &x, NN_SOFTMAX_PASS_FORWARD);
 }
 CALL(sws_cs_beyond_int)
 {
-    nn_tensor x = view_on(&s->x, 3, (int64_t[]){1, 2, INT64_C(1) << 30}, 0);
+    nn_tensor x = cat_view_on(&s->x, 3, (int64_t[]){1, 2, INT64_C(1) << 30}, 0);
     return sws(c, &s->p, &x, NN_SOFTMAX_PASS_BACKWARD);
 }
 /* On cuDNN the forward call is refused first, with the same status: x on the highest of the
@@ -1187,9 +1155,9 @@ CALL(sws_cs_beyond_int)
 CALL(xws_c_beyond_int)
 {
     const nn_tensor *lo, *hi = highest(s, &lo);
-    nn_tensor x = view_on(hi, 2, (int64_t[]){1, INT64_C(1) << 31}, 0);
+    nn_tensor x = cat_view_on(hi, 2, (int64_t[]){1, INT64_C(1) << 31}, 0);
     if (c->gpu) {
-        nn_tensor loss = view_on(lo, 1, (int64_t[]){1}, 0);
+        nn_tensor loss = cat_view_on(lo, 1, (int64_t[]){1}, 0);
         cr_assert_eq(xent(c, &x, &s->targets, &loss), NN_E_UNSUPPORTED, "the forward call: %s",
                      nn_last_error()->message);
     }
@@ -1197,7 +1165,7 @@ CALL(xws_c_beyond_int)
 }
 CALL(xws_cs_beyond_int)
 {
-    nn_tensor x = view_on(&s->x, 3, (int64_t[]){1, 2, INT64_C(1) << 30}, 0);
+    nn_tensor x = cat_view_on(&s->x, 3, (int64_t[]){1, 2, INT64_C(1) << 30}, 0);
     return xws(c, &x, NN_SOFTMAX_PASS_BACKWARD);
 }
 

@@ -604,7 +604,7 @@ class _RnnFn(torch.autograd.Function):
         dhx = _empty(hx, hx.shape) if hx is not None and need[2] else None
         dcx = _empty(cx, cx.shape) if cx is not None and need[3] else None
         want_w = any(need[4:])
-        dflat = torch.zeros_like(flat) if want_w else None
+        dflat = torch.empty_like(flat) if want_w else None  # the backward overwrites it
         ctx.rnn_backward(fctx.pb, _wrap(ctx, dy.contiguous(), "dy", call),
                          _wrap(ctx, dhy.contiguous(), "dh_n", call),
                          _wrap(ctx, None if dcy is None else dcy.contiguous(), "dc_n", call),
@@ -634,8 +634,8 @@ def _rnn_outputs(mod, x):
 
 class _RNNBase(nn.RNNBase):
     """torch.nn.RNNBase's parameters (weight_ih_l0, ...) and state_dict; forward through nnprim.
-    The packed weights nnprim reads are assembled from the parameters each call (one copy of
-    the weights; the gradient comes back as views of one buffer)."""
+    The parameters are views of the packed weights nnprim reads (flatten_parameters()); the
+    gradient comes back as views of one buffer."""
 
     _cell = None  # nnprim's cell name (torch's RNNBase keeps its own in self.mode)
 
@@ -648,12 +648,13 @@ class _RNNBase(nn.RNNBase):
                               dropout_seed=int(torch.randint(0, 2 ** 62, (1,)))
                               if training and self.dropout else 0)
 
-    def _flat(self, ctx, p, params):
-        """The packed weights of ctx's backend, filled from params (torch's order)."""
-        key = (ctx.backend, params[0].dtype)
+    def _pack_layout(self, ctx, p, like):
+        """(offset, shape) of each parameter in the packed weights of ctx's backend, torch's
+        order, and their element count; found once per backend and dtype."""
+        key = (ctx.backend, like.dtype)
         if getattr(self, "_layout", (None,))[0] != key:
-            numel = ctx.rnn_weights_size(p, _DTYPES[params[0].dtype])
-            probe = torch.zeros(numel, dtype=params[0].dtype, device=params[0].device)
+            numel = ctx.rnn_weights_size(p, _DTYPES[like.dtype])
+            probe = torch.zeros(numel, dtype=like.dtype, device=like.device)
             base = probe.data_ptr()
             size = probe.element_size()
             lay = []
@@ -666,16 +667,28 @@ class _RNNBase(nn.RNNBase):
                         names.append("weight_hr")
                     for name in names:
                         v = ctx.rnn_weight_view(p, _wrap(ctx, probe, "w", "rnn"), layer, d, name)
-                        lay.append(((v.data_ptr - base) // size, v.shape))
+                        lay.append(((v.data_ptr - base) // size, tuple(v.shape)))
             self._layout = (key, lay, numel)
-        _, lay, numel = self._layout
+        return self._layout[1], self._layout[2]
+
+    def _flat(self, ctx, p, params):
+        """The packed weights of ctx's backend: the buffer the parameters are views of (after
+        flatten_parameters()), else a copy filled from params (torch's order)."""
+        lay, numel = self._pack_layout(ctx, p, params[0])
+        buf = getattr(self, "_packed", None)
+        if buf is not None and buf.device == params[0].device and \
+                buf.dtype == params[0].dtype and buf.numel() == numel:
+            base, size = buf.data_ptr(), buf.element_size()
+            if all(prm.data_ptr() == base + off * size and tuple(prm.shape) == shape and
+                   prm.is_contiguous() for (off, shape), prm in zip(lay, params)):
+                return buf
         flat = params[0].new_zeros(numel)
         for (off, shape), prm in zip(lay, params):
             n = math.prod(shape)
-            if tuple(prm.shape) != tuple(shape):
+            if tuple(prm.shape) != shape:
                 raise Error(_abi.NN_E_SHAPE, "nnprim.torch.%s: a parameter has shape %s, "
                             "nnprim's view %s" % (type(self).__name__, tuple(prm.shape),
-                                                  tuple(shape)), "nnprim.torch")
+                                                  shape), "nnprim.torch")
             flat[off:off + n].copy_(prm.detach().reshape(-1))
         return flat
 
@@ -715,7 +728,31 @@ class _RNNBase(nn.RNNBase):
         return (y, hs) if self._cell == "lstm" else (y, hs[0])
 
     def flatten_parameters(self):
-        pass  # nnprim packs its own buffer each call
+        """Make the parameters views of one buffer in nnprim's packed layout for their device
+        (torch.nn's recurrent modules do the same for cuDNN), so that a call reads that buffer
+        instead of packing a copy. torch.nn calls it at construction and after .to(), .cuda(),
+        .double(); parameters of mixed devices or dtypes, or of a shape nnprim does not
+        expect, are left as they are (each call then packs a copy)."""
+        params = getattr(self, "_flat_weights", None)
+        if self._cell is None or not params or \
+                any(not isinstance(w, torch.Tensor) for w in params):
+            return
+        first = params[0]
+        if first.dtype not in _CODES or \
+                any(w.dtype != first.dtype or w.device != first.device for w in params):
+            return
+        ctx = context(first.device)
+        lay, numel = self._pack_layout(ctx, self._params(ctx, False), first)
+        if len(lay) != len(params) or \
+                any(tuple(w.shape) != shape for (_, shape), w in zip(lay, params)):
+            return
+        buf = first.new_zeros(numel)
+        with torch.no_grad():
+            for (off, shape), w in zip(lay, params):
+                view = buf[off:off + math.prod(shape)].view(shape)
+                view.copy_(w)
+                w.data = view
+        self._packed = buf
 
 
 class LSTM(_RNNBase):
@@ -747,6 +784,7 @@ class RNN(_RNNBase):
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
         self.nonlinearity = nonlinearity
         self._cell = nonlinearity
+        self.flatten_parameters()  # torch.nn's construction called it before the cell was known
 
 
 __all__ = ["context", "configure", "use_torch_allocator", "linear", "conv", "pool",

@@ -444,9 +444,9 @@ class Context:
         return None if t is None else ctypes.addressof(t.c)
 
     def _cached(self, args, make):
-        """The params struct of args (lists included), made once: a training loop calls with
-        the same arguments every step."""
-        key = _hashable(args)
+        """The params struct of args, made once: a training loop calls with the same arguments
+        every step."""
+        key = repr(args)  # lists included; equal arguments spelled two ways make two entries
         p = self._params.get(key)
         if p is None:
             if len(self._params) >= 256:
@@ -745,13 +745,6 @@ class Optimizer:
                 _lib.release(self.free)
         except Exception:
             pass
-
-
-def _hashable(v):
-    """v with its lists as tuples."""
-    if isinstance(v, (list, tuple)):
-        return tuple(_hashable(e) for e in v)
-    return v
 
 
 def _seq(v, S, what):

@@ -22,6 +22,8 @@
 #   softmax        softmax, log-softmax, cross-entropy (nnprim only)
 #   models         the examples' training step, eager and as one graph, against PyTorch, with
 #                  the heuristic and with autotune; the tiny LSTM anchor's step as one graph
+#   models-919     the examples' step again (heuristic) and the anchor with nnprim on PyTorch's
+#                  own cuDNN (its wheel's), the library PyTorch's columns run on
 #
 # Needs the CUDA toolkit, cuDNN and, for the PyTorch columns, python3 with a CUDA PyTorch
 # (PYTHON=... to choose another interpreter); a family whose PyTorch part cannot run says so and
@@ -34,7 +36,7 @@ PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 log=$OUT/perf.txt
 all=(mem pool conv rnn linear softmax models)
-known=" mem pool conv conv-919 conv-first rnn rnn-deepbench linear softmax models "
+known=" mem pool conv conv-919 conv-first rnn rnn-deepbench linear softmax models models-919 "
 families=("$@")
 [ ${#families[@]} -eq 0 ] && families=("${all[@]}")
 for f in "${families[@]}"; do
@@ -169,6 +171,15 @@ for f in "${families[@]}"; do
       --shapes "$tmp/anchor.txt"
     have_torch models && run torch_rnn_anchor "$PY" bench/torch_rnn.py --shapes "$tmp/anchor.txt" \
       --modes f32 ;;
+  models-919)
+    cudnn=$("$PY" -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib'))" 2>/dev/null) ||
+      { echo "# models-919: PyTorch's nvidia.cudnn wheel not found for $PY" | tee -a "$log"; failed=1; continue; }
+    run info_919 env LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}" "$nn" info
+    run bench_models_919 env LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}" "$nn" bench models
+    have_torch models && run torch_models_919 "$PY" bench/torch_models.py --nnprim "$tmp/bench_models_919.out"
+    echo "lstm t2n1i8h8 l1 uni" > "$tmp/anchor.txt"
+    run rnn_anchor_graph_919 env LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}" "$nn" bench rnn --graph \
+      --shapes "$tmp/anchor.txt" ;;
   esac
 done
 echo "# the whole output: $log"

@@ -37,11 +37,12 @@ static inline nn_status nn__cuda_check(struct nn_ctx *ctx, cudaError_t err, cons
     return err == cudaSuccess ? NN_OK : nn__cuda_fail(ctx, err, call, file, line);
 }
 
-/* Whether nnprim captures its own work on stream s into CUDA graphs: not on the legacy default
- * stream (it cannot be captured) nor on the per-thread one (it would serialise with unrelated
- * work), and only on a non-blocking stream: while a blocking stream is being captured, another
- * thread's work on the legacy default stream fails (cudaErrorStreamCaptureImplicit), and that
- * thread may be the framework's. Asked when a context's stream is set. */
+/* Whether nnprim may capture on stream s itself: not the legacy default stream (it cannot be
+ * captured) nor the per-thread one (it would serialise with unrelated work), and only a
+ * non-blocking stream: while a blocking stream is being captured, another thread's work on the
+ * legacy default stream fails (cudaErrorStreamCaptureImplicit), and that thread may be the
+ * framework's. Asked when a context's stream is set. A whole-step capture needs such a stream;
+ * a per-call replay captures elsewhere when the stream is not one (nn__cudnn_capture). */
 int nn__stream_can_capture(void *s);
 
 /* The one way nnprim captures its work: a per-call replay (recurrent layers, linear products)

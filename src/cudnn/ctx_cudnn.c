@@ -9,6 +9,7 @@
 
 #include "core/alloc.h"
 #include "core/ctx.h"
+#include "core/cuda_util.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cudnn/bindings_cudnn.h"
@@ -90,6 +91,7 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx)
         (void)nn__dev_free(ctx, s->lt_ws);
     }
     if (s->shared_ev) cudaEventDestroy(s->shared_ev);
+    if (s->capture_stream) cudaStreamDestroy((cudaStream_t)s->capture_stream);
     nn__host_free(s);
     ctx->cudnn = NULL;
 }
@@ -154,6 +156,39 @@ void nn__cudnn_shared_leave(struct nn_ctx *ctx)
     (void)cudaStreamSynchronize((cudaStream_t)ctx->stream);
     (void)cudaGetLastError();
     s->shared_used = 0;
+}
+
+nn_status nn__cudnn_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
+                            cudaGraph_t *out)
+{
+    *out = NULL;
+    if (ctx->stream_capturable) return nn__stream_capture(ctx, fn, arg, out);
+    struct nn__cudnn_state *s = ctx->cudnn;
+    if (!s->capture_stream) {
+        cudaStream_t cs;
+        NN__TRY(NN__CUDA(ctx, cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)));
+        nn_status st = NN__CUDA(ctx, cudaStreamGetId(cs, &s->capture_sid));
+        if (st != NN_OK) {
+            cudaStreamDestroy(cs);
+            return st;
+        }
+        s->capture_stream = cs;
+    }
+    void *stream = ctx->stream;
+    unsigned long long sid = ctx->stream_id;
+    NN__TRY(nn__cudnn_ctx_set_stream(ctx, s->capture_stream));
+    ctx->stream = s->capture_stream;
+    ctx->stream_id = s->capture_sid;
+    nn_status st = nn__stream_capture(ctx, fn, arg, out);
+    ctx->stream = stream;
+    ctx->stream_id = sid;
+    nn_status back = nn__cudnn_ctx_set_stream(ctx, stream);
+    if (back != NN_OK && st == NN_OK) {
+        if (*out) cudaGraphDestroy(*out);
+        *out = NULL;
+        st = back;
+    }
+    return st;
 }
 
 nn_status nn__cudnn_ctx_set_stream(struct nn_ctx *ctx, void *stream)

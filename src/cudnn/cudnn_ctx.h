@@ -46,6 +46,10 @@ struct nn__cudnn_state {
     void *shared_stream;   /* its stream */
     unsigned long long shared_sid;
     int shared_used, shared_recorded;
+    /* A non-blocking stream of the context's own on which a per-call replay is captured while the
+     * context's stream cannot be (nn__cudnn_capture), made on first need. */
+    void *capture_stream;
+    unsigned long long capture_sid;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -103,6 +107,16 @@ void nn__cudnn_ctx_fini(struct nn_ctx *ctx);
 void nn__cudnn_shared_enter(struct nn_ctx *ctx);
 void nn__cudnn_shared_leave(struct nn_ctx *ctx);
 void nn__cudnn_shared_release(struct nn_ctx *ctx);
+
+/* A per-call replay's capture (the recurrent layers' and linear products' graphs): fn(arg)'s
+ * launches recorded into *out as nn__stream_capture() does. On a context whose stream cannot be
+ * captured (the legacy or per-thread default stream, a blocking stream: nn__stream_can_capture)
+ * the capture runs on the context's own non-blocking capture stream, with ctx->stream and the
+ * handle pointed at it for the capture only: capturing queues no work, and the graph then
+ * launches on the context's stream, which any stream may take. fn must launch work only (no
+ * allocation, no event on the stream). NN_OK; NN_E_CUDA, NN_E_CUDNN (*out NULL). */
+nn_status nn__cudnn_capture(struct nn_ctx *ctx, nn_status (*fn)(void *arg), void *arg,
+                            cudaGraph_t *out);
 
 /* nn_ctx_set_stream: the handle, if made, runs on stream from now on. NN_OK; NN_E_CUDNN. */
 nn_status nn__cudnn_ctx_set_stream(struct nn_ctx *ctx, void *stream);

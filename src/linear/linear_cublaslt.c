@@ -686,7 +686,7 @@ static nn_status capture_product(struct lt_run *r, struct lt_replay *rp)
     cudaGraph_t g;
     if (rp->exec) cudaGraphExecDestroy(rp->exec);
     rp->exec = NULL;
-    NN__TRY(nn__stream_capture(r->ctx, lt_matmul, r, &g));
+    NN__TRY(nn__cudnn_capture(r->ctx, lt_matmul, r, &g));
     nn_status st = NN__CUDA(r->ctx, cudaGraphInstantiate(&rp->exec, g, 0));
     cudaGraphDestroy(g);
     if (st != NN_OK) {
@@ -709,8 +709,7 @@ static nn_status run_product(struct lt_run *r, int *replayed)
     struct lt_replay *rp = &r->p->replay;
     *replayed = 0;
     /* a whole-step capture records the eager call (include/nnprim/graph.h) */
-    if (ctx->settings.linear_graphs == NN_GRAPHS_OFF || rp->refused || !ctx->stream_capturable ||
-        ctx->capture)
+    if (ctx->settings.linear_graphs == NN_GRAPHS_OFF || rp->refused || ctx->capture)
         return lt_matmul(r);
     int ready = rp->exec && call_eq(&rp->at, r->c);
     if (!ready && call_eq(&rp->last, r->c)) {

@@ -58,11 +58,12 @@ void nn__rnn_cudnn_trial_init(struct nn_ctx *ctx, struct rnn_live *e, int unit, 
 }
 
 /* Whether e's calls can replay now: the shape may (no_replay: no copy kernel in this build or
- * driver, or a replay that failed), the context's stream can be captured, and no whole-step
- * capture is open (it records the eager calls, include/nnprim/graph.h). */
+ * driver, or a replay that failed) and no whole-step capture is open (it records the eager calls,
+ * include/nnprim/graph.h). Any stream may: a stream that cannot be captured has the graphs
+ * captured on the context's capture stream (nn__cudnn_capture) and launched on it. */
 int nn__rnn_cudnn_can_replay(const struct nn_ctx *ctx, const struct rnn_live *e)
 {
-    return !e->no_replay && ctx->stream_capturable && !ctx->capture;
+    return !e->no_replay && !ctx->capture;
 }
 
 /* Buffers of every tensor of a call (and the workspace, with_ws) in one pool allocation. */
@@ -200,7 +201,7 @@ nn_status nn__rnn_cudnn_capture(struct nn_ctx *ctx, cudnnHandle_t h,
 {
     e->captured = 1;
     struct launch l = {ctx, h, p, e, fn, arg};
-    return nn__stream_capture(ctx, run_launch, &l, out);
+    return nn__cudnn_capture(ctx, run_launch, &l, out);
 }
 
 /* Capture fn into ex->body and assemble the staging graph around it. */
@@ -429,9 +430,8 @@ nn_status nn__rnn_cudnn_backward_replay(struct nn_ctx *ctx, cudnnHandle_t h,
  * (returns 0 when not measuring). */
 int nn__rnn_cudnn_trial_start(struct nn_ctx *ctx, struct rnn_live *e, int unit)
 {
-    /* On a stream that cannot be captured nothing replays, so a trial could only time eager
-     * calls and record a decision the stream made, not the shape: it waits, undecided, for a
-     * stream that can be. Likewise where this build or driver has no copy kernel (no_replay). */
+    /* Where this build or driver has no copy kernel (no_replay) nothing replays, so a trial could
+     * only time eager calls: the shape stays undecided. */
     struct trial *t = &e->trial[unit];
     if (t->phase == P_DECIDED || !nn__rnn_cudnn_can_replay(ctx, e)) return 0;
     if (t->open) return 1;

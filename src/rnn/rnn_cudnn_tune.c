@@ -116,7 +116,7 @@ static const char *tuned_note(int algo, int replay)
 }
 
 /* Build every algorithm cuDNN allows the shape, time each training step the ways it may run
- * (eager unless NNPRIM_RNN_GRAPHS=1, replayed unless =0 or the stream cannot be captured), and
+ * (eager unless NNPRIM_RNN_GRAPHS=1, replayed unless =0 or the build has no copy kernel), and
  * keep the cheapest (algorithm, mode) pair: an algorithm that wins eager may lose replayed, as the
  * persistent GRU kernels did on the H200 (105 us replayed against 45 for the standard one). Under
  * auto the mode goes into the record as its training decision (no trials then); under 0 or 1 the
@@ -167,7 +167,7 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
     nn__cache_count_autotune(nn__cudnn_plan_cache(ctx), nn__now_ns() - t0);
     rec->algo = algos[best];
     rec->flags |= NN__RNN_REC_TUNED;
-    /* else the stream or the build decided, not the timing */
+    /* else the build decided, not the timing */
     if (graphs == NN_GRAPHS_AUTO && nn__rnn_cudnn_can_replay(ctx, cand[best])) {
         rec->flags &= ~(NN__RNN_REC_TRAIN_EAGER | NN__RNN_REC_TRAIN_REPLAY);
         rec->flags |= replay ? NN__RNN_REC_TRAIN_REPLAY : NN__RNN_REC_TRAIN_EAGER;

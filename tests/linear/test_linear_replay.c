@@ -1,8 +1,8 @@
 /* Graph replay of the cuBLASLt linear path (docs/LINEAR.md, "Graph replay"): replayed products
  * against a context that never replays, bitwise, while the buffers move between two sets and the
  * gradients accumulate on some steps; the replayed products counted in the verbose lines; no
- * replay with the setting off, on the per-thread default stream or on a blocking stream. GPU only:
- * every test skips with the reason elsewhere. */
+ * replay with the setting off; replays on the default streams and on a blocking stream, captured
+ * on the context's capture stream. GPU only: every test skips with the reason elsewhere. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,25 +204,36 @@ static void expect_steps(nn_ctx *ctx, const char *what, int some)
     nn_ctx_destroy(eager);
 }
 
-Test(linear_replay, none_with_the_setting_off_or_on_a_stream_it_must_not_capture)
+Test(linear_replay, none_with_the_setting_off)
 {
     NN_REQUIRE_GPU();
     log_begin();
     nn_ctx *off = make_ctx(NN_GRAPHS_OFF, NN_MATH_STRICT_FP32, 1);
     expect_steps(off, "linear_graphs off", 0);
     nn_ctx_destroy(off);
+    unlink(log_path);
+}
+
+/* Streams nnprim must not capture on itself (the default streams; a blocking one, whose capture
+ * would break other threads' legacy-stream work): the products are captured on the context's
+ * capture stream and launched on them, bitwise the eager calls. */
+Test(linear_replay, on_streams_it_must_not_capture_itself)
+{
+    NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA
+    log_begin();
     nn_ctx *on = make_ctx(NN_GRAPHS_ON, NN_MATH_STRICT_FP32, 1);
-    expect_steps(on, "the context's own stream", 1); /* the count can see a replay */
+    expect_steps(on, "the context's own stream", 1);
     OK(nn_ctx_set_stream(on, (void *)cudaStreamPerThread));
-    expect_steps(on, "the per-thread stream", 0);
-    /* a blocking stream: its capture would break other threads' legacy-stream work */
+    expect_steps(on, "the per-thread stream", 1);
+    OK(nn_ctx_set_stream(on, NULL));
+    expect_steps(on, "the legacy default stream", 1);
     cudaStream_t blocking;
     cr_assert_eq(cudaStreamCreate(&blocking), cudaSuccess);
     OK(nn_ctx_set_stream(on, (void *)blocking));
-    expect_steps(on, "a blocking stream", 0);
+    expect_steps(on, "a blocking stream", 1);
     nn_ctx_destroy(on);
     cudaStreamDestroy(blocking);
-#endif
     unlink(log_path);
+#endif
 }

@@ -1,7 +1,8 @@
 /* Graph replay and the tuned algorithm choice of the cuDNN recurrent path (docs/RNN.md, "Graph
  * replay"): replayed calls against eager ones bitwise, pointers changed under the graphs and kept
  * still (then the graphs run on the caller's own buffers), dropout, several contexts, the decision
- * and algorithm surviving a plan file, a refused persistent algorithm, memory back to the baseline.
+ * and algorithm surviving a plan file, a refused persistent algorithm, memory back to the baseline,
+ * replays on streams nnprim does not capture on itself.
  * GPU only: every test skips with the reason elsewhere. Every test has the same timeout: with a
  * longer one sorted before a shorter one, Criterion's runner leaks 48 bytes that LeakSanitizer
  * reports (seen in the ASan build). */
@@ -16,6 +17,10 @@
 #include "peak_alloc.h"
 #include "nnprim/nnprim.h"
 #include "rnn/rnn_internal.h"
+
+#if NN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #if !NN_HAVE_CUDNN /* every test skips there; this keeps the suite linking */
 int nn__rnn_cudnn_records(struct nn_ctx *ctx, int32_t *algo, int32_t *flags, int cap)
@@ -225,6 +230,50 @@ Test(rnn_replay, bitwise_the_eager_calls_every_cell_lengths_and_moved_pointers, 
             nn_ctx_destroy(rep);
         }
     unlink(log_path);
+}
+
+/* A context on a stream nnprim must not capture on itself (the legacy and per-thread default
+ * streams, PyTorch's default among them; a blocking stream) replays too: its graphs are captured
+ * on the context's capture stream and launched on its stream, bitwise the eager calls. */
+Test(rnn_replay, on_streams_it_must_not_capture_itself, .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+#if NN_HAVE_CUDA
+    cudaStream_t blocking;
+    cr_assert_eq(cudaStreamCreate(&blocking), cudaSuccess);
+    struct {
+        void *stream;
+        const char *what;
+    } on[] = {{NULL, "the legacy default stream"},
+              {(void *)cudaStreamPerThread, "the per-thread default stream"},
+              {(void *)blocking, "a blocking stream"}};
+    log_begin();
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        struct shape s;
+        shape_of(&s, NN_RNN_LSTM, NULL);
+        nn_ctx *eager = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+        nn_ctx *rep = make_ctx(NN_GRAPHS_ON, NN_TUNING_HEURISTIC, 1);
+        cr_assert_eq(nn_ctx_set_stream(rep, on[i].stream), NN_OK, "%s", nn_last_error()->message);
+        struct set e, a;
+        set_alloc(eager, &s, &e, 100);
+        set_alloc(rep, &s, &a, 100);
+        int before = log_count("-replay,");
+        char what[80];
+        for (int k = 0; k < 4; k++) {
+            cr_assert_eq(step(eager, &s, &e), NN_OK, "%s", nn_last_error()->message);
+            cr_assert_eq(step(rep, &s, &a), NN_OK, "%s", nn_last_error()->message);
+            snprintf(what, sizeof what, "%s step %d", on[i].what, k);
+            expect_same(eager, &e, rep, &a, what);
+        }
+        /* steps 1..3, forward and backward */
+        cr_expect_eq(log_count("-replay,") - before, 6, "%s: replayed calls", on[i].what);
+        set_free(eager, &e), set_free(rep, &a);
+        nn_ctx_destroy(eager);
+        nn_ctx_destroy(rep);
+    }
+    cudaStreamDestroy(blocking);
+    unlink(log_path);
+#endif
 }
 
 Test(rnn_replay, dropout_training_stays_eager_and_matches_under_a_fixed_seed, .timeout = 300)

@@ -48,6 +48,7 @@ static const struct var vars[] = {
     {"NNPRIM_PREBUILD_PLANS", WORD, 0, 0, {"0", "1"}, 0},
     {"NNPRIM_RNN_GRAPHS", WORD, 0, 0, {"auto", "0", "1"}, 0},
     {"NNPRIM_LINEAR_GRAPHS", WORD, 0, 0, {"auto", "0", "1"}, 0},
+    {"NNPRIM_XENT_TARGETS", WORD, 0, 0, {"checked", "device"}, 0},
     {"NNPRIM_MEM_BYPASS", WORD, 0, 0, {"0", "1"}, 1},
     {"NNPRIM_MEM_LIMIT", BYTES, 0, 0, {NULL}, 1},
     {"NNPRIM_MEM_UPSTREAM", WORD, 0, 0, {"malloc", "async"}, 1},

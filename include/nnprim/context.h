@@ -40,6 +40,8 @@
  *                             settings.rnn_graphs says how; 0 never; 1 every shape it can)
  *   NNPRIM_LINEAR_GRAPHS      auto | 0 | 1: linear products replayed from CUDA graphs, likewise
  *                             (settings.linear_graphs)
+ *   NNPRIM_XENT_TARGETS       checked | device: how the cuDNN cross-entropy reads class targets
+ *                             in device memory (settings.xent_targets)
  *   NNPRIM_VERBOSE            0 (quiet) | 1 (one line per op call) | 2 (also every CUDA/cuDNN
  * call); the lines: "Log lines" below and docs/VERBOSE.md
  *
@@ -225,6 +227,21 @@ typedef enum nn_graphs_mode {
     NN_GRAPHS_ON = 2    /**< replay whatever the family can capture (its field says what) */
 } nn_graphs_mode;
 
+/** How a cuDNN context's cross-entropy forward (softmax.h) reads class targets that lie in
+ *  device memory of its device: settings.xent_targets. */
+typedef enum nn_targets_mode {
+    /** The default: copied to the host, where every target is checked to lie in [0, C) (one
+     *  out of range is refused with NN_E_INVALID_ARG) and the one-hot mask is built; the call
+     *  waits for the context's stream once. */
+    NN_TARGETS_CHECKED = 0,
+    /** Read on the device only, as inside a graph capture: a kernel builds the one-hot mask and
+     *  the call does not wait; a target outside [0, C) is not refused but puts NaN in that
+     *  sample's loss and gradient. For a training loop whose targets live on the GPU (a
+     *  framework's), where a wait per step would idle the host. Targets in host memory are
+     *  checked as under NN_TARGETS_CHECKED; the reference backend always checks. */
+    NN_TARGETS_ON_DEVICE = 1
+} nn_targets_mode;
+
 /** Context settings; fill with nn_settings_defaults() or nn_settings_from_env(), then change
  *  what you need. */
 typedef struct nn_settings {
@@ -270,6 +287,10 @@ typedef struct nn_settings {
      *  NNPRIM_LINEAR_GRAPHS=auto|0|1. Takes the padding after rnn_graphs, so the struct's size
      *  and reserved are unchanged. */
     nn_graphs_mode linear_graphs;
+    /** cuDNN backend: how the cross-entropy forward reads targets in device memory
+     *  (nn_targets_mode): NN_TARGETS_CHECKED (the default) or NN_TARGETS_ON_DEVICE.
+     *  NNPRIM_XENT_TARGETS=checked|device. */
+    nn_targets_mode xent_targets;
     uint64_t reserved[6]; /**< zero; room for the ABI to grow */
 } nn_settings;
 

@@ -174,7 +174,10 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  * Every target is checked to lie in [0, C) before anything is written, on both backends. On the
  * cuDNN backend targets in device, managed or pinned host memory are copied to the host for that
  * check and for the one-hot mask, so the call waits for the context's stream once; targets in
- * ordinary (pageable) host memory are read directly, without a wait. The loss itself is computed
+ * ordinary (pageable) host memory are read directly, without a wait. A cuDNN context made with
+ * settings.xent_targets = NN_TARGETS_ON_DEVICE (context.h) reads targets in its device's memory
+ * on the device only, as inside a graph capture: no wait and no host check (a target outside
+ * [0, C) gives NaN in that sample's loss and gradient, and the call returns NN_OK). The loss itself is computed
  * on the GPU (cuDNN's log-softmax, the mask uploaded asynchronously from a pinned buffer kept per
  * shape, docs/SOFTMAX.md).
  *

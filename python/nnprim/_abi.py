@@ -76,6 +76,8 @@ NN_TUNING_AUTOTUNE = 1
 NN_GRAPHS_AUTO = 0
 NN_GRAPHS_OFF = 1
 NN_GRAPHS_ON = 2
+NN_TARGETS_CHECKED = 0
+NN_TARGETS_ON_DEVICE = 1
 NN_LOG_WARNING = 1
 NN_LOG_OP = 2
 NN_LOG_TRACE = 3
@@ -174,6 +176,7 @@ ENUMS = {
     'nn_math_mode': ('NN_MATH_STRICT_FP32', 'NN_MATH_TF32'),
     'nn_tuning_mode': ('NN_TUNING_HEURISTIC', 'NN_TUNING_AUTOTUNE'),
     'nn_graphs_mode': ('NN_GRAPHS_AUTO', 'NN_GRAPHS_OFF', 'NN_GRAPHS_ON'),
+    'nn_targets_mode': ('NN_TARGETS_CHECKED', 'NN_TARGETS_ON_DEVICE'),
     'nn_log_kind': ('NN_LOG_WARNING', 'NN_LOG_OP', 'NN_LOG_TRACE'),
     'nn_mem_upstream': ('NN_MEM_UPSTREAM_MALLOC', 'NN_MEM_UPSTREAM_MALLOC_ASYNC'),
     'nn_mem_event_kind': ('NN_MEM_EVENT_ALLOC', 'NN_MEM_EVENT_FREE', 'NN_MEM_EVENT_SEGMENT_ALLOC', 'NN_MEM_EVENT_SEGMENT_FREE'),
@@ -301,6 +304,7 @@ class nn_settings(Structure):
         ('prebuild_plans', c_int),
         ('rnn_graphs', c_int),
         ('linear_graphs', c_int),
+        ('xent_targets', c_int),
         ('reserved', (c_uint64 * 6)),
     ]
 

@@ -31,6 +31,7 @@ _WORDS = {
                    True: _abi.NN_GRAPHS_ON},
     "linear_graphs": {"auto": _abi.NN_GRAPHS_AUTO, False: _abi.NN_GRAPHS_OFF,
                       True: _abi.NN_GRAPHS_ON},
+    "xent_targets": {"checked": _abi.NN_TARGETS_CHECKED, "device": _abi.NN_TARGETS_ON_DEVICE},
 }
 SETTINGS = tuple(f for f, _ in _abi.nn_settings._fields_ if f != "reserved")
 
@@ -240,7 +241,8 @@ class Context:
     """An nnprim context. Settings are keyword arguments named as nn_settings' fields
     (backend="ref"|"cudnn"|"auto", device, stream, math_mode="strict"|"tf32", deterministic,
     workspace_cap, tuning="heuristic"|"autotune", autotune_candidates, plan_cache_file,
-    plan_cache_capacity, verbose, background_builds, prebuild_plans, rnn_graphs, linear_graphs);
+    plan_cache_capacity, verbose, background_builds, prebuild_plans, rnn_graphs, linear_graphs,
+    xent_targets="checked"|"device");
     those not given come from the NNPRIM_* environment (env=True, the default) or the library
     defaults (env=False). library: a path to libnnprim.so (else NNPRIM_LIBRARY, the installed
     prefix, the loader). log="logging" routes nnprim's log lines to the "nnprim" logger.

@@ -107,7 +107,11 @@ def context(device=None):
         if ctx is None:
             if key[0] == "cuda":
                 stream = torch.cuda.current_stream(key[1]).cuda_stream
-                ctx = Context(backend="cudnn", device=key[1], stream=stream, **_settings)
+                # torch's targets live on the GPU: read there, as torch.nn's loss does, the
+                # cross-entropy does not wait for the GPU at every step (context.h)
+                s = dict(xent_targets="device")
+                s.update(_settings)
+                ctx = Context(backend="cudnn", device=key[1], stream=stream, **s)
                 if _use_torch_alloc and key[1] not in _allocators:
                     _install_allocator(ctx._lib, key[1])
             elif key[0] == "cpu":

@@ -166,3 +166,22 @@ def test_float64_on_cuda_matches_torch_closely():
         gr = torch.autograd.grad(yr.sum(), [x] + list(ref.parameters()))
         for a, b in zip(gm, gr):
             torch.testing.assert_close(a, b, **tol)
+
+
+def test_cross_entropy_reads_cuda_targets_on_the_device():
+    """nnprim.torch's contexts read CUDA targets on the device (xent_targets="device"): the
+    loss equals torch's; a target out of range gives NaN in its sample, as no host check runs;
+    a Context left at "checked" refuses it."""
+    x = torch.randn(6, 5, device=DEV, requires_grad=True)
+    t = torch.tensor([0, 4, 2, 1, 3, 0], device=DEV)
+    got = nt.cross_entropy(x, t, reduction="none")
+    torch.testing.assert_close(got, torch.nn.functional.cross_entropy(x, t, reduction="none"),
+                               **TOL)
+    bad = t.clone()
+    bad[2] = 5
+    loss = nt.cross_entropy(x, bad, reduction="none")
+    assert torch.isnan(loss[2]) and not torch.isnan(loss[[0, 1, 3, 4, 5]]).any()
+    with nnprim.Context(backend="cudnn", env=False) as ctx:
+        assert ctx.cross_entropy(x.detach(), t) is not None
+        with pytest.raises(nnprim.InvalidArgumentError, match=r"targets\[2\]"):
+            ctx.cross_entropy(x.detach(), bad)

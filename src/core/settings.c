@@ -38,6 +38,8 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     static const struct nn__env_word bools[] = {{"0", 0}, {"1", 1}};
     static const struct nn__env_word graphs[] = {
         {"auto", NN_GRAPHS_AUTO}, {"0", NN_GRAPHS_OFF}, {"1", NN_GRAPHS_ON}};
+    static const struct nn__env_word targets[] = {{"checked", NN_TARGETS_CHECKED},
+                                                  {"device", NN_TARGETS_ON_DEVICE}};
     nn_status first = NN_OK, st;
     nn_error_info kept;
     int v;
@@ -72,6 +74,10 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     v = (int)s->linear_graphs;
     NN__KEEP(nn__env_word(fn, "NNPRIM_LINEAR_GRAPHS", graphs, NN__N(graphs), "auto, 0 or 1", &v));
     s->linear_graphs = (nn_graphs_mode)v;
+    v = (int)s->xent_targets;
+    NN__KEEP(nn__env_word(fn, "NNPRIM_XENT_TARGETS", targets, NN__N(targets), "checked or device",
+                          &v));
+    s->xent_targets = (nn_targets_mode)v;
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");
     if (file) s->plan_cache_file = file;
@@ -135,6 +141,11 @@ nn_status nn__settings_check(const nn_settings *s)
                         "nn_ctx_create: settings.linear_graphs must be NN_GRAPHS_AUTO, _OFF or "
                         "_ON, got %d",
                         (int)s->linear_graphs);
+    if ((unsigned)s->xent_targets > NN_TARGETS_ON_DEVICE)
+        return NN__FAIL(NULL, NN_E_INVALID_ARG,
+                        "nn_ctx_create: settings.xent_targets must be NN_TARGETS_CHECKED or "
+                        "NN_TARGETS_ON_DEVICE, got %d",
+                        (int)s->xent_targets);
     NN__TRY(NN__CHECK_RESERVED(NULL, "nn_ctx_create", "settings.reserved", s->reserved));
     return NN_OK;
 }

@@ -418,8 +418,9 @@ static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
     x->uploading = 1;
     return NN_OK;
 }
-/* The one-hot mask from device targets, by a kernel (softmax_mask.cu), for a graph capture:
- * every launch builds it from the targets then in device memory. */
+/* The one-hot mask from device targets, by a kernel (softmax_mask.cu): inside a graph capture
+ * every launch builds it from the targets then in device memory; under NN_TARGETS_ON_DEVICE the
+ * call does, without reading the targets on the host. */
 struct nn__onehot {
     uint64_t mask, targets;
     int64_t n, c, s;
@@ -443,10 +444,15 @@ static nn_status mask_on_device(struct nn_ctx *ctx, const char *fn,
                                 void **mask)
 {
     const char *no = nn__kernel_image_load(&mask_image);
-    if (no)
+    if (no && ctx->capture)
         return NN__FAIL(ctx, NN_E_GRAPH,
                         "%s: inside a graph capture the targets' one-hot mask is made on the "
                         "device, and %s",
+                        fn, no);
+    if (no)
+        return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                        "%s: settings.xent_targets = NN_TARGETS_ON_DEVICE has the targets' one-hot "
+                        "mask made on the device, and %s; use NN_TARGETS_CHECKED",
                         fn, no);
     NN__TRY(nn__dev_alloc_for(ctx, fn, x->bytes, mask));
     struct nn__onehot a = {(uint64_t)(uintptr_t)*mask,

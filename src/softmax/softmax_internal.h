@@ -19,8 +19,9 @@ struct nn__softmax_problem {
     unsigned accumulate; /* NN_ACCUMULATE_DX: the backward adds to dx */
     int xent;            /* 1 for the cross-entropy (mode unused) */
     nn_index_type index; /* the cross-entropy's target type */
-    /* Inside a graph capture (include/nnprim/graph.h): the caller's device targets, which each
-     * launch reads; the forward's t is NULL then. NULL otherwise. */
+    /* Inside a graph capture (include/nnprim/graph.h), or with settings.xent_targets =
+     * NN_TARGETS_ON_DEVICE for targets in device memory: the caller's device targets, which the
+     * mask kernel reads (each launch, in a graph); the forward's t is NULL then. NULL otherwise. */
     const void *dev_targets;
     int rank;
     int64_t dims[NN_MAX_RANK]; /* x's dims, for the text form */
@@ -32,8 +33,9 @@ struct nn__softmax_note {
 };
 
 /* A backend: softmax.c picks one per call. Targets reach the backends as a host array of n * s
- * int64 values already checked to lie in [0, c), or inside a graph capture (cuDNN only) as the
- * caller's device targets (p->dev_targets), which no host code reads. */
+ * int64 values already checked to lie in [0, c), or inside a graph capture or under
+ * NN_TARGETS_ON_DEVICE (cuDNN only) as the caller's device targets (p->dev_targets), which no
+ * host code reads. */
 struct nn__softmax_backend {
     const char *name;
     nn_status (*forward)(struct nn_ctx *ctx, const struct nn__softmax_problem *p,

@@ -1,8 +1,8 @@
 /* The device side of the cross-entropy's one-hot mask from targets in device memory
- * (softmax_cudnn.c, inside a graph capture): mask[(i c + k) s + j] = 1 where targets[i s + j]
- * is k, else 0, over n x c x s elements in the dtype; a target outside [0, c) puts NaN in every
- * element of its (i, j), so that its loss and gradient show it (a graph launch has no status to
- * report it with). The parameter is struct nn__onehot of softmax_cudnn.c byte for byte. */
+ * (softmax_cudnn.c: inside a graph capture, or under NN_TARGETS_ON_DEVICE): mask[(i c + k) s + j]
+ * = 1 where targets[i s + j] is k, else 0, over n x c x s elements in the dtype; a target outside
+ * [0, c) puts NaN in every element of its (i, j), so that its loss and gradient show it (neither a
+ * graph launch nor a call that leaves the targets on the device has a status to report it with). The parameter is struct nn__onehot of softmax_cudnn.c byte for byte. */
 struct nn__onehot {
     unsigned long long mask, targets;
     long long n, c, s;

@@ -226,6 +226,11 @@ CALL(env_linear_graphs)
     (void)c;
     return env_row("NNPRIM_LINEAR_GRAPHS", "2");
 }
+CALL(env_xent_targets)
+{
+    (void)c;
+    return env_row("NNPRIM_XENT_TARGETS", "host");
+}
 CALL(env_verbose)
 {
     (void)c;
@@ -310,6 +315,13 @@ CALL(create_linear_graphs)
     (void)c;
     nn_settings s = defaults();
     s.linear_graphs = (nn_graphs_mode)3;
+    return create_with(&s);
+}
+CALL(create_xent_targets)
+{
+    (void)c;
+    nn_settings s = defaults();
+    s.xent_targets = (nn_targets_mode)2;
     return create_with(&s);
 }
 CALL(create_candidates)
@@ -480,6 +492,8 @@ static const struct cat_row rows[] = {
         env_prebuild),
     ROW("NNPRIM_LINEAR_GRAPHS=2", "nn_settings_from_env", "NNPRIM_LINEAR_GRAPHS", V,
         env_linear_graphs),
+    ROW("NNPRIM_XENT_TARGETS=host", "nn_settings_from_env", "NNPRIM_XENT_TARGETS", V,
+        env_xent_targets),
     ROW("NNPRIM_VERBOSE=3", "nn_settings_from_env", "NNPRIM_VERBOSE", V, env_verbose),
     ROW("NNPRIM_VERBOSE=''", "nn_settings_from_env", "NNPRIM_VERBOSE", V, env_verbose_empty),
     ROW("ctx_create with a malformed environment", "nn_ctx_create", "NNPRIM_VERBOSE", V,
@@ -492,6 +506,8 @@ static const struct cat_row rows[] = {
     ROW("ctx_create tuning 5", "nn_ctx_create", "settings.tuning", E, create_tuning),
     ROW("ctx_create linear_graphs 3", "nn_ctx_create", "settings.linear_graphs", E,
         create_linear_graphs),
+    ROW("ctx_create xent_targets 2", "nn_ctx_create", "settings.xent_targets", E,
+        create_xent_targets),
     ROW("ctx_create autotune_candidates 0", "nn_ctx_create", "settings.autotune_candidates", E,
         create_candidates),
     ROW("ctx_create plan_cache_capacity 0", "nn_ctx_create", "settings.plan_cache_capacity", E,

@@ -1248,6 +1248,7 @@ static const struct field settings_fields[] = {
     FIELD(nn_settings, prebuild_plans, F_I32),
     FIELD(nn_settings, rnn_graphs, F_I32),
     FIELD(nn_settings, linear_graphs, F_I32),
+    FIELD(nn_settings, xent_targets, F_I32),
     FIELD(nn_settings, reserved[0], F_U64),
     FIELD(nn_settings, reserved[5], F_U64),
 };

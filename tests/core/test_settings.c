@@ -26,6 +26,7 @@ Test(settings, defaults_without_environment)
     cr_expect_eq(s.prebuild_plans, 1);
     cr_expect_eq(s.rnn_graphs, NN_GRAPHS_AUTO);
     cr_expect_eq(s.linear_graphs, NN_GRAPHS_AUTO);
+    cr_expect_eq(s.xent_targets, NN_TARGETS_CHECKED);
 }
 
 Test(settings, environment_overrides_every_field)
@@ -43,6 +44,7 @@ Test(settings, environment_overrides_every_field)
     setenv("NNPRIM_BACKGROUND_BUILDS", "0", 1);
     setenv("NNPRIM_PREBUILD_PLANS", "0", 1);
     setenv("NNPRIM_LINEAR_GRAPHS", "0", 1);
+    setenv("NNPRIM_XENT_TARGETS", "device", 1);
     nn_settings s;
     cr_assert_eq(nn_settings_from_env(&s), NN_OK);
     cr_expect_eq(s.backend, NN_BACKEND_REF);
@@ -58,6 +60,10 @@ Test(settings, environment_overrides_every_field)
     cr_expect_eq(s.background_builds, 0);
     cr_expect_eq(s.prebuild_plans, 0);
     cr_expect_eq(s.linear_graphs, NN_GRAPHS_OFF);
+    cr_expect_eq(s.xent_targets, NN_TARGETS_ON_DEVICE);
+    setenv("NNPRIM_XENT_TARGETS", "checked", 1);
+    cr_assert_eq(nn_settings_from_env(&s), NN_OK);
+    cr_expect_eq(s.xent_targets, NN_TARGETS_CHECKED);
 }
 
 /* Both replay settings read one grammar into one enum: auto, 0 and 1 are AUTO, OFF and ON. */
@@ -97,6 +103,8 @@ static const struct bad_env bad_envs[] = {
     {"NNPRIM_LINEAR_GRAPHS", "on", "auto, 0 or 1"},
     {"NNPRIM_LINEAR_GRAPHS", "2", "auto, 0 or 1"},
     {"NNPRIM_RNN_GRAPHS", "on", "auto, 0 or 1"},
+    {"NNPRIM_XENT_TARGETS", "host", "checked or device"},
+    {"NNPRIM_XENT_TARGETS", "1", "checked or device"},
     {"NNPRIM_WORKSPACE_CAP", "12T", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "-5", "byte count"},
     {"NNPRIM_WORKSPACE_CAP", "99999999999999999999", "byte count"},
@@ -180,6 +188,12 @@ Test(context, create_rejects_settings_out_of_range)
     cr_expect_str_eq(nn_last_error()->message,
                      "nn_ctx_create: settings.linear_graphs must be NN_GRAPHS_AUTO, _OFF or _ON, "
                      "got 3");
+    nn_settings_from_env(&s);
+    s.xent_targets = (nn_targets_mode)2;
+    cr_expect_eq(nn_ctx_create(&ctx, &s), NN_E_INVALID_ARG);
+    cr_expect_str_eq(nn_last_error()->message,
+                     "nn_ctx_create: settings.xent_targets must be NN_TARGETS_CHECKED or "
+                     "NN_TARGETS_ON_DEVICE, got 2");
     cr_expect_eq(nn_ctx_create(NULL, &s), NN_E_INVALID_ARG);
 }
 

@@ -55,6 +55,7 @@ Test(noenv, settings_defaults_ignore_the_environment)
     cr_expect_eq(s.prebuild_plans, 1);
     cr_expect_eq(s.rnn_graphs, NN_GRAPHS_AUTO);
     cr_expect_eq(s.linear_graphs, NN_GRAPHS_AUTO);
+    cr_expect_eq(s.xent_targets, NN_TARGETS_CHECKED);
     for (size_t i = 0; i < sizeof s.reserved / sizeof s.reserved[0]; i++)
         cr_expect_eq(s.reserved[i], 0);
     cr_expect_eq(nn_settings_defaults(NULL), NN_E_INVALID_ARG);

@@ -177,9 +177,9 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  * ordinary (pageable) host memory are read directly, without a wait. A cuDNN context made with
  * settings.xent_targets = NN_TARGETS_ON_DEVICE (context.h) reads targets in its device's memory
  * on the device only, as inside a graph capture: no wait and no host check (a target outside
- * [0, C) gives NaN in that sample's loss and gradient, and the call returns NN_OK). The loss itself is computed
- * on the GPU (cuDNN's log-softmax, the mask uploaded asynchronously from a pinned buffer kept per
- * shape, docs/SOFTMAX.md).
+ * [0, C) gives NaN in that sample's loss and gradient, and the call returns NN_OK). The loss itself
+ * is computed on the GPU (cuDNN's log-softmax, the mask uploaded asynchronously from a pinned
+ * buffer kept per shape, docs/SOFTMAX.md).
  *
  * Inside a graph capture (graph.h) the targets must be in device memory of the context's device:
  * each launch builds the mask from them on the device, with no host check, and a target outside

@@ -75,8 +75,8 @@ static nn_status apply_env(const char *fn, nn_settings *s)
     NN__KEEP(nn__env_word(fn, "NNPRIM_LINEAR_GRAPHS", graphs, NN__N(graphs), "auto, 0 or 1", &v));
     s->linear_graphs = (nn_graphs_mode)v;
     v = (int)s->xent_targets;
-    NN__KEEP(nn__env_word(fn, "NNPRIM_XENT_TARGETS", targets, NN__N(targets), "checked or device",
-                          &v));
+    NN__KEEP(
+        nn__env_word(fn, "NNPRIM_XENT_TARGETS", targets, NN__N(targets), "checked or device", &v));
     s->xent_targets = (nn_targets_mode)v;
 #undef NN__KEEP
     const char *file = getenv("NNPRIM_PLAN_CACHE");

@@ -180,6 +180,21 @@ static void raw_free(struct raw *r)
     free(r);
 }
 
+/* The algorithm nnprim's heuristic runs for the case (docs/RNN.md, "Algorithm choice"): the
+ * persistent small-h one for hidden sizes within PyTorch's bounds, so that the control does the
+ * same work. */
+static cudnnRNNAlgo_t raw_algo(const struct shape *s)
+{
+    const nn_rnn_params *p = &s->c.p;
+    int full = 1;
+    for (int64_t i = 0; s->c.has_lengths && i < s->c.n; i++)
+        full &= s->c.lengths[i] == s->c.t;
+    int64_t small = p->cell == NN_RNN_LSTM || p->cell == NN_RNN_GRU ? 128 : 256;
+    return s->c.dtype != NN_DTYPE_F64 && !p->proj_size && full && p->hidden_size <= small
+               ? CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H
+               : CUDNN_RNN_ALGO_STANDARD;
+}
+
 /* Descriptors as a careful cuDNN user would set them for this case (no dropout: the bench runs
  * without). */
 static int raw_setup(struct shape *s, struct raw *r)
@@ -203,7 +218,7 @@ static int raw_setup(struct shape *s, struct raw *r)
     RAW_TRY(cudnnSetDropoutDescriptor(r->drop, r->h, 0, NULL, 0, 0));
     RAW_TRY(cudnnCreateRNNDescriptor(&r->rnn));
     RAW_TRY(cudnnSetRNNDescriptor_v8(
-        r->rnn, CUDNN_RNN_ALGO_STANDARD, modes[p->cell], biases[p->bias_mode],
+        r->rnn, raw_algo(s), modes[p->cell], biases[p->bias_mode],
         D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
         p->input_mode == NN_RNN_INPUT_SKIP ? CUDNN_SKIP_INPUT : CUDNN_LINEAR_INPUT, dt, prec, math,
         (int32_t)p->input_size, H, O, L, r->drop, CUDNN_RNN_PADDED_IO_ENABLED));

@@ -673,14 +673,16 @@ static nn_status check_state(struct nn_ctx *ctx, const char *op, const struct nn
 static nn_status check_lengths(struct nn_ctx *ctx, const char *op, struct nn__rnn_problem *p,
                                const int32_t *lengths, const char *name)
 {
-    p->varied = 0;
+    p->lengths_kind = NN__RNN_LENGTHS_FULL;
     if (!lengths) return NN_OK;
     for (int64_t i = 0; i < p->n; i++) {
         if (lengths[i] < 0 || lengths[i] > p->t)
             return NN__FAIL(ctx, NN_E_SHAPE, "%s: %s[%lld] must be in [0, T] = [0, %lld], got %d",
                             op, name, (long long)i, (long long)p->t, (int)lengths[i]);
-        if (lengths[i] != lengths[0]) p->varied = 1;
+        if (lengths[i] != lengths[0]) p->lengths_kind = NN__RNN_LENGTHS_VARIED;
     }
+    if (p->lengths_kind == NN__RNN_LENGTHS_FULL && p->n > 0 && lengths[0] != p->t)
+        p->lengths_kind = NN__RNN_LENGTHS_SHORT;
     return NN_OK;
 }
 

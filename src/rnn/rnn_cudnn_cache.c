@@ -17,7 +17,7 @@ static const struct nn__field key_fields[] = {
     NN__FIELD(struct rnn_key, dirs, NN__FIELD_I32),
     NN__FIELD(struct rnn_key, dtype, NN__FIELD_I32),
     NN__FIELD(struct rnn_key, clip_enabled, NN__FIELD_I32),
-    NN__FIELD(struct rnn_key, varied, NN__FIELD_I32),
+    NN__FIELD(struct rnn_key, lengths_kind, NN__FIELD_I32),
     NN__FIELD(struct rnn_key, t, NN__FIELD_I64),
     NN__FIELD(struct rnn_key, n, NN__FIELD_I64),
     NN__FIELD(struct rnn_key, input, NN__FIELD_I64),
@@ -53,7 +53,9 @@ static const char *key_invalid(const void *key)
     if (k->layout != NN_RNN_SEQ_MAJOR && k->layout != NN_RNN_BATCH_MAJOR) return "layout";
     if (k->dirs != 1 && k->dirs != 2) return "dirs";
     if (nn_dtype_size((nn_dtype)k->dtype) == 0) return "dtype";
-    if ((k->clip_enabled | k->varied) & ~1) return "clip_enabled or varied";
+    if (k->clip_enabled & ~1) return "clip_enabled";
+    if (k->lengths_kind < NN__RNN_LENGTHS_FULL || k->lengths_kind > NN__RNN_LENGTHS_SHORT)
+        return "lengths_kind";
     if (!fits_int(k->t) || !fits_int(k->n) || k->input < 1 || k->hidden < 1 || k->proj < 0 ||
         k->proj >= k->hidden || k->layers < 1 || !fits_int(k->input) || !fits_int(k->hidden) ||
         !fits_int(k->layers))
@@ -135,7 +137,7 @@ void nn__rnn_cudnn_key_of(struct nn_ctx *ctx, const struct nn__rnn_problem *p, i
         k->layout = p->layout;
         k->t = p->t;
         k->n = p->n;
-        k->varied = p->varied;
+        k->lengths_kind = p->lengths_kind;
         k->dropout = p->dropout;
         k->dropout_seed = p->dropout > 0 ? p->dropout_seed : 0;
     }
@@ -143,8 +145,8 @@ void nn__rnn_cudnn_key_of(struct nn_ctx *ctx, const struct nn__rnn_problem *p, i
 }
 
 /* The shape's entry, built on a miss: from a known record's algorithm when the plan file has one,
- * else timed under autotune (equal lengths, no projection, no dropout: what the persistent
- * algorithms run, and no random state consumed), else the standard algorithm. with_data 0: a
+ * else timed under autotune (full lengths, no projection, no dropout: what the persistent
+ * algorithms run, and no random state consumed), else the heuristic's algorithm. with_data 0: a
  * descriptor-only entry for weight queries. */
 nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_problem *p,
                                   int with_data, struct nn__rnn_note *note, struct rnn_live **out)
@@ -162,9 +164,10 @@ nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_probl
     }
     NN__TRY(nn__capture_no_build(ctx, NULL, "the descriptors of this recurrent shape"));
     const struct rnn_record *known = nn__cache_lookup_known(c, NN__RNN_CUDNN_KIND_ID, &k, NULL);
-    struct rnn_record rec = {nn__rnn_cudnn_choose_algo(&k), 0};
+    struct rnn_record rec = {CUDNN_RNN_ALGO_STANDARD, 0};
     nn_status st;
-    if (known && (known->algo == CUDNN_RNN_ALGO_STANDARD || !k.varied)) {
+    if (known &&
+        (known->algo == CUDNN_RNN_ALGO_STANDARD || k.lengths_kind == NN__RNN_LENGTHS_FULL)) {
         rec = *known;
         st = nn__rnn_cudnn_build(ctx, &k, p, &rec, &e);
         if (st == NN_OK) {
@@ -174,14 +177,15 @@ nn_status nn__rnn_cudnn_entry_get(struct nn_ctx *ctx, const struct nn__rnn_probl
             (void)cudaGetLastError();
             nn__cache_drop_known(c, NN__RNN_CUDNN_KIND_ID, &k);
             if (rec.algo != CUDNN_RNN_ALGO_STANDARD) rec.flags |= NN__RNN_REC_PERSIST_REFUSED;
-            rec.algo = nn__rnn_cudnn_choose_algo(&k);
+            rec.algo = CUDNN_RNN_ALGO_STANDARD;
             st = nn__rnn_cudnn_build(ctx, &k, p, &rec, &e);
         }
-    } else if (with_data && ctx->settings.tuning == NN_TUNING_AUTOTUNE && !k.varied && !k.proj &&
+    } else if (with_data && ctx->settings.tuning == NN_TUNING_AUTOTUNE &&
+               k.lengths_kind == NN__RNN_LENGTHS_FULL && !k.proj &&
                !(k.dropout > 0 && k.layers > 1)) {
         st = nn__rnn_cudnn_tune(ctx, &k, p, &rec, note, &e);
     } else {
-        st = nn__rnn_cudnn_build(ctx, &k, p, &rec, &e);
+        st = nn__rnn_cudnn_build_heuristic(ctx, &k, p, &rec, &e);
     }
     NN__TRY(st);
     nn__rnn_note_cache(note, "heuristic");

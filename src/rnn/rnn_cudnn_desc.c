@@ -31,13 +31,57 @@ static void math_of(const struct rnn_key *k, cudnnDataType_t *prec, cudnnMathTyp
     }
 }
 
-/* The algorithm for a shape without a record. The standard algorithm runs every configuration;
- * the persistent ones fail at forward time with varied lengths and refuse projections (RNN.md
- * trap 7), and were not measured to pay off here, so they are never chosen. */
+/* The algorithm for a shape without a record. Small hidden sizes run the persistent small-h
+ * algorithm: one kernel per layer and pass where the standard algorithm launches a matrix product
+ * and an element-wise kernel per time step (docs/RNN.md, "Algorithm choice"). The bounds are
+ * PyTorch's for running it in both passes (hidden at most 128 for LSTM and GRU, 256 for ReLU and
+ * tanh cells; aten/src/ATen/native/cudnn/RNN.cpp), and so are the exclusions: double data
+ * (unsupported), projections and lengths that are not all T (refused at the forward call, varied
+ * ones and equal short ones alike: RNN.md trap 7). A descriptor-only entry (weight queries) is
+ * standard: the weight views are asked of it, and the entry of a shape with data is built standard
+ * when the persistent one lays the weights out otherwise or is refused
+ * (nn__rnn_cudnn_build_heuristic). */
 int nn__rnn_cudnn_choose_algo(const struct rnn_key *k)
 {
-    (void)k;
+    int64_t small = k->cell == NN_RNN_LSTM || k->cell == NN_RNN_GRU ? 128 : 256;
+    if (k->n > 0 && k->dtype != NN_DTYPE_F64 && !k->proj &&
+        k->lengths_kind == NN__RNN_LENGTHS_FULL && k->hidden <= small)
+        return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
     return CUDNN_RNN_ALGO_STANDARD;
+}
+
+int nn__rnn_cudnn_same_layout(const struct rnn_live *a, const struct rnn_live *b,
+                              const struct nn__rnn_problem *p)
+{
+    return a->weight_bytes == b->weight_bytes &&
+           !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
+}
+
+nn_status nn__rnn_cudnn_build_heuristic(struct nn_ctx *ctx, const struct rnn_key *k,
+                                        const struct nn__rnn_problem *p, struct rnn_record *rec,
+                                        struct rnn_live **out)
+{
+    rec->algo = nn__rnn_cudnn_choose_algo(k);
+    if (rec->algo == CUDNN_RNN_ALGO_STANDARD) return nn__rnn_cudnn_build(ctx, k, p, rec, out);
+    struct rnn_record standard = {CUDNN_RNN_ALGO_STANDARD, rec->flags};
+    struct rnn_live *persist = NULL, *e = NULL;
+    nn_status st = nn__rnn_cudnn_build(ctx, k, p, &standard, &e);
+    if (st != NN_OK) return st;
+    struct nn__error_kept keep = nn__error_keep(ctx);
+    if (nn__rnn_cudnn_build(ctx, k, p, rec, &persist) == NN_OK &&
+        nn__rnn_cudnn_same_layout(e, persist, p)) {
+        nn__rnn_cudnn_live_destroy(e);
+        *out = persist;
+        return NN_OK;
+    }
+    /* a refusal is not the call's failure: it goes on with the standard descriptor */
+    nn__error_restore(ctx, &keep);
+    (void)cudaGetLastError();
+    nn__rnn_cudnn_live_destroy(persist);
+    rec->algo = CUDNN_RNN_ALGO_STANDARD;
+    rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
+    *out = e;
+    return NN_OK;
 }
 
 nn_status nn__rnn_cudnn_set_data_descs(struct nn_ctx *ctx, struct rnn_live *e,

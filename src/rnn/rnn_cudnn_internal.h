@@ -31,7 +31,7 @@
 
 /* A problem as plain fields. t = n = 0 is a descriptor-only entry (weight layout queries). */
 struct rnn_key {
-    int32_t cell, bias_mode, input_mode, layout, dirs, dtype, clip_enabled, varied;
+    int32_t cell, bias_mode, input_mode, layout, dirs, dtype, clip_enabled, lengths_kind;
     int64_t t, n, input, hidden, proj, layers;
     double dropout, clip_lo, clip_hi;
     uint64_t dropout_seed;
@@ -228,6 +228,15 @@ void nn__rnn_cudnn_trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p
 
 /* rnn_cudnn_desc.c */
 int nn__rnn_cudnn_choose_algo(const struct rnn_key *k);
+/* Whether two entries of one shape lay the weights out alike (size and every view's offset). */
+int nn__rnn_cudnn_same_layout(const struct rnn_live *a, const struct rnn_live *b,
+                              const struct nn__rnn_problem *p);
+/* The entry of a shape without a record: nn__rnn_cudnn_choose_algo's algorithm, or the standard
+ * one (rec->flags gets NN__RNN_REC_PERSIST_REFUSED) when cuDNN refuses the persistent one or it
+ * lays the weights out unlike the standard descriptor. rec->algo says which was built. */
+nn_status nn__rnn_cudnn_build_heuristic(struct nn_ctx *ctx, const struct rnn_key *k,
+                                        const struct nn__rnn_problem *p, struct rnn_record *rec,
+                                        struct rnn_live **out);
 nn_status nn__rnn_cudnn_set_data_descs(struct nn_ctx *ctx, struct rnn_live *e,
                                        const struct rnn_key *k, const int32_t *lengths);
 nn_status nn__rnn_cudnn_build(struct nn_ctx *ctx, const struct rnn_key *k,

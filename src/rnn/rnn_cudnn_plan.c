@@ -27,7 +27,7 @@ static void problem_of_key(const struct rnn_key *k, struct nn__rnn_problem *p)
     p->dtype = (nn_dtype)k->dtype;
     p->math = (nn_math_mode)k->s.math_mode;
     p->deterministic = k->s.deterministic;
-    p->varied = k->varied;
+    p->lengths_kind = k->lengths_kind;
 }
 
 /* Calls of one shape on zeroed scratch g, passing the optional tensors the record's signatures
@@ -102,7 +102,7 @@ static nn_status prepare_one(struct nn_ctx *ctx, const struct nn__rnn_problem *p
         if (st == NN_OK) e->warm[W_INFER] = 1;
     }
     int got = 0;
-    if (st == NN_OK && !p->varied && e->warm[W_TRAIN] && grads &&
+    if (st == NN_OK && p->lengths_kind != NN__RNN_LENGTHS_VARIED && e->warm[W_TRAIN] && grads &&
         nn__rnn_cudnn_replay_wanted(ctx, e, U_TRAIN)) {
         struct reserve *rs = NULL;
         int done = 0;
@@ -114,7 +114,7 @@ static nn_status prepare_one(struct nn_ctx *ctx, const struct nn__rnn_problem *p
                 e, "a capture or graph update failed (the context's last error)");
         got |= cs == NN_OK && done;
     }
-    if (st == NN_OK && !p->varied && e->warm[W_INFER] &&
+    if (st == NN_OK && p->lengths_kind != NN__RNN_LENGTHS_VARIED && e->warm[W_INFER] &&
         nn__rnn_cudnn_replay_wanted(ctx, e, U_INFER)) {
         struct reserve *none = NULL;
         int done = 0;

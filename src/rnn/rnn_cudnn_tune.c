@@ -93,13 +93,6 @@ static nn_status time_step(struct nn_ctx *ctx, cudnnHandle_t h, const struct nn_
     return st;
 }
 
-static int same_layout(const struct rnn_live *a, const struct rnn_live *b,
-                       const struct nn__rnn_problem *p)
-{
-    return a->weight_bytes == b->weight_bytes &&
-           !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
-}
-
 /* What the verbose line says of a tuned shape (its note's cache): the pair autotune kept. */
 static const char *tuned_note(int algo, int replay)
 {
@@ -143,7 +136,7 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
         st = nn__rnn_cudnn_build(ctx, k, p, &r, &cand[i]);
         /* Weight views come from a standard descriptor: an algorithm whose weight layout
          * differed would read the buffer wrongly, so it is not a candidate. */
-        if (st == NN_OK && i > 0 && !same_layout(cand[0], cand[i], p))
+        if (st == NN_OK && i > 0 && !nn__rnn_cudnn_same_layout(cand[0], cand[i], p))
             st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
                           "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
                           algos[i]);

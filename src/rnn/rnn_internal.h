@@ -20,9 +20,8 @@ struct nn_ctx;
 struct nn__cache_kind;
 
 /* One recurrent problem, resolved. Plain values only (no pointers), zeroed before filling, so it
- * can serve as a cache key compared with memcmp. Lengths are per call and not part of it; varied
- * says whether this call's lengths differ from one another (cuDNN's persistent algorithms refuse
- * them). */
+ * can serve as a cache key compared with memcmp. Lengths are per call and not part of it;
+ * lengths_kind says how they run (cuDNN's persistent algorithms refuse any but full ones). */
 struct nn__rnn_problem {
     nn_rnn_cell cell;
     int64_t t, n;          /* time steps, sequences */
@@ -42,7 +41,14 @@ struct nn__rnn_problem {
     nn_dtype dtype;
     nn_math_mode math; /* the context's; TF32 only matters for f32 on cuDNN */
     int deterministic; /* the context's */
-    int varied;        /* this call's lengths are not all equal */
+    int lengths_kind;  /* this call's, NN__RNN_LENGTHS_* */
+};
+
+/* How a call's sequence lengths run. The values are plan-file key values: never renumber. */
+enum {
+    NN__RNN_LENGTHS_FULL = 0,   /* every sequence is T long (no lengths, or all T) */
+    NN__RNN_LENGTHS_VARIED = 1, /* they differ from one another */
+    NN__RNN_LENGTHS_SHORT = 2,  /* all equal, shorter than T */
 };
 
 /* Width of layer l's input: I for layer 0, D*O above. */

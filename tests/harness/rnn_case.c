@@ -728,6 +728,11 @@ static const char *const gpu_extra[] = {
     "tanh t4n3i5h5 l2 bidir skip batch",
     "gru t5n4i3h6 l2 bidir batch lens5x0x3x1",
     "lstm t3n2i3h4 l3 bidir drop0.3:5",
+    /* equal lengths shorter than t, and hidden sizes at the persistent small-h bounds */
+    "lstm t5n3i4h6 l2 uni lens3x3x3",
+    "gru t4n3i3h5 l1 bidir batch lens2x2x2",
+    "lstm t3n4i8h128 l1 uni",
+    "relu t3n2i5h256 l1 bidir",
 };
 
 size_t nn_rnn_gpu_case_count(void)

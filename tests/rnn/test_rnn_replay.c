@@ -581,6 +581,42 @@ Test(rnn_replay, a_refused_persistent_algorithm_falls_back_and_is_recorded, .tim
     nn_ctx_destroy(ctx);
 }
 
+Test(rnn_replay, the_heuristic_runs_small_hidden_sizes_on_the_persistent_small_h_algorithm,
+     .timeout = 300)
+{
+    NN_REQUIRE_GPU();
+    static const int32_t varied[3] = {5, 0, 3}, full[3] = {5, 5, 5}, short_[3] = {4, 4, 4};
+    const struct {
+        nn_rnn_cell cell;
+        int64_t hidden, proj;
+        const int32_t *lengths;
+        int algo; /* cudnnRNNAlgo_t: 0 standard, 3 persistent small-h */
+    } rows[] = {
+        {NN_RNN_LSTM, 128, 0, NULL, 3}, {NN_RNN_GRU, 128, 0, full, 3},
+        {NN_RNN_GRU, 129, 0, NULL, 0},  {NN_RNN_RELU, 256, 0, NULL, 3},
+        {NN_RNN_TANH, 257, 0, NULL, 0}, {NN_RNN_LSTM, 6, 0, varied, 0},
+        {NN_RNN_LSTM, 6, 0, short_, 0}, {NN_RNN_LSTM, 6, 3, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct shape s;
+        memset(&s, 0, sizeof s);
+        cr_assert_eq(nn_rnn_params_default(&s.p, rows[i].cell, 8, rows[i].hidden), NN_OK);
+        s.p.proj_size = rows[i].proj;
+        s.t = 5, s.n = 3, s.lengths = rows[i].lengths;
+        nn_ctx *ctx = make_ctx(NN_GRAPHS_OFF, NN_TUNING_HEURISTIC, 0);
+        struct set o;
+        set_alloc(ctx, &s, &o, 5);
+        cr_assert_eq(step(ctx, &s, &o), NN_OK, "row %zu: %s", i, nn_last_error()->message);
+        int32_t algo[2], flags[2];
+        cr_assert_eq(nn__rnn_cudnn_records(ctx, algo, flags, 2), 1, "row %zu", i);
+        cr_expect_eq(algo[0], rows[i].algo, "row %zu: algorithm %d", i, (int)algo[0]);
+        cr_expect_not(flags[0] & NN__RNN_REC_PERSIST_REFUSED, "row %zu: flags %d", i,
+                      (int)flags[0]);
+        set_free(ctx, &o);
+        nn_ctx_destroy(ctx);
+    }
+}
+
 Test(rnn_replay, graphs_in_the_pool_and_back_to_the_baseline_when_the_context_goes, .timeout = 300)
 {
     NN_REQUIRE_GPU();

@@ -180,25 +180,13 @@ static void raw_free(struct raw *r)
     free(r);
 }
 
-/* The algorithm nnprim's heuristic runs for the case (docs/RNN.md, "Algorithm choice"): the
- * persistent small-h one for hidden sizes within PyTorch's bounds, so that the control does the
- * same work. */
-static cudnnRNNAlgo_t raw_algo(const struct shape *s)
-{
-    const nn_rnn_params *p = &s->c.p;
-    int full = 1;
-    for (int64_t i = 0; s->c.has_lengths && i < s->c.n; i++)
-        full &= s->c.lengths[i] == s->c.t;
-    int64_t small = p->cell == NN_RNN_LSTM || p->cell == NN_RNN_GRU ? 128 : 256;
-    return s->c.dtype != NN_DTYPE_F64 && !p->proj_size && full && p->hidden_size <= small
-               ? CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H
-               : CUDNN_RNN_ALGO_STANDARD;
-}
-
 /* Descriptors as a careful cuDNN user would set them for this case (no dropout: the bench runs
- * without). */
+ * without), with the algorithm nnprim ran it with (its record: the most recently used one, this
+ * shape's), so that the control does the same work. */
 static int raw_setup(struct shape *s, struct raw *r)
 {
+    int32_t algo = CUDNN_RNN_ALGO_STANDARD, flags;
+    (void)nn__rnn_cudnn_records(s->ctx, &algo, &flags, 1);
     const nn_rnn_params *p = &s->c.p;
     nn_settings set;
     nn_ctx_get_settings(s->ctx, &set);
@@ -218,7 +206,7 @@ static int raw_setup(struct shape *s, struct raw *r)
     RAW_TRY(cudnnSetDropoutDescriptor(r->drop, r->h, 0, NULL, 0, 0));
     RAW_TRY(cudnnCreateRNNDescriptor(&r->rnn));
     RAW_TRY(cudnnSetRNNDescriptor_v8(
-        r->rnn, raw_algo(s), modes[p->cell], biases[p->bias_mode],
+        r->rnn, (cudnnRNNAlgo_t)algo, modes[p->cell], biases[p->bias_mode],
         D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
         p->input_mode == NN_RNN_INPUT_SKIP ? CUDNN_SKIP_INPUT : CUDNN_LINEAR_INPUT, dt, prec, math,
         (int32_t)p->input_size, H, O, L, r->drop, CUDNN_RNN_PADDED_IO_ENABLED));

@@ -50,11 +50,25 @@ int nn__rnn_cudnn_choose_algo(const struct rnn_key *k)
     return CUDNN_RNN_ALGO_STANDARD;
 }
 
-int nn__rnn_cudnn_same_layout(const struct rnn_live *a, const struct rnn_live *b,
-                              const struct nn__rnn_problem *p)
+nn_status nn__rnn_cudnn_build_like(struct nn_ctx *ctx, const struct rnn_key *k,
+                                   const struct nn__rnn_problem *p, const struct rnn_live *standard,
+                                   const struct rnn_record *rec, struct rnn_live **out)
 {
-    return a->weight_bytes == b->weight_bytes &&
-           !memcmp(a->offsets, b->offsets, (size_t)(p->layers * p->dirs * 5) * sizeof *a->offsets);
+    *out = NULL;
+    struct rnn_live *e;
+    NN__TRY(nn__rnn_cudnn_build(ctx, k, p, rec, &e));
+    /* Weight views come from a standard descriptor: an algorithm whose weight layout differed
+     * would read the buffer wrongly. */
+    if (e->weight_bytes == standard->weight_bytes &&
+        !memcmp(e->offsets, standard->offsets,
+                (size_t)(p->layers * p->dirs * 5) * sizeof *e->offsets)) {
+        *out = e;
+        return NN_OK;
+    }
+    nn__rnn_cudnn_live_destroy(e);
+    return NN__FAIL(ctx, NN_E_UNSUPPORTED,
+                    "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
+                    (int)rec->algo);
 }
 
 nn_status nn__rnn_cudnn_build_heuristic(struct nn_ctx *ctx, const struct rnn_key *k,
@@ -64,12 +78,10 @@ nn_status nn__rnn_cudnn_build_heuristic(struct nn_ctx *ctx, const struct rnn_key
     rec->algo = nn__rnn_cudnn_choose_algo(k);
     if (rec->algo == CUDNN_RNN_ALGO_STANDARD) return nn__rnn_cudnn_build(ctx, k, p, rec, out);
     struct rnn_record standard = {CUDNN_RNN_ALGO_STANDARD, rec->flags};
-    struct rnn_live *persist = NULL, *e = NULL;
-    nn_status st = nn__rnn_cudnn_build(ctx, k, p, &standard, &e);
-    if (st != NN_OK) return st;
+    struct rnn_live *persist, *e;
+    NN__TRY(nn__rnn_cudnn_build(ctx, k, p, &standard, &e));
     struct nn__error_kept keep = nn__error_keep(ctx);
-    if (nn__rnn_cudnn_build(ctx, k, p, rec, &persist) == NN_OK &&
-        nn__rnn_cudnn_same_layout(e, persist, p)) {
+    if (nn__rnn_cudnn_build_like(ctx, k, p, e, rec, &persist) == NN_OK) {
         nn__rnn_cudnn_live_destroy(e);
         *out = persist;
         return NN_OK;
@@ -77,7 +89,6 @@ nn_status nn__rnn_cudnn_build_heuristic(struct nn_ctx *ctx, const struct rnn_key
     /* a refusal is not the call's failure: it goes on with the standard descriptor */
     nn__error_restore(ctx, &keep);
     (void)cudaGetLastError();
-    nn__rnn_cudnn_live_destroy(persist);
     rec->algo = CUDNN_RNN_ALGO_STANDARD;
     rec->flags |= NN__RNN_REC_PERSIST_REFUSED;
     *out = e;

@@ -228,9 +228,12 @@ void nn__rnn_cudnn_trial_end(struct nn_ctx *ctx, const struct nn__rnn_problem *p
 
 /* rnn_cudnn_desc.c */
 int nn__rnn_cudnn_choose_algo(const struct rnn_key *k);
-/* Whether two entries of one shape lay the weights out alike (size and every view's offset). */
-int nn__rnn_cudnn_same_layout(const struct rnn_live *a, const struct rnn_live *b,
-                              const struct nn__rnn_problem *p);
+/* An entry of rec's algorithm that lays the weights out as standard (an entry of the same shape)
+ * does: its weight space size and every view's offset alike; else NN_E_UNSUPPORTED, nothing
+ * built. */
+nn_status nn__rnn_cudnn_build_like(struct nn_ctx *ctx, const struct rnn_key *k,
+                                   const struct nn__rnn_problem *p, const struct rnn_live *standard,
+                                   const struct rnn_record *rec, struct rnn_live **out);
 /* The entry of a shape without a record: nn__rnn_cudnn_choose_algo's algorithm, or the standard
  * one (rec->flags gets NN__RNN_REC_PERSIST_REFUSED) when cuDNN refuses the persistent one or it
  * lays the weights out unlike the standard descriptor. rec->algo says which was built. */

@@ -1,6 +1,4 @@
 /* The cuDNN recurrent path: the algorithm choice under NNPRIM_TUNING=autotune. */
-#include <string.h>
-
 #include "rnn/rnn_cudnn_internal.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -133,13 +131,8 @@ nn_status nn__rnn_cudnn_tune(struct nn_ctx *ctx, const struct rnn_key *k,
     for (int i = 0; i < NA; i++) {
         struct rnn_record r = {algos[i], rec->flags};
         eager_ms[i] = replay_ms[i] = -1;
-        st = nn__rnn_cudnn_build(ctx, k, p, &r, &cand[i]);
-        /* Weight views come from a standard descriptor: an algorithm whose weight layout
-         * differed would read the buffer wrongly, so it is not a candidate. */
-        if (st == NN_OK && i > 0 && !nn__rnn_cudnn_same_layout(cand[0], cand[i], p))
-            st = NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                          "nn_rnn (cuDNN): algorithm %d lays the weights out unlike the standard",
-                          algos[i]);
+        st = i == 0 ? nn__rnn_cudnn_build(ctx, k, p, &r, &cand[i])
+                    : nn__rnn_cudnn_build_like(ctx, k, p, cand[0], &r, &cand[i]);
         int want_replay =
             st == NN_OK && graphs != NN_GRAPHS_OFF && nn__rnn_cudnn_can_replay(ctx, cand[i]);
         if (st == NN_OK)

@@ -194,6 +194,43 @@ static nn_status new_chunk(struct nn_ctx *ctx, struct nn__graph_mem *m, const ch
     return NN_OK;
 }
 
+static size_t tail_free(const struct chunk *c)
+{
+    const struct run *last = &c->runs[c->n - 1];
+    return last->state == B_FREE ? last->size : 0;
+}
+
+/* A run of size bytes at the end of a chunk grown in place (the pool's free memory after it), so
+ * that a request no free run fits does not leave the chunks' free runs behind as waste: the chunk
+ * whose trailing free run is longest (it needs the fewest bytes) is tried first. 1 with *ci, *ri
+ * (the run, free, at least size bytes); 0 when no chunk can grow (a new chunk is needed). */
+static int grow_chunk(struct nn_ctx *ctx, struct nn__graph_mem *m, size_t size, size_t *ci,
+                      size_t *ri)
+{
+    size_t first = 0;
+    for (size_t i = 1; i < m->nchunks; i++)
+        if (tail_free(&m->chunks[i]) > tail_free(&m->chunks[first])) first = i;
+    for (size_t k = 0; k < m->nchunks; k++) {
+        size_t i = k == 0 ? first : k <= first ? k - 1 : k; /* first, then the others in order */
+        struct chunk *c = &m->chunks[i];
+        size_t tail = tail_free(c), now;
+        /* room for the run first: a grown block must never go untracked */
+        if (grow((void **)&c->runs, &c->cap, c->n, sizeof *c->runs)) return 0;
+        if (!nn__dev_grow_block(ctx, c->base, size - tail, &now)) continue;
+        size_t add = now - c->size;
+        if (tail)
+            c->runs[c->n - 1].size += add;
+        else
+            c->runs[c->n++] = (struct run){c->base + c->size, add, B_FREE};
+        c->size = now;
+        m->bytes += add;
+        nn__mem_graph_count(ctx, (long long)add);
+        *ci = i, *ri = c->n - 1;
+        return 1;
+    }
+    return 0;
+}
+
 nn_status nn__graph_mem_alloc(struct nn_ctx *ctx, struct nn__graph_mem *m, const char *fn,
                               size_t bytes, void **out)
 {
@@ -202,7 +239,7 @@ nn_status nn__graph_mem_alloc(struct nn_ctx *ctx, struct nn__graph_mem *m, const
     size_t size = nn__mem_round(bytes);
     if (!size) return NN__FAIL(ctx, NN_E_OOM_DEVICE, "%s: %zu bytes cannot be served", fn, bytes);
     size_t ci, ri;
-    if (!best_fit(m, size, &ci, &ri)) {
+    if (!best_fit(m, size, &ci, &ri) && !grow_chunk(ctx, m, size, &ci, &ri)) {
         NN__TRY(new_chunk(ctx, m, fn, size));
         ci = m->nchunks - 1, ri = 0;
     }

@@ -570,6 +570,12 @@ nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t byt
                                         ctx);
 }
 
+int nn__dev_grow_block(struct nn_ctx *ctx, void *p, size_t add, size_t *size)
+{
+    if (atomic_load_explicit(&dev_user(ctx->device)->cur, memory_order_acquire)) return 0;
+    return nn__mem_pool_grow(ctx->mem_pool, ctx->stream_id, p, add, size);
+}
+
 nn_status nn__dev_free_block(struct nn_ctx *ctx, const char *fn, void *p)
 {
     return dev_free(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);

@@ -46,6 +46,10 @@ nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p);
  * graph memory holds on ctx's device grow by delta (nn_mem_stats.graph_bytes). */
 nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out);
 nn_status nn__dev_free_block(struct nn_ctx *ctx, const char *fn, void *p);
+/* A block of nn__dev_alloc_capturing() made at least add bytes longer in place: 1 with its new
+ * size in *size, 0 (nothing changed) when the pool cannot (nn__mem_pool_grow()) or the block is
+ * the user allocator's. */
+int nn__dev_grow_block(struct nn_ctx *ctx, void *p, size_t add, size_t *size);
 void nn__mem_graph_count(struct nn_ctx *ctx, long long delta);
 
 /* 1 when p is a live block of the context's device: from its pool or its user allocator. */

@@ -1163,29 +1163,89 @@ static nn_status free_in(struct nn__mem_pool *pool, struct shard *sh, struct blk
     return NN_OK;
 }
 
-nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
-                            const char *fn, struct nn_ctx *ectx)
+/* The shard whose table holds block p (stream_id's shard first, then its hint, then the others),
+ * locked, with the block in *b; NULL when no shard has it. */
+static struct shard *lock_holder(struct nn__mem_pool *pool, uint64_t stream_id, const void *p,
+                                 struct blk **b)
 {
-    if (!p) return NN_OK;
     size_t own = stream_id % NSHARD;
     size_t hint = (size_t)atomic_load_explicit(&pool->shards[own].hint, memory_order_relaxed);
-    /* Own shard, then the hint, then the others. */
     for (size_t i = 0; i <= NSHARD; i++) {
         size_t k = i == 0 ? own : i == 1 ? hint : (own + i - 1) % NSHARD;
         if (i > 1 && (k == hint || k == own)) continue;
         if (i == 1 && k == own) continue;
         struct shard *sh = &pool->shards[k];
         pthread_mutex_lock(&sh->lock);
-        struct blk *b = map_get(&sh->map, (uintptr_t)p);
-        if (b) {
-            nn_status st = free_in(pool, sh, b, stream, stream_id, fn, ectx);
-            pthread_mutex_unlock(&sh->lock);
-            return st;
-        }
+        if ((*b = map_get(&sh->map, (uintptr_t)p))) return sh;
         pthread_mutex_unlock(&sh->lock);
     }
-    return bad_pointer(ectx, fn, p,
-                       "was not allocated by nnprim's memory pool or was already freed");
+    return NULL;
+}
+
+nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
+                            const char *fn, struct nn_ctx *ectx)
+{
+    if (!p) return NN_OK;
+    struct blk *b;
+    struct shard *sh = lock_holder(pool, stream_id, p, &b);
+    if (!sh)
+        return bad_pointer(ectx, fn, p,
+                           "was not allocated by nnprim's memory pool or was already freed");
+    nn_status st = free_in(pool, sh, b, stream, stream_id, fn, ectx);
+    pthread_mutex_unlock(&sh->lock);
+    return st;
+}
+
+int nn__mem_pool_grow(struct nn__mem_pool *pool, uint64_t stream_id, void *p, size_t add,
+                      size_t *size)
+{
+    add = nn__mem_round(add);
+    struct blk *b;
+    struct shard *sh = add ? lock_holder(pool, stream_id, p, &b) : NULL;
+    if (!sh) return 0;
+    struct blk *n = b->next;
+    int ok = b->state == B_LIVE && b->seg && b->stream_id == stream_id && n && n->state == B_FREE &&
+             eligible(n, stream_id);
+    /* Free neighbours not merged yet (merging is lazy) count as one. */
+    while (ok && mergeable(n, n->next) && n->size < add)
+        merge_next(sh, n);
+    if (!ok || n->size < add) {
+        pthread_mutex_unlock(&sh->lock);
+        return 0;
+    }
+    bin_remove(sh, n);
+    if (n->event) {
+        event_put(pool, sh, n->event);
+        n->event = NULL;
+    }
+    if (n->size - add >= split_min(b->seg->family)) {
+        map_del(&sh->map, (uintptr_t)n->ptr); /* the same entry again, at its new start */
+        n->ptr += add;
+        n->size -= add;
+        map_put(&sh->map, (uintptr_t)n->ptr, n);
+        bin_push(sh, n);
+    } else {
+        add = n->size;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        map_del(&sh->map, (uintptr_t)n->ptr);
+        blk_recycle(sh, n);
+    }
+    /* Counted and logged as the old block's free and the longer block's allocation, so that a
+     * replay of the log (nnprim bench mem) sees every block's bytes as they were. */
+    log_event(pool, NN_MEM_EVENT_FREE, stream_id, b->ptr, b->requested);
+    b->size += add;
+    b->requested += add;
+    sh->alloc_bytes += add;
+    sh->req_bytes += add;
+    if (sh->alloc_bytes > sh->alloc_peak) sh->alloc_peak = sh->alloc_bytes;
+    sh->alloc_total_bytes += add;
+    publish(pool, sh, (long long)add);
+    log_event(pool, NN_MEM_EVENT_ALLOC, stream_id, b->ptr, b->requested);
+    b->seg->last_use = sh->alloc_total;
+    *size = b->size;
+    pthread_mutex_unlock(&sh->lock);
+    return 1;
 }
 
 int nn__mem_pool_owns(struct nn__mem_pool *pool, const void *p)

@@ -92,6 +92,14 @@ nn_status nn__mem_pool_alloc_capturing(struct nn__mem_pool *pool, void *stream, 
                                        struct nn_ctx *ectx);
 nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
                             const char *fn, struct nn_ctx *ectx);
+/* For a graph's memory (mem/graph_mem.c), which cannot move a block a capture has recorded: make
+ * the live block p, handed out on stream_id, at least add bytes (rounded up) longer in place,
+ * from the free memory that follows it in its segment and that stream_id may use; its new size
+ * in *size. 0, and nothing changed, where there is none (p a bypass block or not the pool's, the
+ * next block live, pending or too short). Allocates nothing and never waits: safe in a capture.
+ * The added bytes count as allocated; the log shows p's free and its longer allocation. */
+int nn__mem_pool_grow(struct nn__mem_pool *pool, uint64_t stream_id, void *p, size_t add,
+                      size_t *size);
 /* 1 when p is a block the pool handed out and that is not freed yet. */
 int nn__mem_pool_owns(struct nn__mem_pool *pool, const void *p);
 

@@ -483,6 +483,52 @@ Test(graph, memory_made_inside_the_capture)
     nn_ctx_destroy(ctx);
 }
 
+/* A request that no freed block of the capture fits grows the graph's memory in place into the
+ * pool's free memory after it, instead of taking a block of its own beside the freed one: the
+ * graph holds the larger request's bytes, not both. */
+Test(graph, memory_grows_in_place)
+{
+    NN_REQUIRE_GPU();
+    nn_ctx *ctx = nn_test_deterministic_gpu();
+    int64_t big[1] = {256 * 1024}, small[1] = {16 * 1024}, large[1] = {48 * 1024};
+    nn_tensor w, x = dev(ctx, 1, large, 1), a, b;
+    /* a free segment in the pool's cache, as a warm-up step leaves one */
+    OK(nn_tensor_empty(ctx, NN_DTYPE_F32, 1, big, &w));
+    OK(nn_tensor_free(ctx, &w));
+    nn_mem_stats s0, s1, s2;
+    OK(nn_mem_get_stats(0, &s0));
+    OK(nn_graph_begin(ctx));
+    OK(nn_tensor_empty(ctx, NN_DTYPE_F32, 1, small, &a));
+    OK(nn_tensor_fill_constant(ctx, &a, 1));
+    OK(nn_tensor_free(ctx, &a));
+    OK(nn_tensor_empty(ctx, NN_DTYPE_F32, 1, large, &b));
+    OK(nn_tensor_copy(ctx, &b, &x));
+    nn_graph *g;
+    OK(nn_graph_end(ctx, &g));
+    OK(nn_mem_get_stats(0, &s1));
+    cr_expect_eq(s1.graph_bytes - s0.graph_bytes, (size_t)large[0] * 4,
+                 "the graph holds %llu bytes for a %lld-byte block freed before a %lld-byte one",
+                 (unsigned long long)(s1.graph_bytes - s0.graph_bytes), (long long)small[0] * 4,
+                 (long long)large[0] * 4);
+    size_t n;
+    for (int i = 0; i < 2; i++) {
+        OK(nn_tensor_fill_constant(ctx, &x, (double)i + 2));
+        OK(nn_graph_launch(ctx, g));
+        float *v = (float *)snapshot(ctx, (nn_tensor *[]){&b}, 1, &n);
+        cr_expect_eq(v[0], (float)i + 2);
+        cr_expect_eq(v[large[0] - 1], (float)i + 2);
+        free(v);
+    }
+    OK(nn_tensor_free(ctx, &b));
+    OK(nn_graph_free(ctx, g));
+    OK(nn_ctx_synchronize(ctx));
+    OK(nn_mem_get_stats(0, &s2));
+    cr_expect_eq(s2.graph_bytes, s0.graph_bytes);
+    cr_expect_eq(s2.allocated_bytes, s0.allocated_bytes, "every byte went back to the pool");
+    OK(nn_tensor_free(ctx, &x));
+    nn_ctx_destroy(ctx);
+}
+
 /* A tensor made inside the capture and still live when the graph goes stays valid until it is
  * freed. */
 Test(graph, live_tensor_outlives_its_graph)

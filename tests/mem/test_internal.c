@@ -137,6 +137,100 @@ Test(mem_inject, every_host_allocation_failure_is_an_oom_status_and_leaks_nothin
     nn__hstream_destroy(s2);
 }
 
+/* ---- growth in place (a graph's memory) ---- */
+
+static struct nn__mem_pool *host_pool(int bypass)
+{
+    nn_mem_settings set;
+    cr_assert_eq(nn_mem_settings_from_env(&set), NN_OK);
+    set.bypass = bypass;
+    set.limit = 0;
+    struct nn__upstream up;
+    struct nn__mem_pool *pool;
+    nn__upstream_host(&up);
+    cr_assert_eq(nn__mem_pool_create(up, &set, "test", &pool), NN_OK);
+    return pool;
+}
+
+static void *pool_alloc(struct nn__mem_pool *pool, struct nn__hstream *s, size_t bytes)
+{
+    void *p = NULL;
+    cr_assert_eq(nn__mem_pool_alloc(pool, s, nn__hstream_id(s), bytes, &p, "test", NULL), NN_OK,
+                 "%s", nn_last_error()->message);
+    return p;
+}
+
+static size_t allocated(struct nn__mem_pool *pool)
+{
+    nn_mem_stats st;
+    nn__mem_pool_get_stats(pool, &st);
+    return st.allocated_bytes;
+}
+
+/* A live block takes the free memory after it in its segment, only its own stream's and only
+ * while that is free; the bytes count as allocated, the log shows the old block's free and the
+ * longer block's allocation, and everything goes back with the block. */
+Test(mem_grow, takes_the_free_memory_after_a_block)
+{
+    struct nn__hstream *s1, *s2;
+    cr_assert_eq(nn__hstream_create(&s1), NN_OK);
+    cr_assert_eq(nn__hstream_create(&s2), NN_OK);
+    uint64_t id1 = nn__hstream_id(s1), id2 = nn__hstream_id(s2);
+    struct nn__mem_pool *pool = host_pool(0);
+    char *a = pool_alloc(pool, s1, 100 * 1024);
+    size_t size = 0;
+    nn__mem_pool_log_enable(pool, 1);
+    cr_assert_eq(nn__mem_pool_grow(pool, id1, a, 50 * 1024 - 100, &size), 1);
+    cr_expect_eq(size, 150 * 1024, "the bytes added are rounded to 512");
+    cr_expect_eq(allocated(pool), 150 * 1024);
+    nn_mem_event ev[4];
+    cr_assert_eq(nn__mem_pool_log_read(pool, ev, 4), 2);
+    cr_expect_eq(ev[0].kind, NN_MEM_EVENT_FREE);
+    cr_expect_eq(ev[0].ptr, (uintptr_t)a);
+    cr_expect_eq(ev[0].bytes, 100 * 1024);
+    cr_expect_eq(ev[1].kind, NN_MEM_EVENT_ALLOC);
+    cr_expect_eq(ev[1].bytes, 150 * 1024);
+    nn__mem_pool_log_enable(pool, 0);
+
+    char *b = pool_alloc(pool, s1, 100 * 1024);
+    cr_assert_eq(b, a + 150 * 1024, "the next block starts where the grown one ends");
+    cr_expect_eq(nn__mem_pool_grow(pool, id1, a, 512, &size), 0, "the next block is live");
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, b, "test", NULL), NN_OK);
+    cr_expect_eq(nn__mem_pool_grow(pool, id2, a, 512, &size), 0, "a is another stream's block");
+    cr_expect_eq(nn__mem_pool_grow(pool, id1, a + 512, 512, &size), 0, "not a block's start");
+    cr_expect_eq(nn__mem_pool_grow(pool, id1, a, (size_t)4 << 20, &size), 0,
+                 "more than its segment holds");
+    cr_expect_eq(size, 150 * 1024, "a refusal changes nothing");
+    cr_assert_eq(nn__mem_pool_grow(pool, id1, a, 100 * 1024, &size), 1,
+                 "the freed block and the rest after it, merged");
+    cr_expect_eq(size, 250 * 1024);
+
+    /* What is left of the segment is less than asked plus a split's minimum: all of it. */
+    nn_mem_stats st;
+    nn__mem_pool_get_stats(pool, &st);
+    size_t left = st.reserved_bytes - size;
+    cr_assert_eq(nn__mem_pool_grow(pool, id1, a, left - 256, &size), 1);
+    cr_expect_eq(size, st.reserved_bytes, "the block is its whole segment");
+    cr_expect_eq(nn__mem_pool_grow(pool, id1, a, 512, &size), 0, "nothing follows it");
+    cr_expect_eq(allocated(pool), size);
+
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, a, "test", NULL), NN_OK);
+    cr_expect_eq(allocated(pool), 0);
+    nn__mem_pool_trim(pool);
+    nn__mem_pool_get_stats(pool, &st);
+    cr_expect_eq(st.reserved_bytes, 0, "the segment is whole again and released");
+    cr_expect_eq(st.alloc_count_total, st.free_count_total);
+    nn__mem_pool_destroy(pool);
+
+    pool = host_pool(1);
+    a = pool_alloc(pool, s1, 4096);
+    cr_expect_eq(nn__mem_pool_grow(pool, id1, a, 512, &size), 0, "a bypass block has no segment");
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, a, "test", NULL), NN_OK);
+    nn__mem_pool_destroy(pool);
+    nn__hstream_destroy(s1);
+    nn__hstream_destroy(s2);
+}
+
 /* ---- many threads ---- */
 
 MEM_TEST(threads_on_their_own_streams)

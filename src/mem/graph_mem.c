@@ -179,7 +179,7 @@ static nn_status new_chunk(struct nn_ctx *ctx, struct nn__graph_mem *m, const ch
     if (!c.runs) return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
     c.cap = 4;
     void *p;
-    nn_status st = nn__dev_alloc_capturing(ctx, fn, size, &p);
+    nn_status st = nn__dev_alloc_capturing(ctx, fn, size, &p, &size);
     if (st != NN_OK) {
         nn__host_free(c.runs);
         return st;

@@ -561,13 +561,18 @@ nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p)
     return dev_free(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, p, fn, ctx);
 }
 
-nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out)
+nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out,
+                                  size_t *size)
 {
+    *size = bytes;
     if (atomic_load_explicit(&dev_user(ctx->device)->cur, memory_order_acquire))
         return dev_alloc(ctx->device, ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn,
                          ctx);
-    return nn__mem_pool_alloc_capturing(ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn,
-                                        ctx);
+    NN__TRY(nn__mem_pool_alloc_capturing(ctx->mem_pool, ctx->stream, ctx->stream_id, bytes, out, fn,
+                                         ctx));
+    size_t got = nn__mem_pool_block_size(ctx->mem_pool, ctx->stream_id, *out);
+    if (got > bytes) *size = got;
+    return NN_OK;
 }
 
 int nn__dev_grow_block(struct nn_ctx *ctx, void *p, size_t add, size_t *size)

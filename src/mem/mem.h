@@ -41,10 +41,12 @@ nn_status nn__dev_alloc_for(struct nn_ctx *ctx, const char *fn, size_t bytes, vo
 nn_status nn__dev_free_for(struct nn_ctx *ctx, const char *fn, void *p);
 
 /* For graph memory (graph_mem.c). A block for a capture open on ctx: from the user allocator
- * if one is set (called while the stream is being captured), else nn__mem_pool_alloc_capturing().
+ * if one is set (called while the stream is being captured), else nn__mem_pool_alloc_capturing();
+ * *size is what the block holds, bytes or more (a pool block may carry a small remainder).
  * A block's free straight to the pool or user allocator, past the graph memories. The bytes that
  * graph memory holds on ctx's device grow by delta (nn_mem_stats.graph_bytes). */
-nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out);
+nn_status nn__dev_alloc_capturing(struct nn_ctx *ctx, const char *fn, size_t bytes, void **out,
+                                  size_t *size);
 nn_status nn__dev_free_block(struct nn_ctx *ctx, const char *fn, void *p);
 /* A block of nn__dev_alloc_capturing() made at least add bytes longer in place: 1 with its new
  * size in *size, 0 (nothing changed) when the pool cannot (nn__mem_pool_grow()) or the block is

@@ -1196,6 +1196,16 @@ nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t st
     return st;
 }
 
+size_t nn__mem_pool_block_size(struct nn__mem_pool *pool, uint64_t stream_id, const void *p)
+{
+    struct blk *b;
+    struct shard *sh = lock_holder(pool, stream_id, p, &b);
+    if (!sh) return 0;
+    size_t size = b->state == B_LIVE ? b->size : 0;
+    pthread_mutex_unlock(&sh->lock);
+    return size;
+}
+
 int nn__mem_pool_grow(struct nn__mem_pool *pool, uint64_t stream_id, void *p, size_t add,
                       size_t *size)
 {

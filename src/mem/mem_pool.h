@@ -92,6 +92,9 @@ nn_status nn__mem_pool_alloc_capturing(struct nn__mem_pool *pool, void *stream, 
                                        struct nn_ctx *ectx);
 nn_status nn__mem_pool_free(struct nn__mem_pool *pool, void *stream, uint64_t stream_id, void *p,
                             const char *fn, struct nn_ctx *ectx);
+/* The bytes of the live block p (its rounded request, or more: a remainder too small to keep
+ * apart goes out with it); 0 when p is no live block of the pool. */
+size_t nn__mem_pool_block_size(struct nn__mem_pool *pool, uint64_t stream_id, const void *p);
 /* For a graph's memory (mem/graph_mem.c), which cannot move a block a capture has recorded: make
  * the live block p, handed out on stream_id, at least add bytes (rounded up) longer in place,
  * from the free memory that follows it in its segment and that stream_id may use; its new size

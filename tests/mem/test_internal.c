@@ -169,7 +169,8 @@ static size_t allocated(struct nn__mem_pool *pool)
 
 /* A live block takes the free memory after it in its segment, only its own stream's and only
  * while that is free; the bytes count as allocated, the log shows the old block's free and the
- * longer block's allocation, and everything goes back with the block. */
+ * longer block's allocation, and everything goes back with the block. A block's size includes a
+ * remainder handed out with it. */
 Test(mem_grow, takes_the_free_memory_after_a_block)
 {
     struct nn__hstream *s1, *s2;
@@ -220,6 +221,21 @@ Test(mem_grow, takes_the_free_memory_after_a_block)
     nn__mem_pool_get_stats(pool, &st);
     cr_expect_eq(st.reserved_bytes, 0, "the segment is whole again and released");
     cr_expect_eq(st.alloc_count_total, st.free_count_total);
+    nn__mem_pool_destroy(pool);
+
+    /* A remainder too short to keep apart goes out with the block, and its size says so. */
+    pool = host_pool(0);
+    a = pool_alloc(pool, s1, 2 * MiB);
+    cr_expect_eq(nn__mem_pool_block_size(pool, id1, a), 2 * MiB);
+    nn__mem_pool_get_stats(pool, &st);
+    char *b2 = pool_alloc(pool, s1, st.reserved_bytes - 2 * MiB);
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, a, "test", NULL), NN_OK);
+    cr_expect_eq(nn__mem_pool_block_size(pool, id1, a), 0, "a freed block");
+    char *c = pool_alloc(pool, s1, 3 * MiB / 2);
+    cr_assert_eq(c, a, "the freed block is the best fit");
+    cr_expect_eq(nn__mem_pool_block_size(pool, id1, c), 2 * MiB);
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, c, "test", NULL), NN_OK);
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, b2, "test", NULL), NN_OK);
     nn__mem_pool_destroy(pool);
 
     pool = host_pool(1);

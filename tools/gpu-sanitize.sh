@@ -8,8 +8,8 @@
 #
 #   --quick     memcheck on every GPU suite, racecheck and initcheck only on the suites that run
 #               nnprim's own kernels (src/**/*.cu): gpu_core dev_copy optim_gpu softmax_harness
-#               rnn_replay; and a limit of 300 s a run (default: every tool on every suite,
-#               900 s a run)
+#               rnn_replay conv_bias layernorm_harness; and a limit of 300 s a run (default:
+#               every tool on every suite, 900 s a run)
 #   --tools     comma-separated, of memcheck,racecheck,initcheck (default all three)
 #   --suites    comma-separated suite names (default: every GPU suite, found below)
 #   --limit     seconds one tool may take over one suite; a run past it is killed and reported
@@ -111,7 +111,7 @@ if [ -n "$suites" ]; then
     grep -q "^$s " <<< "$table" || { echo "gpu-sanitize: $s is not a GPU suite of $build"; exit 2; }
   done
 fi
-own_kernels=" gpu_core dev_copy optim_gpu softmax_harness rnn_replay "
+own_kernels=" gpu_core dev_copy optim_gpu softmax_harness rnn_replay conv_bias layernorm_harness "
 if [ $quick = 1 ]; then
   for s in $own_kernels; do
     grep -q "^$s " <<< "$table" || echo "gpu-sanitize: warning: $s (--quick) is not a GPU suite"

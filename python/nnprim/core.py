@@ -75,13 +75,13 @@ class Tensor:
     @property
     def shape(self):
         nt = self.c
-        return tuple(nt.dims[i] for i in range(nt.rank))
+        return tuple(nt.dims[:nt.rank])
 
     @property
     def strides(self):
         """In elements, as nnprim counts them."""
         nt = self.c
-        return tuple(nt.strides[i] for i in range(nt.rank))
+        return tuple(nt.strides[:nt.rank])
 
     @property
     def dtype(self):
@@ -291,6 +291,9 @@ class Context:
         got = _abi.nn_settings()
         self._lib.call("nn_ctx_get_settings", ptr, byref(got))
         self.device = got.device if self.backend == "cudnn" else -1
+        # the stream as set_stream() left it: a caller following a framework's current stream
+        # compares with it at every call, without asking nnprim
+        self._stream = self._lib.dll.nn_ctx_stream(ptr) or 0
 
     # lifetime
     def _check(self, call):
@@ -350,6 +353,7 @@ class Context:
     def set_stream(self, stream):
         """Run on stream (a cudaStream_t as an int; 0 for the legacy default stream)."""
         self._lib.call("nn_ctx_set_stream", self._check("Context.set_stream"), c_void_p(stream))
+        self._stream = stream or 0
 
     def synchronize(self):
         self._lib.call("nn_ctx_synchronize", self._check("Context.synchronize"))
@@ -468,6 +472,21 @@ class Context:
         p.mode = _abi.NN_SOFTMAX_MODE_LOG if log else _abi.NN_SOFTMAX_MODE_SOFTMAX
         return p
 
+    def _layernorm_params(self, normalized_rank, eps):
+        p = _abi.nn_layernorm_params()
+        self._lib.call("nn_layernorm_params_default", byref(p))
+        p.normalized_rank, p.eps = normalized_rank, eps
+        return p
+
+    def _forward(self, fn, call, kind, p, ins, y, training):
+        """fn(ctx, &p, ins..., y, &pullback), the forward calls that take a params struct: ins
+        and y are Tensors (None: NULL). Returns the pullback with training=True (it keeps ins, y
+        and p alive until its backward), else None."""
+        pb = Pullback(self, kind, ins + (y, p)) if training else None
+        self._lib.call(fn, self._check(call), byref(p), *[self._ref(t) for t in ins], byref(y.c),
+                       byref(pb.ptr) if pb else None)
+        return pb
+
     def conv(self, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1,
              convolution=False, relu=False, y=None, training=False):
         """N-d convolution (cross-correlation unless convolution=True), the bias and relu fused.
@@ -483,9 +502,7 @@ class Context:
                            _dims(w.shape), yd)
             y = self.empty(tuple(yd), x.dtype)
         y = self.tensor(y, "y")
-        pb = Pullback(self, "conv", (x, w, b, y, p)) if training else None
-        self._lib.call("nn_conv_forward", self._check("Context.conv"), byref(p), byref(x.c),
-                       byref(w.c), self._ref(b), byref(y.c), byref(pb.ptr) if pb else None)
+        pb = self._forward("nn_conv_forward", "Context.conv", "conv", p, (x, w, b), y, training)
         return (y, pb) if training else y
 
     def conv_backward(self, pb, dy, dx=None, dw=None, db=None, accumulate=0, keep=False):
@@ -505,9 +522,7 @@ class Context:
             self._lib.call("nn_pool_output_shape", byref(p), len(x.shape), _dims(x.shape), yd)
             y = self.empty(tuple(yd), x.dtype)
         y = self.tensor(y, "y")
-        pb = Pullback(self, "pool", (x, y, p)) if training else None
-        self._lib.call("nn_pool_forward", self._check("Context.pool"), byref(p), byref(x.c),
-                       byref(y.c), byref(pb.ptr) if pb else None)
+        pb = self._forward("nn_pool_forward", "Context.pool", "pool", p, (x,), y, training)
         return (y, pb) if training else y
 
     def pool_backward(self, pb, dy, dx, accumulate=0, keep=False):
@@ -521,9 +536,8 @@ class Context:
             y = self.empty(x.shape[:-1] + (w.shape[0],) if len(w.shape) == 2 and x.shape
                            else x.shape, x.dtype)
         y = self.tensor(y, "y")
-        pb = Pullback(self, "linear", (x, w, b, y, p)) if training else None
-        self._lib.call("nn_linear_forward", self._check("Context.linear"), byref(p), byref(x.c),
-                       byref(w.c), self._ref(b), byref(y.c), byref(pb.ptr) if pb else None)
+        pb = self._forward("nn_linear_forward", "Context.linear", "linear", p, (x, w, b), y,
+                           training)
         return (y, pb) if training else y
 
     def linear_backward(self, pb, dy, dx=None, dw=None, db=None, accumulate=0, keep=False):
@@ -535,9 +549,8 @@ class Context:
         x = self.tensor(x, "x")
         p = self._cached(("softmax", bool(log)), lambda: self._softmax_params(log))
         y = self.tensor(self.empty(x.shape, x.dtype) if y is None else y, "y")
-        pb = Pullback(self, "softmax", (x, y)) if training else None
-        self._lib.call("nn_softmax_forward", self._check("Context.softmax"), byref(p),
-                       byref(x.c), byref(y.c), byref(pb.ptr) if pb else None)
+        pb = self._forward("nn_softmax_forward", "Context.softmax", "softmax", p, (x,), y,
+                           training)
         return (y, pb) if training else y
 
     def softmax_backward(self, pb, dy, dx, accumulate=0, keep=False):
@@ -565,14 +578,11 @@ class Context:
         """Layer normalisation over x's last normalized_rank dimensions (torch's layer_norm):
         gamma and beta (None: none) have those dimensions. Returns y, or (y, pullback)."""
         x, gamma, beta = self.tensor(x, "x"), self._opt(gamma, "gamma"), self._opt(beta, "beta")
-        p = _abi.nn_layernorm_params()
-        self._lib.call("nn_layernorm_params_default", byref(p))
-        p.normalized_rank, p.eps = normalized_rank, eps
+        p = self._cached(("layernorm", normalized_rank, eps),
+                         lambda: self._layernorm_params(normalized_rank, eps))
         y = self.tensor(self.empty(x.shape, x.dtype) if y is None else y, "y")
-        pb = Pullback(self, "layernorm", (x, gamma, y)) if training else None
-        self._lib.call("nn_layernorm_forward", self._check("Context.layernorm"), byref(p),
-                       byref(x.c), self._ref(gamma), self._ref(beta), byref(y.c),
-                       byref(pb.ptr) if pb else None)
+        pb = self._forward("nn_layernorm_forward", "Context.layernorm", "layernorm", p,
+                           (x, gamma, beta), y, training)
         return (y, pb) if training else y
 
     def layernorm_backward(self, pb, dy, dx=None, dgamma=None, dbeta=None, accumulate=0,

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from . import _abi, _lib
-from .core import Context, Tensor, _padding, _seq, pool_params
+from .core import Context, Tensor, _padding, _seq, conv_params, pool_params
 from .errors import DtypeError, Error, InvalidArgumentError, MemorySpaceError
 
 _DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
@@ -28,7 +28,7 @@ _DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "f
 _CODES = {torch.float32: _abi.NN_DTYPE_F32, torch.float64: _abi.NN_DTYPE_F64,
           torch.float16: _abi.NN_DTYPE_F16, torch.bfloat16: _abi.NN_DTYPE_BF16}
 _lock = threading.Lock()
-_contexts = {}
+_contexts = {}  # torch.device (with its index on CUDA) -> Context
 _allocators = {}
 _use_torch_alloc = True
 _settings = {}
@@ -96,35 +96,55 @@ def _install_allocator(lib, device):
     _allocators[device] = cbs
 
 
+# The raw handle of a device's current stream, an int: torch.cuda.current_stream() makes a
+# Stream object per call, which costs more than the op's own host time. Private to torch, so the
+# public form where a build lacks it.
+_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+    (lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+
 def context(device=None):
     """The nnprim context of a torch device (reference backend for the CPU, cuDNN for cuda:N),
     made on first use; on CUDA set to PyTorch's current stream of that device."""
     device = torch.device(device if device is not None else "cpu")
-    key = (device.type, device.index if device.type == "cpu" else
-           (device.index if device.index is not None else torch.cuda.current_device()))
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return _context(device)
+
+
+def _context(device):
+    """context() of a torch.device that has its index on CUDA (a tensor's): every call's path."""
+    ctx = _contexts.get(device)
+    if ctx is None:
+        ctx = _create_context(device)
+    if ctx.backend == "cudnn":
+        s = _current_stream(ctx.device)
+        if s != ctx._stream:
+            ctx.set_stream(s)
+    return ctx
+
+
+def _create_context(device):
+    """The context of a device not seen yet (made once, whichever thread asks first)."""
     with _lock:
-        ctx = _contexts.get(key)
+        ctx = _contexts.get(device)
         if ctx is None:
-            if key[0] == "cuda":
-                stream = torch.cuda.current_stream(key[1]).cuda_stream
+            if device.type == "cuda":
+                stream = _current_stream(device.index)
                 # torch's targets live on the GPU: read there, as torch.nn's loss does, the
                 # cross-entropy does not wait for the GPU at every step (context.h)
                 s = dict(xent_targets="device")
                 s.update(_settings)
-                ctx = Context(backend="cudnn", device=key[1], stream=stream, **s)
-                if _use_torch_alloc and key[1] not in _allocators:
-                    _install_allocator(ctx._lib, key[1])
-            elif key[0] == "cpu":
+                ctx = Context(backend="cudnn", device=device.index, stream=stream, **s)
+                if _use_torch_alloc and device.index not in _allocators:
+                    _install_allocator(ctx._lib, device.index)
+            elif device.type == "cpu":
                 ctx = Context(backend="ref", **_settings)
             else:
                 raise MemorySpaceError(_abi.NN_E_MEMSPACE, "nnprim.torch: device %s: expected "
                                        "cpu or cuda" % device, "nnprim.torch")
-            _contexts[key] = ctx
-    if key[0] == "cuda":
-        s = torch.cuda.current_stream(key[1]).cuda_stream
-        if s != ctx.stream:
-            ctx.set_stream(s)
-    return ctx
+            _contexts[device] = ctx
+        return ctx
 
 
 def _wrap(ctx, t, name, call):
@@ -134,32 +154,36 @@ def _wrap(ctx, t, name, call):
     if t is None:
         return None
     code = _CODES.get(t.dtype)
-    if code is None:
+    cuda = t.is_cuda
+    shape = t.shape
+    rank = len(shape)
+    if code is None or cuda != (ctx.backend == "cudnn") or not 0 < rank <= _abi.NN_MAX_RANK or \
+            t.numel() == 0:
+        _refuse(ctx, t, name, call)
+    if cuda:
+        space, device = _abi.NN_SPACE_DEVICE, t.get_device()
+    else:
+        space, device = _abi.NN_SPACE_HOST, -1
+    nt = _abi.nn_tensor(data=t.data_ptr(), dtype=code, rank=rank, space=space, device=device,
+                        flags=_abi.NN_TENSOR_BORROWED)
+    nt.dims[:rank] = shape
+    nt.strides[:rank] = t.stride()
+    return Tensor(ctx, nt, keep=t)
+
+
+def _refuse(ctx, t, name, call):
+    """The error of a tensor _wrap() cannot view: its dtype, its device, then its shape."""
+    if t.dtype not in _CODES:
         raise DtypeError(_abi.NN_E_DTYPE, "%s: %s has dtype %s: expected float32, float64, "
                          "float16 or bfloat16" % (call, name, t.dtype), call)
-    cuda = t.is_cuda
-    if cuda != (ctx.backend == "cudnn"):
+    if t.is_cuda != (ctx.backend == "cudnn"):
         raise MemorySpaceError(_abi.NN_E_MEMSPACE, "%s: %s is on %s, the others on %s: "
                                "expected one device" % (call, name, t.device,
                                                         "cuda" if ctx.backend == "cudnn"
                                                         else "cpu"), call)
-    rank = t.dim()
-    if rank == 0 or rank > _abi.NN_MAX_RANK or t.numel() == 0:
-        raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: %s has shape %s: expected 1 to "
-                                   "%d dimensions, none empty" % (call, name, tuple(t.shape),
-                                                                  _abi.NN_MAX_RANK), call)
-    nt = _abi.nn_tensor()
-    nt.data = t.data_ptr()
-    nt.dtype = code
-    nt.rank = rank
-    nt.dims[:rank] = t.shape
-    nt.strides[:rank] = t.stride()
-    if cuda:
-        nt.space, nt.device = _abi.NN_SPACE_DEVICE, t.device.index
-    else:
-        nt.space, nt.device = _abi.NN_SPACE_HOST, -1
-    nt.flags = _abi.NN_TENSOR_BORROWED
-    return Tensor(ctx, nt, keep=t)
+    raise InvalidArgumentError(_abi.NN_E_INVALID_ARG, "%s: %s has shape %s: expected 1 to %d "
+                               "dimensions, none empty" % (call, name, tuple(t.shape),
+                                                           _abi.NN_MAX_RANK), call)
 
 
 def _dense(t):
@@ -178,12 +202,13 @@ def _ctx_of(call, *ts):
     dev = None
     for t in ts:
         if t is not None:
+            d = t.device
             if dev is None:
-                dev = t.device
-            elif t.device != dev:
+                dev = d
+            elif d != dev:
                 raise MemorySpaceError(_abi.NN_E_MEMSPACE, "%s: tensors on %s and %s: expected "
-                                       "one device" % (call, dev, t.device), call)
-    return context(dev)
+                                       "one device" % (call, dev, d), call)
+    return _context(dev)
 
 
 def _grad_mode(*ts):
@@ -191,7 +216,8 @@ def _grad_mode(*ts):
 
 
 def _empty(like, shape):
-    return torch.empty(shape, dtype=like.dtype, device=like.device)
+    # new_empty: like's dtype and device without torch.empty's keyword parsing
+    return like.new_empty(shape)
 
 
 def _input_grads(fctx):
@@ -206,15 +232,23 @@ def _input_grads(fctx):
 # --------------------------------------------------------------------------------------------
 # linear
 
+def _linear(ctx, x, w, b, relu, training):
+    """nnprim's linear forward: (y, the pullback or None)."""
+    y = _empty(x, x.shape[:-1] + (w.shape[0],))
+    call = "nnprim.torch.linear"
+    # the struct Context.linear makes: made once, shared with it
+    p = ctx._cached(("linear", bool(relu)), lambda: ctx._linear_params(relu))
+    pb = ctx._forward("nn_linear_forward", "Context.linear", "linear", p,
+                      (_wrap(ctx, x, "x", call), _wrap(ctx, w, "weight", call),
+                       _wrap(ctx, b, "bias", call)), _wrap(ctx, y, "y", call), training)
+    return y, pb
+
+
 class _LinearFn(torch.autograd.Function):
     @staticmethod
     def forward(fctx, x, w, b, relu):
         ctx = _ctx_of("linear", x, w, b)
-        y = _empty(x, x.shape[:-1] + (w.shape[0],))
-        call = "nnprim.torch.linear"
-        _, pb = ctx.linear(_wrap(ctx, x, "x", call), _wrap(ctx, w, "weight", call),
-                           _wrap(ctx, b, "bias", call), relu=relu, y=_wrap(ctx, y, "y", call),
-                           training=True)
+        y, pb = _linear(ctx, x, w, b, relu, True)
         fctx.pb, fctx.ctx, fctx.shapes, fctx.has_b = pb, ctx, (x, w), b is not None
         return y
 
@@ -235,12 +269,7 @@ def linear(x, weight, bias=None, relu=False):
     x, weight = _dense(x), _dense(weight)
     if _grad_mode(x, weight, bias):
         return _LinearFn.apply(x, weight, bias, relu)
-    ctx = _ctx_of("linear", x, weight, bias)
-    y = _empty(x, x.shape[:-1] + (weight.shape[0],))
-    call = "nnprim.torch.linear"
-    ctx.linear(_wrap(ctx, x, "x", call), _wrap(ctx, weight, "weight", call),
-               _wrap(ctx, bias, "bias", call), relu=relu, y=_wrap(ctx, y, "y", call))
-    return y
+    return _linear(_ctx_of("linear", x, weight, bias), x, weight, bias, relu, False)[0]
 
 
 class Linear(nn.Linear):
@@ -262,16 +291,21 @@ def _conv_out(x, w, stride, lo, hi, dil):
     return out
 
 
+def _conv(ctx, p, x, w, b, shape, training):
+    """nnprim's convolution forward with params p into a new y of shape: (y, the pullback or
+    None)."""
+    y = _empty(x, shape)
+    call = "nnprim.torch.conv"
+    pb = ctx._forward("nn_conv_forward", "Context.conv", "conv", p,
+                      (_wrap(ctx, x, "input", call), _wrap(ctx, w, "weight", call),
+                       _wrap(ctx, b, "bias", call)), _wrap(ctx, y, "y", call), training)
+    return y, pb
+
+
 class _ConvFn(torch.autograd.Function):
     @staticmethod
-    def forward(fctx, x, w, b, stride, lo, hi, dil, groups, relu):
-        ctx = _ctx_of("conv", x, w, b)
-        call = "nnprim.torch.conv"
-        y = _empty(x, _conv_out(x, w, stride, lo, hi, dil))
-        _, pb = ctx.conv(_wrap(ctx, x, "input", call), _wrap(ctx, w, "weight", call),
-                         _wrap(ctx, b, "bias", call), stride=stride, padding=(lo, hi),
-                         dilation=dil, groups=groups, relu=relu, y=_wrap(ctx, y, "y", call),
-                         training=True)
+    def forward(fctx, x, w, b, ctx, p, shape):
+        y, pb = _conv(ctx, p, x, w, b, shape, True)
         fctx.pb, fctx.ctx, fctx.shapes, fctx.has_b = pb, ctx, (x, w), b is not None
         return y
 
@@ -284,7 +318,7 @@ class _ConvFn(torch.autograd.Function):
         # autograd hands broadcast gradients (stride 0, e.g. of a sum) that cuDNN refuses
         ctx.conv_backward(fctx.pb, _wrap(ctx, _dense(dy), "dy", call), _wrap(ctx, dx, "dx", call),
                           _wrap(ctx, dw, "dw", call), _wrap(ctx, db, "db", call), keep=True)
-        return dx, dw, db, None, None, None, None, None, None
+        return dx, dw, db, None, None, None
 
 
 def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, relu=False):
@@ -309,15 +343,14 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, relu=F
         hi = [t - t // 2 for t in tot]
     else:
         lo, hi = _padding(padding, S, "conv: padding")
-    if _grad_mode(x, weight, bias):
-        return _ConvFn.apply(x, weight, bias, stride, lo, hi, dil, groups, relu)
     ctx = _ctx_of("conv", x, weight, bias)
-    call = "nnprim.torch.conv"
-    y = _empty(x, _conv_out(x, weight, stride, lo, hi, dil))
-    ctx.conv(_wrap(ctx, x, "input", call), _wrap(ctx, weight, "weight", call),
-             _wrap(ctx, bias, "bias", call), stride=stride, padding=(lo, hi), dilation=dil,
-             groups=groups, relu=relu, y=_wrap(ctx, y, "y", call))
-    return y
+    # the struct Context.conv makes of these arguments: made once, shared with it
+    p = ctx._cached(("conv", S, stride, (lo, hi), dil, groups, False, relu),
+                    lambda: conv_params(S, stride, (lo, hi), dil, groups, False, relu, ctx._lib))
+    shape = _conv_out(x, weight, stride, lo, hi, dil)
+    if _grad_mode(x, weight, bias):
+        return _ConvFn.apply(x, weight, bias, ctx, p, shape)
+    return _conv(ctx, p, x, weight, bias, shape, False)[0]
 
 
 class _ConvMixin:
@@ -325,8 +358,7 @@ class _ConvMixin:
         if self.padding_mode != "zeros":
             raise NotImplementedError("nnprim.torch.Conv: padding_mode=%r: only 'zeros'"
                                       % self.padding_mode)
-        pad = self.padding if isinstance(self.padding, str) else list(self.padding)
-        return conv(x, self.weight, self.bias, list(self.stride), pad, list(self.dilation),
+        return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                     self.groups)
 
 
@@ -350,14 +382,20 @@ def _pool_out(x, win, stride, lo, hi):
                                 for i in range(len(win))]
 
 
+def _pool(ctx, p, x, shape, training):
+    """nnprim's pooling forward with params p into a new y of shape: (y, the pullback or
+    None)."""
+    y = _empty(x, shape)
+    call = "nnprim.torch.pool"
+    pb = ctx._forward("nn_pool_forward", "Context.pool", "pool", p,
+                      (_wrap(ctx, x, "input", call),), _wrap(ctx, y, "y", call), training)
+    return y, pb
+
+
 class _PoolFn(torch.autograd.Function):
     @staticmethod
-    def forward(fctx, x, win, stride, pad, mode):
-        ctx = _ctx_of("pool", x)
-        call = "nnprim.torch.pool"
-        y = _empty(x, _pool_out(x, win, stride, pad, pad))
-        _, pb = ctx.pool(_wrap(ctx, x, "input", call), win, stride=stride, padding=pad,
-                         mode=mode, y=_wrap(ctx, y, "y", call), training=True)
+    def forward(fctx, x, ctx, p, shape):
+        y, pb = _pool(ctx, p, x, shape, True)
         fctx.pb, fctx.ctx, fctx.x = pb, ctx, x
         return y
 
@@ -369,7 +407,7 @@ class _PoolFn(torch.autograd.Function):
         call = "nnprim.torch.pool backward"
         ctx.pool_backward(fctx.pb, _wrap(ctx, _dense(dy), "dy", call), _wrap(ctx, dx, "dx", call),
                           keep=True)
-        return dx, None, None, None, None
+        return dx, None, None, None
 
 
 def pool(x, kernel_size, stride=None, padding=0, mode="max"):
@@ -377,15 +415,16 @@ def pool(x, kernel_size, stride=None, padding=0, mode="max"):
     win = _seq(kernel_size, S, "pool: kernel_size")
     stride = win if stride is None else _seq(stride, S, "pool: stride")
     pad = _seq(padding, S, "pool: padding")
-    pool_params(S, win, stride, pad, mode)  # checks the arguments before any allocation
-    x = _dense(x)
-    if _grad_mode(x):
-        return _PoolFn.apply(x, win, stride, pad, mode)
     ctx = _ctx_of("pool", x)
-    y = _empty(x, _pool_out(x, win, stride, pad, pad))
-    ctx.pool(_wrap(ctx, x, "input", "nnprim.torch.pool"), win, stride=stride, padding=pad,
-             mode=mode, y=_wrap(ctx, y, "y", "nnprim.torch.pool"))
-    return y
+    # the struct Context.pool makes of these arguments, made once (and shared with it); making
+    # it checks the arguments before any allocation
+    p = ctx._cached(("pool", S, win, stride, pad, mode),
+                    lambda: pool_params(S, win, stride, pad, mode))
+    x = _dense(x)
+    shape = _pool_out(x, win, stride, pad, pad)
+    if _grad_mode(x):
+        return _PoolFn.apply(x, ctx, p, shape)
+    return _pool(ctx, p, x, shape, False)[0]
 
 
 class _MaxPool(nn.Module):
@@ -644,13 +683,19 @@ class _RNNBase(nn.RNNBase):
     _cell = None  # nnprim's cell name (torch's RNNBase keeps its own in self.mode)
 
     def _params(self, ctx, training):
-        return ctx.rnn_params(self._cell, self.input_size, self.hidden_size,
-                              num_layers=self.num_layers, bidirectional=self.bidirectional,
-                              proj_size=self.proj_size, bias=self.bias,
-                              batch_first=self.batch_first,
-                              dropout=self.dropout if training else 0.0,
-                              dropout_seed=int(torch.randint(0, 2 ** 62, (1,)))
-                              if training and self.dropout else 0)
+        dropout = self.dropout if training else 0.0
+        key = ("rnn", self._cell, self.input_size, self.hidden_size, self.num_layers,
+               self.bidirectional, self.proj_size, self.bias, self.batch_first, dropout)
+        p = ctx._cached(key, lambda: ctx.rnn_params(
+            self._cell, self.input_size, self.hidden_size, num_layers=self.num_layers,
+            bidirectional=self.bidirectional, proj_size=self.proj_size, bias=self.bias,
+            batch_first=self.batch_first, dropout=dropout))
+        if dropout:
+            # a seed per call, in a copy: the cached struct is shared, and a graph kept for a
+            # second backward keeps its own
+            p = type(p).from_buffer_copy(p)
+            p.dropout_seed = int(torch.randint(0, 2 ** 62, (1,)))
+        return p
 
     def _pack_layout(self, ctx, p, like):
         """(offset, shape) of each parameter in the packed weights of ctx's backend, torch's

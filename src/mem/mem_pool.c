@@ -333,15 +333,21 @@ static void publish(struct nn__mem_pool *pool, struct shard *sh, long long delta
     while (v > peak && !atomic_compare_exchange_weak(&pool->published_peak, &peak, v)) {}
 }
 
+/* Bytes handed out (size, rounded) and asked for (requested) grow by these. */
+static void count_more(struct nn__mem_pool *pool, struct shard *sh, size_t size, size_t requested)
+{
+    sh->alloc_bytes += size;
+    sh->req_bytes += requested;
+    if (sh->alloc_bytes > sh->alloc_peak) sh->alloc_peak = sh->alloc_bytes;
+    sh->alloc_total_bytes += size;
+    publish(pool, sh, (long long)size);
+}
+
 static void count_alloc(struct nn__mem_pool *pool, struct shard *sh, struct blk *b)
 {
-    sh->alloc_bytes += b->size;
-    sh->req_bytes += b->requested;
-    if (sh->alloc_bytes > sh->alloc_peak) sh->alloc_peak = sh->alloc_bytes;
-    sh->alloc_total_bytes += b->size;
+    count_more(pool, sh, b->size, b->requested);
     sh->alloc_count++;
     sh->alloc_total++;
-    publish(pool, sh, (long long)b->size);
     log_event(pool, NN_MEM_EVENT_ALLOC, b->stream_id, b->ptr, b->requested);
 }
 
@@ -1246,11 +1252,7 @@ int nn__mem_pool_grow(struct nn__mem_pool *pool, uint64_t stream_id, void *p, si
     log_event(pool, NN_MEM_EVENT_FREE, stream_id, b->ptr, b->requested);
     b->size += add;
     b->requested += add;
-    sh->alloc_bytes += add;
-    sh->req_bytes += add;
-    if (sh->alloc_bytes > sh->alloc_peak) sh->alloc_peak = sh->alloc_bytes;
-    sh->alloc_total_bytes += add;
-    publish(pool, sh, (long long)add);
+    count_more(pool, sh, add, add);
     log_event(pool, NN_MEM_EVENT_ALLOC, stream_id, b->ptr, b->requested);
     b->seg->last_use = sh->alloc_total;
     *size = b->size;

@@ -190,7 +190,9 @@ NN_API nn_status nn_mem_set_limit(int device, size_t limit);
 
 /**
  * Read a device pool's statistics. Allocated-byte figures summed over streams are exact when no
- * allocation is in flight; allocated_bytes_peak may lag by up to 1 MiB per stream.
+ * allocation is in flight. allocated_bytes_peak is exact while one stream allocates; with several
+ * at once it may be off by up to 1 MiB per stream that allocated since the last reading or reset
+ * (each of which sums every stream's share, streams that are gone included).
  *
  * @param device a CUDA ordinal or NN_MEM_HOST.
  * @param out    out: the statistics (counters are zero for a pool never used).

@@ -323,14 +323,28 @@ static void log_event(struct nn__mem_pool *pool, nn_mem_event_kind kind, uint64_
     pthread_mutex_unlock(&pool->log_lock);
 }
 
+static void raise_peak(struct nn__mem_pool *pool, long long v)
+{
+    long long peak = atomic_load(&pool->published_peak);
+    while (v > peak && !atomic_compare_exchange_weak(&pool->published_peak, &peak, v)) {}
+}
+
 static void publish(struct nn__mem_pool *pool, struct shard *sh, long long delta)
 {
     sh->unpublished += delta;
     if (sh->unpublished < PUBLISH_QUANTUM && sh->unpublished > -PUBLISH_QUANTUM) return;
     long long v = atomic_fetch_add(&pool->published, sh->unpublished) + sh->unpublished;
     sh->unpublished = 0;
-    long long peak = atomic_load(&pool->published_peak);
-    while (v > peak && !atomic_compare_exchange_weak(&pool->published_peak, &peak, v)) {}
+    raise_peak(pool, v);
+}
+
+/* sh's (locked) remainder into the published sum, without raising the peak: while other shards
+ * still hold theirs, the partial sum may be above anything that was ever allocated. A shard whose
+ * stream is gone would otherwise keep its remainder, and the sum off by it, for good. */
+static void publish_rest(struct nn__mem_pool *pool, struct shard *sh)
+{
+    atomic_fetch_add(&pool->published, sh->unpublished);
+    sh->unpublished = 0;
 }
 
 /* Bytes handed out (size, rounded) and asked for (requested) grow by these. */
@@ -1594,8 +1608,10 @@ void nn__mem_pool_get_stats(struct nn__mem_pool *pool, nn_mem_stats *out)
         out->cache_misses += sh->misses;
         if (sh->alloc_peak > shard_peak) shard_peak = sh->alloc_peak;
         free_runs(sh, &out->largest_free_bytes, &free_total);
+        publish_rest(pool, sh);
         pthread_mutex_unlock(&sh->lock);
     }
+    raise_peak(pool, atomic_load(&pool->published));
     size_t peak = (size_t)atomic_load(&pool->published_peak);
     if (shard_peak > peak) peak = shard_peak;
     if (out->allocated_bytes > peak) peak = out->allocated_bytes;
@@ -1625,6 +1641,7 @@ void nn__mem_pool_reset_peak(struct nn__mem_pool *pool)
         struct shard *sh = &pool->shards[i];
         pthread_mutex_lock(&sh->lock);
         sh->alloc_peak = sh->alloc_bytes;
+        publish_rest(pool, sh);
         pthread_mutex_unlock(&sh->lock);
     }
     atomic_store(&pool->published_peak, atomic_load(&pool->published));

@@ -247,6 +247,34 @@ Test(mem_grow, takes_the_free_memory_after_a_block)
     nn__hstream_destroy(s2);
 }
 
+/* The pool-wide peak is summed from the shards in 1 MiB steps; a stream's frees not yet summed
+ * must not count after a reset. s1 leaves 600 KiB freed but unsummed; after the reset s2 takes
+ * 100 KiB: the peak since the reset is the 700 KiB then allocated, not the 1200 KiB summed. */
+Test(mem_stats, peak_after_reset_counts_every_streams_frees)
+{
+    struct nn__hstream *s1, *s2;
+    cr_assert_eq(nn__hstream_create(&s1), NN_OK);
+    cr_assert_eq(nn__hstream_create(&s2), NN_OK);
+    uint64_t id1 = nn__hstream_id(s1);
+    struct nn__mem_pool *pool = host_pool(0);
+    char *a = pool_alloc(pool, s1, 600 * 1024);
+    char *b = pool_alloc(pool, s1, 600 * 1024);
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, a, "test", NULL), NN_OK);
+    nn__mem_pool_reset_peak(pool);
+    char *c = pool_alloc(pool, s2, 100 * 1024);
+    nn_mem_stats st;
+    nn__mem_pool_get_stats(pool, &st);
+    cr_expect_eq(st.allocated_bytes, 700 * 1024);
+    cr_expect_eq(st.allocated_bytes_peak, 700 * 1024);
+    cr_assert_eq(nn__mem_pool_free(pool, s1, id1, b, "test", NULL), NN_OK);
+    cr_assert_eq(nn__mem_pool_free(pool, s2, nn__hstream_id(s2), c, "test", NULL), NN_OK);
+    nn__mem_pool_get_stats(pool, &st);
+    cr_expect_eq(st.allocated_bytes_peak, 700 * 1024, "frees leave the peak");
+    nn__mem_pool_destroy(pool);
+    nn__hstream_destroy(s1);
+    nn__hstream_destroy(s2);
+}
+
 /* ---- many threads ---- */
 
 MEM_TEST(threads_on_their_own_streams)

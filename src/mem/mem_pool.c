@@ -435,6 +435,31 @@ static struct blk *find_fit(struct shard *sh, int f, size_t size, uint64_t sid)
     return find_fit_in(sh, f, size, sid, 0);
 }
 
+/* For a graph's memory, which grows its blocks in place (nn__mem_pool_grow): the largest block
+ * sid may use of at least size, of either family (each bin within the scan window), so that the
+ * block has the most free memory after it. Blocks above most_for() stay out as in find_fit. */
+static struct blk *find_roomy(struct shard *sh, size_t size, uint64_t sid)
+{
+    struct blk *best = NULL;
+    for (int f = F_SMALL; f <= F_LARGE; f++) {
+        size_t most = most_for(f, size);
+        for (int k = NN__MEM_CLASSES - 1;
+             k >= 0 && (k + 1 == NN__MEM_CLASSES || nn__class_lo(k + 1) > size); k--) {
+            if (!(sh->mask[f][k >> 6] & 1ull << (k & 63)) || nn__class_lo(k) > most) continue;
+            struct blk *b = sh->bins[f][k], *top = NULL;
+            for (int n = 0; b && n < FIT_SCAN; b = b->lnext, n++)
+                if (b->size >= size && b->size <= most && eligible(b, sid) &&
+                    (!top || b->size > top->size))
+                    top = b;
+            if (top) {
+                if (!best || top->size > best->size) best = top;
+                break; /* the lower classes of this family hold smaller blocks */
+            }
+        }
+    }
+    return best;
+}
+
 static size_t split_min(int family)
 {
     return family == F_SMALL ? NN__MEM_ALIGN : LARGE_SPLIT_MIN;
@@ -1137,7 +1162,18 @@ nn_status nn__mem_pool_alloc_capturing(struct nn__mem_pool *pool, void *stream, 
     int f = family_of_size(size);
     struct shard *sh = shard_of(pool, stream_id);
     if (!atomic_load_explicit(&pool->bypass, memory_order_relaxed)) {
-        if (try_shard(pool, sh, f, size, bytes, stream, stream_id, out)) return NN_OK;
+        pthread_mutex_lock(&sh->lock);
+        poll_pending(pool, sh);
+        coalesce(sh, F_SMALL);
+        coalesce(sh, F_LARGE);
+        struct blk *b = find_roomy(sh, size, stream_id);
+        if (b) {
+            take(pool, sh, b, size, bytes, stream, stream_id);
+            sh->hits++;
+            *out = b->ptr;
+        }
+        pthread_mutex_unlock(&sh->lock);
+        if (b) return NN_OK;
         if (alloc_from_cache(pool, f, size, bytes, stream, stream_id, 0, out, ectx)) return NN_OK;
     }
     return alloc_bypass(pool, size, bytes, stream, stream_id, out, fn, ectx);

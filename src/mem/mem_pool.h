@@ -82,7 +82,9 @@ void nn__mem_pool_destroy(struct nn__mem_pool *pool);
 nn_status nn__mem_pool_alloc(struct nn__mem_pool *pool, void *stream, uint64_t stream_id,
                              size_t bytes, void **out, const char *fn, struct nn_ctx *ectx);
 /* For a CUDA graph capture on stream (mem/graph_mem.c): what nn__mem_pool_alloc() does without
- * anything a capture forbids or would record. The pool's cache first; on a miss a block of its
+ * anything a capture forbids or would record. The pool's cache first, where the block is cut from
+ * the largest free block of the stream's shard (of either family) rather than the best fit, so
+ * that nn__mem_pool_grow() finds room after it; on a miss a block of its
  * own from the upstream's synchronous allocation (cudaMalloc, as in bypass mode, which a relaxed
  * capture allows), released to the upstream when freed; no growth into segments (a stream-ordered
  * upstream would record cudaMallocAsync in the graph) and no out-of-memory ladder (it waits for

@@ -247,6 +247,44 @@ Test(mem_grow, takes_the_free_memory_after_a_block)
     nn__hstream_destroy(s2);
 }
 
+/* A block for a capture is cut from the largest free block, not the best fit, so that it can grow
+ * in place: with a 16 KiB hole before a live block and a 256 KiB one, it takes the 256 KiB one
+ * and then grows in it, while an ordinary request of the same size takes the hole. */
+Test(mem_grow, a_capture_takes_the_roomiest_block)
+{
+    struct nn__hstream *s;
+    cr_assert_eq(nn__hstream_create(&s), NN_OK);
+    uint64_t id = nn__hstream_id(s);
+    struct nn__mem_pool *pool = host_pool(0);
+    char *hole = pool_alloc(pool, s, 16 * 1024);
+    char *live = pool_alloc(pool, s, 16 * 1024);
+    char *room = pool_alloc(pool, s, 256 * 1024);
+    char *fill1 = pool_alloc(pool, s, MiB);
+    nn_mem_stats st;
+    nn__mem_pool_get_stats(pool, &st);
+    char *fill2 = pool_alloc(pool, s, st.reserved_bytes - allocated(pool));
+    nn__mem_pool_get_stats(pool, &st);
+    cr_assert_eq(st.segment_count, 1, "everything in one segment, nothing of it free");
+    cr_assert_eq(nn__mem_pool_free(pool, s, id, hole, "test", NULL), NN_OK);
+    cr_assert_eq(nn__mem_pool_free(pool, s, id, room, "test", NULL), NN_OK);
+
+    void *c = NULL;
+    cr_assert_eq(nn__mem_pool_alloc_capturing(pool, s, id, 16 * 1024, &c, "test", NULL), NN_OK);
+    cr_expect_eq(c, room, "the capture's block starts the 256 KiB free block");
+    size_t size = 0;
+    cr_expect_eq(nn__mem_pool_grow(pool, id, c, 200 * 1024, &size), 1);
+    cr_expect_eq(size, 216 * 1024);
+    char *d = pool_alloc(pool, s, 16 * 1024);
+    cr_expect_eq(d, hole, "an ordinary request takes the best fit");
+
+    void *blocks[] = {c, d, live, fill1, fill2};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        cr_assert_eq(nn__mem_pool_free(pool, s, id, blocks[i], "test", NULL), NN_OK);
+    cr_expect_eq(allocated(pool), 0);
+    nn__mem_pool_destroy(pool);
+    nn__hstream_destroy(s);
+}
+
 /* The pool-wide peak is summed from the shards in 1 MiB steps; a stream's frees not yet summed
  * must not count after a reset. s1 leaves 600 KiB freed but unsummed; after the reset s2 takes
  * 100 KiB: the peak since the reset is the 700 KiB then allocated, not the 1200 KiB summed. */

@@ -22,6 +22,7 @@
 # NN_REQUIRE_GPU, nn_test_have_gpu or MEM_TEST (tests/common/ aside). Each runs under
 #   compute-sanitizer --tool T --target-processes all --require-cuda-init no
 #                     --report-api-errors no [--leak-check full] test_<suite> --jobs=1
+# with the environment its meson test sets (cli_verbose's NNPRIM_CLI, for one)
 # (Criterion forks a process per test: every process is checked; --jobs=1 runs one at a time).
 # CUDA API errors are not counted: tests provoke them on purpose (the library turns them into
 # statuses, which the suites check).
@@ -87,11 +88,16 @@ if [ -z "$cs" ]; then
 fi
 ninja -C "$build" > /dev/null || { echo "gpu-sanitize: the build failed"; exit 2; }
 
-# suite name, its program, and whether it checks the pool's statistics, one a line.
-table=$(meson introspect --targets "$build" | python3 -c '
+# suite name, its program, whether it checks the pool's statistics, and the environment its
+# meson test sets (NAME=VALUE words), one a line.
+table=$(meson introspect --targets --tests "$build" | python3 -c '
 import json, re, sys
 gpu = re.compile(r"NN_REQUIRE_GPU|nn_test_have_gpu|MEM_TEST\(")
-for t in json.load(sys.stdin):
+info = json.load(sys.stdin)
+env = {}
+for t in info["tests"]:
+    env[t["cmd"][0]] = " ".join(k + "=" + v for k, v in sorted(t.get("env", {}).items()))
+for t in info["targets"]:
     if t["type"] != "executable" or not t["name"].startswith("test_"):
         continue
     srcs = [s for ts in t["target_sources"] for s in ts.get("sources", [])
@@ -103,7 +109,8 @@ for t in json.load(sys.stdin):
         except OSError:
             pass
     if gpu.search(text):
-        print(t["name"][5:], t["filename"][0], int("nn_mem_get_stats" in text))
+        exe = t["filename"][0]
+        print(t["name"][5:], exe, int("nn_mem_get_stats" in text), env.get(exe, ""))
 ') || { echo "gpu-sanitize: meson introspect failed"; exit 2; }
 [ -n "$table" ] || { echo "gpu-sanitize: no GPU suites found in $build"; exit 2; }
 if [ -n "$suites" ]; then
@@ -123,12 +130,13 @@ mkdir -p "$logs"
 rm -f "$logs"/*.result
 
 # One tool over one suite; its line (and the counts) go to LOG.result.
-run_one() { # tool suite exe pool
+run_one() { # tool suite exe pool [NAME=VALUE...]
   local tool=$1 suite=$2 exe=$3 pool=$4
+  shift 4
   local args=(--tool "$tool" --target-processes all --require-cuda-init no
     --report-api-errors no --print-limit 50)
-  local env_run=(env NNPRIM_MEM_BYPASS=1) mode=bypass
-  if [ "$pool" = 1 ] || [ "$tool" = racecheck ]; then env_run=(env); mode=pool; fi
+  local env_run=(env "$@" NNPRIM_MEM_BYPASS=1) mode=bypass
+  if [ "$pool" = 1 ] || [ "$tool" = racecheck ]; then env_run=(env "$@"); mode=pool; fi
   [ "$tool" = memcheck ] && args+=(--leak-check full)
   local log="$logs/$tool-$suite.log" start rc secs errors leaks state=ok note="" leak_text=""
   start=$(date +%s)
@@ -164,13 +172,13 @@ order=${tools//,/ }
 if [ $quick = 1 ]; then order="${order//memcheck/} $([[ " $order " == *" memcheck "* ]] && echo memcheck)"; fi
 plan=()
 for tool in $order; do
-  while read -r suite exe pool; do
+  while read -r suite exe pool envs; do
     if [ -n "$suites" ]; then
       [[ ",$suites," == *",$suite,"* ]] || continue
     elif [ $quick = 1 ] && [ "$tool" != memcheck ]; then
       [[ "$own_kernels" == *" $suite "* ]] || continue
     fi
-    plan+=("$tool $suite $exe $pool")
+    plan+=("$tool $suite $exe $pool $envs")
   done <<< "$table"
 done
 echo "gpu-sanitize: $cs: ${#plan[@]} runs, $jobs at a time, limit ${limit} s a run${budget:+, \
@@ -178,7 +186,7 @@ no run started after ${budget} s}; logs in $logs/"
 began=$(date +%s)
 skipped=0
 for r in "${plan[@]}"; do
-  read -r tool suite exe pool <<< "$r"
+  read -r tool suite exe pool envs <<< "$r"
   if [ -n "$budget" ] && [ $(($(date +%s) - began)) -ge "$budget" ]; then
     printf 'skipped %d %d %s|%-9s %-22s not run (--budget spent)\n' 0 0 "$suite" "$tool" \
       "$suite" > "$logs/$tool-$suite.log.result"
@@ -186,7 +194,8 @@ for r in "${plan[@]}"; do
     continue
   fi
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
-  run_one "$tool" "$suite" "$exe" "$pool" &
+  # shellcheck disable=SC2086 # one word per NAME=VALUE
+  run_one "$tool" "$suite" "$exe" "$pool" $envs &
 done
 wait
 

@@ -173,16 +173,16 @@ typedef struct nn_softmax_cross_entropy_pullback nn_softmax_cross_entropy_pullba
  *
  * Every target is checked to lie in [0, C) before anything is written, on both backends. On the
  * cuDNN backend targets in device, managed or pinned host memory are copied to the host for that
- * check and for the one-hot mask, so the call waits for the context's stream once; targets in
+ * check, so the call waits for the context's stream once; targets in
  * ordinary (pageable) host memory are read directly, without a wait. A cuDNN context made with
  * settings.xent_targets = NN_TARGETS_ON_DEVICE (context.h) reads targets in its device's memory
  * on the device only, as inside a graph capture: no wait and no host check (a target outside
  * [0, C) gives NaN in that sample's loss and gradient, and the call returns NN_OK). The loss itself
- * is computed on the GPU (cuDNN's log-softmax, the mask uploaded asynchronously from a pinned
- * buffer kept per shape, docs/SOFTMAX.md).
+ * is computed on the GPU (cuDNN's log-softmax, then nnprim's kernel picks each target's entry; host
+ * targets are uploaded asynchronously from a pinned buffer kept per shape, docs/SOFTMAX.md).
  *
  * Inside a graph capture (graph.h) the targets must be in device memory of the context's device:
- * each launch builds the mask from them on the device, with no host check, and a target outside
+ * each launch reads them on the device, with no host check, and a target outside
  * [0, C) there gives NaN in that sample's loss and gradient.
  *
  * @param ctx          the context.
@@ -244,12 +244,11 @@ NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
 /**
  * The device-pool bytes one cross-entropy call would hold at its peak, so that a framework can
  * pre-size its scratch (or its allocator, nn_mem_set_allocator()). On cuDNN, with B = N x C x S
- * elements of x's dtype: the forward holds 4 B at its peak (the log-softmax and the one-hot mask,
- * both of which a training-mode forward keeps in its pullback until backward, the product of the
- * two, and the gradient its sum over C is taken from); the backward holds B (the masked dloss).
- * Both passes also use a per-shape scratch kept in the context's cache (B bytes of zeros from the
- * pool, B bytes of pinned host memory that stages the mask, and cuDNN's descriptors): this query
- * makes it, so the call that follows takes only the figure above. Not included: the caller's
+ * elements of x's dtype and T = N x S: the forward holds B + 8 T bytes (the log-softmax and the
+ * targets as int64, both of which a training-mode forward keeps in its pullback until backward);
+ * the backward holds none (one kernel writes dx). The forward also uses a per-shape scratch kept
+ * in the context's cache (8 T bytes of pinned host memory that stages the targets, and cuDNN's
+ * descriptor): this query makes it, so the call that follows takes only the figure above. Not included: the caller's
  * tensors and the pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the
  * reference backend, which takes host memory only.
  *

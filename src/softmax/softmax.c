@@ -418,7 +418,7 @@ static nn_status softmax_cross_entropy_forward(nn_ctx *ctx, const nn_tensor *x,
         st = capture_targets(ctx, fn, &prob, targets);
     else if (ctx->settings.xent_targets == NN_TARGETS_ON_DEVICE && nn__ctx_on_gpu(ctx) &&
              nn__device_data(ctx, targets->data))
-        prob.dev_targets = targets->data; /* read by the mask kernel only: no wait, no check */
+        prob.dev_targets = targets->data; /* read by the kernel only: no wait, no check */
     else
         st = take_targets(ctx, fn, be, &prob, targets, &pb->targets);
     pb->prob = prob;

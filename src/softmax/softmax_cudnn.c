@@ -1,24 +1,18 @@
 /* Softmax on cuDNN's legacy calls (cudnnSoftmaxForward / cudnnSoftmaxBackward, which cuDNN 9
  * keeps), over the channel dim of x seen as n x c x s x 1 (CUDNN_SOFTMAX_MODE_CHANNEL).
  *
- * The cross-entropy needs no kernel of its own: forward is cuDNN's log-softmax L into a pool
- * buffer, the targets' one-hot mask M (n x c x s, built on the host, uploaded with one copy and
- * kept for backward), and loss = -sum_c M * L (cudnnOpTensor's product; the sum over C as below,
- * since cudnnReduceTensor refused bf16 and C = 1 on the H200). Backward uses
- *   dx = dy - exp(L) * sum_c dy   (the log-softmax gradient)
- * with dy = -M * dloss (dloss broadcast over C by cudnnOpTensor), so that sum_c dy = -dloss and
- * dx = (softmax - onehot) * dloss. The targets are on the host by then (softmax.c). A batched
- * device copy of the n * s picked elements cost about 4 us per element on the H200
- * (docs/PERFORMANCE.md), several times a language model's whole step in PyTorch.
+ * The cross-entropy: forward is cuDNN's log-softmax L into a pool buffer, then nnprim's kernel
+ * (softmax_xent.cu) picks loss = -L[t] and copies the targets, as int64, into a pool buffer; both
+ * buffers are kept for backward, which is one kernel: dx = (exp(L) - onehot(t)) * dloss. Host
+ * targets (checked on the host, softmax.c) reach the device through a pinned staging buffer kept
+ * per shape, so their upload is asynchronous (a copy from pageable memory makes the host wait for
+ * the stream first); device targets (inside a graph capture, or under NN_TARGETS_ON_DEVICE) are
+ * read by the kernel. cuDNN's softmax gradient over a row of C elements in CHANNEL mode took
+ * about 1.3 ns per element on the H100 (docs/PERFORMANCE.md), too slow to build the loss from.
  *
  * What a shape needs every call and can keep lives in the context's cache (kind 8, "softmax
- * xent scratch", below): the cuDNN tensor and op descriptors of both directions, the zeros the
- * sum over C reads, and a pinned host buffer that stages the mask, so its upload is asynchronous
- * (a copy from pageable memory makes the host wait for the stream first). A warm shape's calls
- * create no descriptor. The per-call buffers come from the pool: the log-softmax and the mask (kept
- * in the pullback: several forwards may be outstanding), the product M * L and the gradient g of
- * the sum (scratch of one call; a stream-ordered pool hit, and kept per shape they would race
- * when the context moves to another stream). */
+ * xent scratch", below): the log-softmax's tensor descriptor, the staging buffer and the event
+ * after its last upload. A warm shape's calls create no descriptor. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,7 +24,6 @@
 #include "core/capture.h"
 #include "core/ctx.h"
 #include "core/cuda_util.h"
-#include "core/elem.h"
 #include "core/error.h"
 #include "core/kernel_image.h"
 #include "core/log.h"
@@ -42,10 +35,10 @@
 #include "mem/mem.h"
 #include "softmax/softmax_internal.h"
 
-/* The log-softmax of the forward call, for backward. */
+/* What the forward keeps for backward. */
 struct nn__xent_saved {
-    void *logp; /* n x c x s, x's dtype, from the pool */
-    void *mask; /* the targets' one-hot, n x c x s, x's dtype, from the pool */
+    void *logp;    /* the log-softmax, n x c x s, x's dtype, from the pool */
+    void *targets; /* n x s int64, from the pool */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -66,17 +59,12 @@ struct xent_record {
 
 struct xent_scratch {
     struct nn_ctx *ctx;
-    cudnnTensorDescriptor_t full; /* n x c x s x 1, packed: x, the log-softmax, the mask, dx */
-    cudnnTensorDescriptor_t row;  /* n x 1 x s x 1, packed: the loss and dloss */
-    cudnnTensorDescriptor_t ch0;  /* channel 0 of a full buffer, seen as n x 1 x s x 1 */
-    cudnnOpTensorDescriptor_t mul, add;
-    size_t bytes; /* n x c x s elements of the key's dtype */
-    void *zeros;  /* that many zero bytes, pool memory of ctx: a buffer kept across calls, whose
-                   * memset and every read are nn__cudnn_shared_enter/leave brackets */
-    unsigned char *stage; /* pinned host memory: the last mask uploaded */
-    int64_t *last;        /* its targets (n * s), -1 before the first upload */
-    cudaEvent_t staged;   /* after the last upload from stage */
-    int uploading;        /* staged has been recorded: wait for it before rewriting stage */
+    cudnnTensorDescriptor_t full; /* n x c x s x 1, packed: x and the log-softmax */
+    size_t bytes;                 /* n x c x s elements of the key's dtype */
+    size_t tbytes;                /* n x s int64 targets */
+    int64_t *stage;               /* pinned host memory: the last targets uploaded */
+    cudaEvent_t staged;           /* after the last upload from stage */
+    int uploading;                /* staged has been recorded: wait for it before rewriting stage */
 };
 
 static const struct nn__field xent_key_fields[] = {
@@ -108,20 +96,8 @@ static void xent_scratch_release(struct xent_scratch *x)
     if (x->uploading) (void)cudaEventSynchronize(x->staged);
     if (x->staged) (void)cudaEventDestroy(x->staged);
     if (x->stage) (void)cudaFreeHost(x->stage);
-    if (x->zeros) {
-        struct nn__error_kept keep = nn__error_keep(x->ctx);
-        /* the stream the free is ordered on waits for the last forward that may read them */
-        nn__cudnn_shared_release(x->ctx);
-        (void)nn__dev_free(x->ctx, x->zeros);
-        nn__error_restore(x->ctx, &keep);
-    }
     (void)cudaGetLastError();
-    cudnnTensorDescriptor_t tensors[] = {x->full, x->row, x->ch0};
-    for (int i = 0; i < 3; i++)
-        if (tensors[i]) (void)cudnnDestroyTensorDescriptor(tensors[i]);
-    if (x->mul) (void)cudnnDestroyOpTensorDescriptor(x->mul);
-    if (x->add) (void)cudnnDestroyOpTensorDescriptor(x->add);
-    nn__host_free(x->last);
+    if (x->full) (void)cudnnDestroyTensorDescriptor(x->full);
 }
 
 static void xent_scratch_destroy(void *live)
@@ -170,80 +146,25 @@ static nn_status desc4(struct nn_ctx *ctx, nn_dtype t, int64_t a, int64_t b, int
     return tensor_desc(ctx, t, a, b, c, str, out);
 }
 
-static cudnnDataType_t compute_type(nn_dtype t)
-{
-    return t == NN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-}
-
-static nn_status op_desc(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorOp_t what,
-                         cudnnOpTensorDescriptor_t *out)
-{
-    cudnnOpTensorDescriptor_t op;
-    NN__TRY(nn__cudnn_CreateOpTensorDescriptor(ctx, &op));
-    nn_status st =
-        nn__cudnn_SetOpTensorDescriptor(ctx, op, what, compute_type(t), CUDNN_PROPAGATE_NAN);
-    if (st != NN_OK) {
-        struct nn__error_kept keep = nn__error_keep(ctx);
-        (void)nn__cudnn_DestroyOpTensorDescriptor(ctx, op);
-        nn__error_restore(ctx, &keep);
-        return st;
-    }
-    *out = op;
-    return NN_OK;
-}
-
-/* The descriptors backward's cuDNN calls use, and the size of a full buffer (n x c x s of p's
- * dtype, that of every buffer of both directions; sizes checked by check_int()). */
-static nn_status xent_backward_descriptors(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
-                                           struct xent_scratch *x)
-{
-    x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
-    NN__TRY(desc4(ctx, p->dtype, p->n, p->c, p->s, &x->full));
-    NN__TRY(desc4(ctx, p->dtype, p->n, 1, p->s, &x->row));
-    return op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_MUL, &x->mul);
-}
-
-/* The descriptors of every cuDNN call of both directions. */
-static nn_status xent_descriptors(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
-                                  struct xent_scratch *x)
-{
-    int ch0_str[4] = {(int)(p->c * p->s), (int)p->s, 1, 1};
-    NN__TRY(xent_backward_descriptors(ctx, p, x));
-    NN__TRY(tensor_desc(ctx, p->dtype, p->n, 1, p->s, ch0_str, &x->ch0));
-    return op_desc(ctx, p->dtype, CUDNN_OP_TENSOR_ADD, &x->add);
-}
-
 static nn_status xent_scratch_make(struct nn_ctx *ctx, const char *fn,
                                    const struct nn__softmax_problem *p, struct xent_scratch **out)
 {
     struct xent_scratch *x = nn__host_calloc(1, sizeof *x);
-    int64_t count = p->n * p->s;
-    if (x) x->last = nn__host_alloc((size_t)count * sizeof *x->last);
-    if (!x || !x->last) {
-        if (x) nn__host_free(x);
+    if (!x)
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory for the scratch of a shape",
                         fn);
-    }
-    for (int64_t i = 0; i < count; i++)
-        x->last[i] = -1;
     x->ctx = ctx;
-    cudaStream_t st = (cudaStream_t)ctx->stream;
-    nn_status r = xent_descriptors(ctx, p, x);
+    x->bytes = (size_t)(p->n * p->c * p->s) * nn_dtype_size(p->dtype);
+    x->tbytes = (size_t)(p->n * p->s) * sizeof *x->stage;
+    nn_status r = desc4(ctx, p->dtype, p->n, p->c, p->s, &x->full);
     if (r == NN_OK) r = NN__CUDA(ctx, cudaEventCreateWithFlags(&x->staged, cudaEventDisableTiming));
-    if (r == NN_OK) r = nn__dev_alloc_for(ctx, fn, x->bytes, &x->zeros);
-    if (r == NN_OK) {
-        nn__cudnn_shared_enter(ctx);
-        r = NN__CUDA(ctx, cudaMemsetAsync(x->zeros, 0, x->bytes, st));
-        nn__cudnn_shared_leave(ctx);
-    }
-    if (r == NN_OK && cudaMallocHost((void **)&x->stage, x->bytes) != cudaSuccess) {
+    if (r == NN_OK && cudaMallocHost((void **)&x->stage, x->tbytes) != cudaSuccess) {
         (void)cudaGetLastError();
         x->stage = NULL;
         r = NN__FAIL(ctx, NN_E_OOM_HOST,
-                     "%s: cudaMallocHost refused %zu bytes of pinned memory for the target mask",
-                     fn, x->bytes);
+                     "%s: cudaMallocHost refused %zu bytes of pinned memory for the targets", fn,
+                     x->tbytes);
     }
-    if (r == NN_OK) memset(x->stage, 0, x->bytes);
     if (r != NN_OK) {
         xent_scratch_destroy(x);
         return r;
@@ -382,124 +303,69 @@ static nn_status read_targets_cudnn(struct nn_ctx *ctx, const char *fn, const vo
     return NN_OK;
 }
 
-/* The targets' one-hot mask, n x c x s in x's dtype, into a new pool buffer *mask, staged in
- * the shape's pinned buffer: only the ones of the previous targets are cleared and the new ones
- * set (n * s elements, not a pass over n x c x s), once the previous upload from it has
- * finished (its event: in a training loop, long done). The copy is then asynchronous. */
-static nn_status mask_upload(struct nn_ctx *ctx, const char *fn,
-                             const struct nn__softmax_problem *p, struct xent_scratch *x,
-                             const int64_t *t, void **mask)
+/* The host targets (n * s, checked) into the pool buffer dst, staged in the shape's pinned
+ * buffer once the previous upload from it has finished (its event: in a training loop, long
+ * done). The copy is then asynchronous. */
+static nn_status targets_upload(struct nn_ctx *ctx, struct xent_scratch *x, const int64_t *t,
+                                void *dst)
 {
-    size_t w = nn_dtype_size(p->dtype);
-    unsigned char one[8];
-    nn__elem_one(p->dtype, one);
     if (x->uploading) {
         NN__TRY(NN__CUDA(ctx, cudaEventSynchronize(x->staged)));
         x->uploading = 0;
     }
-    for (int64_t i = 0; i < p->n * p->s; i++) {
-        int64_t n = i / p->s, k = i % p->s;
-        if (x->last[i] >= 0)
-            memset(x->stage + (size_t)((n * p->c + x->last[i]) * p->s + k) * w, 0, w);
-        memcpy(x->stage + (size_t)((n * p->c + t[i]) * p->s + k) * w, one, w);
-        x->last[i] = t[i];
-    }
+    memcpy(x->stage, t, x->tbytes);
     cudaStream_t s = (cudaStream_t)ctx->stream;
-    NN__TRY(nn__dev_alloc_for(ctx, fn, x->bytes, mask));
-    NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(*mask, x->stage, x->bytes, cudaMemcpyHostToDevice, s)));
+    NN__TRY(NN__CUDA(ctx, cudaMemcpyAsync(dst, x->stage, x->tbytes, cudaMemcpyHostToDevice, s)));
     if (NN__CUDA(ctx, cudaEventRecord(x->staged, s)) != NN_OK) {
         /* without the event, the next call could not tell when the copy is done */
         struct nn__error_kept keep = nn__error_keep(ctx);
         (void)cudaStreamSynchronize(s);
         (void)cudaGetLastError();
         nn__error_restore(ctx, &keep);
-        return nn__error_in(ctx, fn);
+        return nn__error_in(ctx, "nn_softmax_cross_entropy_forward");
     }
     x->uploading = 1;
     return NN_OK;
 }
-/* The one-hot mask from device targets, by a kernel (softmax_mask.cu): inside a graph capture
- * every launch builds it from the targets then in device memory; under NN_TARGETS_ON_DEVICE the
- * call does, without reading the targets on the host. */
-struct nn__onehot {
-    uint64_t mask, targets;
+
+/* The kernels of softmax_xent.cu; struct nn__xent_args is their parameter byte for byte. */
+struct nn__xent_args {
+    uint64_t logp, targets, saved, loss, dloss, dx;
     int64_t n, c, s;
-    int32_t dtype, wide;
+    int32_t dtype, wide, acc, unused;
 };
-_Static_assert(sizeof(struct nn__onehot) == 48, "struct nn__onehot is the kernel's parameter");
+_Static_assert(sizeof(struct nn__xent_args) == 88,
+               "struct nn__xent_args is the kernels' parameter");
 
 #if NN_HAVE_KERNEL_IMAGES
-extern const unsigned char nn__softmax_mask_image[];
-#define MASK_IMAGE nn__softmax_mask_image
+extern const unsigned char nn__softmax_xent_image[];
+#define XENT_IMAGE nn__softmax_xent_image
 #else
-#define MASK_IMAGE NULL
+#define XENT_IMAGE NULL
 #endif
-static const char *const mask_names[] = {"nn__softmax_onehot", NULL};
-static cudaKernel_t mask_kernels[1];
-static struct nn__kernel_image mask_image =
-    NN__KERNEL_IMAGE_INIT(MASK_IMAGE, "one-hot mask kernel", mask_names, mask_kernels);
+static const char *const xent_names[] = {"nn__xent_pick", "nn__xent_grad", NULL};
+static cudaKernel_t xent_kernels[2];
+static struct nn__kernel_image xent_image =
+    NN__KERNEL_IMAGE_INIT(XENT_IMAGE, "cross-entropy kernels", xent_names, xent_kernels);
 
-static nn_status mask_on_device(struct nn_ctx *ctx, const char *fn,
-                                const struct nn__softmax_problem *p, struct xent_scratch *x,
-                                void **mask)
+static nn_status kernels_ready(struct nn_ctx *ctx, const char *fn)
 {
-    const char *no = nn__kernel_image_load(&mask_image);
-    if (no && ctx->capture)
-        return NN__FAIL(ctx, NN_E_GRAPH,
-                        "%s: inside a graph capture the targets' one-hot mask is made on the "
-                        "device, and %s",
-                        fn, no);
+    const char *no = nn__kernel_image_load(&xent_image);
     if (no)
         return NN__FAIL(ctx, NN_E_UNSUPPORTED,
-                        "%s: settings.xent_targets = NN_TARGETS_ON_DEVICE has the targets' one-hot "
-                        "mask made on the device, and %s; use NN_TARGETS_CHECKED",
-                        fn, no);
-    NN__TRY(nn__dev_alloc_for(ctx, fn, x->bytes, mask));
-    struct nn__onehot a = {(uint64_t)(uintptr_t)*mask,
-                           (uint64_t)(uintptr_t)p->dev_targets,
-                           p->n,
-                           p->c,
-                           p->s,
-                           (int32_t)p->dtype,
-                           p->index == NN_INDEX_I64};
-    int64_t blocks = (p->n * p->c * p->s + 255) / 256;
+                        "%s: the cross-entropy on cuDNN runs nnprim's own kernels, and %s", fn, no);
+    return NN_OK;
+}
+
+/* Kernel k over count elements (a grid-stride loop). */
+static nn_status launch(struct nn_ctx *ctx, int k, struct nn__xent_args *a, int64_t count)
+{
+    int64_t blocks = (count + 255) / 256;
     if (blocks > 4096) blocks = 4096;
-    void *args[1] = {&a};
+    void *args[1] = {a};
     return NN__CUDA(ctx,
-                    cudaLaunchKernel((const void *)mask_kernels[0], (dim3){(unsigned)blocks, 1, 1},
+                    cudaLaunchKernel((const void *)xent_kernels[k], (dim3){(unsigned)blocks, 1, 1},
                                      (dim3){256, 1, 1}, args, 0, (cudaStream_t)ctx->stream));
-}
-
-/* c = op(alpha_a * a, alpha_b * b) (b may be n x 1 x s, broadcast over C). */
-static nn_status op_tensor(struct nn_ctx *ctx, nn_dtype t, cudnnOpTensorDescriptor_t op,
-                           double alpha_a, cudnnTensorDescriptor_t da, const void *a,
-                           double alpha_b, cudnnTensorDescriptor_t db, const void *b,
-                           cudnnTensorDescriptor_t dc, void *c)
-{
-    cudnnHandle_t h;
-    NN__TRY(nn__cudnn_handle(ctx, &h));
-    union nn__cudnn_scale s1, s2, zero;
-    return nn__cudnn_OpTensor(ctx, h, op, nn__cudnn_scale(&s1, t, alpha_a), da, a,
-                              nn__cudnn_scale(&s2, t, alpha_b), db, b,
-                              nn__cudnn_scale(&zero, t, 0.0), dc, c);
-}
-
-/* out = -sum_c a (a n x c x s, out n x s). cuDNN's log-softmax gradient at y = 0 is
- * g = a - sum_c a (exp(0) = 1), so -sum_c a = g - a in any one channel: channel 0. The zeros are
- * the shape's scratch. */
-static nn_status neg_sum_c(struct nn_ctx *ctx, const char *fn, const struct nn__softmax_problem *p,
-                           struct xent_scratch *x, const void *a, void *out)
-{
-    void *g = NULL;
-    nn_status st = nn__dev_alloc_for(ctx, fn, x->bytes, &g);
-    if (st == NN_OK)
-        st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, x->full, x->zeros, a, g, 0.0);
-    if (st == NN_OK)
-        st = op_tensor(ctx, p->dtype, x->add, 1.0, x->ch0, g, -1.0, x->ch0, a, x->row, out);
-    struct nn__error_kept keep = nn__error_keep(ctx);
-    if (g) (void)nn__dev_free_for(ctx, fn, g);
-    nn__error_restore(ctx, &keep);
-    return st;
 }
 
 /* The pool buffers of what forward keeps for backward. */
@@ -507,7 +373,7 @@ static void saved_buffers_free(struct nn_ctx *ctx, struct nn__xent_saved *saved)
 {
     struct nn__error_kept keep = nn__error_keep(ctx);
     if (saved->logp) (void)nn__dev_free(ctx, saved->logp);
-    if (saved->mask) (void)nn__dev_free(ctx, saved->mask);
+    if (saved->targets) (void)nn__dev_free(ctx, saved->targets);
     nn__error_restore(ctx, &keep);
 }
 
@@ -526,44 +392,42 @@ static nn_status xent_forward_cudnn(struct nn_ctx *ctx, const struct nn__softmax
     const char *fn = "nn_softmax_cross_entropy_forward";
     if (saved_out) *saved_out = NULL;
     NN__TRY(check_int(ctx, fn, p));
+    NN__TRY(kernels_ready(ctx, fn));
     struct xent_scratch *xs;
     NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
     /* Inference keeps nothing: its buffers are tracked on the stack, not in a host allocation. */
     struct nn__xent_saved local = {NULL, NULL}, *sv = &local;
     if (saved_out && !(sv = nn__host_calloc(1, sizeof *sv)))
         return NN__FAIL(ctx, NN_E_OOM_HOST, "%s: out of host memory", fn);
-    void *prod = NULL;
     nn_status st = nn__dev_alloc_for(ctx, fn, xs->bytes, &sv->logp);
-    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, xs->bytes, &prod);
+    if (st == NN_OK) st = nn__dev_alloc_for(ctx, fn, xs->tbytes, &sv->targets);
     if (st == NN_OK)
         st = softmax_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, x->data, sv->logp);
-    if (st == NN_OK)
-        st = p->dev_targets ? mask_on_device(ctx, fn, p, xs, &sv->mask)
-                            : mask_upload(ctx, fn, p, xs, t, &sv->mask);
-    if (st == NN_OK)
-        st = op_tensor(ctx, p->dtype, xs->mul, 1.0, xs->full, sv->mask, 1.0, xs->full, sv->logp,
-                       xs->full, prod);
+    if (st == NN_OK && !p->dev_targets) st = targets_upload(ctx, xs, t, sv->targets);
     if (st == NN_OK) {
-        /* the zeros are kept across calls, perhaps on other streams (cudnn_ctx.h) */
-        nn__cudnn_shared_enter(ctx);
-        st = neg_sum_c(ctx, fn, p, xs, prod, loss->data);
-        nn__cudnn_shared_leave(ctx);
+        struct nn__xent_args a = {
+            .logp = (uint64_t)(uintptr_t)sv->logp,
+            .targets = (uint64_t)(uintptr_t)(p->dev_targets ? p->dev_targets : sv->targets),
+            .saved = (uint64_t)(uintptr_t)sv->targets,
+            .loss = (uint64_t)(uintptr_t)loss->data,
+            .n = p->n,
+            .c = p->c,
+            .s = p->s,
+            .dtype = (int32_t)p->dtype,
+            .wide = !p->dev_targets || p->index == NN_INDEX_I64,
+        };
+        st = launch(ctx, 0, &a, p->n * p->s);
     }
-    nn_status fst = prod ? nn__dev_free_for(ctx, fn, prod) : NN_OK;
-    if (st == NN_OK) st = fst;
     if (st == NN_OK && saved_out) {
         *saved_out = sv;
     } else {
         saved_buffers_free(ctx, sv);
         if (sv != &local) nn__host_free(sv);
     }
-    note_set(ctx, note, "cudnn-legacy+mask");
+    note_set(ctx, note, "cudnn-legacy+kernel");
     return st;
 }
 
-/* The shape's scratch again, for its descriptors: a hit, unless the cache dropped it since the
- * forward call. Then only backward's descriptors are made, for this call (the zeros and the
- * staging buffer are forward's, which makes the whole scratch again). */
 static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                      const nn_tensor *x, const int64_t *t,
                                      struct nn__xent_saved *saved, const nn_tensor *dloss,
@@ -571,37 +435,27 @@ static nn_status xent_backward_cudnn(struct nn_ctx *ctx, const struct nn__softma
 {
     const char *fn = "nn_softmax_cross_entropy_backward";
     (void)x, (void)t;
-    void *dy = NULL;
     NN__TRY(check_int(ctx, fn, p));
-    struct xent_key k;
-    struct xent_scratch own, *xs = xent_scratch_find(ctx, p, &k);
-    if (!xs) {
-        memset(&own, 0, sizeof own);
-        nn_status st = xent_backward_descriptors(ctx, p, &own);
-        if (st != NN_OK) {
-            xent_scratch_release(&own);
-            return st;
-        }
-        xs = &own;
-    }
-    nn_status st = nn__dev_alloc_for(ctx, fn, xs->bytes, &dy);
-    if (st == NN_OK)
-        st = op_tensor(ctx, p->dtype, xs->mul, -1.0, xs->full, saved->mask, 1.0, xs->row,
-                       dloss->data, xs->full, dy);
-    double beta = (p->accumulate & NN_ACCUMULATE_DX) ? 1.0 : 0.0;
-    if (st == NN_OK)
-        st = softmax_grad_call(ctx, p->dtype, CUDNN_SOFTMAX_LOG, xs->full, saved->logp, dy,
-                               dx->data, beta);
-    nn_status f1 = dy ? nn__dev_free_for(ctx, fn, dy) : NN_OK;
-    if (xs == &own) xent_scratch_release(&own);
-    note_set(ctx, note, "cudnn-legacy+mask");
-    return st != NN_OK ? st : f1;
+    NN__TRY(kernels_ready(ctx, fn));
+    struct nn__xent_args a = {
+        .logp = (uint64_t)(uintptr_t)saved->logp,
+        .saved = (uint64_t)(uintptr_t)saved->targets,
+        .dloss = (uint64_t)(uintptr_t)dloss->data,
+        .dx = (uint64_t)(uintptr_t)dx->data,
+        .n = p->n,
+        .c = p->c,
+        .s = p->s,
+        .dtype = (int32_t)p->dtype,
+        .acc = (p->accumulate & NN_ACCUMULATE_DX) != 0,
+    };
+    note_set(ctx, note, "kernel");
+    return launch(ctx, 1, &a, p->n * p->c * p->s);
 }
 
-/* The pool bytes of xent_forward_cudnn at its peak (in neg_sum_c: the log-softmax, the product,
- * the mask and the sum's gradient, each of the scratch's size) and of xent_backward_cudnn (its
- * dy); the softmax calls take none. Sizes beyond int are refused as the calls refuse them. The
- * shape's scratch (which both calls use) is made here, so that the call takes none. */
+/* The pool bytes of xent_forward_cudnn (the log-softmax and the targets, both kept in a
+ * training-mode pullback until backward) and of xent_backward_cudnn (none: one kernel writes dx);
+ * the softmax calls take none. Sizes beyond int are refused as the calls refuse them. The shape's
+ * scratch is made here, so that the call takes none. */
 static nn_status workspace_cudnn(struct nn_ctx *ctx, const struct nn__softmax_problem *p,
                                  int backward, size_t *bytes)
 {
@@ -614,7 +468,7 @@ static nn_status workspace_cudnn(struct nn_ctx *ctx, const struct nn__softmax_pr
     }
     struct xent_scratch *xs;
     NN__TRY(xent_scratch_get(ctx, fn, p, &xs));
-    *bytes = backward ? xs->bytes : 4 * xs->bytes;
+    *bytes = backward ? 0 : xs->bytes + xs->tbytes;
     return NN_OK;
 }
 

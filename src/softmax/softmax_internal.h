@@ -21,7 +21,8 @@ struct nn__softmax_problem {
     nn_index_type index; /* the cross-entropy's target type */
     /* Inside a graph capture (include/nnprim/graph.h), or with settings.xent_targets =
      * NN_TARGETS_ON_DEVICE for targets in device memory: the caller's device targets, which the
-     * mask kernel reads (each launch, in a graph); the forward's t is NULL then. NULL otherwise. */
+     * cross-entropy's kernel reads (each launch, in a graph); the forward's t is NULL then. NULL
+     * otherwise. */
     const void *dev_targets;
     int rank;
     int64_t dims[NN_MAX_RANK]; /* x's dims, for the text form */

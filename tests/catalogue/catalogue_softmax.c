@@ -993,8 +993,10 @@ static nn_status xws(struct cat *c, const nn_tensor *x, nn_softmax_pass pass)
     nn_status st = nn_softmax_cross_entropy_workspace_size(c->ctx, x, pass, &n);
     st = cat_ws_answer(c, st, n, 0);
     if (st == NN_OK && c->gpu)
-        cr_assert_eq(n, (pass == NN_SOFTMAX_PASS_FORWARD ? 4 : 1) * 6 * sizeof(float),
-                     "4 (forward) or 1 (backward) buffers of x's 6 floats, got %zu", n);
+        cr_assert_eq(n, pass == NN_SOFTMAX_PASS_FORWARD ? 6 * sizeof(float) + 2 * 8 : 0,
+                     "forward: the log-softmax (x's 6 floats) and 2 int64 targets; backward: "
+                     "nothing; got %zu",
+                     n);
     return st;
 }
 CALL(sws_null_ctx)

@@ -852,11 +852,9 @@ static void CUDART_CB mark_fn(void *arg)
 }
 
 /* Cross-entropy keeps per shape a pinned staging buffer, from which each forward uploads its
- * mask, and zeros that the forward reads. Dropped with the cache on another stream while a
- * forward on the first is held back, they are freed only once that forward's upload is over: the
- * host waits for it (the staging memory is freed), and the loss comes out right. The zeros' own
- * free is ordered after the forward too (nn__cudnn_shared_release), which cannot be seen from
- * here: the host has waited by then. */
+ * targets. Dropped with the cache on another stream while a forward on the first is held back,
+ * it is freed only once that forward's upload is over: the host waits for it (the staging memory
+ * is freed), and the loss comes out right. */
 Test(streams_gpu, cross_entropy_scratch_dropped_while_a_forward_is_pending)
 {
     NN_REQUIRE_GPU();

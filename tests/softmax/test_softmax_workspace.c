@@ -168,9 +168,9 @@ Test(softmax_workspace_gpu, query_equals_what_each_call_takes)
 }
 
 /* Forward calls of one shape back to back (no synchronisation between them), each with other
- * host targets: every loss must be the reference's, so each upload saw its own mask, and the
- * previous targets' ones were cleared from the staging buffer. */
-Test(softmax_workspace_gpu, staged_masks_follow_the_targets)
+ * host targets: every loss must be the reference's, so each upload saw its own targets (the
+ * staging buffer is rewritten only after its last upload). */
+Test(softmax_workspace_gpu, staged_targets_follow_the_targets)
 {
     NN_REQUIRE_GPU();
 #if NN_HAVE_CUDA

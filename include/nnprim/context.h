@@ -231,11 +231,11 @@ typedef enum nn_graphs_mode {
  *  device memory of its device: settings.xent_targets. */
 typedef enum nn_targets_mode {
     /** The default: copied to the host, where every target is checked to lie in [0, C) (one
-     *  out of range is refused with NN_E_INVALID_ARG) and the one-hot mask is built; the call
-     *  waits for the context's stream once. */
+     *  out of range is refused with NN_E_INVALID_ARG) before they are uploaded for the kernel;
+     *  the call waits for the context's stream once. */
     NN_TARGETS_CHECKED = 0,
-    /** Read on the device only, as inside a graph capture: a kernel builds the one-hot mask and
-     *  the call does not wait; a target outside [0, C) is not refused but puts NaN in that
+    /** Read on the device only, as inside a graph capture: the kernel reads them and the call
+     *  does not wait; a target outside [0, C) is not refused but puts NaN in that
      *  sample's loss and gradient. For a training loop whose targets live on the GPU (a
      *  framework's), where a wait per step would idle the host. Targets in host memory are
      *  checked as under NN_TARGETS_CHECKED; the reference backend always checks. */

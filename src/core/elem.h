@@ -14,8 +14,8 @@ uint16_t nn__f32_to_bf16(float f);
 float nn__bf16_to_f32(uint16_t b);
 
 /* The bytes of the value 1 in dtype (f16 and bf16 as their bit patterns) into out, which holds
- * at least 8 bytes; returns the element size. For the constant operands nnprim uploads (ones,
- * one-hot masks), where a conversion per element would be waste. */
+ * at least 8 bytes; returns the element size. For the constant operands nnprim uploads (vectors
+ * of ones), where a conversion per element would be waste. */
 size_t nn__elem_one(nn_dtype dtype, unsigned char *out);
 
 /* Read / write element i (an index in elements from data, strides already applied). */

@@ -248,9 +248,9 @@ NN_API nn_status nn_softmax_cross_entropy_backward_ex(nn_ctx *ctx,
  * targets as int64, both of which a training-mode forward keeps in its pullback until backward);
  * the backward holds none (one kernel writes dx). The forward also uses a per-shape scratch kept
  * in the context's cache (8 T bytes of pinned host memory that stages the targets, and cuDNN's
- * descriptor): this query makes it, so the call that follows takes only the figure above. Not included: the caller's
- * tensors and the pool's rounding of a request to its size classes (docs/MEMORY.md). 0 on the
- * reference backend, which takes host memory only.
+ * descriptor): this query makes it, so the call that follows takes only the figure above. Not
+ * included: the caller's tensors and the pool's rounding of a request to its size classes
+ * (docs/MEMORY.md). 0 on the reference backend, which takes host memory only.
  *
  * @param ctx   the context that will run the call.
  * @param x     the forward's logits, N x C [x ...] (its dims and dtype; not read).

@@ -3,8 +3,8 @@
  * bad keys, and it is marked not persisted (device scratch: plan files never hold it). These run
  * without a GPU (nothing calls CUDA). On a GPU: a warm shape's calls create no cuDNN descriptor
  * (counted through the loader's function pointers) and give bitwise the first call's results, a
- * backward whose scratch was dropped makes none (it uses no cuDNN call), and a plan file saved after
- * a cross-entropy call holds no kind-8 record. */
+ * backward whose scratch was dropped makes none (it uses no cuDNN call), and a plan file saved
+ * after a cross-entropy call holds no kind-8 record. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
